@@ -1,0 +1,21 @@
+//! k8slb actor: from the published state to running keepalived + HAProxy / nginx on
+//! this node.
+//!
+//! - [`view`]: pure, state + node -> this node's view;
+//! - [`render`]: pure, view + templates -> config texts; and the endpoint-only diff that
+//!   the HAProxy Runtime API can apply without a reload;
+//! - [`cmd_render`]: `k8slb-actor render`;
+//! - [`apply`]: render -> check -> atomic swap -> reload -> confirm, debounced;
+//! - [`vip`]: netlink behind a small trait (interfaces, VIP observation, stale cleanup);
+//! - [`supervise`]: keepalived and the proxy as children, restarted with backoff;
+//! - [`admin`]: `/livez`, `/readyz`, `/metrics`;
+//! - [`run`]: `k8slb-actor run`.
+
+pub mod admin;
+pub mod apply;
+pub mod cmd_render;
+pub mod render;
+pub mod run;
+pub mod supervise;
+pub mod view;
+pub mod vip;

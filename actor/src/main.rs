@@ -1,0 +1,36 @@
+//! `k8slb-actor`: thin main; everything is in the library.
+
+use clap::{Parser, Subcommand};
+use k8slb_actor::{cmd_render, run};
+
+#[derive(Debug, Parser)]
+#[command(name = "k8slb-actor", version, about = "k8slb actor: keepalived + HAProxy/nginx on a load-balancer node")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Follow the published state and run keepalived and the proxy on this node.
+    Run(run::RunArgs),
+    /// Render this node's configs from a state file into a directory, and exit.
+    Render(cmd_render::RenderArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Render(args) => cmd_render::run(args),
+        Command::Run(args) => tokio::runtime::Runtime::new()
+            .map_err(anyhow::Error::from)
+            .and_then(|rt| rt.block_on(run::run(args))),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("k8slb-actor: {e:#}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Rendering configs from the view (to be written).

@@ -1,0 +1,1 @@
+//! This node's view of the state (to be written).

@@ -1,0 +1,12 @@
+//! k8slb-common: what the watcher and the actor share, and nothing that does I/O.
+//!
+//! - [`names`]: validated names (the only strings that reach a config file);
+//! - [`ipam`]: address ranges and range sets with 128-bit arithmetic;
+//! - [`config`]: the global config (k8slb's JSON), parsed and checked as a whole;
+//! - [`objects`]: the Kubernetes objects the plan reads, and how files of them are read;
+//! - [`plan`]: the pure allocation: objects + config + previous state -> state;
+//! - [`state`]: the published state document;
+//! - [`publish`]: how the state is compressed and sharded for ConfigMaps.
+
+pub mod names;
+pub mod state;

@@ -1,0 +1,135 @@
+//! API errors, rendered as real `Status` objects.
+
+use serde_json::{json, Value};
+
+use crate::resources::Resource;
+
+/// An error the fake answers with: the HTTP code and the `Status` body the real API server
+/// would send.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    pub details: Option<Value>,
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    pub fn not_found(res: &Resource, name: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", res.qualified_plural()),
+        )
+        .with_details(json!({"name": name, "group": res.group, "kind": res.plural}))
+    }
+
+    pub fn path_not_found(path: &str) -> Self {
+        Self::new(404, "NotFound", format!("the server could not find the requested resource ({path})"))
+    }
+
+    pub fn already_exists(res: &Resource, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", res.qualified_plural()),
+        )
+        .with_details(json!({"name": name, "group": res.group, "kind": res.plural}))
+    }
+
+    pub fn conflict(res: &Resource, name: &str, why: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                res.qualified_plural()
+            ),
+        )
+        .with_details(json!({"name": name, "group": res.group, "kind": res.plural}))
+    }
+
+    pub fn stale(res: &Resource, name: &str) -> Self {
+        Self::conflict(
+            res,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    pub fn apply_conflict(res: &Resource, name: &str, message: String, causes: Vec<Value>) -> Self {
+        Self::new(409, "Conflict", message).with_details(
+            json!({"name": name, "group": res.group, "kind": res.plural, "causes": causes}),
+        )
+    }
+
+    pub fn invalid(res: &Resource, name: &str, field: &str, value: &str, why: &str) -> Self {
+        let detail = format!("Invalid value: \"{value}\": {why}");
+        Self::new(
+            422,
+            "Invalid",
+            format!("{} \"{name}\" is invalid: {field}: {detail}", res.kind),
+        )
+        .with_details(json!({
+            "name": name,
+            "group": res.group,
+            "kind": res.kind,
+            "causes": [{"reason": "FieldValueInvalid", "message": detail, "field": field}],
+        }))
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    pub fn method_not_allowed() -> Self {
+        Self::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+    }
+
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type:?})"),
+        )
+    }
+
+    /// The `Status` object.
+    pub fn to_status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(details) = &self.details {
+            status["details"] = details.clone();
+        }
+        status
+    }
+}

@@ -1,0 +1,138 @@
+//! The table of served resources. Everything else is generic over it, so adding a kind is
+//! one row here.
+
+/// One served resource (a plural under one group/version).
+#[derive(Debug)]
+pub(crate) struct Resource {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub kind: &'static str,
+    pub namespaced: bool,
+    /// Has a `/status` subresource: the main resource ignores `status`, and `/status`
+    /// changes nothing else.
+    pub status_subresource: bool,
+    /// Create resets `status` (Services, Pods, Ingresses); Nodes keep it.
+    pub clear_status_on_create: bool,
+    pub short_names: &'static [&'static str],
+}
+
+impl Resource {
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `services` or `ingresses.networking.k8s.io`, as in the API server's messages.
+    pub fn qualified_plural(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.to_string()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+}
+
+const fn core(
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    short_names: &'static [&'static str],
+) -> Resource {
+    Resource {
+        group: "",
+        version: "v1",
+        plural,
+        singular,
+        kind,
+        namespaced,
+        status_subresource: false,
+        clear_status_on_create: false,
+        short_names,
+    }
+}
+
+const fn with_status(mut r: Resource, clear_on_create: bool) -> Resource {
+    r.status_subresource = true;
+    r.clear_status_on_create = clear_on_create;
+    r
+}
+
+const fn grouped(mut r: Resource, group: &'static str) -> Resource {
+    r.group = group;
+    r
+}
+
+pub(crate) static RESOURCES: &[Resource] = &[
+    with_status(core("namespaces", "namespace", "Namespace", false, &["ns"]), false),
+    with_status(core("services", "service", "Service", true, &["svc"]), true),
+    with_status(core("nodes", "node", "Node", false, &["no"]), false),
+    with_status(core("pods", "pod", "Pod", true, &["po"]), true),
+    core("configmaps", "configmap", "ConfigMap", true, &["cm"]),
+    core("secrets", "secret", "Secret", true, &[]),
+    core("events", "event", "Event", true, &["ev"]),
+    core("endpoints", "endpoints", "Endpoints", true, &["ep"]),
+    grouped(
+        core("endpointslices", "endpointslice", "EndpointSlice", true, &[]),
+        "discovery.k8s.io",
+    ),
+    grouped(core("events", "event", "Event", true, &["ev"]), "events.k8s.io"),
+    grouped(core("leases", "lease", "Lease", true, &[]), "coordination.k8s.io"),
+    with_status(
+        grouped(
+            core("ingresses", "ingress", "Ingress", true, &["ing"]),
+            "networking.k8s.io",
+        ),
+        true,
+    ),
+    grouped(
+        core("ingressclasses", "ingressclass", "IngressClass", false, &[]),
+        "networking.k8s.io",
+    ),
+];
+
+/// The resource served at `group/version/plural`.
+pub(crate) fn find(group: &str, version: &str, plural: &str) -> Option<usize> {
+    RESOURCES
+        .iter()
+        .position(|r| r.group == group && r.version == version && r.plural == plural)
+}
+
+/// The resource for an object's `apiVersion` and `kind`.
+pub(crate) fn find_kind(api_version: &str, kind: &str) -> Option<usize> {
+    RESOURCES
+        .iter()
+        .position(|r| r.api_version() == api_version && r.kind == kind)
+}
+
+/// A resource named the way a test would: `Service`, `services`, `svc`, or group-qualified
+/// `events.events.k8s.io` / `Event.events.k8s.io` (unqualified names prefer core/v1).
+pub(crate) fn find_loose(name: &str) -> Option<usize> {
+    let (name, group) = match name.split_once('.') {
+        Some((n, g)) => (n, Some(g)),
+        None => (name, None),
+    };
+    RESOURCES.iter().position(|r| {
+        group.is_none_or(|g| g == r.group)
+            && (r.plural == name
+                || r.kind == name
+                || r.singular == name
+                || r.short_names.contains(&name))
+    })
+}
+
+/// The group/versions served, in discovery order (core first).
+pub(crate) fn groups() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&str, &str)> = Vec::new();
+    for r in RESOURCES {
+        if !out.contains(&(r.group, r.version)) {
+            out.push((r.group, r.version));
+        }
+    }
+    out
+}

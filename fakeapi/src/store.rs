@@ -1,0 +1,1047 @@
+//! The object store: every object, one global resourceVersion, a bounded history of
+//! changes for watch resumption, and the open watches.
+//!
+//! Everything here is synchronous and runs under one mutex; the HTTP layer in `server`
+//! only translates requests into these calls.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::error::ApiError;
+use crate::patch::{
+    from_fields_v1, get_path, json_patch, leaf_paths, merge_patch, remove_path, to_fields_v1,
+    FieldPath,
+};
+use crate::resources::{self, Resource, RESOURCES};
+use crate::selector::{FieldSelector, LabelSelector};
+
+/// `(namespace, name)`; the namespace is empty for cluster-scoped objects. Sorting by it
+/// gives the order etcd lists in.
+pub(crate) type Key = (String, String);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// Which objects a list or watch sees.
+#[derive(Debug, Clone)]
+pub(crate) struct Filter {
+    pub res: usize,
+    pub namespace: Option<String>,
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+}
+
+impl Filter {
+    pub fn matches(&self, obj: &Value) -> bool {
+        self.namespace
+            .as_deref()
+            .is_none_or(|ns| namespace_of(obj) == ns)
+            && self.labels.matches(obj)
+            && self.fields.matches(obj)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Subresource {
+    Main,
+    Status,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PatchType {
+    Merge,
+    /// Implemented as a merge patch: lists are replaced, never merged by key.
+    StrategicMerge,
+    Json,
+    Apply,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WriteOptions {
+    pub field_manager: Option<String>,
+    pub force: bool,
+    pub dry_run: bool,
+}
+
+/// One line of a watch stream, with the resourceVersion it carries.
+#[derive(Debug, Clone)]
+pub(crate) struct WatchItem {
+    pub rv: u64,
+    pub event: Value,
+}
+
+#[derive(Debug, Clone)]
+struct Change {
+    rv: u64,
+    res: usize,
+    typ: EventType,
+    old: Option<Value>,
+    new: Value,
+}
+
+impl Change {
+    /// What a watch with `filter` sees of this change: label or field changes that move an
+    /// object into or out of the selection become ADDED or DELETED, as in the real server.
+    fn seen_by(&self, filter: &Filter) -> Option<WatchItem> {
+        if self.res != filter.res {
+            return None;
+        }
+        let new_matches = filter.matches(&self.new);
+        let typ = match self.typ {
+            EventType::Modified => {
+                let old_matches = self.old.as_ref().is_some_and(|o| filter.matches(o));
+                match (old_matches, new_matches) {
+                    (true, true) => EventType::Modified,
+                    (false, true) => EventType::Added,
+                    (true, false) => EventType::Deleted,
+                    (false, false) => return None,
+                }
+            }
+            other if new_matches => other,
+            _ => return None,
+        };
+        Some(WatchItem {
+            rv: self.rv,
+            event: json!({"type": typ.as_str(), "object": self.new}),
+        })
+    }
+}
+
+struct Watcher {
+    filter: Filter,
+    tx: UnboundedSender<WatchItem>,
+}
+
+pub(crate) struct Store {
+    rv: u64,
+    serial: u64,
+    objects: Vec<BTreeMap<Key, Value>>,
+    history: VecDeque<Change>,
+    history_limit: usize,
+    /// Every change with a resourceVersion above this one is still in `history`.
+    compacted: u64,
+    watchers: Vec<Watcher>,
+}
+
+pub(crate) fn namespace_of(obj: &Value) -> &str {
+    obj.pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+fn name_of(obj: &Value) -> &str {
+    obj.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+fn rv_of(obj: &Value) -> Option<&str> {
+    obj.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// `metadata` as a mutable map, created if missing.
+fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = json!({});
+    }
+    match obj.get_mut("metadata") {
+        Some(Value::Object(m)) => m,
+        _ => unreachable!("metadata was just made an object"),
+    }
+}
+
+/// RFC 3339 in UTC with second precision, like `metav1.Time`.
+pub(crate) fn now_rfc3339() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const LABEL_1035_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+const LABEL_1123_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+fn is_label(s: &str, first_alpha: bool) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && (!first_alpha || b[0].is_ascii_lowercase())
+        && b[b.len() - 1] != b'-'
+}
+
+/// The name rule of each kind: Services need DNS-1035 labels, Namespaces RFC 1123 labels,
+/// everything else RFC 1123 subdomains.
+fn validate_name(res: &Resource, name: &str) -> Result<(), ApiError> {
+    let (ok, msg) = match res.plural {
+        "services" => (is_label(name, true), LABEL_1035_MSG),
+        "namespaces" => (is_label(name, false), LABEL_1123_MSG),
+        _ => (
+            name.len() <= 253 && name.split('.').all(|l| is_label(l, false)),
+            SUBDOMAIN_MSG,
+        ),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(res, name, "metadata.name", name, msg))
+    }
+}
+
+/// Checks `apiVersion`/`kind` if the body has them, then sets them.
+fn check_type(res: &Resource, obj: &mut Value, required: bool) -> Result<(), ApiError> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request("the request body must be a JSON object"));
+    }
+    let api_version = res.api_version();
+    let got_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let got_kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    if (required || !got_version.is_empty()) && got_version != api_version
+        || (required || !got_kind.is_empty()) && got_kind != res.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({got_version}) and kind ({got_kind}) do not match the request ({api_version}, {})",
+            res.kind
+        )));
+    }
+    obj["apiVersion"] = json!(api_version);
+    obj["kind"] = json!(res.kind);
+    Ok(())
+}
+
+/// Checks the body's name and namespace against the URL's, filling them in if absent.
+fn check_identity(res: &Resource, obj: &mut Value, ns: &str, name: &str) -> Result<(), ApiError> {
+    let meta = meta_mut(obj);
+    match meta.get("name").and_then(Value::as_str) {
+        Some(n) if !n.is_empty() && n != name => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )))
+        }
+        _ => {
+            meta.insert("name".into(), json!(name));
+        }
+    }
+    set_namespace(res, meta, ns)
+}
+
+fn set_namespace(res: &Resource, meta: &mut Map<String, Value>, ns: &str) -> Result<(), ApiError> {
+    if !res.namespaced {
+        meta.remove("namespace");
+        return Ok(());
+    }
+    match meta.get("namespace").and_then(Value::as_str) {
+        Some(n) if !n.is_empty() && n != ns => Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )),
+        _ => {
+            meta.insert("namespace".into(), json!(ns));
+            Ok(())
+        }
+    }
+}
+
+/// Metadata the client cannot change with an update.
+const IMMUTABLE_META: &[&str] = &["uid", "creationTimestamp", "deletionTimestamp", "generation"];
+
+impl Store {
+    pub fn new(history_limit: usize) -> Self {
+        Self {
+            rv: 1,
+            serial: 0,
+            objects: RESOURCES.iter().map(|_| BTreeMap::new()).collect(),
+            history: VecDeque::new(),
+            history_limit: history_limit.max(1),
+            compacted: 1,
+            watchers: Vec::new(),
+        }
+    }
+
+    pub fn resource_version(&self) -> u64 {
+        self.rv
+    }
+
+    fn next_serial(&mut self) -> u64 {
+        self.serial += 1;
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos() as u64;
+        splitmix(self.serial ^ nanos.rotate_left(17))
+    }
+
+    fn new_uid(&mut self) -> String {
+        let (a, b) = (self.next_serial(), self.next_serial());
+        format!(
+            "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+            a >> 32,
+            (a >> 16) & 0xffff,
+            a & 0xfff,
+            0x8000 | ((b >> 48) & 0x3fff),
+            b & 0xffff_ffff_ffff
+        )
+    }
+
+    fn generated_name(&mut self, res: usize, ns: &str, prefix: &str) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        loop {
+            let mut x = self.next_serial();
+            let suffix: String = (0..5)
+                .map(|_| {
+                    let c = ALPHABET[(x % ALPHABET.len() as u64) as usize] as char;
+                    x /= ALPHABET.len() as u64;
+                    c
+                })
+                .collect();
+            let name = format!("{prefix}{suffix}");
+            if !self.objects[res].contains_key(&(ns.to_string(), name.clone())) {
+                return name;
+            }
+        }
+    }
+
+    /// Records a change: bumps the resourceVersion, stores (or removes) the object, appends
+    /// to the history and tells the watches.
+    fn commit(&mut self, res: usize, typ: EventType, old: Option<Value>, mut new: Value) -> Value {
+        self.rv += 1;
+        meta_mut(&mut new).insert("resourceVersion".into(), json!(self.rv.to_string()));
+        let key = (namespace_of(&new).to_string(), name_of(&new).to_string());
+        if typ == EventType::Deleted {
+            self.objects[res].remove(&key);
+        } else {
+            self.objects[res].insert(key, new.clone());
+        }
+        let change = Change {
+            rv: self.rv,
+            res,
+            typ,
+            old,
+            new: new.clone(),
+        };
+        self.watchers.retain(|w| match change.seen_by(&w.filter) {
+            Some(item) => w.tx.send(item).is_ok(),
+            None => !w.tx.is_closed(),
+        });
+        self.history.push_back(change);
+        while self.history.len() > self.history_limit {
+            if let Some(dropped) = self.history.pop_front() {
+                self.compacted = dropped.rv;
+            }
+        }
+        new
+    }
+
+    /// Forgets the whole history, like an etcd compaction: watches and continue tokens from
+    /// any earlier resourceVersion get 410 Expired.
+    pub fn compact(&mut self) {
+        self.history.clear();
+        self.compacted = self.rv;
+    }
+
+    pub fn get(&self, res: usize, ns: &str, name: &str) -> Result<Value, ApiError> {
+        self.objects[res]
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&RESOURCES[res], name))
+    }
+
+    pub fn objects(&self, res: usize) -> Vec<Value> {
+        self.objects[res].values().cloned().collect()
+    }
+
+    pub fn list(&self, filter: &Filter, limit: Option<usize>, cont: Option<&str>) -> Result<Value, ApiError> {
+        let res = &RESOURCES[filter.res];
+        let (list_rv, start) = match cont.filter(|c| !c.is_empty()) {
+            Some(token) => {
+                let (rv, key) = decode_continue(token)
+                    .ok_or_else(|| ApiError::bad_request(format!("invalid continue token {token:?}")))?;
+                if rv < self.compacted {
+                    return Err(ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."));
+                }
+                (rv, Bound::Excluded(key))
+            }
+            None => (self.rv, Bound::Unbounded),
+        };
+        let mut matching = self.objects[filter.res]
+            .range((start, Bound::Unbounded))
+            .filter(|(_, o)| filter.matches(o));
+        let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+        let items: Vec<(&Key, &Value)> = matching.by_ref().take(limit).collect();
+        let remaining = matching.count();
+        let mut metadata = json!({"resourceVersion": list_rv.to_string()});
+        if remaining > 0 {
+            if let Some((key, _)) = items.last() {
+                metadata["continue"] = json!(encode_continue(list_rv, key));
+                metadata["remainingItemCount"] = json!(remaining);
+            }
+        }
+        Ok(json!({
+            "kind": format!("{}List", res.kind),
+            "apiVersion": res.api_version(),
+            "metadata": metadata,
+            "items": items.into_iter().map(|(_, o)| o.clone()).collect::<Vec<_>>(),
+        }))
+    }
+
+    /// Opens a watch. Returns the events to send first (synthetic ADDED for every object when
+    /// there is no resourceVersion or it is "0", else the history after it), and registers
+    /// `tx` for everything that follows. Expired resourceVersions give 410.
+    pub fn watch(
+        &mut self,
+        filter: Filter,
+        from: Option<&str>,
+        tx: UnboundedSender<WatchItem>,
+    ) -> Result<Vec<WatchItem>, ApiError> {
+        let from = match from.filter(|s| !s.is_empty() && *s != "0") {
+            None => None,
+            Some(s) => Some(
+                s.parse::<u64>()
+                    .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")))?,
+            ),
+        };
+        let initial = match from {
+            None => self.objects[filter.res]
+                .values()
+                .filter(|o| filter.matches(o))
+                .map(|o| WatchItem {
+                    rv: rv_of(o).and_then(|r| r.parse().ok()).unwrap_or(0),
+                    event: json!({"type": "ADDED", "object": o}),
+                })
+                .collect(),
+            Some(from) if from < self.compacted => {
+                return Err(ApiError::expired(format!(
+                    "too old resource version: {from} ({})",
+                    self.compacted + 1
+                )))
+            }
+            Some(from) => self
+                .history
+                .iter()
+                .filter(|c| c.rv > from)
+                .filter_map(|c| c.seen_by(&filter))
+                .collect(),
+        };
+        self.watchers.push(Watcher { filter, tx });
+        Ok(initial)
+    }
+
+    pub fn create(&mut self, res_i: usize, ns: &str, mut obj: Value, opts: &WriteOptions) -> Result<Value, ApiError> {
+        let res = &RESOURCES[res_i];
+        check_type(res, &mut obj, false)?;
+        let meta = meta_mut(&mut obj);
+        set_namespace(res, meta, ns)?;
+        if meta.get("resourceVersion").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
+            return Err(ApiError::bad_request(
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+        let mut name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+        if name.is_empty() {
+            let prefix = meta.get("generateName").and_then(Value::as_str).unwrap_or("").to_string();
+            if prefix.is_empty() {
+                return Err(ApiError::invalid(
+                    res,
+                    "",
+                    "metadata.name",
+                    "",
+                    "name or generateName is required",
+                ));
+            }
+            name = self.generated_name(res_i, ns, &prefix);
+        }
+        validate_name(res, &name)?;
+        let ns = if res.namespaced { ns } else { "" };
+        if self.objects[res_i].contains_key(&(ns.to_string(), name.clone())) {
+            return Err(ApiError::already_exists(res, &name));
+        }
+        let uid = self.new_uid();
+        let meta = meta_mut(&mut obj);
+        meta.insert("name".into(), json!(name));
+        meta.insert("uid".into(), json!(uid));
+        meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
+        meta.insert("generation".into(), json!(1));
+        meta.remove("deletionTimestamp");
+        if res.clear_status_on_create {
+            obj["status"] = json!({});
+        }
+        self.apply_defaults(res, None, &mut obj);
+        if opts.dry_run {
+            return Ok(obj);
+        }
+        Ok(self.commit(res_i, EventType::Added, None, obj))
+    }
+
+    /// PUT. A `metadata.resourceVersion` in the body is a precondition; without one the
+    /// update is unconditional.
+    pub fn update(
+        &mut self,
+        res_i: usize,
+        ns: &str,
+        name: &str,
+        mut body: Value,
+        sub: Subresource,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let res = &RESOURCES[res_i];
+        let old = self.get(res_i, ns, name)?;
+        check_type(res, &mut body, false)?;
+        check_identity(res, &mut body, ns, name)?;
+        if rv_of(&body).is_some_and(|rv| Some(rv) != rv_of(&old)) {
+            return Err(ApiError::stale(res, name));
+        }
+        let new = merge_for_update(res, &old, body, sub);
+        self.finish_update(res_i, old, new, opts)
+    }
+
+    pub fn patch(
+        &mut self,
+        res_i: usize,
+        ns: &str,
+        name: &str,
+        ptype: PatchType,
+        body: &[u8],
+        sub: Subresource,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let res = &RESOURCES[res_i];
+        if ptype == PatchType::Apply {
+            return self.apply(res_i, ns, name, body, sub, opts);
+        }
+        let old = self.get(res_i, ns, name)?;
+        let patch: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+        let mut patched = old.clone();
+        match ptype {
+            PatchType::Merge | PatchType::StrategicMerge => merge_patch(&mut patched, &patch),
+            PatchType::Json => json_patch(&mut patched, &patch).map_err(|e| {
+                ApiError::invalid(res, name, "patch", "", &format!("the JSON patch could not be applied: {e}"))
+            })?,
+            PatchType::Apply => unreachable!("handled above"),
+        }
+        check_type(res, &mut patched, false)?;
+        if name_of(&patched) != name || namespace_of(&patched) != namespace_of(&old) {
+            return Err(ApiError::bad_request("a patch cannot change metadata.name or metadata.namespace"));
+        }
+        if rv_of(&patched) != rv_of(&old) {
+            return Err(ApiError::stale(res, name));
+        }
+        let new = merge_for_update(res, &old, patched, sub);
+        self.finish_update(res_i, old, new, opts)
+    }
+
+    /// Server-side apply, simplified: see the crate documentation.
+    fn apply(
+        &mut self,
+        res_i: usize,
+        ns: &str,
+        name: &str,
+        body: &[u8],
+        sub: Subresource,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let res = &RESOURCES[res_i];
+        let manager = opts
+            .field_manager
+            .clone()
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| ApiError::bad_request("fieldManager is required for apply requests"))?;
+        let mut cfg: Value = serde_json::from_slice(body)
+            .or_else(|_| serde_yaml::from_slice(body))
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+        check_type(res, &mut cfg, true)?;
+        if name_of(&cfg).is_empty() {
+            return Err(ApiError::bad_request("metadata.name is required in an apply configuration"));
+        }
+        check_identity(res, &mut cfg, ns, name)?;
+        let existing = self.objects[res_i].get(&(ns.to_string(), name.to_string())).cloned();
+        if let (Some(want), Some(old)) = (rv_of(&cfg), &existing) {
+            if Some(want) != rv_of(old) {
+                return Err(ApiError::stale(res, name));
+            }
+        }
+        let owned_cfg = owned_part(res, &cfg, sub);
+        let cfg_paths = leaf_paths(&owned_cfg);
+        let subresource = if sub == Subresource::Status { "status" } else { "" };
+        let (mut live, old) = match existing {
+            Some(old) => (old.clone(), Some(old)),
+            None if sub == Subresource::Status => return Err(ApiError::not_found(res, name)),
+            None => (
+                json!({"apiVersion": res.api_version(), "kind": res.kind, "metadata": cfg["metadata"].clone()}),
+                None,
+            ),
+        };
+        let mut entries: Vec<ManagedEntry> = live
+            .pointer("/metadata/managedFields")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().map(ManagedEntry::parse).collect())
+            .unwrap_or_default();
+        let is_mine = |e: &ManagedEntry| e.manager == manager && e.operation == "Apply" && e.subresource == subresource;
+
+        // Conflicts: another applier owns a field this configuration sets to another value.
+        let mut conflicts: Vec<(String, FieldPath)> = Vec::new();
+        for e in entries.iter().filter(|e| !is_mine(e) && e.operation == "Apply") {
+            for p in e.paths.intersection(&cfg_paths) {
+                if get_path(&live, p) != get_path(&owned_cfg, p) {
+                    conflicts.push((e.manager.clone(), p.clone()));
+                }
+            }
+        }
+        if !conflicts.is_empty() {
+            if !opts.force {
+                let lines: Vec<String> = conflicts
+                    .iter()
+                    .map(|(m, p)| format!("conflict with \"{m}\": .{}", p.join(".")))
+                    .collect();
+                let causes = conflicts
+                    .iter()
+                    .map(|(m, p)| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{m}\""), "field": format!(".{}", p.join("."))}))
+                    .collect();
+                let n = lines.len();
+                let message = format!(
+                    "Apply failed with {n} conflict{}: {}",
+                    if n == 1 { "" } else { "s" },
+                    lines.join("\n")
+                );
+                return Err(ApiError::apply_conflict(res, name, message, causes));
+            }
+            for e in entries.iter_mut().filter(|e| !is_mine(e)) {
+                e.paths.retain(|p| !conflicts.iter().any(|(_, c)| c == p));
+            }
+        }
+
+        // Fields this manager applied before and dropped now are removed, unless someone
+        // else also owns them.
+        let previous: BTreeSet<FieldPath> = entries
+            .iter()
+            .filter(|e| is_mine(e))
+            .flat_map(|e| e.paths.iter().cloned())
+            .collect();
+        for p in previous.difference(&cfg_paths) {
+            if !entries.iter().any(|e| !is_mine(e) && e.paths.contains(p)) {
+                remove_path(&mut live, p);
+            }
+        }
+        merge_patch(&mut live, &owned_cfg);
+
+        let api_version = res.api_version();
+        match entries.iter_mut().find(|e| is_mine(e)) {
+            Some(e) if e.paths == cfg_paths => {}
+            Some(e) => {
+                e.paths = cfg_paths;
+                e.time = now_rfc3339();
+            }
+            None => entries.push(ManagedEntry {
+                manager,
+                operation: "Apply".into(),
+                api_version,
+                time: now_rfc3339(),
+                subresource: subresource.into(),
+                paths: cfg_paths,
+            }),
+        }
+        entries.retain(|e| !e.paths.is_empty());
+        meta_mut(&mut live).insert(
+            "managedFields".into(),
+            Value::Array(entries.iter().map(ManagedEntry::to_json).collect()),
+        );
+        match old {
+            None => {
+                meta_mut(&mut live).remove("resourceVersion");
+                self.create(res_i, ns, live, opts)
+            }
+            Some(old) => self.finish_update(res_i, old, live, opts),
+        }
+    }
+
+    /// The common tail of every update: defaults, generation, no-op detection, finalizers.
+    fn finish_update(&mut self, res_i: usize, old: Value, mut new: Value, opts: &WriteOptions) -> Result<Value, ApiError> {
+        let res = &RESOURCES[res_i];
+        self.apply_defaults(res, Some(&old), &mut new);
+        let old_generation = old.pointer("/metadata/generation").cloned().unwrap_or(json!(1));
+        let generation = match (old.get("spec") != new.get("spec"), old_generation.as_i64()) {
+            (true, Some(g)) => json!(g + 1),
+            _ => old_generation,
+        };
+        let meta = meta_mut(&mut new);
+        meta.insert("generation".into(), generation);
+        if let Some(rv) = rv_of(&old) {
+            meta.insert("resourceVersion".into(), json!(rv));
+        }
+        if new == old {
+            return Ok(old);
+        }
+        let deleting = new.pointer("/metadata/deletionTimestamp").is_some()
+            && new
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty);
+        if opts.dry_run {
+            return Ok(new);
+        }
+        let typ = if deleting { EventType::Deleted } else { EventType::Modified };
+        Ok(self.commit(res_i, typ, Some(old), new))
+    }
+
+    pub fn delete(
+        &mut self,
+        res_i: usize,
+        ns: &str,
+        name: &str,
+        options: Option<&Value>,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let res = &RESOURCES[res_i];
+        let old = self.get(res_i, ns, name)?;
+        if let Some(pre) = options.and_then(|o| o.get("preconditions")) {
+            for (field, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
+                let want = pre.get(field).and_then(Value::as_str);
+                let have = old.pointer(&format!("/metadata/{field}")).and_then(Value::as_str);
+                if let Some(want) = want.filter(|w| Some(*w) != have) {
+                    return Err(ApiError::conflict(
+                        res,
+                        name,
+                        &format!(
+                            "Precondition failed: {label} in precondition: {want}, {label} in object meta: {}",
+                            have.unwrap_or("")
+                        ),
+                    ));
+                }
+            }
+        }
+        if opts.dry_run {
+            return Ok(old);
+        }
+        let has_finalizers = old
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        if has_finalizers {
+            if old.pointer("/metadata/deletionTimestamp").is_some() {
+                return Ok(old);
+            }
+            let mut new = old.clone();
+            let meta = meta_mut(&mut new);
+            meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+            meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+            return Ok(self.commit(res_i, EventType::Modified, Some(old), new));
+        }
+        Ok(self.commit(res_i, EventType::Deleted, Some(old.clone()), old))
+    }
+
+    /// DELETE on a collection: deletes every object the filter selects.
+    pub fn delete_collection(&mut self, filter: &Filter, opts: &WriteOptions) -> Result<Value, ApiError> {
+        let keys: Vec<Key> = self.objects[filter.res]
+            .iter()
+            .filter(|(_, o)| filter.matches(o))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut items = Vec::new();
+        for (ns, name) in keys {
+            items.push(self.delete(filter.res, &ns, &name, None, opts)?);
+        }
+        let res = &RESOURCES[filter.res];
+        Ok(json!({
+            "kind": format!("{}List", res.kind),
+            "apiVersion": res.api_version(),
+            "metadata": {"resourceVersion": self.rv.to_string()},
+            "items": items,
+        }))
+    }
+
+    /// Test helper: stores `obj` as given (status included), creating or replacing it.
+    pub fn put(&mut self, mut obj: Value) -> Result<Value, String> {
+        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+        let res_i = resources::find_kind(api_version, kind)
+            .ok_or_else(|| format!("the fake API does not serve {api_version} {kind}"))?;
+        let res = &RESOURCES[res_i];
+        let name = name_of(&obj).to_string();
+        if name.is_empty() {
+            return Err("put_object needs metadata.name".into());
+        }
+        let ns = if res.namespaced {
+            let ns = namespace_of(&obj);
+            if ns.is_empty() { "default" } else { ns }.to_string()
+        } else {
+            String::new()
+        };
+        let old = self.objects[res_i].get(&(ns.clone(), name)).cloned();
+        let uid = self.new_uid();
+        let meta = meta_mut(&mut obj);
+        if res.namespaced {
+            meta.insert("namespace".into(), json!(ns));
+        } else {
+            meta.remove("namespace");
+        }
+        meta.remove("resourceVersion");
+        for (field, fallback) in [
+            ("uid", json!(uid)),
+            ("creationTimestamp", json!(now_rfc3339())),
+            ("generation", json!(1)),
+        ] {
+            if !meta.contains_key(field) {
+                let value = old
+                    .as_ref()
+                    .and_then(|o| o.pointer(&format!("/metadata/{field}")).cloned())
+                    .unwrap_or(fallback);
+                meta.insert(field.into(), value);
+            }
+        }
+        let typ = if old.is_some() { EventType::Modified } else { EventType::Added };
+        Ok(self.commit(res_i, typ, old, obj))
+    }
+
+    /// Test helper: removes an object without any checks.
+    pub fn remove(&mut self, res_i: usize, ns: &str, name: &str) -> Option<Value> {
+        let old = self.objects[res_i].get(&(ns.to_string(), name.to_string())).cloned()?;
+        Some(self.commit(res_i, EventType::Deleted, Some(old.clone()), old))
+    }
+
+    /// Defaults the real API server fills in. Only Services have any so far.
+    fn apply_defaults(&mut self, res: &Resource, old: Option<&Value>, obj: &mut Value) {
+        if res.group.is_empty() && res.plural == "services" {
+            self.default_service(old, obj);
+        }
+    }
+
+    fn default_service(&mut self, old: Option<&Value>, obj: &mut Value) {
+        let old_spec = old.and_then(|o| o.get("spec")).cloned().unwrap_or(json!({}));
+        if !obj.get("spec").is_some_and(Value::is_object) {
+            obj["spec"] = json!({});
+        }
+        let serial = self.serial;
+        let mut fresh_ip = || {
+            self.serial += 1;
+            let n = self.serial;
+            format!("10.96.{}.{}", (n / 250) % 250, n % 250 + 1)
+        };
+        let spec = &mut obj["spec"];
+        if spec.get("type").is_none_or(Value::is_null) {
+            spec["type"] = json!("ClusterIP");
+        }
+        let typ = spec["type"].as_str().unwrap_or("ClusterIP").to_string();
+        if spec.get("sessionAffinity").is_none() {
+            spec["sessionAffinity"] = json!("None");
+        }
+        if typ != "ExternalName" && spec.get("clusterIP").is_none_or(|v| v.as_str().is_none_or(str::is_empty)) {
+            let ip = match old_spec.get("clusterIP").and_then(Value::as_str) {
+                Some(ip) if !ip.is_empty() => ip.to_string(),
+                _ => fresh_ip(),
+            };
+            spec["clusterIP"] = json!(ip);
+            spec["clusterIPs"] = json!([ip]);
+        }
+        let node_ports = (typ == "LoadBalancer"
+            && spec.get("allocateLoadBalancerNodePorts").and_then(Value::as_bool) != Some(false))
+            || typ == "NodePort";
+        if node_ports && spec.get("externalTrafficPolicy").is_none() {
+            spec["externalTrafficPolicy"] = json!("Cluster");
+        }
+        if typ == "LoadBalancer" && spec.get("allocateLoadBalancerNodePorts").is_none() {
+            spec["allocateLoadBalancerNodePorts"] = json!(true);
+        }
+        let old_ports = old_spec.get("ports").and_then(Value::as_array).cloned().unwrap_or_default();
+        let mut next_node_port = 30_000 + (serial % 2_000) as i64;
+        if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+            for port in ports.iter_mut().filter(|p| p.is_object()) {
+                if port.get("protocol").is_none() {
+                    port["protocol"] = json!("TCP");
+                }
+                if port.get("targetPort").is_none() {
+                    port["targetPort"] = port.get("port").cloned().unwrap_or(Value::Null);
+                }
+                if node_ports && port.get("nodePort").is_none() {
+                    let same = old_ports.iter().find(|o| o.get("port") == port.get("port") && o.get("protocol").and_then(Value::as_str).unwrap_or("TCP") == port["protocol"]);
+                    let np = same.and_then(|o| o.get("nodePort")).cloned().unwrap_or_else(|| {
+                        next_node_port += 1;
+                        json!(next_node_port)
+                    });
+                    port["nodePort"] = np;
+                }
+            }
+        }
+    }
+}
+
+/// The new object of an update: the body, with server-owned metadata kept from `old`, and
+/// `status` or everything-but-`status` kept from `old` as the subresource requires.
+fn merge_for_update(res: &Resource, old: &Value, body: Value, sub: Subresource) -> Value {
+    match sub {
+        Subresource::Status => {
+            let mut new = old.clone();
+            match body.get("status") {
+                Some(status) => new["status"] = status.clone(),
+                None => {
+                    if let Value::Object(m) = &mut new {
+                        m.remove("status");
+                    }
+                }
+            }
+            new
+        }
+        Subresource::Main => {
+            let mut new = body;
+            let old_meta = old.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
+            let meta = meta_mut(&mut new);
+            for field in IMMUTABLE_META {
+                match old_meta.get(*field) {
+                    Some(v) => meta.insert((*field).into(), v.clone()),
+                    None => meta.remove(*field),
+                };
+            }
+            if !meta.contains_key("managedFields") {
+                if let Some(mf) = old_meta.get("managedFields") {
+                    meta.insert("managedFields".into(), mf.clone());
+                }
+            }
+            if res.status_subresource {
+                if let Value::Object(m) = &mut new {
+                    match old.get("status") {
+                        Some(s) => m.insert("status".into(), s.clone()),
+                        None => m.remove("status"),
+                    };
+                }
+            }
+            new
+        }
+    }
+}
+
+/// The part of an apply configuration whose fields a manager owns: no type or identity
+/// metadata, and only `status` (for `/status`) or everything but `status` (for kinds with
+/// a status subresource).
+fn owned_part(res: &Resource, cfg: &Value, sub: Subresource) -> Value {
+    let mut c = cfg.clone();
+    if let Value::Object(m) = &mut c {
+        m.remove("apiVersion");
+        m.remove("kind");
+        if let Some(Value::Object(meta)) = m.get_mut("metadata") {
+            for f in [
+                "name",
+                "namespace",
+                "resourceVersion",
+                "managedFields",
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "generation",
+                "selfLink",
+            ] {
+                meta.remove(f);
+            }
+            if meta.is_empty() {
+                m.remove("metadata");
+            }
+        }
+        match sub {
+            Subresource::Status => m.retain(|k, _| k == "status"),
+            Subresource::Main if res.status_subresource => {
+                m.remove("status");
+            }
+            Subresource::Main => {}
+        }
+    }
+    c
+}
+
+/// One `metadata.managedFields` entry, with its field set parsed.
+#[derive(Debug, Clone)]
+struct ManagedEntry {
+    manager: String,
+    operation: String,
+    api_version: String,
+    time: String,
+    subresource: String,
+    paths: BTreeSet<FieldPath>,
+}
+
+impl ManagedEntry {
+    fn parse(v: &Value) -> Self {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        Self {
+            manager: s("manager"),
+            operation: s("operation"),
+            api_version: s("apiVersion"),
+            time: s("time"),
+            subresource: s("subresource"),
+            paths: v.get("fieldsV1").map(from_fields_v1).unwrap_or_default(),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        let mut v = json!({
+            "manager": self.manager,
+            "operation": self.operation,
+            "apiVersion": self.api_version,
+            "time": self.time,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": to_fields_v1(&self.paths),
+        });
+        if !self.subresource.is_empty() {
+            v["subresource"] = json!(self.subresource);
+        }
+        v
+    }
+}
+
+fn encode_continue(rv: u64, key: &Key) -> String {
+    let raw = json!({"rv": rv, "ns": key.0, "name": key.1}).to_string();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+}
+
+fn decode_continue(token: &str) -> Option<(u64, Key)> {
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).ok()?;
+    let v: Value = serde_json::from_slice(&raw).ok()?;
+    Some((
+        v.get("rv")?.as_u64()?,
+        (v.get("ns")?.as_str()?.to_string(), v.get("name")?.as_str()?.to_string()),
+    ))
+}

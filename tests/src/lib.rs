@@ -1,0 +1,1 @@
+//! The lab harness (see issue 5).

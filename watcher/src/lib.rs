@@ -1,0 +1,1 @@
+//! k8slb watcher library.
