@@ -1,1 +1,432 @@
-//! A fake Kubernetes API server (placeholder; see issue 4).
+//! A fake Kubernetes API server for k8slb's integration tests.
+//!
+//! [`FakeApi::start`] serves real HTTP/1.1 on `127.0.0.1` (an ephemeral port) and writes a
+//! kubeconfig for it (plain `http://` URL, no auth, namespace `default`), so the real `kube`
+//! client talks to it exactly as it talks to a cluster:
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! let api = k8slb_fakeapi::FakeApi::start().await;
+//! let kubeconfig = kube::config::Kubeconfig::read_from(api.kubeconfig_path())?;
+//! let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+//! let client = kube::Client::try_from(config)?;
+//! // or: kube::Client::try_from(kube::Config::new(api.url().parse()?))?
+//! # Ok(()) }
+//! ```
+//!
+//! Tests seed and inspect objects directly ([`FakeApi::put_object`], [`FakeApi::get_object`],
+//! [`FakeApi::list`]), assert on the calls made ([`FakeApi::requests`]), and inject faults
+//! ([`FakeApi::faults`]: drop watches, fail the next requests with 500, add latency, compact
+//! the watch history, go away and come back on the same port).
+//!
+//! # What it serves
+//!
+//! core/v1 Services, Nodes, Pods, ConfigMaps, Secrets, Events, Endpoints, Namespaces;
+//! discovery.k8s.io/v1 EndpointSlices; events.k8s.io/v1 Events; coordination.k8s.io/v1 Leases;
+//! networking.k8s.io/v1 Ingresses and IngressClasses. Services, Nodes, Pods, Namespaces and
+//! Ingresses have a `/status` subresource. Adding a kind is one row in `resources.rs`.
+//!
+//! Verbs: get, list (label and field selectors, `limit`/`continue`), watch (`watch=true|1`,
+//! `resourceVersion`, `allowWatchBookmarks`, `timeoutSeconds`), create (`generateName`),
+//! update (optimistic concurrency on `metadata.resourceVersion`), patch (merge, strategic
+//! merge, JSON patch, server-side apply), delete (preconditions, finalizers),
+//! deletecollection, `dryRun=All`. Discovery: `/api`, `/apis`, `/api/v1`,
+//! `/apis/<group>[/<version>]`, `/version`, `/healthz`.
+//!
+//! Errors are real `Status` objects with the real reasons and codes: NotFound 404,
+//! AlreadyExists 409, Conflict 409, Invalid 422, BadRequest 400, Expired 410,
+//! InternalError 500, MethodNotAllowed 405, UnsupportedMediaType 415.
+//!
+//! # Where it differs from a real kube-apiserver
+//!
+//! - **No auth, no admission, no RBAC, no namespaces lifecycle.** Namespaced objects are
+//!   accepted in any namespace without a Namespace object existing; deleting a Namespace
+//!   deletes nothing else.
+//! - **Lists are always "most recent".** `resourceVersion`/`resourceVersionMatch` on a list
+//!   are ignored. Pages after the first (`continue`) are read from the current state, not from
+//!   the snapshot of the first page, although they report the first page's resourceVersion;
+//!   a continue token older than the watch history gives 410 Expired, as a compacted one does.
+//! - **Watch.** `sendInitialEvents` (streaming lists) is not supported. Without a
+//!   resourceVersion (or with "0") a watch starts with synthetic ADDED events for every
+//!   matching object. With one, it replays the bounded history ([`Options::history_limit`]
+//!   changes, across all kinds) after it, or sends one ERROR event with a 410 Expired Status
+//!   ("too old resource version") and ends, as the real server does. Bookmarks come every
+//!   [`Options::bookmark_interval`] (default 1 s) instead of about once a minute. Watches
+//!   without `timeoutSeconds` end after 30 minutes.
+//! - **Field selectors** accept any dotted path into the object (`spec.nodeName`,
+//!   `involvedObject.name`, …) with `=`, `==`, `!=`; the real server allows only a few per
+//!   kind and rejects the rest.
+//! - **Strategic merge patch is a JSON merge patch**: lists are replaced, never merged by
+//!   their merge key, and `$patch` directives are not understood.
+//! - **Server-side apply is simplified.** The body may be JSON or YAML and must carry
+//!   `apiVersion`, `kind` and `metadata.name`; `fieldManager` is required (400 otherwise).
+//!   Field ownership is tracked per manager as the set of leaf fields the manager applied,
+//!   with lists owned atomically (no `k:`/`v:` keys), recorded in `metadata.managedFields`
+//!   (operation `Apply`, `fieldsV1`). Applying merges the configuration into the live object
+//!   (JSON merge semantics) and removes fields this manager applied before but omits now,
+//!   unless another applier also owns them. A conflict (409, reason Conflict) happens only
+//!   between *appliers*: when another Apply manager owns a field this configuration sets to a
+//!   different value; `force=true` takes the field over. Non-apply writes (PUT, other
+//!   patches) are not recorded in `managedFields` and never cause conflicts.
+//! - **Status subresource**: for kinds that have one, writes to the main resource keep the
+//!   old `status`, and writes to `/status` change only `status`. Create resets `status` for
+//!   Services, Pods and Ingresses (as the real strategies do), not for Nodes and Namespaces.
+//! - **Generation** is 1 at create and is bumped whenever `spec` changes.
+//! - **Defaults and validation**: only Services are defaulted (`type: ClusterIP`,
+//!   `sessionAffinity`, a `clusterIP` from 10.96.0.0/16, `nodePort`s from 30000 for NodePort
+//!   and LoadBalancer, `externalTrafficPolicy: Cluster`, port `protocol` and `targetPort`).
+//!   The only validation is of `metadata.name` (422 Invalid): DNS-1035 labels for Services,
+//!   RFC 1123 labels for Namespaces, RFC 1123 subdomains for everything else. Object bodies
+//!   are otherwise stored as sent, unknown fields included.
+//! - **Both Event APIs** (core/v1 and events.k8s.io/v1) are separate stores here; in a real
+//!   cluster they are two views of the same objects.
+//! - Deletion ignores `gracePeriodSeconds` and `propagationPolicy`; objects with finalizers
+//!   get a `deletionTimestamp` and go away when an update empties `finalizers`.
+//! - Only JSON is served (no protobuf, no CBOR, no Table output, no aggregated discovery).
+
+mod error;
+mod patch;
+mod resources;
+mod selector;
+mod server;
+mod store;
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::sync::{oneshot, watch};
+
+use crate::server::{lock, parse_api_path, FailRule, FaultState, Running, Shared, Target};
+use crate::store::Store;
+
+/// Knobs for [`FakeApi::start_with`].
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How many changes (across all kinds) are kept for watch resumption. Watches from an
+    /// older resourceVersion get 410 Expired. Default 1000.
+    pub history_limit: usize,
+    /// How often a watch with `allowWatchBookmarks=true` gets a BOOKMARK. Default 1 s.
+    pub bookmark_interval: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            history_limit: 1000,
+            bookmark_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// One request the fake answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestRecord {
+    pub method: String,
+    /// The URL path, e.g. `/api/v1/namespaces/default/services`.
+    pub path: String,
+    /// The raw (still percent-encoded) query string, without `?`.
+    pub query: String,
+    /// The HTTP status sent (200 for a watch that started, whatever happened later).
+    pub status: u16,
+}
+
+impl RequestRecord {
+    /// A decoded query parameter.
+    pub fn param(&self, name: &str) -> Option<String> {
+        server::parse_query(&self.query).remove(name)
+    }
+
+    /// Whether this was a watch request.
+    pub fn is_watch(&self) -> bool {
+        self.param("watch").is_some_and(|v| v == "true" || v == "1")
+    }
+}
+
+/// A running fake API server. Dropping it stops the server and deletes the kubeconfig.
+pub struct FakeApi {
+    shared: Arc<Shared>,
+    kubeconfig: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = TcpSocket::new_v4()?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
+fn spawn_server(shared: &Arc<Shared>, listener: TcpListener) {
+    let (stop, stop_rx) = oneshot::channel();
+    let task = tokio::spawn(server::serve(listener, shared.clone(), stop_rx));
+    *lock(&shared.running) = Some(Running { stop, task });
+}
+
+impl FakeApi {
+    /// Starts a server with default [`Options`].
+    ///
+    /// # Panics
+    /// If no port can be bound or the kubeconfig cannot be written; use
+    /// [`FakeApi::start_with`] to handle that.
+    pub async fn start() -> FakeApi {
+        Self::start_with(Options::default())
+            .await
+            .expect("starting the fake API server")
+    }
+
+    /// Starts a server on `127.0.0.1:<ephemeral>` and writes its kubeconfig.
+    pub async fn start_with(options: Options) -> io::Result<FakeApi> {
+        let listener = bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).await?;
+        let addr = listener.local_addr()?;
+        let dir = tempfile::tempdir()?;
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, kubeconfig_yaml(&format!("http://{addr}")))?;
+        let (drop_watches, _) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            addr,
+            store: Mutex::new(Store::new(options.history_limit)),
+            log: Mutex::new(Vec::new()),
+            faults: Mutex::new(FaultState::default()),
+            drop_watches,
+            bookmark_interval: options.bookmark_interval,
+            running: Mutex::new(None),
+        });
+        spawn_server(&shared, listener);
+        Ok(FakeApi {
+            shared,
+            kubeconfig,
+            _dir: dir,
+        })
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.shared.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// A kubeconfig with one context (`fakeapi`, namespace `default`) pointing here.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// Stores an object as given (status included, no validation, no defaults), creating
+    /// or replacing it, and notifies watches. `apiVersion`, `kind` and `metadata.name` are
+    /// required; a namespaced object without a namespace goes to `default`. Returns the
+    /// stored object (with `resourceVersion`, `uid`, `creationTimestamp`).
+    ///
+    /// # Panics
+    /// If the kind is not served or the name is missing.
+    pub fn put_object(&self, object: Value) -> Value {
+        lock(&self.shared.store)
+            .put(object)
+            .unwrap_or_else(|e| panic!("FakeApi::put_object: {e}"))
+    }
+
+    /// The object at an API path such as `/api/v1/namespaces/default/services/web` or
+    /// `/apis/coordination.k8s.io/v1/namespaces/k8slb-system/leases/k8slb`.
+    pub fn get_object(&self, api_path: &str) -> Option<Value> {
+        match parse_api_path(api_path)? {
+            Target::Object {
+                res,
+                namespace,
+                name,
+                ..
+            } => lock(&self.shared.store).get(res, &namespace, &name).ok(),
+            Target::Collection { .. } => None,
+        }
+    }
+
+    /// Removes the object at an API path without preconditions or finalizers (watches see
+    /// DELETED). Returns what was removed.
+    pub fn delete_object(&self, api_path: &str) -> Option<Value> {
+        match parse_api_path(api_path)? {
+            Target::Object {
+                res,
+                namespace,
+                name,
+                ..
+            } => lock(&self.shared.store).remove(res, &namespace, &name),
+            Target::Collection { .. } => None,
+        }
+    }
+
+    /// Every object of a kind, in (namespace, name) order. The kind may be named as
+    /// `Service`, `services`, `svc`, or group-qualified (`events.events.k8s.io`,
+    /// `Event.events.k8s.io`); unqualified names prefer core/v1.
+    ///
+    /// # Panics
+    /// If the kind is not served.
+    pub fn list(&self, kind: &str) -> Vec<Value> {
+        let res = resources::find_loose(kind)
+            .unwrap_or_else(|| panic!("FakeApi::list: the fake API does not serve {kind:?}"));
+        lock(&self.shared.store).objects(res)
+    }
+
+    /// The current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        lock(&self.shared.store).resource_version()
+    }
+
+    /// Every request answered so far, oldest first.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        lock(&self.shared.log).clone()
+    }
+
+    pub fn clear_requests(&self) {
+        lock(&self.shared.log).clear();
+    }
+
+    /// The fault-injection handle (cheap to clone, usable from other tasks).
+    pub fn faults(&self) -> Faults {
+        Faults {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl Drop for FakeApi {
+    fn drop(&mut self) {
+        if let Some(running) = lock(&self.shared.running).take() {
+            let _ = running.stop.send(());
+            running.task.abort();
+        }
+    }
+}
+
+impl std::fmt::Debug for FakeApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeApi")
+            .field("addr", &self.shared.addr)
+            .field("kubeconfig", &self.kubeconfig)
+            .finish()
+    }
+}
+
+/// Fault injection for a [`FakeApi`].
+#[derive(Clone)]
+pub struct Faults {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Faults")
+            .field("addr", &self.shared.addr)
+            .finish()
+    }
+}
+
+impl Faults {
+    /// Ends every open watch stream now (cleanly, as when the API server's watch times
+    /// out); clients re-watch from their last resourceVersion.
+    pub fn drop_watches(&self) {
+        self.shared.drop_watches.send_modify(|n| *n += 1);
+    }
+
+    /// The next `n` requests (any path) get 500 InternalError.
+    pub fn fail_next(&self, n: usize) {
+        self.push_rule(n, None);
+    }
+
+    /// The next `n` requests whose path contains `path_contains` get 500 InternalError.
+    pub fn fail_next_matching(&self, n: usize, path_contains: &str) {
+        self.push_rule(n, Some(path_contains.to_string()));
+    }
+
+    fn push_rule(&self, n: usize, path_contains: Option<String>) {
+        if n > 0 {
+            lock(&self.shared.faults).fail.push(FailRule {
+                remaining: n,
+                path_contains,
+            });
+        }
+    }
+
+    /// How many injected failures are still pending.
+    pub fn pending_failures(&self) -> usize {
+        lock(&self.shared.faults)
+            .fail
+            .iter()
+            .map(|r| r.remaining)
+            .sum()
+    }
+
+    /// Delays every response by `latency` (zero turns it off).
+    pub fn set_latency(&self, latency: Duration) {
+        lock(&self.shared.faults).latency = latency;
+    }
+
+    /// Forgets the watch history, like an etcd compaction: a watch (or continue token) from
+    /// any resourceVersion before now gets 410 Expired.
+    pub fn compact(&self) {
+        lock(&self.shared.store).compact();
+    }
+
+    /// Stops listening and closes every connection (open watches included). The objects
+    /// are kept. Returns once the port is closed.
+    pub async fn go_away(&self) {
+        let running = lock(&self.shared.running).take();
+        if let Some(running) = running {
+            let _ = running.stop.send(());
+            let _ = running.task.await;
+        }
+    }
+
+    /// Listens again on the same address after [`Faults::go_away`]. Does nothing if the
+    /// server is already up.
+    pub async fn come_back(&self) -> io::Result<()> {
+        if lock(&self.shared.running).is_some() {
+            return Ok(());
+        }
+        let mut attempt = 0;
+        let listener = loop {
+            match bind(self.shared.addr).await {
+                Ok(l) => break l,
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse && attempt < 50 => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        spawn_server(&self.shared, listener);
+        Ok(())
+    }
+
+    /// Whether the server is listening (false between `go_away` and `come_back`).
+    pub fn is_up(&self) -> bool {
+        lock(&self.shared.running).is_some()
+    }
+}
+
+fn kubeconfig_yaml(server: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: fakeapi
+  cluster:
+    server: {server}
+users:
+- name: fakeapi
+  user: {{}}
+contexts:
+- name: fakeapi
+  context:
+    cluster: fakeapi
+    user: fakeapi
+    namespace: default
+current-context: fakeapi
+preferences: {{}}
+"
+    )
+}

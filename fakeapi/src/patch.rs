@@ -66,7 +66,9 @@ fn add(doc: &mut Value, segs: &[String], value: Value) -> Result<(), String> {
                 a.push(value);
                 return Ok(());
             }
-            let i: usize = last.parse().map_err(|_| format!("bad array index {last:?}"))?;
+            let i: usize = last
+                .parse()
+                .map_err(|_| format!("bad array index {last:?}"))?;
             if i > a.len() {
                 return Err(format!("array index {i} out of bounds"));
             }
@@ -86,7 +88,9 @@ fn remove(doc: &mut Value, segs: &[String]) -> Result<Value, String> {
             .remove(last)
             .ok_or_else(|| format!("unable to remove nonexistent key: {last}")),
         Value::Array(a) => {
-            let i: usize = last.parse().map_err(|_| format!("bad array index {last:?}"))?;
+            let i: usize = last
+                .parse()
+                .map_err(|_| format!("bad array index {last:?}"))?;
             if i >= a.len() {
                 return Err(format!("array index {i} out of bounds"));
             }
@@ -100,9 +104,20 @@ fn remove(doc: &mut Value, segs: &[String]) -> Result<Value, String> {
 pub(crate) fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
     let ops = ops.as_array().ok_or("a JSON patch must be an array")?;
     for op in ops {
-        let name = op.get("op").and_then(Value::as_str).ok_or("operation without \"op\"")?;
-        let path = parse_pointer(op.get("path").and_then(Value::as_str).ok_or("operation without \"path\"")?)?;
-        let value = || op.get("value").cloned().ok_or_else(|| format!("{name} without \"value\""));
+        let name = op
+            .get("op")
+            .and_then(Value::as_str)
+            .ok_or("operation without \"op\"")?;
+        let path = parse_pointer(
+            op.get("path")
+                .and_then(Value::as_str)
+                .ok_or("operation without \"path\"")?,
+        )?;
+        let value = || {
+            op.get("value")
+                .cloned()
+                .ok_or_else(|| format!("{name} without \"value\""))
+        };
         let from = || {
             op.get("from")
                 .and_then(Value::as_str)
@@ -189,7 +204,9 @@ pub(crate) fn to_fields_v1(paths: &BTreeSet<FieldPath>) -> Value {
         let mut cur = &mut root;
         for seg in path {
             let Value::Object(m) = cur else { break };
-            cur = m.entry(format!("f:{seg}")).or_insert_with(|| Value::Object(Map::new()));
+            cur = m
+                .entry(format!("f:{seg}"))
+                .or_insert_with(|| Value::Object(Map::new()));
         }
     }
     root
@@ -233,7 +250,8 @@ mod tests {
 
     #[test]
     fn json_patch_ops() {
-        let mut doc = json!({"spec": {"ports": [{"port": 80}]}, "metadata": {"labels": {"a/b": "x"}}});
+        let mut doc =
+            json!({"spec": {"ports": [{"port": 80}]}, "metadata": {"labels": {"a/b": "x"}}});
         json_patch(
             &mut doc,
             &json!([
@@ -249,15 +267,27 @@ mod tests {
             doc,
             json!({"spec": {"ports": [{"port": 8080}, {"port": 443}], "first": {"port": 443}}, "metadata": {"labels": {}}})
         );
-        assert!(json_patch(&mut doc, &json!([{"op": "test", "path": "/spec/first/port", "value": 1}])).is_err());
-        assert!(json_patch(&mut doc, &json!([{"op": "replace", "path": "/nope", "value": 1}])).is_err());
+        assert!(json_patch(
+            &mut doc,
+            &json!([{"op": "test", "path": "/spec/first/port", "value": 1}])
+        )
+        .is_err());
+        assert!(json_patch(
+            &mut doc,
+            &json!([{"op": "replace", "path": "/nope", "value": 1}])
+        )
+        .is_err());
     }
 
     #[test]
     fn fields_v1_round_trip() {
-        let paths = leaf_paths(&json!({"data": {"a": "1", "b": "2"}, "spec": {"ports": [1], "x": {}}}));
+        let paths =
+            leaf_paths(&json!({"data": {"a": "1", "b": "2"}, "spec": {"ports": [1], "x": {}}}));
         let fields = to_fields_v1(&paths);
-        assert_eq!(fields, json!({"f:data": {"f:a": {}, "f:b": {}}, "f:spec": {"f:ports": {}, "f:x": {}}}));
+        assert_eq!(
+            fields,
+            json!({"f:data": {"f:a": {}, "f:b": {}}, "f:spec": {"f:ports": {}, "f:x": {}}})
+        );
         assert_eq!(from_fields_v1(&fields), paths);
         let mut doc = json!({"data": {"a": "1"}, "keep": 1});
         remove_path(&mut doc, &["data".to_string(), "a".to_string()]);

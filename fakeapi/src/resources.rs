@@ -69,7 +69,10 @@ const fn grouped(mut r: Resource, group: &'static str) -> Resource {
 }
 
 pub(crate) static RESOURCES: &[Resource] = &[
-    with_status(core("namespaces", "namespace", "Namespace", false, &["ns"]), false),
+    with_status(
+        core("namespaces", "namespace", "Namespace", false, &["ns"]),
+        false,
+    ),
     with_status(core("services", "service", "Service", true, &["svc"]), true),
     with_status(core("nodes", "node", "Node", false, &["no"]), false),
     with_status(core("pods", "pod", "Pod", true, &["po"]), true),
@@ -78,11 +81,23 @@ pub(crate) static RESOURCES: &[Resource] = &[
     core("events", "event", "Event", true, &["ev"]),
     core("endpoints", "endpoints", "Endpoints", true, &["ep"]),
     grouped(
-        core("endpointslices", "endpointslice", "EndpointSlice", true, &[]),
+        core(
+            "endpointslices",
+            "endpointslice",
+            "EndpointSlice",
+            true,
+            &[],
+        ),
         "discovery.k8s.io",
     ),
-    grouped(core("events", "event", "Event", true, &["ev"]), "events.k8s.io"),
-    grouped(core("leases", "lease", "Lease", true, &[]), "coordination.k8s.io"),
+    grouped(
+        core("events", "event", "Event", true, &["ev"]),
+        "events.k8s.io",
+    ),
+    grouped(
+        core("leases", "lease", "Lease", true, &[]),
+        "coordination.k8s.io",
+    ),
     with_status(
         grouped(
             core("ingresses", "ingress", "Ingress", true, &["ing"]),

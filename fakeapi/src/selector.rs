@@ -165,7 +165,11 @@ mod tests {
             ("app=web, tier=front", true),
         ];
         for (sel, want) in cases {
-            assert_eq!(LabelSelector::parse(sel).unwrap().matches(&obj()), want, "{sel}");
+            assert_eq!(
+                LabelSelector::parse(sel).unwrap().matches(&obj()),
+                want,
+                "{sel}"
+            );
         }
         assert!(LabelSelector::parse("app in web").is_err());
     }
@@ -180,7 +184,11 @@ mod tests {
             ("spec.nodeName=", true),
         ];
         for (sel, want) in cases {
-            assert_eq!(FieldSelector::parse(sel).unwrap().matches(&obj()), want, "{sel}");
+            assert_eq!(
+                FieldSelector::parse(sel).unwrap().matches(&obj()),
+                want,
+                "{sel}"
+            );
         }
         assert!(FieldSelector::parse("metadata.name").is_err());
     }

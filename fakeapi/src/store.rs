@@ -239,7 +239,9 @@ fn validate_name(res: &Resource, name: &str) -> Result<(), ApiError> {
 /// Checks `apiVersion`/`kind` if the body has them, then sets them.
 fn check_type(res: &Resource, obj: &mut Value, required: bool) -> Result<(), ApiError> {
     if !obj.is_object() {
-        return Err(ApiError::bad_request("the request body must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
     }
     let api_version = res.api_version();
     let got_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
@@ -290,7 +292,12 @@ fn set_namespace(res: &Resource, meta: &mut Map<String, Value>, ns: &str) -> Res
 }
 
 /// Metadata the client cannot change with an update.
-const IMMUTABLE_META: &[&str] = &["uid", "creationTimestamp", "deletionTimestamp", "generation"];
+const IMMUTABLE_META: &[&str] = &[
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "generation",
+];
 
 impl Store {
     pub fn new(history_limit: usize) -> Self {
@@ -397,12 +404,18 @@ impl Store {
         self.objects[res].values().cloned().collect()
     }
 
-    pub fn list(&self, filter: &Filter, limit: Option<usize>, cont: Option<&str>) -> Result<Value, ApiError> {
+    pub fn list(
+        &self,
+        filter: &Filter,
+        limit: Option<usize>,
+        cont: Option<&str>,
+    ) -> Result<Value, ApiError> {
         let res = &RESOURCES[filter.res];
         let (list_rv, start) = match cont.filter(|c| !c.is_empty()) {
             Some(token) => {
-                let (rv, key) = decode_continue(token)
-                    .ok_or_else(|| ApiError::bad_request(format!("invalid continue token {token:?}")))?;
+                let (rv, key) = decode_continue(token).ok_or_else(|| {
+                    ApiError::bad_request(format!("invalid continue token {token:?}"))
+                })?;
                 if rv < self.compacted {
                     return Err(ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."));
                 }
@@ -440,13 +453,13 @@ impl Store {
         from: Option<&str>,
         tx: UnboundedSender<WatchItem>,
     ) -> Result<Vec<WatchItem>, ApiError> {
-        let from = match from.filter(|s| !s.is_empty() && *s != "0") {
-            None => None,
-            Some(s) => Some(
-                s.parse::<u64>()
-                    .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")))?,
-            ),
-        };
+        let from =
+            match from.filter(|s| !s.is_empty() && *s != "0") {
+                None => None,
+                Some(s) => Some(s.parse::<u64>().map_err(|_| {
+                    ApiError::bad_request(format!("invalid resource version: {s:?}"))
+                })?),
+            };
         let initial = match from {
             None => self.objects[filter.res]
                 .values()
@@ -473,19 +486,37 @@ impl Store {
         Ok(initial)
     }
 
-    pub fn create(&mut self, res_i: usize, ns: &str, mut obj: Value, opts: &WriteOptions) -> Result<Value, ApiError> {
+    pub fn create(
+        &mut self,
+        res_i: usize,
+        ns: &str,
+        mut obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
         let res = &RESOURCES[res_i];
         check_type(res, &mut obj, false)?;
         let meta = meta_mut(&mut obj);
         set_namespace(res, meta, ns)?;
-        if meta.get("resourceVersion").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
+        if meta
+            .get("resourceVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty())
+        {
             return Err(ApiError::bad_request(
                 "resourceVersion should not be set on objects to be created",
             ));
         }
-        let mut name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+        let mut name = meta
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         if name.is_empty() {
-            let prefix = meta.get("generateName").and_then(Value::as_str).unwrap_or("").to_string();
+            let prefix = meta
+                .get("generateName")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
             if prefix.is_empty() {
                 return Err(ApiError::invalid(
                     res,
@@ -562,13 +593,21 @@ impl Store {
         match ptype {
             PatchType::Merge | PatchType::StrategicMerge => merge_patch(&mut patched, &patch),
             PatchType::Json => json_patch(&mut patched, &patch).map_err(|e| {
-                ApiError::invalid(res, name, "patch", "", &format!("the JSON patch could not be applied: {e}"))
+                ApiError::invalid(
+                    res,
+                    name,
+                    "patch",
+                    "",
+                    &format!("the JSON patch could not be applied: {e}"),
+                )
             })?,
             PatchType::Apply => unreachable!("handled above"),
         }
         check_type(res, &mut patched, false)?;
         if name_of(&patched) != name || namespace_of(&patched) != namespace_of(&old) {
-            return Err(ApiError::bad_request("a patch cannot change metadata.name or metadata.namespace"));
+            return Err(ApiError::bad_request(
+                "a patch cannot change metadata.name or metadata.namespace",
+            ));
         }
         if rv_of(&patched) != rv_of(&old) {
             return Err(ApiError::stale(res, name));
@@ -598,10 +637,14 @@ impl Store {
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
         check_type(res, &mut cfg, true)?;
         if name_of(&cfg).is_empty() {
-            return Err(ApiError::bad_request("metadata.name is required in an apply configuration"));
+            return Err(ApiError::bad_request(
+                "metadata.name is required in an apply configuration",
+            ));
         }
         check_identity(res, &mut cfg, ns, name)?;
-        let existing = self.objects[res_i].get(&(ns.to_string(), name.to_string())).cloned();
+        let existing = self.objects[res_i]
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned();
         if let (Some(want), Some(old)) = (rv_of(&cfg), &existing) {
             if Some(want) != rv_of(old) {
                 return Err(ApiError::stale(res, name));
@@ -609,7 +652,11 @@ impl Store {
         }
         let owned_cfg = owned_part(res, &cfg, sub);
         let cfg_paths = leaf_paths(&owned_cfg);
-        let subresource = if sub == Subresource::Status { "status" } else { "" };
+        let subresource = if sub == Subresource::Status {
+            "status"
+        } else {
+            ""
+        };
         let (mut live, old) = match existing {
             Some(old) => (old.clone(), Some(old)),
             None if sub == Subresource::Status => return Err(ApiError::not_found(res, name)),
@@ -623,11 +670,16 @@ impl Store {
             .and_then(Value::as_array)
             .map(|a| a.iter().map(ManagedEntry::parse).collect())
             .unwrap_or_default();
-        let is_mine = |e: &ManagedEntry| e.manager == manager && e.operation == "Apply" && e.subresource == subresource;
+        let is_mine = |e: &ManagedEntry| {
+            e.manager == manager && e.operation == "Apply" && e.subresource == subresource
+        };
 
         // Conflicts: another applier owns a field this configuration sets to another value.
         let mut conflicts: Vec<(String, FieldPath)> = Vec::new();
-        for e in entries.iter().filter(|e| !is_mine(e) && e.operation == "Apply") {
+        for e in entries
+            .iter()
+            .filter(|e| !is_mine(e) && e.operation == "Apply")
+        {
             for p in e.paths.intersection(&cfg_paths) {
                 if get_path(&live, p) != get_path(&owned_cfg, p) {
                     conflicts.push((e.manager.clone(), p.clone()));
@@ -702,10 +754,19 @@ impl Store {
     }
 
     /// The common tail of every update: defaults, generation, no-op detection, finalizers.
-    fn finish_update(&mut self, res_i: usize, old: Value, mut new: Value, opts: &WriteOptions) -> Result<Value, ApiError> {
+    fn finish_update(
+        &mut self,
+        res_i: usize,
+        old: Value,
+        mut new: Value,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
         let res = &RESOURCES[res_i];
         self.apply_defaults(res, Some(&old), &mut new);
-        let old_generation = old.pointer("/metadata/generation").cloned().unwrap_or(json!(1));
+        let old_generation = old
+            .pointer("/metadata/generation")
+            .cloned()
+            .unwrap_or(json!(1));
         let generation = match (old.get("spec") != new.get("spec"), old_generation.as_i64()) {
             (true, Some(g)) => json!(g + 1),
             _ => old_generation,
@@ -726,7 +787,11 @@ impl Store {
         if opts.dry_run {
             return Ok(new);
         }
-        let typ = if deleting { EventType::Deleted } else { EventType::Modified };
+        let typ = if deleting {
+            EventType::Deleted
+        } else {
+            EventType::Modified
+        };
         Ok(self.commit(res_i, typ, Some(old), new))
     }
 
@@ -743,7 +808,9 @@ impl Store {
         if let Some(pre) = options.and_then(|o| o.get("preconditions")) {
             for (field, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
                 let want = pre.get(field).and_then(Value::as_str);
-                let have = old.pointer(&format!("/metadata/{field}")).and_then(Value::as_str);
+                let have = old
+                    .pointer(&format!("/metadata/{field}"))
+                    .and_then(Value::as_str);
                 if let Some(want) = want.filter(|w| Some(*w) != have) {
                     return Err(ApiError::conflict(
                         res,
@@ -777,7 +844,11 @@ impl Store {
     }
 
     /// DELETE on a collection: deletes every object the filter selects.
-    pub fn delete_collection(&mut self, filter: &Filter, opts: &WriteOptions) -> Result<Value, ApiError> {
+    pub fn delete_collection(
+        &mut self,
+        filter: &Filter,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
         let keys: Vec<Key> = self.objects[filter.res]
             .iter()
             .filter(|(_, o)| filter.matches(o))
@@ -835,13 +906,19 @@ impl Store {
                 meta.insert(field.into(), value);
             }
         }
-        let typ = if old.is_some() { EventType::Modified } else { EventType::Added };
+        let typ = if old.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
         Ok(self.commit(res_i, typ, old, obj))
     }
 
     /// Test helper: removes an object without any checks.
     pub fn remove(&mut self, res_i: usize, ns: &str, name: &str) -> Option<Value> {
-        let old = self.objects[res_i].get(&(ns.to_string(), name.to_string())).cloned()?;
+        let old = self.objects[res_i]
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned()?;
         Some(self.commit(res_i, EventType::Deleted, Some(old.clone()), old))
     }
 
@@ -853,7 +930,10 @@ impl Store {
     }
 
     fn default_service(&mut self, old: Option<&Value>, obj: &mut Value) {
-        let old_spec = old.and_then(|o| o.get("spec")).cloned().unwrap_or(json!({}));
+        let old_spec = old
+            .and_then(|o| o.get("spec"))
+            .cloned()
+            .unwrap_or(json!({}));
         if !obj.get("spec").is_some_and(Value::is_object) {
             obj["spec"] = json!({});
         }
@@ -871,7 +951,11 @@ impl Store {
         if spec.get("sessionAffinity").is_none() {
             spec["sessionAffinity"] = json!("None");
         }
-        if typ != "ExternalName" && spec.get("clusterIP").is_none_or(|v| v.as_str().is_none_or(str::is_empty)) {
+        if typ != "ExternalName"
+            && spec
+                .get("clusterIP")
+                .is_none_or(|v| v.as_str().is_none_or(str::is_empty))
+        {
             let ip = match old_spec.get("clusterIP").and_then(Value::as_str) {
                 Some(ip) if !ip.is_empty() => ip.to_string(),
                 _ => fresh_ip(),
@@ -880,7 +964,10 @@ impl Store {
             spec["clusterIPs"] = json!([ip]);
         }
         let node_ports = (typ == "LoadBalancer"
-            && spec.get("allocateLoadBalancerNodePorts").and_then(Value::as_bool) != Some(false))
+            && spec
+                .get("allocateLoadBalancerNodePorts")
+                .and_then(Value::as_bool)
+                != Some(false))
             || typ == "NodePort";
         if node_ports && spec.get("externalTrafficPolicy").is_none() {
             spec["externalTrafficPolicy"] = json!("Cluster");
@@ -888,7 +975,11 @@ impl Store {
         if typ == "LoadBalancer" && spec.get("allocateLoadBalancerNodePorts").is_none() {
             spec["allocateLoadBalancerNodePorts"] = json!(true);
         }
-        let old_ports = old_spec.get("ports").and_then(Value::as_array).cloned().unwrap_or_default();
+        let old_ports = old_spec
+            .get("ports")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         let mut next_node_port = 30_000 + (serial % 2_000) as i64;
         if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
             for port in ports.iter_mut().filter(|p| p.is_object()) {
@@ -899,11 +990,18 @@ impl Store {
                     port["targetPort"] = port.get("port").cloned().unwrap_or(Value::Null);
                 }
                 if node_ports && port.get("nodePort").is_none() {
-                    let same = old_ports.iter().find(|o| o.get("port") == port.get("port") && o.get("protocol").and_then(Value::as_str).unwrap_or("TCP") == port["protocol"]);
-                    let np = same.and_then(|o| o.get("nodePort")).cloned().unwrap_or_else(|| {
-                        next_node_port += 1;
-                        json!(next_node_port)
+                    let same = old_ports.iter().find(|o| {
+                        o.get("port") == port.get("port")
+                            && o.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
+                                == port["protocol"]
                     });
+                    let np = same
+                        .and_then(|o| o.get("nodePort"))
+                        .cloned()
+                        .unwrap_or_else(|| {
+                            next_node_port += 1;
+                            json!(next_node_port)
+                        });
                     port["nodePort"] = np;
                 }
             }
@@ -929,7 +1027,11 @@ fn merge_for_update(res: &Resource, old: &Value, body: Value, sub: Subresource) 
         }
         Subresource::Main => {
             let mut new = body;
-            let old_meta = old.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
+            let old_meta = old
+                .get("metadata")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
             let meta = meta_mut(&mut new);
             for field in IMMUTABLE_META {
                 match old_meta.get(*field) {
@@ -1038,10 +1140,15 @@ fn encode_continue(rv: u64, key: &Key) -> String {
 }
 
 fn decode_continue(token: &str) -> Option<(u64, Key)> {
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).ok()?;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .ok()?;
     let v: Value = serde_json::from_slice(&raw).ok()?;
     Some((
         v.get("rv")?.as_u64()?,
-        (v.get("ns")?.as_str()?.to_string(), v.get("name")?.as_str()?.to_string()),
+        (
+            v.get("ns")?.as_str()?.to_string(),
+            v.get("name")?.as_str()?.to_string(),
+        ),
     ))
 }
