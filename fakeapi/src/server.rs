@@ -23,7 +23,7 @@ use tokio::time::{Instant, Interval};
 use crate::error::ApiError;
 use crate::resources::{self, RESOURCES};
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::store::{Filter, PatchType, Store, Subresource, WatchItem, WriteOptions};
+use crate::store::{Filter, PatchBody, PatchType, Store, Subresource, WatchItem, WriteOptions};
 use crate::RequestRecord;
 
 /// Largest request body accepted (the real limit is about 3 MiB for objects).
@@ -430,7 +430,14 @@ async fn resource_request(
                 ),
                 Method::PATCH => match patch_type(&content_type) {
                     Some(ptype) => respond(
-                        lock(&shared.store).patch(res, &namespace, &name, ptype, &body, sub, &opts),
+                        lock(&shared.store).patch(
+                            res,
+                            &namespace,
+                            &name,
+                            PatchBody { ptype, body: &body },
+                            sub,
+                            &opts,
+                        ),
                         200,
                     ),
                     None => error_response(&ApiError::unsupported_media_type(&content_type)),

@@ -75,6 +75,13 @@ pub(crate) enum PatchType {
     Apply,
 }
 
+/// A PATCH body and how to read it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PatchBody<'a> {
+    pub ptype: PatchType,
+    pub body: &'a [u8],
+}
+
 #[derive(Debug, Clone, Default)]
 pub(crate) struct WriteOptions {
     pub field_manager: Option<String>,
@@ -577,12 +584,12 @@ impl Store {
         res_i: usize,
         ns: &str,
         name: &str,
-        ptype: PatchType,
-        body: &[u8],
+        patch: PatchBody<'_>,
         sub: Subresource,
         opts: &WriteOptions,
     ) -> Result<Value, ApiError> {
         let res = &RESOURCES[res_i];
+        let PatchBody { ptype, body } = patch;
         if ptype == PatchType::Apply {
             return self.apply(res_i, ns, name, body, sub, opts);
         }
