@@ -1,1 +1,14 @@
-//! The lab harness (see issue 5).
+//! The lab harness (see issue 5): network namespaces on a bridge, the real k8slb binaries
+//! with real keepalived, HAProxy and nginx, backends that say who they are, and a client.
+//!
+//! - [`lab`]: namespaces, links, processes, teardown.
+//! - [`traffic`]: lab-backend / lab-client, probes and loads.
+//! - [`objects`]: the Kubernetes YAML the files source reads.
+//! - [`system`]: a whole k8slb deployment in a lab (watcher + actors + backends).
+
+pub mod bins;
+pub mod lab;
+pub mod traffic;
+pub mod wait;
+
+pub use lab::{Lab, ProcId, Role};

@@ -1,0 +1,234 @@
+//! lab-backend: small servers that say who they are, for the lab's backend hosts.
+//!
+//! ```text
+//! lab-backend --name be1 --http 198.18.0.21:8080 --tcp 198.18.0.21:9000 --udp 198.18.0.21:9001
+//! ```
+//!
+//! - HTTP/1.1 (keep-alive): every request gets `200` with body `backend=<name>\n`, plus one
+//!   line per forwarded header it saw (`x-forwarded-for=..`, `x-forwarded-proto=..`) and a
+//!   `proxy=<PROXY v1 line>` line when the connection began with a PROXY protocol v1 header.
+//!   Headers `X-Backend: <name>` are set on the response too.
+//! - TCP: writes `backend=<name>\n` on connect, then echoes what it receives.
+//! - UDP: answers each datagram with `backend=<name> <datagram>`.
+//!
+//! Any number of each listener may be given. Runs until killed.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+
+struct Args {
+    name: String,
+    http: Vec<SocketAddr>,
+    tcp: Vec<SocketAddr>,
+    udp: Vec<SocketAddr>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        name: String::new(),
+        http: vec![],
+        tcp: vec![],
+        udp: vec![],
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let val = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let addr = || {
+            val.parse::<SocketAddr>()
+                .map_err(|e| format!("{flag} {val}: {e}"))
+        };
+        match flag.as_str() {
+            "--name" => a.name = val.clone(),
+            "--http" => a.http.push(addr()?),
+            "--tcp" => a.tcp.push(addr()?),
+            "--udp" => a.udp.push(addr()?),
+            _ => return Err(format!("unknown flag {flag}")),
+        }
+    }
+    if a.name.is_empty() {
+        return Err("--name is required".into());
+    }
+    Ok(a)
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--tcp ADDR]... [--udp ADDR]...");
+            std::process::exit(64);
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    if let Err(e) = rt.block_on(run(args)) {
+        eprintln!("lab-backend: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(args: Args) -> std::io::Result<()> {
+    let name: Arc<str> = Arc::from(args.name.as_str());
+    let mut tasks = tokio::task::JoinSet::new();
+    for addr in args.http {
+        let l = bind(addr).await?;
+        let name = name.clone();
+        tasks.spawn(async move {
+            loop {
+                if let Ok((s, _)) = l.accept().await {
+                    let name = name.clone();
+                    tokio::spawn(async move {
+                        let _ = serve_http(s, &name).await;
+                    });
+                }
+            }
+        });
+    }
+    for addr in args.tcp {
+        let l = bind(addr).await?;
+        let name = name.clone();
+        tasks.spawn(async move {
+            loop {
+                if let Ok((s, _)) = l.accept().await {
+                    let name = name.clone();
+                    tokio::spawn(async move {
+                        let _ = serve_tcp(s, &name).await;
+                    });
+                }
+            }
+        });
+    }
+    for addr in args.udp {
+        let sock = UdpSocket::bind(addr).await?;
+        let name = name.clone();
+        tasks.spawn(async move {
+            let mut buf = vec![0u8; 65536];
+            loop {
+                if let Ok((n, peer)) = sock.recv_from(&mut buf).await {
+                    let mut reply = format!("backend={name} ").into_bytes();
+                    reply.extend_from_slice(&buf[..n]);
+                    let _ = sock.send_to(&reply, peer).await;
+                }
+            }
+        });
+    }
+    eprintln!("lab-backend {name}: listening");
+    while tasks.join_next().await.is_some() {}
+    Ok(())
+}
+
+async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let sock = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    sock.set_reuseaddr(true)?;
+    sock.bind(addr)?;
+    sock.listen(1024)
+}
+
+async fn serve_tcp(mut s: TcpStream, name: &str) -> std::io::Result<()> {
+    s.set_nodelay(true)?;
+    s.write_all(format!("backend={name}\n").as_bytes()).await?;
+    let mut buf = vec![0u8; 16384];
+    loop {
+        let n = s.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        s.write_all(&buf[..n]).await?;
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+async fn serve_http(mut s: TcpStream, name: &str) -> std::io::Result<()> {
+    s.set_nodelay(true)?;
+    let mut buf: Vec<u8> = Vec::with_capacity(4096);
+    let mut chunk = vec![0u8; 8192];
+    let mut proxy_line: Option<String> = None;
+    let mut first = true;
+    loop {
+        // Read one request head.
+        let head_end = loop {
+            if first && buf.len() >= 6 && buf.starts_with(b"PROXY ") {
+                if let Some(i) = find(&buf, b"\r\n") {
+                    proxy_line = Some(String::from_utf8_lossy(&buf[..i]).into_owned());
+                    buf.drain(..i + 2);
+                }
+            }
+            if let Some(i) = find(&buf, b"\r\n\r\n") {
+                break i + 4;
+            }
+            if buf.len() > 65536 {
+                return Ok(());
+            }
+            let n = s.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        first = false;
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        let mut lines = head.split("\r\n");
+        let request_line = lines.next().unwrap_or_default().to_string();
+        let http10 = request_line.ends_with("HTTP/1.0");
+        let mut close = http10;
+        let mut body_len = 0usize;
+        let mut extra = String::new();
+        for l in lines {
+            let Some((k, v)) = l.split_once(':') else {
+                continue;
+            };
+            let k = k.trim().to_ascii_lowercase();
+            let v = v.trim();
+            match k.as_str() {
+                "content-length" => body_len = v.parse().unwrap_or(0),
+                "connection" if v.eq_ignore_ascii_case("close") => close = true,
+                "connection" if v.eq_ignore_ascii_case("keep-alive") => close = false,
+                "x-forwarded-for" | "x-forwarded-proto" | "x-forwarded-port" | "x-real-ip"
+                | "host" => {
+                    extra.push_str(&format!("{k}={v}\n"));
+                }
+                _ => {}
+            }
+        }
+        // Skip the body.
+        let mut have = buf.len() - head_end;
+        while have < body_len {
+            let n = s.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            have += n;
+        }
+        buf.drain(..head_end + body_len);
+        let mut body = format!("backend={name}\n");
+        if let Some(p) = &proxy_line {
+            body.push_str(&format!("proxy={p}\n"));
+        }
+        body.push_str(&extra);
+        let is_head = request_line.starts_with("HEAD ");
+        let resp = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Backend: {name}\r\nContent-Length: {}\r\n{}\r\n{}",
+            body.len(),
+            if close { "Connection: close\r\n" } else { "" },
+            if is_head { "" } else { body.as_str() }
+        );
+        s.write_all(resp.as_bytes()).await?;
+        if close {
+            let _ = s.shutdown().await;
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,400 @@
+//! lab-client: sends requests to an address and prints one JSON line about what happened.
+//!
+//! ```text
+//! lab-client load  --proto http|tcp|udp --target IP:PORT [-n N | --duration-ms D]
+//!                  [--rate R] [--concurrency C] [--timeout-ms T] [--path P] [--host H]
+//!                  [--stop-file F]
+//! lab-client probe --proto http|tcp|udp --target IP:PORT [--interval-ms 10]
+//!                  [--duration-ms D] [--stop-file F] [--timeout-ms T]
+//! ```
+//!
+//! `load` sends N requests (or for D ms), `--rate` per second in total (0: as fast as
+//! possible) over `--concurrency` workers, each request on a new connection, and prints
+//! `{"ok":..,"failed":..,"p50_ms":..,"p99_ms":..,"max_ms":..,"by_backend":{..},"errors":{..}}`.
+//!
+//! `probe` starts one request every interval (each on its own thread, so a request stuck
+//! in SYN retransmission does not stop the next one) and prints the longest time between
+//! two successful answers, `max_gap_ms`: how long the target was dark, to within about one
+//! interval. It stops after `--duration-ms` or as soon as `--stop-file` exists.
+//!
+//! A request succeeds when: http: the status is 200 and the body starts `backend=`; tcp: the
+//! server greets with `backend=` and echoes a line back; udp: the answer is `backend=<name>
+//! <what we sent>`. The backend's name is counted in `by_backend`.
+
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Proto {
+    Http,
+    Tcp,
+    Udp,
+}
+
+#[derive(Clone)]
+struct Opts {
+    mode: String,
+    proto: Proto,
+    target: SocketAddr,
+    n: u64,
+    duration: Option<Duration>,
+    rate: f64,
+    concurrency: usize,
+    timeout: Duration,
+    interval: Duration,
+    path: String,
+    host: Option<String>,
+    stop_file: Option<PathBuf>,
+}
+
+fn parse() -> Result<Opts, String> {
+    let mut args = std::env::args().skip(1);
+    let mode = args.next().ok_or("missing mode (load|probe)")?;
+    if mode != "load" && mode != "probe" {
+        return Err(format!("unknown mode {mode}"));
+    }
+    let mut o = Opts {
+        mode: mode.clone(),
+        proto: Proto::Http,
+        target: "0.0.0.0:0".parse().expect("addr"),
+        n: 0,
+        duration: None,
+        rate: 0.0,
+        concurrency: 1,
+        timeout: Duration::from_millis(if mode == "probe" { 1000 } else { 2000 }),
+        interval: Duration::from_millis(10),
+        path: "/".into(),
+        host: None,
+        stop_file: None,
+    };
+    let mut have_target = false;
+    while let Some(flag) = args.next() {
+        let v = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let num = |v: &str| v.parse::<u64>().map_err(|e| format!("{flag} {v}: {e}"));
+        match flag.as_str() {
+            "--proto" => {
+                o.proto = match v.as_str() {
+                    "http" => Proto::Http,
+                    "tcp" => Proto::Tcp,
+                    "udp" => Proto::Udp,
+                    _ => return Err(format!("--proto {v}: http, tcp or udp")),
+                }
+            }
+            "--target" => {
+                o.target = v.parse().map_err(|e| format!("--target {v}: {e}"))?;
+                have_target = true;
+            }
+            "-n" => o.n = num(&v)?,
+            "--duration-ms" => o.duration = Some(Duration::from_millis(num(&v)?)),
+            "--rate" => o.rate = v.parse().map_err(|e| format!("--rate {v}: {e}"))?,
+            "--concurrency" => o.concurrency = num(&v)?.max(1) as usize,
+            "--timeout-ms" => o.timeout = Duration::from_millis(num(&v)?),
+            "--interval-ms" => o.interval = Duration::from_millis(num(&v)?.max(1)),
+            "--path" => o.path = v,
+            "--host" => o.host = Some(v),
+            "--stop-file" => o.stop_file = Some(PathBuf::from(v)),
+            _ => return Err(format!("unknown flag {flag}")),
+        }
+    }
+    if !have_target {
+        return Err("--target is required".into());
+    }
+    if o.mode == "load" && o.n == 0 && o.duration.is_none() {
+        o.n = 1;
+    }
+    if o.mode == "probe" && o.duration.is_none() {
+        o.duration = Some(Duration::from_secs(30));
+    }
+    // Hard upper bound: nothing the lab runs may loop forever.
+    let cap = Duration::from_secs(600);
+    o.duration = o.duration.map(|d| d.min(cap));
+    Ok(o)
+}
+
+fn main() {
+    let o = match parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("lab-client: {e}");
+            std::process::exit(64);
+        }
+    };
+    let out = if o.mode == "load" {
+        load(&o)
+    } else {
+        probe(&o)
+    };
+    println!("{out}");
+}
+
+/// One request; Ok(backend name) or Err(error kind).
+fn request(o: &Opts) -> Result<String, String> {
+    match o.proto {
+        Proto::Http => http(o),
+        Proto::Tcp => tcp(o),
+        Proto::Udp => udp(o),
+    }
+}
+
+fn kind(e: &std::io::Error) -> String {
+    format!("{:?}", e.kind())
+}
+
+fn connect(o: &Opts) -> Result<TcpStream, String> {
+    let s = TcpStream::connect_timeout(&o.target, o.timeout)
+        .map_err(|e| format!("connect:{}", kind(&e)))?;
+    s.set_read_timeout(Some(o.timeout)).map_err(|e| kind(&e))?;
+    s.set_write_timeout(Some(o.timeout)).map_err(|e| kind(&e))?;
+    let _ = s.set_nodelay(true);
+    Ok(s)
+}
+
+fn backend_of(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("backend="))
+        .map(|n| n.split_whitespace().next().unwrap_or("").to_string())
+}
+
+fn http(o: &Opts) -> Result<String, String> {
+    let mut s = connect(o)?;
+    let host = o.host.clone().unwrap_or_else(|| o.target.to_string());
+    let req = format!(
+        "GET {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: lab-client\r\nConnection: close\r\n\r\n",
+        o.path
+    );
+    s.write_all(req.as_bytes())
+        .map_err(|e| format!("write:{}", kind(&e)))?;
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp)
+        .map_err(|e| format!("read:{}", kind(&e)))?;
+    let text = String::from_utf8_lossy(&resp);
+    let status = text.split_whitespace().nth(1).unwrap_or("none");
+    if status != "200" {
+        return Err(format!("status:{status}"));
+    }
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    backend_of(body).ok_or_else(|| "body".to_string())
+}
+
+fn tcp(o: &Opts) -> Result<String, String> {
+    let mut s = connect(o)?;
+    let mut buf = [0u8; 256];
+    let mut got = Vec::new();
+    while !got.contains(&b'\n') {
+        let n = s.read(&mut buf).map_err(|e| format!("read:{}", kind(&e)))?;
+        if n == 0 {
+            return Err("eof".into());
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    let greeting = String::from_utf8_lossy(&got).into_owned();
+    let name = backend_of(&greeting).ok_or("greeting")?;
+    let after: Vec<u8> = got[got.iter().position(|b| *b == b'\n').unwrap_or(0) + 1..].to_vec();
+    s.write_all(b"ping\n")
+        .map_err(|e| format!("write:{}", kind(&e)))?;
+    let mut echo = after;
+    while echo.len() < 5 {
+        let n = s.read(&mut buf).map_err(|e| format!("read:{}", kind(&e)))?;
+        if n == 0 {
+            return Err("eof".into());
+        }
+        echo.extend_from_slice(&buf[..n]);
+    }
+    if &echo[..5] != b"ping\n" {
+        return Err("echo".into());
+    }
+    Ok(name)
+}
+
+static UDP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn udp(o: &Opts) -> Result<String, String> {
+    let bind = if o.target.is_ipv4() {
+        "0.0.0.0:0"
+    } else {
+        "[::]:0"
+    };
+    let s = UdpSocket::bind(bind).map_err(|e| format!("bind:{}", kind(&e)))?;
+    s.connect(o.target)
+        .map_err(|e| format!("connect:{}", kind(&e)))?;
+    s.set_read_timeout(Some(o.timeout)).map_err(|e| kind(&e))?;
+    let msg = format!("ping-{}", UDP_SEQ.fetch_add(1, Ordering::Relaxed));
+    s.send(msg.as_bytes())
+        .map_err(|e| format!("send:{}", kind(&e)))?;
+    let mut buf = [0u8; 2048];
+    let n = s.recv(&mut buf).map_err(|e| format!("recv:{}", kind(&e)))?;
+    let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+    let name = backend_of(&text).ok_or("reply")?;
+    if !text.ends_with(&msg) {
+        return Err("reply".into());
+    }
+    Ok(name)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
+
+fn stop_requested(o: &Opts, start: Instant) -> bool {
+    if let Some(d) = o.duration {
+        if start.elapsed() >= d {
+            return true;
+        }
+    }
+    o.stop_file.as_ref().is_some_and(|f| f.exists())
+}
+
+fn load(o: &Opts) -> serde_json::Value {
+    let start = Instant::now();
+    let next = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel::<(Result<String, String>, f64)>();
+    let mut workers = Vec::new();
+    for _ in 0..o.concurrency {
+        let o = o.clone();
+        let next = next.clone();
+        let stop = stop.clone();
+        let tx = tx.clone();
+        workers.push(std::thread::spawn(move || loop {
+            if stop.load(Ordering::Relaxed) || stop_requested(&o, start) {
+                stop.store(true, Ordering::Relaxed);
+                return;
+            }
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if o.n > 0 && i >= o.n {
+                return;
+            }
+            if o.rate > 0.0 {
+                let due = start + Duration::from_secs_f64(i as f64 / o.rate);
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+            }
+            let t = Instant::now();
+            let r = request(&o);
+            let _ = tx.send((r, t.elapsed().as_secs_f64() * 1000.0));
+        }));
+    }
+    drop(tx);
+    let mut ok = 0u64;
+    let mut failed = 0u64;
+    let mut lat = Vec::new();
+    let mut by_backend: BTreeMap<String, u64> = BTreeMap::new();
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    for (r, ms) in rx {
+        match r {
+            Ok(b) => {
+                ok += 1;
+                lat.push(ms);
+                *by_backend.entry(b).or_default() += 1;
+            }
+            Err(e) => {
+                failed += 1;
+                *errors.entry(e).or_default() += 1;
+            }
+        }
+    }
+    for w in workers {
+        let _ = w.join();
+    }
+    lat.sort_by(f64::total_cmp);
+    json!({
+        "ok": ok,
+        "failed": failed,
+        "p50_ms": percentile(&lat, 0.5),
+        "p99_ms": percentile(&lat, 0.99),
+        "max_ms": lat.last().copied().unwrap_or(0.0),
+        "elapsed_ms": start.elapsed().as_secs_f64() * 1000.0,
+        "by_backend": by_backend,
+        "errors": errors,
+    })
+}
+
+fn probe(o: &Opts) -> serde_json::Value {
+    let start = Instant::now();
+    let (tx, rx) = mpsc::channel::<(Result<String, String>, f64, f64)>();
+    let mut handles = Vec::new();
+    let mut tick = 0u64;
+    while !stop_requested(o, start) {
+        let due = start + o.interval * tick as u32;
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+        tick += 1;
+        let o2 = o.clone();
+        let tx = tx.clone();
+        handles.push(std::thread::spawn(move || {
+            let t0 = start.elapsed().as_secs_f64() * 1000.0;
+            let r = request(&o2);
+            let t1 = start.elapsed().as_secs_f64() * 1000.0;
+            let _ = tx.send((r, t0, t1));
+        }));
+        handles.retain(|h| !h.is_finished());
+    }
+    let end_ms = start.elapsed().as_secs_f64() * 1000.0;
+    drop(tx);
+    for h in handles {
+        let _ = h.join();
+    }
+    let mut ok = 0u64;
+    let mut failed = 0u64;
+    let mut successes: Vec<f64> = Vec::new();
+    let mut failures: Vec<f64> = Vec::new();
+    let mut by_backend: BTreeMap<String, u64> = BTreeMap::new();
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    // (start time, backend) of successes, to find when the answering backend changed.
+    for (r, t0, t1) in rx {
+        match r {
+            Ok(b) => {
+                ok += 1;
+                successes.push(t1);
+                *by_backend.entry(b).or_default() += 1;
+            }
+            Err(e) => {
+                failed += 1;
+                failures.push(t0);
+                *errors.entry(e).or_default() += 1;
+            }
+        }
+    }
+    successes.sort_by(f64::total_cmp);
+    failures.sort_by(f64::total_cmp);
+    let mut max_gap = 0.0f64;
+    let mut gap_at = 0.0f64;
+    for w in successes.windows(2) {
+        if w[1] - w[0] > max_gap {
+            max_gap = w[1] - w[0];
+            gap_at = w[0];
+        }
+    }
+    let first_ok = successes.first().copied();
+    let last_ok = successes.last().copied();
+    let tail_gap = last_ok.map(|l| (end_ms - l).max(0.0)).unwrap_or(end_ms);
+    json!({
+        "ok": ok,
+        "failed": failed,
+        "max_gap_ms": max_gap,
+        "gap_started_at_ms": gap_at,
+        "first_ok_ms": first_ok,
+        "tail_gap_ms": tail_gap,
+        "recovered": ok > 0 && tail_gap < 2.0 * o.interval.as_secs_f64() * 1000.0 + o.timeout.as_secs_f64() * 1000.0,
+        "first_failure_ms": failures.first(),
+        "last_failure_ms": failures.last(),
+        "interval_ms": o.interval.as_secs_f64() * 1000.0,
+        "elapsed_ms": end_ms,
+        "by_backend": by_backend,
+        "errors": errors,
+    })
+}
