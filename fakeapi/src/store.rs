@@ -1159,3 +1159,225 @@ fn decode_continue(token: &str) -> Option<(u64, Key)> {
         ),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::mpsc;
+
+    fn svc_res() -> usize {
+        resources::find("", "v1", "services").unwrap()
+    }
+
+    fn cm_res() -> usize {
+        resources::find("", "v1", "configmaps").unwrap()
+    }
+
+    fn filter(res: usize, labels: &str) -> Filter {
+        Filter {
+            res,
+            namespace: Some("default".into()),
+            labels: LabelSelector::parse(labels).unwrap(),
+            fields: FieldSelector::default(),
+        }
+    }
+
+    fn types(rx: &mut mpsc::UnboundedReceiver<WatchItem>) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        while let Ok(item) = rx.try_recv() {
+            out.push((
+                item.event["type"].as_str().unwrap().to_string(),
+                item.event["object"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            ));
+        }
+        out
+    }
+
+    #[test]
+    fn label_changes_move_objects_in_and_out_of_a_watch() {
+        let mut store = Store::new(100);
+        let opts = WriteOptions::default();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        assert!(store
+            .watch(filter(cm_res(), "app=web"), None, tx)
+            .unwrap()
+            .is_empty());
+        let cm = json!({"metadata": {"name": "a", "labels": {"app": "db"}}});
+        store.create(cm_res(), "default", cm, &opts).unwrap();
+        let relabel = |app: &str| json!({"metadata": {"name": "a", "labels": {"app": app}}, "data": {"k": app}});
+        store
+            .update(
+                cm_res(),
+                "default",
+                "a",
+                relabel("web"),
+                Subresource::Main,
+                &opts,
+            )
+            .unwrap();
+        store
+            .update(
+                cm_res(),
+                "default",
+                "a",
+                relabel("web2"),
+                Subresource::Main,
+                &opts,
+            )
+            .unwrap();
+        assert_eq!(
+            types(&mut rx),
+            [
+                ("ADDED".to_string(), "a".to_string()),
+                ("DELETED".to_string(), "a".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn history_window_and_expiry() {
+        let mut store = Store::new(2);
+        let opts = WriteOptions::default();
+        for name in ["a", "b", "c"] {
+            store
+                .create(
+                    cm_res(),
+                    "default",
+                    json!({"metadata": {"name": name}}),
+                    &opts,
+                )
+                .unwrap();
+        }
+        // rv 2, 3, 4 were the creates; only 3 and 4 are kept.
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let err = store
+            .watch(filter(cm_res(), ""), Some("1"), tx.clone())
+            .unwrap_err();
+        assert_eq!((err.code, err.reason), (410, "Expired"));
+        let replay = store
+            .watch(filter(cm_res(), ""), Some("2"), tx.clone())
+            .unwrap();
+        assert_eq!(replay.iter().map(|i| i.rv).collect::<Vec<_>>(), [3, 4]);
+        let all = store.watch(filter(cm_res(), ""), Some("0"), tx).unwrap();
+        assert_eq!(
+            all.len(),
+            3,
+            "RV 0 starts with synthetic ADDED for everything"
+        );
+    }
+
+    #[test]
+    fn finalizers_delay_deletion_until_removed() {
+        let mut store = Store::new(100);
+        let opts = WriteOptions::default();
+        let cm = json!({"metadata": {"name": "a", "finalizers": ["k8slb.io/x"]}});
+        store.create(cm_res(), "default", cm, &opts).unwrap();
+        let marked = store.delete(cm_res(), "default", "a", None, &opts).unwrap();
+        assert!(marked.pointer("/metadata/deletionTimestamp").is_some());
+        assert!(store.get(cm_res(), "default", "a").is_ok());
+        let patch = PatchBody {
+            ptype: PatchType::Merge,
+            body: br#"{"metadata":{"finalizers":null}}"#,
+        };
+        store
+            .patch(cm_res(), "default", "a", patch, Subresource::Main, &opts)
+            .unwrap();
+        assert_eq!(store.get(cm_res(), "default", "a").unwrap_err().code, 404);
+    }
+
+    #[test]
+    fn delete_preconditions_and_noop_updates() {
+        let mut store = Store::new(100);
+        let opts = WriteOptions::default();
+        let created = store
+            .create(
+                svc_res(),
+                "default",
+                json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}),
+                &opts,
+            )
+            .unwrap();
+        assert_eq!(created["spec"]["type"], "ClusterIP");
+        assert_eq!(created["spec"]["ports"][0]["targetPort"], 80);
+        assert!(created["spec"].get("ports").unwrap()[0]
+            .get("nodePort")
+            .is_none());
+        let rv = store.resource_version();
+        let same = store
+            .update(
+                svc_res(),
+                "default",
+                "web",
+                created.clone(),
+                Subresource::Main,
+                &opts,
+            )
+            .unwrap();
+        assert_eq!(
+            store.resource_version(),
+            rv,
+            "an identical PUT changes nothing"
+        );
+        assert_eq!(same, created);
+        let wrong = json!({"preconditions": {"uid": "nope"}});
+        let err = store
+            .delete(svc_res(), "default", "web", Some(&wrong), &opts)
+            .unwrap_err();
+        assert_eq!((err.code, err.reason), (409, "Conflict"));
+        let deleted = store
+            .delete(svc_res(), "default", "web", None, &opts)
+            .unwrap();
+        assert_eq!(deleted["metadata"]["resourceVersion"], (rv + 1).to_string());
+    }
+
+    #[test]
+    fn names_are_validated_per_kind() {
+        let mut store = Store::new(100);
+        let opts = WriteOptions::default();
+        let mk = |name: &str| json!({"metadata": {"name": name}});
+        assert_eq!(
+            store
+                .create(svc_res(), "default", mk("1web"), &opts)
+                .unwrap_err()
+                .code,
+            422
+        );
+        assert_eq!(
+            store
+                .create(svc_res(), "default", mk("web.example"), &opts)
+                .unwrap_err()
+                .code,
+            422
+        );
+        store
+            .create(cm_res(), "default", mk("web.example"), &opts)
+            .unwrap();
+        assert_eq!(
+            store
+                .create(cm_res(), "default", mk("Web"), &opts)
+                .unwrap_err()
+                .code,
+            422
+        );
+        assert_eq!(
+            store
+                .create(cm_res(), "default", mk(""), &opts)
+                .unwrap_err()
+                .code,
+            422
+        );
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        let ts = now_rfc3339();
+        assert_eq!(ts.len(), 20, "{ts}");
+        assert!(
+            ts.starts_with("20") && ts.ends_with('Z') && &ts[10..11] == "T",
+            "{ts}"
+        );
+    }
+}
