@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Installs what k8slb's demo, tests and benchmark need, only if missing (idempotent).
+# Debian/Ubuntu (apt-get). Run as root.
+set -euo pipefail
+
+need_root() {
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "install-deps.sh: must run as root to install packages (missing: $*)" >&2
+        exit 1
+    fi
+}
+
+# command -> package
+declare -A PKG=(
+    [haproxy]=haproxy
+    [keepalived]=keepalived
+    [nginx]=nginx
+    [ip]=iproute2
+    [ss]=iproute2
+    [sysctl]=procps
+    [wrk]=wrk
+    [openssl]=openssl
+    [curl]=curl
+    [cc]=build-essential
+    [make]=build-essential
+    [pkg-config]=pkg-config
+)
+
+missing=()
+for cmd in "${!PKG[@]}"; do
+    if ! PATH="$PATH:/usr/sbin:/sbin" command -v "$cmd" >/dev/null 2>&1; then
+        missing+=("${PKG[$cmd]}")
+    fi
+done
+if [ ! -e /etc/ssl/certs/ca-certificates.crt ]; then
+    missing+=(ca-certificates)
+fi
+
+if [ "${#missing[@]}" -gt 0 ]; then
+    # unique
+    mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+    need_root "${missing[@]}"
+    echo "install-deps.sh: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The daemons are run by the lab, never as system services: stop any that the package
+# installation started, so they do not hold ports or VIPs on the host.
+for svc in haproxy keepalived nginx; do
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
+        systemctl stop "$svc" || true
+        systemctl disable "$svc" >/dev/null 2>&1 || true
+    fi
+done
+
+# Rust: the workspace needs cargo >= 1.85 (rust-version in Cargo.toml).
+if ! command -v cargo >/dev/null 2>&1; then
+    if [ -x "$HOME/.cargo/bin/cargo" ]; then
+        echo "install-deps.sh: cargo is in $HOME/.cargo/bin but not on PATH; run: source \$HOME/.cargo/env" >&2
+    else
+        echo "install-deps.sh: Rust is not installed; install it with rustup (https://rustup.rs), version 1.85 or newer" >&2
+    fi
+    exit 1
+fi
+ver="$(cargo --version | awk '{print $2}')"
+major="${ver%%.*}"; rest="${ver#*.}"; minor="${rest%%.*}"
+if [ "$major" -lt 1 ] || { [ "$major" -eq 1 ] && [ "$minor" -lt 85 ]; }; then
+    echo "install-deps.sh: cargo $ver is too old; k8slb needs Rust 1.85 or newer (rustup update)" >&2
+    exit 1
+fi
+echo "install-deps.sh: all dependencies present (cargo $ver, $(haproxy -v | head -1 | awk '{print "haproxy",$3}'), $(keepalived -v 2>&1 | head -1 | awk '{print "keepalived",$2}'))"
