@@ -8,5 +8,9 @@
 //! - [`state`]: the published state document;
 //! - [`publish`]: how the state is compressed and sharded for ConfigMaps.
 
+pub mod config;
+pub mod ipam;
 pub mod names;
+pub mod objects;
+pub mod plan;
 pub mod state;

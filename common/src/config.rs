@@ -1,0 +1,809 @@
+//! The global config: ConfigMap `k8slb-system/global`, key `config`, k8slb's JSON format.
+//!
+//! ```json
+//! { "pools": { "default": { "network": "192.168.10.0/24",
+//!                           "range": "192.168.10.200-192.168.10.254",
+//!                           "interface": "eth0" } },
+//!   "keepalived": { "email": "", "emailFrom": "", "emailServer": "", "emailServerTimeout": "30",
+//!                   "advertInt": 0.1, "unicast": false, "preempt": false },
+//!   "haproxy": { "global": [], "defaults": [], "tcpfront": [], "httpfront": [], "tcpback": [], "httpback": [] },
+//!   "nginx": { "global": [], "http": [], "proxy": [], "upstream": [], "stream": [] },
+//!   "loadBalancerClass": "k8slb.io/loadbalancer", "claimUnclassed": true }
+//! ```
+//!
+//! A config is checked as a whole and every problem is listed; one bad key rejects the
+//! whole document (the caller keeps the last good config in force). Unknown keys are
+//! problems too, with the closest known key suggested, so a typo never silently turns a
+//! setting off.
+
+use crate::ipam::PoolExpr;
+use crate::names::{ConfigLine, Email, IfName, PoolName, SmtpServer};
+use crate::state::{
+    ActorConfig, CertPath, Family, HaproxySections, KeepalivedSettings, NginxSections, PoolInfo,
+};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Our `spec.loadBalancerClass` unless the config says otherwise.
+pub const DEFAULT_CLASS: &str = "k8slb.io/loadbalancer";
+/// Default VRRP advertisement interval: 100 ms, so a dead master is detected in
+/// 3 x 100 ms + skew (about 0.3-0.4 s). The cost is 10 small multicast (or unicast)
+/// packets per second per VRRP instance from its master; keepalived's default (1 s) gives
+/// about 3.5 s failover.
+pub const DEFAULT_ADVERT_INT_MS: u32 = 100;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pool {
+    pub name: PoolName,
+    pub network: PoolExpr,
+    pub range: PoolExpr,
+    pub interface: Option<IfName>,
+}
+
+impl Pool {
+    pub fn family(&self) -> Family {
+        if self.network.range().family_is_v4() {
+            Family::V4
+        } else {
+            Family::V6
+        }
+    }
+}
+
+/// A checked global config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalConfig {
+    pub pools: BTreeMap<PoolName, Pool>,
+    pub keepalived: KeepalivedSettings,
+    pub haproxy: HaproxySections,
+    pub nginx: NginxSections,
+    /// Our load-balancer class.
+    pub class: String,
+    /// Also claim LoadBalancer Services that name no class.
+    pub claim_unclassed: bool,
+    /// Things that are accepted but worth telling (a CIDR that was not aligned, ...).
+    pub warnings: Vec<String>,
+}
+
+impl GlobalConfig {
+    /// The part of the config that the actors need, with the watcher's cert path.
+    pub fn actor_config(&self, cert_path: &CertPath) -> ActorConfig {
+        ActorConfig {
+            pools: self
+                .pools
+                .iter()
+                .map(|(n, p)| {
+                    (
+                        n.clone(),
+                        PoolInfo {
+                            network: p.network.canonical(),
+                            prefix_len: p.network.prefix_len(),
+                            family: p.family(),
+                            interface: p.interface.clone(),
+                            first: p.network.range().start(),
+                        },
+                    )
+                })
+                .collect(),
+            keepalived: self.keepalived.clone(),
+            haproxy: self.haproxy.clone(),
+            nginx: self.nginx.clone(),
+            cert_path: cert_path.clone(),
+        }
+    }
+}
+
+/// Every problem found in a config, each with the JSON path of the offending key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<String>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} problem(s): {}", self.0.len(), self.0.join("; "))
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+const TOP_KEYS: &[&str] = &[
+    "pools",
+    "keepalived",
+    "haproxy",
+    "nginx",
+    "loadBalancerClass",
+    "claimUnclassed",
+];
+const POOL_KEYS: &[&str] = &["network", "range", "interface"];
+const KEEPALIVED_KEYS: &[&str] = &[
+    "email",
+    "emailFrom",
+    "emailServer",
+    "emailServerTimeout",
+    "advertInt",
+    "unicast",
+    "preempt",
+    "garpRepeat",
+    "garpMasterDelay",
+];
+const HAPROXY_KEYS: &[&str] = &[
+    "global",
+    "defaults",
+    "tcpfront",
+    "httpfront",
+    "tcpback",
+    "httpback",
+];
+const NGINX_KEYS: &[&str] = &["global", "http", "proxy", "upstream", "stream"];
+
+/// HAProxy sections used when the config has no `haproxy` key. Unlike k8slb's sample
+/// (`timeout connect 30ms`, `daemon`, `chroot`), these suit an actor that supervises
+/// HAProxy in the foreground.
+pub fn default_haproxy() -> HaproxySections {
+    let lines = |v: &[&str]| v.iter().map(|s| s.parse().expect("valid")).collect();
+    HaproxySections {
+        global: lines(&[
+            "maxconn 20000",
+            "ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets",
+            "ssl-default-server-options ssl-min-ver TLSv1.2 no-tls-tickets",
+            "tune.ssl.default-dh-param 2048",
+        ]),
+        defaults: lines(&[
+            "log global",
+            "retries 3",
+            "option redispatch",
+            "balance leastconn",
+            "timeout connect 5s",
+            "timeout check 1s",
+            "timeout client 30s",
+            "timeout server 30s",
+            "timeout tunnel 1h",
+        ]),
+        tcpfront: vec![],
+        httpfront: lines(&["option forwardfor"]),
+        tcpback: vec![],
+        httpback: vec![],
+    }
+}
+
+/// nginx sections used when the config has no `nginx` key.
+pub fn default_nginx() -> NginxSections {
+    let lines = |v: &[&str]| v.iter().map(|s| s.parse().expect("valid")).collect();
+    NginxSections {
+        global: lines(&["worker_processes auto;"]),
+        http: lines(&[
+            "sendfile on;",
+            "keepalive_timeout 65;",
+            "ssl_protocols TLSv1.2 TLSv1.3;",
+        ]),
+        proxy: lines(&[
+            "proxy_set_header Host $host;",
+            "proxy_set_header X-Real-IP $remote_addr;",
+            "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;",
+            "proxy_set_header X-Forwarded-Proto $scheme;",
+            "proxy_http_version 1.1;",
+            "proxy_connect_timeout 5s;",
+            "proxy_next_upstream error timeout;",
+        ]),
+        upstream: vec![],
+        stream: vec![],
+    }
+}
+
+pub fn default_keepalived() -> KeepalivedSettings {
+    KeepalivedSettings {
+        advert_int_ms: DEFAULT_ADVERT_INT_MS,
+        unicast: false,
+        preempt: false,
+        email: None,
+        email_from: None,
+        email_server: None,
+        email_server_timeout_s: 30,
+        garp_repeat: 5,
+        garp_master_delay_s: 1,
+    }
+}
+
+/// Parse and check a global config (the JSON text of the ConfigMap's `config` key).
+pub fn parse_global_config(text: &str) -> Result<GlobalConfig, ConfigErrors> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| ConfigErrors(vec![format!("config is not valid JSON: {e}")]))?;
+    let mut c = Checker::default();
+    let cfg = c.global(&value);
+    if c.errors.is_empty() {
+        let mut cfg = cfg;
+        cfg.warnings = c.warnings;
+        Ok(cfg)
+    } else {
+        Err(ConfigErrors(c.errors))
+    }
+}
+
+/// Read a config file: raw JSON, or the `global` ConfigMap as YAML/JSON (key `config`).
+pub fn parse_config_file(text: &str) -> Result<GlobalConfig, ConfigErrors> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') {
+        if let Ok(v) = serde_json::from_str::<Value>(text) {
+            if v.get("kind").and_then(Value::as_str) == Some("ConfigMap") {
+                return config_from_configmap_value(&v);
+            }
+            return parse_global_config(text);
+        }
+    }
+    let v: Value = serde_yaml::from_str(text)
+        .map_err(|e| ConfigErrors(vec![format!("config file is neither JSON nor YAML: {e}")]))?;
+    if v.get("kind").and_then(Value::as_str) == Some("ConfigMap") {
+        config_from_configmap_value(&v)
+    } else {
+        parse_global_config(&serde_json::to_string(&v).expect("json"))
+    }
+}
+
+fn config_from_configmap_value(v: &Value) -> Result<GlobalConfig, ConfigErrors> {
+    match v.pointer("/data/config").and_then(Value::as_str) {
+        Some(s) => parse_global_config(s),
+        None => Err(ConfigErrors(vec![
+            "ConfigMap has no data.config key holding the JSON config".into(),
+        ])),
+    }
+}
+
+#[derive(Default)]
+struct Checker {
+    errors: Vec<String>,
+    warnings: Vec<String>,
+}
+
+impl Checker {
+    fn err(&mut self, path: &str, msg: impl fmt::Display) {
+        self.errors.push(format!("{path}: {msg}"));
+    }
+
+    fn object<'a>(&mut self, path: &str, v: &'a Value) -> Option<&'a Map<String, Value>> {
+        match v {
+            Value::Object(m) => Some(m),
+            _ => {
+                self.err(path, format!("expected an object, found {}", kind(v)));
+                None
+            }
+        }
+    }
+
+    fn unknown_keys(&mut self, path: &str, m: &Map<String, Value>, known: &[&str]) {
+        for k in m.keys() {
+            if !known.contains(&k.as_str()) {
+                let hint = closest(k, known)
+                    .map(|s| format!(" (did you mean {s:?}?)"))
+                    .unwrap_or_else(|| format!(" (known keys: {})", known.join(", ")));
+                self.err(&join(path, k), format!("unknown key{hint}"));
+            }
+        }
+    }
+
+    fn global(&mut self, v: &Value) -> GlobalConfig {
+        let mut cfg = GlobalConfig {
+            pools: BTreeMap::new(),
+            keepalived: default_keepalived(),
+            haproxy: default_haproxy(),
+            nginx: default_nginx(),
+            class: DEFAULT_CLASS.to_string(),
+            claim_unclassed: true,
+            warnings: vec![],
+        };
+        let Some(top) = self.object("config", v) else {
+            return cfg;
+        };
+        self.unknown_keys("", top, TOP_KEYS);
+        match top.get("pools") {
+            Some(p) => cfg.pools = self.pools(p),
+            None => self.err("pools", "is required (an object of pool name -> pool)"),
+        }
+        if let Some(k) = top.get("keepalived") {
+            cfg.keepalived = self.keepalived(k);
+        }
+        if let Some(h) = top.get("haproxy") {
+            cfg.haproxy = self.haproxy(h);
+        }
+        if let Some(n) = top.get("nginx") {
+            cfg.nginx = self.nginx(n);
+        }
+        if let Some(c) = top.get("loadBalancerClass") {
+            match c.as_str() {
+                Some(s) if valid_class(s) => cfg.class = s.to_string(),
+                _ => self.err(
+                    "loadBalancerClass",
+                    "expected a label-style name such as \"k8slb.io/loadbalancer\"",
+                ),
+            }
+        }
+        if let Some(b) = top.get("claimUnclassed") {
+            if let Some(b) = self.boolean("claimUnclassed", b) {
+                cfg.claim_unclassed = b;
+            }
+        }
+        cfg
+    }
+
+    fn pools(&mut self, v: &Value) -> BTreeMap<PoolName, Pool> {
+        let mut out = BTreeMap::new();
+        let Some(m) = self.object("pools", v) else {
+            return out;
+        };
+        for (name, pv) in m {
+            let path = join("pools", name);
+            let pool_name: Option<PoolName> = match name.parse() {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    self.err(&path, e);
+                    None
+                }
+            };
+            let Some(pm) = self.object(&path, pv) else {
+                continue;
+            };
+            self.unknown_keys(&path, pm, POOL_KEYS);
+            let network = self.pool_expr(&path, pm, "network");
+            let range = self.pool_expr(&path, pm, "range");
+            let interface = match pm.get("interface") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) if s.trim().is_empty() => None,
+                Some(Value::String(s)) => match s.trim().parse::<IfName>() {
+                    Ok(i) => Some(i),
+                    Err(e) => {
+                        self.err(&join(&path, "interface"), e);
+                        None
+                    }
+                },
+                Some(other) => {
+                    self.err(
+                        &join(&path, "interface"),
+                        format!("expected a string, found {}", kind(other)),
+                    );
+                    None
+                }
+            };
+            let (Some(pool_name), Some(network), Some(range)) = (pool_name, network, range) else {
+                continue;
+            };
+            if network.range().family_is_v4() != range.range().family_is_v4() {
+                self.err(
+                    &join(&path, "range"),
+                    format!(
+                        "{} and network {} are of different address families",
+                        range, network
+                    ),
+                );
+                continue;
+            }
+            if !network.range().contains_range(&range.range()) {
+                self.err(
+                    &join(&path, "range"),
+                    format!("{range} is not inside the pool's network {network}"),
+                );
+                continue;
+            }
+            out.insert(
+                pool_name.clone(),
+                Pool {
+                    name: pool_name,
+                    network,
+                    range,
+                    interface,
+                },
+            );
+        }
+        // Every address belongs to at most one pool.
+        let pools: Vec<&Pool> = out.values().collect();
+        for (i, a) in pools.iter().enumerate() {
+            for b in &pools[i + 1..] {
+                if a.network.range().overlaps(&b.network.range()) {
+                    self.err(
+                        &join("pools", b.name.as_str()),
+                        format!(
+                            "network {} overlaps pool {:?} (network {}); pools must not share addresses",
+                            b.network, a.name.as_str(), a.network
+                        ),
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    fn pool_expr(&mut self, path: &str, m: &Map<String, Value>, key: &str) -> Option<PoolExpr> {
+        let p = join(path, key);
+        match m.get(key) {
+            None | Some(Value::Null) => {
+                self.err(&p, "is required");
+                None
+            }
+            Some(Value::String(s)) => match PoolExpr::parse(s) {
+                Ok(e) => {
+                    if e.was_normalised() {
+                        self.warnings.push(format!(
+                            "{p}: {:?} is not aligned to its prefix; using {}",
+                            s.trim(),
+                            e
+                        ));
+                    }
+                    Some(e)
+                }
+                Err(e) => {
+                    self.err(&p, e);
+                    None
+                }
+            },
+            Some(other) => {
+                self.err(&p, format!("expected a string, found {}", kind(other)));
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, path: &str, v: &Value) -> Option<bool> {
+        match v {
+            Value::Bool(b) => Some(*b),
+            Value::String(s) if s.eq_ignore_ascii_case("true") => Some(true),
+            Value::String(s) if s.eq_ignore_ascii_case("false") => Some(false),
+            other => {
+                self.err(
+                    path,
+                    format!("expected true or false, found {}", kind(other)),
+                );
+                None
+            }
+        }
+    }
+
+    /// A non-negative number given as a JSON number or a numeric string (k8slb wrote
+    /// `"emailServerTimeout": "30"`).
+    fn number(&mut self, path: &str, v: &Value) -> Option<f64> {
+        let n = match v {
+            Value::Number(n) => n.as_f64(),
+            Value::String(s) => s.trim().parse::<f64>().ok(),
+            _ => None,
+        };
+        match n {
+            Some(n) if n.is_finite() && n >= 0.0 => Some(n),
+            _ => {
+                self.err(path, format!("expected a non-negative number, found {v}"));
+                None
+            }
+        }
+    }
+
+    fn keepalived(&mut self, v: &Value) -> KeepalivedSettings {
+        let mut k = default_keepalived();
+        let Some(m) = self.object("keepalived", v) else {
+            return k;
+        };
+        self.unknown_keys("keepalived", m, KEEPALIVED_KEYS);
+        let text = |c: &mut Self, key: &str| -> Option<String> {
+            match m.get(key) {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) if s.trim().is_empty() => None,
+                Some(Value::String(s)) => Some(s.trim().to_string()),
+                Some(o) => {
+                    c.err(
+                        &join("keepalived", key),
+                        format!("expected a string, found {}", kind(o)),
+                    );
+                    None
+                }
+            }
+        };
+        if let Some(s) = text(self, "email") {
+            match s.parse::<Email>() {
+                Ok(e) => k.email = Some(e),
+                Err(e) => self.err("keepalived.email", e),
+            }
+        }
+        if let Some(s) = text(self, "emailFrom") {
+            match s.parse::<Email>() {
+                Ok(e) => k.email_from = Some(e),
+                Err(e) => self.err("keepalived.emailFrom", e),
+            }
+        }
+        if let Some(s) = text(self, "emailServer") {
+            match s.parse::<SmtpServer>() {
+                Ok(e) => k.email_server = Some(e),
+                Err(e) => self.err("keepalived.emailServer", e),
+            }
+        }
+        if let Some(v) = m.get("emailServerTimeout") {
+            if !matches!(v, Value::String(s) if s.trim().is_empty()) {
+                if let Some(n) = self.number("keepalived.emailServerTimeout", v) {
+                    if n.fract() == 0.0 && (1.0..=3600.0).contains(&n) {
+                        k.email_server_timeout_s = n as u32;
+                    } else {
+                        self.err(
+                            "keepalived.emailServerTimeout",
+                            "expected whole seconds between 1 and 3600",
+                        );
+                    }
+                }
+            }
+        }
+        if let Some(v) = m.get("advertInt") {
+            if let Some(n) = self.number("keepalived.advertInt", v) {
+                // VRRPv3: centiseconds, 0.01 s .. 40.95 s.
+                let ms = (n * 1000.0).round();
+                if !(10.0..=40950.0).contains(&ms) || (ms as u32) % 10 != 0 {
+                    self.err(
+                        "keepalived.advertInt",
+                        "expected seconds between 0.01 and 40.95 in steps of 0.01 (VRRPv3)",
+                    );
+                } else {
+                    k.advert_int_ms = ms as u32;
+                }
+            }
+        }
+        if let Some(v) = m.get("unicast") {
+            if let Some(b) = self.boolean("keepalived.unicast", v) {
+                k.unicast = b;
+            }
+        }
+        if let Some(v) = m.get("preempt") {
+            if let Some(b) = self.boolean("keepalived.preempt", v) {
+                k.preempt = b;
+            }
+        }
+        if let Some(v) = m.get("garpRepeat") {
+            if let Some(n) = self.number("keepalived.garpRepeat", v) {
+                if n.fract() == 0.0 && (1.0..=100.0).contains(&n) {
+                    k.garp_repeat = n as u32;
+                } else {
+                    self.err("keepalived.garpRepeat", "expected a whole number 1..100");
+                }
+            }
+        }
+        if let Some(v) = m.get("garpMasterDelay") {
+            if let Some(n) = self.number("keepalived.garpMasterDelay", v) {
+                if n.fract() == 0.0 && n <= 255.0 {
+                    k.garp_master_delay_s = n as u32;
+                } else {
+                    self.err(
+                        "keepalived.garpMasterDelay",
+                        "expected whole seconds 0..255",
+                    );
+                }
+            }
+        }
+        if k.email.is_some() && (k.email_from.is_none() || k.email_server.is_none()) {
+            self.err(
+                "keepalived.email",
+                "needs emailFrom and emailServer as well",
+            );
+        }
+        k
+    }
+
+    fn lines(&mut self, path: &str, m: &Map<String, Value>, key: &str) -> Option<Vec<ConfigLine>> {
+        let v = m.get(key)?;
+        let p = join(path, key);
+        let Value::Array(items) = v else {
+            self.err(
+                &p,
+                format!("expected an array of strings, found {}", kind(v)),
+            );
+            return None;
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let ip = format!("{p}[{i}]");
+            match item {
+                Value::String(s) => match s.parse::<ConfigLine>() {
+                    Ok(l) => out.push(l),
+                    Err(e) => self.err(&ip, e),
+                },
+                other => self.err(&ip, format!("expected a string, found {}", kind(other))),
+            }
+        }
+        Some(out)
+    }
+
+    fn haproxy(&mut self, v: &Value) -> HaproxySections {
+        let mut h = default_haproxy();
+        let Some(m) = self.object("haproxy", v) else {
+            return h;
+        };
+        self.unknown_keys("haproxy", m, HAPROXY_KEYS);
+        macro_rules! take {
+            ($($f:ident),*) => {$(
+                if let Some(l) = self.lines("haproxy", m, stringify!($f)) { h.$f = l; }
+            )*};
+        }
+        take!(global, defaults, tcpfront, httpfront, tcpback, httpback);
+        h
+    }
+
+    fn nginx(&mut self, v: &Value) -> NginxSections {
+        let mut n = default_nginx();
+        let Some(m) = self.object("nginx", v) else {
+            return n;
+        };
+        self.unknown_keys("nginx", m, NGINX_KEYS);
+        macro_rules! take {
+            ($($f:ident),*) => {$(
+                if let Some(l) = self.lines("nginx", m, stringify!($f)) { n.$f = l; }
+            )*};
+        }
+        take!(global, http, proxy, upstream, stream);
+        n
+    }
+}
+
+fn valid_class(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-./_".contains(&b))
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The known key closest to `k` (case-insensitive equality, or edit distance <= 2).
+fn closest<'a>(k: &str, known: &[&'a str]) -> Option<&'a str> {
+    let lower = k.to_ascii_lowercase();
+    known
+        .iter()
+        .map(|c| (levenshtein(&lower, &c.to_ascii_lowercase()), *c))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, c)| c)
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const README_TWO_POOLS: &str = r#"{ "pools": {
+        "default": { "network": "192.168.10.0/24", "range": "192.168.10.200-192.168.10.254" },
+        "external": { "network": "1.2.3.0/22", "range": "1.2.3.50-1.2.3.74", "interface": "em1" } } }"#;
+
+    #[test]
+    fn readme_two_pool_config_is_accepted_with_a_warning() {
+        let c = parse_global_config(README_TWO_POOLS).unwrap();
+        assert_eq!(c.pools.len(), 2);
+        let ext = &c.pools[&"external".parse().unwrap()];
+        assert_eq!(ext.network.canonical(), "1.2.0.0/22");
+        assert_eq!(ext.interface.as_ref().unwrap().as_str(), "em1");
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(c.warnings[0].contains("1.2.3.0/22"));
+        assert_eq!(c.class, DEFAULT_CLASS);
+        assert!(c.claim_unclassed);
+        assert_eq!(c.keepalived.advert_int_ms, 100);
+    }
+
+    #[test]
+    fn every_problem_is_listed() {
+        let bad = r#"{ "pools": {
+            "a": { "network": "10.0.0.0/24", "range": "10.0.1.0-10.0.1.5" },
+            "b": { "network": "10.0.0.0/16", "range": "10.0.0.1-10.0.0.2", "interfce": "eth0" },
+            "c d": { "network": "10.9.0.0/24", "range": "10.9.0.1" } },
+          "haproxy": { "global": ["maxconn 10\nfrontend evil"], "defualts": [] },
+          "keepalived": { "advertInt": 0.005 },
+          "poolz": {} }"#;
+        let e = parse_global_config(bad).unwrap_err();
+        let all = e.0.join("\n");
+        for needle in [
+            "pools.a.range: 10.0.1.0-10.0.1.5 is not inside the pool's network 10.0.0.0/24",
+            "pools.b.interfce: unknown key (did you mean \"interface\"?)",
+            "pools.c d: invalid pool name",
+            "haproxy.global[0]: invalid config line",
+            "haproxy.defualts: unknown key (did you mean \"defaults\"?)",
+            "keepalived.advertInt",
+            "poolz: unknown key (did you mean \"pools\"?)",
+        ] {
+            assert!(all.contains(needle), "missing {needle:?} in:\n{all}");
+        }
+    }
+
+    #[test]
+    fn overlapping_pools_are_refused() {
+        let e = parse_global_config(
+            r#"{"pools":{"a":{"network":"10.0.0.0/24","range":"10.0.0.10-10.0.0.20"},
+                         "b":{"network":"10.0.0.128/25","range":"10.0.0.200-10.0.0.210"}}}"#,
+        )
+        .unwrap_err();
+        assert!(e.0[0].contains("overlaps pool \"a\""), "{e}");
+    }
+
+    #[test]
+    fn ipv6_pool_and_family_mismatch() {
+        let ok = parse_global_config(
+            r#"{"pools":{"ipv6":{"network":"2001:468::/48","range":"2001:468:101::/96"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(ok.pools.values().next().unwrap().family(), Family::V6);
+        let e = parse_global_config(
+            r#"{"pools":{"x":{"network":"2001:468::/48","range":"10.0.0.1-10.0.0.2"}}}"#,
+        )
+        .unwrap_err();
+        assert!(e.0[0].contains("different address families"), "{e}");
+    }
+
+    #[test]
+    fn k8slb_readme_ipv6_example_is_reported_not_accepted() {
+        // The seed README's IPv6 pool has its range outside its network.
+        let e = parse_global_config(
+            r#"{"pools":{"ipv6":{"network":"2001:468::/64","range":"2001:468:101::/96","interface":"eth0"}}}"#,
+        )
+        .unwrap_err();
+        assert!(
+            e.0[0].contains("not inside the pool's network 2001:468::/64"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn keepalived_section_and_strings_as_numbers() {
+        let c = parse_global_config(
+            r#"{"pools":{},"keepalived":{"email":"ops@example.com","emailFrom":"lb@example.com",
+                "emailServer":"smtp.example.com","emailServerTimeout":"30","advertInt":"0.25",
+                "unicast":true}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.keepalived.advert_int_ms, 250);
+        assert!(c.keepalived.unicast);
+        assert_eq!(c.keepalived.email.unwrap().as_str(), "ops@example.com");
+        // k8slb's manifest default: all empty strings.
+        let c = parse_global_config(
+            r#"{"pools":{},"keepalived":{"email":"","emailFrom":"","emailServer":"","emailServerTimeout":"30"}}"#,
+        )
+        .unwrap();
+        assert!(c.keepalived.email.is_none());
+    }
+
+    #[test]
+    fn missing_pools_and_not_json() {
+        assert!(parse_global_config("{}").unwrap_err().0[0].contains("pools: is required"));
+        assert!(parse_global_config("pools: {}").unwrap_err().0[0].contains("not valid JSON"));
+    }
+
+    #[test]
+    fn configmap_yaml_is_read() {
+        let y = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: { name: global, namespace: k8slb-system }
+data:
+  config: |
+    { "pools": { "default": { "network": "198.18.0.0/24", "range": "198.18.0.100-198.18.0.120" } } }
+"#;
+        let c = parse_config_file(y).unwrap();
+        assert_eq!(c.pools.len(), 1);
+    }
+}

@@ -1,0 +1,211 @@
+//! The Kubernetes objects the plan reads, and how they are read from files (the `files`
+//! source and `k8slb-watcher plan`): YAML or JSON, multi-document files, `kind: List`.
+//!
+//! One document that does not decode as its kind is skipped with a problem, never fatal:
+//! a malformed Service must not stop every other Service from being served.
+
+use crate::state::Problem;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// Everything the plan needs from the cluster.
+#[derive(Debug, Clone, Default)]
+pub struct Objects {
+    pub services: Vec<Service>,
+    pub slices: Vec<EndpointSlice>,
+    pub nodes: Vec<Node>,
+    pub configmaps: Vec<ConfigMap>,
+    /// Documents that were skipped (unknown kind is not a problem; undecodable is).
+    pub problems: Vec<Problem>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot parse {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+}
+
+impl Objects {
+    /// Read files and directories (recursively, `*.yaml`, `*.yml`, `*.json`, sorted by
+    /// path so the result does not depend on directory order).
+    pub fn read_paths(paths: &[PathBuf]) -> Result<Objects, ReadError> {
+        let mut files = Vec::new();
+        for p in paths {
+            collect_files(p, &mut files)?;
+        }
+        files.sort();
+        let mut out = Objects::default();
+        for f in files {
+            let text = std::fs::read_to_string(&f).map_err(|source| ReadError::Io {
+                path: f.clone(),
+                source,
+            })?;
+            out.add_text(&text)
+                .map_err(|message| ReadError::Parse { path: f, message })?;
+        }
+        Ok(out)
+    }
+
+    /// Add every document of a YAML or JSON text. Err only if the text is not YAML.
+    pub fn add_text(&mut self, text: &str) -> Result<(), String> {
+        use serde::Deserialize;
+        for doc in serde_yaml::Deserializer::from_str(text) {
+            let v = Value::deserialize(doc).map_err(|e| e.to_string())?;
+            self.add_value(v);
+        }
+        Ok(())
+    }
+
+    /// Add one decoded document (or a `List` of them).
+    pub fn add_value(&mut self, v: Value) {
+        if v.is_null() {
+            return;
+        }
+        let kind = v.get("kind").and_then(Value::as_str).unwrap_or_default();
+        match kind {
+            "List" | "ServiceList" | "EndpointSliceList" | "NodeList" | "ConfigMapList" => {
+                let item_kind = kind.strip_suffix("List").unwrap_or_default().to_string();
+                if let Some(Value::Array(items)) = v.get("items").cloned() {
+                    for mut item in items {
+                        if !item_kind.is_empty() && item.get("kind").is_none() {
+                            item["kind"] = Value::String(item_kind.clone());
+                        }
+                        self.add_value(item);
+                    }
+                }
+            }
+            "Service" => push(&mut self.services, &mut self.problems, v, "Service"),
+            "EndpointSlice" => push(&mut self.slices, &mut self.problems, v, "EndpointSlice"),
+            "Node" => push(&mut self.nodes, &mut self.problems, v, "Node"),
+            "ConfigMap" => push(&mut self.configmaps, &mut self.problems, v, "ConfigMap"),
+            _ => {} // other kinds (Deployments, ...) are not ours to read
+        }
+    }
+}
+
+fn push<T: DeserializeOwned>(into: &mut Vec<T>, problems: &mut Vec<Problem>, v: Value, kind: &str) {
+    let name = describe(&v);
+    match serde_json::from_value::<T>(v) {
+        Ok(o) => into.push(o),
+        Err(e) => problems.push(Problem {
+            object: format!("{kind} {name}"),
+            reason: "Undecodable".into(),
+            message: format!("skipped: this {kind} does not decode: {e}"),
+        }),
+    }
+}
+
+/// `<ns>/<name>` of a raw object, printable even when hostile.
+fn describe(v: &Value) -> String {
+    let get = |k: &str| {
+        v.pointer(&format!("/metadata/{k}"))
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .escape_debug()
+            .take(120)
+            .collect::<String>()
+    };
+    if v.pointer("/metadata/namespace").is_some() {
+        format!("{}/{}", get("namespace"), get("name"))
+    } else {
+        get("name")
+    }
+}
+
+fn collect_files(p: &Path, out: &mut Vec<PathBuf>) -> Result<(), ReadError> {
+    let meta = std::fs::metadata(p).map_err(|source| ReadError::Io {
+        path: p.to_path_buf(),
+        source,
+    })?;
+    if meta.is_dir() {
+        let rd = std::fs::read_dir(p).map_err(|source| ReadError::Io {
+            path: p.to_path_buf(),
+            source,
+        })?;
+        for e in rd {
+            let e = e.map_err(|source| ReadError::Io {
+                path: p.to_path_buf(),
+                source,
+            })?;
+            let path = e.path();
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') {
+                continue; // editors' swap files, atomic-write temporaries
+            }
+            if path.is_dir() {
+                collect_files(&path, out)?;
+            } else if [".yaml", ".yml", ".json"].iter().any(|s| name.ends_with(s)) {
+                out.push(path);
+            }
+        }
+    } else {
+        out.push(p.to_path_buf());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multi_document_and_lists() {
+        let mut o = Objects::default();
+        o.add_text(
+            r#"
+apiVersion: v1
+kind: Service
+metadata: { name: a, namespace: default }
+spec: { type: LoadBalancer, ports: [ { port: 80 } ] }
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: { name: lb1, labels: { type: loadBalancer } }
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata: { name: x }
+---
+"#,
+        )
+        .unwrap();
+        assert_eq!(o.services.len(), 1);
+        assert_eq!(o.nodes.len(), 1);
+        assert!(o.problems.is_empty());
+    }
+
+    #[test]
+    fn undecodable_service_is_a_problem_not_an_error() {
+        let mut o = Objects::default();
+        o.add_text(
+            "kind: Service\nmetadata: { name: \"bad\\nname\", namespace: default }\nspec: { ports: 7 }\n",
+        )
+        .unwrap();
+        assert!(o.services.is_empty());
+        assert_eq!(o.problems.len(), 1);
+        assert_eq!(o.problems[0].reason, "Undecodable");
+        assert!(
+            o.problems[0].object.contains("bad\\nname"),
+            "{:?}",
+            o.problems
+        );
+    }
+
+    #[test]
+    fn broken_yaml_is_an_error() {
+        let mut o = Objects::default();
+        assert!(o.add_text("kind: Service\n  metadata: [").is_err());
+    }
+}

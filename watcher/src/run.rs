@@ -1,0 +1,177 @@
+//! `k8slb-watcher run`: keep the published state current.
+//!
+//! The loop is the same whatever the source: read every object, recompute the whole plan
+//! (sticky on the last published state), publish only when the state changed. A source
+//! that cannot be read this round publishes nothing (never an empty state), and an invalid
+//! global config keeps the last good one in force, with a problem in the state.
+
+use crate::cmd_plan::config_from_objects;
+use crate::opts::PlanFlags;
+use crate::sink::Sink;
+use crate::{files, Error};
+use k8slb_common::config::GlobalConfig;
+use k8slb_common::plan::plan;
+use k8slb_common::state::{Problem, State};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Files(PathBuf),
+    Kubernetes,
+}
+
+impl std::str::FromStr for Source {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once(':') {
+            Some(("files", p)) if !p.is_empty() => Ok(Source::Files(PathBuf::from(p))),
+            None if s == "kubernetes" => Ok(Source::Kubernetes),
+            _ => Err(format!(
+                "unknown source {s:?}: expected files:<dir> or kubernetes"
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum LogFormat {
+    Plain,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Where the objects come from: `files:<dir>` (a directory of Kubernetes YAML, the
+    /// standalone mode) or `kubernetes`.
+    #[arg(long, env = "K8SLB_SOURCE", default_value = "kubernetes")]
+    pub source: Source,
+    /// Where the state goes: `file:<path>` (replaced atomically).
+    #[arg(long = "state-out", env = "K8SLB_STATE_OUT")]
+    pub state_out: Sink,
+    /// How often the files source looks for changes, in milliseconds.
+    #[arg(long, env = "K8SLB_POLL_MS", default_value_t = 100)]
+    pub poll_ms: u64,
+    /// Full recompute at least this often, in seconds, even without a change (k8slb's
+    /// LOOP_DELAY, now only a safety net).
+    #[arg(long, env = "LOOP_DELAY", default_value_t = 30)]
+    pub resync_s: u64,
+    /// Log format.
+    #[arg(long, value_enum, env = "LOG_FORMAT", default_value = "plain")]
+    pub log_format: LogFormat,
+    /// Log level: error, warn, info, debug, or k8slb's 0-4.
+    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    #[command(flatten)]
+    pub flags: PlanFlags,
+}
+
+pub fn init_logging(format: LogFormat, level: &str) {
+    let level = match level {
+        "0" => "off",
+        "1" => "error",
+        "2" => "warn",
+        "3" => "info",
+        "4" => "debug",
+        other => other,
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Plain => b.try_init(),
+        LogFormat::Json => b.json().try_init(),
+    };
+}
+
+pub fn main(args: RunArgs) -> Result<(), Error> {
+    init_logging(args.log_format, &args.log_level);
+    match args.source.clone() {
+        Source::Files(dir) => run_files(&args, &dir),
+        Source::Kubernetes => Err(Error::Usage(
+            "the kubernetes source is not built yet; use --source files:<dir>".into(),
+        )),
+    }
+}
+
+fn run_files(args: &RunArgs, dir: &std::path::Path) -> Result<(), Error> {
+    if !dir.is_dir() {
+        return Err(Error::Input(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
+    }
+    let opts = args.flags.plan_options();
+    let mut published: Option<State> = args.state_out.load();
+    let mut good_cfg: Option<GlobalConfig> = None;
+    let mut last_fp = None;
+    let mut last_run = Instant::now();
+    tracing::info!(dir = %dir.display(), sticky = published.is_some(), "watching files");
+    loop {
+        let fp = match files::fingerprint(dir) {
+            Ok(fp) => Some(fp),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list the source directory; keeping the last state");
+                None
+            }
+        };
+        let due = last_run.elapsed() >= Duration::from_secs(args.resync_s);
+        if fp.is_some() && (fp != last_fp || due) {
+            last_fp = fp;
+            last_run = Instant::now();
+            let started = Instant::now();
+            match files::read(dir) {
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the objects; keeping the last state")
+                }
+                Ok(objs) => {
+                    let mut cfg_problem = None;
+                    match config_from_objects(&objs, &args.flags.namespace) {
+                        Ok(cfg) => {
+                            for w in &cfg.warnings {
+                                tracing::warn!(warning = %w, "config");
+                            }
+                            good_cfg = Some(cfg);
+                        }
+                        Err(e) => {
+                            tracing::error!(error = %e, "invalid global config; the last good one stays in force");
+                            cfg_problem = Some(Problem {
+                                object: format!("ConfigMap {}/global", args.flags.namespace),
+                                reason: "InvalidConfig".into(),
+                                message: format!("{e}; the last good config stays in force"),
+                            });
+                        }
+                    }
+                    if let Some(cfg) = &good_cfg {
+                        let mut state = plan(cfg, &opts, &objs, published.as_ref());
+                        if let Some(p) = cfg_problem {
+                            state.problems.push(p);
+                            state.problems.sort();
+                        }
+                        if published.as_ref() != Some(&state) {
+                            match args.state_out.write(&state) {
+                                Ok(()) => {
+                                    tracing::info!(
+                                        services = state.services.len(),
+                                        vips = state.vips.len(),
+                                        problems = state.problems.len(),
+                                        took_ms = started.elapsed().as_millis() as u64,
+                                        "state published"
+                                    );
+                                    for p in &state.problems {
+                                        tracing::warn!(object = %p.object, reason = %p.reason, "{}", p.message);
+                                    }
+                                    published = Some(state);
+                                }
+                                Err(e) => tracing::error!(error = %e, "cannot write the state"),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(args.poll_ms.max(10)));
+    }
+}
