@@ -1,1 +1,331 @@
-//! (to be written)
+//! The admin server: `/livez`, `/readyz`, `/metrics` (axum).
+//!
+//! Default address `0.0.0.0:9254` (`--admin-addr`): the actor runs with hostNetwork, and
+//! kubelet's HTTP probes go to the node address, so loopback would fail them. Port
+//! 10254 is avoided on purpose: ingress-nginx uses it, and both may run on one node.
+//!
+//! - `/livez`: 200 while the control loop ticks (no tick for 30 s: 503);
+//! - `/readyz`: 200 only after the first successful apply; 503 with the reason before;
+//! - `/metrics`: Prometheus text (prometheus-client), families below.
+//!
+//! Metric families (all prefixed `k8slb_actor_`):
+//! `reloads_total{daemon,result}`, `runtime_api_updates_total`,
+//! `config_check_failures_total{daemon}`, `child_restarts_total{daemon}`,
+//! `state_refused_total`, `applies_total{result}`, `vips_held{pool,vip}` (1 per VIP of
+//! the state that this node holds now). The `vip` label is bounded: VIPs come only from
+//! the admin's pools and the state, never from client traffic.
+
+use crate::daemons::DaemonKind;
+use axum::{
+    extract::State as AxState, http::StatusCode, response::IntoResponse, routing::get, Router,
+};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DaemonResult {
+    pub daemon: String,
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DaemonLabel {
+    pub daemon: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VipLabel {
+    pub pool: String,
+    pub vip: String,
+}
+
+/// Every metric of the actor, registered once.
+pub struct Metrics {
+    registry: Registry,
+    pub reloads: Family<DaemonResult, Counter>,
+    pub runtime_api_updates: Counter,
+    pub config_check_failures: Family<DaemonLabel, Counter>,
+    pub child_restarts: Family<DaemonLabel, Counter>,
+    pub state_refused: Counter,
+    pub applies: Family<ResultLabel, Counter>,
+    pub vips_held: Family<VipLabel, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("k8slb_actor");
+        let reloads = Family::<DaemonResult, Counter>::default();
+        let runtime_api_updates = Counter::default();
+        let config_check_failures = Family::<DaemonLabel, Counter>::default();
+        let child_restarts = Family::<DaemonLabel, Counter>::default();
+        let state_refused = Counter::default();
+        let applies = Family::<ResultLabel, Counter>::default();
+        let vips_held = Family::<VipLabel, Gauge>::default();
+        registry.register(
+            "reloads",
+            "Reloads (and starts) of a daemon, by result (ok, failed)",
+            reloads.clone(),
+        );
+        registry.register(
+            "runtime_api_updates",
+            "Endpoint-only changes applied over the HAProxy Runtime API, without a reload",
+            runtime_api_updates.clone(),
+        );
+        registry.register(
+            "config_check_failures",
+            "Rendered configs refused by the daemon's own checker (never installed)",
+            config_check_failures.clone(),
+        );
+        registry.register(
+            "child_restarts",
+            "Restarts of a daemon that died",
+            child_restarts.clone(),
+        );
+        registry.register(
+            "state_refused",
+            "State documents that failed to parse or to render (the previous one is kept)",
+            state_refused.clone(),
+        );
+        registry.register(
+            "applies",
+            "Applies of a new state, by result (ok, failed, unchanged)",
+            applies.clone(),
+        );
+        registry.register(
+            "vips_held",
+            "1 for each VIP of the state that this node holds now",
+            vips_held.clone(),
+        );
+        Metrics {
+            registry,
+            reloads,
+            runtime_api_updates,
+            config_check_failures,
+            child_restarts,
+            state_refused,
+            applies,
+            vips_held,
+        }
+    }
+
+    pub fn reload(&self, daemon: DaemonKind, ok: bool) {
+        self.reloads
+            .get_or_create(&DaemonResult {
+                daemon: daemon.as_str().into(),
+                result: if ok { "ok" } else { "failed" }.into(),
+            })
+            .inc();
+    }
+
+    pub fn check_failure(&self, daemon: DaemonKind) {
+        self.config_check_failures
+            .get_or_create(&DaemonLabel {
+                daemon: daemon.as_str().into(),
+            })
+            .inc();
+    }
+
+    pub fn child_restart(&self, daemon: DaemonKind) {
+        self.child_restarts
+            .get_or_create(&DaemonLabel {
+                daemon: daemon.as_str().into(),
+            })
+            .inc();
+    }
+
+    pub fn apply(&self, result: &'static str) {
+        self.applies
+            .get_or_create(&ResultLabel {
+                result: result.into(),
+            })
+            .inc();
+    }
+
+    /// Replace the whole `vips_held` family with `held` (pool, vip).
+    pub fn set_vips_held<'a>(&self, held: impl IntoIterator<Item = (&'a str, String)>) {
+        self.vips_held.clear();
+        for (pool, vip) in held {
+            self.vips_held
+                .get_or_create(&VipLabel {
+                    pool: pool.into(),
+                    vip,
+                })
+                .set(1);
+        }
+    }
+
+    /// The text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+/// Liveness and readiness, shared between the control loop and the admin server.
+#[derive(Debug, Default)]
+pub struct Health {
+    last_tick_ms: AtomicU64,
+    ready: AtomicBool,
+    last_error: Mutex<Option<String>>,
+}
+
+/// No tick for this long: `/livez` fails.
+pub const LIVENESS_WINDOW: Duration = Duration::from_secs(30);
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+impl Health {
+    pub fn tick(&self) {
+        self.last_tick_ms.store(now_ms(), Ordering::Relaxed);
+    }
+    pub fn is_live(&self) -> bool {
+        let last = self.last_tick_ms.load(Ordering::Relaxed);
+        last != 0 && now_ms().saturating_sub(last) < LIVENESS_WINDOW.as_millis() as u64
+    }
+    pub fn set_ready(&self) {
+        self.ready.store(true, Ordering::Relaxed);
+    }
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+    pub fn set_error(&self, e: Option<String>) {
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = e;
+    }
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+#[derive(Clone)]
+pub struct AdminState {
+    pub metrics: Arc<Metrics>,
+    pub health: Arc<Health>,
+}
+
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/livez", get(livez))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+async fn livez(AxState(s): AxState<AdminState>) -> impl IntoResponse {
+    if s.health.is_live() {
+        (StatusCode::OK, "ok\n".to_string())
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "control loop stalled\n".to_string(),
+        )
+    }
+}
+
+async fn readyz(AxState(s): AxState<AdminState>) -> impl IntoResponse {
+    let err = s.health.last_error();
+    if s.health.is_ready() {
+        let body = match err {
+            Some(e) => format!("ok (last apply failed: {e})\n"),
+            None => "ok\n".into(),
+        };
+        (StatusCode::OK, body)
+    } else {
+        let body = match err {
+            Some(e) => format!("not ready: {e}\n"),
+            None => "not ready: no successful apply yet\n".into(),
+        };
+        (StatusCode::SERVICE_UNAVAILABLE, body)
+    }
+}
+
+async fn metrics(AxState(s): AxState<AdminState>) -> impl IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        s.metrics.encode(),
+    )
+}
+
+/// Bind `addr` and serve until `shutdown` resolves.
+pub async fn serve(
+    addr: SocketAddr,
+    state: AdminState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(addr = %listener.local_addr()?, "admin server listening");
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_text_has_the_families() {
+        let m = Metrics::new();
+        m.reload(DaemonKind::Haproxy, true);
+        m.check_failure(DaemonKind::Nginx);
+        m.runtime_api_updates.inc();
+        m.set_vips_held([("default", "198.18.0.10".to_string())]);
+        let t = m.encode();
+        assert!(
+            t.contains("k8slb_actor_reloads_total{daemon=\"haproxy\",result=\"ok\"} 1"),
+            "{t}"
+        );
+        assert!(
+            t.contains("k8slb_actor_config_check_failures_total{daemon=\"nginx\"} 1"),
+            "{t}"
+        );
+        assert!(t.contains("k8slb_actor_runtime_api_updates_total 1"), "{t}");
+        assert!(
+            t.contains("k8slb_actor_vips_held{pool=\"default\",vip=\"198.18.0.10\"} 1"),
+            "{t}"
+        );
+        m.set_vips_held([]);
+        assert!(!m.encode().contains("198.18.0.10"));
+    }
+
+    #[test]
+    fn health() {
+        let h = Health::default();
+        assert!(!h.is_live());
+        h.tick();
+        assert!(h.is_live());
+        assert!(!h.is_ready());
+        h.set_ready();
+        assert!(h.is_ready());
+    }
+}

@@ -1,1 +1,635 @@
-//! (to be written)
+//! The apply pipeline: state -> view -> configs -> check -> atomic swap -> reload ->
+//! confirm, with the decisions pure and the I/O behind [`Daemon`] and [`NodeRenderer`].
+//!
+//! For each daemon (the proxy first, then keepalived, so a VIP never arrives before its
+//! listeners):
+//!
+//! 1. identical to what is running: nothing ([`decide`] gives [`Step::Unchanged`]);
+//! 2. HAProxy and only endpoints changed (the renderer's `runtime_diff` is `Some`): the
+//!    commands go to the Runtime API, then the new config file is written (atomically,
+//!    no reload), so a later reload or restart starts from current endpoints; if the
+//!    Runtime API refuses, fall through to 3;
+//! 3. otherwise the config is written to a temporary file in the same directory, checked
+//!    with the daemon's own checker, renamed over the live one, and the daemon is
+//!    reloaded (or started) and the reload confirmed. All checks of one apply run before
+//!    anything is installed: a config that fails its check never replaces the running
+//!    one, and neither does its sibling. The failure is logged, counted
+//!    (`config_check_failures_total`) and kept as [`Applier::last_error`].
+//!
+//! Reloads are rate-limited per daemon ([`Applier::min_reload_interval`], default 1 s):
+//! an apply that would reload too early returns [`Applied::Deferred`] and the caller
+//! tries again later. Bursts are debounced by the caller with [`Debouncer`].
+
+use crate::admin::Metrics;
+use crate::daemons::{Daemon, DaemonError, DaemonKind};
+use crate::supervise::{Action, Restarter};
+use k8slb_common::names::{IfName, PoolName};
+use k8slb_common::state::State;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Rendered configs of this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Desired {
+    pub keepalived: String,
+    /// `None` for the kubeproxy provider.
+    pub proxy: Option<String>,
+}
+
+/// What the control loop knows about this node besides the state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeContext {
+    /// The interface of every pool (forced, from `--interface`, or detected).
+    pub interfaces: BTreeMap<PoolName, IfName>,
+    pub node_addresses: Vec<IpAddr>,
+}
+
+/// The seam to `view` + `render`: the real one wraps [`crate::view`] and
+/// [`crate::render`]; tests use small stand-ins.
+pub trait NodeRenderer {
+    type View: Clone + Send;
+    /// `previous` is the view applied now (so endpoints can keep their server slots).
+    fn view(
+        &self,
+        state: &State,
+        ctx: &NodeContext,
+        previous: Option<&Self::View>,
+    ) -> Result<Self::View, String>;
+    fn render(&self, view: &Self::View) -> Result<Desired, String>;
+    /// `Some(commands)`: only endpoints changed, apply these over the Runtime API;
+    /// `None`: a reload is needed.
+    fn runtime_diff(&self, old: &Self::View, new: &Self::View) -> Option<Vec<String>>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("view: {0}")]
+    View(String),
+    #[error("render: {0}")]
+    Render(String),
+    #[error("write {path}: {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Daemon(#[from] DaemonError),
+}
+
+impl ApplyError {
+    pub fn category(&self) -> &'static str {
+        match self {
+            ApplyError::View(_) => "view",
+            ApplyError::Render(_) => "render",
+            ApplyError::Write { .. } => "write",
+            ApplyError::Daemon(e) => e.category(),
+        }
+    }
+}
+
+/// The pure decision for one daemon.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Unchanged,
+    /// Endpoint-only change: Runtime API commands, then write the file (no reload).
+    Runtime(Vec<String>),
+    /// Not running: check, install, start.
+    Start,
+    /// Check, install, reload, confirm.
+    Reload,
+}
+
+/// Decide what to do with `candidate`, given the config the daemon runs (`running`),
+/// whether it is alive, and the renderer's runtime diff.
+pub fn decide(
+    running: Option<&str>,
+    candidate: &str,
+    alive: bool,
+    runtime: Option<Vec<String>>,
+) -> Step {
+    if running == Some(candidate) {
+        return Step::Unchanged;
+    }
+    if !alive || running.is_none() {
+        return Step::Start;
+    }
+    match runtime {
+        Some(cmds) => Step::Runtime(cmds),
+        None => Step::Reload,
+    }
+}
+
+/// Rate limit: when may the next reload happen?
+pub fn next_reload_at(last: Option<Instant>, min_interval: Duration) -> Option<Instant> {
+    last.map(|t| t + min_interval)
+}
+
+/// Debounce bursts of changes: fire after `quiet` without changes, or `max` after the
+/// first change of the burst, whichever comes first.
+#[derive(Debug, Clone)]
+pub struct Debouncer {
+    pub quiet: Duration,
+    pub max: Duration,
+    first: Option<Instant>,
+    last: Option<Instant>,
+}
+
+impl Default for Debouncer {
+    fn default() -> Self {
+        Debouncer::new(Duration::from_millis(200), Duration::from_secs(1))
+    }
+}
+
+impl Debouncer {
+    pub fn new(quiet: Duration, max: Duration) -> Self {
+        Debouncer {
+            quiet,
+            max,
+            first: None,
+            last: None,
+        }
+    }
+    pub fn changed(&mut self, now: Instant) {
+        self.first.get_or_insert(now);
+        self.last = Some(now);
+    }
+    pub fn pending(&self) -> bool {
+        self.first.is_some()
+    }
+    /// True (and reset) when the burst is over.
+    pub fn fire(&mut self, now: Instant) -> bool {
+        match (self.first, self.last) {
+            (Some(f), Some(l))
+                if now.saturating_duration_since(l) >= self.quiet
+                    || now.saturating_duration_since(f) >= self.max =>
+            {
+                self.first = None;
+                self.last = None;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// What happened to one daemon in an apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotOutcome {
+    Unchanged,
+    Runtime,
+    Started,
+    Reloaded,
+}
+
+/// Result of [`Applier::apply`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    Done {
+        keepalived: SlotOutcome,
+        proxy: Option<SlotOutcome>,
+    },
+    /// A reload would come sooner than the rate limit allows: try again at this instant.
+    Deferred(Instant),
+}
+
+impl Applied {
+    pub fn changed(&self) -> bool {
+        match self {
+            Applied::Done { keepalived, proxy } => {
+                *keepalived != SlotOutcome::Unchanged
+                    || proxy.is_some_and(|p| p != SlotOutcome::Unchanged)
+            }
+            Applied::Deferred(_) => false,
+        }
+    }
+}
+
+/// One daemon under the pipeline and the supervisor.
+pub struct Slot {
+    daemon: Box<dyn Daemon>,
+    /// The config text the daemon runs now (the file at `config_path`).
+    running: Option<String>,
+    last_reload: Option<Instant>,
+    restarter: Restarter,
+}
+
+/// A candidate checked in a temporary file next to the live one.
+struct Prepared {
+    tmp: tempfile::NamedTempFile,
+}
+
+impl Slot {
+    pub fn new(daemon: Box<dyn Daemon>) -> Self {
+        Slot {
+            daemon,
+            running: None,
+            last_reload: None,
+            restarter: Restarter::default(),
+        }
+    }
+    pub fn kind(&self) -> DaemonKind {
+        self.daemon.kind()
+    }
+    pub fn running_config(&self) -> Option<&str> {
+        self.running.as_deref()
+    }
+    pub fn daemon(&self) -> &dyn Daemon {
+        self.daemon.as_ref()
+    }
+    pub fn daemon_mut(&mut self) -> &mut dyn Daemon {
+        self.daemon.as_mut()
+    }
+
+    fn write_tmp(&self, text: &str) -> Result<tempfile::NamedTempFile, ApplyError> {
+        let path = self.daemon.config_path();
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let werr = |source| ApplyError::Write {
+            path: path.display().to_string(),
+            source,
+        };
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".k8slb-")
+            .tempfile_in(dir)
+            .map_err(werr)?;
+        tmp.write_all(text.as_bytes()).map_err(werr)?;
+        tmp.as_file().sync_all().map_err(werr)?;
+        Ok(tmp)
+    }
+
+    fn prepare(&self, text: &str, metrics: &Metrics) -> Result<Prepared, ApplyError> {
+        let tmp = self.write_tmp(text)?;
+        if let Err(e) = self.daemon.check(tmp.path()) {
+            metrics.check_failure(self.kind());
+            tracing::error!(daemon = %self.kind(), error = %e, "rendered config refused by the checker; the running config stays");
+            return Err(e.into());
+        }
+        Ok(Prepared { tmp })
+    }
+
+    fn install(&self, p: Prepared) -> Result<(), ApplyError> {
+        let path = self.daemon.config_path();
+        p.tmp.persist(path).map_err(|e| ApplyError::Write {
+            path: path.display().to_string(),
+            source: e.error,
+        })?;
+        Ok(())
+    }
+
+    /// Write `text` as the live file without a check (runtime path, restore).
+    fn write_live(&self, text: &str) -> Result<(), ApplyError> {
+        let tmp = self.write_tmp(text)?;
+        self.install(Prepared { tmp })
+    }
+
+    fn start(&mut self, now: Instant, metrics: &Metrics) -> Result<(), DaemonError> {
+        match self.daemon.start() {
+            Ok(()) => {
+                metrics.reload(self.kind(), true);
+                self.restarter.started(now);
+                self.last_reload = Some(now);
+                tracing::info!(daemon = %self.kind(), "started");
+                Ok(())
+            }
+            Err(e) => {
+                metrics.reload(self.kind(), false);
+                let delay = self.restarter.start_failed(now);
+                tracing::error!(daemon = %self.kind(), error = %e, retry_in_ms = delay.as_millis() as u64, "start failed");
+                Err(e)
+            }
+        }
+    }
+
+    /// One supervision step: restart a dead child with backoff.
+    pub fn supervise(&mut self, now: Instant, metrics: &Metrics) {
+        if self.running.is_none() {
+            return; // never installed a config: nothing to supervise yet
+        }
+        let exited = self.daemon.poll_exit();
+        match self.restarter.tick(now, exited.is_some()) {
+            Action::Nothing => {}
+            Action::Died { delay, .. } => {
+                metrics.child_restart(self.kind());
+                tracing::warn!(daemon = %self.kind(), status = exited.as_deref().unwrap_or("?"), restart_in_ms = delay.as_millis() as u64, "daemon exited; restarting");
+            }
+            Action::Restart => {
+                let _ = self.start(now, metrics);
+            }
+        }
+    }
+
+    pub fn stop(&mut self, grace: Duration) {
+        self.daemon.stop(grace);
+    }
+}
+
+/// The pipeline for this node: the proxy (if any) and keepalived.
+pub struct Applier<R: NodeRenderer> {
+    renderer: R,
+    keepalived: Slot,
+    proxy: Option<Slot>,
+    running_view: Option<R::View>,
+    pub min_reload_interval: Duration,
+    metrics: Arc<Metrics>,
+    last_error: Option<String>,
+    last_good: Option<Desired>,
+}
+
+impl<R: NodeRenderer> Applier<R> {
+    pub fn new(
+        renderer: R,
+        keepalived: Box<dyn Daemon>,
+        proxy: Option<Box<dyn Daemon>>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Applier {
+            renderer,
+            keepalived: Slot::new(keepalived),
+            proxy: proxy.map(Slot::new),
+            running_view: None,
+            min_reload_interval: Duration::from_secs(1),
+            metrics,
+            last_error: None,
+            last_good: None,
+        }
+    }
+
+    pub fn renderer(&self) -> &R {
+        &self.renderer
+    }
+    pub fn keepalived(&self) -> &Slot {
+        &self.keepalived
+    }
+    pub fn proxy(&self) -> Option<&Slot> {
+        self.proxy.as_ref()
+    }
+    pub fn proxy_mut(&mut self) -> Option<&mut Slot> {
+        self.proxy.as_mut()
+    }
+    /// The last error of an apply (cleared by a successful one).
+    pub fn last_error(&self) -> Option<&str> {
+        self.last_error.as_deref()
+    }
+    /// The configs of the last successful apply.
+    pub fn last_good(&self) -> Option<&Desired> {
+        self.last_good.as_ref()
+    }
+
+    /// Apply `state`. On error nothing that failed its check was installed.
+    pub fn apply(
+        &mut self,
+        state: &State,
+        ctx: &NodeContext,
+        now: Instant,
+    ) -> Result<Applied, ApplyError> {
+        let r = self.apply_inner(state, ctx, now);
+        match &r {
+            Ok(a @ Applied::Done { .. }) => {
+                self.metrics
+                    .apply(if a.changed() { "ok" } else { "unchanged" });
+                self.last_error = None;
+            }
+            Ok(Applied::Deferred(_)) => {}
+            Err(e) => {
+                self.metrics.apply("failed");
+                tracing::error!(error = %e, category = e.category(), "apply failed; the running configs stay");
+                self.last_error = Some(e.to_string());
+            }
+        }
+        r
+    }
+
+    fn apply_inner(
+        &mut self,
+        state: &State,
+        ctx: &NodeContext,
+        now: Instant,
+    ) -> Result<Applied, ApplyError> {
+        let view = self
+            .renderer
+            .view(state, ctx, self.running_view.as_ref())
+            .map_err(ApplyError::View)?;
+        let desired = self.renderer.render(&view).map_err(ApplyError::Render)?;
+
+        let proxy_step = match (&self.proxy, &desired.proxy) {
+            (Some(slot), Some(text)) => {
+                let runtime = match &self.running_view {
+                    Some(old) if slot.running.as_deref() != Some(text.as_str()) => {
+                        self.renderer.runtime_diff(old, &view)
+                    }
+                    _ => None,
+                };
+                let runtime = runtime.filter(|_| slot.kind() == DaemonKind::Haproxy);
+                Some(decide(
+                    slot.running.as_deref(),
+                    text,
+                    slot.daemon.is_running(),
+                    runtime,
+                ))
+            }
+            _ => None,
+        };
+        let ka_step = decide(
+            self.keepalived.running.as_deref(),
+            &desired.keepalived,
+            self.keepalived.daemon.is_running(),
+            None,
+        );
+
+        // Rate limit reloads.
+        let mut defer_until: Option<Instant> = None;
+        let mut limit = |slot: &Slot, step: &Step| {
+            if *step == Step::Reload {
+                if let Some(t) = next_reload_at(slot.last_reload, self.min_reload_interval) {
+                    if t > now {
+                        defer_until = Some(defer_until.map_or(t, |d| d.max(t)));
+                    }
+                }
+            }
+        };
+        if let (Some(slot), Some(step)) = (&self.proxy, &proxy_step) {
+            limit(slot, step);
+        }
+        limit(&self.keepalived, &ka_step);
+        if let Some(t) = defer_until {
+            return Ok(Applied::Deferred(t));
+        }
+
+        // Check everything that will be installed before installing anything.
+        let proxy_prep = match (&self.proxy, &proxy_step, &desired.proxy) {
+            (Some(slot), Some(Step::Start | Step::Reload), Some(text)) => {
+                Some(slot.prepare(text, &self.metrics)?)
+            }
+            _ => None,
+        };
+        let ka_prep = match ka_step {
+            Step::Start | Step::Reload => Some(
+                self.keepalived
+                    .prepare(&desired.keepalived, &self.metrics)?,
+            ),
+            _ => None,
+        };
+
+        let metrics = self.metrics.clone();
+        let mut proxy_outcome = None;
+        if let (Some(slot), Some(step), Some(text)) =
+            (self.proxy.as_mut(), proxy_step, desired.proxy.as_ref())
+        {
+            proxy_outcome = Some(run_step(slot, step, text, proxy_prep, now, &metrics)?);
+        }
+        let ka_outcome = run_step(
+            &mut self.keepalived,
+            ka_step,
+            &desired.keepalived,
+            ka_prep,
+            now,
+            &metrics,
+        )?;
+        self.running_view = Some(view);
+        self.last_good = Some(desired);
+        Ok(Applied::Done {
+            keepalived: ka_outcome,
+            proxy: proxy_outcome,
+        })
+    }
+
+    /// Supervise both children.
+    pub fn supervise(&mut self, now: Instant) {
+        let m = self.metrics.clone();
+        if let Some(p) = self.proxy.as_mut() {
+            p.supervise(now, &m);
+        }
+        self.keepalived.supervise(now, &m);
+    }
+
+    /// Stop keepalived (first, at shutdown).
+    pub fn stop_keepalived(&mut self, grace: Duration) {
+        self.keepalived.stop(grace);
+    }
+    /// Stop the proxy (after the VIPs are gone).
+    pub fn stop_proxy(&mut self, grace: Duration) {
+        if let Some(p) = self.proxy.as_mut() {
+            p.stop(grace);
+        }
+    }
+}
+
+fn run_step(
+    slot: &mut Slot,
+    step: Step,
+    text: &str,
+    prep: Option<Prepared>,
+    now: Instant,
+    metrics: &Metrics,
+) -> Result<SlotOutcome, ApplyError> {
+    let kind = slot.kind();
+    match step {
+        Step::Unchanged => Ok(SlotOutcome::Unchanged),
+        Step::Runtime(cmds) => match slot.daemon.runtime(&cmds) {
+            Ok(()) => {
+                metrics.runtime_api_updates.inc();
+                slot.write_live(text)?;
+                slot.running = Some(text.to_string());
+                tracing::info!(daemon = %kind, commands = cmds.len(), "endpoints updated over the Runtime API, no reload");
+                Ok(SlotOutcome::Runtime)
+            }
+            Err(e) => {
+                tracing::warn!(daemon = %kind, error = %e, "Runtime API update failed; reloading instead");
+                let prep = slot.prepare(text, metrics)?;
+                reload_with(slot, text, prep, now, metrics)
+            }
+        },
+        Step::Start => {
+            let prep = prep.expect("prepared");
+            slot.install(prep)?;
+            slot.running = Some(text.to_string());
+            slot.start(now, metrics)?;
+            Ok(SlotOutcome::Started)
+        }
+        Step::Reload => reload_with(slot, text, prep.expect("prepared"), now, metrics),
+    }
+}
+
+fn reload_with(
+    slot: &mut Slot,
+    text: &str,
+    prep: Prepared,
+    now: Instant,
+    metrics: &Metrics,
+) -> Result<SlotOutcome, ApplyError> {
+    let kind = slot.kind();
+    slot.install(prep)?;
+    slot.last_reload = Some(now);
+    match slot.daemon.reload() {
+        Ok(()) => {
+            metrics.reload(kind, true);
+            slot.running = Some(text.to_string());
+            tracing::info!(daemon = %kind, "reloaded");
+            Ok(SlotOutcome::Reloaded)
+        }
+        Err(e) => {
+            metrics.reload(kind, false);
+            // Put the last good config back on disk so a restart starts from it.
+            if let Some(good) = slot.running.clone() {
+                let _ = slot.write_live(&good);
+            }
+            Err(e.into())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decide_table() {
+        let cmds = || Some(vec!["set server b/s1 addr 198.18.0.5 port 80".to_string()]);
+        assert_eq!(decide(Some("a"), "a", true, None), Step::Unchanged);
+        assert_eq!(decide(Some("a"), "a", false, None), Step::Unchanged);
+        assert_eq!(decide(None, "a", false, None), Step::Start);
+        assert_eq!(decide(Some("a"), "b", false, cmds()), Step::Start);
+        assert_eq!(decide(Some("a"), "b", true, None), Step::Reload);
+        assert_eq!(
+            decide(Some("a"), "b", true, cmds()),
+            Step::Runtime(cmds().unwrap())
+        );
+    }
+
+    #[test]
+    fn debouncer_quiet_and_max() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut d = Debouncer::default();
+        assert!(!d.fire(t0));
+        d.changed(t0);
+        assert!(!d.fire(t0 + ms(100)));
+        d.changed(t0 + ms(150));
+        assert!(!d.fire(t0 + ms(300)));
+        assert!(d.fire(t0 + ms(350)));
+        assert!(!d.pending());
+        // a steady stream of changes still fires after `max`
+        for i in 0..20 {
+            d.changed(t0 + ms(1000 + i * 100));
+            if d.fire(t0 + ms(1000 + i * 100)) {
+                assert_eq!(i, 10);
+                return;
+            }
+        }
+        panic!("never fired");
+    }
+
+    #[test]
+    fn rate_limit() {
+        let t0 = Instant::now();
+        assert_eq!(next_reload_at(None, Duration::from_secs(1)), None);
+        assert_eq!(
+            next_reload_at(Some(t0), Duration::from_secs(1)),
+            Some(t0 + Duration::from_secs(1))
+        );
+    }
+}

@@ -6,6 +6,8 @@
 //!   the HAProxy Runtime API can apply without a reload;
 //! - [`cmd_render`]: `k8slb-actor render`;
 //! - [`apply`]: render -> check -> atomic swap -> reload -> confirm, debounced;
+//! - [`daemons`]: keepalived, HAProxy and nginx as child processes (the I/O seam);
+//! - [`haproxy_rt`]: the HAProxy Runtime API and master CLI client;
 //! - [`vip`]: netlink behind a small trait (interfaces, VIP observation, stale cleanup);
 //! - [`supervise`]: keepalived and the proxy as children, restarted with backoff;
 //! - [`admin`]: `/livez`, `/readyz`, `/metrics`;
@@ -14,6 +16,8 @@
 pub mod admin;
 pub mod apply;
 pub mod cmd_render;
+pub mod daemons;
+pub mod haproxy_rt;
 pub mod render;
 pub mod run;
 pub mod supervise;

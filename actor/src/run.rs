@@ -1,9 +1,633 @@
 //! `k8slb-actor run`: follow the state and keep this node's daemons in line with it.
+//!
+//! ```text
+//! k8slb-actor run --state file:<path> --node <name> [--proxy haproxy|nginx|kubeproxy]
+//!     [--interface <pool>=<ifname>]... [--templates <dir>] [--work-dir /var/lib/k8slb]
+//!     [--admin-addr 0.0.0.0:9254] [--min-reload-interval-ms 1000] [--log-format plain|json]
+//! ```
+//!
+//! The control loop is a plain thread (daemons and netlink are driven synchronously);
+//! the admin server and signal handling run on tokio. Each tick (100 ms):
+//!
+//! - the state file is polled every 200 ms (inode, size, mtime, then contents), so an
+//!   atomically replaced file is picked up; a state that fails to parse is refused, and
+//!   the previous one keeps running;
+//! - a change is debounced (200 ms quiet, at most 1 s) and applied ([`crate::apply`]);
+//!   after a successful apply the state is saved as `<work-dir>/last-state.json`, and at
+//!   start, when the source is unavailable, the actor starts from it;
+//! - dead children are restarted with backoff; every 2 s the held VIPs are observed.
+//!
+//! At start, before keepalived runs: leftovers of an earlier actor (pid files in the work
+//! dir) are stopped, and stale VIPs are removed ([`crate::vip`]). On SIGTERM/SIGINT:
+//! keepalived is stopped first (priority-0 adverts: a backup takes over at once), our
+//! VIPs are removed, then the proxy is stopped; exit 0.
+//!
+//! Everything (configs, pid files, sockets, last state) is under `--work-dir`, so several
+//! actors can run on one machine in different network namespaces (`ip netns exec`).
+
+use crate::admin::{self, AdminState, Health, Metrics};
+use crate::apply::{Applied, Applier, Debouncer, Desired, NodeContext, NodeRenderer};
+use crate::daemons::{self, Binaries, Daemon, Paths};
+use crate::render::{self, Renderer};
+use crate::view::{self, NodeView, ProxyKind, ViewOptions};
+use crate::vip::{self, AddrOps, PoolNetwork};
+use anyhow::Context;
+use k8slb_common::names::{IfName, NodeName, PoolName};
+use k8slb_common::state::State;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, SocketAddr};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Where the state comes from. Only `file:<path>` for now (the ConfigMap source comes
+/// with the Kubernetes issue).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateSource {
+    File(PathBuf),
+}
+
+impl std::str::FromStr for StateSource {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.split_once(':') {
+            Some(("file", p)) if !p.is_empty() => Ok(StateSource::File(PathBuf::from(p))),
+            _ => Err(format!(
+                "unsupported state source {s:?}: expected file:<path>"
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Plain,
+    Json,
+}
+
+fn parse_interface(s: &str) -> Result<(PoolName, IfName), String> {
+    let (p, i) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected <pool>=<ifname>, got {s:?}"))?;
+    Ok((
+        p.parse().map_err(|e| format!("{e}"))?,
+        i.parse().map_err(|e| format!("{e}"))?,
+    ))
+}
 
 /// Arguments of `k8slb-actor run`.
-#[derive(Debug, clap::Args)]
-pub struct RunArgs {}
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Where the state comes from: `file:<path>` (re-read when the file changes or is
+    /// atomically replaced).
+    #[arg(long, env = "K8SLB_STATE")]
+    pub state: StateSource,
+    /// This node's name (the Node's metadata.name), as in the state's `nodes`.
+    #[arg(long, env = "K8SLB_NODE_NAME")]
+    pub node: NodeName,
+    /// Which proxy serves the VIPs; must match the watcher's.
+    #[arg(long, env = "PROXY", value_enum, default_value = "haproxy")]
+    pub proxy: ProxyKind,
+    /// Interface of a pool without `interface` in the config, instead of detection by
+    /// longest-prefix match. Repeatable: `--interface default=eth1`.
+    #[arg(long = "interface", value_parser = parse_interface)]
+    pub interfaces: Vec<(PoolName, IfName)>,
+    /// Directory of templates overriding the embedded ones.
+    #[arg(long, env = "K8SLB_TEMPLATES")]
+    pub templates: Option<PathBuf>,
+    /// Where configs, pid files, sockets and the last applied state live.
+    #[arg(long, env = "K8SLB_WORK_DIR", default_value = "/var/lib/k8slb")]
+    pub work_dir: PathBuf,
+    /// Address of /livez, /readyz and /metrics.
+    #[arg(long, env = "K8SLB_ADMIN_ADDR", default_value = "0.0.0.0:9254")]
+    pub admin_addr: SocketAddr,
+    /// Minimum time between two reloads of one daemon, in milliseconds.
+    #[arg(long, env = "K8SLB_MIN_RELOAD_INTERVAL_MS", default_value_t = 1000)]
+    pub min_reload_interval_ms: u64,
+    /// Log level: k8slb's numbers (0 off, 1 error, 2 warn, 3 info, 4 debug, 5 trace) or
+    /// a tracing filter (`info,k8slb_actor=debug`).
+    #[arg(long, env = "LOG_LEVEL", default_value = "3")]
+    pub log_level: String,
+    #[arg(long, env = "K8SLB_LOG_FORMAT", value_enum, default_value = "plain")]
+    pub log_format: LogFormat,
+    /// keepalived binary.
+    #[arg(long, env = "K8SLB_KEEPALIVED", default_value = "keepalived")]
+    pub keepalived_bin: PathBuf,
+    /// haproxy binary.
+    #[arg(long, env = "K8SLB_HAPROXY", default_value = "haproxy")]
+    pub haproxy_bin: PathBuf,
+    /// nginx binary.
+    #[arg(long, env = "K8SLB_NGINX", default_value = "nginx")]
+    pub nginx_bin: PathBuf,
+}
 
-pub async fn run(_args: RunArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+fn init_logging(level: &str, format: LogFormat) {
+    let filter = match level.trim() {
+        "0" => "off",
+        "1" => "error",
+        "2" => "warn",
+        "" | "3" => "info",
+        "4" => "debug",
+        "5" | "6" | "7" | "8" | "9" => "trace",
+        other => other,
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Plain => b.try_init(),
+        LogFormat::Json => b.json().try_init(),
+    };
+}
+
+/// The real [`NodeRenderer`]: [`view::view_with_previous`] + [`Renderer`] +
+/// [`render::runtime_diff`].
+pub struct RealRenderer {
+    pub renderer: Renderer,
+    pub node: NodeName,
+    pub base: ViewOptions,
+}
+
+impl NodeRenderer for RealRenderer {
+    type View = NodeView;
+    fn view(
+        &self,
+        state: &State,
+        ctx: &NodeContext,
+        previous: Option<&NodeView>,
+    ) -> Result<NodeView, String> {
+        let mut opts = self.base.clone();
+        for (p, i) in &ctx.interfaces {
+            opts.interfaces
+                .entry(p.clone())
+                .or_insert_with(|| i.clone());
+        }
+        opts.node_addresses = ctx.node_addresses.clone();
+        let v = view::view_with_previous(state, &self.node, &opts, previous)
+            .map_err(|e| e.to_string())?;
+        for n in &v.notes {
+            tracing::info!(note = %n, "view");
+        }
+        Ok(v)
+    }
+    fn render(&self, view: &NodeView) -> Result<Desired, String> {
+        let r = self.renderer.render(view).map_err(|e| e.to_string())?;
+        Ok(Desired {
+            keepalived: r.keepalived,
+            proxy: r.proxy,
+        })
+    }
+    fn runtime_diff(&self, old: &NodeView, new: &NodeView) -> Option<Vec<String>> {
+        render::runtime_diff(old, new).map(|cmds| cmds.iter().map(|c| c.to_cli()).collect())
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// state source
+
+/// Polls a state file: cheap metadata first, then the contents.
+pub struct FileSource {
+    path: PathBuf,
+    sig: Option<(u64, u64, i64, i64)>,
+    last: Option<String>,
+}
+
+/// What a poll found.
+#[derive(Debug)]
+pub enum Polled {
+    Unchanged,
+    Changed(String),
+    Unavailable(std::io::Error),
+}
+
+impl FileSource {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        FileSource {
+            path: path.into(),
+            sig: None,
+            last: None,
+        }
+    }
+    pub fn poll(&mut self) -> Polled {
+        let md = match std::fs::metadata(&self.path) {
+            Ok(m) => m,
+            Err(e) => return Polled::Unavailable(e),
+        };
+        let sig = (md.ino(), md.len(), md.mtime(), md.mtime_nsec());
+        if self.sig == Some(sig) {
+            return Polled::Unchanged;
+        }
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) => return Polled::Unavailable(e),
+        };
+        self.sig = Some(sig);
+        if self.last.as_deref() == Some(text.as_str()) {
+            return Polled::Unchanged;
+        }
+        self.last = Some(text.clone());
+        Polled::Changed(text)
+    }
+}
+
+fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".k8slb-")
+        .tempfile_in(dir)?;
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------
+// the control loop
+
+/// Everything the control loop needs besides the applier.
+pub struct LoopConfig {
+    pub node: NodeName,
+    pub paths: Paths,
+    pub source: StateSource,
+    pub forced_interfaces: BTreeMap<PoolName, IfName>,
+    pub tick: Duration,
+    pub poll_every: Duration,
+    pub observe_every: Duration,
+    pub retry_failed_after: Duration,
+    pub stop_grace: Duration,
+}
+
+impl LoopConfig {
+    pub fn new(node: NodeName, paths: Paths, source: StateSource) -> Self {
+        LoopConfig {
+            node,
+            paths,
+            source,
+            forced_interfaces: BTreeMap::new(),
+            tick: Duration::from_millis(100),
+            poll_every: Duration::from_millis(200),
+            observe_every: Duration::from_secs(2),
+            retry_failed_after: Duration::from_secs(10),
+            stop_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// This node's interfaces per pool and addresses, from netlink and the state.
+pub fn node_context(
+    state: &State,
+    node: &NodeName,
+    forced: &BTreeMap<PoolName, IfName>,
+    addrs: &[vip::Addr],
+) -> NodeContext {
+    let pools = vip::pool_networks(&state.config.pools);
+    let own: Vec<(String, ipnet::IpNet)> = addrs
+        .iter()
+        .filter(|a| {
+            !pools
+                .iter()
+                .any(|(_, p)| p.contains(a.ip()) && a.net.prefix_len() == a.net.max_prefix_len())
+        })
+        .map(|a| (a.ifname.clone(), a.net))
+        .collect();
+    let mut interfaces = BTreeMap::new();
+    for (name, pool) in &state.config.pools {
+        let chosen = pool
+            .interface
+            .clone()
+            .or_else(|| forced.get(name).cloned())
+            .or_else(|| vip::detect_interface(pool.first, &own).and_then(|i| i.parse().ok()));
+        if let Some(i) = chosen {
+            interfaces.insert(name.clone(), i);
+        }
+    }
+    let node_addresses = match state.nodes.get(node) {
+        Some(n) if !n.addresses.is_empty() => n.addresses.clone(),
+        _ => {
+            let mut v: Vec<IpAddr> = own
+                .iter()
+                .map(|(_, n)| n.addr())
+                .filter(|ip| !ip.is_loopback() && !pools.iter().any(|(_, p)| p.contains(*ip)))
+                .filter(|ip| match ip {
+                    IpAddr::V4(v) => !v.is_link_local(),
+                    IpAddr::V6(v) => (v.segments()[0] & 0xffc0) != 0xfe80,
+                })
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        }
+    };
+    NodeContext {
+        interfaces,
+        node_addresses,
+    }
+}
+
+/// Known VIPs (of the state and of the last applied state) and the node's own
+/// addresses: the inputs of stale-VIP removal.
+fn vip_sets(
+    states: &[&State],
+    node: &NodeName,
+) -> (Vec<PoolNetwork>, BTreeSet<IpAddr>, BTreeSet<IpAddr>) {
+    let mut pools = Vec::new();
+    let mut known = BTreeSet::new();
+    let mut keep = BTreeSet::new();
+    for s in states {
+        pools.extend(
+            vip::pool_networks(&s.config.pools)
+                .into_iter()
+                .map(|(_, p)| p),
+        );
+        known.extend(s.vips.keys().copied());
+        if let Some(n) = s.nodes.get(node) {
+            keep.extend(n.addresses.iter().copied());
+        }
+    }
+    (pools, known, keep)
+}
+
+fn remove_vips(ops: &mut dyn AddrOps, states: &[&State], node: &NodeName) {
+    let (pools, known, keep) = vip_sets(states, node);
+    match ops.addresses() {
+        Ok(held) => {
+            for a in vip::stale_vips(&pools, &held, &known, &keep) {
+                match ops.delete(&a) {
+                    Ok(()) => tracing::info!(vip = %a.net, interface = %a.ifname, "removed VIP"),
+                    Err(e) => tracing::error!(vip = %a.net, error = %e, "could not remove VIP"),
+                }
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "could not list addresses"),
+    }
+}
+
+fn load_state(text: &str) -> Result<State, String> {
+    State::from_json(text).map_err(|e| e.to_string())
+}
+
+/// The control loop; returns at shutdown, after keepalived, the VIPs and the proxy are
+/// gone.
+pub fn control_loop<R: NodeRenderer>(
+    cfg: LoopConfig,
+    mut applier: Applier<R>,
+    ops: &mut dyn AddrOps,
+    shutdown: Arc<AtomicBool>,
+    health: Arc<Health>,
+    metrics: Arc<Metrics>,
+) {
+    let _span = tracing::info_span!("control", node = %cfg.node).entered();
+    let StateSource::File(path) = &cfg.source;
+    let mut source = FileSource::new(path.clone());
+    let last_path = cfg.paths.last_state();
+
+    // Leftovers of an earlier actor of this work dir.
+    let leftovers = [
+        (cfg.paths.keepalived_pid(), cfg.paths.keepalived_conf()),
+        (cfg.paths.haproxy_pid(), cfg.paths.haproxy_cfg()),
+        (cfg.paths.nginx_pid(), cfg.paths.nginx_conf()),
+    ];
+    for (pid, conf) in &leftovers {
+        if let Some(p) = daemons::stop_leftover(pid, conf, Duration::from_secs(3)) {
+            tracing::warn!(pid = p, config = %conf.display(), "stopped a daemon left behind by an earlier actor");
+        }
+    }
+
+    let last_saved: Option<State> = std::fs::read_to_string(&last_path)
+        .ok()
+        .and_then(|t| load_state(&t).ok());
+    let mut current: Option<State> = None;
+    let mut cleaned = false;
+    let mut debouncer = Debouncer::default();
+    let mut retry_at: Option<Instant> = None;
+    let mut next_poll = Instant::now();
+    let mut next_observe = Instant::now();
+    let mut refused_text: Option<String> = None;
+    let mut applied_once = false;
+
+    while !shutdown.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        health.tick();
+        if now >= next_poll {
+            next_poll = now + cfg.poll_every;
+            match source.poll() {
+                Polled::Unchanged => {}
+                Polled::Changed(text) => match load_state(&text) {
+                    Ok(s) => {
+                        if current.as_ref() != Some(&s) {
+                            tracing::info!(
+                                vips = s.vips.len(),
+                                services = s.services.len(),
+                                "new state"
+                            );
+                            current = Some(s);
+                            debouncer.changed(now);
+                        }
+                    }
+                    Err(e) => {
+                        if refused_text.as_deref() != Some(text.as_str()) {
+                            metrics.state_refused.inc();
+                            tracing::error!(error = %e, path = %path.display(), "state refused; keeping the previous one");
+                            health.set_error(Some(format!("state refused: {e}")));
+                            refused_text = Some(text);
+                        }
+                    }
+                },
+                Polled::Unavailable(e) => {
+                    if current.is_none() {
+                        if let Some(s) = last_saved.clone() {
+                            tracing::warn!(error = %e, path = %path.display(), "state source unavailable; starting from the last applied state");
+                            current = Some(s);
+                            debouncer.changed(now);
+                        }
+                    }
+                }
+            }
+        }
+
+        // Stale VIPs go before keepalived ever starts.
+        if !cleaned {
+            if let Some(s) = &current {
+                let mut states = vec![s];
+                if let Some(l) = &last_saved {
+                    states.push(l);
+                }
+                remove_vips(ops, &states, &cfg.node);
+                cleaned = true;
+            }
+        }
+
+        let due = debouncer.fire(now) || retry_at.is_some_and(|t| now >= t);
+        if due && cleaned {
+            if let Some(s) = &current {
+                retry_at = None;
+                let addrs = ops.addresses().unwrap_or_else(|e| {
+                    tracing::error!(error = %e, "could not list addresses");
+                    Vec::new()
+                });
+                let ctx = node_context(s, &cfg.node, &cfg.forced_interfaces, &addrs);
+                match applier.apply(s, &ctx, now) {
+                    Ok(Applied::Deferred(t)) => retry_at = Some(t),
+                    Ok(a) => {
+                        if a.changed() || !applied_once {
+                            if let Err(e) = write_atomic(&last_path, &s.to_json()) {
+                                tracing::error!(error = %e, path = %last_path.display(), "could not save the last applied state");
+                            }
+                        }
+                        applied_once = true;
+                        health.set_ready();
+                        health.set_error(None);
+                    }
+                    Err(e) => {
+                        health.set_error(Some(e.to_string()));
+                        retry_at = Some(now + cfg.retry_failed_after);
+                    }
+                }
+            }
+        }
+
+        applier.supervise(now);
+
+        if now >= next_observe {
+            next_observe = now + cfg.observe_every;
+            if let (Some(s), Ok(held)) = (&current, ops.addresses()) {
+                let o = vip::observe(&held, &s.vips);
+                metrics.set_vips_held(
+                    o.iter()
+                        .map(|(ip, (pool, _))| (pool.as_str(), ip.to_string())),
+                );
+            }
+        }
+        std::thread::sleep(cfg.tick);
+    }
+
+    tracing::info!("shutting down: keepalived first, then our VIPs, then the proxy");
+    applier.stop_keepalived(cfg.stop_grace);
+    let states: Vec<&State> = current.iter().chain(last_saved.iter()).collect();
+    remove_vips(ops, &states, &cfg.node);
+    metrics.set_vips_held([]);
+    applier.stop_proxy(cfg.stop_grace);
+    tracing::info!("stopped");
+}
+
+/// `k8slb-actor run`.
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    init_logging(&args.log_level, args.log_format);
+    std::fs::create_dir_all(&args.work_dir)
+        .with_context(|| format!("create work dir {}", args.work_dir.display()))?;
+    let renderer = match &args.templates {
+        Some(d) => Renderer::from_dir(d),
+        None => Renderer::embedded(),
+    }
+    .context("templates")?;
+    let paths = Paths::new(&args.work_dir);
+    let mut base = ViewOptions::new(args.proxy);
+    base.runtime_socket = paths.haproxy_runtime_socket();
+    base.pid_file = match args.proxy {
+        ProxyKind::Nginx => paths.nginx_pid(),
+        _ => paths.haproxy_pid(),
+    };
+    base.interfaces = args.interfaces.iter().cloned().collect();
+    let real = RealRenderer {
+        renderer,
+        node: args.node.clone(),
+        base,
+    };
+
+    if let Err(e) = vip::allow_nonlocal_bind() {
+        tracing::warn!(error = %e, "could not allow binding to non-local addresses; listeners on VIPs this node does not hold will fail");
+    }
+
+    let bins = Binaries {
+        keepalived: args.keepalived_bin.clone(),
+        haproxy: args.haproxy_bin.clone(),
+        nginx: args.nginx_bin.clone(),
+    };
+    let keepalived: Box<dyn Daemon> =
+        Box::new(daemons::Keepalived::new(&bins.keepalived, paths.clone()));
+    let proxy: Option<Box<dyn Daemon>> = match args.proxy {
+        ProxyKind::Haproxy => Some(Box::new(daemons::Haproxy::new(
+            &bins.haproxy,
+            paths.clone(),
+        ))),
+        ProxyKind::Nginx => Some(Box::new(daemons::Nginx::new(&bins.nginx, paths.clone()))),
+        ProxyKind::Kubeproxy => None,
+    };
+    let metrics = Arc::new(Metrics::new());
+    let health = Arc::new(Health::default());
+    let mut applier = Applier::new(real, keepalived, proxy, metrics.clone());
+    applier.min_reload_interval = Duration::from_millis(args.min_reload_interval_ms);
+
+    let mut cfg = LoopConfig::new(args.node.clone(), paths, args.state.clone());
+    cfg.forced_interfaces = args.interfaces.iter().cloned().collect();
+
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let (sd, h, m) = (shutdown.clone(), health.clone(), metrics.clone());
+    let control = std::thread::Builder::new()
+        .name("control".into())
+        .spawn(move || {
+            let mut ops = match vip::Netlink::new() {
+                Ok(o) => o,
+                Err(e) => {
+                    tracing::error!(error = %e, "netlink unavailable");
+                    return Err(e);
+                }
+            };
+            control_loop(cfg, applier, &mut ops, sd, h, m);
+            Ok(())
+        })
+        .context("spawn the control loop")?;
+
+    let (admin_stop_tx, admin_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let admin_state = AdminState {
+        metrics: metrics.clone(),
+        health: health.clone(),
+    };
+    let admin_addr = args.admin_addr;
+    let admin = tokio::spawn(async move {
+        if let Err(e) = admin::serve(admin_addr, admin_state, async {
+            let _ = admin_stop_rx.await;
+        })
+        .await
+        {
+            tracing::error!(error = %e, addr = %admin_addr, "admin server failed");
+        }
+    });
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let control_done = {
+        let sd = shutdown.clone();
+        async move {
+            loop {
+                if control.is_finished() {
+                    return control.join();
+                }
+                if sd.load(Ordering::Relaxed) {
+                    return tokio::task::spawn_blocking(move || control.join())
+                        .await
+                        .expect("join task");
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    tokio::pin!(control_done);
+    let result = tokio::select! {
+        _ = term.recv() => { tracing::info!(signal = "SIGTERM", "stopping"); shutdown.store(true, Ordering::Relaxed); control_done.await }
+        _ = int.recv() => { tracing::info!(signal = "SIGINT", "stopping"); shutdown.store(true, Ordering::Relaxed); control_done.await }
+        r = &mut control_done => r,
+    };
+    let _ = admin_stop_tx.send(());
+    let _ = admin.await;
+    match result {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e).context("control loop"),
+        Err(_) => anyhow::bail!("control loop panicked"),
+    }
 }

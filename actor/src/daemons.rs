@@ -1,0 +1,675 @@
+//! keepalived, HAProxy and nginx as child processes of the actor, behind the [`Daemon`]
+//! trait: the I/O seam of the apply pipeline ([`crate::apply`]) and the supervisor
+//! ([`crate::supervise`]). Tests of the pipeline use their own `Daemon`s; these are the
+//! real ones.
+//!
+//! Every path (config, pid files, sockets) is under the actor's work dir
+//! ([`Paths`]), so several actors can run on one machine in different network
+//! namespaces.
+//!
+//! - keepalived: `keepalived -n -l -D -G -P -f <cfg> -p <pid> -r <vrrp pid>` (foreground,
+//!   log to the console, VRRP only); check `keepalived -t -f <file>`; reload `SIGHUP`,
+//!   confirmed by the parent and the VRRP child being alive afterwards.
+//! - HAProxy: master-worker, `haproxy -W -db -S <master sock> -f <cfg> -p <pid>`; the
+//!   master is our child; check `haproxy -c -q -f <file>`; reload `SIGUSR2` to the master
+//!   (listening sockets are handed to the new worker), confirmed on the master CLI by
+//!   `show proc`: a new current worker. Endpoint changes go to the Runtime API socket
+//!   (`stats socket` in the rendered config) with no reload.
+//! - nginx: `nginx -e stderr -p <prefix> -c <cfg> -g 'daemon off;'`; check
+//!   `nginx -t` with the same flags; reload `SIGHUP` to the master, confirmed by new
+//!   worker pids.
+
+use crate::haproxy_rt;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Which daemon; `as_str` is the metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DaemonKind {
+    Keepalived,
+    Haproxy,
+    Nginx,
+}
+
+impl DaemonKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DaemonKind::Keepalived => "keepalived",
+            DaemonKind::Haproxy => "haproxy",
+            DaemonKind::Nginx => "nginx",
+        }
+    }
+}
+
+impl std::fmt::Display for DaemonKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("{daemon}: run {program}: {source}")]
+    Spawn {
+        daemon: DaemonKind,
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{daemon}: config check failed: {output}")]
+    Check { daemon: DaemonKind, output: String },
+    #[error("{daemon}: did not come up: {why}")]
+    Start { daemon: DaemonKind, why: String },
+    #[error("{daemon}: reload did not take: {why}")]
+    Reload { daemon: DaemonKind, why: String },
+    #[error("{daemon}: runtime API: {source}")]
+    Runtime {
+        daemon: DaemonKind,
+        #[source]
+        source: haproxy_rt::RuntimeError,
+    },
+    #[error("{daemon}: runtime updates are not supported")]
+    RuntimeUnsupported { daemon: DaemonKind },
+    #[error("{daemon}: not running")]
+    NotRunning { daemon: DaemonKind },
+    #[error("{daemon}: signal: {source}")]
+    Signal {
+        daemon: DaemonKind,
+        #[source]
+        source: nix::Error,
+    },
+}
+
+impl DaemonError {
+    /// Fixed strings for metric labels and logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            DaemonError::Spawn { .. } => "spawn",
+            DaemonError::Check { .. } => "check",
+            DaemonError::Start { .. } => "start",
+            DaemonError::Reload { .. } => "reload",
+            DaemonError::Runtime { .. } => "runtime",
+            DaemonError::RuntimeUnsupported { .. } => "runtime_unsupported",
+            DaemonError::NotRunning { .. } => "not_running",
+            DaemonError::Signal { .. } => "signal",
+        }
+    }
+}
+
+/// A daemon run as a child of the actor. The config file at [`Daemon::config_path`] is
+/// what `start` and `reload` load; the pipeline puts it there (checked, atomically).
+pub trait Daemon: Send {
+    fn kind(&self) -> DaemonKind;
+    fn config_path(&self) -> &Path;
+    /// Validate a candidate config file with the daemon's own checker.
+    fn check(&self, candidate: &Path) -> Result<(), DaemonError>;
+    /// Start the daemon on the config at `config_path` and wait until it is up.
+    fn start(&mut self) -> Result<(), DaemonError>;
+    /// Reload the running daemon on the config at `config_path`; confirm it took.
+    fn reload(&mut self) -> Result<(), DaemonError>;
+    /// Apply endpoint changes without a reload (HAProxy Runtime API).
+    fn runtime(&mut self, commands: &[String]) -> Result<(), DaemonError> {
+        let _ = commands;
+        Err(DaemonError::RuntimeUnsupported {
+            daemon: self.kind(),
+        })
+    }
+    /// If the child has exited since the last call, reap it and describe how.
+    fn poll_exit(&mut self) -> Option<String>;
+    fn is_running(&self) -> bool;
+    /// Stop: `SIGTERM`, then `SIGKILL` after `grace`.
+    fn stop(&mut self, grace: Duration);
+}
+
+/// Where everything of one actor lives, under its work dir.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub work_dir: PathBuf,
+}
+
+impl Paths {
+    pub fn new(work_dir: impl Into<PathBuf>) -> Self {
+        Paths {
+            work_dir: work_dir.into(),
+        }
+    }
+    fn p(&self, name: &str) -> PathBuf {
+        self.work_dir.join(name)
+    }
+    pub fn keepalived_conf(&self) -> PathBuf {
+        self.p("keepalived.conf")
+    }
+    pub fn keepalived_pid(&self) -> PathBuf {
+        self.p("keepalived.pid")
+    }
+    pub fn keepalived_vrrp_pid(&self) -> PathBuf {
+        self.p("keepalived-vrrp.pid")
+    }
+    pub fn haproxy_cfg(&self) -> PathBuf {
+        self.p("haproxy.cfg")
+    }
+    pub fn haproxy_pid(&self) -> PathBuf {
+        self.p("haproxy.pid")
+    }
+    pub fn haproxy_master_socket(&self) -> PathBuf {
+        self.p("haproxy-master.sock")
+    }
+    /// The Runtime API (`stats socket ... level admin expose-fd listeners`).
+    pub fn haproxy_runtime_socket(&self) -> PathBuf {
+        self.p("haproxy.sock")
+    }
+    pub fn nginx_conf(&self) -> PathBuf {
+        self.p("nginx.conf")
+    }
+    pub fn nginx_pid(&self) -> PathBuf {
+        self.p("nginx.pid")
+    }
+    pub fn nginx_prefix(&self) -> PathBuf {
+        self.p("nginx")
+    }
+    pub fn last_state(&self) -> PathBuf {
+        self.p("last-state.json")
+    }
+}
+
+fn run_check(daemon: DaemonKind, cmd: &mut Command) -> Result<(), DaemonError> {
+    let program = format!("{:?}", cmd.get_program());
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| DaemonError::Spawn {
+            daemon,
+            program,
+            source,
+        })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        let mut output = String::from_utf8_lossy(&out.stderr).into_owned();
+        output.push_str(&String::from_utf8_lossy(&out.stdout));
+        let output: String = output.trim().chars().take(4000).collect();
+        Err(DaemonError::Check {
+            daemon,
+            output: format!("{} ({})", output, out.status),
+        })
+    }
+}
+
+fn pid_alive(pid: u32) -> bool {
+    i32::try_from(pid).is_ok_and(|p| kill(Pid::from_raw(p), None).is_ok())
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(true)
+}
+
+fn read_pid(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn signal(daemon: DaemonKind, pid: u32, sig: Signal) -> Result<(), DaemonError> {
+    let p = i32::try_from(pid).map_err(|_| DaemonError::NotRunning { daemon })?;
+    kill(Pid::from_raw(p), sig).map_err(|source| DaemonError::Signal { daemon, source })
+}
+
+/// Children of `pid` (Linux `/proc/<pid>/task/*/children`).
+pub fn child_pids(pid: u32) -> BTreeSet<u32> {
+    let mut out = BTreeSet::new();
+    if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in rd.flatten() {
+            if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+                out.extend(s.split_whitespace().filter_map(|x| x.parse::<u32>().ok()));
+            }
+        }
+    }
+    out
+}
+
+/// Poll `f` every 20 ms until it gives `Some`, or `timeout`.
+fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() >= end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A process left behind by an earlier actor (killed uncleanly) whose pid file is in
+/// our work dir and whose command line names our config: stop it, so it neither holds
+/// VIPs nor blocks our listeners. Returns the pid it stopped.
+pub fn stop_leftover(pid_file: &Path, config: &Path, grace: Duration) -> Option<u32> {
+    let pid = read_pid(pid_file)?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let cmdline = String::from_utf8_lossy(&cmdline);
+    if !cmdline.contains(&*config.to_string_lossy()) || pid == std::process::id() {
+        return None;
+    }
+    let p = Pid::from_raw(i32::try_from(pid).ok()?);
+    let _ = kill(p, Signal::SIGTERM);
+    if wait_for(grace, || (!pid_alive(pid)).then_some(())).is_none() {
+        let _ = kill(p, Signal::SIGKILL);
+        wait_for(Duration::from_secs(2), || (!pid_alive(pid)).then_some(()));
+    }
+    let _ = std::fs::remove_file(pid_file);
+    Some(pid)
+}
+
+/// The child process part shared by the three daemons.
+#[derive(Debug, Default)]
+struct ChildProc {
+    child: Option<Child>,
+}
+
+impl ChildProc {
+    fn spawn(&mut self, daemon: DaemonKind, cmd: &mut Command) -> Result<u32, DaemonError> {
+        let program = format!("{:?}", cmd.get_program());
+        let child = cmd
+            .stdin(Stdio::null())
+            .spawn()
+            .map_err(|source| DaemonError::Spawn {
+                daemon,
+                program,
+                source,
+            })?;
+        let pid = child.id();
+        self.child = Some(child);
+        Ok(pid)
+    }
+    fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+    fn poll_exit(&mut self) -> Option<String> {
+        let c = self.child.as_mut()?;
+        match c.try_wait() {
+            Ok(Some(status)) => {
+                self.child = None;
+                Some(status.to_string())
+            }
+            Ok(None) => None,
+            Err(e) => {
+                self.child = None;
+                Some(format!("wait failed: {e}"))
+            }
+        }
+    }
+    fn alive(&mut self) -> bool {
+        self.poll_exit_keep().is_none() && self.child.is_some()
+    }
+    /// Like `poll_exit` but keeps the exit for the supervisor: only looks.
+    fn poll_exit_keep(&mut self) -> Option<String> {
+        let c = self.child.as_mut()?;
+        match c.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            _ => None,
+        }
+    }
+    fn stop(&mut self, grace: Duration) {
+        let Some(mut c) = self.child.take() else {
+            return;
+        };
+        if let Ok(p) = i32::try_from(c.id()) {
+            let _ = kill(Pid::from_raw(p), Signal::SIGTERM);
+        }
+        let end = Instant::now() + grace;
+        while Instant::now() < end {
+            if let Ok(Some(_)) = c.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// Binary locations (overridable for odd installs).
+#[derive(Debug, Clone)]
+pub struct Binaries {
+    pub keepalived: PathBuf,
+    pub haproxy: PathBuf,
+    pub nginx: PathBuf,
+}
+
+impl Default for Binaries {
+    fn default() -> Self {
+        Binaries {
+            keepalived: "keepalived".into(),
+            haproxy: "haproxy".into(),
+            nginx: "nginx".into(),
+        }
+    }
+}
+
+/// How long a start or reload may take before it counts as failed.
+pub const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
+
+// ---------------------------------------------------------------------------------
+// keepalived
+
+pub struct Keepalived {
+    bin: PathBuf,
+    paths: Paths,
+    cfg: PathBuf,
+    child: ChildProc,
+}
+
+impl Keepalived {
+    pub fn new(bin: impl Into<PathBuf>, paths: Paths) -> Self {
+        let cfg = paths.keepalived_conf();
+        Keepalived {
+            bin: bin.into(),
+            paths,
+            cfg,
+            child: ChildProc::default(),
+        }
+    }
+}
+
+impl Daemon for Keepalived {
+    fn kind(&self) -> DaemonKind {
+        DaemonKind::Keepalived
+    }
+    fn config_path(&self) -> &Path {
+        &self.cfg
+    }
+    fn check(&self, candidate: &Path) -> Result<(), DaemonError> {
+        run_check(
+            DaemonKind::Keepalived,
+            Command::new(&self.bin).arg("-t").arg("-f").arg(candidate),
+        )
+    }
+    fn start(&mut self) -> Result<(), DaemonError> {
+        let (pid_file, vrrp_pid) = (
+            self.paths.keepalived_pid(),
+            self.paths.keepalived_vrrp_pid(),
+        );
+        let _ = std::fs::remove_file(&vrrp_pid);
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(["-n", "-l", "-D", "-G", "-P", "-f"])
+            .arg(&self.cfg)
+            .arg("-p")
+            .arg(&pid_file)
+            .arg("-r")
+            .arg(&vrrp_pid);
+        self.child.spawn(DaemonKind::Keepalived, &mut cmd)?;
+        let up = wait_for(CONFIRM_TIMEOUT, || {
+            if !self.child.alive() {
+                return Some(false);
+            }
+            read_pid(&vrrp_pid).filter(|p| pid_alive(*p)).map(|_| true)
+        });
+        match up {
+            Some(true) => Ok(()),
+            Some(false) => Err(DaemonError::Start {
+                daemon: DaemonKind::Keepalived,
+                why: "exited at start".into(),
+            }),
+            None => Err(DaemonError::Start {
+                daemon: DaemonKind::Keepalived,
+                why: "no VRRP child after 10 s".into(),
+            }),
+        }
+    }
+    fn reload(&mut self) -> Result<(), DaemonError> {
+        let daemon = DaemonKind::Keepalived;
+        let pid = self.child.pid().ok_or(DaemonError::NotRunning { daemon })?;
+        signal(daemon, pid, Signal::SIGHUP)?;
+        // keepalived reloads in place; it confirms nothing. The reload took when the
+        // parent and its VRRP child are still alive a moment later.
+        std::thread::sleep(Duration::from_millis(200));
+        let vrrp = read_pid(&self.paths.keepalived_vrrp_pid());
+        if self.child.alive() && vrrp.is_some_and(pid_alive) {
+            Ok(())
+        } else {
+            Err(DaemonError::Reload {
+                daemon,
+                why: "keepalived or its VRRP child died after SIGHUP".into(),
+            })
+        }
+    }
+    fn poll_exit(&mut self) -> Option<String> {
+        self.child.poll_exit()
+    }
+    fn is_running(&self) -> bool {
+        self.child.child.is_some()
+    }
+    fn stop(&mut self, grace: Duration) {
+        self.child.stop(grace);
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// HAProxy
+
+pub struct Haproxy {
+    bin: PathBuf,
+    paths: Paths,
+    cfg: PathBuf,
+    child: ChildProc,
+}
+
+impl Haproxy {
+    pub fn new(bin: impl Into<PathBuf>, paths: Paths) -> Self {
+        let cfg = paths.haproxy_cfg();
+        Haproxy {
+            bin: bin.into(),
+            paths,
+            cfg,
+            child: ChildProc::default(),
+        }
+    }
+    pub fn master_socket(&self) -> PathBuf {
+        self.paths.haproxy_master_socket()
+    }
+    /// `show proc` on the master CLI.
+    pub fn show_proc(&self) -> Result<haproxy_rt::ProcList, DaemonError> {
+        haproxy_rt::show_proc(&self.master_socket()).map_err(|source| DaemonError::Runtime {
+            daemon: DaemonKind::Haproxy,
+            source,
+        })
+    }
+}
+
+impl Daemon for Haproxy {
+    fn kind(&self) -> DaemonKind {
+        DaemonKind::Haproxy
+    }
+    fn config_path(&self) -> &Path {
+        &self.cfg
+    }
+    fn check(&self, candidate: &Path) -> Result<(), DaemonError> {
+        run_check(
+            DaemonKind::Haproxy,
+            Command::new(&self.bin)
+                .arg("-c")
+                .arg("-q")
+                .arg("-f")
+                .arg(candidate),
+        )
+    }
+    fn start(&mut self) -> Result<(), DaemonError> {
+        let sock = self.master_socket();
+        let _ = std::fs::remove_file(&sock);
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(["-W", "-db", "-S"])
+            .arg(&sock)
+            .arg("-f")
+            .arg(&self.cfg)
+            .arg("-p")
+            .arg(self.paths.haproxy_pid());
+        self.child.spawn(DaemonKind::Haproxy, &mut cmd)?;
+        let up = wait_for(CONFIRM_TIMEOUT, || {
+            if !self.child.alive() {
+                return Some(false);
+            }
+            haproxy_rt::show_proc(&sock)
+                .ok()
+                .and_then(|p| p.current_worker())
+                .map(|_| true)
+        });
+        match up {
+            Some(true) => Ok(()),
+            Some(false) => Err(DaemonError::Start {
+                daemon: DaemonKind::Haproxy,
+                why: "exited at start".into(),
+            }),
+            None => Err(DaemonError::Start {
+                daemon: DaemonKind::Haproxy,
+                why: "no worker on the master CLI after 10 s".into(),
+            }),
+        }
+    }
+    fn reload(&mut self) -> Result<(), DaemonError> {
+        let daemon = DaemonKind::Haproxy;
+        let pid = self.child.pid().ok_or(DaemonError::NotRunning { daemon })?;
+        let before = self.show_proc()?;
+        let old_worker = before.current_worker();
+        signal(daemon, pid, Signal::SIGUSR2)?;
+        let sock = self.master_socket();
+        let ok = wait_for(CONFIRM_TIMEOUT, || {
+            let p = haproxy_rt::show_proc(&sock).ok()?;
+            (p.master_reloads() > before.master_reloads()
+                && p.current_worker().is_some()
+                && p.current_worker() != old_worker)
+                .then_some(())
+        });
+        match ok {
+            Some(()) => Ok(()),
+            None => Err(DaemonError::Reload {
+                daemon,
+                why: "no new worker generation on the master CLI within 10 s".into(),
+            }),
+        }
+    }
+    fn runtime(&mut self, commands: &[String]) -> Result<(), DaemonError> {
+        haproxy_rt::apply_commands(&self.paths.haproxy_runtime_socket(), commands)
+            .map(|_| ())
+            .map_err(|source| DaemonError::Runtime {
+                daemon: DaemonKind::Haproxy,
+                source,
+            })
+    }
+    fn poll_exit(&mut self) -> Option<String> {
+        self.child.poll_exit()
+    }
+    fn is_running(&self) -> bool {
+        self.child.child.is_some()
+    }
+    fn stop(&mut self, grace: Duration) {
+        self.child.stop(grace);
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// nginx
+
+pub struct Nginx {
+    bin: PathBuf,
+    paths: Paths,
+    cfg: PathBuf,
+    child: ChildProc,
+}
+
+impl Nginx {
+    pub fn new(bin: impl Into<PathBuf>, paths: Paths) -> Self {
+        let cfg = paths.nginx_conf();
+        Nginx {
+            bin: bin.into(),
+            paths,
+            cfg,
+            child: ChildProc::default(),
+        }
+    }
+    fn base(&self, cfg: &Path) -> Command {
+        let _ = std::fs::create_dir_all(self.paths.nginx_prefix().join("logs"));
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("-e")
+            .arg("stderr")
+            .arg("-p")
+            .arg(self.paths.nginx_prefix())
+            .arg("-c")
+            .arg(cfg);
+        // `daemon off;` unless the config already says so (nginx refuses duplicates).
+        let text = std::fs::read_to_string(cfg).unwrap_or_default();
+        if !text.lines().any(|l| l.trim_start().starts_with("daemon ")) {
+            cmd.arg("-g").arg("daemon off;");
+        }
+        cmd
+    }
+}
+
+impl Daemon for Nginx {
+    fn kind(&self) -> DaemonKind {
+        DaemonKind::Nginx
+    }
+    fn config_path(&self) -> &Path {
+        &self.cfg
+    }
+    fn check(&self, candidate: &Path) -> Result<(), DaemonError> {
+        let mut cmd = self.base(candidate);
+        cmd.arg("-t").arg("-q");
+        run_check(DaemonKind::Nginx, &mut cmd)
+    }
+    fn start(&mut self) -> Result<(), DaemonError> {
+        let mut cmd = self.base(&self.cfg.clone());
+        let pid = self.child.spawn(DaemonKind::Nginx, &mut cmd)?;
+        let up = wait_for(CONFIRM_TIMEOUT, || {
+            if !self.child.alive() {
+                return Some(false);
+            }
+            (!child_pids(pid).is_empty()).then_some(true)
+        });
+        match up {
+            Some(true) => Ok(()),
+            Some(false) => Err(DaemonError::Start {
+                daemon: DaemonKind::Nginx,
+                why: "exited at start".into(),
+            }),
+            None => Err(DaemonError::Start {
+                daemon: DaemonKind::Nginx,
+                why: "no worker after 10 s".into(),
+            }),
+        }
+    }
+    fn reload(&mut self) -> Result<(), DaemonError> {
+        let daemon = DaemonKind::Nginx;
+        let pid = self.child.pid().ok_or(DaemonError::NotRunning { daemon })?;
+        let before = child_pids(pid);
+        signal(daemon, pid, Signal::SIGHUP)?;
+        let ok = wait_for(CONFIRM_TIMEOUT, || {
+            (self.child.alive() && child_pids(pid).iter().any(|p| !before.contains(p)))
+                .then_some(())
+        });
+        ok.ok_or(DaemonError::Reload {
+            daemon,
+            why: "no new nginx worker within 10 s".into(),
+        })
+    }
+    fn poll_exit(&mut self) -> Option<String> {
+        self.child.poll_exit()
+    }
+    fn is_running(&self) -> bool {
+        self.child.child.is_some()
+    }
+    fn stop(&mut self, grace: Duration) {
+        // SIGQUIT: graceful; the supervisor follows with SIGKILL after `grace`.
+        if let Some(pid) = self.child.pid() {
+            let _ = signal(DaemonKind::Nginx, pid, Signal::SIGQUIT);
+        }
+        self.child.stop(grace);
+    }
+}
