@@ -1,0 +1,139 @@
+//! The VRRP plan: owners, backups, priorities and VRIDs.
+
+mod support;
+use k8slb_common::plan::{plan, PlanOptions};
+use k8slb_common::state::State;
+use std::collections::BTreeSet;
+use support::*;
+
+fn many(n: usize) -> Vec<k8s_openapi::api::core::v1::Service> {
+    (0..n)
+        .map(|i| {
+            svc("default", &format!("s{i:03}"))
+                .port(80)
+                .created(i as u32)
+                .build()
+        })
+        .collect()
+}
+
+fn check_instances(s: &State, offset: u8) {
+    let vrids: BTreeSet<u8> = s.instances.iter().map(|i| i.vrid).collect();
+    assert_eq!(vrids.len(), s.instances.len(), "VRIDs are unique");
+    assert!(vrids.iter().all(|v| *v > offset), "VRIDs after VRID_OFFSET");
+    for i in &s.instances {
+        let prios: Vec<u8> = i.members.iter().map(|m| m.priority).collect();
+        assert!(
+            prios.windows(2).all(|w| w[0] > w[1]),
+            "distinct, descending: {prios:?}"
+        );
+        assert!(prios.iter().all(|p| (1..=254).contains(p)));
+        for v in &i.vips {
+            assert_eq!(s.vips[v].vrid, i.vrid);
+            assert_eq!(s.vips[v].owner.as_ref(), i.owner());
+        }
+    }
+}
+
+#[test]
+fn more_than_nine_nodes_get_unique_vrids() {
+    // k8slb bug: VRIDs int("<lb><pool>") collided from 10 nodes on (1+11 == 11+1).
+    let c = cfg(TWO_POOLS);
+    let s = run(&c, &objs(many(40), nodes(12), vec![]), None);
+    check_instances(&s, 0);
+    assert_eq!(
+        s.instances.len(),
+        12,
+        "one instance per owner node in the pool"
+    );
+    // New VIPs spread: every node owns 3 or 4 of the 40.
+    for i in &s.instances {
+        assert!(
+            (3..=4).contains(&i.vips.len()),
+            "{}: {}",
+            i.name,
+            i.vips.len()
+        );
+    }
+}
+
+#[test]
+fn vrid_offset_and_exhaustion() {
+    let c = cfg(TWO_POOLS);
+    let opts = PlanOptions {
+        vrid_offset: 250,
+        ..Default::default()
+    };
+    let s = plan(&c, &opts, &objs(many(10), nodes(10), vec![]), None);
+    check_instances(&s, 250);
+    assert_eq!(s.instances.len(), 5, "251..=255");
+    assert!(s.problems.iter().any(|p| p.reason == "VridExhausted"));
+    assert!(s.vips.values().filter(|v| v.vrid == 0).count() == 5);
+}
+
+#[test]
+fn vrids_and_owners_are_stable_across_restarts_and_membership_changes() {
+    let c = cfg(TWO_POOLS);
+    let s0 = run(&c, &objs(many(6), nodes(3), vec![]), None);
+    check_instances(&s0, 0);
+    // Restart: same objects, previous state → identical.
+    let again = run(&c, &objs(many(6), nodes(3), vec![]), Some(&s0));
+    assert_eq!(again.to_json(), s0.to_json());
+    // A node joins: nothing moves; it becomes the lowest backup everywhere.
+    let s1 = run(&c, &objs(many(6), nodes(4), vec![]), Some(&s0));
+    for (a, b) in s0.instances.iter().zip(&s1.instances) {
+        assert_eq!((a.vrid, &a.vips, a.owner()), (b.vrid, &b.vips, b.owner()));
+        assert_eq!(b.members.last().unwrap().node.as_str(), "lb04");
+    }
+    // The new node gets the next new VIP (least loaded).
+    let s2 = run(&c, &objs(many(7), nodes(4), vec![]), Some(&s1));
+    let newest = s2.services[&"default/s006".parse().unwrap()].ips[0];
+    assert_eq!(s2.vips[&newest].owner.as_ref().unwrap().as_str(), "lb04");
+    // The owner of an instance leaves: its VIPs stay in the instance (same VRID), and the
+    // next member, which VRRP has already promoted, becomes the owner.
+    let inst = s2
+        .instances
+        .iter()
+        .find(|i| i.owner().unwrap().as_str() == "lb01")
+        .unwrap()
+        .clone();
+    let without_lb01: Vec<_> = nodes(4).into_iter().skip(1).collect();
+    let s3 = run(&c, &objs(many(7), without_lb01, vec![]), Some(&s2));
+    check_instances(&s3, 0);
+    let after = s3.instances.iter().find(|i| i.vrid == inst.vrid).unwrap();
+    assert_eq!(after.vips, inst.vips);
+    assert_eq!(after.owner(), Some(&inst.members[1].node));
+    // It comes back: it is a backup now; nothing moves back.
+    let s4 = run(&c, &objs(many(7), nodes(4), vec![]), Some(&s3));
+    let back = s4.instances.iter().find(|i| i.vrid == inst.vrid).unwrap();
+    assert_eq!(back.owner(), after.owner());
+    assert_eq!(back.members.last().unwrap().node.as_str(), "lb01");
+}
+
+#[test]
+fn pools_get_their_own_instances_and_families() {
+    let c = cfg(TWO_POOLS);
+    let s = run(
+        &c,
+        &objs(
+            vec![
+                svc("default", "v4").port(80).build(),
+                svc("default", "v6").pool("ipv6").port(80).build(),
+                svc("default", "ext").pool("external").port(80).build(),
+            ],
+            nodes(2),
+            vec![],
+        ),
+        None,
+    );
+    check_instances(&s, 0);
+    assert_eq!(s.instances.len(), 3);
+    let pools: BTreeSet<&str> = s.instances.iter().map(|i| i.pool.as_str()).collect();
+    assert_eq!(pools.len(), 3);
+    let v6 = s
+        .instances
+        .iter()
+        .find(|i| i.pool.as_str() == "ipv6")
+        .unwrap();
+    assert_eq!(v6.family, k8slb_common::state::Family::V6);
+}

@@ -1,0 +1,162 @@
+//! Chainable fixtures: `svc("default", "web").port(80).created(3)`, `node("lb1")`.
+#![allow(dead_code)]
+
+use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8slb_common::config::{parse_global_config, GlobalConfig};
+use k8slb_common::objects::Objects;
+use k8slb_common::plan::{plan, PlanOptions};
+use k8slb_common::state::State;
+use serde_json::{json, Value};
+
+pub struct Svc(pub Value);
+
+pub fn svc(ns: &str, name: &str) -> Svc {
+    Svc(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": { "name": name, "namespace": ns, "uid": format!("uid-{ns}-{name}"), "annotations": {} },
+        "spec": { "type": "LoadBalancer", "ports": [] }
+    }))
+}
+
+impl Svc {
+    pub fn port(self, port: i32) -> Self {
+        self.port_full(None, port, "TCP", json!(port))
+    }
+    pub fn named_port(self, name: &str, port: i32, target: Value) -> Self {
+        self.port_full(Some(name), port, "TCP", target)
+    }
+    pub fn udp(self, port: i32) -> Self {
+        self.port_full(None, port, "UDP", json!(port))
+    }
+    pub fn port_full(mut self, name: Option<&str>, port: i32, proto: &str, target: Value) -> Self {
+        let mut p = json!({ "port": port, "protocol": proto, "targetPort": target });
+        if let Some(n) = name {
+            p["name"] = json!(n);
+        }
+        self.0["spec"]["ports"].as_array_mut().unwrap().push(p);
+        self
+    }
+    pub fn ann(mut self, k: &str, v: &str) -> Self {
+        self.0["metadata"]["annotations"][k] = json!(v);
+        self
+    }
+    pub fn pool(self, p: &str) -> Self {
+        self.ann("loadbalancer/pool", p)
+    }
+    pub fn ip(mut self, ip: &str) -> Self {
+        self.0["spec"]["loadBalancerIP"] = json!(ip);
+        self
+    }
+    pub fn created(mut self, sec: u32) -> Self {
+        self.0["metadata"]["creationTimestamp"] = json!(format!(
+            "2026-01-01T00:{:02}:{:02}Z",
+            sec / 60 % 60,
+            sec % 60
+        ));
+        self
+    }
+    pub fn class(mut self, c: &str) -> Self {
+        self.0["spec"]["loadBalancerClass"] = json!(c);
+        self
+    }
+    pub fn type_(mut self, t: &str) -> Self {
+        self.0["spec"]["type"] = json!(t);
+        self
+    }
+    pub fn status_ip(mut self, ip: &str) -> Self {
+        self.0["status"] =
+            json!({ "loadBalancer": { "ingress": [ { "ip": ip, "ipMode": "Proxy" } ] } });
+        self
+    }
+    pub fn spec(mut self, k: &str, v: Value) -> Self {
+        self.0["spec"][k] = v;
+        self
+    }
+    pub fn build(self) -> Service {
+        serde_json::from_value(self.0).expect("fixture service decodes")
+    }
+}
+
+pub fn node(name: &str, addr: &str) -> Node {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": { "name": name, "labels": { "type": "loadBalancer" } },
+        "status": { "conditions": [ { "type": "Ready", "status": "True" } ],
+                    "addresses": [ { "type": "InternalIP", "address": addr } ] }
+    }))
+    .unwrap()
+}
+
+pub fn nodes(n: usize) -> Vec<Node> {
+    (1..=n)
+        .map(|i| node(&format!("lb{i:02}"), &format!("198.18.0.{i}")))
+        .collect()
+}
+
+/// A slice for `svc` with one port (`port_name`, `port`) and endpoints given as
+/// (ip, ready, serving, terminating).
+pub fn slice(
+    ns: &str,
+    svc: &str,
+    suffix: &str,
+    port_name: Option<&str>,
+    port: i32,
+    eps: &[(&str, bool, bool, bool)],
+) -> EndpointSlice {
+    let mut p = json!({ "port": port, "protocol": "TCP" });
+    if let Some(n) = port_name {
+        p["name"] = json!(n);
+    }
+    let endpoints: Vec<Value> = eps
+        .iter()
+        .map(|(ip, r, s, t)| json!({ "addresses": [ip], "conditions": { "ready": r, "serving": s, "terminating": t } }))
+        .collect();
+    serde_json::from_value(json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": { "name": format!("{svc}-{suffix}"), "namespace": ns,
+                      "labels": { "kubernetes.io/service-name": svc } },
+        "addressType": if eps.first().is_some_and(|e| e.0.contains(':')) { "IPv6" } else { "IPv4" },
+        "ports": [p], "endpoints": endpoints
+    }))
+    .unwrap()
+}
+
+pub const TWO_POOLS: &str = r#"{ "pools": {
+    "default": { "network": "192.168.10.0/24", "range": "192.168.10.200-192.168.10.254" },
+    "external": { "network": "1.2.3.0/22", "range": "1.2.3.50-1.2.3.74", "interface": "em1" },
+    "ipv6": { "network": "2001:468::/32", "range": "2001:468:101::/96" } } }"#;
+
+pub fn cfg(json: &str) -> GlobalConfig {
+    parse_global_config(json).unwrap_or_else(|e| panic!("fixture config: {e}"))
+}
+
+pub fn objs(services: Vec<Service>, nodes: Vec<Node>, slices: Vec<EndpointSlice>) -> Objects {
+    Objects {
+        services,
+        slices,
+        nodes,
+        configmaps: vec![],
+        problems: vec![],
+    }
+}
+
+pub fn run(c: &GlobalConfig, o: &Objects, prev: Option<&State>) -> State {
+    plan(c, &PlanOptions::default(), o, prev)
+}
+
+pub fn ips(s: &State, key: &str) -> Vec<String> {
+    s.services
+        .get(&key.parse().unwrap())
+        .map(|v| v.ips.iter().map(|i| i.to_string()).collect())
+        .unwrap_or_default()
+}
+
+pub fn problems_of(s: &State, key: &str) -> Vec<(String, String)> {
+    let obj = format!("Service {key}");
+    s.problems
+        .iter()
+        .filter(|p| p.object == obj)
+        .map(|p| (p.reason.clone(), p.message.clone()))
+        .collect()
+}
