@@ -1,9 +1,163 @@
 //! `k8slb-actor render`: write this node's configs into a directory.
+//!
+//! Writes exactly `keepalived.conf` and `haproxy.cfg` or `nginx.conf` (nothing for
+//! kubeproxy) into `--out`, and nothing else. Interfaces are not detected here: every pool
+//! of an instance this node is a member of needs `interface` in the state or an
+//! `--interface <pool>=<ifname>`.
+
+use crate::render::{Rendered, Renderer};
+use crate::view::{view, ProxyKind, ViewOptions};
+use anyhow::Context as _;
+use k8slb_common::names::{IfName, NodeName, PoolName};
+use k8slb_common::state::State;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// Arguments of `k8slb-actor render`.
 #[derive(Debug, clap::Args)]
-pub struct RenderArgs {}
+pub struct RenderArgs {
+    /// The published state document (JSON), as the watcher writes it.
+    #[arg(long, env = "K8SLB_STATE_FILE")]
+    pub state: PathBuf,
+    /// This node's name (the Kubernetes Node name the state uses).
+    #[arg(long, env = "K8SLB_NODE_NAME")]
+    pub node: NodeName,
+    /// Which proxy to render for (k8slb's PROXY).
+    #[arg(long, env = "PROXY", value_enum, default_value = "haproxy")]
+    pub proxy: ProxyKind,
+    /// Interface of a pool, as <pool>=<ifname>; repeat for several pools. Overrides the
+    /// pool's `interface` in the state. Render does not detect interfaces.
+    #[arg(long = "interface", value_name = "POOL=IFNAME", value_parser = parse_interface)]
+    pub interfaces: Vec<(PoolName, IfName)>,
+    /// Directory with override templates (keepalived.conf.tera, haproxy.cfg.tera,
+    /// nginx.conf.tera); missing files use the embedded templates.
+    #[arg(long, env = "K8SLB_TEMPLATES")]
+    pub templates: Option<PathBuf>,
+    /// HAProxy master/stats socket path written into haproxy.cfg (Runtime API).
+    #[arg(
+        long,
+        env = "K8SLB_RUNTIME_SOCKET",
+        default_value = "/run/k8slb/haproxy.sock"
+    )]
+    pub runtime_socket: PathBuf,
+    /// Proxy pid file written into the config [default: /run/k8slb/<proxy>.pid].
+    #[arg(long, env = "K8SLB_PID_FILE")]
+    pub pid_file: Option<PathBuf>,
+    /// Output directory (created if missing); receives keepalived.conf and haproxy.cfg or
+    /// nginx.conf, nothing else.
+    #[arg(long)]
+    pub out: PathBuf,
+}
 
-pub fn run(_args: RenderArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+fn parse_interface(s: &str) -> Result<(PoolName, IfName), String> {
+    let (pool, ifname) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected <pool>=<ifname>, got {s:?}"))?;
+    Ok((
+        pool.parse().map_err(|e| format!("{e}"))?,
+        ifname.parse().map_err(|e| format!("{e}"))?,
+    ))
+}
+
+/// k8slb's `PRIORITY<n>` variables (n >= 1), from an environment iterator.
+pub fn priority_overrides(
+    vars: impl Iterator<Item = (String, String)>,
+) -> anyhow::Result<BTreeMap<u32, u8>> {
+    let mut out = BTreeMap::new();
+    for (k, v) in vars {
+        let Some(n) = k.strip_prefix("PRIORITY") else {
+            continue;
+        };
+        let Ok(n) = n.parse::<u32>() else { continue };
+        if n == 0 {
+            continue;
+        }
+        let p: u8 = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|p| (1..=254).contains(p))
+            .with_context(|| format!("{k}={v:?}: expected a priority in 1..=254"))?;
+        out.insert(n, p);
+    }
+    Ok(out)
+}
+
+pub fn run(args: RenderArgs) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&args.state)
+        .with_context(|| format!("reading state {}", args.state.display()))?;
+    let state =
+        State::from_json(&text).with_context(|| format!("state {}", args.state.display()))?;
+    let renderer = match &args.templates {
+        Some(dir) => Renderer::from_dir(dir),
+        None => Renderer::embedded(),
+    }
+    .context("loading templates")?;
+    let mut opts = ViewOptions::new(args.proxy);
+    opts.interfaces = args.interfaces.iter().cloned().collect();
+    opts.priority_overrides = priority_overrides(std::env::vars())?;
+    opts.runtime_socket = args.runtime_socket.clone();
+    if let Some(p) = &args.pid_file {
+        opts.pid_file = p.clone();
+    }
+    if !state.nodes.contains_key(&args.node) {
+        eprintln!(
+            "k8slb-actor: warning: node {} is not a load-balancer node in the state; it holds no VIPs",
+            args.node
+        );
+    }
+    let v = view(&state, &args.node, &opts).context("building this node's view")?;
+    for s in &v.skipped {
+        eprintln!(
+            "k8slb-actor: note: {} port {}/{:?} not proxied: {}",
+            s.service,
+            s.port,
+            s.protocol,
+            s.reason.as_str()
+        );
+    }
+    for n in &v.notes {
+        eprintln!("k8slb-actor: note: {n}");
+    }
+    let Rendered { keepalived, proxy } = renderer.render(&v).context("rendering")?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let write = |name: &str, text: &str| -> anyhow::Result<()> {
+        let path = args.out.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    };
+    write("keepalived.conf", &keepalived)?;
+    if let (Some(name), Some(text)) = (Rendered::proxy_file_name(args.proxy), proxy) {
+        write(name, &text)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interface_flag() {
+        let (p, i) = parse_interface("default=eth0").unwrap();
+        assert_eq!((p.as_str(), i.as_str()), ("default", "eth0"));
+        assert!(parse_interface("default").is_err());
+        assert!(parse_interface("default=eth 0").is_err());
+        assert!(parse_interface("de;fault=eth0").is_err());
+    }
+
+    #[test]
+    fn priorities_from_env() {
+        let env = [
+            ("PRIORITY1", "60"),
+            ("PRIORITY12", "70"),
+            ("PRIORITYX", "1"),
+            ("PATH", "/bin"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let m = priority_overrides(env.into_iter()).unwrap();
+        assert_eq!(m, BTreeMap::from([(1, 60), (12, 70)]));
+        let bad = [("PRIORITY2".to_string(), "300".to_string())];
+        assert!(priority_overrides(bad.into_iter()).is_err());
+    }
 }

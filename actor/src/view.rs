@@ -1,1 +1,1035 @@
-//! This node's view of the state (to be written).
+//! This node's view of the published state: a pure function from (state, node, options)
+//! to everything the templates need, and nothing more.
+//!
+//! Every string in a [`NodeView`] is either a validated name from the state
+//! (`PoolName`, `NodeName`, `IfName`, `ObjectName`, `ConfigLine`, `CertPath`, ...), a
+//! number, an address formatted by `std`, a fixed keyword from this file, or a path from
+//! [`ViewOptions`] checked by [`safe_path`]. Nothing free-form from the state is copied:
+//! notably `VrrpInstance::name`, `ServiceState::pool` and `PoolInfo::network` (plain
+//! `String`s in the schema) are never rendered; instance names are rebuilt here as
+//! `k8slb_<pool>_<vrid>`.
+//!
+//! Decisions documented here (see also `render`):
+//! - **Server slots** (HAProxy): each backend has `max(8, next_power_of_two(ready +
+//!   draining))` `server s<N>` lines; the unused ones are `127.0.0.1:1 ... disabled`
+//!   placeholders (a fixed port, not `:0`, which HAProxy would treat as "port mapping").
+//!   An endpoint change that still fits the slots is applied with `set server` through the
+//!   Runtime API (see [`crate::render::runtime_diff`]) without a reload.
+//!   [`view_with_previous`] keeps an endpoint in the slot it had in the previous view,
+//!   so unrelated endpoints, cookies (`cookie s<N>`) and stick tables do not move.
+//! - **Draining** endpoints are rendered as normal servers with `weight 0` (the config
+//!   equivalent of the Runtime API's `state drain`): no new connections, existing and
+//!   sticky ones finish. In nginx they are `down` (existing connections finish in the old
+//!   workers after the reload).
+
+use k8slb_common::names::{ConfigLine, Email, IfName, NodeName, PoolName, ServiceKey, SmtpServer};
+use k8slb_common::state::{Family, Mode, Protocol, ProxyProtocol, State, Stickiness};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+/// Which proxy serves the VIPs on this node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProxyKind {
+    /// HAProxy in master-worker mode (default; all features).
+    Haproxy,
+    /// nginx: `http` for L7 ports, `stream` for L4 TCP and UDP ports.
+    Nginx,
+    /// No proxy: keepalived only, kube-proxy forwards (`ipMode: VIP`).
+    Kubeproxy,
+}
+
+impl ProxyKind {
+    /// The process name keepalived tracks (`None`: nothing to track).
+    pub fn process_name(self) -> Option<&'static str> {
+        match self {
+            ProxyKind::Haproxy => Some("haproxy"),
+            ProxyKind::Nginx => Some("nginx"),
+            ProxyKind::Kubeproxy => None,
+        }
+    }
+}
+
+/// What the caller knows about this node that the state does not say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewOptions {
+    pub proxy: ProxyKind,
+    /// Interface per pool, resolved by the caller (a forced `interface` in the state
+    /// wins; otherwise detection). A pool of an instance this node is a member of that
+    /// is missing here is a [`ViewError::NoInterface`].
+    pub interfaces: BTreeMap<PoolName, IfName>,
+    /// k8slb's `PRIORITY<n>`: the priority this node uses for the n-th instance (1-based,
+    /// in vrid order) when it is not that instance's owner.
+    pub priority_overrides: BTreeMap<u32, u8>,
+    /// HAProxy master/stats socket (Runtime API) to render.
+    pub runtime_socket: PathBuf,
+    /// pid file of the proxy (`pidfile` / `pid`).
+    pub pid_file: PathBuf,
+    /// This node's addresses as seen locally (fallback for `unicast_src_ip` when the state
+    /// has none of the instance's family).
+    pub node_addresses: Vec<IpAddr>,
+}
+
+impl ViewOptions {
+    /// Defaults for `proxy`: no interfaces, no overrides, sockets under `/run/k8slb`.
+    pub fn new(proxy: ProxyKind) -> Self {
+        let pid = match proxy {
+            ProxyKind::Nginx => "/run/k8slb/nginx.pid",
+            _ => "/run/k8slb/haproxy.pid",
+        };
+        ViewOptions {
+            proxy,
+            interfaces: BTreeMap::new(),
+            priority_overrides: BTreeMap::new(),
+            runtime_socket: PathBuf::from("/run/k8slb/haproxy.sock"),
+            pid_file: PathBuf::from(pid),
+            node_addresses: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ViewError {
+    #[error("no interface for pool {pool} (VRRP instance {vrid}): set `interface` on the pool or pass --interface {pool}=<ifname>")]
+    NoInterface { pool: PoolName, vrid: u8 },
+    #[error("VRRP instance {vrid} refers to pool {pool}, which is not in the config")]
+    UnknownPool { pool: PoolName, vrid: u8 },
+    #[error("VIP {vip} of VRRP instance {vrid} is not of the instance's family")]
+    VipFamily { vip: IpAddr, vrid: u8 },
+    #[error("pool {pool} has prefix length {prefix_len}, too long for its family")]
+    PrefixLen { pool: PoolName, prefix_len: u8 },
+    #[error("priority {priority} for node {node} in VRRP instance {vrid} is outside 1..=254")]
+    Priority {
+        node: NodeName,
+        vrid: u8,
+        priority: u8,
+    },
+    #[error("PRIORITY{n}={priority} is outside 1..=254")]
+    PriorityOverride { n: u32, priority: u8 },
+    #[error("advertInt {ms} ms is outside 10..=40950 ms (VRRPv3)")]
+    AdvertInt { ms: u32 },
+    #[error("{what} {path:?} must be an absolute path of letters, digits, '/', '.', '_' and '-'")]
+    UnsafePath { what: &'static str, path: PathBuf },
+}
+
+impl ViewError {
+    /// Fixed label for metrics and Events.
+    pub fn category(&self) -> &'static str {
+        match self {
+            ViewError::NoInterface { .. } => "NoInterface",
+            ViewError::UnknownPool { .. } => "UnknownPool",
+            ViewError::VipFamily { .. } => "VipFamily",
+            ViewError::PrefixLen { .. } => "PrefixLen",
+            ViewError::Priority { .. } | ViewError::PriorityOverride { .. } => "Priority",
+            ViewError::AdvertInt { .. } => "AdvertInt",
+            ViewError::UnsafePath { .. } => "UnsafePath",
+        }
+    }
+}
+
+/// Everything this node renders.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeView {
+    pub node: NodeName,
+    pub proxy: ProxyKind,
+    pub keepalived: KeepalivedView,
+    /// `Some` iff `proxy == Haproxy`.
+    pub haproxy: Option<HaproxyView>,
+    /// `Some` iff `proxy == Nginx`.
+    pub nginx: Option<NginxView>,
+    /// Ports of the state that this proxy does not serve, with the reason (also written
+    /// as comments in the proxy config).
+    pub skipped: Vec<Skipped>,
+    /// Other things worth a log line (never rendered).
+    #[serde(skip)]
+    pub notes: Vec<String>,
+}
+
+/// A port that is not rendered, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    pub service: ServiceKey,
+    pub port: u16,
+    pub protocol: Protocol,
+    pub reason: SkipReason,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum SkipReason {
+    #[serde(rename = "HAProxy does not proxy UDP")]
+    HaproxyUdp,
+    #[serde(rename = "SCTP is not proxied")]
+    Sctp,
+    #[serde(rename = "TLS without a certificate name")]
+    TlsWithoutCert,
+    #[serde(rename = "nginx cannot send the PROXY protocol from an http server")]
+    NginxHttpProxyProtocol,
+}
+
+impl SkipReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::HaproxyUdp => "HAProxy does not proxy UDP",
+            SkipReason::Sctp => "SCTP is not proxied",
+            SkipReason::TlsWithoutCert => "TLS without a certificate name",
+            SkipReason::NginxHttpProxyProtocol => {
+                "nginx cannot send the PROXY protocol from an http server"
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// keepalived
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeepalivedView {
+    pub router_id: NodeName,
+    /// `advert_int` in seconds with up to two decimals (`0.1`, `1`, `1.5`).
+    pub advert_int: String,
+    pub garp_master_delay: u32,
+    pub garp_master_repeat: u32,
+    pub email: Option<EmailView>,
+    /// `vrrp_track_process` for the proxy (`None` for kubeproxy).
+    pub track_process: Option<TrackProcess>,
+    pub instances: Vec<InstanceView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EmailView {
+    pub to: Email,
+    pub from: Option<Email>,
+    pub server: Option<SmtpServer>,
+    pub timeout_s: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TrackProcess {
+    /// Name of the `vrrp_track_process` block.
+    pub name: &'static str,
+    /// Process name keepalived watches (`haproxy` / `nginx`).
+    pub process: &'static str,
+    /// Seconds a process change must last before it counts.
+    pub delay: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InstanceView {
+    /// `k8slb_<pool>_<vrid>`.
+    pub name: String,
+    pub pool: PoolName,
+    pub vrid: u8,
+    pub family: Family,
+    pub interface: IfName,
+    pub priority: u8,
+    /// True iff this node is the instance's owner.
+    pub owner: bool,
+    pub nopreempt: bool,
+    pub unicast: Option<Unicast>,
+    /// `<ip>/<prefix_len>`.
+    pub vips: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unicast {
+    pub src: IpAddr,
+    pub peers: Vec<IpAddr>,
+}
+
+// ---------------------------------------------------------------------------------------
+// HAProxy
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HaproxyView {
+    pub runtime_socket: String,
+    pub pid_file: String,
+    /// Admin `haproxy.global` lines, minus the ones the actor must own (`pidfile`,
+    /// `daemon`, `master-worker`), which are listed in `NodeView::notes`.
+    pub global: Vec<ConfigLine>,
+    pub defaults: Vec<ConfigLine>,
+    /// `timeout connect|client|server` lines added because the admin gave none.
+    pub default_timeouts: Vec<&'static str>,
+    pub tcpfront: Vec<ConfigLine>,
+    pub httpfront: Vec<ConfigLine>,
+    pub tcpback: Vec<ConfigLine>,
+    pub httpback: Vec<ConfigLine>,
+    pub frontends: Vec<Frontend>,
+    pub backends: Vec<Backend>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Frontend {
+    /// `fe_<namespace>_<name>_<port>_<v4|v6>`.
+    pub name: String,
+    /// `<ip>:<port>`, IPv6 in brackets.
+    pub bind: String,
+    /// `<certPath>/<cert>.pem` when TLS is terminated here.
+    pub crt: Option<String>,
+    pub mode: Mode,
+    /// Space-separated CIDRs for `tcp-request connection reject unless { src ... }`.
+    pub source_ranges: Option<String>,
+    pub redirect: bool,
+    pub backend: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Backend {
+    /// `be_<namespace>_<name>_<port>`.
+    pub name: String,
+    pub mode: Mode,
+    /// `stick-table type ip|ipv6 ... expire <s>s` + `stick on src`.
+    pub stick_source: Option<StickSource>,
+    /// `cookie K8SLB insert indirect nocache` + `cookie s<N>` on servers.
+    pub cookie: bool,
+    /// Options common to every server line (fixed keywords only), with a leading space.
+    pub server_opts: String,
+    pub slots: Vec<Slot>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StickSource {
+    pub table_type: &'static str,
+    pub expire_s: u32,
+}
+
+/// One `server s<N>` line: an endpoint or an empty (disabled) placeholder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    pub endpoint: Option<SocketAddr>,
+    pub draining: bool,
+}
+
+/// Address of an empty slot: fixed port (not `:0`), harmless if ever enabled by mistake.
+pub const PLACEHOLDER: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 1);
+
+impl Slot {
+    pub const EMPTY: Slot = Slot {
+        endpoint: None,
+        draining: false,
+    };
+    /// `ready`, `drain` or `empty`.
+    pub fn state(&self) -> &'static str {
+        match (self.endpoint, self.draining) {
+            (None, _) => "empty",
+            (Some(_), true) => "drain",
+            (Some(_), false) => "ready",
+        }
+    }
+}
+
+impl Serialize for Slot {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct SlotCtx {
+            addr: String,
+            state: &'static str,
+        }
+        SlotCtx {
+            addr: self.endpoint.unwrap_or(PLACEHOLDER).to_string(),
+            state: self.state(),
+        }
+        .serialize(s)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// nginx
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NginxView {
+    pub pid_file: String,
+    /// Admin `nginx.global` lines, minus `pid` (the actor owns it).
+    pub global: Vec<ConfigLine>,
+    /// No admin global line opens an `events` block: render `events {}`.
+    pub add_events: bool,
+    /// Path of the stream module to load, when a `stream` block is rendered and the
+    /// admin lines do not load it.
+    pub stream_module: Option<&'static str>,
+    pub http: Vec<ConfigLine>,
+    pub proxy: Vec<ConfigLine>,
+    pub upstream: Vec<ConfigLine>,
+    pub stream: Vec<ConfigLine>,
+    pub http_servers: Vec<NginxServer>,
+    pub stream_servers: Vec<NginxServer>,
+    /// Render `stream { }` at all (L4 ports or admin stream lines).
+    pub has_stream: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NginxServer {
+    /// `up_<namespace>_<name>_<port>` (+ `_udp` / `_tcp` in stream).
+    pub upstream: String,
+    /// `<ip>:<port>` (IPv6 in brackets), one `listen` each.
+    pub listens: Vec<String>,
+    pub udp: bool,
+    /// `<certPath>/<cert>` (without `.pem` / `.key`) when TLS is terminated here.
+    pub cert: Option<String>,
+    pub allow: Vec<ipnet::IpNet>,
+    pub redirect: bool,
+    pub backend_tls: bool,
+    pub proxy_protocol: bool,
+    /// `ip_hash` (http) / `hash $remote_addr consistent` (stream).
+    pub hash_source: bool,
+    pub servers: Vec<NginxUpstreamServer>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NginxUpstreamServer {
+    pub addr: String,
+    pub down: bool,
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// This node's view of `state`.
+pub fn view(state: &State, node: &NodeName, opts: &ViewOptions) -> Result<NodeView, ViewError> {
+    view_with_previous(state, node, opts, None)
+}
+
+/// Like [`view`], but endpoints that were already in a server slot of `previous` keep
+/// that slot (so an endpoint change moves nothing else, and the Runtime API diff is
+/// minimal). Pass the view that is currently applied.
+pub fn view_with_previous(
+    state: &State,
+    node: &NodeName,
+    opts: &ViewOptions,
+    previous: Option<&NodeView>,
+) -> Result<NodeView, ViewError> {
+    let mut notes = Vec::new();
+    let keepalived = keepalived_view(state, node, opts, &mut notes)?;
+    let mut skipped = Vec::new();
+    let (haproxy, nginx) = match opts.proxy {
+        ProxyKind::Haproxy => {
+            let prev = previous.and_then(|p| p.haproxy.as_ref());
+            (
+                Some(haproxy_view(state, opts, prev, &mut skipped, &mut notes)?),
+                None,
+            )
+        }
+        ProxyKind::Nginx => (
+            None,
+            Some(nginx_view(state, opts, &mut skipped, &mut notes)?),
+        ),
+        ProxyKind::Kubeproxy => (None, None),
+    };
+    Ok(NodeView {
+        node: node.clone(),
+        proxy: opts.proxy,
+        keepalived,
+        haproxy,
+        nginx,
+        skipped,
+        notes,
+    })
+}
+
+/// `ms` as seconds with the fewest decimals (`100` -> `0.1`, `1000` -> `1`).
+fn advert_int(ms: u32) -> Result<String, ViewError> {
+    if !(10..=40950).contains(&ms) {
+        return Err(ViewError::AdvertInt { ms });
+    }
+    // VRRPv3 has centisecond resolution: round to it.
+    let cs = (ms + 5) / 10;
+    let (whole, frac) = (cs / 100, cs % 100);
+    Ok(match frac {
+        0 => whole.to_string(),
+        f if f % 10 == 0 => format!("{whole}.{}", f / 10),
+        f => format!("{whole}.{f:02}"),
+    })
+}
+
+fn keepalived_view(
+    state: &State,
+    node: &NodeName,
+    opts: &ViewOptions,
+    notes: &mut Vec<String>,
+) -> Result<KeepalivedView, ViewError> {
+    let cfg = &state.config.keepalived;
+    for (&n, &priority) in &opts.priority_overrides {
+        if !(1..=254).contains(&priority) {
+            return Err(ViewError::PriorityOverride { n, priority });
+        }
+    }
+    let email = cfg.email.as_ref().map(|to| EmailView {
+        to: to.clone(),
+        from: cfg.email_from.clone(),
+        server: cfg.email_server.clone(),
+        timeout_s: cfg.email_server_timeout_s,
+    });
+    let track_process = opts.proxy.process_name().map(|process| TrackProcess {
+        name: "k8slb_proxy",
+        process,
+        delay: "1",
+    });
+
+    let mut ordered: Vec<_> = state.instances.iter().collect();
+    ordered.sort_by_key(|i| i.vrid);
+    let mut instances = Vec::new();
+    for (idx, inst) in ordered.into_iter().enumerate() {
+        let Some(me) = inst.members.iter().find(|m| &m.node == node) else {
+            continue;
+        };
+        if inst.vips.is_empty() {
+            // keepalived refuses an instance without a VIP; the VRID stays reserved in
+            // the state, so leaving the instance out loses nothing.
+            notes.push(format!(
+                "VRRP instance {} (pool {}) has no VIP; not rendered",
+                inst.vrid, inst.pool
+            ));
+            continue;
+        }
+        let pool = state
+            .config
+            .pools
+            .get(&inst.pool)
+            .ok_or_else(|| ViewError::UnknownPool {
+                pool: inst.pool.clone(),
+                vrid: inst.vrid,
+            })?;
+        let interface = opts
+            .interfaces
+            .get(&inst.pool)
+            .or(pool.interface.as_ref())
+            .cloned()
+            .ok_or_else(|| ViewError::NoInterface {
+                pool: inst.pool.clone(),
+                vrid: inst.vrid,
+            })?;
+        let max_prefix = match inst.family {
+            Family::V4 => 32,
+            Family::V6 => 128,
+        };
+        if pool.prefix_len > max_prefix {
+            return Err(ViewError::PrefixLen {
+                pool: inst.pool.clone(),
+                prefix_len: pool.prefix_len,
+            });
+        }
+        if !(1..=254).contains(&me.priority) {
+            return Err(ViewError::Priority {
+                node: node.clone(),
+                vrid: inst.vrid,
+                priority: me.priority,
+            });
+        }
+        let owner = inst.owner() == Some(node);
+        let n = idx as u32 + 1;
+        let priority = match opts.priority_overrides.get(&n) {
+            Some(&p) if !owner => p,
+            _ => me.priority,
+        };
+        let mut vips = Vec::with_capacity(inst.vips.len());
+        for vip in &inst.vips {
+            if Family::of(vip) != inst.family {
+                return Err(ViewError::VipFamily {
+                    vip: *vip,
+                    vrid: inst.vrid,
+                });
+            }
+            vips.push(format!("{vip}/{}", pool.prefix_len));
+        }
+        let unicast = if cfg.unicast {
+            let fam = |a: &&IpAddr| Family::of(a) == inst.family;
+            let src = state
+                .nodes
+                .get(node)
+                .and_then(|n| n.addresses.iter().find(fam))
+                .or_else(|| opts.node_addresses.iter().find(fam))
+                .copied();
+            match src {
+                Some(src) => {
+                    let mut peers = Vec::new();
+                    for m in inst.members.iter().filter(|m| &m.node != node) {
+                        match state
+                            .nodes
+                            .get(&m.node)
+                            .and_then(|n| n.addresses.iter().find(fam))
+                        {
+                            Some(a) => peers.push(*a),
+                            None => notes.push(format!(
+                                "VRRP instance {}: peer {} has no {:?} address; left out of unicast_peer",
+                                inst.vrid, m.node, inst.family
+                            )),
+                        }
+                    }
+                    Some(Unicast { src, peers })
+                }
+                None => {
+                    notes.push(format!(
+                        "VRRP instance {}: this node has no {:?} address; using multicast",
+                        inst.vrid, inst.family
+                    ));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        instances.push(InstanceView {
+            name: format!("k8slb_{}_{}", inst.pool, inst.vrid),
+            pool: inst.pool.clone(),
+            vrid: inst.vrid,
+            family: inst.family,
+            interface,
+            priority,
+            owner,
+            nopreempt: !cfg.preempt,
+            unicast,
+            vips,
+        });
+    }
+    Ok(KeepalivedView {
+        router_id: node.clone(),
+        advert_int: advert_int(cfg.advert_int_ms)?,
+        garp_master_delay: cfg.garp_master_delay_s,
+        garp_master_repeat: cfg.garp_repeat,
+        email,
+        track_process,
+        instances,
+    })
+}
+
+/// The same allow-list as `CertPath`: what may be pasted into a config as a path.
+pub fn safe_path(what: &'static str, p: &Path) -> Result<String, ViewError> {
+    let bad = || ViewError::UnsafePath {
+        what,
+        path: p.to_path_buf(),
+    };
+    let s = p.to_str().ok_or_else(bad)?;
+    let ok = s.starts_with('/')
+        && s.len() <= 1024
+        && !s.split('/').any(|c| c == "..")
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b));
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(bad())
+    }
+}
+
+/// First word of an admin line (for "is this directive already set").
+fn first_word(l: &ConfigLine) -> &str {
+    l.as_str()
+        .split(|c: char| c.is_whitespace() || c == ';' || c == '{')
+        .find(|w| !w.is_empty())
+        .unwrap_or("")
+}
+
+fn family_suffix(ip: &IpAddr) -> &'static str {
+    match ip {
+        IpAddr::V4(_) => "v4",
+        IpAddr::V6(_) => "v6",
+    }
+}
+
+/// `max(8, next_power_of_two(n))`.
+pub fn slot_count(n: usize) -> usize {
+    n.next_power_of_two().max(8)
+}
+
+fn assign_slots(eps: &[(SocketAddr, bool)], prev: Option<&Backend>) -> Vec<Slot> {
+    let fresh = slot_count(eps.len());
+    if let Some(prev) = prev {
+        let prev_n = prev.slots.len();
+        // Keep the previous slot count while it fits and is not wildly oversized.
+        let count = if eps.len() <= prev_n && prev_n <= fresh * 4 {
+            prev_n
+        } else {
+            fresh
+        };
+        if count == prev_n {
+            let mut slots = vec![Slot::EMPTY; count];
+            let wanted: HashMap<SocketAddr, bool> = eps.iter().copied().collect();
+            let mut placed: HashMap<SocketAddr, ()> = HashMap::new();
+            for (i, s) in prev.slots.iter().enumerate() {
+                if let Some(ep) = s.endpoint {
+                    if let Some(&draining) = wanted.get(&ep) {
+                        if placed.insert(ep, ()).is_none() {
+                            slots[i] = Slot {
+                                endpoint: Some(ep),
+                                draining,
+                            };
+                        }
+                    }
+                }
+            }
+            let free_list: Vec<usize> = (0..count)
+                .filter(|&i| slots[i].endpoint.is_none())
+                .collect();
+            let mut free = free_list.into_iter();
+            for &(ep, draining) in eps {
+                if placed.contains_key(&ep) {
+                    continue;
+                }
+                let i = free.next().expect("count >= number of endpoints");
+                slots[i] = Slot {
+                    endpoint: Some(ep),
+                    draining,
+                };
+            }
+            return slots;
+        }
+    }
+    let mut slots: Vec<Slot> = eps
+        .iter()
+        .map(|&(ep, draining)| Slot {
+            endpoint: Some(ep),
+            draining,
+        })
+        .collect();
+    slots.resize(fresh, Slot::EMPTY);
+    slots
+}
+
+fn haproxy_view(
+    state: &State,
+    opts: &ViewOptions,
+    prev: Option<&HaproxyView>,
+    skipped: &mut Vec<Skipped>,
+    notes: &mut Vec<String>,
+) -> Result<HaproxyView, ViewError> {
+    let cfg = &state.config.haproxy;
+    let runtime_socket = safe_path("runtime socket", &opts.runtime_socket)?;
+    let pid_file = safe_path("pid file", &opts.pid_file)?;
+    let mut global = Vec::with_capacity(cfg.global.len());
+    for l in &cfg.global {
+        match first_word(l) {
+            "pidfile" | "daemon" | "master-worker" => notes.push(format!(
+                "haproxy.global line {:?} dropped: the actor sets it",
+                l.as_str()
+            )),
+            _ => global.push(l.clone()),
+        }
+    }
+    let has_timeout = |which: &str| {
+        cfg.defaults.iter().any(|l| {
+            let mut w = l.as_str().split_whitespace();
+            w.next() == Some("timeout") && w.next() == Some(which)
+        })
+    };
+    let default_timeouts = [
+        ("connect", "timeout connect 5s"),
+        ("client", "timeout client 30s"),
+        ("server", "timeout server 30s"),
+    ]
+    .into_iter()
+    .filter(|(w, _)| !has_timeout(w))
+    .map(|(_, l)| l)
+    .collect();
+
+    let prev_backends: HashMap<&str, &Backend> = prev
+        .map(|p| p.backends.iter().map(|b| (b.name.as_str(), b)).collect())
+        .unwrap_or_default();
+    let cert_dir = state.config.cert_path.as_str().trim_end_matches('/');
+
+    let mut frontends = Vec::new();
+    let mut backends = Vec::new();
+    for (key, svc) in &state.services {
+        if svc.ips.is_empty() {
+            continue;
+        }
+        for p in &svc.ports {
+            let skip = |reason| Skipped {
+                service: key.clone(),
+                port: p.port,
+                protocol: p.protocol,
+                reason,
+            };
+            match p.protocol {
+                Protocol::Tcp => {}
+                Protocol::Udp => {
+                    skipped.push(skip(SkipReason::HaproxyUdp));
+                    continue;
+                }
+                Protocol::Sctp => {
+                    skipped.push(skip(SkipReason::Sctp));
+                    continue;
+                }
+            }
+            let crt = match (p.tls, &p.cert) {
+                (false, _) => None,
+                (true, Some(c)) => Some(format!("{cert_dir}/{c}.pem")),
+                (true, None) => {
+                    skipped.push(skip(SkipReason::TlsWithoutCert));
+                    continue;
+                }
+            };
+            let base = format!("{}_{}_{}", key.namespace, key.name, p.port);
+            let be_name = format!("be_{base}");
+            let source_ranges = (!p.source_ranges.is_empty()).then(|| {
+                p.source_ranges
+                    .iter()
+                    .map(|n| n.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            });
+            let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+            for ip in &svc.ips {
+                let fam = family_suffix(ip);
+                let k = seen.entry(fam).or_default();
+                *k += 1;
+                let name = if *k == 1 {
+                    format!("fe_{base}_{fam}")
+                } else {
+                    format!("fe_{base}_{fam}_{k}")
+                };
+                frontends.push(Frontend {
+                    name,
+                    bind: SocketAddr::new(*ip, p.port).to_string(),
+                    crt: crt.clone(),
+                    mode: p.mode,
+                    source_ranges: source_ranges.clone(),
+                    redirect: p.redirect && p.mode == Mode::Http && !p.tls,
+                    backend: be_name.clone(),
+                });
+            }
+
+            let cookie = p.stickiness == Stickiness::Cookie && p.mode == Mode::Http;
+            if p.stickiness == Stickiness::Cookie && !cookie {
+                notes.push(format!(
+                    "{key} port {}: cookie stickiness needs http mode; none applied",
+                    p.port
+                ));
+            }
+            let stick_source = (p.stickiness == Stickiness::Source).then(|| StickSource {
+                table_type: if svc.ips.iter().any(|i| i.is_ipv6()) {
+                    "ipv6"
+                } else {
+                    "ip"
+                },
+                expire_s: p.stickiness_timeout_s.max(1),
+            });
+            let mut server_opts = String::new();
+            if p.check {
+                server_opts.push_str(" check");
+            }
+            if p.backend_tls {
+                server_opts.push_str(" ssl verify none");
+            }
+            match p.proxy_protocol {
+                Some(ProxyProtocol::V1) => server_opts.push_str(" send-proxy"),
+                Some(ProxyProtocol::V2) => server_opts.push_str(" send-proxy-v2"),
+                None => {}
+            }
+            if p.check && p.proxy_protocol.is_some() {
+                server_opts.push_str(" check-send-proxy");
+            }
+            let eps: Vec<(SocketAddr, bool)> = p
+                .endpoints
+                .iter()
+                .map(|e| (SocketAddr::new(e.ip, e.port), e.draining))
+                .collect();
+            let slots = assign_slots(&eps, prev_backends.get(be_name.as_str()).copied());
+            backends.push(Backend {
+                name: be_name,
+                mode: p.mode,
+                stick_source,
+                cookie,
+                server_opts,
+                slots,
+            });
+        }
+    }
+    Ok(HaproxyView {
+        runtime_socket,
+        pid_file,
+        global,
+        defaults: cfg.defaults.clone(),
+        default_timeouts,
+        tcpfront: cfg.tcpfront.clone(),
+        httpfront: cfg.httpfront.clone(),
+        tcpback: cfg.tcpback.clone(),
+        httpback: cfg.httpback.clone(),
+        frontends,
+        backends,
+    })
+}
+
+/// Debian's path of the dynamic stream module.
+pub const NGINX_STREAM_MODULE: &str = "/usr/lib/nginx/modules/ngx_stream_module.so";
+
+fn nginx_view(
+    state: &State,
+    opts: &ViewOptions,
+    skipped: &mut Vec<Skipped>,
+    notes: &mut Vec<String>,
+) -> Result<NginxView, ViewError> {
+    let cfg = &state.config.nginx;
+    let pid_file = safe_path("pid file", &opts.pid_file)?;
+    let mut global = Vec::with_capacity(cfg.global.len());
+    for l in &cfg.global {
+        if first_word(l) == "pid" {
+            notes.push(format!(
+                "nginx.global line {:?} dropped: the actor sets pid",
+                l.as_str()
+            ));
+        } else {
+            global.push(l.clone());
+        }
+    }
+    let add_events = !global.iter().any(|l| first_word(l) == "events");
+    let loads_stream = global.iter().any(|l| {
+        let w = first_word(l);
+        (w == "load_module" && l.as_str().contains("ngx_stream_module"))
+            || (w == "include" && l.as_str().contains("modules-enabled"))
+    });
+    let cert_dir = state.config.cert_path.as_str().trim_end_matches('/');
+
+    let mut http_servers = Vec::new();
+    let mut stream_servers = Vec::new();
+    for (key, svc) in &state.services {
+        if svc.ips.is_empty() {
+            continue;
+        }
+        for p in &svc.ports {
+            let skip = |reason| Skipped {
+                service: key.clone(),
+                port: p.port,
+                protocol: p.protocol,
+                reason,
+            };
+            let udp = match p.protocol {
+                Protocol::Tcp => false,
+                Protocol::Udp => true,
+                Protocol::Sctp => {
+                    skipped.push(skip(SkipReason::Sctp));
+                    continue;
+                }
+            };
+            let l7 = p.mode == Mode::Http && !udp;
+            if l7 && p.proxy_protocol.is_some() {
+                skipped.push(skip(SkipReason::NginxHttpProxyProtocol));
+                continue;
+            }
+            let cert = match (p.tls && !udp, &p.cert) {
+                (false, _) => None,
+                (true, Some(c)) => Some(format!("{cert_dir}/{c}")),
+                (true, None) => {
+                    skipped.push(skip(SkipReason::TlsWithoutCert));
+                    continue;
+                }
+            };
+            let mut servers: Vec<NginxUpstreamServer> = p
+                .endpoints
+                .iter()
+                .map(|e| NginxUpstreamServer {
+                    addr: SocketAddr::new(e.ip, e.port).to_string(),
+                    down: e.draining,
+                })
+                .collect();
+            if servers.is_empty() {
+                // An empty upstream is a config error; a down placeholder is valid (502).
+                servers.push(NginxUpstreamServer {
+                    addr: PLACEHOLDER.to_string(),
+                    down: true,
+                });
+            }
+            if p.stickiness == Stickiness::Cookie {
+                notes.push(format!(
+                    "{key} port {}: nginx has no cookie stickiness; using the client address",
+                    p.port
+                ));
+            }
+            if udp && p.proxy_protocol.is_some() {
+                notes.push(format!(
+                    "{key} port {}/UDP: PROXY protocol not sent over UDP",
+                    p.port
+                ));
+            }
+            let mut upstream = format!("up_{}_{}_{}", key.namespace, key.name, p.port);
+            if !l7 {
+                upstream.push_str(if udp { "_udp" } else { "_tcp" });
+            }
+            let s = NginxServer {
+                upstream,
+                listens: svc
+                    .ips
+                    .iter()
+                    .map(|ip| SocketAddr::new(*ip, p.port).to_string())
+                    .collect(),
+                udp,
+                cert,
+                allow: p.source_ranges.clone(),
+                redirect: l7 && p.redirect && !p.tls,
+                backend_tls: p.backend_tls,
+                proxy_protocol: !udp && p.proxy_protocol.is_some(),
+                hash_source: p.stickiness != Stickiness::None,
+                servers,
+            };
+            if l7 {
+                http_servers.push(s);
+            } else {
+                stream_servers.push(s);
+            }
+        }
+    }
+    let has_stream = !stream_servers.is_empty() || !cfg.stream.is_empty();
+    Ok(NginxView {
+        pid_file,
+        global,
+        add_events,
+        stream_module: (has_stream && !loads_stream).then_some(NGINX_STREAM_MODULE),
+        http: cfg.http.clone(),
+        proxy: cfg.proxy.clone(),
+        upstream: cfg.upstream.clone(),
+        stream: cfg.stream.clone(),
+        http_servers,
+        stream_servers,
+        has_stream,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advert_int_seconds() {
+        assert_eq!(advert_int(100).unwrap(), "0.1");
+        assert_eq!(advert_int(1000).unwrap(), "1");
+        assert_eq!(advert_int(1500).unwrap(), "1.5");
+        assert_eq!(advert_int(10).unwrap(), "0.01");
+        assert_eq!(advert_int(250).unwrap(), "0.25");
+        assert_eq!(advert_int(40950).unwrap(), "40.95");
+        assert!(advert_int(0).is_err());
+        assert!(advert_int(40960).is_err());
+    }
+
+    #[test]
+    fn slots() {
+        assert_eq!(slot_count(0), 8);
+        assert_eq!(slot_count(8), 8);
+        assert_eq!(slot_count(9), 16);
+        let a: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        let b: SocketAddr = "10.0.0.2:80".parse().unwrap();
+        let c: SocketAddr = "10.0.0.3:80".parse().unwrap();
+        let first = assign_slots(&[(a, false), (b, false), (c, false)], None);
+        let prev = Backend {
+            name: "be".into(),
+            mode: Mode::Tcp,
+            stick_source: None,
+            cookie: false,
+            server_opts: String::new(),
+            slots: first,
+        };
+        // b leaves, a new endpoint 10.0.0.0 (sorted first) arrives: a and c stay put.
+        let z: SocketAddr = "10.0.0.0:80".parse().unwrap();
+        let next = assign_slots(&[(z, false), (a, false), (c, true)], Some(&prev));
+        assert_eq!(next[0].endpoint, Some(a));
+        assert_eq!(next[1].endpoint, Some(z));
+        assert_eq!(next[2].endpoint, Some(c));
+        assert!(next[2].draining);
+        assert_eq!(next.len(), 8);
+    }
+
+    #[test]
+    fn safe_paths() {
+        assert!(safe_path("x", Path::new("/run/k8slb/haproxy.sock")).is_ok());
+        for bad in ["run/x", "/a b", "/a\nb", "/a/../b", "/a;b", "/a{b"] {
+            assert!(safe_path("x", Path::new(bad)).is_err(), "{bad:?}");
+        }
+    }
+}
