@@ -27,7 +27,7 @@
 //! Ingresses have a `/status` subresource. Adding a kind is one row in `resources.rs`.
 //!
 //! Verbs: get, list (label and field selectors, `limit`/`continue`), watch (`watch=true|1`,
-//! `resourceVersion`, `allowWatchBookmarks`, `timeoutSeconds`), create (`generateName`),
+//! `resourceVersion`, `allowWatchBookmarks`, `timeoutSeconds`, `sendInitialEvents`), create (`generateName`),
 //! update (optimistic concurrency on `metadata.resourceVersion`), patch (merge, strategic
 //! merge, JSON patch, server-side apply), delete (preconditions, finalizers),
 //! deletecollection, `dryRun=All`. Discovery: `/api`, `/apis`, `/api/v1`,
@@ -46,13 +46,14 @@
 //!   are ignored. Pages after the first (`continue`) are read from the current state, not from
 //!   the snapshot of the first page, although they report the first page's resourceVersion;
 //!   a continue token older than the watch history gives 410 Expired, as a compacted one does.
-//! - **Watch.** `sendInitialEvents` (streaming lists) is not supported. Without a
-//!   resourceVersion (or with "0") a watch starts with synthetic ADDED events for every
-//!   matching object. With one, it replays the bounded history ([`Options::history_limit`]
-//!   changes, across all kinds) after it, or sends one ERROR event with a 410 Expired Status
-//!   ("too old resource version") and ends, as the real server does. Bookmarks come every
-//!   [`Options::bookmark_interval`] (default 1 s) instead of about once a minute. Watches
-//!   without `timeoutSeconds` end after 30 minutes.
+//! - **Watch.** Without a resourceVersion (or with "0") a watch starts with synthetic ADDED
+//!   events for every matching object; with `sendInitialEvents=true` these are followed by
+//!   the `k8s.io/initial-events-end` bookmark (streaming lists; `resourceVersionMatch` is
+//!   not checked). With a resourceVersion, the watch replays the bounded history
+//!   ([`Options::history_limit`] changes, across all kinds) after it, or sends one ERROR
+//!   event with a 410 Expired Status ("too old resource version") and ends, as the real
+//!   server does. Bookmarks come every [`Options::bookmark_interval`] (default 1 s) instead
+//!   of about once a minute. Watches without `timeoutSeconds` end after 30 minutes.
 //! - **Field selectors** accept any dotted path into the object (`spec.nodeName`,
 //!   `involvedObject.name`, …) with `=`, `==`, `!=`; the real server allows only a few per
 //!   kind and rejects the rest.

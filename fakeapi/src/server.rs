@@ -429,17 +429,14 @@ async fn resource_request(
                     200,
                 ),
                 Method::PATCH => match patch_type(&content_type) {
-                    Some(ptype) => respond(
-                        lock(&shared.store).patch(
-                            res,
-                            &namespace,
-                            &name,
-                            PatchBody { ptype, body: &body },
-                            sub,
-                            &opts,
-                        ),
-                        200,
-                    ),
+                    Some(ptype) => {
+                        let mut store = lock(&shared.store);
+                        // An apply that creates the object answers 201, like the real one.
+                        let existed = store.get(res, &namespace, &name).is_ok();
+                        let patch = PatchBody { ptype, body: &body };
+                        let result = store.patch(res, &namespace, &name, patch, sub, &opts);
+                        respond(result, if existed { 200 } else { 201 })
+                    }
                     None => error_response(&ApiError::unsupported_media_type(&content_type)),
                 },
                 Method::DELETE if sub == Subresource::Main => {
@@ -463,6 +460,8 @@ async fn resource_request(
 enum Pending {
     Item(WatchItem),
     Bookmark(u64),
+    /// The bookmark that ends the initial events of a streaming list.
+    InitialEventsEnd(u64),
     Error(Value),
 }
 
@@ -509,6 +508,17 @@ impl WatchStream {
                             "metadata": {"resourceVersion": rv.max(self.last_rv).to_string()},
                         }})
                     }
+                    Pending::InitialEventsEnd(rv) => {
+                        let res = &RESOURCES[self.res];
+                        json!({"type": "BOOKMARK", "object": {
+                            "kind": res.kind,
+                            "apiVersion": res.api_version(),
+                            "metadata": {
+                                "resourceVersion": rv.to_string(),
+                                "annotations": {"k8s.io/initial-events-end": "true"},
+                            },
+                        }})
+                    }
                     Pending::Error(status) => json!({"type": "ERROR", "object": status}),
                 };
                 let mut line = serde_json::to_vec(&event).unwrap_or_default();
@@ -547,9 +557,22 @@ fn watch_response(
     let res = filter.res;
     let (tx, rx) = mpsc::unbounded_channel();
     let from = params.get("resourceVersion").map(String::as_str);
-    let opened = lock(&shared.store).watch(filter, from, tx);
+    let initial_sync = from.is_none_or(|rv| rv.is_empty() || rv == "0");
+    let (opened, current_rv) = {
+        let mut store = lock(&shared.store);
+        let opened = store.watch(filter, from, tx);
+        (opened, store.resource_version())
+    };
     let (pending, rx) = match opened {
-        Ok(items) => (items.into_iter().map(Pending::Item).collect(), Some(rx)),
+        Ok(items) => {
+            let mut pending: VecDeque<Pending> = items.into_iter().map(Pending::Item).collect();
+            // Streaming lists (KEP-3157): the synthetic ADDED events end with a bookmark
+            // annotated `k8s.io/initial-events-end` at the resourceVersion they reflect.
+            if initial_sync && flag(params, "sendInitialEvents") {
+                pending.push_back(Pending::InitialEventsEnd(current_rv));
+            }
+            (pending, Some(rx))
+        }
         // Like the real server: 200, one ERROR event carrying the 410 Status, then EOF.
         Err(e) if e.code == 410 => (VecDeque::from([Pending::Error(e.to_status())]), None),
         Err(e) => return error_response(&e),

@@ -332,6 +332,13 @@ async fn server_side_apply_creates_updates_and_conflicts() {
         .filter_map(|m| m.manager.clone())
         .collect();
     assert_eq!(managers, ["k8slb-test"]);
+    let first = fake
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "PATCH")
+        .unwrap();
+    assert_eq!(first.status, 201, "an apply that creates answers 201");
+    assert_eq!(first.param("fieldManager").as_deref(), Some("k8slb-test"));
 
     // Re-applying without `b` removes it (the manager owned it); `a` changes.
     let updated = cms
@@ -654,4 +661,31 @@ async fn watcher_resumes_after_server_goes_away_and_comes_back() {
         .filter(|r| r.path.ends_with("/services") && r.method == "GET" && !r.is_watch())
         .count();
     assert_eq!(lists, 1, "resumed without relisting");
+}
+
+#[tokio::test]
+async fn streaming_list_watcher_gets_initial_events_end() {
+    let fake = FakeApi::start().await;
+    let services: Api<Service> = Api::default_namespaced(client(&fake).await);
+    services
+        .create(&PostParams::default(), &svc("existing", json!({})))
+        .await
+        .unwrap();
+    let config = watcher::Config::default().streaming_lists();
+    let mut events = watcher(services.clone(), config).default_backoff().boxed();
+    assert!(matches!(next(&mut events).await.unwrap(), Event::Init));
+    match next(&mut events).await.unwrap() {
+        Event::InitApply(s) => assert_eq!(s.name_any(), "existing"),
+        other => panic!("expected InitApply, got {other:?}"),
+    }
+    assert!(matches!(next(&mut events).await.unwrap(), Event::InitDone));
+    services
+        .create(&PostParams::default(), &svc("new", json!({})))
+        .await
+        .unwrap();
+    match next(&mut events).await.unwrap() {
+        Event::Apply(s) => assert_eq!(s.name_any(), "new"),
+        other => panic!("expected Apply, got {other:?}"),
+    }
+    assert_eq!(list_requests(&fake), 0, "no list call in streaming mode");
 }
