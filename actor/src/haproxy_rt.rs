@@ -63,6 +63,8 @@ pub fn send(path: &Path, command: &str) -> Result<String, RuntimeError> {
     s.set_write_timeout(Some(SOCKET_TIMEOUT)).map_err(io)?;
     s.write_all(command.as_bytes()).map_err(io)?;
     s.write_all(b"\n").map_err(io)?;
+    // The master CLI keeps the connection open until our side is closed.
+    s.shutdown(std::net::Shutdown::Write).map_err(io)?;
     let mut out = String::new();
     s.read_to_string(&mut out).map_err(io)?;
     Ok(out)

@@ -7,6 +7,7 @@
 //! - [`cmd_render`]: `k8slb-actor render`;
 //! - [`apply`]: render -> check -> atomic swap -> reload -> confirm, debounced;
 //! - [`daemons`]: keepalived, HAProxy and nginx as child processes (the I/O seam);
+//! - [`debug`]: hidden probes for the root tests;
 //! - [`haproxy_rt`]: the HAProxy Runtime API and master CLI client;
 //! - [`vip`]: netlink behind a small trait (interfaces, VIP observation, stale cleanup);
 //! - [`supervise`]: keepalived and the proxy as children, restarted with backoff;
@@ -17,6 +18,7 @@ pub mod admin;
 pub mod apply;
 pub mod cmd_render;
 pub mod daemons;
+pub mod debug;
 pub mod haproxy_rt;
 pub mod render;
 pub mod run;

@@ -1,10 +1,14 @@
 //! `k8slb-actor`: thin main; everything is in the library.
 
 use clap::{Parser, Subcommand};
-use k8slb_actor::{cmd_render, run};
+use k8slb_actor::{cmd_render, debug, run};
 
 #[derive(Debug, Parser)]
-#[command(name = "k8slb-actor", version, about = "k8slb actor: keepalived + HAProxy/nginx on a load-balancer node")]
+#[command(
+    name = "k8slb-actor",
+    version,
+    about = "k8slb actor: keepalived + HAProxy/nginx on a load-balancer node"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -16,12 +20,16 @@ enum Command {
     Run(run::RunArgs),
     /// Render this node's configs from a state file into a directory, and exit.
     Render(cmd_render::RenderArgs),
+    /// Probes for the root tests (netlink, connection loops).
+    #[command(hide = true)]
+    Debug(debug::DebugArgs),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Render(args) => cmd_render::run(args),
+        Command::Debug(args) => debug::run(args),
         Command::Run(args) => tokio::runtime::Runtime::new()
             .map_err(anyhow::Error::from)
             .and_then(|rt| rt.block_on(run::run(args))),

@@ -1,0 +1,441 @@
+//! Root tests of the actor's runtime, each in a network namespace it creates
+//! (`k8slbt-<pid>-<n>`, deleted on drop even on panic), with addresses from 198.18.0.0/15
+//! only. They FAIL (never skip) when not root or when a binary is missing.
+//!
+//! Run: `cargo test -p k8slb-actor --test netns_runtime` (as root; haproxy, keepalived,
+//! iproute2 installed).
+//!
+//! Processes run inside the namespace through `ip netns exec`; the test process itself
+//! never changes namespace. Daemons driven from the library get a wrapper script
+//! (`exec ip netns exec <ns> haproxy "$@"`) as their binary.
+
+use k8slb_actor::admin::Metrics;
+use k8slb_actor::apply::{Applied, Applier, Desired, NodeContext, NodeRenderer, SlotOutcome};
+use k8slb_actor::daemons::{Daemon, DaemonError, DaemonKind, Haproxy, Paths};
+use k8slb_common::state::State;
+use std::cell::Cell;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const ACTOR: &str = env!("CARGO_BIN_EXE_k8slb-actor");
+
+fn require_root_and(bins: &[&str]) {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root (network namespaces, netlink, VRRP); run it as root"
+    );
+    for b in bins {
+        let ok = Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {b}"))
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            ok,
+            "binary `{b}` is missing: apt-get install -y haproxy keepalived nginx iproute2 procps"
+        );
+    }
+}
+
+fn sh(cmd: &str) -> String {
+    let out = Command::new("sh").arg("-c").arg(cmd).output().expect("sh");
+    assert!(
+        out.status.success(),
+        "`{cmd}` failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A network namespace owned by the test.
+struct Netns {
+    name: String,
+}
+
+impl Netns {
+    fn new() -> Self {
+        let name = format!(
+            "k8slbt-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
+        sh(&format!("ip netns add {name}"));
+        let ns = Netns { name };
+        ns.ip("link set lo up");
+        ns
+    }
+    fn ip(&self, args: &str) -> String {
+        sh(&format!("ip -n {} {args}", self.name))
+    }
+    /// A veth pair `a`/`b` inside the namespace, both up, `cidr` on `a`.
+    fn veth(&self, a: &str, b: &str, cidr: &str) {
+        self.ip(&format!("link add {a} type veth peer name {b}"));
+        self.ip(&format!("link set {a} up"));
+        self.ip(&format!("link set {b} up"));
+        self.ip(&format!("addr add {cidr} dev {a}"));
+    }
+    fn cmd(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, program]);
+        c
+    }
+    fn has_addr(&self, ip: &str) -> usize {
+        self.ip("-o addr show")
+            .lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .any(|w| w.starts_with(&format!("{ip}/")))
+            })
+            .count()
+    }
+    /// A script that runs `program` inside the namespace (for daemons driven from the
+    /// library).
+    fn wrapper(&self, dir: &Path, program: &str) -> PathBuf {
+        let p = dir.join(format!("{program}-in-ns"));
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\nexec ip netns exec {} {program} \"$@\"\n",
+                self.name
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // Kill whatever still runs inside, then delete; try everything.
+        if let Ok(out) = Command::new("ip")
+            .args(["netns", "pids", &self.name])
+            .output()
+        {
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = Command::new("kill").args(["-9", pid]).status();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    f()
+}
+
+// ---------------------------------------------------------------------------------
+// interface detection over real netlink
+
+#[test]
+fn netns_interface_detection_longest_prefix() {
+    require_root_and(&["ip"]);
+    let ns = Netns::new();
+    ns.veth("wide0", "wide1", "198.18.0.1/16");
+    ns.veth("narrow0", "narrow1", "198.18.3.1/24");
+    let detect = |ip: &str| {
+        let out = ns
+            .cmd(ACTOR)
+            .args(["debug", "detect", ip])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(
+        detect("198.18.3.77"),
+        "narrow0",
+        "the /24 must win over the /16"
+    );
+    assert_eq!(detect("198.18.200.1"), "wide0");
+    assert_eq!(detect("198.19.0.1"), "", "no interface contains it");
+    let addrs = String::from_utf8(
+        ns.cmd(ACTOR)
+            .args(["debug", "addrs"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert!(addrs.contains("narrow0 198.18.3.1/24"), "{addrs}");
+    assert!(addrs.contains("wide0 198.18.0.1/16"), "{addrs}");
+}
+
+// ---------------------------------------------------------------------------------
+// HAProxy through the apply pipeline, with stand-ins for render and keepalived
+
+/// keepalived stand-in: the seam lets the pipeline run with the proxy only.
+struct NoKeepalived {
+    cfg: PathBuf,
+    up: bool,
+}
+
+impl Daemon for NoKeepalived {
+    fn kind(&self) -> DaemonKind {
+        DaemonKind::Keepalived
+    }
+    fn config_path(&self) -> &Path {
+        &self.cfg
+    }
+    fn check(&self, _: &Path) -> Result<(), DaemonError> {
+        Ok(())
+    }
+    fn start(&mut self) -> Result<(), DaemonError> {
+        self.up = true;
+        Ok(())
+    }
+    fn reload(&mut self) -> Result<(), DaemonError> {
+        Ok(())
+    }
+    fn poll_exit(&mut self) -> Option<String> {
+        None
+    }
+    fn is_running(&self) -> bool {
+        self.up
+    }
+    fn stop(&mut self, _: Duration) {
+        self.up = false;
+    }
+}
+
+/// View = (generation, backend port of s1). Render writes an HAProxy config whose
+/// frontend answers itself (`/` on 8080 returns "gen N") and a backend `be` with one
+/// server `s1`; the runtime diff moves `s1` when only its port changed.
+struct TestRenderer {
+    next: Cell<(u32, u16)>,
+    paths: Paths,
+}
+
+impl NodeRenderer for TestRenderer {
+    type View = (u32, u16);
+    fn view(
+        &self,
+        _: &State,
+        _: &NodeContext,
+        _: Option<&Self::View>,
+    ) -> Result<Self::View, String> {
+        Ok(self.next.get())
+    }
+    fn render(&self, v: &Self::View) -> Result<Desired, String> {
+        let (gen, port) = *v;
+        let proxy = format!(
+            "global\n  stats socket {rt} mode 600 level admin expose-fd listeners\n  pidfile {pid}\n\
+defaults\n  mode http\n  timeout connect 1s\n  timeout client 5s\n  timeout server 5s\n\
+frontend fe\n  bind 198.18.0.1:8080\n  http-request return status 200 content-type text/plain string \"gen {gen}\" if {{ path / }}\n  default_backend be\n\
+backend be\n  server s1 198.18.0.1:{port}\n\
+frontend b1\n  bind 198.18.0.1:9001\n  http-request return status 200 content-type text/plain string one\n\
+frontend b2\n  bind 198.18.0.1:9002\n  http-request return status 200 content-type text/plain string two\n",
+            rt = self.paths.haproxy_runtime_socket().display(),
+            pid = self.paths.haproxy_pid().display(),
+        );
+        let broken = if gen == 999 {
+            "frontend broken\n  no-such-keyword 1\n"
+        } else {
+            ""
+        };
+        Ok(Desired {
+            keepalived: "# none\n".into(),
+            proxy: Some(format!("{proxy}{broken}")),
+        })
+    }
+    fn runtime_diff(&self, old: &Self::View, new: &Self::View) -> Option<Vec<String>> {
+        (old.0 == new.0).then(|| vec![format!("set server be/s1 addr 198.18.0.1 port {}", new.1)])
+    }
+}
+
+fn any_state() -> State {
+    State::from_json(include_str!("fixtures/plain-http.json")).expect("fixture state")
+}
+
+fn haproxy_applier(ns: &Netns, dir: &Path) -> (Applier<TestRenderer>, Arc<Metrics>, Paths) {
+    let paths = Paths::new(dir);
+    let wrapper = ns.wrapper(dir, "haproxy");
+    let metrics = Arc::new(Metrics::new());
+    let mut a = Applier::new(
+        TestRenderer {
+            next: Cell::new((0, 9001)),
+            paths: paths.clone(),
+        },
+        Box::new(NoKeepalived {
+            cfg: dir.join("keepalived.conf"),
+            up: false,
+        }),
+        Some(Box::new(Haproxy::new(wrapper, paths.clone()))),
+        metrics.clone(),
+    );
+    a.min_reload_interval = Duration::ZERO;
+    (a, metrics, paths)
+}
+
+fn get_in(ns: &Netns, addr: &str, path: &str) -> String {
+    let out = ns
+        .cmd(ACTOR)
+        .args(["debug", "get", "--addr", addr, "--path", path])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn netns_haproxy_seamless_reload_refuses_nothing() {
+    require_root_and(&["ip", "haproxy"]);
+    let ns = Netns::new();
+    ns.veth("v0", "v1", "198.18.0.1/24");
+    let dir = tempfile::tempdir().unwrap();
+    let (mut applier, metrics, paths) = haproxy_applier(&ns, dir.path());
+    let state = any_state();
+    let ctx = NodeContext::default();
+
+    let first = applier
+        .apply(&state, &ctx, Instant::now())
+        .expect("first apply");
+    assert!(
+        matches!(
+            first,
+            Applied::Done {
+                proxy: Some(SlotOutcome::Started),
+                ..
+            }
+        ),
+        "{first:?}"
+    );
+    assert!(get_in(&ns, "198.18.0.1:8080", "/").contains("gen 0"));
+
+    let stop = dir.path().join("stop");
+    let client = ns
+        .cmd(ACTOR)
+        .args(["debug", "connect", "--addr", "198.18.0.1:8080", "--until"])
+        .arg(&stop)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    for gen in 1..=20u32 {
+        applier.render_next((gen, 9001));
+        let r = applier
+            .apply(&state, &ctx, Instant::now())
+            .expect("reload apply");
+        assert!(
+            matches!(
+                r,
+                Applied::Done {
+                    proxy: Some(SlotOutcome::Reloaded),
+                    ..
+                }
+            ),
+            "{r:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::fs::write(&stop, "").unwrap();
+    let out = client.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    let counts: Vec<u64> = out
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('=').and_then(|(_, v)| v.parse().ok()))
+        .collect();
+    assert_eq!(counts.len(), 2, "client output: {out}");
+    assert!(counts[0] > 100, "too few successful connections: {out}");
+    assert_eq!(counts[1], 0, "connections failed during reloads: {out}");
+    assert!(get_in(&ns, "198.18.0.1:8080", "/").contains("gen 20"));
+
+    let procs = k8slb_actor::haproxy_rt::show_proc(&paths.haproxy_master_socket()).unwrap();
+    assert_eq!(procs.master_reloads(), 20, "{procs:?}");
+    let text = metrics.encode();
+    assert!(
+        text.contains("k8slb_actor_reloads_total{daemon=\"haproxy\",result=\"ok\"} 21"),
+        "{text}"
+    );
+    applier.stop_proxy(Duration::from_secs(3));
+}
+
+#[test]
+fn netns_haproxy_endpoint_change_over_runtime_api_without_reload() {
+    require_root_and(&["ip", "haproxy"]);
+    let ns = Netns::new();
+    ns.veth("v0", "v1", "198.18.0.1/24");
+    let dir = tempfile::tempdir().unwrap();
+    let (mut applier, metrics, paths) = haproxy_applier(&ns, dir.path());
+    let state = any_state();
+    let ctx = NodeContext::default();
+    applier
+        .apply(&state, &ctx, Instant::now())
+        .expect("first apply");
+    assert!(get_in(&ns, "198.18.0.1:8080", "/x").contains("one"));
+
+    applier.render_next((0, 9002));
+    let r = applier
+        .apply(&state, &ctx, Instant::now())
+        .expect("runtime apply");
+    assert!(
+        matches!(
+            r,
+            Applied::Done {
+                proxy: Some(SlotOutcome::Runtime),
+                ..
+            }
+        ),
+        "{r:?}"
+    );
+    assert!(
+        get_in(&ns, "198.18.0.1:8080", "/x").contains("two"),
+        "the server moved"
+    );
+    let procs = k8slb_actor::haproxy_rt::show_proc(&paths.haproxy_master_socket()).unwrap();
+    assert_eq!(procs.master_reloads(), 0, "no reload: {procs:?}");
+    let on_disk = std::fs::read_to_string(paths.haproxy_cfg()).unwrap();
+    assert!(
+        on_disk.contains("server s1 198.18.0.1:9002"),
+        "the file follows: {on_disk}"
+    );
+    assert!(metrics
+        .encode()
+        .contains("k8slb_actor_runtime_api_updates_total 1"));
+
+    // An invalid config never replaces the running one.
+    applier.render_next((999, 9001));
+    let err = applier.apply(&state, &ctx, Instant::now());
+    assert!(err.is_err(), "an unknown keyword must fail haproxy -c");
+    assert!(std::fs::read_to_string(paths.haproxy_cfg())
+        .unwrap()
+        .contains(":9002"));
+    assert!(metrics
+        .encode()
+        .contains("k8slb_actor_config_check_failures_total{daemon=\"haproxy\"} 1"));
+    assert!(applier.last_error().is_some());
+    assert!(
+        get_in(&ns, "198.18.0.1:8080", "/x").contains("two"),
+        "still serving"
+    );
+    applier.stop_proxy(Duration::from_secs(3));
+}
+
+/// Lets the tests choose the next view of [`TestRenderer`].
+trait RenderNext {
+    fn render_next(&mut self, v: (u32, u16));
+}
+
+impl RenderNext for Applier<TestRenderer> {
+    fn render_next(&mut self, v: (u32, u16)) {
+        self.renderer().next.set(v);
+    }
+}
