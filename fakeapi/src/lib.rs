@@ -81,6 +81,7 @@
 //!   are otherwise stored as sent, unknown fields included.
 //! - **Both Event APIs** (core/v1 and events.k8s.io/v1) are separate stores here; in a real
 //!   cluster they are two views of the same objects.
+//! - PUT never creates: an update of a missing object is 404 NotFound.
 //! - Deletion ignores `gracePeriodSeconds` and `propagationPolicy`; objects with finalizers
 //!   get a `deletionTimestamp` and go away when an update empties `finalizers`.
 //! - Only JSON is served (no protobuf, no CBOR, no Table output, no aggregated discovery).

@@ -141,6 +141,9 @@ struct Watcher {
 pub(crate) struct Store {
     rv: u64,
     serial: u64,
+    /// Services' clusterIPs and nodePorts are handed out in sequence, never reused.
+    cluster_ips: u64,
+    node_ports: u64,
     objects: Vec<BTreeMap<Key, Value>>,
     history: VecDeque<Change>,
     history_limit: usize,
@@ -311,6 +314,8 @@ impl Store {
         Self {
             rv: 1,
             serial: 0,
+            cluster_ips: 0,
+            node_ports: 0,
             objects: RESOURCES.iter().map(|_| BTreeMap::new()).collect(),
             history: VecDeque::new(),
             history_limit: history_limit.max(1),
@@ -944,10 +949,9 @@ impl Store {
         if !obj.get("spec").is_some_and(Value::is_object) {
             obj["spec"] = json!({});
         }
-        let serial = self.serial;
         let mut fresh_ip = || {
-            self.serial += 1;
-            let n = self.serial;
+            self.cluster_ips += 1;
+            let n = self.cluster_ips;
             format!("10.96.{}.{}", (n / 250) % 250, n % 250 + 1)
         };
         let spec = &mut obj["spec"];
@@ -987,7 +991,6 @@ impl Store {
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        let mut next_node_port = 30_000 + (serial % 2_000) as i64;
         if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
             for port in ports.iter_mut().filter(|p| p.is_object()) {
                 if port.get("protocol").is_none() {
@@ -1006,8 +1009,8 @@ impl Store {
                         .and_then(|o| o.get("nodePort"))
                         .cloned()
                         .unwrap_or_else(|| {
-                            next_node_port += 1;
-                            json!(next_node_port)
+                            self.node_ports += 1;
+                            json!(30_000 + self.node_ports % 2_768)
                         });
                     port["nodePort"] = np;
                 }
