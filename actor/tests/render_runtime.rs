@@ -1,0 +1,320 @@
+//! `runtime_diff`: endpoint-only changes become Runtime API commands, anything else a
+//! reload; and the commands are accepted by a real HAProxy (root, network namespace made
+//! by the test, `apt-get install -y haproxy`).
+
+use k8slb_actor::render::{runtime_diff, structural, Renderer, RuntimeCommand};
+use k8slb_actor::view::{view, view_with_previous, NodeView, ProxyKind, ViewOptions};
+use k8slb_common::state::{Endpoint, State};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn fixture(name: &str) -> State {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/{name}.json"));
+    State::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn opts(proxy: ProxyKind) -> ViewOptions {
+    let mut o = ViewOptions::new(proxy);
+    o.interfaces
+        .insert("default".parse().unwrap(), "eth0".parse().unwrap());
+    o
+}
+
+fn web_endpoints(s: &mut State) -> &mut Vec<Endpoint> {
+    &mut s
+        .services
+        .get_mut(&"default/web".parse().unwrap())
+        .unwrap()
+        .ports[0]
+        .endpoints
+}
+
+fn ep(s: &str) -> Endpoint {
+    let a: std::net::SocketAddr = s.parse().unwrap();
+    Endpoint {
+        ip: a.ip(),
+        port: a.port(),
+        draining: false,
+    }
+}
+
+fn views(s1: &State, s2: &State, proxy: ProxyKind) -> (NodeView, NodeView) {
+    let node = "lb-1".parse().unwrap();
+    let o = opts(proxy);
+    let v1 = view(s1, &node, &o).unwrap();
+    let v2 = view_with_previous(s2, &node, &o, Some(&v1)).unwrap();
+    (v1, v2)
+}
+
+#[test]
+fn nothing_changed_is_an_empty_diff() {
+    let s = fixture("plain-http");
+    let (a, b) = views(&s, &s, ProxyKind::Haproxy);
+    assert_eq!(runtime_diff(&a, &b), Some(vec![]));
+    let (a, b) = views(&s, &s, ProxyKind::Nginx);
+    assert_eq!(runtime_diff(&a, &b), Some(vec![]));
+}
+
+#[test]
+fn endpoint_changes_are_runtime_commands() {
+    let s1 = fixture("plain-http");
+    let mut s2 = s1.clone();
+    {
+        let eps = web_endpoints(&mut s2);
+        // 10.1.0.1 leaves, 10.1.0.0 (sorts first) arrives, 10.1.0.2 starts draining,
+        // 10.1.0.3 (draining) is ready again.
+        eps.retain(|e| e.ip.to_string() != "10.1.0.1");
+        eps.insert(0, ep("10.1.0.0:8080"));
+        for e in eps.iter_mut() {
+            e.draining = e.ip.to_string() == "10.1.0.2";
+        }
+    }
+    let (a, b) = views(&s1, &s2, ProxyKind::Haproxy);
+    let cmds: Vec<String> = runtime_diff(&a, &b)
+        .unwrap()
+        .iter()
+        .map(|c| c.to_cli())
+        .collect();
+    assert_eq!(
+        cmds,
+        [
+            // slot 1 (was 10.1.0.1) is reused by the newcomer; 2 and 3 stay where they were.
+            "set server be_default_web_80/s1 addr 10.1.0.0 port 8080",
+            "set weight be_default_web_80/s1 1",
+            "set server be_default_web_80/s1 state ready",
+            "set server be_default_web_80/s2 state drain",
+            "set weight be_default_web_80/s3 1",
+            "set server be_default_web_80/s3 state ready",
+        ]
+    );
+    // The structural parts are equal, and so are the rendered texts of those parts.
+    assert_eq!(structural(&a), structural(&b));
+    let r = Renderer::embedded().unwrap();
+    assert_ne!(r.render(&a).unwrap(), r.render(&b).unwrap());
+    assert_eq!(
+        r.render(&structural(&a)).unwrap(),
+        r.render(&structural(&b)).unwrap()
+    );
+
+    // Removing an endpoint disables its slot.
+    let mut s3 = s2.clone();
+    web_endpoints(&mut s3).retain(|e| e.ip.to_string() != "10.1.0.0");
+    let c = runtime_diff(
+        &b,
+        &view_with_previous(
+            &s3,
+            &"lb-1".parse().unwrap(),
+            &opts(ProxyKind::Haproxy),
+            Some(&b),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        c,
+        vec![RuntimeCommand::Disable {
+            backend: "be_default_web_80".into(),
+            server: "s1".into()
+        }]
+    );
+}
+
+#[test]
+fn structural_changes_need_a_reload() {
+    let s1 = fixture("plain-http");
+    // More endpoints than slots.
+    let mut s2 = s1.clone();
+    *web_endpoints(&mut s2) = (1..=9).map(|i| ep(&format!("10.2.0.{i}:80"))).collect();
+    let (a, b) = views(&s1, &s2, ProxyKind::Haproxy);
+    assert_eq!(b.haproxy.as_ref().unwrap().backends[2].slots.len(), 16);
+    assert_eq!(runtime_diff(&a, &b), None);
+    // A new service.
+    let s3 = fixture("shared-ip");
+    let (a, b) = views(&s1, &s3, ProxyKind::Haproxy);
+    assert_eq!(runtime_diff(&a, &b), None);
+    // nginx has no runtime API: any change reloads.
+    let mut s4 = s1.clone();
+    web_endpoints(&mut s4).push(ep("10.1.0.9:8080"));
+    let (a, b) = views(&s1, &s4, ProxyKind::Nginx);
+    assert_eq!(runtime_diff(&a, &b), None);
+    // Different proxies.
+    let (a, _) = views(&s1, &s1, ProxyKind::Haproxy);
+    let (_, b) = views(&s1, &s1, ProxyKind::Nginx);
+    assert_eq!(runtime_diff(&a, &b), None);
+}
+
+// ---------------------------------------------------------------------------------------
+// Against a real HAProxy.
+
+struct Netns(String);
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+struct Child(std::process::Child);
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn cli(sock: &Path, line: &str) -> String {
+    let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+    s.write_all(format!("{line}\n").as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn real_haproxy_applies_the_commands_without_reload() {
+    assert!(
+        nix::unistd::Uid::effective().is_root(),
+        "this test runs HAProxy in a network namespace and needs root"
+    );
+    let haproxy = ["/usr/sbin/haproxy", "/usr/bin/haproxy"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("haproxy is not installed: run `apt-get install -y haproxy nginx keepalived`");
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(ProxyKind::Haproxy);
+    o.runtime_socket = dir.path().join("hap.sock");
+    o.pid_file = dir.path().join("hap.pid");
+    let node = "lb-1".parse().unwrap();
+    let mut s1 = fixture("plain-http");
+    // No chroot/user switch in the test process tree.
+    s1.config.haproxy.global.retain(|l| {
+        !["chroot", "user", "group"]
+            .iter()
+            .any(|w| l.as_str().starts_with(w))
+    });
+    let v1 = view(&s1, &node, &o).unwrap();
+    let cfg = dir.path().join("haproxy.cfg");
+    std::fs::write(
+        &cfg,
+        Renderer::embedded()
+            .unwrap()
+            .render(&v1)
+            .unwrap()
+            .proxy
+            .unwrap(),
+    )
+    .unwrap();
+
+    let ns = Netns(format!("k8slbrr{}", std::process::id()));
+    assert!(Command::new("ip")
+        .args(["netns", "add", &ns.0])
+        .status()
+        .unwrap()
+        .success());
+    assert!(Command::new("ip")
+        .args(["-n", &ns.0, "link", "set", "lo", "up"])
+        .status()
+        .unwrap()
+        .success());
+    assert!(Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.0,
+            "sysctl",
+            "-qw",
+            "net.ipv4.ip_nonlocal_bind=1"
+        ])
+        .status()
+        .unwrap()
+        .success());
+    let child = Child(
+        Command::new("ip")
+            .args(["netns", "exec", &ns.0, haproxy, "-W", "-db", "-f"])
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let t0 = Instant::now();
+    while !o.runtime_socket.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "haproxy did not open its socket"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let workers_before = cli(&o.runtime_socket, "show info");
+
+    let mut s2 = s1.clone();
+    {
+        let eps = web_endpoints(&mut s2);
+        eps.retain(|e| e.ip.to_string() != "10.1.0.1");
+        eps.push(ep("[fd00::7]:8080"));
+        for e in eps.iter_mut() {
+            e.draining = e.ip.to_string() == "10.1.0.2";
+        }
+    }
+    let v2 = view_with_previous(&s2, &node, &o, Some(&v1)).unwrap();
+    let cmds = runtime_diff(&v1, &v2).unwrap();
+    assert!(!cmds.is_empty());
+    for c in &cmds {
+        let out = cli(&o.runtime_socket, &c.to_cli());
+        assert!(
+            !out.contains("rror")
+                && !out.contains("No such")
+                && !out.contains("Unknown")
+                && !out.contains("Require"),
+            "{} -> {out}",
+            c.to_cli()
+        );
+    }
+    let state = cli(&o.runtime_socket, "show servers state be_default_web_80");
+    // srv_name srv_addr ... srv_admin_state(7th) ... srv_uweight(8th) ...; srv_port is the 19th.
+    let rows: Vec<Vec<&str>> = state
+        .lines()
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()) && l.contains("be_default_web_80 "))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let slot = |name: &str| rows.iter().find(|r| r[3] == name).unwrap().clone();
+    let v2hp = v2.haproxy.as_ref().unwrap();
+    let be = v2hp
+        .backends
+        .iter()
+        .find(|b| b.name == "be_default_web_80")
+        .unwrap();
+    for (i, sl) in be.slots.iter().enumerate() {
+        let r = slot(&format!("s{}", i + 1));
+        if let Some(ep) = sl.endpoint {
+            assert_eq!(r[4], ep.ip().to_string(), "s{} address", i + 1);
+            assert_eq!(r[18], ep.port().to_string(), "s{} port", i + 1);
+            // admin state: 0 = ready, 8 = drain (SRV_ADMF_DRAIN), bits 1/2 = maint.
+            let admin: u32 = r[6].parse().unwrap();
+            assert_eq!(admin & 0x3, 0, "s{} still in maintenance: {r:?}", i + 1);
+            assert_eq!(
+                admin & 0x8 != 0,
+                sl.draining,
+                "s{} drain flag: {r:?}",
+                i + 1
+            );
+            if !sl.draining {
+                assert_eq!(r[7], "1", "s{} weight: {r:?}", i + 1);
+            }
+        } else {
+            let admin: u32 = r[6].parse().unwrap();
+            assert_ne!(admin & 0x3, 0, "empty s{} not in maintenance: {r:?}", i + 1);
+        }
+    }
+    // No reload happened: same process, same worker generation.
+    let workers_after = cli(&o.runtime_socket, "show info");
+    let pid = |s: &str| {
+        s.lines()
+            .find(|l| l.starts_with("Pid:"))
+            .map(str::to_string)
+    };
+    assert_eq!(pid(&workers_before), pid(&workers_after));
+    drop(child);
+}
