@@ -182,6 +182,26 @@ pub fn cleanup_stale() -> Vec<String> {
     errors
 }
 
+/// Raises this process's open-files limit (inherited by everything the lab starts) to
+/// what container runtimes give pods (1048576), so the daemons see the limits they would
+/// see in a DaemonSet rather than this shell's. Best effort.
+fn raise_nofile() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    const POD_NOFILE: u64 = 1_048_576;
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < POD_NOFILE || hard < POD_NOFILE {
+            let nr_open = fs::read_to_string("/proc/sys/fs/nr_open")
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .unwrap_or(POD_NOFILE);
+            let target = POD_NOFILE.min(nr_open).max(hard);
+            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, target, target) {
+                eprintln!("lab: cannot raise RLIMIT_NOFILE to {target}: {e}");
+            }
+        }
+    }
+}
+
 fn netns_exists(ns: &str) -> bool {
     Path::new("/run/netns").join(ns).exists()
 }
@@ -230,6 +250,7 @@ impl Lab {
         for e in cleanup_stale() {
             eprintln!("lab: stale cleanup: {e}");
         }
+        raise_nofile();
         let id = short_id();
         let dir = runs_root().join(format!("{name}-{id}"));
         fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;

@@ -12,3 +12,5 @@ pub mod traffic;
 pub mod wait;
 
 pub use lab::{Lab, ProcId, Role};
+pub mod objects;
+pub mod system;

@@ -152,21 +152,28 @@ pub fn start_probe(
     )
 }
 
-/// Starts a steady load of `rate` requests per second for at most `max`.
+/// A steady load: `rate` requests per second in total over `concurrency` workers, for at
+/// most `max`.
+#[derive(Debug, Clone, Copy)]
+pub struct Steady {
+    pub rate: f64,
+    pub concurrency: usize,
+    pub max: Duration,
+}
+
+/// Starts a steady load in the background (stop it with [`Background::stop_load`]).
 pub fn start_load(
     lab: &mut Lab,
     host: &str,
     name: &str,
     proto: Proto,
     target: SocketAddr,
-    rate: f64,
-    concurrency: usize,
-    max: Duration,
+    steady: Steady,
 ) -> Result<Background> {
     let t = target.to_string();
-    let r = rate.to_string();
-    let c = concurrency.to_string();
-    let d = max.as_millis().to_string();
+    let r = steady.rate.to_string();
+    let c = steady.concurrency.to_string();
+    let d = steady.max.as_millis().to_string();
     spawn_client(
         lab,
         host,
@@ -219,10 +226,12 @@ impl Background {
 
 /// Ports every lab backend listens on (on its own address, v4 and v6).
 pub const HTTP_PORT: u16 = 8080;
+/// Also served as plain HTTP, so the seed README's `targetPort: 80` / `443` work as written.
+pub const HTTP_EXTRA_PORTS: [u16; 2] = [80, 443];
 pub const TCP_PORT: u16 = 9000;
 pub const UDP_PORT: u16 = 9001;
 
-/// Starts lab-backend on a backend host: HTTP on 8080, TCP echo on 9000, UDP echo on
+/// Starts lab-backend on a backend host: HTTP on 8080 (and 80, 443), TCP echo on 9000, UDP echo on
 /// 9001, on its v4 and v6 addresses, answering with the host's name.
 pub fn start_backend(lab: &mut Lab, host: &str) -> Result<ProcId> {
     let bin = bins::locate("lab-backend")?;
@@ -231,6 +240,9 @@ pub fn start_backend(lab: &mut Lab, host: &str) -> Result<ProcId> {
     let mut args: Vec<String> = vec![bin, "--name".into(), host.into()];
     for ip in [h.v4.to_string(), format!("[{}]", h.v6)] {
         args.extend(["--http".into(), format!("{ip}:{HTTP_PORT}")]);
+        for p in HTTP_EXTRA_PORTS {
+            args.extend(["--http".into(), format!("{ip}:{p}")]);
+        }
         args.extend(["--tcp".into(), format!("{ip}:{TCP_PORT}")]);
         args.extend(["--udp".into(), format!("{ip}:{UDP_PORT}")]);
     }

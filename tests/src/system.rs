@@ -1,0 +1,445 @@
+//! A whole k8slb deployment in a lab: the real `k8slb-watcher` on the files source, the real
+//! `k8slb-actor` (with keepalived and HAProxy / nginx) on every LB node, lab-backend on
+//! every backend host, and a client.
+//!
+//! Addresses (all on one bridge):
+//!
+//! | host | eth0 | extra |
+//! |---|---|---|
+//! | client | 198.18.0.2/24, fd00:18::2/64 | 198.18.1.2/24, 198.18.2.2/24 |
+//! | lbN | 198.18.0.1N/24, fd00:18::1N/64 | 198.18.2.1N/24; `em1`: 198.18.1.1N/24 |
+//! | beN | 198.18.0.2N/24, fd00:18::2N/64 | |
+//!
+//! Pools (the seed README's, moved into the lab's ranges): `default` 198.18.0.0/24
+//! (range .100-.120), `external` 198.18.1.0/24 on interface `em1` (range .50-.74),
+//! `public` 198.18.2.0/24 (range .50-.74), `ipv6` fd00:18::/64 (range fd00:18::101:0/112).
+
+use crate::bins;
+use crate::lab::{Lab, ProcId, Role};
+use crate::traffic::{self, Proto};
+use crate::wait;
+use anyhow::{bail, Context, Result};
+use k8slb_common::state::State;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The actor's admin address inside each LB node's namespace.
+pub const ADMIN_ADDR: &str = "127.0.0.1:9901";
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub name: String,
+    pub lbs: usize,
+    pub backends: usize,
+    /// `haproxy`, `nginx` or `kubeproxy`.
+    pub proxy: String,
+    /// keepalived advertisement interval in seconds (`keepalived.advertInt`).
+    pub advert_int: f64,
+    /// Merged (shallowly, per top-level key) into the default global config.
+    pub config_extra: Value,
+    /// Start the watcher (and wait for the first state).
+    pub start_watcher: bool,
+}
+
+impl Options {
+    pub fn new(name: &str) -> Options {
+        Options {
+            name: name.into(),
+            lbs: 2,
+            backends: 2,
+            proxy: "haproxy".into(),
+            advert_int: 0.1,
+            config_extra: json!({}),
+            start_watcher: true,
+        }
+    }
+    pub fn proxy(mut self, p: &str) -> Self {
+        self.proxy = p.into();
+        self
+    }
+    pub fn lbs(mut self, n: usize) -> Self {
+        self.lbs = n;
+        self
+    }
+    pub fn backends(mut self, n: usize) -> Self {
+        self.backends = n;
+        self
+    }
+    pub fn advert_int(mut self, s: f64) -> Self {
+        self.advert_int = s;
+        self
+    }
+}
+
+pub struct System {
+    pub lab: Lab,
+    pub opts: Options,
+    pub objects_dir: PathBuf,
+    pub state_path: PathBuf,
+    pub cert_dir: PathBuf,
+    tmp_dir: PathBuf,
+    pub watcher: Option<ProcId>,
+    pub actors: BTreeMap<String, ProcId>,
+    pub backends: BTreeMap<String, ProcId>,
+}
+
+/// The lab's pools (see the module docs).
+pub fn default_config(advert_int: f64) -> Value {
+    json!({
+        "pools": {
+            "default": {"network": "198.18.0.0/24", "range": "198.18.0.100-198.18.0.120"},
+            "external": {"network": "198.18.1.0/24", "range": "198.18.1.50-198.18.1.74", "interface": "em1"},
+            "public": {"network": "198.18.2.0/24", "range": "198.18.2.50-198.18.2.74"},
+            "ipv6": {"network": "fd00:18::/64", "range": "fd00:18::101:0/112"}
+        },
+        "keepalived": {"advertInt": advert_int}
+    })
+}
+
+impl System {
+    /// Builds the lab and starts everything; returns once the watcher has published a
+    /// state and every actor answers `/readyz`.
+    pub fn start(opts: Options) -> Result<System> {
+        // Fail early, with the fix, when something is missing.
+        let watcher_bin = bins::locate("k8slb-watcher")?;
+        let actor_bin = bins::locate("k8slb-actor")?;
+        bins::locate("lab-backend")?;
+        bins::locate("lab-client")?;
+        bins::system("keepalived")?;
+        match opts.proxy.as_str() {
+            "haproxy" => drop(bins::system("haproxy")?),
+            "nginx" => drop(bins::system("nginx")?),
+            _ => {}
+        }
+        bins::system("curl")?;
+
+        let mut lab = Lab::new(&opts.name)?;
+        lab.add_host("client", Role::Client, 2)?;
+        lab.add_addr("client", "eth0", "198.18.1.2/24")?;
+        lab.add_addr("client", "eth0", "198.18.2.2/24")?;
+        for i in 1..=opts.lbs {
+            let name = format!("lb{i}");
+            let idx = 10 + i as u8;
+            lab.add_host(&name, Role::Lb, idx)?;
+            lab.add_addr(&name, "eth0", &format!("198.18.2.{idx}/24"))?;
+            lab.add_link(&name, "em1", &format!("{name}e"))?;
+            lab.add_addr(&name, "em1", &format!("198.18.1.{idx}/24"))?;
+        }
+        for i in 1..=opts.backends {
+            lab.add_host(&format!("be{i}"), Role::Backend, 20 + i as u8)?;
+        }
+
+        let objects_dir = lab.dir.join("objects");
+        let tmp_dir = lab.dir.join("tmp");
+        let cert_dir = lab.dir.join("certs");
+        for d in [&objects_dir, &tmp_dir, &cert_dir] {
+            std::fs::create_dir_all(d)?;
+        }
+        let example = bins::repo_root().join("etc-certs-example");
+        for pool in ["default", "external", "public", "ipv6"] {
+            for ext in ["pem", "key"] {
+                std::fs::copy(
+                    example.join(format!("default.{ext}")),
+                    cert_dir.join(format!("{pool}.{ext}")),
+                )
+                .with_context(|| {
+                    format!("copying the example certificate from {}", example.display())
+                })?;
+            }
+        }
+        let state_path = lab.dir.join("state.json");
+        let mut sys = System {
+            lab,
+            opts: opts.clone(),
+            objects_dir,
+            state_path,
+            cert_dir,
+            tmp_dir,
+            watcher: None,
+            actors: BTreeMap::new(),
+            backends: BTreeMap::new(),
+        };
+
+        for i in 1..=opts.backends {
+            let name = format!("be{i}");
+            let p = traffic::start_backend(&mut sys.lab, &name)?;
+            sys.backends.insert(name, p);
+        }
+
+        let mut config = default_config(opts.advert_int);
+        if let Value::Object(extra) = &opts.config_extra {
+            for (k, v) in extra {
+                config[k] = v.clone();
+            }
+        }
+        sys.apply("configmap-global", &crate::objects::global_config(&config))?;
+        for i in 1..=opts.lbs {
+            let name = format!("lb{i}");
+            let h = sys.lab.host(&name).clone();
+            sys.apply(
+                &format!("node-{name}"),
+                &crate::objects::node(&name, &[h.v4.into(), h.v6.into()], true),
+            )?;
+        }
+
+        if opts.start_watcher {
+            let w = watcher_bin.to_string_lossy().into_owned();
+            let src = format!("files:{}", sys.objects_dir.display());
+            let out = format!("file:{}", sys.state_path.display());
+            let certs = sys.cert_dir.to_string_lossy().into_owned();
+            let p = sys.lab.spawn_in(
+                "client",
+                "watcher",
+                &[
+                    &w,
+                    "run",
+                    "--source",
+                    &src,
+                    "--state-out",
+                    &out,
+                    "--proxy",
+                    &opts.proxy,
+                    "--cert-path",
+                    &certs,
+                ],
+            )?;
+            sys.watcher = Some(p);
+            let path = sys.state_path.clone();
+            wait::until(Duration::from_secs(20), || Ok(path.exists()))
+                .with_context(|| format!("the watcher wrote no state to {}", path.display()))?;
+        }
+        let _ = actor_bin;
+        for i in 1..=opts.lbs {
+            sys.start_actor(&format!("lb{i}"))?;
+        }
+        for i in 1..=opts.lbs {
+            sys.wait_ready(&format!("lb{i}"), Duration::from_secs(30))?;
+        }
+        Ok(sys)
+    }
+
+    /// Starts (or restarts) the actor on an LB node.
+    pub fn start_actor(&mut self, node: &str) -> Result<ProcId> {
+        let bin = bins::locate("k8slb-actor")?.to_string_lossy().into_owned();
+        let state = format!("file:{}", self.state_path.display());
+        let work = self.lab.dir.join(format!("{node}-work"));
+        std::fs::create_dir_all(&work)?;
+        let work = work.to_string_lossy().into_owned();
+        let p = self.lab.spawn_in_env(
+            node,
+            "actor",
+            &[
+                &bin,
+                "run",
+                "--state",
+                &state,
+                "--node",
+                node,
+                "--proxy",
+                &self.opts.proxy,
+                "--work-dir",
+                &work,
+                "--admin-addr",
+                ADMIN_ADDR,
+            ],
+            &[("RUST_LOG", "info")],
+        )?;
+        self.actors.insert(node.to_string(), p);
+        Ok(p)
+    }
+
+    /// Waits until the actor on `node` answers `/readyz` with 200.
+    pub fn wait_ready(&mut self, node: &str, timeout: Duration) -> Result<()> {
+        let url = format!("http://{ADMIN_ADDR}/readyz");
+        let p = self.actors[node];
+        let deadline = Instant::now() + timeout;
+        loop {
+            let out = self.lab.run_in(node, &["curl", "-sf", "-m", "1", &url])?;
+            if out.status.success() {
+                return Ok(());
+            }
+            if !self.lab.running(p) {
+                bail!(
+                    "the actor on {node} exited:\n{}",
+                    tail(&self.lab.log(p), 30)
+                );
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "the actor on {node} was not ready after {timeout:?}:\n{}",
+                    tail(&self.lab.log(p), 30)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Writes an object file into the watched directory, atomically (rename).
+    pub fn apply(&self, file_stem: &str, object: &Value) -> Result<()> {
+        let text = serde_json::to_string_pretty(object)?;
+        self.apply_text(&format!("{file_stem}.yaml"), &text)
+    }
+
+    /// Writes a file (YAML, possibly several documents) into the watched directory,
+    /// atomically.
+    pub fn apply_text(&self, file_name: &str, text: &str) -> Result<()> {
+        let tmp = self.tmp_dir.join(file_name);
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, self.objects_dir.join(file_name))?;
+        Ok(())
+    }
+
+    pub fn delete(&self, file_stem: &str) -> Result<()> {
+        std::fs::remove_file(self.objects_dir.join(format!("{file_stem}.yaml")))?;
+        Ok(())
+    }
+
+    /// Applies a Service and its EndpointSlice (all backends, ready).
+    pub fn apply_service(&self, svc: &crate::objects::Svc) -> Result<()> {
+        let addrs = self.backend_ips();
+        self.apply(
+            &format!("eps-{}-{}", svc.namespace, svc.name),
+            &svc.endpoints(&format!("{}-1", svc.name), &addrs),
+        )?;
+        self.apply(
+            &format!("svc-{}-{}", svc.namespace, svc.name),
+            &svc.to_value(),
+        )
+    }
+
+    pub fn backend_ips(&self) -> Vec<IpAddr> {
+        self.backends
+            .keys()
+            .map(|b| IpAddr::V4(self.lab.host(b).v4))
+            .collect()
+    }
+
+    pub fn lb_nodes(&self) -> Vec<String> {
+        self.actors.keys().cloned().collect()
+    }
+
+    /// The current published state.
+    pub fn state(&self) -> Result<State> {
+        let text = std::fs::read_to_string(&self.state_path)?;
+        Ok(State::from_json(&text)?)
+    }
+
+    /// Waits until the state gives `key` (`ns/name`) its IPs; returns them.
+    pub fn wait_ips(&self, key: &str, timeout: Duration) -> Result<Vec<IpAddr>> {
+        let mut ips = Vec::new();
+        wait::until(timeout, || {
+            let s = self.state()?;
+            match s.services.iter().find(|(k, _)| k.to_string() == key) {
+                Some((_, st)) if !st.ips.is_empty() => {
+                    ips = st.ips.clone();
+                    Ok(true)
+                }
+                _ => Ok(false),
+            }
+        })
+        .with_context(|| {
+            format!(
+                "service {key} got no IP; state problems: {:?}",
+                self.state().map(|s| s.problems).unwrap_or_default()
+            )
+        })?;
+        Ok(ips)
+    }
+
+    /// Waits until one request through `target` succeeds from the client.
+    pub fn wait_serving(&self, proto: Proto, target: SocketAddr, timeout: Duration) -> Result<()> {
+        let mut last = String::new();
+        wait::until(timeout, || {
+            let r = traffic::load_args(
+                &self.lab,
+                "client",
+                proto,
+                target,
+                &["-n", "1", "--timeout-ms", "500"],
+            )?;
+            last = format!("{:?}", r.errors);
+            Ok(r.ok == 1)
+        })
+        .with_context(|| format!("{target} ({proto:?}) never answered; last errors {last}"))
+    }
+
+    /// The LB nodes that carry `ip` now.
+    pub fn holders(&self, ip: IpAddr) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for n in self.actors.keys() {
+            if self.lab.addrs(n)?.contains(&ip) {
+                out.push(n.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Waits until exactly one LB node carries `ip`; returns it.
+    pub fn wait_one_holder(&self, ip: IpAddr, timeout: Duration) -> Result<String> {
+        let mut holder = String::new();
+        let mut seen = Vec::new();
+        wait::until(timeout, || {
+            seen = self.holders(ip)?;
+            if seen.len() == 1 {
+                holder = seen[0].clone();
+                return Ok(true);
+            }
+            Ok(false)
+        })
+        .with_context(|| format!("{ip} is not on exactly one LB node (on {seen:?})"))?;
+        Ok(holder)
+    }
+
+    /// The actor's Prometheus metrics on `node`.
+    pub fn metrics(&self, node: &str) -> Result<String> {
+        self.lab.check_in(
+            node,
+            &[
+                "curl",
+                "-sf",
+                "-m",
+                "2",
+                &format!("http://{ADMIN_ADDR}/metrics"),
+            ],
+        )
+    }
+
+    /// HAProxy reloads done by the actor on `node` (`k8slb_actor_reloads_total` of
+    /// daemon haproxy, every result).
+    pub fn haproxy_reloads(&self, node: &str) -> Result<u64> {
+        Ok(sum_metric(
+            &self.metrics(node)?,
+            "k8slb_actor_reloads_total",
+            "daemon=\"haproxy\"",
+        ))
+    }
+
+    /// PIDs of the processes called `comm` inside a host's namespace.
+    pub fn pids_named(&self, host: &str, comm: &str) -> Result<Vec<i32>> {
+        let out = crate::lab::sh(&["ip", "netns", "pids", &self.lab.host(host).ns])?;
+        Ok(out
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == comm)
+            })
+            .collect())
+    }
+}
+
+/// Sums the samples of `metric` whose labels contain `label_filter`.
+pub fn sum_metric(text: &str, metric: &str, label_filter: &str) -> u64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.starts_with(metric) && l.contains(label_filter))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
