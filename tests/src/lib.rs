@@ -13,4 +13,5 @@ pub mod wait;
 
 pub use lab::{Lab, ProcId, Role};
 pub mod objects;
+pub mod seed;
 pub mod system;
