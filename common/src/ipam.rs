@@ -566,13 +566,10 @@ impl RangeSet {
                 e = e.max(pe);
             }
         }
-        // Ranges starting inside [s, e+1] overlap or touch: absorb them. Only the last one
-        // can reach past `e`.
-        let absorbed: Vec<(u128, u128)> = map
-            .range(s..=e.saturating_add(1))
-            .map(|(&a, &b)| (a, b))
-            .collect();
-        for (a, b) in absorbed {
+        // Ranges starting inside [s, e+1] (the predecessor included, when merged) overlap
+        // or touch: absorb them. Only the last one can reach past `e`. Re-seeking costs
+        // O(log n) per absorbed range and never allocates.
+        while let Some((&a, &b)) = map.range(s..=e.saturating_add(1)).next() {
             map.remove(&a);
             e = e.max(b);
         }
@@ -588,18 +585,20 @@ impl RangeSet {
     pub fn remove_range(&mut self, r: IpRange) {
         let (v4, s, e) = r.raw();
         let map = self.map_mut(v4);
-        let mut touched: Vec<(u128, u128)> = Vec::new();
+        // A range starting before `s` that reaches it: keep its head, and its tail if it
+        // reaches past `e`.
         if let Some((&ps, &pe)) = map.range(..s).next_back() {
             if pe >= s {
-                touched.push((ps, pe));
+                map.insert(ps, s - 1);
+                if pe > e {
+                    map.insert(e + 1, pe);
+                }
             }
         }
-        touched.extend(map.range(s..=e).map(|(&a, &b)| (a, b)));
-        for (a, b) in touched {
+        // Ranges starting inside [s, e]: drop them, keeping a tail past `e` (keys inserted
+        // here are > e, so the loop ends).
+        while let Some((&a, &b)) = map.range(s..=e).next() {
             map.remove(&a);
-            if a < s {
-                map.insert(a, s - 1);
-            }
             if b > e {
                 map.insert(e + 1, b);
             }
