@@ -10,7 +10,7 @@
 //! - keepalived: `keepalived -n -l -D -G -P -f <cfg> -p <pid> -r <vrrp pid>` (foreground,
 //!   log to the console, VRRP only); check `keepalived -t -f <file>`; reload `SIGHUP`,
 //!   confirmed by the parent and the VRRP child being alive afterwards.
-//! - HAProxy: master-worker, `haproxy -W -db -S <master sock> -f <cfg> -p <pid>`; the
+//! - HAProxy: master-worker, `haproxy -W -db -S <master sock> -f <cfg>`; the
 //!   master is our child; check `haproxy -c -q -f <file>`; reload `SIGUSR2` to the master
 //!   (listening sockets are handed to the new worker), confirmed on the master CLI by
 //!   `show proc`: a new current worker. Endpoint changes go to the Runtime API socket
@@ -508,9 +508,8 @@ impl Daemon for Haproxy {
         cmd.args(["-W", "-db", "-S"])
             .arg(&sock)
             .arg("-f")
-            .arg(&self.cfg)
-            .arg("-p")
-            .arg(self.paths.haproxy_pid());
+            .arg(&self.cfg);
+        // The pid file is the config's `pidfile` (rendered as `Paths::haproxy_pid`).
         self.child.spawn(DaemonKind::Haproxy, &mut cmd)?;
         let up = wait_for(CONFIRM_TIMEOUT, || {
             if !self.child.alive() {

@@ -439,3 +439,219 @@ impl RenderNext for Applier<TestRenderer> {
         self.renderer().next.set(v);
     }
 }
+
+// ---------------------------------------------------------------------------------
+// the whole actor: stale VIP cleanup before keepalived, restart after SIGKILL, SIGTERM
+
+fn actor_state() -> String {
+    r#"{
+  "version": 1,
+  "config": {
+    "pools": {
+      "default": { "network": "198.18.5.0/24", "prefixLen": 24, "family": "v4", "first": "198.18.5.0" }
+    },
+    "keepalived": { "advertIntMs": 100, "unicast": false, "preempt": false, "emailServerTimeoutS": 30, "garpRepeat": 1, "garpMasterDelayS": 1 },
+    "haproxy": { "global": [], "defaults": ["timeout connect 1s", "timeout client 5s", "timeout server 5s"], "tcpfront": [], "httpfront": [], "tcpback": [], "httpback": [] },
+    "nginx": { "global": [], "http": [], "proxy": [], "upstream": [], "stream": [] },
+    "certPath": "/etc/certs"
+  },
+  "nodes": { "n1": { "addresses": ["198.18.5.2"] } },
+  "instances": [
+    { "vrid": 51, "name": "k8slb_default_51", "pool": "default", "family": "v4",
+      "members": [ { "node": "n1", "priority": 150 } ], "vips": ["198.18.5.10"] }
+  ],
+  "vips": { "198.18.5.10": { "pool": "default", "vrid": 51, "owner": "n1", "services": ["default/web"] } },
+  "services": {
+    "default/web": { "ips": ["198.18.5.10"], "pool": "default", "ipMode": "Proxy",
+      "ports": [ { "protocol": "TCP", "port": 8080, "mode": "tcp", "tls": false, "redirect": false,
+        "backendTls": false, "check": false, "stickiness": "none", "stickinessTimeoutS": 10800,
+        "sourceRanges": [], "endpoints": [ { "ip": "198.18.5.2", "port": 9001 } ] } ] }
+  },
+  "problems": []
+}
+"#
+    .to_string()
+}
+
+struct ActorProc {
+    child: std::process::Child,
+    log: PathBuf,
+}
+
+/// The embedded templates, with keepalived's `track_process` off: it needs the kernel's
+/// process-events connector, which only exists in the initial network namespace
+/// ("Failed to set/clear process event listen"), so inside a test namespace every
+/// instance would stay in FAULT.
+fn test_templates(dir: &Path) -> PathBuf {
+    let t = dir.join("templates");
+    std::fs::create_dir_all(&t).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../templates");
+    for f in [
+        "keepalived.conf.tera",
+        "haproxy.cfg.tera",
+        "nginx.conf.tera",
+    ] {
+        let text = std::fs::read_to_string(root.join(f)).unwrap();
+        let text = text.replace("if ka.track_process %}", "if false %}");
+        std::fs::write(t.join(f), text).unwrap();
+    }
+    t
+}
+
+fn start_actor(ns: &Netns, dir: &Path, log_name: &str) -> ActorProc {
+    let log = dir.join(log_name);
+    let templates = test_templates(dir);
+    let f = std::fs::File::create(&log).unwrap();
+    let child = ns
+        .cmd(ACTOR)
+        .args([
+            "run",
+            "--node",
+            "n1",
+            "--admin-addr",
+            "127.0.0.1:9254",
+            "--min-reload-interval-ms",
+            "100",
+        ])
+        .arg("--state")
+        .arg(format!("file:{}", dir.join("state.json").display()))
+        .arg("--work-dir")
+        .arg(dir.join("work"))
+        .arg("--templates")
+        .arg(templates)
+        .env("NO_COLOR", "1")
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .spawn()
+        .unwrap();
+    ActorProc { child, log }
+}
+
+impl ActorProc {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+fn pid_of(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+#[test]
+fn netns_actor_cleans_stale_vip_before_keepalived_and_releases_on_sigterm() {
+    require_root_and(&["ip", "haproxy", "keepalived"]);
+    let ns = Netns::new();
+    ns.veth("eth0", "peer0", "198.18.5.2/24");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("state.json"), actor_state()).unwrap();
+
+    // 1. first run: keepalived becomes MASTER and holds the VIP; ready.
+    let mut a = start_actor(&ns, dir.path(), "actor1.log");
+    assert!(
+        wait_until(Duration::from_secs(20), || ns.has_addr("198.18.5.10") == 1),
+        "VIP never arrived; actor log:\n{}",
+        a.log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || get_in(
+            &ns,
+            "127.0.0.1:9254",
+            "/readyz"
+        )
+        .contains(" 200 ")),
+        "not ready; log:\n{}",
+        a.log()
+    );
+    let metrics = get_in(&ns, "127.0.0.1:9254", "/metrics");
+    assert!(metrics.contains("k8slb_actor_reloads_total"), "{metrics}");
+    assert!(dir.path().join("work/last-state.json").exists());
+
+    // 2. unclean exit: the actor and keepalived are SIGKILLed, the VIP stays behind.
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let work = dir.path().join("work");
+    // The VRRP child first: it would release the VIPs when its parent dies.
+    for f in ["keepalived-vrrp.pid", "keepalived.pid"] {
+        if let Some(pid) = pid_of(&work.join(f)) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        ns.has_addr("198.18.5.10"),
+        1,
+        "precondition: the VIP is left behind"
+    );
+
+    // 3. restart with the source unavailable: it starts from last-state.json, removes the
+    //    stale VIP BEFORE keepalived starts, and keepalived takes it again (exactly once).
+    std::fs::remove_file(dir.path().join("state.json")).unwrap();
+    let mut b = start_actor(&ns, dir.path(), "actor2.log");
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            let l = b.log();
+            l.contains("daemon=keepalived")
+                && l.contains("started")
+                && ns.has_addr("198.18.5.10") == 1
+        }),
+        "no keepalived start / VIP after restart; log:\n{}",
+        b.log()
+    );
+    let log = b.log();
+    let removed = log
+        .find("removed VIP")
+        .unwrap_or_else(|| panic!("stale VIP not removed; log:\n{log}"));
+    let ka_started = log
+        .lines()
+        .scan(0usize, |off, l| {
+            let here = *off;
+            *off += l.len() + 1;
+            Some((here, l))
+        })
+        .find(|(_, l)| l.contains("keepalived") && l.contains("started"))
+        .map(|(o, _)| o)
+        .unwrap();
+    assert!(
+        removed < ka_started,
+        "the stale VIP must go before keepalived starts; log:\n{log}"
+    );
+    assert!(
+        log.contains("starting from the last applied state"),
+        "{log}"
+    );
+    assert_eq!(
+        ns.has_addr("198.18.5.2"),
+        1,
+        "the node's own address inside the pool network is kept"
+    );
+
+    // 4. SIGTERM: exit 0, the VIP is released.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(b.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let mut status = None;
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            status = b.child.try_wait().unwrap();
+            status.is_some()
+        }),
+        "actor did not exit on SIGTERM; log:\n{}",
+        b.log()
+    );
+    assert!(
+        status.unwrap().success(),
+        "exit status {status:?}; log:\n{}",
+        b.log()
+    );
+    assert_eq!(
+        ns.has_addr("198.18.5.10"),
+        0,
+        "VIP released at shutdown; log:\n{}",
+        b.log()
+    );
+}
