@@ -328,9 +328,14 @@ fn netns_haproxy_seamless_reload_refuses_nothing() {
     std::thread::sleep(Duration::from_millis(300));
     for gen in 1..=20u32 {
         applier.render_next((gen, 9001));
+        let t = Instant::now();
         let r = applier
             .apply(&state, &ctx, Instant::now())
             .expect("reload apply");
+        eprintln!(
+            "full apply (check + swap + reload + confirm): {:?}",
+            t.elapsed()
+        );
         assert!(
             matches!(
                 r,
@@ -383,9 +388,12 @@ fn netns_haproxy_endpoint_change_over_runtime_api_without_reload() {
     assert!(get_in(&ns, "198.18.0.1:8080", "/x").contains("one"));
 
     applier.render_next((0, 9002));
+    let t = Instant::now();
     let r = applier
         .apply(&state, &ctx, Instant::now())
         .expect("runtime apply");
+    // A number for the notes, not an assertion (speed is for benchmarks).
+    eprintln!("endpoint change over the Runtime API: {:?}", t.elapsed());
     assert!(
         matches!(
             r,
