@@ -86,9 +86,18 @@ pub struct System {
     pub backends: BTreeMap<String, ProcId>,
 }
 
+/// HAProxy's `maxconn` for this machine: k8slb's default (20000) needs about 40 100 open
+/// files, which a pod gets (1048576) but a shell may not (some sandboxes cap the hard limit
+/// at 20000 and forbid raising it). Below that, the lab lowers maxconn to fit.
+pub fn lab_maxconn() -> Option<u64> {
+    use nix::sys::resource::{getrlimit, Resource};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    (hard < 40_200).then(|| hard.saturating_sub(200) / 2)
+}
+
 /// The lab's pools (see the module docs).
 pub fn default_config(advert_int: f64) -> Value {
-    json!({
+    let mut c = json!({
         "pools": {
             "default": {"network": "198.18.0.0/24", "range": "198.18.0.100-198.18.0.120"},
             "external": {"network": "198.18.1.0/24", "range": "198.18.1.50-198.18.1.74", "interface": "em1"},
@@ -96,7 +105,16 @@ pub fn default_config(advert_int: f64) -> Value {
             "ipv6": {"network": "fd00:18::/64", "range": "fd00:18::101:0/112"}
         },
         "keepalived": {"advertInt": advert_int}
-    })
+    });
+    if let Some(maxconn) = lab_maxconn() {
+        c["haproxy"] = json!({"global": [
+            format!("maxconn {maxconn}"),
+            "ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets",
+            "ssl-default-server-options ssl-min-ver TLSv1.2 no-tls-tickets",
+            "tune.ssl.default-dh-param 2048",
+        ]});
+    }
+    c
 }
 
 impl System {
