@@ -106,7 +106,8 @@ pub struct Background {
     stop_file: PathBuf,
 }
 
-fn spawn_client(lab: &mut Lab, host: &str, name: &str, args: &[&str]) -> Result<Background> {
+/// Starts lab-client with any arguments in the background (`--stop-file` is added).
+pub fn spawn_client(lab: &mut Lab, host: &str, name: &str, args: &[&str]) -> Result<Background> {
     let client = bins::locate("lab-client")?;
     let client = client.to_string_lossy().into_owned();
     let stop_file = lab.dir.join(format!("{name}.stop"));

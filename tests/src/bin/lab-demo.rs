@@ -131,8 +131,8 @@ fn indent(s: &str) -> String {
 fn print_services(sys: &System) -> Result<()> {
     let st = sys.state()?;
     println!(
-        "  {:<22} {:<14} {:<12} {:<28} {}",
-        "NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)"
+        "  {:<22} {:<14} {:<12} {:<28} PORT(S)",
+        "NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP"
     );
     for (key, s) in &st.services {
         let key = key.to_string();

@@ -1,0 +1,460 @@
+//! lab-bench: k8slb's benchmark in the lab (run by ./scripts/bench.sh, as root).
+//!
+//! Prints progress, then LAST one JSON line with: failover_ms_p50, failover_ms_max (link
+//! cut, K8SLB_BENCH_TRIALS trials, default 10), proxy_crash_failover_ms_p50,
+//! keepalived_default_failover_ms_p50 (the same cut with advert_int 1 s),
+//! convergence_ms_p50 (Service file written -> first successful request through its VIP),
+//! reload_failed_requests, churn_failed_requests, churn_reloads, l4_throughput_ratio,
+//! l7_throughput_ratio (wrk through the VIP / direct to one backend), l4_baseline_ratio,
+//! l7_baseline_ratio (the same through a minimal hand-written haproxy.cfg: same binary,
+//! same default thread count, same LB node). A measurement that fails is `null` and its
+//! error is printed (and listed under "errors").
+
+use anyhow::{bail, Context, Result};
+use k8slb_tests::objects::{endpoint_slice, svc, tcp};
+use k8slb_tests::system::{Options, System};
+use k8slb_tests::traffic::{self, Proto, Steady};
+use nix::sys::signal::Signal;
+use serde_json::{json, Map, Value};
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+const T: Duration = Duration::from_secs(30);
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn p50(v: &[f64]) -> Option<f64> {
+    let mut v = v.to_vec();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
+}
+
+fn max(v: &[f64]) -> Option<f64> {
+    v.iter().copied().reduce(f64::max)
+}
+
+fn round(x: Option<f64>) -> Value {
+    x.map(|v| json!((v * 1000.0).round() / 1000.0))
+        .unwrap_or(Value::Null)
+}
+
+struct Out {
+    keys: Map<String, Value>,
+    errors: Map<String, Value>,
+}
+
+impl Out {
+    fn record<T>(&mut self, what: &str, r: Result<T>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                eprintln!("bench: {what} FAILED: {e:#}");
+                self.errors.insert(what.into(), json!(format!("{e:#}")));
+                None
+            }
+        }
+    }
+}
+
+fn main() {
+    let mut out = Out {
+        keys: Map::new(),
+        errors: Map::new(),
+    };
+    for k in [
+        "failover_ms_p50",
+        "failover_ms_max",
+        "proxy_crash_failover_ms_p50",
+        "keepalived_default_failover_ms_p50",
+        "convergence_ms_p50",
+        "reload_failed_requests",
+        "churn_failed_requests",
+        "churn_reloads",
+        "l4_throughput_ratio",
+        "l7_throughput_ratio",
+        "l4_baseline_ratio",
+        "l7_baseline_ratio",
+    ] {
+        out.keys.insert(k.into(), Value::Null);
+    }
+    let t0 = Instant::now();
+    let fast = run_fast_system(&mut out);
+    out.record("fast system", fast);
+    let slow = run_default_keepalived(&mut out);
+    out.record("keepalived default", slow);
+    out.keys
+        .insert("bench_seconds".into(), json!(t0.elapsed().as_secs()));
+    out.keys.insert(
+        "cpus".into(),
+        json!(std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0)),
+    );
+    if !out.errors.is_empty() {
+        out.keys
+            .insert("errors".into(), Value::Object(out.errors.clone()));
+    }
+    println!("{}", Value::Object(out.keys));
+}
+
+fn say(s: &str) {
+    eprintln!("bench: {s}");
+}
+
+/// A System with the web Service; returns (ip, target).
+fn web(sys: &System) -> Result<(IpAddr, SocketAddr)> {
+    let s = svc("default", "web").port(tcp("http", 80, 8080));
+    sys.apply_service(&s)?;
+    let ip = sys.wait_ips("default/web", T)?[0];
+    let target = SocketAddr::new(ip, 80);
+    sys.wait_serving(Proto::Http, target, T)?;
+    sys.wait_one_holder(ip, T)?;
+    Ok((ip, target))
+}
+
+/// One link-cut trial: the current holder's link is cut; returns the dark time (ms).
+fn link_cut_trial(sys: &mut System, ip: IpAddr, target: SocketAddr) -> Result<f64> {
+    let master = sys.wait_one_holder(ip, T)?;
+    let probe = traffic::start_probe(
+        &mut sys.lab,
+        "client",
+        "probe",
+        Proto::Http,
+        target,
+        10,
+        Duration::from_secs(60),
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    sys.lab.cut_link(&master)?;
+    let moved = k8slb_tests::wait::until(T, || Ok(sys.holders(ip)?.iter().any(|h| *h != master)));
+    let serving = moved.and_then(|_| sys.wait_serving(Proto::Http, target, T));
+    std::thread::sleep(Duration::from_millis(300));
+    let p = probe.stop_probe(&mut sys.lab);
+    sys.lab.restore_link(&master)?;
+    serving?;
+    let p = p?;
+    if !p.recovered {
+        bail!("the probe never recovered: {p:?}");
+    }
+    // Let the restored node settle as backup before the next trial.
+    std::thread::sleep(Duration::from_millis(1500));
+    sys.wait_one_holder(ip, T)?;
+    Ok(p.max_gap_ms)
+}
+
+fn run_fast_system(out: &mut Out) -> Result<()> {
+    let trials = env_num("K8SLB_BENCH_TRIALS", 10) as usize;
+    say("starting the lab (2 LB nodes, 3 backends, haproxy, advert_int 0.1 s)");
+    let mut sys = System::start(Options::new("bench").backends(3))?;
+    let (ip, target) = web(&sys)?;
+
+    // 1. Link cut.
+    let mut gaps = Vec::new();
+    for i in 0..trials {
+        if let Some(g) = out.record(
+            &format!("link cut trial {i}"),
+            link_cut_trial(&mut sys, ip, target),
+        ) {
+            say(&format!("link cut trial {i}: dark {g:.0} ms"));
+            gaps.push(g);
+        }
+    }
+    out.keys.insert("failover_ms_p50".into(), round(p50(&gaps)));
+    out.keys.insert("failover_ms_max".into(), round(max(&gaps)));
+    out.keys.insert("failover_trials".into(), json!(gaps.len()));
+
+    // 2. Proxy crash on the master.
+    let mut gaps = Vec::new();
+    for i in 0..(trials / 2).max(3) {
+        let r = (|| -> Result<f64> {
+            let master = sys.wait_one_holder(ip, T)?;
+            let probe = traffic::start_probe(
+                &mut sys.lab,
+                "client",
+                "probe",
+                Proto::Http,
+                target,
+                10,
+                Duration::from_secs(60),
+            )?;
+            std::thread::sleep(Duration::from_millis(300));
+            let pids = sys.pids_named(&master, "haproxy")?;
+            if pids.is_empty() {
+                bail!("no haproxy on {master}");
+            }
+            for p in pids {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), Signal::SIGKILL);
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            sys.wait_serving(Proto::Http, target, T)?;
+            std::thread::sleep(Duration::from_millis(300));
+            let p = probe.stop_probe(&mut sys.lab)?;
+            if !p.recovered {
+                bail!("the probe never recovered: {p:?}");
+            }
+            // The actor restarts its proxy; wait until both nodes are whole again.
+            std::thread::sleep(Duration::from_secs(3));
+            sys.wait_one_holder(ip, T)?;
+            Ok(p.max_gap_ms)
+        })();
+        if let Some(g) = out.record(&format!("proxy crash trial {i}"), r) {
+            say(&format!("proxy crash trial {i}: dark {g:.0} ms"));
+            gaps.push(g);
+        }
+    }
+    out.keys
+        .insert("proxy_crash_failover_ms_p50".into(), round(p50(&gaps)));
+
+    // 3. Convergence: Service file written -> first successful request through its VIP.
+    let mut conv = Vec::new();
+    for i in 0..5u8 {
+        let r = (|| -> Result<f64> {
+            let vip: IpAddr = format!("198.18.0.{}", 110 + i).parse()?;
+            let t = SocketAddr::new(vip, 80);
+            let s = svc("default", &format!("conv{i}"))
+                .port(tcp("http", 80, 8080))
+                .lb_ip(&vip.to_string());
+            let spawned = Instant::now();
+            let probe = traffic::spawn_client(
+                &mut sys.lab,
+                "client",
+                &format!("conv{i}"),
+                &[
+                    "probe",
+                    "--proto",
+                    "http",
+                    "--target",
+                    &t.to_string(),
+                    "--interval-ms",
+                    "5",
+                    "--timeout-ms",
+                    "300",
+                    "--duration-ms",
+                    "20000",
+                ],
+            )?;
+            std::thread::sleep(Duration::from_millis(200));
+            sys.apply(
+                &format!("eps-default-conv{i}"),
+                &s.endpoints(&format!("conv{i}-1"), &sys.backend_ips()),
+            )?;
+            let written = spawned.elapsed().as_secs_f64() * 1000.0;
+            sys.apply(&format!("svc-default-conv{i}"), &s.to_value())?;
+            sys.wait_serving(Proto::Http, t, T)?;
+            let p = probe.stop_probe(&mut sys.lab)?;
+            let first = p.first_ok_ms.context("the probe saw no answer")?;
+            Ok((first - written).max(0.0))
+        })();
+        if let Some(c) = out.record(&format!("convergence {i}"), r) {
+            say(&format!("convergence {i}: {c:.0} ms"));
+            conv.push(c);
+        }
+    }
+    out.keys
+        .insert("convergence_ms_p50".into(), round(p50(&conv)));
+
+    // 4. Failed requests during reloads (new Services) and during endpoint churn.
+    let r = (|| -> Result<(u64, u64, u64)> {
+        let nodes = sys.lb_nodes();
+        let reloads =
+            |sys: &System| -> Result<u64> { nodes.iter().map(|n| sys.haproxy_reloads(n)).sum() };
+        let steady = Steady {
+            rate: 300.0,
+            concurrency: 6,
+            max: Duration::from_secs(120),
+        };
+        let r0 = reloads(&sys)?;
+        let load = traffic::start_load(
+            &mut sys.lab,
+            "client",
+            "reload-load",
+            Proto::Http,
+            target,
+            steady,
+        )?;
+        for i in 0..5 {
+            let s = svc("default", &format!("extra{i}")).port(tcp("http", 80, 8080));
+            sys.apply_service(&s)?;
+            sys.wait_ips(&s.key(), T)?;
+            std::thread::sleep(Duration::from_millis(700));
+        }
+        let lr = load.stop_load(&mut sys.lab)?;
+        let r1 = reloads(&sys)?;
+        say(&format!("reloads: {} reloads under load, {lr:?}", r1 - r0));
+        if r1 == r0 {
+            say("warning: no reload happened while adding Services");
+        }
+        let load = traffic::start_load(
+            &mut sys.lab,
+            "client",
+            "churn-load",
+            Proto::Http,
+            target,
+            steady,
+        )?;
+        let s = svc("default", "web").port(tcp("http", 80, 8080));
+        let be = sys.backend_ips();
+        for i in 0..20 {
+            let set: Vec<(IpAddr, bool)> = match i % 4 {
+                0 => vec![(be[0], true), (be[1], true)],
+                1 => vec![(be[0], true), (be[1], false), (be[2], true)],
+                2 => vec![(be[2], true)],
+                _ => vec![(be[0], true), (be[1], true), (be[2], true)],
+            };
+            sys.apply("eps-default-web", &endpoint_slice(&s, "web-1", &set))?;
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        let cr = load.stop_load(&mut sys.lab)?;
+        let r2 = reloads(&sys)?;
+        say(&format!("churn: {} reloads, {cr:?}", r2 - r1));
+        Ok((lr.failed, cr.failed, r2 - r1))
+    })();
+    if let Some((reload_failed, churn_failed, churn_reloads)) = out.record("reload/churn", r) {
+        out.keys
+            .insert("reload_failed_requests".into(), json!(reload_failed));
+        out.keys
+            .insert("churn_failed_requests".into(), json!(churn_failed));
+        out.keys
+            .insert("churn_reloads".into(), json!(churn_reloads));
+    }
+
+    // 5. Throughput.
+    let r = throughput(&mut sys, ip);
+    if let Some(v) = out.record("throughput", r) {
+        for (k, x) in v {
+            out.keys.insert(k, x);
+        }
+    }
+    sys.lab.pass();
+    Ok(())
+}
+
+fn wrk(sys: &System, url: &str, secs: u64) -> Result<f64> {
+    let d = format!("{secs}s");
+    let out = sys
+        .lab
+        .check_in("client", &["wrk", "-t2", "-c32", "-d", &d, url])?;
+    let rps = out
+        .lines()
+        .find_map(|l| l.strip_prefix("Requests/sec:"))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .with_context(|| format!("no Requests/sec in wrk output: {out}"))?;
+    let errors = out
+        .lines()
+        .find(|l| l.contains("Non-2xx") || l.contains("Socket errors"));
+    if let Some(e) = errors {
+        say(&format!("wrk {url}: {e}"));
+    }
+    Ok(rps)
+}
+
+fn throughput(sys: &mut System, _web_ip: IpAddr) -> Result<Vec<(String, Value)>> {
+    k8slb_tests::bins::system("wrk")?;
+    let secs = env_num("K8SLB_BENCH_WRK_SECONDS", 5);
+    // Back to two backends on web, and an L4 Service on the same two.
+    let be = sys.backend_ips();
+    let two = [be[0], be[1]];
+    let s7 = svc("default", "web").port(tcp("http", 80, 8080));
+    sys.apply("eps-default-web", &s7.endpoints("web-1", &two))?;
+    let s4 = svc("default", "web4")
+        .port(tcp("http", 8081, 8080))
+        .annotation("loadbalancer/mode", "tcp");
+    sys.apply("eps-default-web4", &s4.endpoints("web4-1", &two))?;
+    sys.apply("svc-default-web4", &s4.to_value())?;
+    let ip7 = sys.wait_ips("default/web", T)?[0];
+    let ip4 = sys.wait_ips("default/web4", T)?[0];
+    sys.wait_serving(Proto::Http, SocketAddr::new(ip4, 8081), T)?;
+    let master = sys.wait_one_holder(ip7, T)?;
+    let master4 = sys.wait_one_holder(ip4, T)?;
+    if master4 != master {
+        say(&format!("note: web on {master}, web4 on {master4}"));
+    }
+
+    // The anchor: a minimal hand-written haproxy.cfg on the same node, same binary,
+    // default thread count (as the generated config), same two backends.
+    let node_ip = sys.lab.host(&master).v4;
+    let maxconn = k8slb_tests::system::lab_maxconn().unwrap_or(20000);
+    let cfg = format!(
+        "global\n  maxconn {maxconn}\n\ndefaults\n  timeout connect 5s\n  timeout client 30s\n  timeout server 30s\n\n\
+         frontend f7\n  mode http\n  bind {node_ip}:9080\n  default_backend b7\n\n\
+         backend b7\n  mode http\n  server s1 {}:8080\n  server s2 {}:8080\n\n\
+         frontend f4\n  mode tcp\n  bind {node_ip}:9081\n  default_backend b4\n\n\
+         backend b4\n  mode tcp\n  server s1 {}:8080\n  server s2 {}:8080\n",
+        two[0], two[1], two[0], two[1]
+    );
+    let cfg_path = sys.lab.dir.join("baseline-haproxy.cfg");
+    std::fs::write(&cfg_path, cfg)?;
+    let cfg_s = cfg_path.to_string_lossy().into_owned();
+    let base = sys.lab.spawn_in(
+        &master,
+        "baseline-haproxy",
+        &["haproxy", "-db", "-f", &cfg_s],
+    )?;
+    sys.wait_serving(Proto::Http, SocketAddr::new(node_ip.into(), 9080), T)?;
+
+    let direct_url = format!("http://{}:8080/", two[0]);
+    let l7_url = format!("http://{ip7}/");
+    let l4_url = format!("http://{ip4}:8081/");
+    let b7_url = format!("http://{node_ip}:9080/");
+    let b4_url = format!("http://{node_ip}:9081/");
+    // Two rounds, interleaved, best of each (less noise from the shared cores).
+    let mut best = [0.0f64; 5];
+    for round in 0..2 {
+        for (i, url) in [&direct_url, &l7_url, &l4_url, &b7_url, &b4_url]
+            .iter()
+            .enumerate()
+        {
+            let rps = wrk(sys, url, secs)?;
+            say(&format!("wrk round {round} {url}: {rps:.0} req/s"));
+            best[i] = best[i].max(rps);
+        }
+    }
+    sys.lab.kill(base)?;
+    let [direct, l7, l4, b7, b4] = best;
+    Ok(vec![
+        ("direct_rps".into(), json!(direct.round())),
+        ("l7_rps".into(), json!(l7.round())),
+        ("l4_rps".into(), json!(l4.round())),
+        ("l7_baseline_rps".into(), json!(b7.round())),
+        ("l4_baseline_rps".into(), json!(b4.round())),
+        ("l7_throughput_ratio".into(), round(Some(l7 / direct))),
+        ("l4_throughput_ratio".into(), round(Some(l4 / direct))),
+        ("l7_baseline_ratio".into(), round(Some(b7 / direct))),
+        ("l4_baseline_ratio".into(), round(Some(b4 / direct))),
+    ])
+}
+
+fn run_default_keepalived(out: &mut Out) -> Result<()> {
+    let trials = env_num("K8SLB_BENCH_DEFAULT_TRIALS", 3) as usize;
+    say("starting a lab with keepalived's default advert_int (1 s)");
+    let mut sys = System::start(Options::new("bench-ka1").advert_int(1.0))?;
+    let (ip, target) = web(&sys)?;
+    let mut gaps = Vec::new();
+    for i in 0..trials {
+        if let Some(g) = out.record(
+            &format!("default keepalived trial {i}"),
+            link_cut_trial(&mut sys, ip, target),
+        ) {
+            say(&format!(
+                "keepalived default, link cut trial {i}: dark {g:.0} ms"
+            ));
+            gaps.push(g);
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    out.keys.insert(
+        "keepalived_default_failover_ms_p50".into(),
+        round(p50(&gaps)),
+    );
+    sys.lab.pass();
+    Ok(())
+}
