@@ -528,7 +528,7 @@ impl Checker {
             if let Some(n) = self.number("keepalived.advertInt", v) {
                 // VRRPv3: centiseconds, 0.01 s .. 40.95 s.
                 let ms = (n * 1000.0).round();
-                if !(10.0..=40950.0).contains(&ms) || (ms as u32) % 10 != 0 {
+                if !(10.0..=40950.0).contains(&ms) || !(ms as u32).is_multiple_of(10) {
                     self.err(
                         "keepalived.advertInt",
                         "expected seconds between 0.01 and 40.95 in steps of 0.01 (VRRPv3)",
@@ -744,12 +744,12 @@ mod tests {
     #[test]
     fn ipv6_pool_and_family_mismatch() {
         let ok = parse_global_config(
-            r#"{"pools":{"ipv6":{"network":"2001:468::/48","range":"2001:468:101::/96"}}}"#,
+            r#"{"pools":{"ipv6":{"network":"2001:468::/32","range":"2001:468:101::/96"}}}"#,
         )
         .unwrap();
         assert_eq!(ok.pools.values().next().unwrap().family(), Family::V6);
         let e = parse_global_config(
-            r#"{"pools":{"x":{"network":"2001:468::/48","range":"10.0.0.1-10.0.0.2"}}}"#,
+            r#"{"pools":{"x":{"network":"2001:468::/32","range":"10.0.0.1-10.0.0.2"}}}"#,
         )
         .unwrap_err();
         assert!(e.0[0].contains("different address families"), "{e}");

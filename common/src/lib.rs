@@ -13,4 +13,5 @@ pub mod ipam;
 pub mod names;
 pub mod objects;
 pub mod plan;
+pub mod publish;
 pub mod state;

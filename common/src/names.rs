@@ -272,7 +272,17 @@ mod tests {
     fn pool_names() {
         assert!("default".parse::<PoolName>().is_ok());
         assert!("ipv6_pool-2".parse::<PoolName>().is_ok());
-        for bad in ["", "../x", "a b", "a\nb", "a;b", "a{", "-x", "x#", &"a".repeat(64)] {
+        for bad in [
+            "",
+            "../x",
+            "a b",
+            "a\nb",
+            "a;b",
+            "a{",
+            "-x",
+            "x#",
+            &"a".repeat(64),
+        ] {
             assert!(bad.parse::<PoolName>().is_err(), "{bad:?} accepted");
         }
     }
@@ -281,7 +291,14 @@ mod tests {
     fn service_keys() {
         let k: ServiceKey = "default/web".parse().unwrap();
         assert_eq!(k.to_string(), "default/web");
-        for bad in ["web", "default/web\nx", "Default/web", "a/b/c", "/web", "ns/"] {
+        for bad in [
+            "web",
+            "default/web\nx",
+            "Default/web",
+            "a/b/c",
+            "/web",
+            "ns/",
+        ] {
             assert!(bad.parse::<ServiceKey>().is_err(), "{bad:?} accepted");
         }
     }

@@ -144,11 +144,25 @@ pub fn plan(
     let mut problems: BTreeSet<Problem> = objs.problems.iter().cloned().collect();
     let nodes = lb_nodes(&objs.nodes, &opts.node_selector, &mut problems);
 
+    // EndpointSlices by (namespace, Service name).
+    let mut slices: BTreeMap<(&str, &str), Vec<&EndpointSlice>> = BTreeMap::new();
+    for s in &objs.slices {
+        let svc = s
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(SERVICE_NAME_LABEL));
+        if let Some(svc) = svc.filter(|_| s.address_type != "FQDN") {
+            let ns = s.metadata.namespace.as_deref().unwrap_or("default");
+            slices.entry((ns, svc.as_str())).or_default().push(s);
+        }
+    }
+
     // Claimed Services, in allocation order.
     let mut requests: Vec<Request> = objs
         .services
         .iter()
-        .filter_map(|s| Request::from_service(s, cfg, opts, &objs.slices, &mut problems))
+        .filter_map(|s| Request::from_service(s, cfg, opts, &slices, &mut problems))
         .collect();
     requests.sort_by(|a, b| (&a.created, &a.key).cmp(&(&b.created, &b.key)));
     // A Service listed twice (two files) counts once: the first in order.
@@ -290,6 +304,8 @@ struct Tenancy {
     pool: crate::names::PoolName,
     /// (protocol, port) -> the Service using it.
     ports: BTreeMap<(Protocol, u16), ServiceKey>,
+    /// Every Service on it (a Service with no ports still holds its IP).
+    services: BTreeSet<ServiceKey>,
 }
 
 #[derive(Debug)]
@@ -351,7 +367,9 @@ impl Allocator {
         let t = self.tenants.entry(ip).or_insert_with(|| Tenancy {
             pool: pool.name.clone(),
             ports: BTreeMap::new(),
+            services: BTreeSet::new(),
         });
+        t.services.insert(r.key.clone());
         for pp in &r.port_keys {
             t.ports.insert(*pp, r.key.clone());
         }
@@ -361,20 +379,10 @@ impl Allocator {
     }
 
     fn services_on(&self, ip: IpAddr) -> Vec<ServiceKey> {
-        let set: BTreeSet<ServiceKey> = self
-            .tenants
+        self.tenants
             .get(&ip)
-            .map(|t| t.ports.values().cloned().collect())
-            .unwrap_or_default();
-        let mut v: Vec<ServiceKey> = set.into_iter().collect();
-        // A Service with no ports still holds its IP.
-        for (k, ips) in &self.by_service {
-            if ips.contains(&ip) && !v.contains(k) {
-                v.push(k.clone());
-            }
-        }
-        v.sort();
-        v
+            .map(|t| t.services.iter().cloned().collect())
+            .unwrap_or_default()
     }
 }
 
@@ -417,7 +425,7 @@ impl Request {
         svc: &Service,
         cfg: &GlobalConfig,
         opts: &PlanOptions,
-        slices: &[EndpointSlice],
+        slices: &BTreeMap<(&str, &str), Vec<&EndpointSlice>>,
         problems: &mut BTreeSet<Problem>,
     ) -> Option<Request> {
         let spec = svc.spec.as_ref()?;
@@ -519,7 +527,7 @@ impl Request {
                 statics_text.push((ip.to_string(), "spec.loadBalancerIP"));
             } else if !statics_text
                 .iter()
-                .any(|(s, _)| parse_ip(s).ok() == parse_ip(ip).ok())
+                .any(|(s, _)| parse_ip(s).is_ok() && parse_ip(s).ok() == parse_ip(ip).ok())
             {
                 problems.insert(req.problem(
                     "InvalidAnnotation",
@@ -567,19 +575,10 @@ impl Request {
         }
 
         // Ports.
-        let service_slices: Vec<&EndpointSlice> = slices
-            .iter()
-            .filter(|s| {
-                s.metadata.namespace.as_deref().unwrap_or("default") == req.key.namespace.as_str()
-                    && s.metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(SERVICE_NAME_LABEL))
-                        .map(String::as_str)
-                        == Some(req.key.name.as_str())
-                    && s.address_type != "FQDN"
-            })
-            .collect();
+        let service_slices: &[&EndpointSlice] = slices
+            .get(&(req.key.namespace.as_str(), req.key.name.as_str()))
+            .map(Vec::as_slice)
+            .unwrap_or_default();
         let ports = spec.ports.as_deref().unwrap_or_default();
         let tls_on_some = ann.flag("ssl") == Some(true)
             || ports
@@ -593,7 +592,7 @@ impl Request {
                 &req,
                 opts,
                 tls_on_some,
-                &service_slices,
+                service_slices,
                 problems,
             ) {
                 if !req.port_keys.insert((ps.protocol, ps.port)) {

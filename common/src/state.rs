@@ -12,7 +12,9 @@
 //! Size: see [`crate::publish`] for how the document is compressed and sharded to stay
 //! under Kubernetes' 1 MiB object limit.
 
-use crate::names::{ConfigLine, Email, IfName, NodeName, PoolName, PortName, ServiceKey, SmtpServer};
+use crate::names::{
+    ConfigLine, Email, IfName, NodeName, PoolName, PortName, ServiceKey, SmtpServer,
+};
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -190,8 +192,7 @@ impl std::str::FromStr for CertPath {
         let ok = s.starts_with('/')
             && s.len() <= 1024
             && !s.split('/').any(|c| c == "..")
-            && s
-                .bytes()
+            && s.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b));
         if ok {
             Ok(CertPath(s.trim_end_matches('/').to_string()).or_root())
