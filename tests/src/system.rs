@@ -42,6 +42,9 @@ pub struct Options {
     pub config_extra: Value,
     /// Start the watcher (and wait for the first state).
     pub start_watcher: bool,
+    /// Services (with EndpointSlices on every backend) present before anything starts:
+    /// the actors' first state already has them.
+    pub preload: Vec<crate::objects::Svc>,
 }
 
 impl Options {
@@ -54,7 +57,12 @@ impl Options {
             advert_int: 0.1,
             config_extra: json!({}),
             start_watcher: true,
+            preload: Vec::new(),
         }
+    }
+    pub fn preload(mut self, svc: crate::objects::Svc) -> Self {
+        self.preload.push(svc);
+        self
     }
     pub fn proxy(mut self, p: &str) -> Self {
         self.proxy = p.into();
@@ -203,6 +211,9 @@ impl System {
             )?;
         }
 
+        for s in &opts.preload {
+            sys.apply_service(s)?;
+        }
         if opts.start_watcher {
             let w = watcher_bin.to_string_lossy().into_owned();
             let src = format!("files:{}", sys.objects_dir.display());
