@@ -37,7 +37,7 @@ use crate::state::{
 use k8s_openapi::api::core::v1::{Node, Service, ServicePort};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
 /// Label that excludes a node from external load balancers (Kubernetes well-known label).
@@ -145,7 +145,7 @@ pub fn plan(
     let nodes = lb_nodes(&objs.nodes, &opts.node_selector, &mut problems);
 
     // EndpointSlices by (namespace, Service name).
-    let mut slices: BTreeMap<(&str, &str), Vec<&EndpointSlice>> = BTreeMap::new();
+    let mut slices: HashMap<(&str, &str), Vec<&EndpointSlice>> = HashMap::new();
     for s in &objs.slices {
         let svc = s
             .metadata
@@ -260,17 +260,17 @@ pub fn plan(
         IpMode::Proxy
     };
     let mut services = BTreeMap::new();
-    for r in &requests {
+    for r in requests {
         let mut ips = alloc.of(&r.key);
         ips.sort();
         services.insert(
-            r.key.clone(),
+            r.key,
             ServiceState {
                 ips,
-                pool: r.pool_text.clone(),
+                pool: r.pool_text,
                 ip_mode,
-                uid: r.uid.clone(),
-                ports: r.ports.clone(),
+                uid: r.uid,
+                ports: r.ports,
             },
         );
     }
@@ -297,7 +297,8 @@ pub fn plan(
 struct Allocator {
     used: RangeSet,
     tenants: BTreeMap<IpAddr, Tenancy>,
-    by_service: BTreeMap<ServiceKey, Vec<IpAddr>>,
+    // Lookups only (never iterated): hash order cannot leak into the output.
+    by_service: HashMap<ServiceKey, Vec<IpAddr>>,
 }
 
 struct Tenancy {
@@ -425,7 +426,7 @@ impl Request {
         svc: &Service,
         cfg: &GlobalConfig,
         opts: &PlanOptions,
-        slices: &BTreeMap<(&str, &str), Vec<&EndpointSlice>>,
+        slices: &HashMap<(&str, &str), Vec<&EndpointSlice>>,
         problems: &mut BTreeSet<Problem>,
     ) -> Option<Request> {
         let spec = svc.spec.as_ref()?;
