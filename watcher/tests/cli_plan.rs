@@ -1,0 +1,237 @@
+//! `k8slb-watcher plan` and `run --source files:` as a user runs them: the real binary.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_k8slb-watcher");
+
+const CONFIG: &str = r#"{ "pools": {
+  "default": { "network": "198.18.0.0/24", "range": "198.18.0.100-198.18.0.120" } } }"#;
+
+const OBJECTS: &str = r#"
+apiVersion: v1
+kind: Node
+metadata: { name: lb1, labels: { type: loadBalancer } }
+status: { conditions: [ { type: Ready, status: "True" } ], addresses: [ { type: InternalIP, address: 198.18.0.11 } ] }
+---
+apiVersion: v1
+kind: Service
+metadata: { name: web, namespace: default }
+spec: { type: LoadBalancer, ports: [ { name: http, port: 80, targetPort: 8080 } ] }
+---
+apiVersion: v1
+kind: Service
+metadata: { name: lost, namespace: default, annotations: { loadbalancer/pool: nope } }
+spec: { type: LoadBalancer, ports: [ { port: 80 } ] }
+"#;
+
+fn configmap(config: &str) -> String {
+    let indented: String = config.lines().map(|l| format!("    {l}\n")).collect();
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{ name: global, namespace: k8slb-system }}\ndata:\n  config: |\n{indented}"
+    )
+}
+
+fn plan(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN).arg("plan").args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn plan_prints_the_state_with_problems_as_data() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("config.json"), CONFIG).unwrap();
+    std::fs::write(d.path().join("objects.yaml"), OBJECTS).unwrap();
+    let cfg = d.path().join("config.json");
+    let objs = d.path().join("objects.yaml");
+    let (code, out, err) = plan(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--objects",
+        objs.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["services"]["default/web"]["ips"][0], "198.18.0.100");
+    assert_eq!(v["services"]["default/web"]["pool"], "default");
+    let p = &v["problems"][0];
+    assert_eq!(p["object"], "Service default/lost");
+    assert_eq!(p["reason"], "UnknownPool");
+    assert!(p["message"].as_str().unwrap().contains("nope"));
+
+    // Sticky on a previous state: a new Service never takes web's address.
+    std::fs::write(d.path().join("prev.json"), &out).unwrap();
+    let more = d.path().join("more.yaml");
+    std::fs::write(
+        &more,
+        "apiVersion: v1\nkind: Service\nmetadata: { name: aaa, namespace: default, creationTimestamp: '2020-01-01T00:00:00Z' }\nspec: { type: LoadBalancer, ports: [ { port: 80 } ] }\n",
+    )
+    .unwrap();
+    let prev = d.path().join("prev.json");
+    let (code, out2, err) = plan(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--objects",
+        objs.to_str().unwrap(),
+        more.to_str().unwrap(),
+        "--previous",
+        prev.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v2: serde_json::Value = serde_json::from_str(&out2).unwrap();
+    assert_eq!(v2["services"]["default/web"]["ips"][0], "198.18.0.100");
+    assert_eq!(v2["services"]["default/aaa"]["ips"][0], "198.18.0.101");
+
+    // The config may also come from the ConfigMap among the objects, and a directory.
+    std::fs::write(d.path().join("global.yaml"), configmap(CONFIG)).unwrap();
+    std::fs::remove_file(&cfg).unwrap();
+    std::fs::remove_file(&prev).unwrap();
+    let (code, out3, err) = plan(&["--objects", d.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out3.contains("198.18.0.100"));
+}
+
+#[test]
+fn unreadable_inputs_fail_with_one_line() {
+    let d = tempfile::tempdir().unwrap();
+    let objs = d.path().join("o.yaml");
+    std::fs::write(&objs, OBJECTS).unwrap();
+    let missing = d.path().join("missing.json");
+    let (code, out, err) = plan(&[
+        "--config",
+        missing.to_str().unwrap(),
+        "--objects",
+        objs.to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(out.is_empty());
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("cannot read config"), "{err}");
+
+    let bad = d.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"pools":{"a":{"network":"10.0.0.0/24","range":"10.0.1.1"}},"haproxi":{}}"#,
+    )
+    .unwrap();
+    let (code, _, err) = plan(&[
+        "--config",
+        bad.to_str().unwrap(),
+        "--objects",
+        objs.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 64);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("2 problem(s)") && err.contains("did you mean \"haproxy\""),
+        "{err}"
+    );
+
+    let cfg = d.path().join("c.json");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let broken = d.path().join("broken.yaml");
+    std::fs::write(&broken, "kind: Service\n  metadata: [").unwrap();
+    let (code, _, err) = plan(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--objects",
+        broken.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 66);
+    assert!(
+        err.contains("cannot parse") && err.contains("broken.yaml"),
+        "{err}"
+    );
+}
+
+fn wait_for(
+    path: &Path,
+    what: &str,
+    pred: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+                if pred(&v) {
+                    return v;
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+struct Kill(std::process::Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn files_source_follows_the_directory_and_keeps_the_last_good_config() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("objects");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("global.yaml"), configmap(CONFIG)).unwrap();
+    std::fs::write(src.join("objects.yaml"), OBJECTS).unwrap();
+    let state = d.path().join("state").join("state.json");
+    let _w = Kill(
+        Command::new(BIN)
+            .args(["run", "--source", &format!("files:{}", src.display())])
+            .args(["--state-out", &format!("file:{}", state.display())])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(&state, "web's IP", |v| {
+        v["services"]["default/web"]["ips"][0] == "198.18.0.100"
+    });
+
+    // A new Service file appears: it is allocated.
+    std::fs::write(
+        src.join("api.yaml"),
+        "apiVersion: v1\nkind: Service\nmetadata: { name: api, namespace: default }\nspec: { type: LoadBalancer, ports: [ { port: 443 } ] }\n",
+    )
+    .unwrap();
+    wait_for(&state, "api's IP", |v| {
+        v["services"]["default/api"]["ips"][0] == "198.18.0.101"
+    });
+
+    // A broken config: the last good one stays in force, and the state says why.
+    std::fs::write(
+        src.join("global.yaml"),
+        configmap(r#"{"pools":{"default":{"network":"bad"}}}"#),
+    )
+    .unwrap();
+    let v = wait_for(&state, "the InvalidConfig problem", |v| {
+        v["problems"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["reason"] == "InvalidConfig"))
+    });
+    assert_eq!(v["services"]["default/web"]["ips"][0], "198.18.0.100");
+
+    // A file that does not parse: nothing is published (never an empty state).
+    std::fs::write(src.join("objects.yaml"), "kind: Service\n  metadata: [").unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    let v = wait_for(&state, "the same state", |_| true);
+    assert_eq!(v["services"]["default/web"]["ips"][0], "198.18.0.100");
+
+    // Deleting web releases exactly its IP; api keeps its own.
+    std::fs::write(src.join("objects.yaml"), "").unwrap();
+    std::fs::write(src.join("global.yaml"), configmap(CONFIG)).unwrap();
+    let v = wait_for(&state, "web released", |v| {
+        v["services"].get("default/web").is_none()
+    });
+    assert_eq!(v["services"]["default/api"]["ips"][0], "198.18.0.101");
+    assert!(v["vips"].get("198.18.0.100").is_none());
+}
