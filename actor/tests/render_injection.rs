@@ -45,11 +45,14 @@ fn refused(v: &Value, what: &str, bad: &str) {
     );
 }
 
+/// Puts a hostile value somewhere in the state JSON.
+type Setter<'a> = Box<dyn Fn(&mut Value) + 'a>;
+
 #[test]
 fn hostile_names_are_refused() {
     for bad in hostile() {
         let b = bad.as_str();
-        let setters: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+        let setters: Vec<(&str, Setter)> = vec![
             (
                 "pool name (key)",
                 Box::new(|v| rename_key(v, "/config/pools", "default", b)),
