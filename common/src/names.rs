@@ -163,13 +163,11 @@ string_newtype!(
 );
 
 string_newtype!(
-    /// A host name or address for the SMTP server (lowercase is not forced: keepalived
-    /// takes it as is).
+    /// The SMTP server for keepalived notifications: a host name or an IP address
+    /// (keepalived takes no `host:port` form here).
     SmtpServer,
     "SMTP server",
-    |s| !s.is_empty()
-        && s.len() <= 253
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b)),
+    |s| s.parse::<std::net::IpAddr>().is_ok() || is_dns_subdomain(&s.to_ascii_lowercase()),
     "expected a host name or an IP address"
 );
 
@@ -323,5 +321,8 @@ mod tests {
         assert!("ops@example.com".parse::<Email>().is_ok());
         assert!("ops@exa mple.com".parse::<Email>().is_err());
         assert!("a\n@b.c".parse::<Email>().is_err());
+        assert!("smtp.example.com".parse::<SmtpServer>().is_ok());
+        assert!("2001:db8::25".parse::<SmtpServer>().is_ok());
+        assert!("smtp.example.com:25".parse::<SmtpServer>().is_err());
     }
 }
