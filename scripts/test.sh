@@ -38,7 +38,7 @@ fi
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets -- -D warnings
 step build cargo build --workspace --bins
-step unit cargo test --workspace --exclude k8slb-tests
+step unit cargo test --workspace --exclude k8slb-tests --no-fail-fast
 # The lab tests build whole topologies: one at a time, bounded in time.
 if [ "$#" -gt 0 ]; then
     lab_args=()
@@ -47,7 +47,7 @@ else
     lab_args=(--tests)
 fi
 step lab timeout --signal=TERM --kill-after=30s 45m \
-    cargo test -p k8slb-tests "${lab_args[@]}" -- --test-threads=1
+    cargo test -p k8slb-tests --no-fail-fast "${lab_args[@]}" -- --test-threads=1
 
 elapsed=$(( $(date +%s) - start ))
 echo
