@@ -3,13 +3,23 @@
 //! - [`cmd_plan`]: `k8slb-watcher plan`, one plan from files, printed;
 //! - [`run`]: `k8slb-watcher run`, the long-running loop;
 //! - [`files`]: the `files:<dir>` source (a directory of Kubernetes YAML);
-//! - [`sink`]: where the state goes (`file:<path>`, atomically replaced).
+//! - [`sink`]: where the state goes (`file:<path>`, atomically replaced, or `configmap`);
+//! - [`kube_run`]: the Kubernetes source's loop, with [`kube_source`] (watchers and stores),
+//!   [`publish_cm`] (the state ConfigMaps), [`status`] (Service status), [`events`],
+//!   [`leader`] (the Lease) and [`admin`] (`/livez`, `/readyz`, `/metrics`).
 
+pub mod admin;
 pub mod cmd_plan;
+pub mod events;
 pub mod files;
+pub mod kube_run;
+pub mod kube_source;
+pub mod leader;
 pub mod opts;
+pub mod publish_cm;
 pub mod run;
 pub mod sink;
+pub mod status;
 
 /// Errors of the watcher's commands, each with its exit code.
 #[derive(Debug, thiserror::Error)]

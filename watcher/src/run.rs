@@ -6,6 +6,7 @@
 //! global config keeps the last good one in force, with a problem in the state.
 
 use crate::cmd_plan::config_from_objects;
+use crate::kube_run::{KubeArgs, KubeFlags};
 use crate::opts::PlanFlags;
 use crate::sink::Sink;
 use crate::{files, Error};
@@ -46,9 +47,10 @@ pub struct RunArgs {
     /// standalone mode) or `kubernetes`.
     #[arg(long, env = "K8SLB_SOURCE", default_value = "kubernetes")]
     pub source: Source,
-    /// Where the state goes: `file:<path>` (replaced atomically).
+    /// Where the state goes: `file:<path>` (replaced atomically) or `configmap` (the
+    /// ConfigMaps `k8slb-state*` in the namespace; the default with `--source kubernetes`).
     #[arg(long = "state-out", env = "K8SLB_STATE_OUT")]
-    pub state_out: Sink,
+    pub state_out: Option<Sink>,
     /// How often the files source looks for changes, in milliseconds.
     #[arg(long, env = "K8SLB_POLL_MS", default_value_t = 100)]
     pub poll_ms: u64,
@@ -64,6 +66,8 @@ pub struct RunArgs {
     pub log_level: String,
     #[command(flatten)]
     pub flags: PlanFlags,
+    #[command(flatten)]
+    pub kube: KubeFlags,
 }
 
 pub fn init_logging(format: LogFormat, level: &str) {
@@ -89,11 +93,72 @@ pub fn init_logging(format: LogFormat, level: &str) {
 pub fn main(args: RunArgs) -> Result<(), Error> {
     init_logging(args.log_format, &args.log_level);
     match args.source.clone() {
-        Source::Files(dir) => run_files(&args, &dir),
-        Source::Kubernetes => Err(Error::Usage(
-            "the kubernetes source is not built yet; use --source files:<dir>".into(),
-        )),
+        Source::Files(dir) => match &args.state_out {
+            Some(Sink::File(_)) => run_files(&args, &dir),
+            _ => Err(Error::Usage(
+                "--source files:<dir> needs --state-out file:<path>".into(),
+            )),
+        },
+        Source::Kubernetes => match &args.state_out {
+            None | Some(Sink::ConfigMap) => run_kubernetes(&args),
+            Some(Sink::File(_)) => Err(Error::Usage(
+                "--source kubernetes publishes to --state-out configmap".into(),
+            )),
+        },
     }
+}
+
+/// The Kubernetes loop's settings from the flags.
+pub fn kube_args(args: &RunArgs) -> KubeArgs {
+    let k = &args.kube;
+    let identity = crate::leader::default_identity(k.pod_name.as_deref());
+    KubeArgs {
+        plan: args.flags.plan_options(),
+        namespace: args.flags.namespace.clone(),
+        resync: Duration::from_secs(args.resync_s.max(1)),
+        debounce: Duration::from_millis(k.debounce_ms.max(1)),
+        debounce_max: Duration::from_secs(1).max(Duration::from_millis(k.debounce_ms)),
+        status_hostname: k.status_hostname,
+        leader_election: k.leader_elect,
+        identity,
+        lease_duration: Duration::from_secs(k.lease_duration_s.max(2)),
+        lease_renew: Duration::from_millis(k.lease_renew_ms.max(100)),
+        admin_addr: Some(k.admin_addr),
+        events_per_second: k.events_per_second,
+        state_in_progress_grace: Duration::from_secs(10),
+    }
+}
+
+fn run_kubernetes(args: &RunArgs) -> Result<(), Error> {
+    let kargs = kube_args(args);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Runtime(format!("cannot start the runtime: {e}")))?;
+    rt.block_on(async move {
+        // In-cluster config, else KUBECONFIG / ~/.kube/config.
+        let config = kube::Config::infer()
+            .await
+            .map_err(|e| Error::Usage(format!("no Kubernetes configuration: {e}")))?;
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot handle SIGTERM");
+                        return;
+                    }
+                };
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM"),
+                _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT"),
+            }
+            on_signal.cancel();
+        });
+        crate::kube_run::run(config, kargs, crate::admin::Metrics::new(), shutdown).await
+    })
 }
 
 fn run_files(args: &RunArgs, dir: &std::path::Path) -> Result<(), Error> {
@@ -104,7 +169,10 @@ fn run_files(args: &RunArgs, dir: &std::path::Path) -> Result<(), Error> {
         )));
     }
     let opts = args.flags.plan_options();
-    let mut published: Option<State> = args.state_out.load();
+    let Some(sink) = args.state_out.as_ref() else {
+        return Err(Error::Usage("--state-out file:<path> is required".into()));
+    };
+    let mut published: Option<State> = sink.load();
     let mut good_cfg: Option<GlobalConfig> = None;
     let mut last_fp = None;
     let mut last_run = Instant::now();
@@ -151,7 +219,7 @@ fn run_files(args: &RunArgs, dir: &std::path::Path) -> Result<(), Error> {
                             state.problems.sort();
                         }
                         if published.as_ref() != Some(&state) {
-                            match args.state_out.write(&state) {
+                            match sink.write(&state) {
                                 Ok(()) => {
                                     tracing::info!(
                                         services = state.services.len(),

@@ -1,5 +1,7 @@
 //! Where the state goes. `file:<path>`: replaced atomically (write a temporary file in the
-//! same directory, fsync, rename), so a reader never sees half a state.
+//! same directory, fsync, rename), so a reader never sees half a state. `configmap`: the
+//! ConfigMaps `k8slb-state*` in the watcher's namespace, written by the Kubernetes loop
+//! ([`crate::publish_cm`]); only with `--source kubernetes`.
 
 use k8slb_common::state::State;
 use std::io::Write;
@@ -8,6 +10,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Sink {
     File(PathBuf),
+    ConfigMap,
 }
 
 impl std::str::FromStr for Sink {
@@ -15,8 +18,9 @@ impl std::str::FromStr for Sink {
     fn from_str(s: &str) -> Result<Self, String> {
         match s.split_once(':') {
             Some(("file", p)) if !p.is_empty() => Ok(Sink::File(PathBuf::from(p))),
+            None if s == "configmap" => Ok(Sink::ConfigMap),
             _ => Err(format!(
-                "unknown state destination {s:?}: expected file:<path> (the ConfigMap destination comes with the Kubernetes source)"
+                "unknown state destination {s:?}: expected file:<path> or configmap"
             )),
         }
     }
@@ -36,12 +40,16 @@ impl Sink {
                     }
                 }
             }
+            Sink::ConfigMap => None,
         }
     }
 
     pub fn write(&self, state: &State) -> std::io::Result<()> {
         match self {
             Sink::File(p) => write_atomic(p, state.to_json().as_bytes()),
+            Sink::ConfigMap => Err(std::io::Error::other(
+                "the configmap destination is written by the Kubernetes loop",
+            )),
         }
     }
 }

@@ -1,0 +1,405 @@
+//! core/v1 Events: what the plan did, on the object it did it to.
+//!
+//! - Which events: the differences between two published states ([`diff`]): IPAllocated,
+//!   IPReleased, NodeChanged, and each Service/Node problem when it first appears or its
+//!   message changes (the Event reason is the problem's reason: PoolExhausted,
+//!   UnknownPool, IpOutsidePool, PortConflict, InvalidAnnotation, ...). Nothing is emitted
+//!   for a state that did not change, so a tight loop cannot make a storm.
+//! - Aggregation: the Event name is `<object>.<hash of (uid, reason, message)>`, so the same
+//!   event again updates `count` and `lastTimestamp` of the existing object.
+//! - Rate: a token bucket ([`Recorder`]) bounds the writes per second; events wait in a
+//!   queue rather than being dropped (bounded at [`QUEUE_LIMIT`], then the oldest go).
+
+use crate::admin::{Metrics, ReasonLabel};
+use crate::kube_run::api_code;
+use crate::publish_cm::{FIELD_MANAGER, WRITE_TIMEOUT};
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use k8slb_common::publish::fnv1a;
+use k8slb_common::state::{Problem, State};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+pub const REPORTING_CONTROLLER: &str = "k8slb.io/watcher";
+pub const SOURCE_COMPONENT: &str = "k8slb-watcher";
+pub const QUEUE_LIMIT: usize = 10_000;
+
+/// The object an Event is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub uid: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub target: Target,
+    pub warning: bool,
+    pub reason: String,
+    pub action: &'static str,
+    pub message: String,
+}
+
+impl Note {
+    /// Deterministic name: a repeat of the same event updates the same object.
+    pub fn name(&self) -> String {
+        let h = fnv1a(
+            format!(
+                "{}\0{}\0{}\0{}",
+                self.target.uid, self.target.name, self.reason, self.message
+            )
+            .as_bytes(),
+        );
+        let stem: String = self.target.name.chars().take(200).collect();
+        format!("{stem}.{h:016x}")
+    }
+}
+
+/// Looks up a Service's or Node's uid (None: gone, no event).
+pub trait Lookup {
+    fn service_uid(&self, ns: &str, name: &str) -> Option<String>;
+    fn node_uid(&self, name: &str) -> Option<String>;
+}
+
+fn service_target(look: &dyn Lookup, key: &str) -> Option<Target> {
+    let (ns, name) = key.split_once('/')?;
+    Some(Target {
+        api_version: "v1".into(),
+        kind: "Service".into(),
+        namespace: Some(ns.into()),
+        name: name.into(),
+        uid: look.service_uid(ns, name)?,
+    })
+}
+
+/// The events for going from `prev` to `next`. Config problems are not here (they are
+/// reported even before any plan, see the run loop).
+pub fn diff(prev: &State, next: &State, look: &dyn Lookup) -> Vec<Note> {
+    let mut out = Vec::new();
+    for (key, ss) in &next.services {
+        let old: &[std::net::IpAddr] = prev
+            .services
+            .get(key)
+            .map(|s| s.ips.as_slice())
+            .unwrap_or_default();
+        if !ss.ips.is_empty() && ss.ips != old {
+            if let Some(t) = service_target(look, &key.to_string()) {
+                let ips: Vec<String> = ss.ips.iter().map(|i| i.to_string()).collect();
+                let owners: Vec<String> = ss
+                    .ips
+                    .iter()
+                    .filter_map(|ip| next.vips.get(ip)?.owner.as_ref().map(|o| o.to_string()))
+                    .collect();
+                let served = if owners.is_empty() {
+                    "no load-balancer node yet".to_string()
+                } else {
+                    format!("served by node {}", owners.join(", "))
+                };
+                out.push(Note {
+                    target: t,
+                    warning: false,
+                    reason: "IPAllocated".into(),
+                    action: "Allocate",
+                    message: format!(
+                        "Assigned IP {} from pool {} ({served})",
+                        ips.join(", "),
+                        ss.pool
+                    ),
+                });
+            }
+        }
+    }
+    for (key, old) in &prev.services {
+        let now: &[std::net::IpAddr] = next
+            .services
+            .get(key)
+            .map(|s| s.ips.as_slice())
+            .unwrap_or_default();
+        let gone: Vec<String> = old
+            .ips
+            .iter()
+            .filter(|ip| !now.contains(ip))
+            .map(|i| i.to_string())
+            .collect();
+        if gone.is_empty() {
+            continue;
+        }
+        if let Some(t) = service_target(look, &key.to_string()) {
+            out.push(Note {
+                target: t,
+                warning: false,
+                reason: "IPReleased".into(),
+                action: "Release",
+                message: format!("Released IP {}", gone.join(", ")),
+            });
+        }
+    }
+    // VIP owner changes.
+    for (ip, v) in &next.vips {
+        let Some(old) = prev.vips.get(ip) else {
+            continue;
+        };
+        if old.owner == v.owner {
+            continue;
+        }
+        let now = v
+            .owner
+            .as_ref()
+            .map(|n| format!("served by node {n}"))
+            .unwrap_or_else(|| "served by no node (no load-balancer node is ready)".into());
+        let was = old
+            .owner
+            .as_ref()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| "none".into());
+        for key in &v.services {
+            if let Some(t) = service_target(look, &key.to_string()) {
+                out.push(Note {
+                    target: t,
+                    warning: false,
+                    reason: "NodeChanged".into(),
+                    action: "Announce",
+                    message: format!("VIP {ip} is now {now} (was {was})"),
+                });
+            }
+        }
+    }
+    // Problems that are new (or whose message changed).
+    let old: BTreeSet<&Problem> = prev.problems.iter().collect();
+    for p in &next.problems {
+        if old.contains(p) {
+            continue;
+        }
+        if let Some(t) = problem_target(p, look) {
+            out.push(Note {
+                target: t,
+                warning: true,
+                reason: p.reason.clone(),
+                action: "Allocate",
+                message: p.message.clone(),
+            });
+        }
+    }
+    out
+}
+
+fn problem_target(p: &Problem, look: &dyn Lookup) -> Option<Target> {
+    if let Some(key) = p.object.strip_prefix("Service ") {
+        return service_target(look, key);
+    }
+    if let Some(name) = p.object.strip_prefix("Node ") {
+        return Some(Target {
+            api_version: "v1".into(),
+            kind: "Node".into(),
+            namespace: None,
+            name: name.into(),
+            uid: look.node_uid(name)?,
+        });
+    }
+    None // ConfigMap problems are reported by the run loop
+}
+
+/// A queue of notes, written by a background task at a bounded rate.
+#[derive(Clone)]
+pub struct Recorder {
+    queue: Arc<Mutex<VecDeque<Note>>>,
+    wake: Arc<Notify>,
+}
+
+impl Recorder {
+    /// Start the writer task. `leader` gates every write (a follower drops its queue).
+    pub fn spawn(
+        client: Client,
+        identity: String,
+        per_second: u32,
+        leader: Arc<AtomicBool>,
+        metrics: Metrics,
+        shutdown: CancellationToken,
+    ) -> Recorder {
+        let r = Recorder {
+            queue: Arc::new(Mutex::new(VecDeque::new())),
+            wake: Arc::new(Notify::new()),
+        };
+        let task = r.clone();
+        tokio::spawn(async move {
+            let mut w = Writer {
+                client,
+                identity,
+                counts: BTreeMap::new(),
+            };
+            let per_second = per_second.max(1);
+            let burst = f64::from(per_second) * 2.0;
+            let mut tokens = burst;
+            let mut last = tokio::time::Instant::now();
+            loop {
+                let next = task.queue.lock().expect("event queue").pop_front();
+                let Some(note) = next else {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = task.wake.notified() => continue,
+                    }
+                };
+                let now = tokio::time::Instant::now();
+                tokens = (tokens + now.duration_since(last).as_secs_f64() * f64::from(per_second))
+                    .min(burst);
+                last = now;
+                if tokens < 1.0 {
+                    let wait = Duration::from_secs_f64((1.0 - tokens) / f64::from(per_second));
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                    tokens = 1.0;
+                    last = tokio::time::Instant::now();
+                }
+                tokens -= 1.0;
+                if !leader.load(Ordering::SeqCst) {
+                    continue;
+                }
+                match w.write(&note).await {
+                    Ok(()) => {
+                        metrics
+                            .events_total
+                            .get_or_create(&ReasonLabel {
+                                reason: note.reason.clone(),
+                            })
+                            .inc();
+                    }
+                    Err(e) => {
+                        tracing::warn!(reason = %note.reason, object = %note.target.name, error = %e, "cannot write an Event");
+                    }
+                }
+            }
+        });
+        r
+    }
+
+    pub fn record(&self, note: Note) {
+        tracing::info!(
+            kind = %note.target.kind,
+            object = %note.target.name,
+            reason = %note.reason,
+            "{}",
+            note.message
+        );
+        let mut q = self.queue.lock().expect("event queue");
+        if q.len() >= QUEUE_LIMIT {
+            q.pop_front();
+        }
+        q.push_back(note);
+        drop(q);
+        self.wake.notify_one();
+    }
+
+    pub fn queued(&self) -> usize {
+        self.queue.lock().expect("event queue").len()
+    }
+}
+
+struct Writer {
+    client: Client,
+    identity: String,
+    /// Event name -> the count we last wrote.
+    counts: BTreeMap<String, i32>,
+}
+
+impl Writer {
+    async fn write(&mut self, note: &Note) -> Result<(), kube::Error> {
+        let ns = note
+            .target
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
+        let name = note.name();
+        let now = Time(Timestamp::now());
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        if !self.counts.contains_key(&name) {
+            let ev = Event {
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    namespace: Some(ns.clone()),
+                    ..Default::default()
+                },
+                involved_object: ObjectReference {
+                    api_version: Some(note.target.api_version.clone()),
+                    kind: Some(note.target.kind.clone()),
+                    name: Some(note.target.name.clone()),
+                    namespace: note.target.namespace.clone(),
+                    uid: Some(note.target.uid.clone()),
+                    ..Default::default()
+                },
+                reason: Some(note.reason.clone()),
+                message: Some(note.message.chars().take(1024).collect()),
+                type_: Some(if note.warning { "Warning" } else { "Normal" }.into()),
+                count: Some(1),
+                first_timestamp: Some(now.clone()),
+                last_timestamp: Some(now.clone()),
+                source: Some(EventSource {
+                    component: Some(SOURCE_COMPONENT.into()),
+                    host: None,
+                }),
+                reporting_component: Some(REPORTING_CONTROLLER.into()),
+                reporting_instance: Some(self.identity.chars().take(128).collect()),
+                action: Some(note.action.into()),
+                ..Default::default()
+            };
+            match timed(api.create(&pp, &ev)).await {
+                Ok(_) => {
+                    self.counts.insert(name, 1);
+                    return Ok(());
+                }
+                Err(e) if api_code(&e) == Some(409) => {} // exists: aggregate below
+                Err(e) => return Err(e),
+            }
+        }
+        // Aggregate: bump the count of the existing Event.
+        let existing = timed(api.get_opt(&name)).await?;
+        let Some(existing) = existing else {
+            self.counts.remove(&name);
+            return Err(kube::Error::Service(
+                format!("Event {ns}/{name} vanished; it will be re-created next time").into(),
+            ));
+        };
+        let count = existing
+            .count
+            .unwrap_or(1)
+            .max(self.counts.get(&name).copied().unwrap_or(1))
+            + 1;
+        let body = json!({
+            "metadata": {"resourceVersion": existing.metadata.resource_version},
+            "count": count,
+            "lastTimestamp": now,
+        });
+        let pp = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        timed(api.patch(&name, &pp, &Patch::Merge(&body))).await?;
+        self.counts.insert(name, count);
+        Ok(())
+    }
+}
+
+async fn timed<T>(
+    f: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, kube::Error> {
+    match tokio::time::timeout(WRITE_TIMEOUT, f).await {
+        Ok(r) => r,
+        Err(_) => Err(kube::Error::Service("timed out".into())),
+    }
+}

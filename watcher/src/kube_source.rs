@@ -1,0 +1,225 @@
+//! The `kubernetes` source: kube-runtime watchers feeding reflector stores.
+//!
+//! Services (all namespaces, each wrapped in a [`DeserializeGuard`] so one Service that
+//! does not decode is skipped with a problem rather than stopping the stream), EndpointSlices
+//! (all namespaces), Nodes, and the ConfigMaps of our namespace (`global` and the state
+//! objects). Each watcher retries with kube's default backoff; a reflector swaps its store
+//! only when a relist is complete, so a failed or partial list never shows up as missing
+//! objects.
+
+use crate::publish_cm::{self, StateLoad};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8slb_common::config::{parse_global_config, GlobalConfig};
+use k8slb_common::objects::Objects;
+use k8slb_common::state::Problem;
+use kube::core::DeserializeGuard;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::Arc;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// The name of the global ConfigMap and its key.
+pub const GLOBAL_CONFIGMAP: &str = "global";
+pub const GLOBAL_KEY: &str = "config";
+
+pub type GuardedService = DeserializeGuard<Service>;
+
+/// Read handles on every store.
+#[derive(Clone)]
+pub struct Stores {
+    pub services: Store<GuardedService>,
+    pub slices: Store<EndpointSlice>,
+    pub nodes: Store<Node>,
+    pub configmaps: Store<ConfigMap>,
+    pub namespace: String,
+}
+
+/// What the global ConfigMap says right now.
+#[derive(Debug)]
+pub enum ConfigRead {
+    Valid(Box<GlobalConfig>),
+    /// Present but invalid (or without the `config` key): why.
+    Invalid(String),
+    Missing,
+}
+
+impl Stores {
+    /// Start every watcher; `changed` is notified on every change after the initial lists.
+    pub fn spawn(
+        client: &Client,
+        namespace: &str,
+        changed: Arc<Notify>,
+        shutdown: &CancellationToken,
+    ) -> Stores {
+        Stores {
+            services: spawn_one(
+                Api::<GuardedService>::all(client.clone()),
+                "services",
+                &changed,
+                shutdown,
+            ),
+            slices: spawn_one(
+                Api::<EndpointSlice>::all(client.clone()),
+                "endpointslices",
+                &changed,
+                shutdown,
+            ),
+            nodes: spawn_one(
+                Api::<Node>::all(client.clone()),
+                "nodes",
+                &changed,
+                shutdown,
+            ),
+            configmaps: spawn_one(
+                Api::<ConfigMap>::namespaced(client.clone(), namespace),
+                "configmaps",
+                &changed,
+                shutdown,
+            ),
+            namespace: namespace.to_string(),
+        }
+    }
+
+    /// Until every store has seen its first complete list.
+    pub async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
+        self.services.wait_until_ready().await?;
+        self.slices.wait_until_ready().await?;
+        self.nodes.wait_until_ready().await?;
+        self.configmaps.wait_until_ready().await?;
+        Ok(())
+    }
+
+    /// The objects the plan reads, sorted by (namespace, name) so the input does not depend
+    /// on store order. Undecodable Services become problems.
+    pub fn objects(&self) -> Objects {
+        let mut objs = Objects::default();
+        for g in self.services.state() {
+            match &g.0 {
+                Ok(s) => objs.services.push(s.clone()),
+                Err(bad) => {
+                    let ns = bad.metadata.namespace.as_deref().unwrap_or_default();
+                    let name = bad.metadata.name.as_deref().unwrap_or_default();
+                    tracing::warn!(service = %format!("{ns}/{name}"), error = %bad.error, "skipping a Service that does not decode");
+                    objs.problems.push(Problem {
+                        object: format!(
+                            "Service {}/{}",
+                            ns.escape_debug().take(80).collect::<String>(),
+                            name.escape_debug().take(80).collect::<String>()
+                        ),
+                        reason: "Undecodable".into(),
+                        message: format!("skipped: this Service does not decode: {}", bad.error),
+                    });
+                }
+            }
+        }
+        objs.services.sort_by(|a, b| {
+            (&a.metadata.namespace, &a.metadata.name)
+                .cmp(&(&b.metadata.namespace, &b.metadata.name))
+        });
+        objs.slices = sorted(self.slices.state());
+        objs.nodes = sorted(self.nodes.state());
+        // The plan reads the config separately; it does not need the ConfigMaps.
+        objs.problems.sort();
+        objs
+    }
+
+    pub fn config(&self) -> ConfigRead {
+        let Some(cm) = self
+            .configmaps
+            .get(&ObjectRef::new(GLOBAL_CONFIGMAP).within(&self.namespace))
+        else {
+            return ConfigRead::Missing;
+        };
+        let Some(text) = cm.data.as_ref().and_then(|d| d.get(GLOBAL_KEY)) else {
+            return ConfigRead::Invalid(format!("it has no data.{GLOBAL_KEY}"));
+        };
+        match parse_global_config(text) {
+            Ok(c) => ConfigRead::Valid(Box::new(c)),
+            Err(e) => ConfigRead::Invalid(e.to_string()),
+        }
+    }
+
+    /// The state published last (by any watcher), from the state ConfigMaps.
+    pub fn previous_state(&self) -> StateLoad {
+        let get = |name: &str| {
+            self.configmaps
+                .get(&ObjectRef::new(name).within(&self.namespace))
+        };
+        publish_cm::load(get)
+    }
+
+    pub fn service(&self, ns: &str, name: &str) -> Option<Arc<GuardedService>> {
+        self.services.get(&ObjectRef::new(name).within(ns))
+    }
+
+    pub fn configmap(&self, name: &str) -> Option<Arc<ConfigMap>> {
+        self.configmaps
+            .get(&ObjectRef::new(name).within(&self.namespace))
+    }
+}
+
+fn sorted<K: Resource + Clone>(items: Vec<Arc<K>>) -> Vec<K> {
+    let mut v: Vec<K> = items.into_iter().map(|a| (*a).clone()).collect();
+    v.sort_by(|a, b| {
+        (&a.meta().namespace, &a.meta().name).cmp(&(&b.meta().namespace, &b.meta().name))
+    });
+    v
+}
+
+fn spawn_one<K>(
+    api: Api<K>,
+    what: &'static str,
+    changed: &Arc<Notify>,
+    shutdown: &CancellationToken,
+) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default()).default_backoff(),
+    );
+    let changed = changed.clone();
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        let mut failing = false;
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                item = stream.next() => match item {
+                    Some(Ok(ev)) => {
+                        if failing {
+                            tracing::info!(resource = what, "watch recovered");
+                            failing = false;
+                        }
+                        match ev {
+                            watcher::Event::Init | watcher::Event::InitApply(_) => {}
+                            _ => changed.notify_one(),
+                        }
+                    }
+                    Some(Err(e)) => {
+                        // The stream backs off by itself; log the first error of a run.
+                        if !failing {
+                            tracing::warn!(resource = what, error = %e, "watch failed; retrying with backoff, the store keeps its last complete view");
+                        } else {
+                            tracing::debug!(resource = what, error = %e, "watch still failing");
+                        }
+                        failing = true;
+                    }
+                    None => break,
+                },
+            }
+        }
+    });
+    reader
+}

@@ -1,0 +1,310 @@
+//! Service status: `status.loadBalancer.ingress` = one entry per VIP, `{ip, ipMode}` (or
+//! k8slb's `{hostname: "<ip>.sslip.io"}` with `--status-hostname`), written through the
+//! status subresource with a JSON merge patch that carries the observed
+//! `metadata.resourceVersion` as a precondition: a Service that changed since we looked
+//! gives 409 and is retried on the next tick with fresh data, so we never overwrite a
+//! status we did not see.
+//!
+//! Only differences are written: the desired ingress is compared with the observed one
+//! (ip, hostname, ipMode). A Service that leaves our claim has its status cleared only if
+//! it still exists and its status still shows an IP we gave it (never another
+//! controller's status).
+
+use crate::kube_run::api_code;
+use crate::kube_source::Stores;
+use crate::publish_cm::{FIELD_MANAGER, WRITE_TIMEOUT};
+use k8s_openapi::api::core::v1::Service;
+use k8slb_common::names::ServiceKey;
+use k8slb_common::state::{IpMode, ServiceState, State};
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+
+/// One ingress entry, as far as we compare it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Ingress {
+    pub ip: Option<String>,
+    pub hostname: Option<String>,
+    pub ip_mode: Option<String>,
+}
+
+impl Ingress {
+    fn to_json(&self) -> Value {
+        let mut m = serde_json::Map::new();
+        if let Some(ip) = &self.ip {
+            m.insert("ip".into(), json!(ip));
+        }
+        if let Some(h) = &self.hostname {
+            m.insert("hostname".into(), json!(h));
+        }
+        if let Some(mode) = &self.ip_mode {
+            m.insert("ipMode".into(), json!(mode));
+        }
+        Value::Object(m)
+    }
+}
+
+/// k8slb's hostname form: `<ip>.sslip.io`, IPv6 with '-' for ':'.
+pub fn sslip(ip: &IpAddr) -> String {
+    format!("{}.sslip.io", ip.to_string().replace(':', "-"))
+}
+
+pub fn desired(ss: &ServiceState, hostname_form: bool) -> Vec<Ingress> {
+    ss.ips
+        .iter()
+        .map(|ip| {
+            if hostname_form {
+                Ingress {
+                    ip: None,
+                    hostname: Some(sslip(ip)),
+                    ip_mode: None,
+                }
+            } else {
+                Ingress {
+                    ip: Some(ip.to_string()),
+                    hostname: None,
+                    ip_mode: Some(
+                        match ss.ip_mode {
+                            IpMode::Proxy => "Proxy",
+                            IpMode::Vip => "VIP",
+                        }
+                        .to_string(),
+                    ),
+                }
+            }
+        })
+        .collect()
+}
+
+pub fn observed(svc: &Service) -> Vec<Ingress> {
+    svc.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|l| l.ingress.as_ref())
+        .map(|v| {
+            v.iter()
+                .map(|i| Ingress {
+                    ip: i.ip.clone(),
+                    hostname: i.hostname.clone(),
+                    ip_mode: i.ip_mode.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether an observed status shows one of `ips` (either form).
+fn shows_any(obs: &[Ingress], ips: &[IpAddr]) -> bool {
+    obs.iter().any(|i| {
+        ips.iter().any(|ip| {
+            i.ip.as_deref().and_then(|s| s.parse::<IpAddr>().ok()) == Some(*ip)
+                || i.hostname.as_deref() == Some(sslip(ip).as_str())
+        })
+    })
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    pub patched: usize,
+    pub cleared: usize,
+    pub failed: usize,
+}
+
+pub struct StatusWriter {
+    client: Client,
+    hostname_form: bool,
+    /// Service -> (resourceVersion we patched from, what we wrote): while the store still
+    /// shows that resourceVersion, our write is simply not visible yet; do not repeat it.
+    memo: HashMap<ServiceKey, (String, Vec<Ingress>)>,
+    /// Services that left our claim and whose status may still show our IPs.
+    pending_clears: BTreeMap<ServiceKey, Vec<IpAddr>>,
+}
+
+impl StatusWriter {
+    pub fn new(client: Client, hostname_form: bool) -> Self {
+        StatusWriter {
+            client,
+            hostname_form,
+            memo: HashMap::new(),
+            pending_clears: BTreeMap::new(),
+        }
+    }
+
+    /// Forget everything (on becoming the leader).
+    pub fn reset(&mut self) {
+        self.memo.clear();
+        self.pending_clears.clear();
+    }
+
+    /// Record the IPs released between two published states.
+    pub fn released(&mut self, previous: &State, next: &State) {
+        for (key, old) in &previous.services {
+            let now: &[IpAddr] = next
+                .services
+                .get(key)
+                .map(|s| s.ips.as_slice())
+                .unwrap_or_default();
+            let gone: Vec<IpAddr> = old
+                .ips
+                .iter()
+                .filter(|ip| !now.contains(ip))
+                .copied()
+                .collect();
+            if !gone.is_empty() && now.is_empty() {
+                self.pending_clears.insert(key.clone(), gone);
+            }
+        }
+        // A Service that is claimed again is the normal path's business.
+        self.pending_clears
+            .retain(|k, _| next.services.get(k).is_none_or(|s| s.ips.is_empty()));
+    }
+
+    /// Bring every claimed Service's status to what `state` says, and clear released ones.
+    pub async fn reconcile(
+        &mut self,
+        state: &State,
+        stores: &Stores,
+        still_leader: impl Fn() -> bool,
+        metrics: &crate::admin::Metrics,
+    ) -> Outcome {
+        let mut out = Outcome::default();
+        let mut seen = Vec::new();
+        for (key, ss) in &state.services {
+            if ss.ips.is_empty() {
+                continue;
+            }
+            let Some(g) = stores.service(key.namespace.as_str(), key.name.as_str()) else {
+                continue;
+            };
+            let Ok(svc) = &g.0 else { continue };
+            if !ss.uid.is_empty() && svc.metadata.uid.as_deref() != Some(ss.uid.as_str()) {
+                continue; // re-created since the plan; the next tick sees it
+            }
+            seen.push(key.clone());
+            let want = desired(ss, self.hostname_form);
+            if observed(svc) == want {
+                self.memo.remove(key);
+                continue;
+            }
+            let rv = svc.metadata.resource_version.clone().unwrap_or_default();
+            if self.memo.get(key) == Some(&(rv.clone(), want.clone())) {
+                continue; // written, not yet seen by the watch
+            }
+            if !still_leader() {
+                return out;
+            }
+            let body = json!({
+                "metadata": {"resourceVersion": rv},
+                "status": {"loadBalancer": {"ingress": want.iter().map(Ingress::to_json).collect::<Vec<_>>()}},
+            });
+            match self
+                .patch(key.namespace.as_str(), key.name.as_str(), &body)
+                .await
+            {
+                Ok(()) => {
+                    tracing::info!(service = %key, ips = ?ss.ips, "status updated");
+                    metrics.status_patch("ok");
+                    out.patched += 1;
+                    self.memo.insert(key.clone(), (rv, want));
+                }
+                Err(e) => {
+                    metrics.status_patch(if api_code(&e) == Some(409) {
+                        "conflict"
+                    } else {
+                        "error"
+                    });
+                    tracing::warn!(service = %key, error = %e, "cannot patch the status; retrying");
+                    out.failed += 1;
+                }
+            }
+        }
+        self.memo.retain(|k, _| seen.contains(k));
+
+        let clears: Vec<(ServiceKey, Vec<IpAddr>)> = self
+            .pending_clears
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (key, ips) in clears {
+            let svc = stores
+                .service(key.namespace.as_str(), key.name.as_str())
+                .and_then(|g| g.0.as_ref().ok().cloned());
+            let Some(svc) = svc else {
+                self.pending_clears.remove(&key); // deleted: nothing to clear
+                continue;
+            };
+            if !shows_any(&observed(&svc), &ips) {
+                self.pending_clears.remove(&key); // not ours (any more)
+                continue;
+            }
+            if !still_leader() {
+                return out;
+            }
+            let rv = svc.metadata.resource_version.clone().unwrap_or_default();
+            let body = json!({
+                "metadata": {"resourceVersion": rv},
+                "status": {"loadBalancer": {"ingress": null}},
+            });
+            match self
+                .patch(key.namespace.as_str(), key.name.as_str(), &body)
+                .await
+            {
+                Ok(()) => {
+                    tracing::info!(service = %key, ips = ?ips, "status cleared");
+                    metrics.status_patch("ok");
+                    out.cleared += 1;
+                    self.pending_clears.remove(&key);
+                }
+                Err(e) if api_code(&e) == Some(404) => {
+                    self.pending_clears.remove(&key);
+                }
+                Err(e) => {
+                    metrics.status_patch(if api_code(&e) == Some(409) {
+                        "conflict"
+                    } else {
+                        "error"
+                    });
+                    tracing::warn!(service = %key, error = %e, "cannot clear the status; retrying");
+                    out.failed += 1;
+                }
+            }
+        }
+        out
+    }
+
+    pub fn pending(&self) -> bool {
+        !self.pending_clears.is_empty()
+    }
+
+    async fn patch(&self, ns: &str, name: &str, body: &Value) -> Result<(), kube::Error> {
+        let api: Api<Service> = Api::namespaced(self.client.clone(), ns);
+        let pp = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        match tokio::time::timeout(
+            WRITE_TIMEOUT,
+            api.patch_status(name, &pp, &Patch::Merge(body)),
+        )
+        .await
+        {
+            Ok(r) => r.map(|_| ()),
+            Err(_) => Err(kube::Error::Service(
+                format!("patching the status of {ns}/{name} timed out").into(),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sslip_forms() {
+        assert_eq!(sslip(&"10.0.0.1".parse().unwrap()), "10.0.0.1.sslip.io");
+        assert_eq!(sslip(&"fd00::1".parse().unwrap()), "fd00--1.sslip.io");
+    }
+}
