@@ -196,7 +196,7 @@ fn raise_nofile() {
                 .unwrap_or(POD_NOFILE);
             let target = POD_NOFILE.min(nr_open).max(hard);
             if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, target, target) {
-                eprintln!("lab: cannot raise RLIMIT_NOFILE to {target}: {e}");
+                eprintln!("lab: open-files limit stays at {hard} (raising it: {e}); the lab lowers HAProxy's maxconn to fit");
             }
         }
     }

@@ -392,7 +392,13 @@ impl System {
             last = format!("{:?}", r.errors);
             Ok(r.ok == 1)
         })
-        .with_context(|| format!("{target} ({proto:?}) never answered; last errors {last}"))
+        .with_context(|| {
+            format!(
+                "{target} ({proto:?}) never answered; last errors {last}; the VIP is on {:?} \
+                 (see the actors' logs: keepalived FAULT / BACKUP states)",
+                self.holders(target.ip()).unwrap_or_default()
+            )
+        })
     }
 
     /// The LB nodes that carry `ip` now.
