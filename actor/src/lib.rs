@@ -12,6 +12,7 @@
 //! - [`vip`]: netlink behind a small trait (interfaces, VIP observation, stale cleanup);
 //! - [`supervise`]: keepalived and the proxy as children, restarted with backoff;
 //! - [`admin`]: `/livez`, `/readyz`, `/metrics`;
+//! - [`state_source`]: where `run` gets the state: a file, or the watcher's ConfigMaps;
 //! - [`run`]: `k8slb-actor run`.
 
 pub mod admin;
@@ -22,6 +23,7 @@ pub mod debug;
 pub mod haproxy_rt;
 pub mod render;
 pub mod run;
+pub mod state_source;
 pub mod supervise;
 pub mod view;
 pub mod vip;

@@ -1,7 +1,8 @@
 //! `k8slb-actor run`: follow the state and keep this node's daemons in line with it.
 //!
 //! ```text
-//! k8slb-actor run --state file:<path> --node <name> [--proxy haproxy|nginx|kubeproxy]
+//! k8slb-actor run [--state configmap|file:<path>] [--namespace k8slb-system] --node <name>
+//!     [--proxy haproxy|nginx|kubeproxy]
 //!     [--interface <pool>=<ifname>]... [--templates <dir>] [--work-dir /var/lib/k8slb]
 //!     [--admin-addr 0.0.0.0:9254] [--min-reload-interval-ms 1000] [--log-format plain|json]
 //! ```
@@ -9,9 +10,10 @@
 //! The control loop is a plain thread (daemons and netlink are driven synchronously);
 //! the admin server and signal handling run on tokio. Each tick (100 ms):
 //!
-//! - the state file is polled every 200 ms (inode, size, mtime, then contents), so an
-//!   atomically replaced file is picked up; a state that fails to parse is refused, and
-//!   the previous one keeps running;
+//! - the state source is polled every 200 ms ([`crate::state_source`]): a file (inode,
+//!   size, mtime, then contents, so an atomically replaced file is picked up), or the
+//!   state ConfigMaps, followed by a kube watch on the tokio runtime; a state that fails
+//!   to parse or decode is refused, and the previous one keeps running;
 //! - a change is debounced (200 ms quiet, at most 1 s) and applied ([`crate::apply`]);
 //!   after a successful apply the state is saved as `<work-dir>/last-state.json`, and at
 //!   start, when the source is unavailable, the actor starts from it;
@@ -29,6 +31,8 @@ use crate::admin::{self, AdminState, Health, Metrics};
 use crate::apply::{Applied, Applier, Debouncer, Desired, NodeContext, NodeRenderer};
 use crate::daemons::{self, Binaries, Daemon, Paths};
 use crate::render::{self, Renderer};
+use crate::state_source::{self, ConfigMapOptions, ConfigMapSource, Source};
+pub use crate::state_source::{FileSource, Polled};
 use crate::view::{self, NodeView, ProxyKind, ViewOptions};
 use crate::vip::{self, AddrOps, PoolNetwork};
 use anyhow::Context;
@@ -36,26 +40,29 @@ use k8slb_common::names::{IfName, NodeName, PoolName};
 use k8slb_common::state::State;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Where the state comes from. Only `file:<path>` for now (the ConfigMap source comes
-/// with the Kubernetes issue).
+/// Where the state comes from: `file:<path>`, or `configmap` (the watcher's state
+/// ConfigMaps in `--namespace`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StateSource {
     File(PathBuf),
+    ConfigMap,
 }
 
 impl std::str::FromStr for StateSource {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "configmap" {
+            return Ok(StateSource::ConfigMap);
+        }
         match s.split_once(':') {
             Some(("file", p)) if !p.is_empty() => Ok(StateSource::File(PathBuf::from(p))),
             _ => Err(format!(
-                "unsupported state source {s:?}: expected file:<path>"
+                "unsupported state source {s:?}: expected configmap or file:<path>"
             )),
         }
     }
@@ -80,10 +87,14 @@ fn parse_interface(s: &str) -> Result<(PoolName, IfName), String> {
 /// Arguments of `k8slb-actor run`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
-    /// Where the state comes from: `file:<path>` (re-read when the file changes or is
-    /// atomically replaced).
-    #[arg(long, env = "K8SLB_STATE")]
+    /// Where the state comes from: `configmap` (the ConfigMaps `k8slb-state*` that the
+    /// watcher publishes in `--namespace`; in-cluster config or KUBECONFIG) or
+    /// `file:<path>` (re-read when the file changes or is atomically replaced).
+    #[arg(long, env = "K8SLB_STATE", default_value = "configmap")]
     pub state: StateSource,
+    /// Namespace of the state ConfigMaps (`--state configmap`).
+    #[arg(long, env = "K8SLB_NAMESPACE", default_value = state_source::DEFAULT_NAMESPACE)]
+    pub namespace: String,
     /// This node's name (the Node's metadata.name), as in the state's `nodes`.
     #[arg(long, env = "K8SLB_NODE_NAME")]
     pub node: NodeName,
@@ -188,51 +199,6 @@ impl NodeRenderer for RealRenderer {
 
 // ---------------------------------------------------------------------------------
 // state source
-
-/// Polls a state file: cheap metadata first, then the contents.
-pub struct FileSource {
-    path: PathBuf,
-    sig: Option<(u64, u64, i64, i64)>,
-    last: Option<String>,
-}
-
-/// What a poll found.
-#[derive(Debug)]
-pub enum Polled {
-    Unchanged,
-    Changed(String),
-    Unavailable(std::io::Error),
-}
-
-impl FileSource {
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        FileSource {
-            path: path.into(),
-            sig: None,
-            last: None,
-        }
-    }
-    pub fn poll(&mut self) -> Polled {
-        let md = match std::fs::metadata(&self.path) {
-            Ok(m) => m,
-            Err(e) => return Polled::Unavailable(e),
-        };
-        let sig = (md.ino(), md.len(), md.mtime(), md.mtime_nsec());
-        if self.sig == Some(sig) {
-            return Polled::Unchanged;
-        }
-        let text = match std::fs::read_to_string(&self.path) {
-            Ok(t) => t,
-            Err(e) => return Polled::Unavailable(e),
-        };
-        self.sig = Some(sig);
-        if self.last.as_deref() == Some(text.as_str()) {
-            return Polled::Unchanged;
-        }
-        self.last = Some(text.clone());
-        Polled::Changed(text)
-    }
-}
 
 fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
@@ -371,10 +337,28 @@ fn load_state(text: &str) -> Result<State, String> {
     State::from_json(text).map_err(|e| e.to_string())
 }
 
+/// The source of `cfg.source`. A ConfigMap source starts following at once on
+/// `runtime` (the caller's tokio runtime).
+pub fn open_source(
+    source: &StateSource,
+    client: Option<kube::Client>,
+    opts: ConfigMapOptions,
+    runtime: &tokio::runtime::Handle,
+) -> anyhow::Result<Box<dyn Source>> {
+    Ok(match source {
+        StateSource::File(p) => Box::new(FileSource::new(p.clone())),
+        StateSource::ConfigMap => {
+            let client = client.context("a Kubernetes client is needed for --state configmap")?;
+            Box::new(ConfigMapSource::spawn(client, opts, runtime))
+        }
+    })
+}
+
 /// The control loop; returns at shutdown, after keepalived, the VIPs and the proxy are
 /// gone.
 pub fn control_loop<R: NodeRenderer>(
     cfg: LoopConfig,
+    mut source: Box<dyn Source>,
     mut applier: Applier<R>,
     ops: &mut dyn AddrOps,
     shutdown: Arc<AtomicBool>,
@@ -382,8 +366,7 @@ pub fn control_loop<R: NodeRenderer>(
     metrics: Arc<Metrics>,
 ) {
     let _span = tracing::info_span!("control", node = %cfg.node).entered();
-    let StateSource::File(path) = &cfg.source;
-    let mut source = FileSource::new(path.clone());
+    let described = source.describe();
     let last_path = cfg.paths.last_state();
 
     // Leftovers of an earlier actor of this work dir.
@@ -409,6 +392,7 @@ pub fn control_loop<R: NodeRenderer>(
     let mut next_observe = Instant::now();
     let mut refused_text: Option<String> = None;
     let mut applied_once = false;
+    let mut held_before: BTreeSet<IpAddr> = BTreeSet::new();
 
     while !shutdown.load(Ordering::Relaxed) {
         let now = Instant::now();
@@ -432,16 +416,32 @@ pub fn control_loop<R: NodeRenderer>(
                     Err(e) => {
                         if refused_text.as_deref() != Some(text.as_str()) {
                             metrics.state_refused.inc();
-                            tracing::error!(error = %e, path = %path.display(), "state refused; keeping the previous one");
+                            tracing::error!(error = %e, source = %described, "state refused; keeping the previous one");
                             health.set_error(Some(format!("state refused: {e}")));
                             refused_text = Some(text);
                         }
                     }
                 },
+                Polled::Decoded(s) => {
+                    if current.as_ref() != Some(&*s) {
+                        tracing::info!(
+                            vips = s.vips.len(),
+                            services = s.services.len(),
+                            "new state"
+                        );
+                        current = Some(*s);
+                        debouncer.changed(now);
+                    }
+                }
+                Polled::Refused(e) => {
+                    metrics.state_refused.inc();
+                    tracing::error!(error = %e, source = %described, "state refused; keeping the previous one");
+                    health.set_error(Some(format!("state refused: {e}")));
+                }
                 Polled::Unavailable(e) => {
                     if current.is_none() {
                         if let Some(s) = last_saved.clone() {
-                            tracing::warn!(error = %e, path = %path.display(), "state source unavailable; starting from the last applied state");
+                            tracing::warn!(error = %e, source = %described, "state source unavailable; starting from the last applied state");
                             current = Some(s);
                             debouncer.changed(now);
                         }
@@ -501,6 +501,27 @@ pub fn control_loop<R: NodeRenderer>(
                     o.iter()
                         .map(|(ip, (pool, _))| (pool.as_str(), ip.to_string())),
                 );
+                // Which VIPs this node holds, when that changes (the metric has it too).
+                let now_held: BTreeSet<IpAddr> = o.keys().copied().collect();
+                if now_held != held_before {
+                    let list = |s: &BTreeSet<IpAddr>| {
+                        s.iter()
+                            .map(|ip| ip.to_string())
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    };
+                    let gained: BTreeSet<IpAddr> =
+                        now_held.difference(&held_before).copied().collect();
+                    let lost: BTreeSet<IpAddr> =
+                        held_before.difference(&now_held).copied().collect();
+                    tracing::info!(
+                        held = %list(&now_held),
+                        gained = %list(&gained),
+                        lost = %list(&lost),
+                        "VIPs held by this node changed"
+                    );
+                    held_before = now_held;
+                }
             }
         }
         std::thread::sleep(cfg.tick);
@@ -533,6 +554,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         _ => paths.haproxy_pid(),
     };
     base.interfaces = args.interfaces.iter().cloned().collect();
+    base.track_file = paths.proxy_health();
     let real = RealRenderer {
         renderer,
         node: args.node.clone(),
@@ -566,6 +588,22 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut cfg = LoopConfig::new(args.node.clone(), paths, args.state.clone());
     cfg.forced_interfaces = args.interfaces.iter().cloned().collect();
 
+    // The Kubernetes client only for the ConfigMap source. Building it reads the
+    // in-cluster config (or KUBECONFIG) and makes no request: an unreachable API server
+    // does not stop the actor, which then starts from its last applied state.
+    let client = match &args.state {
+        StateSource::ConfigMap => Some(state_source::client_from_env().await.context(
+            "Kubernetes client for --state configmap (in-cluster config or KUBECONFIG)",
+        )?),
+        StateSource::File(_) => None,
+    };
+    let source = open_source(
+        &args.state,
+        client,
+        ConfigMapOptions::new(args.namespace.clone()),
+        &tokio::runtime::Handle::current(),
+    )?;
+
     let shutdown = Arc::new(AtomicBool::new(false));
     let (sd, h, m) = (shutdown.clone(), health.clone(), metrics.clone());
     let control = std::thread::Builder::new()
@@ -578,7 +616,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                     return Err(e);
                 }
             };
-            control_loop(cfg, applier, &mut ops, sd, h, m);
+            control_loop(cfg, source, applier, &mut ops, sd, h, m);
             Ok(())
         })
         .context("spawn the control loop")?;
