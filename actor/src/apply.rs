@@ -16,6 +16,13 @@
 //!    one, and neither does its sibling. The failure is logged, counted
 //!    (`config_check_failures_total`) and kept as [`Applier::last_error`].
 //!
+//! The proxy's health file ([`Daemon::track_file`], keepalived's `track_file` with weight
+//! 0) holds `0` once a start of the proxy is confirmed, `1` the moment the supervisor sees
+//! the proxy exit (or a start fails), and `0` again after a confirmed restart. It is
+//! written (temporary file + rename in the same directory; keepalived watches the
+//! directory with inotify and handles both a rename and a truncating write) before
+//! keepalived is first started, so a node whose proxy never came up never takes a VIP.
+//!
 //! Reloads are rate-limited per daemon ([`Applier::min_reload_interval`], default 1 s):
 //! an apply that would reload too early returns [`Applied::Deferred`] and the caller
 //! tries again later. Bursts are debounced by the caller with [`Debouncer`].
@@ -28,7 +35,7 @@ use k8slb_common::state::State;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -216,6 +223,43 @@ pub struct Slot {
     running: Option<String>,
     last_reload: Option<Instant>,
     restarter: Restarter,
+    health: Option<HealthFile>,
+}
+
+/// The health file keepalived tracks for a daemon: `0\n` healthy, `1\n` not.
+#[derive(Debug)]
+struct HealthFile {
+    path: PathBuf,
+    /// What the file holds (as far as we wrote it); `None`: not written yet.
+    written: Option<bool>,
+}
+
+impl HealthFile {
+    fn set(&mut self, healthy: bool) -> Result<(), ApplyError> {
+        if self.written == Some(healthy) {
+            return Ok(());
+        }
+        write_atomic(&self.path, if healthy { "0\n" } else { "1\n" }).map_err(|source| {
+            ApplyError::Write {
+                path: self.path.display().to_string(),
+                source,
+            }
+        })?;
+        self.written = Some(healthy);
+        Ok(())
+    }
+}
+
+/// `text` as `path`: a temporary file in the same directory, synced, renamed over it.
+fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".k8slb-")
+        .tempfile_in(dir)?;
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// A candidate checked in a temporary file next to the live one.
@@ -225,11 +269,53 @@ struct Prepared {
 
 impl Slot {
     pub fn new(daemon: Box<dyn Daemon>) -> Self {
+        let health = daemon.track_file().map(|p| HealthFile {
+            path: p.to_path_buf(),
+            written: None,
+        });
         Slot {
             daemon,
             running: None,
             last_reload: None,
             restarter: Restarter::default(),
+            health,
+        }
+    }
+    /// What the health file holds (`Some(true)`: `0`, healthy); `None` if the daemon has
+    /// none or it was not written yet.
+    pub fn health_written(&self) -> Option<bool> {
+        self.health.as_ref().and_then(|h| h.written)
+    }
+
+    /// Write the health file (if any); an error is logged and returned.
+    fn set_health(&mut self, healthy: bool) -> Result<(), ApplyError> {
+        let kind = self.kind();
+        let Some(h) = self.health.as_mut() else {
+            return Ok(());
+        };
+        let changed = h.written != Some(healthy);
+        match h.set(healthy) {
+            Ok(()) => {
+                if changed {
+                    tracing::info!(daemon = %kind, file = %h.path.display(), healthy, "health file for keepalived written");
+                }
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(daemon = %kind, error = %e, healthy, "could not write the health file keepalived tracks");
+                Err(e)
+            }
+        }
+    }
+
+    /// Before keepalived starts: the health file exists and says whether the daemon runs.
+    fn ensure_health(&mut self) -> Result<(), ApplyError> {
+        match self.health.as_ref().map(|h| h.written) {
+            Some(None) => {
+                let running = self.daemon.is_running();
+                self.set_health(running)
+            }
+            _ => Ok(()),
         }
     }
     pub fn kind(&self) -> DaemonKind {
@@ -293,10 +379,14 @@ impl Slot {
                 self.restarter.started(now);
                 self.last_reload = Some(now);
                 tracing::info!(daemon = %self.kind(), "started");
+                // Confirmed: keepalived may hold VIPs again. (A failed write is logged;
+                // the file then still says unhealthy, which is the safe side.)
+                let _ = self.set_health(true);
                 Ok(())
             }
             Err(e) => {
                 metrics.reload(self.kind(), false);
+                let _ = self.set_health(false);
                 let delay = self.restarter.start_failed(now);
                 tracing::error!(daemon = %self.kind(), error = %e, retry_in_ms = delay.as_millis() as u64, "start failed");
                 Err(e)
@@ -313,6 +403,8 @@ impl Slot {
         match self.restarter.tick(now, exited.is_some()) {
             Action::Nothing => {}
             Action::Died { delay, .. } => {
+                // First: keepalived faults its instances and the VIPs move.
+                let _ = self.set_health(false);
                 metrics.child_restart(self.kind());
                 tracing::warn!(daemon = %self.kind(), status = exited.as_deref().unwrap_or("?"), restart_in_ms = delay.as_millis() as u64, "daemon exited; restarting");
             }
@@ -481,6 +573,10 @@ impl<R: NodeRenderer> Applier<R> {
         {
             proxy_outcome = Some(run_step(slot, step, text, proxy_prep, now, &metrics)?);
         }
+        // The health file keepalived tracks exists before keepalived ever runs.
+        if let Some(slot) = self.proxy.as_mut() {
+            slot.ensure_health()?;
+        }
         let ka_outcome = run_step(
             &mut self.keepalived,
             ka_step,
@@ -621,6 +717,149 @@ mod tests {
             }
         }
         panic!("never fired");
+    }
+
+    /// A daemon stand-in sharing its log with the test: `start` records what the
+    /// proxy's health file holds at that moment (keepalived must never start before it
+    /// exists).
+    struct Fake {
+        kind: DaemonKind,
+        cfg: PathBuf,
+        track: Option<PathBuf>,
+        watch: PathBuf,
+        up: bool,
+        fail_start: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        died: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    }
+
+    impl Daemon for Fake {
+        fn kind(&self) -> DaemonKind {
+            self.kind
+        }
+        fn config_path(&self) -> &Path {
+            &self.cfg
+        }
+        fn check(&self, _: &Path) -> Result<(), DaemonError> {
+            Ok(())
+        }
+        fn start(&mut self) -> Result<(), DaemonError> {
+            let health = std::fs::read_to_string(&self.watch).unwrap_or_else(|_| "none".into());
+            self.log.lock().unwrap().push(format!(
+                "{} start, health {:?}",
+                self.kind,
+                health.trim()
+            ));
+            if self.fail_start.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(DaemonError::Start {
+                    daemon: self.kind,
+                    why: "test".into(),
+                });
+            }
+            self.up = true;
+            Ok(())
+        }
+        fn reload(&mut self) -> Result<(), DaemonError> {
+            Ok(())
+        }
+        fn poll_exit(&mut self) -> Option<String> {
+            if self.died.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                self.up = false;
+                return Some("killed".into());
+            }
+            None
+        }
+        fn is_running(&self) -> bool {
+            self.up
+        }
+        fn stop(&mut self, _: Duration) {
+            self.up = false;
+        }
+        fn track_file(&self) -> Option<&Path> {
+            self.track.as_deref()
+        }
+    }
+
+    struct Echo;
+    impl NodeRenderer for Echo {
+        type View = String;
+        fn view(&self, s: &State, _: &NodeContext, _: Option<&String>) -> Result<String, String> {
+            Ok(s.to_json())
+        }
+        fn render(&self, v: &String) -> Result<Desired, String> {
+            Ok(Desired {
+                keepalived: format!("ka {}", v.len()),
+                proxy: Some(format!("proxy {}", v.len())),
+            })
+        }
+        fn runtime_diff(&self, _: &String, _: &String) -> Option<Vec<String>> {
+            None
+        }
+    }
+
+    #[test]
+    fn health_file_before_keepalived_down_on_exit_up_after_restart() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let dir = tempfile::tempdir().unwrap();
+        let health = dir.path().join("proxy-health");
+        let read = || std::fs::read_to_string(&health).unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let fail = Arc::new(AtomicBool::new(true));
+        let died = Arc::new(AtomicBool::new(false));
+        let fake = |kind, track: Option<PathBuf>| Fake {
+            kind,
+            cfg: dir.path().join(format!("{kind}.conf")),
+            track,
+            watch: health.clone(),
+            up: false,
+            fail_start: if kind == DaemonKind::Haproxy {
+                fail.clone()
+            } else {
+                Arc::new(AtomicBool::new(false))
+            },
+            died: if kind == DaemonKind::Haproxy {
+                died.clone()
+            } else {
+                Arc::new(AtomicBool::new(false))
+            },
+            log: log.clone(),
+        };
+        let mut a = Applier::new(
+            Echo,
+            Box::new(fake(DaemonKind::Keepalived, None)),
+            Some(Box::new(fake(DaemonKind::Haproxy, Some(health.clone())))),
+            Arc::new(Metrics::new()),
+        );
+        let state = State::from_json(include_str!("../tests/fixtures/empty.json")).unwrap();
+        let t0 = Instant::now();
+        let ctx = NodeContext::default();
+
+        // The proxy fails to start: unhealthy, and keepalived is not started at all.
+        assert!(a.apply(&state, &ctx, t0).is_err());
+        assert_eq!(read(), "1\n");
+        assert!(!a.keepalived().daemon().is_running());
+
+        // The supervisor restarts it (confirmed): 0, on disk before keepalived starts.
+        fail.store(false, Ordering::SeqCst);
+        let t1 = t0 + Duration::from_secs(1);
+        a.supervise(t1);
+        assert_eq!(read(), "0\n");
+        assert!(a.apply(&state, &ctx, t1).is_ok());
+        assert_eq!(read(), "0\n");
+        assert_eq!(
+            log.lock().unwrap().last().unwrap(),
+            "keepalived start, health \"0\""
+        );
+
+        // The supervisor sees the proxy exit: 1 at once; after the restart: 0.
+        died.store(true, Ordering::SeqCst);
+        a.supervise(t1 + Duration::from_millis(10));
+        assert_eq!(read(), "1\n");
+        assert_eq!(a.proxy().unwrap().health_written(), Some(false));
+        a.supervise(t1 + Duration::from_secs(11));
+        assert_eq!(read(), "0\n");
+        assert_eq!(a.proxy().unwrap().health_written(), Some(true));
     }
 
     #[test]

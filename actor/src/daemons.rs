@@ -121,6 +121,12 @@ pub trait Daemon: Send {
     /// If the child has exited since the last call, reap it and describe how.
     fn poll_exit(&mut self) -> Option<String>;
     fn is_running(&self) -> bool;
+    /// The health file keepalived tracks for this daemon (the proxy's
+    /// [`Paths::proxy_health`]); the pipeline writes `0` once a start is confirmed and
+    /// `1` when the supervisor sees the child exit. `None`: not tracked.
+    fn track_file(&self) -> Option<&Path> {
+        None
+    }
     /// Stop: `SIGTERM`, then `SIGKILL` after `grace`.
     fn stop(&mut self, grace: Duration);
 }
@@ -173,6 +179,11 @@ impl Paths {
     }
     pub fn last_state(&self) -> PathBuf {
         self.p("last-state.json")
+    }
+    /// The proxy's health file that keepalived tracks (`track_file`): `0` while the
+    /// proxy runs, `1` after it exited (written by [`crate::apply`]).
+    pub fn proxy_health(&self) -> PathBuf {
+        self.p("proxy-health")
     }
 }
 
@@ -379,6 +390,16 @@ impl Keepalived {
     }
 }
 
+impl Keepalived {
+    /// Whether the installed config has any VRRP instance (keepalived starts no VRRP
+    /// child without one).
+    fn has_instances(&self) -> bool {
+        std::fs::read_to_string(&self.cfg)
+            .map(|t| t.lines().any(|l| l.trim_start().starts_with("vrrp_instance ")))
+            .unwrap_or(true)
+    }
+}
+
 impl Daemon for Keepalived {
     fn kind(&self) -> DaemonKind {
         DaemonKind::Keepalived
@@ -406,40 +427,60 @@ impl Daemon for Keepalived {
             .arg("-r")
             .arg(&vrrp_pid);
         self.child.spawn(DaemonKind::Keepalived, &mut cmd)?;
-        let up = wait_for(CONFIRM_TIMEOUT, || {
-            if !self.child.alive() {
-                return Some(false);
-            }
-            read_pid(&vrrp_pid).filter(|p| pid_alive(*p)).map(|_| true)
-        });
-        match up {
-            Some(true) => Ok(()),
-            Some(false) => Err(DaemonError::Start {
-                daemon: DaemonKind::Keepalived,
-                why: "exited at start".into(),
-            }),
-            None => Err(DaemonError::Start {
-                daemon: DaemonKind::Keepalived,
-                why: "no VRRP child after 10 s".into(),
-            }),
-        }
+        // With no vrrp_instance keepalived runs without a VRRP child: then the parent
+        // staying up is all there is to confirm.
+        let instances = self.has_instances();
+        let up = if instances {
+            wait_for(CONFIRM_TIMEOUT, || {
+                if !self.child.alive() {
+                    return Some(false);
+                }
+                read_pid(&vrrp_pid).filter(|p| pid_alive(*p)).map(|_| true)
+            })
+        } else {
+            std::thread::sleep(Duration::from_millis(300));
+            Some(self.child.alive())
+        };
+        let why = match up {
+            Some(true) => return Ok(()),
+            Some(false) => "exited at start",
+            None => "no VRRP child after 10 s",
+        };
+        // Never leave a half-started keepalived behind: the next start would refuse
+        // with "daemon is already running".
+        self.child.stop(Duration::from_secs(2));
+        Err(DaemonError::Start {
+            daemon: DaemonKind::Keepalived,
+            why: why.into(),
+        })
     }
     fn reload(&mut self) -> Result<(), DaemonError> {
         let daemon = DaemonKind::Keepalived;
         let pid = self.child.pid().ok_or(DaemonError::NotRunning { daemon })?;
         signal(daemon, pid, Signal::SIGHUP)?;
         // keepalived reloads in place; it confirms nothing. The reload took when the
-        // parent and its VRRP child are still alive a moment later.
+        // parent and (if the config has instances) its VRRP child are alive a moment
+        // later.
         std::thread::sleep(Duration::from_millis(200));
+        let instances = self.has_instances();
         let vrrp = read_pid(&self.paths.keepalived_vrrp_pid());
-        if self.child.alive() && vrrp.is_some_and(pid_alive) {
-            Ok(())
-        } else {
-            Err(DaemonError::Reload {
-                daemon,
-                why: "keepalived or its VRRP child died after SIGHUP".into(),
-            })
+        if self.child.alive() && (!instances || vrrp.is_some_and(pid_alive)) {
+            return Ok(());
         }
+        if self.child.alive() {
+            // A keepalived that started with no instance has no VRRP child, and a HUP
+            // does not create one: restart it with the new config.
+            tracing::info!("keepalived has no VRRP child after reload; restarting it");
+            self.child.stop(Duration::from_secs(2));
+            return self.start().map_err(|e| DaemonError::Reload {
+                daemon,
+                why: format!("restart after reload: {e}"),
+            });
+        }
+        Err(DaemonError::Reload {
+            daemon,
+            why: "keepalived died after SIGHUP".into(),
+        })
     }
     fn poll_exit(&mut self) -> Option<String> {
         self.child.poll_exit()
@@ -459,16 +500,19 @@ pub struct Haproxy {
     bin: PathBuf,
     paths: Paths,
     cfg: PathBuf,
+    health: PathBuf,
     child: ChildProc,
 }
 
 impl Haproxy {
     pub fn new(bin: impl Into<PathBuf>, paths: Paths) -> Self {
         let cfg = paths.haproxy_cfg();
+        let health = paths.proxy_health();
         Haproxy {
             bin: bin.into(),
             paths,
             cfg,
+            health,
             child: ChildProc::default(),
         }
     }
@@ -487,6 +531,9 @@ impl Haproxy {
 impl Daemon for Haproxy {
     fn kind(&self) -> DaemonKind {
         DaemonKind::Haproxy
+    }
+    fn track_file(&self) -> Option<&Path> {
+        Some(&self.health)
     }
     fn config_path(&self) -> &Path {
         &self.cfg
@@ -580,16 +627,19 @@ pub struct Nginx {
     bin: PathBuf,
     paths: Paths,
     cfg: PathBuf,
+    health: PathBuf,
     child: ChildProc,
 }
 
 impl Nginx {
     pub fn new(bin: impl Into<PathBuf>, paths: Paths) -> Self {
         let cfg = paths.nginx_conf();
+        let health = paths.proxy_health();
         Nginx {
             bin: bin.into(),
             paths,
             cfg,
+            health,
             child: ChildProc::default(),
         }
     }
@@ -614,6 +664,9 @@ impl Nginx {
 impl Daemon for Nginx {
     fn kind(&self) -> DaemonKind {
         DaemonKind::Nginx
+    }
+    fn track_file(&self) -> Option<&Path> {
+        Some(&self.health)
     }
     fn config_path(&self) -> &Path {
         &self.cfg

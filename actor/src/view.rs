@@ -42,13 +42,9 @@ pub enum ProxyKind {
 }
 
 impl ProxyKind {
-    /// The process name keepalived tracks (`None`: nothing to track).
-    pub fn process_name(self) -> Option<&'static str> {
-        match self {
-            ProxyKind::Haproxy => Some("haproxy"),
-            ProxyKind::Nginx => Some("nginx"),
-            ProxyKind::Kubeproxy => None,
-        }
+    /// True iff there is a proxy whose health keepalived tracks (not kubeproxy).
+    pub fn has_proxy(self) -> bool {
+        !matches!(self, ProxyKind::Kubeproxy)
     }
 }
 
@@ -70,6 +66,10 @@ pub struct ViewOptions {
     /// This node's addresses as seen locally (fallback for `unicast_src_ip` when the state
     /// has none of the instance's family).
     pub node_addresses: Vec<IpAddr>,
+    /// The proxy health file keepalived tracks (`track_file`, weight 0): the actor writes
+    /// `0` while the proxy runs and `1` when it exits (see [`crate::apply`]). Unused for
+    /// kubeproxy.
+    pub track_file: PathBuf,
 }
 
 impl ViewOptions {
@@ -86,6 +86,7 @@ impl ViewOptions {
             runtime_socket: PathBuf::from("/run/k8slb/haproxy.sock"),
             pid_file: PathBuf::from(pid),
             node_addresses: Vec::new(),
+            track_file: PathBuf::from("/run/k8slb/proxy-health"),
         }
     }
 }
@@ -192,8 +193,8 @@ pub struct KeepalivedView {
     pub garp_master_delay: u32,
     pub garp_master_repeat: u32,
     pub email: Option<EmailView>,
-    /// `vrrp_track_process` for the proxy (`None` for kubeproxy).
-    pub track_process: Option<TrackProcess>,
+    /// `track_file` on the proxy's health file (`None` for kubeproxy).
+    pub track_file: Option<TrackFile>,
     pub instances: Vec<InstanceView>,
 }
 
@@ -205,14 +206,20 @@ pub struct EmailView {
     pub timeout_s: u32,
 }
 
+/// keepalived's `track_file` block on the proxy's health file, with weight 0: any
+/// non-zero value faults every instance, so the VIPs move to the next node. It replaces
+/// `vrrp_track_process`, which needs the kernel's process-events connector and so only
+/// works in the initial network namespace (in any other, every instance stays in FAULT:
+/// "Failed to set/clear process event listen").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TrackProcess {
-    /// Name of the `vrrp_track_process` block.
+pub struct TrackFile {
+    /// Name of the `track_file` block.
     pub name: &'static str,
-    /// Process name keepalived watches (`haproxy` / `nginx`).
-    pub process: &'static str,
-    /// Seconds a process change must last before it counts.
-    pub delay: &'static str,
+    /// [`ViewOptions::track_file`], checked by [`safe_path`].
+    pub file: String,
+    /// `init_file` value if the file does not exist when keepalived starts (never
+    /// `overwrite`: the actor owns the file). `1`: no proxy confirmed yet.
+    pub init: u8,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -520,11 +527,15 @@ fn keepalived_view(
         server: cfg.email_server.clone(),
         timeout_s: cfg.email_server_timeout_s,
     });
-    let track_process = opts.proxy.process_name().map(|process| TrackProcess {
-        name: "k8slb_proxy",
-        process,
-        delay: "1",
-    });
+    let track_file = if opts.proxy.has_proxy() {
+        Some(TrackFile {
+            name: "k8slb_proxy",
+            file: safe_path("track file", &opts.track_file)?,
+            init: 1,
+        })
+    } else {
+        None
+    };
 
     let mut ordered: Vec<_> = state.instances.iter().collect();
     ordered.sort_by_key(|i| i.vrid);
@@ -648,7 +659,7 @@ fn keepalived_view(
         garp_master_delay: cfg.garp_master_delay_s,
         garp_master_repeat: cfg.garp_repeat,
         email,
-        track_process,
+        track_file,
         instances,
     })
 }

@@ -486,29 +486,8 @@ struct ActorProc {
     log: PathBuf,
 }
 
-/// The embedded templates, with keepalived's `track_process` off: it needs the kernel's
-/// process-events connector, which only exists in the initial network namespace
-/// ("Failed to set/clear process event listen"), so inside a test namespace every
-/// instance would stay in FAULT.
-fn test_templates(dir: &Path) -> PathBuf {
-    let t = dir.join("templates");
-    std::fs::create_dir_all(&t).unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../templates");
-    for f in [
-        "keepalived.conf.tera",
-        "haproxy.cfg.tera",
-        "nginx.conf.tera",
-    ] {
-        let text = std::fs::read_to_string(root.join(f)).unwrap();
-        let text = text.replace("if ka.track_process %}", "if false %}");
-        std::fs::write(t.join(f), text).unwrap();
-    }
-    t
-}
-
 fn start_actor(ns: &Netns, dir: &Path, log_name: &str) -> ActorProc {
     let log = dir.join(log_name);
-    let templates = test_templates(dir);
     let f = std::fs::File::create(&log).unwrap();
     let child = ns
         .cmd(ACTOR)
@@ -525,8 +504,6 @@ fn start_actor(ns: &Netns, dir: &Path, log_name: &str) -> ActorProc {
         .arg(format!("file:{}", dir.join("state.json").display()))
         .arg("--work-dir")
         .arg(dir.join("work"))
-        .arg("--templates")
-        .arg(templates)
         .env("NO_COLOR", "1")
         .stdout(f.try_clone().unwrap())
         .stderr(f)
