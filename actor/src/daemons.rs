@@ -395,7 +395,10 @@ impl Keepalived {
     /// child without one).
     fn has_instances(&self) -> bool {
         std::fs::read_to_string(&self.cfg)
-            .map(|t| t.lines().any(|l| l.trim_start().starts_with("vrrp_instance ")))
+            .map(|t| {
+                t.lines()
+                    .any(|l| l.trim_start().starts_with("vrrp_instance "))
+            })
             .unwrap_or(true)
     }
 }
