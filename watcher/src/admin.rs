@@ -167,6 +167,10 @@ impl Metrics {
             .sum()
     }
 
+    pub fn leading(&self) -> bool {
+        self.is_leader.get() == 1
+    }
+
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::SeqCst)
     }

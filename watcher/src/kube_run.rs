@@ -138,7 +138,9 @@ pub async fn run(
         tracing::info!(addr = %bound, "admin server listening");
     }
     let changed = Arc::new(Notify::new());
-    let stores = Stores::spawn(&client, &args.namespace, changed.clone(), &shutdown);
+    let stores_stop = shutdown.child_token();
+    let _stores_stop_on_drop = stores_stop.clone().drop_guard();
+    let stores = Stores::spawn(&client, &args.namespace, changed.clone(), &stores_stop);
     tracing::info!(namespace = %args.namespace, identity = %args.identity, "waiting for the initial lists");
     tokio::select! {
         _ = shutdown.cancelled() => return Ok(()),
@@ -151,6 +153,10 @@ pub async fn run(
     // The election stops with its own token, after the loop, so the Lease is released
     // only once nothing writes any more.
     let election_stop = CancellationToken::new();
+    // If this future is dropped (aborted) rather than finishing, the background writers
+    // stop at once without releasing anything, like a crashed process.
+    let abandon = CancellationToken::new();
+    let _abandon_on_drop = abandon.clone().drop_guard();
     let election = if args.leader_election {
         Some(tokio::spawn(leader::run(
             client.clone(),
@@ -163,18 +169,23 @@ pub async fn run(
             leader_tx,
             leader_flag.clone(),
             election_stop.clone(),
+            abandon.clone(),
         )))
     } else {
         leader_flag.store(true, Ordering::SeqCst);
         leader_tx.send_replace(true);
         // Keep the sender alive so `changed()` never fails.
         let stop = election_stop.clone();
+        let gone = abandon.clone();
         Some(tokio::spawn(async move {
-            stop.cancelled().await;
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = gone.cancelled() => {}
+            }
             drop(leader_tx);
         }))
     };
-    let recorder_stop = CancellationToken::new();
+    let recorder_stop = abandon.child_token();
     let recorder = Recorder::spawn(
         client.clone(),
         args.identity.clone(),

@@ -59,14 +59,17 @@ pub fn default_identity(pod_name: Option<&str>) -> String {
     format!("{base}-{:08x}", h.finish() as u32)
 }
 
-/// Run the election until `shutdown`; `tx` carries whether we lead, `flag` mirrors it for
-/// synchronous checks right before each write.
+/// Run the election until `shutdown` (then release the Lease if we hold it) or `abandon`
+/// (stop at once, release nothing: the process is going away uncleanly, as on a crash);
+/// `tx` carries whether we lead, `flag` mirrors it for synchronous checks right before
+/// each write.
 pub async fn run(
     client: Client,
     cfg: LeaseConfig,
     tx: watch::Sender<bool>,
     flag: Arc<AtomicBool>,
     shutdown: CancellationToken,
+    abandon: CancellationToken,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &cfg.namespace);
     let renew_deadline = cfg.duration.mul_f64(2.0 / 3.0);
@@ -83,7 +86,14 @@ pub async fn run(
     };
     loop {
         let leading = flag.load(Ordering::SeqCst);
-        match step(&api, &cfg, &mut observed).await {
+        let result = tokio::select! {
+            _ = abandon.cancelled() => {
+                flag.store(false, Ordering::SeqCst);
+                return;
+            }
+            r = step(&api, &cfg, &mut observed) => r,
+        };
+        match result {
             Ok(true) => {
                 if !leading {
                     tracing::info!(identity = %cfg.identity, "became the leader");
@@ -110,6 +120,10 @@ pub async fn run(
         }
         tokio::select! {
             _ = shutdown.cancelled() => break,
+            _ = abandon.cancelled() => {
+                flag.store(false, Ordering::SeqCst);
+                return;
+            }
             _ = tokio::time::sleep(cfg.renew) => {}
         }
     }

@@ -1,0 +1,145 @@
+//! Bad input: each problem gives its Event and leaves every other Service untouched.
+
+mod kube_util;
+
+use kube_util::*;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+fn all_ips(api: &k8slb_fakeapi::FakeApi, names: &[&str]) -> BTreeMap<String, Option<String>> {
+    names
+        .iter()
+        .map(|n| (n.to_string(), ingress_ip(api, "default", n)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_problem_gives_its_event_and_leaves_the_others_alone() {
+    init_logs();
+    let api = k8slb_fakeapi::FakeApi::start().await;
+    seed_cluster(&api);
+    api.put_object(svc("default", "good"));
+    let w = start(&api, "w1");
+    let good = wait_for("good gets an IP", || ingress_ip(&api, "default", "good")).await;
+
+    // Unknown pool.
+    api.put_object(with_annotation(
+        svc("default", "unknown"),
+        "loadbalancer/pool",
+        "nope",
+    ));
+    // Pool exhausted: `small` has two addresses.
+    for n in ["ex1", "ex2", "ex3"] {
+        api.put_object(with_annotation(
+            svc("default", n),
+            "loadbalancer/pool",
+            "small",
+        ));
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await; // creation order
+    }
+    // Conflicting static IPs (same port on the same address).
+    let mut s1 = svc("default", "static1");
+    s1["spec"]["loadBalancerIP"] = json!("10.0.0.40");
+    api.put_object(s1);
+    wait_for("static1 gets its IP", || {
+        (ingress_ip(&api, "default", "static1").as_deref() == Some("10.0.0.40")).then_some(())
+    })
+    .await;
+    let mut s2 = svc("default", "static2");
+    s2["spec"]["loadBalancerIP"] = json!("10.0.0.40");
+    api.put_object(s2);
+    // Outside the pool.
+    let mut s3 = svc("default", "outside");
+    s3["spec"]["loadBalancerIP"] = json!("172.16.0.1");
+    api.put_object(s3);
+    // Invalid annotation value.
+    api.put_object(with_annotation(
+        svc("default", "badann"),
+        "loadbalancer/ssl",
+        "perhaps",
+    ));
+    // A Service that does not decode (the fake stores what it is given).
+    let mut bad = svc("default", "malformed");
+    bad["spec"]["ports"] = json!(7);
+    api.put_object(bad);
+
+    for (name, reason) in [
+        ("unknown", "UnknownPool"),
+        ("ex3", "PoolExhausted"),
+        ("static2", "PortConflict"),
+        ("outside", "IpOutsidePool"),
+        ("badann", "InvalidAnnotation"),
+        ("malformed", "Undecodable"),
+    ] {
+        wait_for(&format!("{reason} event on {name}"), || {
+            has_event(&api, name, reason).then_some(())
+        })
+        .await;
+    }
+    let conflict = events_for(&api, "static2");
+    assert!(
+        conflict.iter().any(|e| e.1.contains("default/static1")),
+        "the conflict names the other Service: {conflict:?}"
+    );
+    let names = [
+        "good", "unknown", "ex1", "ex2", "ex3", "static1", "static2", "outside", "badann",
+    ];
+    let before = all_ips(&api, &names);
+    assert_eq!(before["good"].as_deref(), Some(good.as_str()));
+    assert!(before["ex1"].is_some() && before["ex2"].is_some());
+    assert_eq!(before["ex3"], None);
+    assert_eq!(before["unknown"], None);
+    assert_eq!(before["static2"], None);
+    assert_eq!(before["outside"], None);
+    assert_eq!(before["static1"].as_deref(), Some("10.0.0.40"));
+    let st = state(&api).unwrap();
+    assert!(
+        st.problems.iter().any(|p| p.reason == "Undecodable"),
+        "{:?}",
+        st.problems
+    );
+
+    // Invalid global config: the last good one stays in force, and it says why.
+    api.put_object(global_raw(
+        "{\"pools\": {\"default\": {\"network\": \"not a network\"}}}",
+    ));
+    wait_for("InvalidConfig event on global", || {
+        has_event(&api, "global", "InvalidConfig").then_some(())
+    })
+    .await;
+    wait_for("InvalidConfig in the state", || {
+        state(&api)?
+            .problems
+            .iter()
+            .any(|p| p.reason == "InvalidConfig")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(w.metrics.config_valid.get(), 0);
+    assert!(w.metrics.config_errors_total.get() >= 1);
+    // A new Service is still served, from the last good config.
+    api.put_object(svc("default", "later"));
+    let later = wait_for("later gets an IP", || ingress_ip(&api, "default", "later")).await;
+    assert!(later.starts_with("10.0.0."), "{later}");
+    assert_eq!(all_ips(&api, &names), before, "nothing else moved");
+
+    // Events are not repeated on every tick: wait for a resync or two, counts stay at 1.
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    for n in ["unknown", "ex3", "static2", "global"] {
+        for e in events_for(&api, n) {
+            assert_eq!(e.2, 1, "{n}: {e:?}");
+        }
+    }
+    // The config is fixed: the problem goes away.
+    api.put_object(global(pools_default()));
+    wait_for("InvalidConfig gone", || {
+        (!state(&api)?
+            .problems
+            .iter()
+            .any(|p| p.reason == "InvalidConfig"))
+        .then_some(())
+    })
+    .await;
+    assert_eq!(all_ips(&api, &names), before);
+    w.stop().await;
+}
