@@ -1,0 +1,364 @@
+//! Root test: VIP failover between two LB "nodes" when the proxy dies.
+//!
+//! Two network namespaces (`k8slbf-<pid>-<n>`) joined by a veth pair, addresses from
+//! 198.18.0.0/24; each runs the real `k8slb-actor run --state file:<state.json>` inside
+//! its namespace (`ip netns exec`), with the real keepalived and HAProxy. One VRRP
+//! instance (owner node1, backup node2, advert 100 ms, no preempt) with one VIP.
+//!
+//! 1. node1 holds the VIP, node2 does not;
+//! 2. the HAProxy master of node1 is SIGKILLed: node1's actor writes `1` to its
+//!    `proxy-health` file, keepalived (track_file, weight 0) faults the instance, and the
+//!    VIP moves to node2; node1 restarts HAProxy and writes `0` again;
+//! 3. both namespaces' addresses are sampled every 20 ms from before the kill to after
+//!    the move: the VIP on both nodes for more than 1 s fails the test (the overlap and
+//!    the failover time are printed).
+//!
+//! Namespaces and every process in them are removed on drop, also on panic. FAILS (never
+//! skips) without root or without haproxy / keepalived / ip.
+//!
+//! Run: `cargo test -p k8slb-actor --test netns_failover -- --nocapture`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const ACTOR: &str = env!("CARGO_BIN_EXE_k8slb-actor");
+const VIP: &str = "198.18.0.100";
+
+fn require_root_and(bins: &[&str]) {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root (network namespaces, VRRP); run it as root"
+    );
+    for b in bins {
+        let ok = Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {b}"))
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            ok,
+            "binary `{b}` is missing: apt-get install -y haproxy keepalived iproute2"
+        );
+    }
+}
+
+fn sh(cmd: &str) -> String {
+    let out = Command::new("sh").arg("-c").arg(cmd).output().expect("sh");
+    assert!(
+        out.status.success(),
+        "`{cmd}` failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A network namespace owned by the test: on drop every process in it is killed and
+/// the namespace deleted.
+struct Netns {
+    name: String,
+}
+
+impl Netns {
+    fn new() -> Self {
+        let name = format!(
+            "k8slbf-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
+        sh(&format!("ip netns add {name}"));
+        let ns = Netns { name };
+        ns.ip("link set lo up");
+        ns
+    }
+    fn ip(&self, args: &str) -> String {
+        sh(&format!("ip -n {} {args}", self.name))
+    }
+    fn cmd(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, program]);
+        c
+    }
+}
+
+/// Whether the namespace holds `ip` (any interface). Sampled from a thread, so it
+/// does not panic: a failed `ip` counts as "not held".
+fn holds(ns: &str, ip: &str) -> bool {
+    Command::new("ip")
+        .args(["-n", ns, "-o", "addr", "show"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout).lines().any(|l| {
+                l.split_whitespace()
+                    .any(|w| w.starts_with(&format!("{ip}/")))
+            })
+        })
+        .unwrap_or(false)
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        if let Ok(out) = Command::new("ip")
+            .args(["netns", "pids", &self.name])
+            .output()
+        {
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = Command::new("kill").args(["-9", pid]).status();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// One actor process (`ip netns exec` execs it: the child's pid is the actor's).
+struct Actor {
+    child: Child,
+    log: PathBuf,
+    work: PathBuf,
+}
+
+impl Actor {
+    fn start(ns: &Netns, dir: &Path, node: &str) -> Actor {
+        let work = dir.join(node);
+        let log = dir.join(format!("{node}.log"));
+        let f = std::fs::File::create(&log).unwrap();
+        let child = ns
+            .cmd(ACTOR)
+            .args(["run", "--node", node, "--admin-addr", "127.0.0.1:9254"])
+            .args(["--min-reload-interval-ms", "100"])
+            .arg("--state")
+            .arg(format!("file:{}", dir.join("state.json").display()))
+            .arg("--work-dir")
+            .arg(&work)
+            .env("NO_COLOR", "1")
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .spawn()
+            .unwrap();
+        Actor { child, log, work }
+    }
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    fn health(&self) -> Option<String> {
+        std::fs::read_to_string(self.work.join("proxy-health")).ok()
+    }
+    /// The HAProxy master: the actor's child named `haproxy`.
+    fn haproxy_master(&self) -> Option<i32> {
+        let pid = self.child.id();
+        let mut kids = Vec::new();
+        for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+            .ok()?
+            .flatten()
+        {
+            if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+                kids.extend(s.split_whitespace().filter_map(|x| x.parse::<i32>().ok()));
+            }
+        }
+        kids.into_iter().find(|k| {
+            std::fs::read_to_string(format!("/proc/{k}/comm")).is_ok_and(|c| c.trim() == "haproxy")
+        })
+    }
+}
+
+impl Drop for Actor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}
+
+fn state_json() -> String {
+    let port = serde_json::json!({
+        "protocol": "TCP", "port": 8080, "mode": "tcp", "tls": false, "redirect": false,
+        "backendTls": false, "check": false, "stickiness": "none", "stickinessTimeoutS": 10800,
+        "sourceRanges": [], "endpoints": [ { "ip": "198.18.0.1", "port": 9001 } ]
+    });
+    serde_json::to_string_pretty(&serde_json::json!({
+        "version": 1,
+        "config": {
+            "pools": {
+                "default": { "network": "198.18.0.0/24", "prefixLen": 24, "family": "v4", "first": "198.18.0.100" }
+            },
+            "keepalived": { "advertIntMs": 100, "unicast": false, "preempt": false,
+                "emailServerTimeoutS": 30, "garpRepeat": 1, "garpMasterDelayS": 1 },
+            "haproxy": { "global": [], "defaults": ["timeout connect 1s", "timeout client 5s", "timeout server 5s"],
+                "tcpfront": [], "httpfront": [], "tcpback": [], "httpback": [] },
+            "nginx": { "global": [], "http": [], "proxy": [], "upstream": [], "stream": [] },
+            "certPath": "/etc/certs"
+        },
+        "nodes": {
+            "node1": { "addresses": ["198.18.0.1"] },
+            "node2": { "addresses": ["198.18.0.2"] }
+        },
+        "instances": [ {
+            "vrid": 60, "name": "k8slb_default_60", "pool": "default", "family": "v4",
+            "members": [ { "node": "node1", "priority": 150 }, { "node": "node2", "priority": 100 } ],
+            "vips": [VIP]
+        } ],
+        "vips": { VIP: { "pool": "default", "vrid": 60, "owner": "node1", "services": ["default/web"] } },
+        "services": {
+            "default/web": { "ips": [VIP], "pool": "default", "ipMode": "Proxy", "ports": [port] }
+        },
+        "problems": []
+    }))
+    .unwrap()
+}
+
+/// (time since the start of sampling, node1 holds the VIP, node2 holds it)
+type Sample = (Duration, bool, bool);
+
+/// The longest run of consecutive samples with the VIP on both nodes.
+fn longest_overlap(samples: &[Sample]) -> Duration {
+    let mut best = Duration::ZERO;
+    let mut start: Option<Duration> = None;
+    for &(t, a, b) in samples {
+        match (a && b, start) {
+            (true, None) => start = Some(t),
+            (true, Some(s)) => best = best.max(t - s),
+            (false, _) => start = None,
+        }
+    }
+    best
+}
+
+#[test]
+fn netns_vip_moves_when_the_proxy_dies() {
+    require_root_and(&["ip", "haproxy", "keepalived"]);
+    let n1 = Netns::new();
+    let n2 = Netns::new();
+    n1.ip(&format!(
+        "link add eth0 type veth peer name eth0 netns {}",
+        n2.name
+    ));
+    n1.ip("addr add 198.18.0.1/24 dev eth0");
+    n2.ip("addr add 198.18.0.2/24 dev eth0");
+    n1.ip("link set eth0 up");
+    n2.ip("link set eth0 up");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("state.json"), state_json()).unwrap();
+
+    // 1. node1 takes the VIP; then node2 comes up as backup.
+    let a1 = Actor::start(&n1, dir.path(), "node1");
+    assert!(
+        wait_until(Duration::from_secs(20), || holds(&n1.name, VIP)),
+        "the VIP never arrived on node1; log:\n{}",
+        a1.log()
+    );
+    assert_eq!(a1.health().as_deref(), Some("0\n"), "{}", a1.log());
+    let a2 = Actor::start(&n2, dir.path(), "node2");
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            a2.health().as_deref() == Some("0\n")
+                && a2.log().contains("daemon=keepalived")
+                && a2.log().contains("started")
+        }),
+        "node2 never started its proxy and keepalived; log:\n{}",
+        a2.log()
+    );
+    // A few advert intervals so node2 settles as BACKUP.
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(holds(&n1.name, VIP), "node1 lost the VIP: {}", a1.log());
+    assert!(
+        !holds(&n2.name, VIP),
+        "node2 took the VIP while node1 is healthy; log:\n{}",
+        a2.log()
+    );
+
+    // 2. sample both nodes every 20 ms while node1's HAProxy master is SIGKILLed.
+    let stop = Arc::new(AtomicBool::new(false));
+    let t0 = Instant::now();
+    let sampler = {
+        let (stop, ns1, ns2) = (stop.clone(), n1.name.clone(), n2.name.clone());
+        std::thread::spawn(move || {
+            let mut v: Vec<Sample> = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                v.push((t0.elapsed(), holds(&ns1, VIP), holds(&ns2, VIP)));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            v
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let master = a1
+        .haproxy_master()
+        .unwrap_or_else(|| panic!("no haproxy child of node1's actor; log:\n{}", a1.log()));
+    let killed_at = t0.elapsed();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(master),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+
+    let moved = wait_until(Duration::from_secs(15), || {
+        holds(&n2.name, VIP) && !holds(&n1.name, VIP)
+    });
+    // node1 restarts its proxy and says so in the health file (no preempt: node2 keeps
+    // the VIP).
+    let restarted = wait_until(Duration::from_secs(15), || {
+        a1.haproxy_master().is_some_and(|p| p != master) && a1.health().as_deref() == Some("0\n")
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let samples = sampler.join().unwrap();
+
+    let overlap = longest_overlap(&samples);
+    let on2 = samples
+        .iter()
+        .find(|(t, _, b)| *t >= killed_at && *b)
+        .map(|(t, _, _)| *t - killed_at);
+    let off1 = samples
+        .iter()
+        .find(|(t, a, _)| *t >= killed_at && !*a)
+        .map(|(t, _, _)| *t - killed_at);
+    eprintln!(
+        "failover: {} samples every 20 ms; VIP gone from node1 {off1:?} and on node2 {on2:?} after the SIGKILL; longest time on both nodes: {overlap:?}",
+        samples.len()
+    );
+    assert!(
+        moved,
+        "the VIP did not move to node2 after node1's proxy died\nnode1 log:\n{}\nnode2 log:\n{}",
+        a1.log(),
+        a2.log()
+    );
+    assert!(
+        overlap <= Duration::from_secs(1),
+        "the VIP was on both nodes for {overlap:?}"
+    );
+    assert!(
+        restarted,
+        "node1 did not restart its proxy and write 0 to its health file; log:\n{}",
+        a1.log()
+    );
+    let log1 = a1.log();
+    assert!(
+        log1.contains("healthy=false"),
+        "node1 never wrote 1 to its health file; log:\n{log1}"
+    );
+    let (last_t, last1, last2) = *samples.last().unwrap();
+    assert!(
+        !last1 && last2,
+        "at {last_t:?} the VIP should be on node2 only (node1 {last1}, node2 {last2})"
+    );
+    drop(a2);
+    drop(a1);
+}
