@@ -76,10 +76,14 @@ impl Objects {
                 let item_kind = kind.strip_suffix("List").unwrap_or_default().to_string();
                 if let Some(Value::Array(items)) = v.get("items").cloned() {
                     for mut item in items {
-                        if !item_kind.is_empty() && item.get("kind").is_none() {
-                            item["kind"] = Value::String(item_kind.clone());
+                        // Only an object can take a default kind (`item["kind"] = ..`
+                        // panics on a number or a string); anything else is skipped.
+                        if let Value::Object(m) = &mut item {
+                            if !item_kind.is_empty() && !m.contains_key("kind") {
+                                m.insert("kind".into(), Value::String(item_kind.clone()));
+                            }
+                            self.add_value(item);
                         }
-                        self.add_value(item);
                     }
                 }
             }
