@@ -162,3 +162,36 @@ async fn delete_type_change_and_class_change_release_exactly_that_ip() {
     );
     w.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_hostname_writes_the_legacy_form_and_reads_it_back() {
+    init_logs();
+    let api = k8slb_fakeapi::FakeApi::start().await;
+    seed_cluster(&api);
+    // A Service that k8slb already served: its hostname-form status is honoured.
+    let mut old = svc("default", "old");
+    old["status"] = json!({"loadBalancer": {"ingress": [{"hostname": "10.0.0.33.sslip.io"}]}});
+    api.put_object(old);
+    api.put_object(svc("default", "new"));
+    let mut a = args("w1");
+    a.status_hostname = true;
+    let w = start_with(&api, a);
+    let st = wait_for("both in the state", || {
+        state(&api).filter(|s| s.services.values().filter(|s| !s.ips.is_empty()).count() == 2)
+    })
+    .await;
+    assert_eq!(
+        st.services[&"default/old".parse().unwrap()].ips[0].to_string(),
+        "10.0.0.33"
+    );
+    let new = wait_for("new gets a hostname", || {
+        ingress(&api, "default", "new").filter(|i| !i.is_empty())
+    })
+    .await;
+    assert_eq!(new, vec![("10.0.0.10.sslip.io".to_string(), String::new())]);
+    assert_eq!(
+        ingress(&api, "default", "old").unwrap(),
+        vec![("10.0.0.33.sslip.io".to_string(), String::new())]
+    );
+    w.stop().await;
+}
