@@ -274,6 +274,7 @@ pub fn same_haproxy_structure(a: &HaproxyView, b: &HaproxyView) -> bool {
     a.runtime_socket == b.runtime_socket
         && a.pid_file == b.pid_file
         && a.global == b.global
+        && a.default_global == b.default_global
         && a.defaults == b.defaults
         && a.default_timeouts == b.default_timeouts
         && a.tcpfront == b.tcpfront

@@ -256,6 +256,10 @@ pub struct HaproxyView {
     /// `daemon`, `master-worker`), which are listed in `NodeView::notes`.
     pub global: Vec<ConfigLine>,
     pub defaults: Vec<ConfigLine>,
+    /// `hard-stop-after 30m` / `mworker-max-reloads 50`, each added unless an admin
+    /// `haproxy.global` line sets it: old workers holding long connections cannot pile
+    /// up over frequent reloads (haproxy/haproxy#3204, #2184).
+    pub default_global: Vec<&'static str>,
     /// `timeout connect|client|server` lines added because the admin gave none.
     pub default_timeouts: Vec<&'static str>,
     pub tcpfront: Vec<ConfigLine>,
@@ -777,6 +781,14 @@ fn haproxy_view(
             _ => global.push(l.clone()),
         }
     }
+    let default_global = [
+        ("hard-stop-after", "hard-stop-after 30m"),
+        ("mworker-max-reloads", "mworker-max-reloads 50"),
+    ]
+    .into_iter()
+    .filter(|(w, _)| !global.iter().any(|l| first_word(l) == *w))
+    .map(|(_, l)| l)
+    .collect();
     let has_timeout = |which: &str| {
         cfg.defaults.iter().any(|l| {
             let mut w = l.as_str().split_whitespace();
@@ -910,6 +922,7 @@ fn haproxy_view(
         runtime_socket,
         pid_file,
         global,
+        default_global,
         defaults: cfg.defaults.clone(),
         default_timeouts,
         tcpfront: cfg.tcpfront.clone(),
@@ -1096,6 +1109,23 @@ mod tests {
         assert_eq!(next[2].endpoint, Some(c));
         assert!(next[2].draining);
         assert_eq!(next.len(), 8);
+    }
+
+    #[test]
+    fn haproxy_global_defaults_unless_the_admin_sets_them() {
+        let mut state = State::from_json(include_str!("../tests/fixtures/empty.json")).unwrap();
+        let node: NodeName = "n1".parse().unwrap();
+        let opts = ViewOptions::new(ProxyKind::Haproxy);
+        let v = view(&state, &node, &opts).unwrap();
+        assert_eq!(
+            v.haproxy.unwrap().default_global,
+            ["hard-stop-after 30m", "mworker-max-reloads 50"]
+        );
+        state.config.haproxy.global = vec!["hard-stop-after 5m".parse().unwrap()];
+        let v = view(&state, &node, &opts).unwrap();
+        let hp = v.haproxy.unwrap();
+        assert_eq!(hp.default_global, ["mworker-max-reloads 50"]);
+        assert_eq!(hp.global.len(), 1);
     }
 
     #[test]

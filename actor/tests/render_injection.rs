@@ -266,8 +266,15 @@ fn state_strategy() -> impl Strategy<Value = Value> {
 
 /// Lines the haproxy template writes for this view, computed independently.
 fn haproxy_lines(v: &k8slb_actor::view::HaproxyView, skipped: usize) -> usize {
-    let mut n =
-        1 + 4 + v.global.len() + 1 + 1 + v.defaults.len() + v.default_timeouts.len() + skipped;
+    let mut n = 1
+        + 4
+        + v.global.len()
+        + v.default_global.len()
+        + 1
+        + 1
+        + v.defaults.len()
+        + v.default_timeouts.len()
+        + skipped;
     for f in &v.frontends {
         n += 1 + 1 + 2 + 1; // blank, frontend, bind, mode, default_backend
         n += f.source_ranges.is_some() as usize;
