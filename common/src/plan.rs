@@ -172,17 +172,20 @@ pub fn plan(
     let empty = State::empty(cfg.actor_config(&opts.cert_path));
     let prev = previous.unwrap_or(&empty);
 
-    // 1. Sticky: existing claims of every Service first.
-    for r in &requests {
-        let mut held: Vec<IpAddr> = prev
-            .services
-            .get(&r.key)
-            .map(|s| s.ips.clone())
-            .unwrap_or_default();
-        held.extend(r.status_ips.iter().copied());
+    // 1. Sticky: existing claims of every Service first; the previous state (what we
+    //    published) for every Service before any Service's status (what the API server
+    //    shows, which lags behind a release). A status address is adopted only while
+    //    free: a stale status must never take an address the state gave to another
+    //    Service, nor make two dynamic Services share one.
+    let from_state = requests.iter().map(|r| {
+        let held = prev.services.get(&r.key).map(|s| s.ips.clone());
+        (r, held.unwrap_or_default(), false)
+    });
+    let from_status = requests.iter().map(|r| (r, r.status_ips.clone(), true));
+    for (r, held, only_free) in from_state.chain(from_status) {
         for ip in held {
             let mine = alloc.of(&r.key);
-            if mine.contains(&ip) {
+            if mine.contains(&ip) || (only_free && alloc.tenants.contains_key(&ip)) {
                 continue;
             }
             let Some(pool) = r.pool_for(ip, cfg) else {

@@ -1,0 +1,76 @@
+//! Adversarial review of the allocation core: each test names the bug it pins.
+
+mod support;
+use k8slb_common::state::{Protocol, State};
+use std::collections::BTreeMap;
+use support::*;
+
+/// Invariant: on every VIP, the Services listed in `vips` (with the ports the state
+/// publishes for them) never clash on (protocol, port), and every Service's IPs are VIPs
+/// that list it.
+fn check_no_clash(s: &State) {
+    for (ip, v) in &s.vips {
+        let mut seen: BTreeMap<(Protocol, u16), String> = BTreeMap::new();
+        for k in &v.services {
+            let st = &s.services[k];
+            assert!(
+                st.ips.contains(ip),
+                "{k} listed on {ip} but holds {:?}",
+                st.ips
+            );
+            for p in &st.ports {
+                if let Some(other) = seen.insert((p.protocol, p.port), k.to_string()) {
+                    panic!(
+                        "{ip}: {k} and {other} both publish {:?}/{}",
+                        p.protocol, p.port
+                    );
+                }
+            }
+        }
+    }
+    for (k, st) in &s.services {
+        for ip in &st.ips {
+            assert!(
+                s.vips[ip].services.contains(k),
+                "{k} holds {ip} but is not listed"
+            );
+        }
+    }
+}
+
+#[test]
+fn stale_status_of_an_older_service_does_not_take_a_newer_services_allocation() {
+    // Bug: sticky claims were taken per Service in creation order, status and previous
+    // state together, so an older Service whose status still showed an address it had
+    // released (status write-back lags) took that address back from the Service the
+    // previous state gave it to: an existing allocation moved.
+    let c = cfg(TWO_POOLS);
+    let b = svc("default", "b").port(80).created(2).build();
+    let s0 = run(&c, &objs(vec![b.clone()], nodes(1), vec![]), None);
+    assert_eq!(ips(&s0, "default/b"), ["192.168.10.200"]);
+    let a = svc("default", "a")
+        .port(80)
+        .created(1)
+        .status_ip("192.168.10.200")
+        .build();
+    let s1 = run(&c, &objs(vec![a, b], nodes(1), vec![]), Some(&s0));
+    assert_eq!(ips(&s1, "default/b"), ["192.168.10.200"], "b's IP moved");
+    assert_eq!(ips(&s1, "default/a"), ["192.168.10.201"]);
+    check_no_clash(&s1);
+}
+
+#[test]
+fn stale_status_never_makes_two_dynamic_services_share() {
+    // Same root cause: a dynamic Service only shares an address by asking for it.
+    let c = cfg(TWO_POOLS);
+    let b = svc("default", "b").port(80).created(2).build();
+    let s0 = run(&c, &objs(vec![b.clone()], nodes(1), vec![]), None);
+    let a = svc("default", "a")
+        .port(443)
+        .created(1)
+        .status_ip("192.168.10.200")
+        .build();
+    let s1 = run(&c, &objs(vec![a, b], nodes(1), vec![]), Some(&s0));
+    assert_eq!(ips(&s1, "default/b"), ["192.168.10.200"]);
+    assert_eq!(ips(&s1, "default/a"), ["192.168.10.201"]);
+}
