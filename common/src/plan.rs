@@ -159,14 +159,28 @@ pub fn plan(
     }
 
     // Claimed Services, in allocation order.
-    let mut requests: Vec<Request> = objs
-        .services
-        .iter()
-        .filter_map(|s| Request::from_service(s, cfg, opts, &slices, &mut problems))
-        .collect();
+    // A Service listed twice (two files) counts once: the first in input order (files
+    // are read sorted by path), whatever the creation times of the copies; the copies'
+    // own problems are dropped with them.
+    let mut requests: Vec<Request> = Vec::with_capacity(objs.services.len());
+    let mut seen: std::collections::HashSet<ServiceKey> = Default::default();
+    for s in &objs.services {
+        let mut own = BTreeSet::new();
+        let Some(r) = Request::from_service(s, cfg, opts, &slices, &mut own) else {
+            problems.extend(own);
+            continue;
+        };
+        if seen.insert(r.key.clone()) {
+            problems.extend(own);
+            requests.push(r);
+        } else {
+            problems.insert(r.problem(
+                "DuplicateService",
+                "listed more than once; the first copy read is used, the others are ignored".into(),
+            ));
+        }
+    }
     requests.sort_by(|a, b| (&a.created, &a.key).cmp(&(&b.created, &b.key)));
-    // A Service listed twice (two files) counts once: the first in order.
-    requests.dedup_by(|b, a| a.key == b.key);
 
     let mut alloc = Allocator::default();
     let empty = State::empty(cfg.actor_config(&opts.cert_path));

@@ -74,3 +74,39 @@ fn stale_status_never_makes_two_dynamic_services_share() {
     assert_eq!(ips(&s1, "default/b"), ["192.168.10.200"]);
     assert_eq!(ips(&s1, "default/a"), ["192.168.10.201"]);
 }
+
+#[test]
+fn duplicate_services_count_once_even_when_not_adjacent_in_creation_order() {
+    // Bug: `dedup_by` after the sort only removed adjacent duplicates; two copies of
+    // a Service with different creation times both allocated, the ports published were
+    // the last copy's while the conflict check had used the first's, so a co-tenant
+    // could share the IP on a clashing port.
+    let c = cfg(TWO_POOLS);
+    let first = svc("default", "x")
+        .ip("192.168.10.5")
+        .port(80)
+        .created(1)
+        .build();
+    let other = svc("default", "y").port(80).created(2).build();
+    let second = svc("default", "x")
+        .ip("192.168.10.5")
+        .port(443)
+        .created(3)
+        .build();
+    let tenant = svc("default", "z")
+        .ip("192.168.10.5")
+        .port(443)
+        .created(4)
+        .build();
+    let s = run(
+        &c,
+        &objs(vec![first, other, second, tenant], nodes(1), vec![]),
+        None,
+    );
+    check_no_clash(&s);
+    assert!(
+        s.problems.iter().any(|p| p.reason == "DuplicateService"),
+        "{:?}",
+        s.problems
+    );
+}
