@@ -536,6 +536,14 @@ pub fn control_loop<R: NodeRenderer>(
     tracing::info!("stopped");
 }
 
+/// Whether binding to non-local addresses is already allowed (IPv6 off counts as on).
+fn nonlocal_bind_already_on() -> bool {
+    let on = |p: &str| std::fs::read_to_string(p).map(|v| v.trim() == "1");
+    on("/proc/sys/net/ipv4/ip_nonlocal_bind").unwrap_or(false)
+        && on("/proc/sys/net/ipv6/ip_nonlocal_bind")
+            .unwrap_or(!Path::new("/proc/sys/net/ipv6").exists())
+}
+
 /// `k8slb-actor run`.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     init_logging(&args.log_level, args.log_format);
@@ -561,7 +569,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         base,
     };
 
-    if let Err(e) = vip::allow_nonlocal_bind() {
+    // In a Pod, /proc/sys is read-only: the manifests' init container (or the node's own
+    // sysctl.d) sets these, and writing them again would only fail with a false alarm.
+    if nonlocal_bind_already_on() {
+        tracing::debug!("ip_nonlocal_bind is already on");
+    } else if let Err(e) = vip::allow_nonlocal_bind() {
         tracing::warn!(error = %e, "could not allow binding to non-local addresses; listeners on VIPs this node does not hold will fail");
     }
 
