@@ -227,23 +227,36 @@ impl Background {
 
 /// Ports every lab backend listens on (on its own address, v4 and v6).
 pub const HTTP_PORT: u16 = 8080;
-/// Also served as plain HTTP, so the seed README's `targetPort: 80` / `443` work as written.
-pub const HTTP_EXTRA_PORTS: [u16; 2] = [80, 443];
+/// Also served as plain HTTP, so the seed README's `targetPort: 80` works as written.
+pub const HTTP_EXTRA_PORTS: [u16; 1] = [80];
+/// Served as HTTPS (the example certificate): a backend on `targetPort: 443` speaks TLS (the
+/// seed README's Rancher example), and k8slb connects to it with TLS, as the seed did.
+pub const HTTPS_PORT: u16 = 443;
 pub const TCP_PORT: u16 = 9000;
 pub const UDP_PORT: u16 = 9001;
 
-/// Starts lab-backend on a backend host: HTTP on 8080 (and 80, 443), TCP echo on 9000, UDP echo on
-/// 9001, on its v4 and v6 addresses, answering with the host's name.
+/// Starts lab-backend on a backend host: HTTP on 8080 (and 80), HTTPS on 443, TCP echo on
+/// 9000, UDP echo on 9001, on its v4 and v6 addresses, answering with the host's name.
 pub fn start_backend(lab: &mut Lab, host: &str) -> Result<ProcId> {
     let bin = bins::locate("lab-backend")?;
     let bin = bin.to_string_lossy().into_owned();
     let h = lab.host(host).clone();
-    let mut args: Vec<String> = vec![bin, "--name".into(), host.into()];
+    let certs = bins::repo_root().join("etc-certs-example");
+    let mut args: Vec<String> = vec![
+        bin,
+        "--name".into(),
+        host.into(),
+        "--cert".into(),
+        certs.join("default.pem").to_string_lossy().into_owned(),
+        "--key".into(),
+        certs.join("default.key").to_string_lossy().into_owned(),
+    ];
     for ip in [h.v4.to_string(), format!("[{}]", h.v6)] {
         args.extend(["--http".into(), format!("{ip}:{HTTP_PORT}")]);
         for p in HTTP_EXTRA_PORTS {
             args.extend(["--http".into(), format!("{ip}:{p}")]);
         }
+        args.extend(["--https".into(), format!("{ip}:{HTTPS_PORT}")]);
         args.extend(["--tcp".into(), format!("{ip}:{TCP_PORT}")]);
         args.extend(["--udp".into(), format!("{ip}:{UDP_PORT}")]);
     }

@@ -69,6 +69,59 @@ fn https_ok(sys: &System, ip: IpAddr) {
     );
 }
 
+/// A plain HTTP port of a Service with TLS answers with a redirect to HTTPS (the seed's
+/// rule: any port 443 turns the redirect on for every frontend unless
+/// `loadbalancer/sslredirect: "false"`).
+fn redirects_to_https(sys: &System, target: SocketAddr) {
+    let url = format!("http://{target}/x");
+    let mut out = String::new();
+    wait::until(T, || {
+        out = sys.lab.check_in(
+            "client",
+            &[
+                "curl",
+                "-s",
+                "-m",
+                "2",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code} %{redirect_url}",
+                &url,
+            ],
+        )?;
+        Ok(!out.starts_with("000"))
+    })
+    .unwrap_or_else(|e| panic!("{url}: {e:#}"));
+    let (code, location) = out.split_once(' ').unwrap_or((&out, ""));
+    assert!(
+        ["301", "302", "307", "308"].contains(&code),
+        "{url}: no redirect: {out}"
+    );
+    let host = match target.ip() {
+        IpAddr::V4(a) => a.to_string(),
+        IpAddr::V6(a) => format!("[{a}]"),
+    };
+    assert!(
+        location.starts_with(&format!("https://{host}")),
+        "{url}: redirect to {location}"
+    );
+}
+
+/// HTTPS requests (one connection each) reach both backends.
+fn https_both_backends(sys: &System, ip: IpAddr) {
+    let url = format!("https://{ip}/");
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..20 {
+        let body = sys
+            .lab
+            .check_in("client", &["curl", "-skf", "-m", "5", &url])
+            .unwrap_or_else(|e| panic!("{url}: {e:#}"));
+        seen.insert(body.lines().next().unwrap_or_default().to_string());
+    }
+    assert_eq!(seen.len(), 2, "{url} reached {seen:?}");
+}
+
 #[test]
 fn seed_readme_examples_work_as_written() {
     let mut sys = System::start(Options::new("seed")).expect("system");
@@ -159,7 +212,7 @@ fn seed_readme_examples_work_as_written() {
     both_backends(&sys, SocketAddr::new(ip6, 80));
     std::fs::remove_file(sys.objects_dir.join("myapp-dual.yml")).unwrap();
 
-    // 5. The Ingress controller's floating IP: 80 plain, 443 terminated.
+    // 5. The Ingress controller's floating IP: 443 terminated, 80 redirected to it.
     sys.apply(
         "eps-ingress",
         &slice(
@@ -176,8 +229,9 @@ fn seed_readme_examples_work_as_written() {
         sys.wait_ips("ingress-nginx/ingress-lb", T).unwrap(),
         vec![iip]
     );
-    both_backends(&sys, SocketAddr::new(iip, 80));
+    redirects_to_https(&sys, SocketAddr::new(iip, 80));
     https_ok(&sys, iip);
+    https_both_backends(&sys, iip);
     assert_eq!(sys.holders(iip).unwrap().len(), 1, "{lbs:?}");
     sys.lab.pass();
 }

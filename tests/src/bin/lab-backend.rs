@@ -1,26 +1,34 @@
 //! lab-backend: small servers that say who they are, for the lab's backend hosts.
 //!
 //! ```text
-//! lab-backend --name be1 --http 198.18.0.21:8080 --tcp 198.18.0.21:9000 --udp 198.18.0.21:9001
+//! lab-backend --name be1 --http 198.18.0.21:8080 --tcp 198.18.0.21:9000 --udp 198.18.0.21:9001 \
+//!     --https 198.18.0.21:443 --cert default.pem --key default.key
 //! ```
 //!
 //! - HTTP/1.1 (keep-alive): every request gets `200` with body `backend=<name>\n`, plus one
 //!   line per forwarded header it saw (`x-forwarded-for=..`, `x-forwarded-proto=..`) and a
 //!   `proxy=<PROXY v1 line>` line when the connection began with a PROXY protocol v1 header.
 //!   Headers `X-Backend: <name>` are set on the response too.
+//! - HTTPS (`--https`, needs `--cert` and `--key`, PEM): the same HTTP server behind TLS, as a
+//!   backend that terminates TLS itself (Rancher on `targetPort: 443`) is.
 //! - TCP: writes `backend=<name>\n` on connect, then echoes what it receives.
 //! - UDP: answers each datagram with `backend=<name> <datagram>`.
 //!
 //! Any number of each listener may be given. Runs until killed.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio_rustls::rustls;
 
 struct Args {
     name: String,
     http: Vec<SocketAddr>,
+    https: Vec<SocketAddr>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
     tcp: Vec<SocketAddr>,
     udp: Vec<SocketAddr>,
 }
@@ -29,6 +37,9 @@ fn parse_args() -> Result<Args, String> {
     let mut a = Args {
         name: String::new(),
         http: vec![],
+        https: vec![],
+        cert: None,
+        key: None,
         tcp: vec![],
         udp: vec![],
     };
@@ -42,6 +53,9 @@ fn parse_args() -> Result<Args, String> {
         match flag.as_str() {
             "--name" => a.name = val.clone(),
             "--http" => a.http.push(addr()?),
+            "--https" => a.https.push(addr()?),
+            "--cert" => a.cert = Some(PathBuf::from(&val)),
+            "--key" => a.key = Some(PathBuf::from(&val)),
             "--tcp" => a.tcp.push(addr()?),
             "--udp" => a.udp.push(addr()?),
             _ => return Err(format!("unknown flag {flag}")),
@@ -50,6 +64,9 @@ fn parse_args() -> Result<Args, String> {
     if a.name.is_empty() {
         return Err("--name is required".into());
     }
+    if !a.https.is_empty() && (a.cert.is_none() || a.key.is_none()) {
+        return Err("--https needs --cert and --key".into());
+    }
     Ok(a)
 }
 
@@ -57,7 +74,7 @@ fn main() {
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--tcp ADDR]... [--udp ADDR]...");
+            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]...");
             std::process::exit(64);
         }
     };
@@ -74,6 +91,11 @@ fn main() {
 
 async fn run(args: Args) -> std::io::Result<()> {
     let name: Arc<str> = Arc::from(args.name.as_str());
+    let acceptor = if args.https.is_empty() {
+        None
+    } else {
+        Some(tls_acceptor(&args)?)
+    };
     let mut tasks = tokio::task::JoinSet::new();
     for addr in args.http {
         let l = bind(addr).await?;
@@ -83,11 +105,36 @@ async fn run(args: Args) -> std::io::Result<()> {
                 if let Ok((s, _)) = l.accept().await {
                     let name = name.clone();
                     tokio::spawn(async move {
-                        let _ = serve_http(s, &name).await;
+                        if s.set_nodelay(true).is_ok() {
+                            let _ = serve_http(s, &name).await;
+                        }
                     });
                 }
             }
         });
+    }
+    if let Some(acceptor) = acceptor {
+        for addr in args.https {
+            let l = bind(addr).await?;
+            let name = name.clone();
+            let acceptor = acceptor.clone();
+            tasks.spawn(async move {
+                loop {
+                    if let Ok((s, _)) = l.accept().await {
+                        let name = name.clone();
+                        let acceptor = acceptor.clone();
+                        tokio::spawn(async move {
+                            if s.set_nodelay(true).is_err() {
+                                return;
+                            }
+                            if let Ok(tls) = acceptor.accept(s).await {
+                                let _ = serve_http(tls, &name).await;
+                            }
+                        });
+                    }
+                }
+            });
+        }
     }
     for addr in args.tcp {
         let l = bind(addr).await?;
@@ -122,6 +169,30 @@ async fn run(args: Args) -> std::io::Result<()> {
     Ok(())
 }
 
+fn tls_acceptor(args: &Args) -> std::io::Result<tokio_rustls::TlsAcceptor> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let err = |what: &str, e: &dyn std::fmt::Display| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{what}: {e}"))
+    };
+    let (Some(cert), Some(key)) = (&args.cert, &args.key) else {
+        return Err(err("--https", &"needs --cert and --key"));
+    };
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| err(&cert.display().to_string(), &e))?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| err(&key.display().to_string(), &e))?;
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| err("TLS versions", &e))?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .map_err(|e| err("TLS certificate", &e))?;
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
 async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let sock = if addr.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
@@ -150,8 +221,11 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-async fn serve_http(mut s: TcpStream, name: &str) -> std::io::Result<()> {
-    s.set_nodelay(true)?;
+/// Serves HTTP/1.1 on a connection (plain TCP or TLS; the caller sets TCP_NODELAY).
+async fn serve_http<S: AsyncRead + AsyncWrite + Unpin>(
+    mut s: S,
+    name: &str,
+) -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     let mut chunk = vec![0u8; 8192];
     let mut proxy_line: Option<String> = None;
