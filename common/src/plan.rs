@@ -208,7 +208,7 @@ pub fn plan(
             if r.has_ip_in(pool, &mine) {
                 continue; // one address per pool
             }
-            if !r.statics.is_empty() && !r.statics.contains(&ip) {
+            if !r.statics.contains(&ip) && !r.dynamic_ok(Family::of(&ip), cfg) {
                 continue; // the request changed: the old address is released
             }
             // A dynamic address outside an edited range but still inside the pool's
@@ -216,55 +216,56 @@ pub fn plan(
             let _ = alloc.take(ip, pool, r);
         }
     }
-    // 2. Static requests, 3. dynamic ones.
-    for r in &requests {
-        if r.pools.is_empty() {
-            continue;
-        }
+    // 2. Static requests (all of them first, so that a new dynamic Service never takes
+    //    an address a newer Service asks for by name in the same plan), then 3. dynamic
+    //    ones: the pools of the families no static address covers.
+    for r in requests.iter().filter(|r| !r.pools.is_empty()) {
         let mine: Vec<IpAddr> = alloc.of(&r.key);
-        if !r.statics.is_empty() {
-            for &ip in &r.statics {
-                if mine.contains(&ip) {
-                    continue;
+        for &ip in &r.statics {
+            if mine.contains(&ip) {
+                continue;
+            }
+            let Some(pool) = r.pool_for(ip, cfg) else {
+                problems.insert(r.problem(
+                    "IpOutsidePool",
+                    format!(
+                        "requested IP {ip} is not inside the network of pool {}",
+                        r.pool_text
+                    ),
+                ));
+                continue;
+            };
+            if r.has_ip_in(pool, &mine) {
+                continue;
+            }
+            if let Err(e) = alloc.take(ip, pool, r) {
+                problems.insert(r.problem(e.reason(), e.message(ip)));
+            }
+        }
+    }
+    for r in &requests {
+        for pool in &r.pools {
+            let pool = &cfg.pools[pool];
+            if !r.dynamic_ok(pool.family(), cfg) {
+                continue;
+            }
+            let mine = alloc.of(&r.key);
+            if r.has_ip_in(pool, &mine) {
+                continue;
+            }
+            let within = pool.range.allocatable();
+            match alloc.used.first_free(&within) {
+                Some(ip) => {
+                    alloc.take(ip, pool, r).expect("a free address is free");
                 }
-                let Some(pool) = r.pool_for(ip, cfg) else {
+                None => {
                     problems.insert(r.problem(
-                        "IpOutsidePool",
+                        "PoolExhausted",
                         format!(
-                            "requested IP {ip} is not inside the network of pool {}",
-                            r.pool_text
+                            "pool {} has no free address left in its range {}",
+                            pool.name, pool.range
                         ),
                     ));
-                    continue;
-                };
-                if r.has_ip_in(pool, &mine) {
-                    continue;
-                }
-                if let Err(e) = alloc.take(ip, pool, r) {
-                    problems.insert(r.problem(e.reason(), e.message(ip)));
-                }
-            }
-        } else {
-            for pool in &r.pools {
-                let pool = &cfg.pools[pool];
-                let mine = alloc.of(&r.key);
-                if r.has_ip_in(pool, &mine) {
-                    continue;
-                }
-                let within = pool.range.allocatable();
-                match alloc.used.first_free(&within) {
-                    Some(ip) => {
-                        alloc.take(ip, pool, r).expect("a free address is free");
-                    }
-                    None => {
-                        problems.insert(r.problem(
-                            "PoolExhausted",
-                            format!(
-                                "pool {} has no free address left in its range {}",
-                                pool.name, pool.range
-                            ),
-                        ));
-                    }
                 }
             }
         }
@@ -433,6 +434,19 @@ impl Request {
             .iter()
             .map(|p| &cfg.pools[p])
             .find(|p| p.network.range().contains(ip))
+    }
+
+    /// May this Service hold a dynamic (not requested by name) address of `family`?
+    /// Yes without static requests; with some, only for a family none of them covers
+    /// (a dual-stack Service pinning one family), and only if every requested address
+    /// lies in one of its pools (a broken request never gets a surprise address).
+    fn dynamic_ok(&self, family: Family, cfg: &GlobalConfig) -> bool {
+        self.statics.is_empty()
+            || (!self.statics.iter().any(|ip| Family::of(ip) == family)
+                && self
+                    .statics
+                    .iter()
+                    .all(|ip| self.pool_for(*ip, cfg).is_some()))
     }
 
     fn has_ip_in(&self, pool: &Pool, ips: &[IpAddr]) -> bool {

@@ -110,3 +110,85 @@ fn duplicate_services_count_once_even_when_not_adjacent_in_creation_order() {
         s.problems
     );
 }
+
+#[test]
+fn a_new_static_request_is_served_before_new_dynamic_ones() {
+    // Bug: the module documents "2. static requests, 3. dynamic" but both ran in one pass
+    // in creation order, so an older new dynamic Service took the lowest free address
+    // that a newer Service asked for by name in the same plan, and the static request
+    // failed with a PortConflict although its address was free.
+    let c = cfg(TWO_POOLS);
+    let s = run(
+        &c,
+        &objs(
+            vec![
+                svc("default", "dyn").port(80).created(1).build(),
+                svc("default", "stat")
+                    .ip("192.168.10.200")
+                    .port(80)
+                    .created(2)
+                    .build(),
+            ],
+            nodes(1),
+            vec![],
+        ),
+        None,
+    );
+    assert_eq!(ips(&s, "default/stat"), ["192.168.10.200"]);
+    assert_eq!(ips(&s, "default/dyn"), ["192.168.10.201"]);
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+}
+
+#[test]
+fn dual_stack_with_one_static_address_is_not_silently_half_served() {
+    // Bug: with two pools and `spec.loadBalancerIP` (one family), the other family got
+    // no address and no problem said why.
+    let c = cfg(TWO_POOLS);
+    let s = run(
+        &c,
+        &objs(
+            vec![svc("default", "ds")
+                .pool("default,ipv6")
+                .ip("192.168.10.7")
+                .port(80)
+                .build()],
+            nodes(1),
+            vec![],
+        ),
+        None,
+    );
+    // The pinned family is the static address, the other one is dynamic.
+    assert_eq!(ips(&s, "default/ds"), ["192.168.10.7", "2001:468:101::1"]);
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+    let again = run(
+        &c,
+        &objs(
+            vec![svc("default", "ds")
+                .pool("default,ipv6")
+                .ip("192.168.10.7")
+                .port(80)
+                .build()],
+            nodes(1),
+            vec![],
+        ),
+        Some(&s),
+    );
+    assert_eq!(again.to_json(), s.to_json(), "idempotent");
+    // A static address outside every pool of the Service: nothing at all, no surprise
+    // dynamic address in the other family.
+    let s = run(
+        &c,
+        &objs(
+            vec![svc("default", "v6only")
+                .pool("default")
+                .ann("loadbalancer/ips", "2001:468:101::9")
+                .port(80)
+                .build()],
+            nodes(1),
+            vec![],
+        ),
+        None,
+    );
+    assert!(ips(&s, "default/v6only").is_empty());
+    assert_eq!(problems_of(&s, "default/v6only")[0].0, "IpOutsidePool");
+}
