@@ -1,0 +1,213 @@
+//! The real `k8slb-actor run --state configmap` binary against the fake API server,
+//! without root: proxy `kubeproxy` (no proxy process), a state without VIPs (no address
+//! is touched), and a stand-in for keepalived (a shell script that stays up; `-t`
+//! succeeds). What is checked is the state path end to end: the actor follows the
+//! ConfigMaps, saves what it applied as `last-state.json`, and, restarted while the API
+//! server is away, starts from that file and becomes ready; when the API server is back
+//! it follows again.
+//!
+//! Waits are bounded ([`WAIT`]); nothing asserts on durations.
+
+use base64::Engine;
+use k8slb_common::config::parse_global_config;
+use k8slb_common::publish;
+use k8slb_common::state::State;
+use k8slb_fakeapi::FakeApi;
+use serde_json::json;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const NS: &str = "k8slb-system";
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A state without VIPs whose rendered keepalived.conf differs per `email` (the actor
+/// saves `last-state.json` when an apply changes a config).
+fn state(email: &str) -> State {
+    let cfg = parse_global_config(&format!(
+        r#"{{"pools":{{"default":{{"network":"198.51.100.0/24","range":"198.51.100.240-198.51.100.249","interface":"lo"}}}},
+            "keepalived":{{"email":"{email}","emailFrom":"lb@example.com","emailServer":"smtp.example.com"}}}}"#
+    ))
+    .unwrap();
+    State::empty(cfg.actor_config(&Default::default()))
+}
+
+fn publish(api: &FakeApi, s: &State) {
+    let parts = publish::encode(s, publish::MAX_OBJECT_BYTES);
+    for p in parts.iter().skip(1).chain(parts.first()) {
+        api.put_object(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("k8slb-state{}", p.suffix), "namespace": NS,
+                "labels": {"app.kubernetes.io/managed-by": "k8slb", "k8slb.io/part": "state"}},
+            "binaryData": {"state.json.gz": base64::engine::general_purpose::STANDARD.encode(&p.gzip)},
+        }));
+    }
+}
+
+fn keepalived_stub(dir: &Path) -> PathBuf {
+    let path = dir.join("keepalived-stub");
+    std::fs::write(
+        &path,
+        r#"#!/bin/sh
+for a in "$@"; do [ "$a" = "-t" ] && exit 0; done
+while [ $# -gt 0 ]; do
+  case "$1" in -p) shift; echo $$ > "$1";; -r) shift; echo $$ > "$1";; esac
+  shift
+done
+trap '' HUP
+trap 'exit 0' TERM INT
+while :; do sleep 1 & wait $!; done
+"#,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+struct Actor {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Actor {
+    fn start(api: &FakeApi, dir: &Path, admin: SocketAddr, name: &str) -> Actor {
+        let log = dir.join(format!("{name}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_k8slb-actor"))
+            .args([
+                "run",
+                "--state",
+                "configmap",
+                "--node",
+                "lb-1",
+                "--proxy",
+                "kubeproxy",
+            ])
+            .arg("--work-dir")
+            .arg(dir.join("work"))
+            .arg("--admin-addr")
+            .arg(admin.to_string())
+            .arg("--keepalived-bin")
+            .arg(keepalived_stub(dir))
+            .env("KUBECONFIG", api.kubeconfig_path())
+            .env("K8SLB_NAMESPACE", NS)
+            .env("LOG_LEVEL", "info")
+            .env_remove("K8SLB_STATE")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Actor { child, log }
+    }
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    fn stop(&mut self) -> std::process::ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Actor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    out.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn saved(dir: &Path) -> Option<State> {
+    let text = std::fs::read_to_string(dir.join("work/last-state.json")).ok()?;
+    State::from_json(&text).ok()
+}
+
+async fn wait_until(what: &str, actor: &Actor, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !f() {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not reached; actor log:\n{}",
+            actor.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actor_follows_configmaps_and_restarts_from_last_state_without_the_api() {
+    let api = FakeApi::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = (
+        state("a@example.com"),
+        state("b@example.com"),
+        state("c@example.com"),
+    );
+    assert!(a != b && b != c);
+    publish(&api, &a);
+
+    let admin = free_addr();
+    let mut actor = Actor::start(&api, dir.path(), admin, "first");
+    wait_until("state a applied", &actor, || {
+        saved(dir.path()) == Some(a.clone())
+    })
+    .await;
+    wait_until("ready", &actor, || {
+        http_status(admin, "/readyz") == Some(200)
+    })
+    .await;
+
+    publish(&api, &b);
+    wait_until("state b applied", &actor, || {
+        saved(dir.path()) == Some(b.clone())
+    })
+    .await;
+
+    // The API server goes away; the actor is restarted meanwhile.
+    let faults = api.faults();
+    faults.go_away().await;
+    assert!(actor.stop().success(), "exit status; log:\n{}", actor.log());
+    drop(actor);
+
+    let admin = free_addr();
+    let actor = Actor::start(&api, dir.path(), admin, "second");
+    wait_until("ready from last-state.json", &actor, || {
+        http_status(admin, "/readyz") == Some(200)
+    })
+    .await;
+    assert!(
+        actor.log().contains("starting from the last applied state"),
+        "{}",
+        actor.log()
+    );
+    assert_eq!(saved(dir.path()), Some(b.clone()));
+
+    // Back: the actor follows again.
+    faults.come_back().await.unwrap();
+    publish(&api, &c);
+    wait_until("state c applied", &actor, || {
+        saved(dir.path()) == Some(c.clone())
+    })
+    .await;
+}
