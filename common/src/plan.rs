@@ -538,8 +538,9 @@ impl Request {
                 }
             }
         }
-        if req.pools.len() < pool_text.split(',').count() {
-            // A pool is missing: allocate nothing rather than half of what was asked.
+        if req.pools.len() < pool_text.split(',').count() || ann.1.contains("pool") {
+            // A pool is missing: allocate nothing rather than half of what was asked. A
+            // refused pool annotation is not "no annotation": never the default pool.
             req.pools.clear();
         }
 
@@ -566,6 +567,10 @@ impl Request {
                     format!("spec.loadBalancerIP {ip} is not among loadbalancer/ips; using loadbalancer/ips"),
                 ));
             }
+        }
+        if ann.1.contains("ips") {
+            // A refused address list never becomes a dynamic request.
+            req.pools.clear();
         }
         let mut static_families = BTreeSet::new();
         for (s, from) in statics_text {
@@ -947,7 +952,8 @@ fn ip_from_sslip(h: &str) -> Option<IpAddr> {
 
 /// The `loadbalancer/*` annotations, keys matched case-insensitively (k8slb's README
 /// writes `loadBalancer/pool`), values trimmed.
-struct Annotations(BTreeMap<String, String>);
+/// The second set holds the options whose value was refused (so ignored).
+struct Annotations(BTreeMap<String, String>, BTreeSet<String>);
 
 const KNOWN_ANNOTATIONS: &[&str] = &[
     "pool",
@@ -964,6 +970,7 @@ const KNOWN_ANNOTATIONS: &[&str] = &[
 impl Annotations {
     fn read(svc: &Service, req: &Request, problems: &mut BTreeSet<Problem>) -> Annotations {
         let mut out: BTreeMap<String, String> = BTreeMap::new();
+        let mut rejected = BTreeSet::new();
         for (k, v) in svc.metadata.annotations.iter().flatten() {
             let lk = k.to_ascii_lowercase();
             let Some(opt) = lk.strip_prefix("loadbalancer/") else {
@@ -980,14 +987,17 @@ impl Annotations {
                 ));
                 continue;
             }
+            // Trimmed first: a YAML block scalar (`pool: |`) ends with a newline.
+            let v = v.trim();
             if v.len() > 1024 || v.chars().any(char::is_control) {
                 problems.insert(req.problem(
                     "InvalidAnnotation",
                     format!("annotation {k}: value {:?} is too long or holds control characters; ignored", short(v)),
                 ));
+                rejected.insert(opt.to_string());
                 continue;
             }
-            let v = v.trim().to_string();
+            let v = v.to_string();
             if let Some(prev) = out.get(opt) {
                 if prev != &v {
                     problems.insert(req.problem(
@@ -999,7 +1009,7 @@ impl Annotations {
             }
             out.insert(opt.to_string(), v);
         }
-        let a = Annotations(out);
+        let a = Annotations(out, rejected);
         for f in ["ssl", "sslbackend", "sslredirect", "nocheck"] {
             if let Some(v) = a.get(f) {
                 if !v.is_empty()

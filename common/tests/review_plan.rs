@@ -140,6 +140,62 @@ fn a_new_static_request_is_served_before_new_dynamic_ones() {
 }
 
 #[test]
+fn a_pool_annotation_from_a_yaml_block_scalar_is_read_not_replaced_by_default() {
+    // Bug: values were checked for control characters before trimming, so `pool: |`
+    // ("external\n") was ignored and the Service silently got an IP from pool default.
+    let c = cfg(TWO_POOLS);
+    let s = run(
+        &c,
+        &objs(
+            vec![svc("default", "web").pool("external\n").port(80).build()],
+            nodes(1),
+            vec![],
+        ),
+        None,
+    );
+    assert_eq!(ips(&s, "default/web"), ["1.2.3.50"], "{:?}", s.problems);
+}
+
+#[test]
+fn an_ignored_pool_or_ips_annotation_allocates_nothing() {
+    // Bug: an ignored `loadbalancer/pool` fell back to pool default and an ignored
+    // `loadbalancer/ips` to a dynamic address: a surprise IP from the wrong place.
+    let c = cfg(TWO_POOLS);
+    let s = run(
+        &c,
+        &objs(
+            vec![
+                svc("default", "pool")
+                    .pool("exter\u{7}nal")
+                    .port(80)
+                    .build(),
+                svc("default", "ips")
+                    .ann("loadbalancer/ips", "192.168.10.9\u{0}")
+                    .port(80)
+                    .build(),
+                svc("default", "long")
+                    .pool(&format!("external{}", " x".repeat(600)))
+                    .port(80)
+                    .build(),
+            ],
+            nodes(1),
+            vec![],
+        ),
+        None,
+    );
+    for k in ["default/pool", "default/ips", "default/long"] {
+        assert!(ips(&s, k).is_empty(), "{k} got {:?}", ips(&s, k));
+        assert!(
+            problems_of(&s, k)
+                .iter()
+                .any(|p| p.0 == "InvalidAnnotation"),
+            "{k}: {:?}",
+            problems_of(&s, k)
+        );
+    }
+}
+
+#[test]
 fn dual_stack_with_one_static_address_is_not_silently_half_served() {
     // Bug: with two pools and `spec.loadBalancerIP` (one family), the other family got
     // no address and no problem said why.
