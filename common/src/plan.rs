@@ -47,6 +47,10 @@ pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// Priority of an instance's owner; backups get 100, 99, 98, ...
 pub const OWNER_PRIORITY: u8 = 200;
 pub const FIRST_BACKUP_PRIORITY: u8 = 100;
+/// Members of one VRRP instance at most: the owner and 100 backups (priorities 100..=1
+/// are distinct). With more LB nodes, the rest do not run that instance; other
+/// instances, owned elsewhere, rotate their backups so every node still serves.
+pub const MAX_MEMBERS: usize = 1 + FIRST_BACKUP_PRIORITY as usize;
 
 /// Which proxy carries the traffic (decides `ipMode` and what is supported).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -1128,7 +1132,10 @@ fn vrrp_plan(
     // Keep the previous instances whose pool still exists, with members that are still
     // LB nodes (order kept: when the owner leaves, the next member becomes the owner), and
     // new LB nodes appended as the lowest backups.
+    // A previous state is input too (a file, a ConfigMap): a VRID or a member seen twice
+    // is kept once, so that VRIDs stay unique and each member has one priority.
     let mut insts: Vec<Inst> = Vec::new();
+    let mut prev_vrids = BTreeSet::new();
     for pi in &prev.instances {
         let Some(pool) = cfg.pools.get(&pi.pool) else {
             continue;
@@ -1136,11 +1143,15 @@ fn vrrp_plan(
         if pool.family() != pi.family || pi.vrid <= opts.vrid_offset {
             continue;
         }
+        if !prev_vrids.insert(pi.vrid) {
+            continue;
+        }
+        let mut seen = BTreeSet::new();
         let mut members: Vec<NodeName> = pi
             .members
             .iter()
             .map(|m| m.node.clone())
-            .filter(|n| nodes.contains_key(n))
+            .filter(|n| nodes.contains_key(n) && seen.insert(n.clone()))
             .collect();
         if members.is_empty() {
             continue;
@@ -1150,6 +1161,7 @@ fn vrrp_plan(
                 members.push(n.clone());
             }
         }
+        members.truncate(MAX_MEMBERS);
         insts.push(Inst {
             vrid: pi.vrid,
             pool: pi.pool.clone(),
@@ -1252,6 +1264,7 @@ fn vrrp_plan(
                 let members = names[at..]
                     .iter()
                     .chain(names[..at].iter())
+                    .take(MAX_MEMBERS)
                     .map(|n| (*n).clone())
                     .collect();
                 insts.push(Inst {
@@ -1297,7 +1310,8 @@ fn vrrp_plan(
                     priority: if k == 0 {
                         OWNER_PRIORITY
                     } else {
-                        FIRST_BACKUP_PRIORITY.saturating_sub((k - 1) as u8).max(1)
+                        // k <= MAX_MEMBERS - 1 = FIRST_BACKUP_PRIORITY: 100, 99, .., 1.
+                        FIRST_BACKUP_PRIORITY - (k - 1) as u8
                     },
                 })
                 .collect(),

@@ -196,6 +196,76 @@ fn an_ignored_pool_or_ips_annotation_allocates_nothing() {
 }
 
 #[test]
+fn backup_priorities_stay_distinct_with_many_lb_nodes() {
+    // Bug: backups got 100 - (k-1) saturating at 1 (and `as u8` wrapped at 257), so with
+    // more than 101 LB nodes many members of an instance shared priority 1.
+    let c = cfg(TWO_POOLS);
+    let many: Vec<_> = (1..=130)
+        .map(|i| {
+            node(
+                &format!("lb{i:03}"),
+                &format!("198.18.{}.{}", i / 200, i % 200 + 1),
+            )
+        })
+        .collect();
+    let s = run(
+        &c,
+        &objs(vec![svc("default", "a").port(80).build()], many, vec![]),
+        None,
+    );
+    for i in &s.instances {
+        let prios: Vec<u8> = i.members.iter().map(|m| m.priority).collect();
+        assert!(prios.windows(2).all(|w| w[0] > w[1]), "{prios:?}");
+        assert!(prios.iter().all(|p| (1..=254).contains(p)));
+        assert!(i.members.len() > 1);
+    }
+    let again = run(
+        &c,
+        &objs(
+            vec![svc("default", "a").port(80).build()],
+            (1..=130)
+                .map(|i| {
+                    node(
+                        &format!("lb{i:03}"),
+                        &format!("198.18.{}.{}", i / 200, i % 200 + 1),
+                    )
+                })
+                .collect(),
+            vec![],
+        ),
+        Some(&s),
+    );
+    assert_eq!(again.to_json(), s.to_json(), "idempotent");
+}
+
+#[test]
+fn a_previous_state_with_a_duplicated_vrid_never_yields_a_collision() {
+    // Bug: previous instances were kept as they were, so a previous state (a file given
+    // with --previous, a hand-edited ConfigMap) with two instances on one VRID produced a
+    // state with two live instances on that VRID.
+    let c = cfg(TWO_POOLS);
+    let svcs = vec![
+        svc("default", "a").port(80).build(),
+        svc("default", "b").pool("external").port(80).build(),
+    ];
+    let s0 = run(&c, &objs(svcs.clone(), nodes(2), vec![]), None);
+    assert_eq!(s0.instances.len(), 2);
+    let mut bad = s0.clone();
+    let v0 = bad.instances[0].vrid;
+    bad.instances[1].vrid = v0;
+    for v in bad.vips.values_mut() {
+        v.vrid = v0;
+    }
+    let s1 = run(&c, &objs(svcs, nodes(2), vec![]), Some(&bad));
+    let vrids: std::collections::BTreeSet<u8> = s1.instances.iter().map(|i| i.vrid).collect();
+    assert_eq!(vrids.len(), s1.instances.len(), "{:?}", s1.instances);
+    for (ip, v) in &s1.vips {
+        let i = s1.instances.iter().find(|i| i.vrid == v.vrid).unwrap();
+        assert!(i.vips.contains(ip) && i.pool == v.pool);
+    }
+}
+
+#[test]
 fn dual_stack_with_one_static_address_is_not_silently_half_served() {
     // Bug: with two pools and `spec.loadBalancerIP` (one family), the other family got
     // no address and no problem said why.
