@@ -209,6 +209,12 @@ pub fn parse_global_config(text: &str) -> Result<GlobalConfig, ConfigErrors> {
     let value: Value = serde_json::from_str(text)
         .map_err(|e| ConfigErrors(vec![format!("config is not valid JSON: {e}")]))?;
     let mut c = Checker::default();
+    for path in duplicate_keys(text) {
+        c.err(
+            &path,
+            "duplicate key: the object gives it more than once (only one would be used)",
+        );
+    }
     let cfg = c.global(&value);
     if c.errors.is_empty() {
         let mut cfg = cfg;
@@ -230,7 +236,11 @@ pub fn parse_config_file(text: &str) -> Result<GlobalConfig, ConfigErrors> {
             return parse_global_config(text);
         }
     }
-    let v: Value = serde_yaml::from_str(text)
+    // Through serde_yaml's own Value first: it refuses a key given twice, which a
+    // serde_json::Value would silently collapse to the last one.
+    let v: Value = serde_yaml::from_str::<serde_yaml::Value>(text)
+        .map_err(|e| e.to_string())
+        .and_then(|y| serde_json::to_value(y).map_err(|e| e.to_string()))
         .map_err(|e| ConfigErrors(vec![format!("config file is neither JSON nor YAML: {e}")]))?;
     if v.get("kind").and_then(Value::as_str) == Some("ConfigMap") {
         config_from_configmap_value(&v)
@@ -631,6 +641,83 @@ impl Checker {
         take!(global, http, proxy, upstream, stream);
         n
     }
+}
+
+/// The JSON paths of keys given twice in one object. `serde_json::Value` keeps the last
+/// one silently, which would turn a copy-pasted pool that was not renamed into a pool
+/// that quietly vanished.
+fn duplicate_keys(text: &str) -> Vec<String> {
+    use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+    struct Walk<'a> {
+        path: String,
+        out: &'a mut Vec<String>,
+    }
+    impl<'de> DeserializeSeed<'de> for Walk<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Walk<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<(), A::Error> {
+            let mut i = 0;
+            while s
+                .next_element_seed(Walk {
+                    path: format!("{}[{i}]", self.path),
+                    out: &mut *self.out,
+                })?
+                .is_some()
+            {
+                i += 1;
+            }
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
+            let mut seen = std::collections::BTreeSet::new();
+            while let Some(k) = m.next_key::<String>()? {
+                let path = join(&self.path, &k);
+                if !seen.insert(k) && !self.out.contains(&path) {
+                    self.out.push(path.clone());
+                }
+                m.next_value_seed(Walk {
+                    path,
+                    out: &mut *self.out,
+                })?;
+            }
+            Ok(())
+        }
+    }
+    let mut out = Vec::new();
+    let mut d = serde_json::Deserializer::from_str(text);
+    // The text already parsed as a Value, so this walk cannot fail.
+    let _ = Walk {
+        path: String::new(),
+        out: &mut out,
+    }
+    .deserialize(&mut d);
+    out
 }
 
 fn valid_class(s: &str) -> bool {
