@@ -193,8 +193,9 @@ pub fn plan(
     // 1. Sticky: existing claims of every Service first; the previous state (what we
     //    published) for every Service before any Service's status (what the API server
     //    shows, which lags behind a release). A status address is adopted only while
-    //    free: a stale status must never take an address the state gave to another
-    //    Service, nor make two dynamic Services share one.
+    //    free or pinned (asked for by name by a tenant, so shareable): a stale status
+    //    must never take an address the state gave to another Service, nor make two
+    //    dynamic Services share one.
     let from_state = requests.iter().map(|r| {
         let held = prev.services.get(&r.key).map(|s| s.ips.clone());
         (r, held.unwrap_or_default(), false)
@@ -203,7 +204,8 @@ pub fn plan(
     for (r, held, only_free) in from_state.chain(from_status) {
         for ip in held {
             let mine = alloc.of(&r.key);
-            if mine.contains(&ip) || (only_free && alloc.tenants.contains_key(&ip)) {
+            let unpinned = alloc.tenants.get(&ip).is_some_and(|t| !t.pinned);
+            if mine.contains(&ip) || (only_free && unpinned) {
                 continue;
             }
             let Some(pool) = r.pool_for(ip, cfg) else {
@@ -329,6 +331,8 @@ struct Tenancy {
     ports: BTreeMap<(Protocol, u16), ServiceKey>,
     /// Every Service on it (a Service with no ports still holds its IP).
     services: BTreeSet<ServiceKey>,
+    /// A tenant asked for this address by name (so others may share it).
+    pinned: bool,
 }
 
 #[derive(Debug)]
@@ -391,7 +395,9 @@ impl Allocator {
             pool: pool.name.clone(),
             ports: BTreeMap::new(),
             services: BTreeSet::new(),
+            pinned: false,
         });
+        t.pinned |= r.statics.contains(&ip);
         t.services.insert(r.key.clone());
         for pp in &r.port_keys {
             t.ports.insert(*pp, r.key.clone());

@@ -318,3 +318,36 @@ fn dual_stack_with_one_static_address_is_not_silently_half_served() {
     assert!(ips(&s, "default/v6only").is_empty());
     assert_eq!(problems_of(&s, "default/v6only")[0].0, "IpOutsidePool");
 }
+
+#[test]
+fn a_dynamic_service_sharing_a_pinned_address_keeps_it_over_a_restart_without_state() {
+    // Regression guard for the fix above: status claims onto a used address are refused
+    // only when no tenant asked for it by name; a Service sharing an address that
+    // another one pins keeps it when only the statuses remain.
+    let c = cfg(TWO_POOLS);
+    let dynamic = svc("default", "dyn")
+        .port(53)
+        .created(4)
+        .status_ip("192.168.10.9")
+        .build();
+    let pinned = svc("default", "pin")
+        .ip("192.168.10.9")
+        .port(22)
+        .created(3)
+        .build();
+    let s0 = run(
+        &c,
+        &objs(vec![dynamic.clone(), pinned.clone()], nodes(1), vec![]),
+        None,
+    );
+    assert_eq!(ips(&s0, "default/dyn"), ["192.168.10.9"]);
+    assert_eq!(ips(&s0, "default/pin"), ["192.168.10.9"]);
+    let pinned = svc("default", "pin")
+        .ip("192.168.10.9")
+        .port(22)
+        .created(3)
+        .status_ip("192.168.10.9")
+        .build();
+    let s1 = run(&c, &objs(vec![dynamic, pinned], nodes(1), vec![]), None);
+    assert_eq!(s1.to_json(), s0.to_json());
+}
