@@ -244,6 +244,17 @@ pub fn plan(
             if r.has_ip_in(pool, &mine) {
                 continue;
             }
+            if !pool.network.allocatable().contains(ip) {
+                // A CIDR network's own address or its IPv4 broadcast: never a VIP.
+                problems.insert(r.problem(
+                    "IpNotUsable",
+                    format!(
+                        "requested IP {ip} is the network or broadcast address of pool {}'s network {}",
+                        pool.name, pool.network
+                    ),
+                ));
+                continue;
+            }
             if let Err(e) = alloc.take(ip, pool, r) {
                 problems.insert(r.problem(e.reason(), e.message(ip)));
             }

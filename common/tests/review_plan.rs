@@ -351,3 +351,28 @@ fn a_dynamic_service_sharing_a_pinned_address_keeps_it_over_a_restart_without_st
     let s1 = run(&c, &objs(vec![dynamic, pinned], nodes(1), vec![]), None);
     assert_eq!(s1.to_json(), s0.to_json());
 }
+
+#[test]
+fn a_static_request_for_the_network_or_broadcast_address_is_refused() {
+    // Bug: the static rule only checked network containment, so `loadBalancerIP:
+    // 192.168.10.255` in a /24 network was accepted and the broadcast address became a
+    // VIP (the dynamic allocator already skipped it).
+    let c = cfg(TWO_POOLS);
+    let s = run(
+        &c,
+        &objs(
+            vec![
+                svc("default", "bc").ip("192.168.10.255").port(80).build(),
+                svc("default", "net").ip("192.168.10.0").port(80).build(),
+                svc("default", "ok").ip("192.168.10.254").port(80).build(),
+            ],
+            nodes(1),
+            vec![],
+        ),
+        None,
+    );
+    assert!(ips(&s, "default/bc").is_empty());
+    assert!(ips(&s, "default/net").is_empty());
+    assert_eq!(problems_of(&s, "default/bc")[0].0, "IpNotUsable");
+    assert_eq!(ips(&s, "default/ok"), ["192.168.10.254"]);
+}

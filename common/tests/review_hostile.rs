@@ -1,0 +1,59 @@
+//! Hostile input: never a panic, always a problem.
+
+mod support;
+use serde_json::json;
+use support::*;
+
+#[test]
+fn hostile_services_are_problems_not_panics() {
+    let c = cfg(TWO_POOLS);
+    let mut many = svc("default", "many").port(80);
+    for i in 0..10_000 {
+        many = many.ann(&format!("loadbalancer/x{i}"), "v");
+        many = many.ann(&format!("example.com/k{i}"), "v");
+    }
+    let services = vec![
+        many.build(),
+        svc("default", "big")
+            .port(70000)
+            .port(-1)
+            .port(0)
+            .port(i32::MAX)
+            .build(),
+        svc("default", "uni").pool("défaut").port(80).build(),
+        svc("default", "empty").pool("").ip("").port(80).build(),
+        svc("default", "comma").pool(",,,").port(80).build(),
+        svc("default", "ipsjunk")
+            .ann("loadbalancer/ips", ",,, ,")
+            .port(80)
+            .build(),
+        svc("default", "mapped")
+            .ip("::ffff:192.168.10.5")
+            .port(80)
+            .build(),
+        svc("default", "aff")
+            .port(80)
+            .spec("sessionAffinity", json!("ClientIP"))
+            .spec(
+                "sessionAffinityConfig",
+                json!({"clientIP": {"timeoutSeconds": -5}}),
+            )
+            .spec(
+                "loadBalancerSourceRanges",
+                json!(["", "10.0.0.0/33", "::/0", "10.1.2.3"]),
+            )
+            .build(),
+        svc("ns", "x".repeat(300).as_str()).port(80).build(),
+        svc("ns", "Ünï").port(80).build(),
+    ];
+    let s = run(&c, &objs(services.clone(), nodes(2), vec![]), None);
+    let s2 = run(&c, &objs(services, nodes(2), vec![]), Some(&s));
+    assert_eq!(s2.to_json(), s.to_json());
+    assert!(ips(&s, "default/mapped").is_empty());
+    assert!(ips(&s, "default/comma").is_empty());
+    let unknown = problems_of(&s, "default/many")
+        .iter()
+        .filter(|p| p.0 == "UnknownAnnotation")
+        .count();
+    assert_eq!(unknown, 10_000);
+}
