@@ -285,11 +285,12 @@ pub struct Frontend {
     pub backend: String,
 }
 
-/// Serialised (for the template) as `BackendCtx`: each slot becomes one string, the
-/// variable part of its `server` line (`s<N> <addr>[ opts][ cookie s<N>][ disabled|weight
-/// 0]`), made only of fixed keywords, numbers and addresses. Tera walks one string per
-/// server instead of a map, which keeps a 10,000-Service render in budget (see the
-/// `render` bench).
+/// Serialised (for the template) as `BackendCtx`: the `server` lines of all slots are one
+/// pre-rendered string, `server_lines` ([`Backend::server_lines`]: `\n  server s<N>
+/// <addr>[ opts][ cookie s<N>][ disabled|weight 0]` per slot), made only of fixed
+/// keywords, numbers and addresses. One string per backend instead of a loop over up to
+/// hundreds of thousands of servers keeps a 10,000-Service render in budget (see the
+/// `render` bench); the rest of the backend's structure stays in the template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Backend {
     /// `be_<namespace>_<name>_<port>`.
@@ -313,10 +314,15 @@ pub struct StickSource {
 impl Backend {
     /// The variable part of the `server` line of slot `i` (0-based).
     pub fn server_line(&self, i: usize) -> String {
+        let mut l = String::with_capacity(64);
+        self.write_server_line(i, &mut l);
+        l
+    }
+
+    fn write_server_line(&self, i: usize, l: &mut String) {
         use std::fmt::Write;
         let slot = &self.slots[i];
         let n = i + 1;
-        let mut l = String::with_capacity(64);
         let _ = write!(
             l,
             "s{n} {}{}",
@@ -331,7 +337,17 @@ impl Backend {
             "drain" => l.push_str(" weight 0"),
             _ => {}
         }
-        l
+    }
+
+    /// Every slot's line, each as `\n  server <server_line>`: the `server_lines` the
+    /// template writes after the backend's other lines.
+    pub fn server_lines(&self) -> String {
+        let mut out = String::with_capacity(self.slots.len() * 72);
+        for i in 0..self.slots.len() {
+            out.push_str("\n  server ");
+            self.write_server_line(i, &mut out);
+        }
+        out
     }
 }
 
@@ -343,14 +359,14 @@ impl Serialize for Backend {
             mode: Mode,
             stick_source: &'a Option<StickSource>,
             cookie: bool,
-            servers: Vec<String>,
+            server_lines: String,
         }
         BackendCtx {
             name: &self.name,
             mode: self.mode,
             stick_source: &self.stick_source,
             cookie: self.cookie,
-            servers: (0..self.slots.len()).map(|i| self.server_line(i)).collect(),
+            server_lines: self.server_lines(),
         }
         .serialize(s)
     }
@@ -434,10 +450,30 @@ pub struct NginxServer {
     pub proxy_protocol: bool,
     /// `ip_hash` (http) / `hash $remote_addr consistent` (stream).
     pub hash_source: bool,
+    /// Serialised as `server_lines`, one pre-rendered string: `\n    server <addr>[ down]
+    /// max_fails=3 fail_timeout=5s;` per server (render speed, see [`Backend`]).
+    #[serde(rename = "server_lines", serialize_with = "nginx_server_lines")]
     pub servers: Vec<NginxUpstreamServer>,
 }
 
-/// Serialised as one string, `<addr>[ down]` (one string per server for render speed).
+fn nginx_server_lines<S: serde::Serializer>(
+    servers: &[NginxUpstreamServer],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let mut out = String::with_capacity(servers.len() * 64);
+    for u in servers {
+        out.push_str("\n    server ");
+        out.push_str(&u.addr);
+        if u.down {
+            out.push_str(" down");
+        }
+        out.push_str(" max_fails=3 fail_timeout=5s;");
+    }
+    s.serialize_str(&out)
+}
+
+/// One upstream `server` (`<addr>[ down]`); the template gets them pre-rendered, see
+/// [`NginxServer::servers`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NginxUpstreamServer {
     pub addr: String,
