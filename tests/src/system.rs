@@ -452,6 +452,31 @@ impl System {
         ))
     }
 
+    /// HAProxy reloads on every LB node, once they stop changing: waits until the sums read
+    /// twice, `quiet` apart, are equal (at most `timeout`). A change the actors are still
+    /// applying (a reload in flight) is then counted where it belongs.
+    pub fn settled_haproxy_reloads(&self, quiet: Duration, timeout: Duration) -> Result<u64> {
+        let read = || -> Result<u64> {
+            self.lb_nodes()
+                .iter()
+                .map(|n| self.haproxy_reloads(n))
+                .sum()
+        };
+        let mut last = read()?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            std::thread::sleep(quiet);
+            let now = read()?;
+            if now == last {
+                return Ok(now);
+            }
+            if Instant::now() >= deadline {
+                bail!("HAProxy kept reloading for {timeout:?} ({last} -> {now} reloads)");
+            }
+            last = now;
+        }
+    }
+
     /// PIDs of the processes called `comm` inside a host's namespace.
     pub fn pids_named(&self, host: &str, comm: &str) -> Result<Vec<i32>> {
         let out = crate::lab::sh(&["ip", "netns", "pids", &self.lab.host(host).ns])?;

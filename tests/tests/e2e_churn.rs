@@ -18,13 +18,10 @@ fn new_service_and_endpoint_churn_under_load() {
     let target = SocketAddr::new(ip, 80);
     sys.wait_serving(Proto::Http, target, T).unwrap();
     sys.wait_one_holder(ip, T).unwrap();
-    std::thread::sleep(Duration::from_secs(1));
-
-    let reloads_before: Vec<u64> = sys
-        .lb_nodes()
-        .iter()
-        .map(|n| sys.haproxy_reloads(n).unwrap())
-        .collect();
+    // Reloads still in flight for the Service's creation are done before counting.
+    let reloads_before = sys
+        .settled_haproxy_reloads(Duration::from_millis(1500), T)
+        .unwrap();
     let load = traffic::start_load(
         &mut sys.lab,
         "client",
@@ -58,12 +55,9 @@ fn new_service_and_endpoint_churn_under_load() {
         std::thread::sleep(Duration::from_millis(400));
         eprintln!("churn step {i} applied");
     }
-    std::thread::sleep(Duration::from_secs(1));
-    let reloads_churn: Vec<u64> = sys
-        .lb_nodes()
-        .iter()
-        .map(|n| sys.haproxy_reloads(n).unwrap())
-        .collect();
+    let reloads_churn = sys
+        .settled_haproxy_reloads(Duration::from_millis(1500), T)
+        .unwrap();
 
     // A new Service while the load goes on (this one may reload; the old one must not fail).
     let s2 = svc("default", "web2").port(tcp("http", 80, 8080));
