@@ -5,8 +5,10 @@
 //! - [`traffic`]: lab-backend / lab-client, probes and loads.
 //! - [`objects`]: the Kubernetes YAML the files source reads.
 //! - [`system`]: a whole k8slb deployment in a lab (watcher + actors + backends).
+//! - [`kube`]: the fake API server and its relays, for the Kubernetes path.
 
 pub mod bins;
+pub mod kube;
 pub mod lab;
 pub mod traffic;
 pub mod wait;

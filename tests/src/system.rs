@@ -45,6 +45,10 @@ pub struct Options {
     /// Services (with EndpointSlices on every backend) present before anything starts:
     /// the actors' first state already has them.
     pub preload: Vec<crate::objects::Svc>,
+    /// The Kubernetes path: objects go to the fake API server, the watcher runs with
+    /// `--source kubernetes` (state published as ConfigMaps) and the actors with
+    /// `--state configmap`. Otherwise the files source and a state file.
+    pub kube: bool,
 }
 
 impl Options {
@@ -58,7 +62,12 @@ impl Options {
             config_extra: json!({}),
             start_watcher: true,
             preload: Vec::new(),
+            kube: false,
         }
+    }
+    pub fn kube(mut self) -> Self {
+        self.kube = true;
+        self
     }
     pub fn preload(mut self, svc: crate::objects::Svc) -> Self {
         self.preload.push(svc);
@@ -84,6 +93,10 @@ impl Options {
 
 pub struct System {
     pub lab: Lab,
+    /// The fake API server (kube mode); dropped after the lab, whose processes use it.
+    pub kube: Option<crate::kube::KubeApi>,
+    /// What `apply` put into the API, by file stem (kube mode), for `delete`.
+    applied: std::sync::Mutex<BTreeMap<String, Value>>,
     pub opts: Options,
     pub objects_dir: PathBuf,
     pub state_path: PathBuf,
@@ -177,8 +190,22 @@ impl System {
             }
         }
         let state_path = lab.dir.join("state.json");
+        let kube = if opts.kube {
+            let k = crate::kube::KubeApi::start()?;
+            for h in ["client".to_string()]
+                .into_iter()
+                .chain((1..=opts.lbs).map(|i| format!("lb{i}")))
+            {
+                k.relay_into(&lab.host(&h).ns)?;
+            }
+            Some(k)
+        } else {
+            None
+        };
         let mut sys = System {
             lab,
+            kube,
+            applied: Default::default(),
             opts: opts.clone(),
             objects_dir,
             state_path,
@@ -216,29 +243,61 @@ impl System {
         }
         if opts.start_watcher {
             let w = watcher_bin.to_string_lossy().into_owned();
-            let src = format!("files:{}", sys.objects_dir.display());
-            let out = format!("file:{}", sys.state_path.display());
             let certs = sys.cert_dir.to_string_lossy().into_owned();
-            let p = sys.lab.spawn_in(
-                "client",
-                "watcher",
-                &[
-                    &w,
-                    "run",
-                    "--source",
-                    &src,
-                    "--state-out",
-                    &out,
-                    "--proxy",
-                    &opts.proxy,
-                    "--cert-path",
-                    &certs,
-                ],
-            )?;
-            sys.watcher = Some(p);
-            let path = sys.state_path.clone();
-            wait::until(Duration::from_secs(20), || Ok(path.exists()))
-                .with_context(|| format!("the watcher wrote no state to {}", path.display()))?;
+            if let Some(k) = &sys.kube {
+                let kubeconfig = k.kubeconfig().to_string_lossy().into_owned();
+                let p = sys.lab.spawn_in_env(
+                    "client",
+                    "watcher",
+                    &[
+                        &w,
+                        "run",
+                        "--source",
+                        "kubernetes",
+                        "--proxy",
+                        &opts.proxy,
+                        "--cert-path",
+                        &certs,
+                        "--leader-elect",
+                        "false",
+                        "--admin-addr",
+                        "127.0.0.1:9253",
+                    ],
+                    &[("KUBECONFIG", &kubeconfig)],
+                )?;
+                sys.watcher = Some(p);
+                wait::until(Duration::from_secs(20), || {
+                    Ok(k.api().list("ConfigMap").iter().any(|c| {
+                        c["metadata"]["name"]
+                            .as_str()
+                            .is_some_and(|n| n.starts_with("k8slb-state"))
+                    }))
+                })
+                .context("the watcher published no state ConfigMap")?;
+            } else {
+                let src = format!("files:{}", sys.objects_dir.display());
+                let out = format!("file:{}", sys.state_path.display());
+                let p = sys.lab.spawn_in(
+                    "client",
+                    "watcher",
+                    &[
+                        &w,
+                        "run",
+                        "--source",
+                        &src,
+                        "--state-out",
+                        &out,
+                        "--proxy",
+                        &opts.proxy,
+                        "--cert-path",
+                        &certs,
+                    ],
+                )?;
+                sys.watcher = Some(p);
+                let path = sys.state_path.clone();
+                wait::until(Duration::from_secs(20), || Ok(path.exists()))
+                    .with_context(|| format!("the watcher wrote no state to {}", path.display()))?;
+            }
         }
         let _ = actor_bin;
         for i in 1..=opts.lbs {
@@ -253,7 +312,19 @@ impl System {
     /// Starts (or restarts) the actor on an LB node.
     pub fn start_actor(&mut self, node: &str) -> Result<ProcId> {
         let bin = bins::locate("k8slb-actor")?.to_string_lossy().into_owned();
-        let state = format!("file:{}", self.state_path.display());
+        let state = match &self.kube {
+            Some(_) => "configmap".to_string(),
+            None => format!("file:{}", self.state_path.display()),
+        };
+        let kubeconfig = self
+            .kube
+            .as_ref()
+            .map(|k| k.kubeconfig().to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut env = vec![("RUST_LOG", "info")];
+        if self.kube.is_some() {
+            env.push(("KUBECONFIG", kubeconfig.as_str()));
+        }
         let work = self.lab.dir.join(format!("{node}-work"));
         std::fs::create_dir_all(&work)?;
         let work = work.to_string_lossy().into_owned();
@@ -274,7 +345,7 @@ impl System {
                 "--admin-addr",
                 ADMIN_ADDR,
             ],
-            &[("RUST_LOG", "info")],
+            &env,
         )?;
         self.actors.insert(node.to_string(), p);
         Ok(p)
@@ -307,7 +378,16 @@ impl System {
     }
 
     /// Writes an object file into the watched directory, atomically (rename).
+    /// In kube mode, puts the object into the fake API server instead.
     pub fn apply(&self, file_stem: &str, object: &Value) -> Result<()> {
+        if let Some(k) = &self.kube {
+            k.put(object.clone());
+            self.applied
+                .lock()
+                .map_err(|_| anyhow::anyhow!("poisoned"))?
+                .insert(file_stem.to_string(), object.clone());
+            return Ok(());
+        }
         let text = serde_json::to_string_pretty(object)?;
         self.apply_text(&format!("{file_stem}.yaml"), &text)
     }
@@ -315,13 +395,26 @@ impl System {
     /// Writes a file (YAML, possibly several documents) into the watched directory,
     /// atomically.
     pub fn apply_text(&self, file_name: &str, text: &str) -> Result<()> {
+        if self.kube.is_some() {
+            bail!("apply_text ({file_name}): YAML text is for the files source; use apply in kube mode");
+        }
         let tmp = self.tmp_dir.join(file_name);
         std::fs::write(&tmp, text)?;
         std::fs::rename(&tmp, self.objects_dir.join(file_name))?;
         Ok(())
     }
 
+    /// Deletes what `apply` wrote under `file_stem` (the file, or the API object).
     pub fn delete(&self, file_stem: &str) -> Result<()> {
+        if let Some(k) = &self.kube {
+            let obj = self
+                .applied
+                .lock()
+                .map_err(|_| anyhow::anyhow!("poisoned"))?
+                .remove(file_stem)
+                .with_context(|| format!("nothing applied as {file_stem}"))?;
+            return k.delete(&obj);
+        }
         std::fs::remove_file(self.objects_dir.join(format!("{file_stem}.yaml")))?;
         Ok(())
     }
@@ -350,15 +443,33 @@ impl System {
         self.actors.keys().cloned().collect()
     }
 
-    /// The current published state.
+    /// The current published state (files source only; in kube mode, read the Services'
+    /// status through [`System::kube`]).
     pub fn state(&self) -> Result<State> {
+        if self.kube.is_some() {
+            bail!("System::state reads the state file; in kube mode read Service status");
+        }
         let text = std::fs::read_to_string(&self.state_path)?;
         Ok(State::from_json(&text)?)
     }
 
     /// Waits until the state gives `key` (`ns/name`) its IPs; returns them.
+    /// In kube mode: the IPs in the Service's `status.loadBalancer.ingress`.
     pub fn wait_ips(&self, key: &str, timeout: Duration) -> Result<Vec<IpAddr>> {
         let mut ips = Vec::new();
+        if let Some(k) = &self.kube {
+            let (ns, name) = key.split_once('/').context("key is ns/name")?;
+            wait::until(timeout, || {
+                ips = k
+                    .service_ingress(ns, name)
+                    .into_iter()
+                    .map(|i| i.0)
+                    .collect();
+                Ok(!ips.is_empty())
+            })
+            .with_context(|| format!("service {key} got no status.loadBalancer.ingress"))?;
+            return Ok(ips);
+        }
         wait::until(timeout, || {
             let s = self.state()?;
             match s.services.iter().find(|(k, _)| k.to_string() == key) {

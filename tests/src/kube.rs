@@ -1,0 +1,134 @@
+//! The Kubernetes path in the lab: the fake API server (k8slb-fakeapi) in this process, and
+//! a relay in each host namespace that needs it, so that the real `k8slb-watcher --source
+//! kubernetes` and `k8slb-actor --state configmap` reach it at the same `127.0.0.1:<port>`
+//! as the kubeconfig says, from inside their namespaces.
+//!
+//! The relay's listening socket is created inside the host's namespace (by a short-lived
+//! thread that enters it with `setns`); the connections to the API are made from this
+//! process's own namespace. Sockets keep the namespace they were created in, so no traffic
+//! leaves the lab's namespaces and the host's loopback.
+
+use anyhow::{Context, Result};
+use k8slb_fakeapi::FakeApi;
+use serde_json::Value;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+
+pub struct KubeApi {
+    api: FakeApi,
+    /// Declared (so dropped) after the API: the API and the relays run on it.
+    rt: tokio::runtime::Runtime,
+}
+
+impl KubeApi {
+    pub fn start() -> Result<KubeApi> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .context("tokio runtime for the fake API server")?;
+        let api = rt
+            .block_on(FakeApi::start_with(k8slb_fakeapi::Options::default()))
+            .context("starting the fake API server")?;
+        Ok(KubeApi { api, rt })
+    }
+
+    pub fn kubeconfig(&self) -> &Path {
+        self.api.kubeconfig_path()
+    }
+
+    pub fn api(&self) -> &FakeApi {
+        &self.api
+    }
+
+    /// Makes the API reachable at its own address (`127.0.0.1:<port>`) from inside the
+    /// network namespace `ns`.
+    pub fn relay_into(&self, ns: &str) -> Result<()> {
+        let api_addr = self.api.addr();
+        let path = Path::new("/run/netns").join(ns);
+        let listener = std::thread::scope(|s| {
+            s.spawn(|| -> Result<std::net::TcpListener> {
+                let f = std::fs::File::open(&path)
+                    .with_context(|| format!("opening {}", path.display()))?;
+                nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET)
+                    .with_context(|| format!("entering {ns}"))?;
+                let l = std::net::TcpListener::bind(api_addr)
+                    .with_context(|| format!("binding {api_addr} in {ns}"))?;
+                l.set_nonblocking(true)?;
+                Ok(l)
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("the relay thread for {ns} panicked"))?
+        })?;
+        let _guard = self.rt.enter();
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        self.rt.spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    continue;
+                };
+                tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(api_addr).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        Ok(())
+    }
+
+    pub fn put(&self, object: Value) {
+        self.api.put_object(object);
+    }
+
+    /// Deletes the object that `object` names (kind, namespace, name).
+    pub fn delete(&self, object: &Value) -> Result<()> {
+        let path = api_path(object)?;
+        self.api
+            .delete_object(&path)
+            .with_context(|| format!("{path}: not found"))?;
+        Ok(())
+    }
+
+    /// The Service's `status.loadBalancer.ingress`: (ip, ipMode) of each entry.
+    pub fn service_ingress(&self, namespace: &str, name: &str) -> Vec<(IpAddr, String)> {
+        let Some(svc) = self
+            .api
+            .get_object(&format!("/api/v1/namespaces/{namespace}/services/{name}"))
+        else {
+            return Vec::new();
+        };
+        svc["status"]["loadBalancer"]["ingress"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|i| {
+                let ip = i["ip"].as_str()?.parse().ok()?;
+                Some((ip, i["ipMode"].as_str().unwrap_or_default().to_string()))
+            })
+            .collect()
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.api.addr()
+    }
+}
+
+/// The API path of an object (`/api/v1/namespaces/<ns>/services/<name>`, ...), for the kinds
+/// the lab writes.
+pub fn api_path(object: &Value) -> Result<String> {
+    let kind = object["kind"].as_str().context("no kind")?;
+    let name = object["metadata"]["name"].as_str().context("no name")?;
+    let ns = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default");
+    Ok(match kind {
+        "Service" => format!("/api/v1/namespaces/{ns}/services/{name}"),
+        "ConfigMap" => format!("/api/v1/namespaces/{ns}/configmaps/{name}"),
+        "EndpointSlice" => {
+            format!("/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices/{name}")
+        }
+        "Node" => format!("/api/v1/nodes/{name}"),
+        other => anyhow::bail!("the lab does not write {other} objects"),
+    })
+}

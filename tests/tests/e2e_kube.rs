@@ -1,0 +1,64 @@
+//! The Kubernetes path end to end: the real `k8slb-watcher --source kubernetes` and
+//! `k8slb-actor --state configmap` on the fake API server (k8slb-fakeapi), with real
+//! keepalived and HAProxy in the lab's namespaces. Needs root; fails (never skips)
+//! without it.
+
+use k8slb_tests::objects::{endpoint_slice, svc, tcp};
+use k8slb_tests::system::{Options, System};
+use k8slb_tests::traffic::{self, Proto};
+use k8slb_tests::wait;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(30);
+
+#[test]
+fn kubernetes_source_status_traffic_churn_and_release() {
+    let mut sys = System::start(Options::new("kube").kube()).expect("system");
+    let s = svc("default", "web").port(tcp("http", 80, 8080));
+    sys.apply_service(&s).unwrap();
+
+    // The watcher writes the Service's status: its VIP, ipMode Proxy (HAProxy terminates).
+    let ip = sys.wait_ips("default/web", T).unwrap()[0];
+    assert!(ip.to_string().starts_with("198.18.0."), "{ip}");
+    let ingress = sys.kube.as_ref().unwrap().service_ingress("default", "web");
+    assert_eq!(ingress, vec![(ip, "Proxy".to_string())], "status ingress");
+
+    // Traffic through the VIP reaches both backends; one LB node holds it.
+    let target = SocketAddr::new(ip, 80);
+    sys.wait_serving(Proto::Http, target, T).unwrap();
+    sys.wait_one_holder(ip, T).unwrap();
+    let r = traffic::load(&sys.lab, "client", Proto::Http, target, 100, 0.0).unwrap();
+    assert_eq!(r.failed, 0, "{r:?}");
+    assert_eq!(r.by_backend.len(), 2, "{r:?}");
+
+    // An endpoint-only change (be2 leaves the EndpointSlice) reaches HAProxy without a
+    // reload.
+    let before = sys
+        .settled_haproxy_reloads(Duration::from_millis(1500), T)
+        .unwrap();
+    let be = sys.backend_ips();
+    sys.apply(
+        "eps-default-web",
+        &endpoint_slice(&s, "web-1", &[(be[0], true)]),
+    )
+    .unwrap();
+    wait::until(T, || {
+        let r = traffic::load(&sys.lab, "client", Proto::Http, target, 20, 0.0)?;
+        Ok(r.failed == 0 && r.by_backend.keys().collect::<Vec<_>>() == vec!["be1"])
+    })
+    .expect("be2 still gets requests after leaving the EndpointSlice");
+    let after = sys
+        .settled_haproxy_reloads(Duration::from_millis(1500), T)
+        .unwrap();
+    assert_eq!(
+        before, after,
+        "HAProxy reloaded for an endpoint-only change"
+    );
+
+    // Deleting the Service releases its VIP on every LB node.
+    sys.delete(&format!("svc-{}-{}", s.namespace, s.name))
+        .unwrap();
+    wait::until(T, || Ok(sys.holders(ip)?.is_empty())).expect("the VIP was not released");
+    sys.lab.pass();
+}
