@@ -7,6 +7,8 @@
 #   K8SLB_BENCH_WRK_SECONDS=5      length of each wrk run (2 rounds of 5 runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Where install-deps.sh puts Rust on a fresh machine.
+export PATH="$PATH:$HOME/.cargo/bin"
 if [ "$(id -u)" -ne 0 ]; then
     echo "bench.sh: run as root (the lab creates network namespaces): sudo $0" >&2
     exit 1

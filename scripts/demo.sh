@@ -7,6 +7,8 @@
 #   K8SLB_DEMO_PROXY=nginx ./scripts/demo.sh     the same with nginx
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Where install-deps.sh puts Rust on a fresh machine.
+export PATH="$PATH:$HOME/.cargo/bin"
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "demo.sh: run as root (the demo creates network namespaces and runs keepalived): sudo $0" >&2

@@ -55,19 +55,27 @@ for svc in haproxy keepalived nginx; do
     fi
 done
 
-# Rust: the workspace needs cargo >= 1.85 (rust-version in Cargo.toml).
+# Rust: the workspace needs cargo >= 1.85 (rust-version in Cargo.toml). On a fresh machine
+# without it, rustup installs the stable toolchain (with rustfmt and clippy) into ~/.cargo (K8SLB_NO_RUSTUP=1: do not).
+export PATH="$PATH:$HOME/.cargo/bin"
 if ! command -v cargo >/dev/null 2>&1; then
-    if [ -x "$HOME/.cargo/bin/cargo" ]; then
-        echo "install-deps.sh: cargo is in $HOME/.cargo/bin but not on PATH; run: source \$HOME/.cargo/env" >&2
-    else
+    if [ -n "${K8SLB_NO_RUSTUP:-}" ]; then
         echo "install-deps.sh: Rust is not installed; install it with rustup (https://rustup.rs), version 1.85 or newer" >&2
+        exit 1
     fi
-    exit 1
+    echo "install-deps.sh: installing Rust (rustup, stable) into $HOME/.cargo"
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile default --default-toolchain stable >/dev/null
 fi
 ver="$(cargo --version | awk '{print $2}')"
 major="${ver%%.*}"; rest="${ver#*.}"; minor="${rest%%.*}"
 if [ "$major" -lt 1 ] || { [ "$major" -eq 1 ] && [ "$minor" -lt 85 ]; }; then
-    echo "install-deps.sh: cargo $ver is too old; k8slb needs Rust 1.85 or newer (rustup update)" >&2
-    exit 1
+    if [ -z "${K8SLB_NO_RUSTUP:-}" ] && command -v rustup >/dev/null 2>&1; then
+        echo "install-deps.sh: cargo $ver is too old; rustup update stable"
+        rustup update stable >/dev/null && rustup default stable >/dev/null
+        ver="$(cargo --version | awk '{print $2}')"
+    else
+        echo "install-deps.sh: cargo $ver is too old; k8slb needs Rust 1.85 or newer (rustup update)" >&2
+        exit 1
+    fi
 fi
 echo "install-deps.sh: all dependencies present (cargo $ver, $(haproxy -v | head -1 | awk '{print "haproxy",$3}'), $(keepalived -v 2>&1 | head -1 | awk '{print "keepalived",$2}'))"
