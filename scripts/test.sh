@@ -9,6 +9,8 @@
 #   ./scripts/test.sh e2e_failover         only lab tests whose file matches (plus checks)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# Where install-deps.sh puts Rust on a fresh machine.
+export PATH="$PATH:$HOME/.cargo/bin"
 
 start=$(date +%s)
 failed=()
