@@ -20,6 +20,9 @@ pub struct Objects {
     pub configmaps: Vec<ConfigMap>,
     /// Documents that were skipped (unknown kind is not a problem; undecodable is).
     pub problems: Vec<Problem>,
+    /// Services that exist but could not be decoded this time: they keep what the previous
+    /// state gave them (a malformed object must never lose, or give away, an allocation).
+    pub held_services: Vec<crate::names::ServiceKey>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -87,7 +90,18 @@ impl Objects {
                     }
                 }
             }
-            "Service" => push(&mut self.services, &mut self.problems, v, "Service"),
+            "Service" => {
+                let key = v
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .zip(v.pointer("/metadata/name").and_then(Value::as_str))
+                    .and_then(|(ns, name)| crate::names::ServiceKey::new(ns, name).ok());
+                let before = self.services.len();
+                push(&mut self.services, &mut self.problems, v, "Service");
+                if self.services.len() == before {
+                    self.held_services.extend(key);
+                }
+            }
             "EndpointSlice" => push(&mut self.slices, &mut self.problems, v, "EndpointSlice"),
             "Node" => push(&mut self.nodes, &mut self.problems, v, "Node"),
             "ConfigMap" => push(&mut self.configmaps, &mut self.problems, v, "ConfigMap"),

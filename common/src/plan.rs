@@ -190,6 +190,37 @@ pub fn plan(
     let empty = State::empty(cfg.actor_config(&opts.cert_path));
     let prev = previous.unwrap_or(&empty);
 
+    // 0. Services that exist but did not decode keep exactly what they had, first.
+    let mut held: BTreeMap<ServiceKey, ServiceState> = BTreeMap::new();
+    for key in &objs.held_services {
+        if seen.contains(key) || held.contains_key(key) {
+            continue;
+        }
+        let Some(old) = prev.services.get(key) else {
+            continue;
+        };
+        let r = Request {
+            key: key.clone(),
+            uid: old.uid.clone(),
+            created: None,
+            pools: vec![],
+            pool_text: old.pool.clone(),
+            statics: vec![],
+            status_ips: vec![],
+            ports: vec![],
+            port_keys: old.ports.iter().map(|p| (p.protocol, p.port)).collect(),
+        };
+        for ip in &old.ips {
+            if let Some(pool) = cfg.pools.values().find(|p| p.network.range().contains(*ip)) {
+                let _ = alloc.take(*ip, pool, &r);
+            }
+        }
+        let mut kept = old.clone();
+        kept.ips = alloc.of(key);
+        kept.ips.sort();
+        held.insert(key.clone(), kept);
+    }
+
     // 1. Sticky: existing claims of every Service first; the previous state (what we
     //    published) for every Service before any Service's status (what the API server
     //    shows, which lags behind a release). A status address is adopted only while
@@ -222,6 +253,7 @@ pub fn plan(
             let _ = alloc.take(ip, pool, r);
         }
     }
+    let mut conflicts: Vec<(&Request, IpAddr)> = Vec::new();
     // 2. Static requests (all of them first, so that a new dynamic Service never takes
     //    an address a newer Service asks for by name in the same plan), then 3. dynamic
     //    ones: the pools of the families no static address covers.
@@ -255,8 +287,14 @@ pub fn plan(
                 ));
                 continue;
             }
-            if let Err(e) = alloc.take(ip, pool, r) {
-                problems.insert(r.problem(e.reason(), e.message(ip)));
+            match alloc.take(ip, pool, r) {
+                // Named against the final tenants (below), so that the message does not
+                // depend on which co-tenant happened to be placed first.
+                Err(TakeError::PortConflict { .. }) => conflicts.push((r, ip)),
+                Err(e) => {
+                    problems.insert(r.problem(e.reason(), e.message(ip)));
+                }
+                Ok(()) => {}
             }
         }
     }
@@ -288,13 +326,29 @@ pub fn plan(
         }
     }
 
+    for (r, ip) in conflicts {
+        let clash = alloc.tenants.get(&ip).and_then(|t| {
+            r.port_keys
+                .iter()
+                .find_map(|pp| t.ports.get(pp).filter(|o| **o != r.key).map(|o| (pp, o)))
+        });
+        if let Some(((proto, port), other)) = clash {
+            let e = TakeError::PortConflict {
+                other: other.clone(),
+                proto: *proto,
+                port: *port,
+            };
+            problems.insert(r.problem(e.reason(), e.message(ip)));
+        }
+    }
+
     // Services in the state.
     let ip_mode = if opts.provider == Provider::Kubeproxy {
         IpMode::Vip
     } else {
         IpMode::Proxy
     };
-    let mut services = BTreeMap::new();
+    let mut services = held;
     for r in requests {
         let mut ips = alloc.of(&r.key);
         ips.sort();

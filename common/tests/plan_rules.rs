@@ -667,3 +667,36 @@ fn no_lb_nodes_keeps_the_ip_and_repairs_when_nodes_come() {
     );
     assert_eq!(s1.instances.len(), 1);
 }
+
+#[test]
+fn an_undecodable_service_keeps_its_ip_and_nobody_takes_it() {
+    let c = cfg(TWO_POOLS);
+    let s0 = run(
+        &c,
+        &objs(
+            vec![svc("default", "web").port(80).created(1).build()],
+            nodes(1),
+            vec![],
+        ),
+        None,
+    );
+    assert_eq!(ips(&s0, "default/web"), ["192.168.10.200"]);
+    // web now fails to decode (e.g. a broken file); a new Service arrives.
+    let mut o = k8slb_common::objects::Objects::default();
+    o.add_text("apiVersion: v1\nkind: Service\nmetadata: { name: web, namespace: default }\nspec: { ports: 7 }\n")
+        .unwrap();
+    assert_eq!(o.held_services.len(), 1);
+    o.services
+        .push(svc("default", "new").port(80).created(2).build());
+    o.nodes = nodes(1);
+    let s1 = run(&c, &o, Some(&s0));
+    assert_eq!(ips(&s1, "default/web"), ["192.168.10.200"], "kept");
+    assert_eq!(
+        ips(&s1, "default/new"),
+        ["192.168.10.201"],
+        "never the held address"
+    );
+    assert!(s1.problems.iter().any(|p| p.reason == "Undecodable"));
+    // Idempotent.
+    assert_eq!(run(&c, &o, Some(&s1)).to_json(), s1.to_json());
+}

@@ -107,6 +107,10 @@ impl Stores {
                     let ns = bad.metadata.namespace.as_deref().unwrap_or_default();
                     let name = bad.metadata.name.as_deref().unwrap_or_default();
                     tracing::warn!(service = %format!("{ns}/{name}"), error = %bad.error, "skipping a Service that does not decode");
+                    // It keeps what the previous state gave it.
+                    if let Ok(key) = k8slb_common::names::ServiceKey::new(ns, name) {
+                        objs.held_services.push(key);
+                    }
                     objs.problems.push(Problem {
                         object: format!(
                             "Service {}/{}",

@@ -138,6 +138,7 @@ pub fn objs(services: Vec<Service>, nodes: Vec<Node>, slices: Vec<EndpointSlice>
         nodes,
         configmaps: vec![],
         problems: vec![],
+        held_services: vec![],
     }
 }
 
