@@ -18,73 +18,18 @@
 //!
 //! Run: `cargo test -p k8slb-actor --test netns_failover -- --nocapture`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::{require_root_and, ActorProc, Netns};
 
-const ACTOR: &str = env!("CARGO_BIN_EXE_k8slb-actor");
 const VIP: &str = "198.18.0.100";
-
-fn require_root_and(bins: &[&str]) {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "this test needs root (network namespaces, VRRP); run it as root"
-    );
-    for b in bins {
-        let ok = Command::new("sh")
-            .arg("-c")
-            .arg(format!("command -v {b}"))
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            ok,
-            "binary `{b}` is missing: apt-get install -y haproxy keepalived iproute2"
-        );
-    }
-}
-
-fn sh(cmd: &str) -> String {
-    let out = Command::new("sh").arg("-c").arg(cmd).output().expect("sh");
-    assert!(
-        out.status.success(),
-        "`{cmd}` failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-/// A network namespace owned by the test: on drop every process in it is killed and
-/// the namespace deleted.
-struct Netns {
-    name: String,
-}
-
-impl Netns {
-    fn new() -> Self {
-        let name = format!(
-            "k8slbf-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::SeqCst)
-        );
-        sh(&format!("ip netns add {name}"));
-        let ns = Netns { name };
-        ns.ip("link set lo up");
-        ns
-    }
-    fn ip(&self, args: &str) -> String {
-        sh(&format!("ip -n {} {args}", self.name))
-    }
-    fn cmd(&self, program: &str) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.name, program]);
-        c
-    }
-}
+/// This file's namespaces are `k8slbf-<pid>-<n>`.
+const NS_PREFIX: &str = "k8slbf";
 
 /// Whether the namespace holds `ip` (any interface). Sampled from a thread, so it
 /// does not panic: a failed `ip` counts as "not held".
@@ -101,53 +46,20 @@ fn holds(ns: &str, ip: &str) -> bool {
         .unwrap_or(false)
 }
 
-impl Drop for Netns {
-    fn drop(&mut self) {
-        if let Ok(out) = Command::new("ip")
-            .args(["netns", "pids", &self.name])
-            .output()
-        {
-            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                let _ = Command::new("kill").args(["-9", pid]).status();
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
-    }
+/// One actor per node: `--work-dir <dir>/<node>`, log `<dir>/<node>.log`.
+fn start_actor(ns: &Netns, dir: &Path, node: &str) -> ActorProc {
+    ActorProc::start(
+        ns,
+        dir,
+        node,
+        dir.join(node),
+        dir.join(format!("{node}.log")),
+    )
 }
 
-/// One actor process (`ip netns exec` execs it: the child's pid is the actor's).
-struct Actor {
-    child: Child,
-    log: PathBuf,
-    work: PathBuf,
-}
-
-impl Actor {
-    fn start(ns: &Netns, dir: &Path, node: &str) -> Actor {
-        let work = dir.join(node);
-        let log = dir.join(format!("{node}.log"));
-        let f = std::fs::File::create(&log).unwrap();
-        let child = ns
-            .cmd(ACTOR)
-            .args(["run", "--node", node, "--admin-addr", "127.0.0.1:9254"])
-            .args(["--min-reload-interval-ms", "100"])
-            .arg("--state")
-            .arg(format!("file:{}", dir.join("state.json").display()))
-            .arg("--work-dir")
-            .arg(&work)
-            .env("NO_COLOR", "1")
-            .stdout(f.try_clone().unwrap())
-            .stderr(f)
-            .spawn()
-            .unwrap();
-        Actor { child, log, work }
-    }
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
+/// This file's own looks at the shared actor guard.
+impl ActorProc {
+    /// The content of `<work>/proxy-health`, written by the actor.
     fn health(&self) -> Option<String> {
         std::fs::read_to_string(self.work.join("proxy-health")).ok()
     }
@@ -169,22 +81,9 @@ impl Actor {
     }
 }
 
-impl Drop for Actor {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + timeout;
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    f()
+/// [`support::wait_until_every`] 20 ms, the sampling period.
+fn wait_until(timeout: Duration, f: impl FnMut() -> bool) -> bool {
+    support::wait_until_every(timeout, Duration::from_millis(20), f)
 }
 
 fn state_json() -> String {
@@ -244,8 +143,8 @@ fn longest_overlap(samples: &[Sample]) -> Duration {
 #[test]
 fn netns_vip_moves_when_the_proxy_dies() {
     require_root_and(&["ip", "haproxy", "keepalived"]);
-    let n1 = Netns::new();
-    let n2 = Netns::new();
+    let n1 = Netns::new(NS_PREFIX);
+    let n2 = Netns::new(NS_PREFIX);
     n1.ip(&format!(
         "link add eth0 type veth peer name eth0 netns {}",
         n2.name
@@ -258,14 +157,14 @@ fn netns_vip_moves_when_the_proxy_dies() {
     std::fs::write(dir.path().join("state.json"), state_json()).unwrap();
 
     // 1. node1 takes the VIP; then node2 comes up as backup.
-    let a1 = Actor::start(&n1, dir.path(), "node1");
+    let a1 = start_actor(&n1, dir.path(), "node1");
     assert!(
         wait_until(Duration::from_secs(20), || holds(&n1.name, VIP)),
         "the VIP never arrived on node1; log:\n{}",
         a1.log()
     );
     assert_eq!(a1.health().as_deref(), Some("0\n"), "{}", a1.log());
-    let a2 = Actor::start(&n2, dir.path(), "node2");
+    let a2 = start_actor(&n2, dir.path(), "node2");
     assert!(
         wait_until(Duration::from_secs(20), || {
             a2.health().as_deref() == Some("0\n")

@@ -9,137 +9,21 @@
 //! never changes namespace. Daemons driven from the library get a wrapper script
 //! (`exec ip netns exec <ns> haproxy "$@"`) as their binary.
 
+mod support;
+
 use k8slb_actor::admin::Metrics;
 use k8slb_actor::apply::{Applied, Applier, Desired, NodeContext, NodeRenderer, SlotOutcome};
 use k8slb_actor::daemons::{Daemon, DaemonError, DaemonKind, Haproxy, Paths};
 use k8slb_common::state::State;
 use std::cell::Cell;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::{require_root_and, wait_until, ActorProc, Netns, ACTOR};
 
-const ACTOR: &str = env!("CARGO_BIN_EXE_k8slb-actor");
-
-fn require_root_and(bins: &[&str]) {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "this test needs root (network namespaces, netlink, VRRP); run it as root"
-    );
-    for b in bins {
-        let ok = Command::new("sh")
-            .arg("-c")
-            .arg(format!("command -v {b}"))
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            ok,
-            "binary `{b}` is missing: apt-get install -y haproxy keepalived nginx iproute2 procps"
-        );
-    }
-}
-
-fn sh(cmd: &str) -> String {
-    let out = Command::new("sh").arg("-c").arg(cmd).output().expect("sh");
-    assert!(
-        out.status.success(),
-        "`{cmd}` failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-/// A network namespace owned by the test.
-struct Netns {
-    name: String,
-}
-
-impl Netns {
-    fn new() -> Self {
-        let name = format!(
-            "k8slbt-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::SeqCst)
-        );
-        sh(&format!("ip netns add {name}"));
-        let ns = Netns { name };
-        ns.ip("link set lo up");
-        ns
-    }
-    fn ip(&self, args: &str) -> String {
-        sh(&format!("ip -n {} {args}", self.name))
-    }
-    /// A veth pair `a`/`b` inside the namespace, both up, `cidr` on `a`.
-    fn veth(&self, a: &str, b: &str, cidr: &str) {
-        self.ip(&format!("link add {a} type veth peer name {b}"));
-        self.ip(&format!("link set {a} up"));
-        self.ip(&format!("link set {b} up"));
-        self.ip(&format!("addr add {cidr} dev {a}"));
-    }
-    fn cmd(&self, program: &str) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.name, program]);
-        c
-    }
-    fn has_addr(&self, ip: &str) -> usize {
-        self.ip("-o addr show")
-            .lines()
-            .filter(|l| {
-                l.split_whitespace()
-                    .any(|w| w.starts_with(&format!("{ip}/")))
-            })
-            .count()
-    }
-    /// A script that runs `program` inside the namespace (for daemons driven from the
-    /// library).
-    fn wrapper(&self, dir: &Path, program: &str) -> PathBuf {
-        let p = dir.join(format!("{program}-in-ns"));
-        std::fs::write(
-            &p,
-            format!(
-                "#!/bin/sh\nexec ip netns exec {} {program} \"$@\"\n",
-                self.name
-            ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        p
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        // Kill whatever still runs inside, then delete; try everything.
-        if let Ok(out) = Command::new("ip")
-            .args(["netns", "pids", &self.name])
-            .output()
-        {
-            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                let _ = Command::new("kill").args(["-9", pid]).status();
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
-    }
-}
-
-fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + timeout;
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    f()
-}
+/// This file's namespaces are `k8slbt-<pid>-<n>`.
+const NS_PREFIX: &str = "k8slbt";
 
 // ---------------------------------------------------------------------------------
 // interface detection over real netlink
@@ -147,7 +31,7 @@ fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
 #[test]
 fn netns_interface_detection_longest_prefix() {
     require_root_and(&["ip"]);
-    let ns = Netns::new();
+    let ns = Netns::new(NS_PREFIX);
     ns.veth("wide0", "wide1", "198.18.0.1/16");
     ns.veth("narrow0", "narrow1", "198.18.3.1/24");
     let detect = |ip: &str| {
@@ -295,7 +179,7 @@ fn get_in(ns: &Netns, addr: &str, path: &str) -> String {
 #[test]
 fn netns_haproxy_seamless_reload_refuses_nothing() {
     require_root_and(&["ip", "haproxy"]);
-    let ns = Netns::new();
+    let ns = Netns::new(NS_PREFIX);
     ns.veth("v0", "v1", "198.18.0.1/24");
     let dir = tempfile::tempdir().unwrap();
     let (mut applier, metrics, paths) = haproxy_applier(&ns, dir.path());
@@ -376,7 +260,7 @@ fn netns_haproxy_seamless_reload_refuses_nothing() {
 #[test]
 fn netns_haproxy_endpoint_change_over_runtime_api_without_reload() {
     require_root_and(&["ip", "haproxy"]);
-    let ns = Netns::new();
+    let ns = Netns::new(NS_PREFIX);
     ns.veth("v0", "v1", "198.18.0.1/24");
     let dir = tempfile::tempdir().unwrap();
     let (mut applier, metrics, paths) = haproxy_applier(&ns, dir.path());
@@ -481,41 +365,8 @@ fn actor_state() -> String {
     .to_string()
 }
 
-struct ActorProc {
-    child: std::process::Child,
-    log: PathBuf,
-}
-
 fn start_actor(ns: &Netns, dir: &Path, log_name: &str) -> ActorProc {
-    let log = dir.join(log_name);
-    let f = std::fs::File::create(&log).unwrap();
-    let child = ns
-        .cmd(ACTOR)
-        .args([
-            "run",
-            "--node",
-            "n1",
-            "--admin-addr",
-            "127.0.0.1:9254",
-            "--min-reload-interval-ms",
-            "100",
-        ])
-        .arg("--state")
-        .arg(format!("file:{}", dir.join("state.json").display()))
-        .arg("--work-dir")
-        .arg(dir.join("work"))
-        .env("NO_COLOR", "1")
-        .stdout(f.try_clone().unwrap())
-        .stderr(f)
-        .spawn()
-        .unwrap();
-    ActorProc { child, log }
-}
-
-impl ActorProc {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
+    ActorProc::start(ns, dir, "n1", dir.join("work"), dir.join(log_name))
 }
 
 fn pid_of(path: &Path) -> Option<i32> {
@@ -525,7 +376,7 @@ fn pid_of(path: &Path) -> Option<i32> {
 #[test]
 fn netns_actor_cleans_stale_vip_before_keepalived_and_releases_on_sigterm() {
     require_root_and(&["ip", "haproxy", "keepalived"]);
-    let ns = Netns::new();
+    let ns = Netns::new(NS_PREFIX);
     ns.veth("eth0", "peer0", "198.18.5.2/24");
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("state.json"), actor_state()).unwrap();

@@ -1,0 +1,189 @@
+//! Helpers shared by the root tests that run in network namespaces (`netns_runtime`,
+//! `netns_failover`): the root / binary check, `sh`, a [`Netns`] that kills everything
+//! inside it and deletes itself on drop (also on panic), `wait_until`, and a guard for
+//! one `k8slb-actor run` process.
+//!
+//! Each test file compiles this module on its own (`mod support;`), so a helper only one
+//! of them uses is dead code in the other: hence the `allow(dead_code)` below.
+
+#![allow(dead_code)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+pub const ACTOR: &str = env!("CARGO_BIN_EXE_k8slb-actor");
+
+/// FAILS (never skips) when not root or when one of `bins` is not on `PATH`.
+pub fn require_root_and(bins: &[&str]) {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root (network namespaces, netlink, VRRP); run it as root"
+    );
+    for b in bins {
+        let ok = Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {b}"))
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            ok,
+            "binary `{b}` is missing: apt-get install -y haproxy keepalived nginx iproute2 procps"
+        );
+    }
+}
+
+/// Runs `cmd` with `sh -c`; panics with its stderr when it fails; returns its stdout.
+pub fn sh(cmd: &str) -> String {
+    let out = Command::new("sh").arg("-c").arg(cmd).output().expect("sh");
+    assert!(
+        out.status.success(),
+        "`{cmd}` failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Polls `f` every `every` until it holds or `timeout` has passed; then one last try.
+pub fn wait_until_every(timeout: Duration, every: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(every);
+    }
+    f()
+}
+
+/// [`wait_until_every`] 50 ms.
+pub fn wait_until(timeout: Duration, f: impl FnMut() -> bool) -> bool {
+    wait_until_every(timeout, Duration::from_millis(50), f)
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A network namespace owned by the test (`<prefix>-<pid>-<n>`): on drop every process
+/// in it is killed and the namespace deleted.
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    /// A new namespace `<prefix>-<pid>-<n>` with `lo` up.
+    pub fn new(prefix: &str) -> Self {
+        let name = format!(
+            "{prefix}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
+        sh(&format!("ip netns add {name}"));
+        let ns = Netns { name };
+        ns.ip("link set lo up");
+        ns
+    }
+    /// `ip -n <ns> <args>`; panics when it fails.
+    pub fn ip(&self, args: &str) -> String {
+        sh(&format!("ip -n {} {args}", self.name))
+    }
+    /// A veth pair `a`/`b` inside the namespace, both up, `cidr` on `a`.
+    pub fn veth(&self, a: &str, b: &str, cidr: &str) {
+        self.ip(&format!("link add {a} type veth peer name {b}"));
+        self.ip(&format!("link set {a} up"));
+        self.ip(&format!("link set {b} up"));
+        self.ip(&format!("addr add {cidr} dev {a}"));
+    }
+    /// `program` run inside the namespace (`ip netns exec`, which execs it).
+    pub fn cmd(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, program]);
+        c
+    }
+    /// How many addresses `ip/…` the namespace holds.
+    pub fn has_addr(&self, ip: &str) -> usize {
+        self.ip("-o addr show")
+            .lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .any(|w| w.starts_with(&format!("{ip}/")))
+            })
+            .count()
+    }
+    /// A script that runs `program` inside the namespace (for daemons driven from the
+    /// library).
+    pub fn wrapper(&self, dir: &Path, program: &str) -> PathBuf {
+        let p = dir.join(format!("{program}-in-ns"));
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\nexec ip netns exec {} {program} \"$@\"\n",
+                self.name
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // Kill whatever still runs inside, then delete; try everything.
+        if let Ok(out) = Command::new("ip")
+            .args(["netns", "pids", &self.name])
+            .output()
+        {
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = Command::new("kill").args(["-9", pid]).status();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// One `k8slb-actor run` inside a namespace (`ip netns exec` execs it: the child's pid is
+/// the actor's), stdout and stderr to `log`; killed on drop.
+pub struct ActorProc {
+    pub child: Child,
+    pub log: PathBuf,
+    pub work: PathBuf,
+}
+
+impl ActorProc {
+    /// `k8slb-actor run --node <node> --admin-addr 127.0.0.1:9254
+    /// --min-reload-interval-ms 100 --state file:<dir>/state.json --work-dir <work>`.
+    pub fn start(ns: &Netns, dir: &Path, node: &str, work: PathBuf, log: PathBuf) -> ActorProc {
+        let f = std::fs::File::create(&log).unwrap();
+        let child = ns
+            .cmd(ACTOR)
+            .args(["run", "--node", node, "--admin-addr", "127.0.0.1:9254"])
+            .args(["--min-reload-interval-ms", "100"])
+            .arg("--state")
+            .arg(format!("file:{}", dir.join("state.json").display()))
+            .arg("--work-dir")
+            .arg(&work)
+            .env("NO_COLOR", "1")
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .spawn()
+            .unwrap();
+        ActorProc { child, log, work }
+    }
+    /// The log so far ("" when it cannot be read).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for ActorProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
