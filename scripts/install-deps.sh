@@ -32,6 +32,11 @@ for cmd in "${!PKG[@]}"; do
         missing+=("${PKG[$cmd]}")
     fi
 done
+# nginx's L4 (stream) module is a separate package, not pulled in with
+# --no-install-recommends; the actor loads it when a stream block is rendered.
+if [ ! -e /usr/lib/nginx/modules/ngx_stream_module.so ]; then
+    missing+=(libnginx-mod-stream)
+fi
 if [ ! -e /etc/ssl/certs/ca-certificates.crt ]; then
     missing+=(ca-certificates)
 fi

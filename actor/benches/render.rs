@@ -10,6 +10,10 @@ use k8slb_common::state::State;
 use serde_json::{json, Value};
 use std::hint::black_box;
 
+/// The allocator of the `k8slb-actor` binary (actor/src/main.rs), so the numbers are its.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const SERVICES: usize = 10_000;
 
 fn big_state() -> State {
@@ -168,3 +172,4 @@ fn bench(c: &mut Criterion) {
 
 criterion_group!(benches, bench);
 criterion_main!(benches);
+

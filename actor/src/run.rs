@@ -563,6 +563,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     base.interfaces = args.interfaces.iter().cloned().collect();
     base.track_file = paths.proxy_health();
+    // k8slb's PRIORITY<n>, as `render` reads them; a bad value exits 64 with one line.
+    base.priority_overrides = crate::cmd_render::priority_overrides(std::env::vars())
+        .context("PRIORITY<n> environment")?;
     let real = RealRenderer {
         renderer,
         node: args.node.clone(),

@@ -320,17 +320,16 @@ impl Backend {
     }
 
     fn write_server_line(&self, i: usize, l: &mut String) {
-        use std::fmt::Write;
         let slot = &self.slots[i];
         let n = i + 1;
-        let _ = write!(
-            l,
-            "s{n} {}{}",
-            slot.endpoint.unwrap_or(PLACEHOLDER),
-            self.server_opts
-        );
+        l.push('s');
+        push_u32(l, n as u32);
+        l.push(' ');
+        push_socket_addr(l, slot.endpoint.unwrap_or(PLACEHOLDER));
+        l.push_str(&self.server_opts);
         if self.cookie {
-            let _ = write!(l, " cookie s{n}");
+            l.push_str(" cookie s");
+            push_u32(l, n as u32);
         }
         match slot.state() {
             "empty" => l.push_str(" disabled"),
@@ -393,6 +392,44 @@ impl Slot {
             (None, _) => "empty",
             (Some(_), true) => "drain",
             (Some(_), false) => "ready",
+        }
+    }
+}
+
+/// `n` in decimal, without `fmt` (the server lines of a 10,000-Service render are
+/// 200,000 lines; `write!` made them a quarter of the render time).
+fn push_u32(out: &mut String, mut n: u32) {
+    let mut buf = [0u8; 10];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or_default());
+}
+
+/// `a.b.c.d:port` for IPv4 without `fmt`; IPv6 through `Display` (`[addr]:port`, the
+/// same text `SocketAddr::to_string` gives).
+fn push_socket_addr(out: &mut String, addr: SocketAddr) {
+    match addr {
+        SocketAddr::V4(a) => {
+            for (k, o) in a.ip().octets().into_iter().enumerate() {
+                if k > 0 {
+                    out.push('.');
+                }
+                push_u32(out, u32::from(o));
+            }
+            out.push(':');
+            push_u32(out, u32::from(a.port()));
+        }
+        SocketAddr::V6(_) => {
+            use std::fmt::Write;
+            let _ = write!(out, "{addr}");
         }
     }
 }
@@ -797,6 +834,17 @@ fn assign_slots(eps: &[(SocketAddr, bool)], prev: Option<&Backend>) -> Vec<Slot>
     slots
 }
 
+/// The lines templates/haproxy.cfg.tera writes in every http-mode frontend, which an
+/// admin's `haproxy.httpfront` need not (and must not) repeat.
+pub const HTTP_FRONTEND_LINES: [&str; 5] = [
+    "option forwardfor",
+    "http-request set-header X-Forwarded-Proto https if { ssl_fc }",
+    "http-request set-header X-Forwarded-Proto http unless { ssl_fc }",
+    "http-request set-header X-Forwarded-Port %[dst_port]",
+    // k8slb's own default spelling.
+    "http-request add-header X-Forwarded-Proto https if { ssl_fc }",
+];
+
 fn haproxy_view(
     state: &State,
     opts: &ViewOptions,
@@ -831,6 +879,23 @@ fn haproxy_view(
             w.next() == Some("timeout") && w.next() == Some(which)
         })
     };
+    // k8slb's default httpfront lines (and copies of them in admins' configs) repeat
+    // what the template writes in every http frontend: drop them, with a note.
+    let mut httpfront = Vec::with_capacity(cfg.httpfront.len());
+    for l in &cfg.httpfront {
+        let words: Vec<&str> = l.as_str().split_whitespace().collect();
+        if HTTP_FRONTEND_LINES
+            .iter()
+            .any(|t| t.split_whitespace().eq(words.iter().copied()))
+        {
+            notes.push(format!(
+                "haproxy.httpfront line {:?} dropped: every http frontend has it",
+                l.as_str()
+            ));
+        } else {
+            httpfront.push(l.clone());
+        }
+    }
     let default_timeouts = [
         ("connect", "timeout connect 5s"),
         ("client", "timeout client 30s"),
@@ -962,7 +1027,7 @@ fn haproxy_view(
         defaults: cfg.defaults.clone(),
         default_timeouts,
         tcpfront: cfg.tcpfront.clone(),
-        httpfront: cfg.httpfront.clone(),
+        httpfront,
         tcpback: cfg.tcpback.clone(),
         httpback: cfg.httpback.clone(),
         frontends,
@@ -1109,6 +1174,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn fast_address_text_is_display_text() {
+        for a in [
+            "0.0.0.0:0",
+            "10.1.2.3:8080",
+            "255.255.255.255:65535",
+            "127.0.0.1:1",
+            "[::]:0",
+            "[fd00::1]:443",
+            "[2001:db8::ffff:1.2.3.4]:80",
+        ] {
+            let a: SocketAddr = a.parse().unwrap();
+            let mut s = String::new();
+            push_socket_addr(&mut s, a);
+            assert_eq!(s, a.to_string());
+        }
+        for n in [0u32, 1, 9, 10, 99, 100, 65535, u32::MAX] {
+            let mut s = String::new();
+            push_u32(&mut s, n);
+            assert_eq!(s, n.to_string());
+        }
+    }
+
+    #[test]
     fn advert_int_seconds() {
         assert_eq!(advert_int(100).unwrap(), "0.1");
         assert_eq!(advert_int(1000).unwrap(), "1");
@@ -1162,6 +1250,46 @@ mod tests {
         let hp = v.haproxy.unwrap();
         assert_eq!(hp.default_global, ["mworker-max-reloads 50"]);
         assert_eq!(hp.global.len(), 1);
+    }
+
+    #[test]
+    fn httpfront_lines_the_template_writes_are_dropped_once() {
+        let mut state = State::from_json(include_str!("../tests/fixtures/empty.json")).unwrap();
+        let node: NodeName = "n1".parse().unwrap();
+        let opts = ViewOptions::new(ProxyKind::Haproxy);
+        // k8slb's defaults, spaced differently, and one line of the admin's own.
+        state.config.haproxy.httpfront = [
+            "option  forwardfor",
+            "http-request add-header X-Forwarded-Proto https if { ssl_fc }",
+            "http-request set-header X-Real-IP %[src]",
+        ]
+        .iter()
+        .map(|l| l.parse().unwrap())
+        .collect();
+        let v = view(&state, &node, &opts).unwrap();
+        let kept: Vec<&str> = v
+            .haproxy
+            .as_ref()
+            .unwrap()
+            .httpfront
+            .iter()
+            .map(|l| l.as_str())
+            .collect();
+        assert_eq!(kept, ["http-request set-header X-Real-IP %[src]"]);
+        assert_eq!(
+            v.notes
+                .iter()
+                .filter(|n| n.contains("every http frontend has it"))
+                .count(),
+            2,
+            "{:?}",
+            v.notes
+        );
+        // The template itself writes each of them exactly once per http frontend.
+        let tpl = include_str!("../../templates/haproxy.cfg.tera");
+        for l in &HTTP_FRONTEND_LINES[..4] {
+            assert_eq!(tpl.matches(l).count(), 1, "{l}");
+        }
     }
 
     #[test]

@@ -160,7 +160,9 @@ pub fn default_haproxy() -> HaproxySections {
             "timeout tunnel 1h",
         ]),
         tcpfront: vec![],
-        httpfront: lines(&["option forwardfor"]),
+        // X-Forwarded-For/-Proto/-Port are written by the template in every http
+        // frontend (k8slb's default httpfront lines would only repeat them).
+        httpfront: vec![],
         tcpback: vec![],
         httpback: vec![],
     }
