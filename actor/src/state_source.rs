@@ -52,12 +52,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Name of the index object.
-pub const STATE_NAME: &str = "k8slb-state";
-/// The `binaryData` key holding a part's gzip payload.
-pub const STATE_KEY: &str = "state.json.gz";
-/// Labels of every state object (index and shards).
-pub const STATE_SELECTOR: &str = "app.kubernetes.io/managed-by=k8slb,k8slb.io/part=state";
+/// The state objects' index name, payload key and label selector: the watcher's
+/// constants, from [`k8slb_common::publish`].
+pub use k8slb_common::publish::{STATE_KEY, STATE_NAME, STATE_SELECTOR};
 /// The watcher's namespace unless `--namespace` says otherwise.
 pub const DEFAULT_NAMESPACE: &str = "k8slb-system";
 /// `timeoutSeconds` of each watch request.

@@ -4,8 +4,9 @@
 //! make about 5 MB of compact JSON. So the state is published as gzip-compressed JSON in
 //! `binaryData`, and sharded when one object would be too big:
 //!
-//! - the **index** object (`k8slb-state`) holds everything except the Services (config,
-//!   nodes, VRRP instances, VIPs, problems), the shard count, and a digest of each shard;
+//! - the **index** object ([`STATE_NAME`], `k8slb-state`) holds everything except the
+//!   Services (config, nodes, VRRP instances, VIPs, problems), the shard count, and a
+//!   digest of each shard;
 //! - **shard** objects (`k8slb-state-<i>`) hold the Services whose key hashes (FNV-1a,
 //!   stable across versions) to `i`, so an unrelated change rewrites one shard, not all;
 //! - the shard count is the smallest power of two for which every shard fits under
@@ -29,6 +30,22 @@ use std::io::{Read, Write};
 pub const MAX_OBJECT_BYTES: usize = 900 * 1024;
 /// Refuse to inflate more than this (a corrupt or hostile object must not exhaust memory).
 pub const MAX_INFLATED_BYTES: u64 = 512 * 1024 * 1024;
+
+// The state objects as the watcher writes them and the actors read them: names only,
+// no client here.
+
+/// Name of the index ConfigMap; part `p` is the ConfigMap `{STATE_NAME}{p.suffix}`
+/// (`k8slb-state-<i>` for shard `i`).
+pub const STATE_NAME: &str = "k8slb-state";
+/// The `binaryData` key holding a part's gzip payload.
+pub const STATE_KEY: &str = "state.json.gz";
+/// The labels of every state object (index and shards): who manages it, what it is.
+pub const STATE_LABELS: [(&str, &str); 2] = [
+    ("app.kubernetes.io/managed-by", "k8slb"),
+    ("k8slb.io/part", "state"),
+];
+/// [`STATE_LABELS`] as a label selector (a test keeps the two in step).
+pub const STATE_SELECTOR: &str = "app.kubernetes.io/managed-by=k8slb,k8slb.io/part=state";
 
 /// One object to publish: its name suffix ("" for the index, "-<i>" for shard i) and its
 /// gzip-compressed JSON payload.
@@ -287,6 +304,15 @@ mod tests {
         // Only one shard changed.
         let changed = parts.iter().zip(&newer).filter(|(a, b)| a != b).count();
         assert_eq!(changed, 2, "the index and the one shard holding ns0/svc0");
+    }
+
+    #[test]
+    fn the_selector_is_the_labels() {
+        let labels: Vec<String> = STATE_LABELS
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        assert_eq!(STATE_SELECTOR, labels.join(","));
     }
 
     #[test]

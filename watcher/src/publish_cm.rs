@@ -1,6 +1,8 @@
 //! The `configmap` state destination: [`k8slb_common::publish`] parts as ConfigMaps
 //! `k8slb-state` (the index) and `k8slb-state-<i>` (shards) in the watcher's namespace,
-//! payload in `binaryData["state.json.gz"]`, written with server-side apply.
+//! payload in `binaryData["state.json.gz"]`, labelled [`STATE_LABELS`], written with
+//! server-side apply. Names, key and labels are the constants of
+//! [`k8slb_common::publish`], which the actors' reader uses too.
 //!
 //! Shards first, index last (the index is the commit point), then shards the index no
 //! longer references are deleted. A part whose bytes did not change is not written.
@@ -8,7 +10,9 @@
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ByteString;
-use k8slb_common::publish::{decode, encode, PublishError, MAX_OBJECT_BYTES};
+use k8slb_common::publish::{
+    decode, encode, PublishError, MAX_OBJECT_BYTES, STATE_KEY, STATE_LABELS, STATE_NAME,
+};
 use k8slb_common::state::State;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::Api;
@@ -18,10 +22,6 @@ use std::time::Duration;
 
 /// The one field manager of every write the watcher makes.
 pub const FIELD_MANAGER: &str = "k8slb-watcher";
-pub const STATE_NAME: &str = "k8slb-state";
-pub const STATE_KEY: &str = "state.json.gz";
-pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "k8slb");
-pub const PART_LABEL: (&str, &str) = ("k8slb.io/part", "state");
 /// Every write has this much time before it counts as failed.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -149,10 +149,12 @@ impl Publisher {
                 metadata: ObjectMeta {
                     name: Some(name.clone()),
                     namespace: Some(self.namespace.clone()),
-                    labels: Some(BTreeMap::from([
-                        (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
-                        (PART_LABEL.0.to_string(), PART_LABEL.1.to_string()),
-                    ])),
+                    labels: Some(
+                        STATE_LABELS
+                            .iter()
+                            .map(|(k, v)| (k.to_string(), v.to_string()))
+                            .collect(),
+                    ),
                     ..Default::default()
                 },
                 binary_data: Some(BTreeMap::from([(
