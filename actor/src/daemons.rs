@@ -328,6 +328,37 @@ impl ChildProc {
             _ => None,
         }
     }
+    /// Poll every 20 ms until `up` holds (`Some(true)`), the child exits first
+    /// (`Some(false)`), or `timeout` passes (`None`).
+    fn wait_up(&mut self, timeout: Duration, mut up: impl FnMut() -> bool) -> Option<bool> {
+        wait_for(timeout, || {
+            if !self.alive() {
+                return Some(false);
+            }
+            up().then_some(true)
+        })
+    }
+    /// Spawn `cmd` and wait up to [`CONFIRM_TIMEOUT`] until `up(pid)` confirms the daemon
+    /// serves. A child that exits first is `Start { why: "exited at start" }`; no
+    /// confirmation in time is `Start { why: timeout_why }` (the child is left running).
+    fn start_confirmed(
+        &mut self,
+        daemon: DaemonKind,
+        cmd: &mut Command,
+        timeout_why: &str,
+        mut up: impl FnMut(u32) -> bool,
+    ) -> Result<(), DaemonError> {
+        let pid = self.spawn(daemon, cmd)?;
+        let why = match self.wait_up(CONFIRM_TIMEOUT, || up(pid)) {
+            Some(true) => return Ok(()),
+            Some(false) => "exited at start",
+            None => timeout_why,
+        };
+        Err(DaemonError::Start {
+            daemon,
+            why: why.into(),
+        })
+    }
     fn stop(&mut self, grace: Duration) {
         let Some(mut c) = self.child.take() else {
             return;
@@ -434,11 +465,8 @@ impl Daemon for Keepalived {
         // staying up is all there is to confirm.
         let instances = self.has_instances();
         let up = if instances {
-            wait_for(CONFIRM_TIMEOUT, || {
-                if !self.child.alive() {
-                    return Some(false);
-                }
-                read_pid(&vrrp_pid).filter(|p| pid_alive(*p)).map(|_| true)
+            self.child.wait_up(CONFIRM_TIMEOUT, || {
+                read_pid(&vrrp_pid).is_some_and(pid_alive)
             })
         } else {
             std::thread::sleep(Duration::from_millis(300));
@@ -560,27 +588,17 @@ impl Daemon for Haproxy {
             .arg("-f")
             .arg(&self.cfg);
         // The pid file is the config's `pidfile` (rendered as `Paths::haproxy_pid`).
-        self.child.spawn(DaemonKind::Haproxy, &mut cmd)?;
-        let up = wait_for(CONFIRM_TIMEOUT, || {
-            if !self.child.alive() {
-                return Some(false);
-            }
-            haproxy_rt::show_proc(&sock)
-                .ok()
-                .and_then(|p| p.current_worker())
-                .map(|_| true)
-        });
-        match up {
-            Some(true) => Ok(()),
-            Some(false) => Err(DaemonError::Start {
-                daemon: DaemonKind::Haproxy,
-                why: "exited at start".into(),
-            }),
-            None => Err(DaemonError::Start {
-                daemon: DaemonKind::Haproxy,
-                why: "no worker on the master CLI after 10 s".into(),
-            }),
-        }
+        self.child.start_confirmed(
+            DaemonKind::Haproxy,
+            &mut cmd,
+            "no worker on the master CLI after 10 s",
+            |_| {
+                haproxy_rt::show_proc(&sock)
+                    .ok()
+                    .and_then(|p| p.current_worker())
+                    .is_some()
+            },
+        )
     }
     fn reload(&mut self) -> Result<(), DaemonError> {
         let daemon = DaemonKind::Haproxy;
@@ -681,24 +699,10 @@ impl Daemon for Nginx {
     }
     fn start(&mut self) -> Result<(), DaemonError> {
         let mut cmd = self.base(&self.cfg.clone());
-        let pid = self.child.spawn(DaemonKind::Nginx, &mut cmd)?;
-        let up = wait_for(CONFIRM_TIMEOUT, || {
-            if !self.child.alive() {
-                return Some(false);
-            }
-            (!child_pids(pid).is_empty()).then_some(true)
-        });
-        match up {
-            Some(true) => Ok(()),
-            Some(false) => Err(DaemonError::Start {
-                daemon: DaemonKind::Nginx,
-                why: "exited at start".into(),
-            }),
-            None => Err(DaemonError::Start {
-                daemon: DaemonKind::Nginx,
-                why: "no worker after 10 s".into(),
-            }),
-        }
+        self.child
+            .start_confirmed(DaemonKind::Nginx, &mut cmd, "no worker after 10 s", |pid| {
+                !child_pids(pid).is_empty()
+            })
     }
     fn reload(&mut self) -> Result<(), DaemonError> {
         let daemon = DaemonKind::Nginx;
