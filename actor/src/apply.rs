@@ -70,7 +70,19 @@ pub trait NodeRenderer {
     /// `Some(commands)`: only endpoints changed, apply these over the Runtime API;
     /// `None`: a reload is needed.
     fn runtime_diff(&self, old: &Self::View, new: &Self::View) -> Option<Vec<String>>;
+    /// True if everything the two views render besides the proxy config is the same
+    /// (keepalived.conf, and the proxy config up to what [`Self::runtime_diff`] covers).
+    /// Then an endpoint-only change is applied without rendering at all (the fast
+    /// path); the default, `false`, always renders.
+    fn same_outside_proxy(&self, old: &Self::View, new: &Self::View) -> bool {
+        let _ = (old, new);
+        false
+    }
 }
+
+/// How long the proxy config file may lag behind endpoints applied over the Runtime API
+/// before [`Applier::supervise`] writes it (sooner if the proxy must restart).
+pub const FILE_SYNC_QUIET: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -224,6 +236,11 @@ pub struct Slot {
     last_reload: Option<Instant>,
     restarter: Restarter,
     health: Option<HealthFile>,
+    /// The daemon runs endpoints newer than `running` and the file on disk (set by the
+    /// fast path): `running` may not be compared with a candidate until the file is
+    /// written again ([`Applier::supervise`], or the next apply that renders).
+    file_stale: bool,
+    last_runtime: Option<Instant>,
 }
 
 /// The health file keepalived tracks for a daemon: `0\n` healthy, `1\n` not.
@@ -279,7 +296,13 @@ impl Slot {
             last_reload: None,
             restarter: Restarter::default(),
             health,
+            file_stale: false,
+            last_runtime: None,
         }
+    }
+    /// True while endpoints applied over the Runtime API are not yet in the file.
+    pub fn file_stale(&self) -> bool {
+        self.file_stale
     }
     /// What the health file holds (`Some(true)`: `0`, healthy); `None` if the daemon has
     /// none or it was not written yet.
@@ -357,17 +380,18 @@ impl Slot {
         Ok(Prepared { tmp })
     }
 
-    fn install(&self, p: Prepared) -> Result<(), ApplyError> {
+    fn install(&mut self, p: Prepared) -> Result<(), ApplyError> {
         let path = self.daemon.config_path();
         p.tmp.persist(path).map_err(|e| ApplyError::Write {
             path: path.display().to_string(),
             source: e.error,
         })?;
+        self.file_stale = false;
         Ok(())
     }
 
     /// Write `text` as the live file without a check (runtime path, restore).
-    fn write_live(&self, text: &str) -> Result<(), ApplyError> {
+    fn write_live(&mut self, text: &str) -> Result<(), ApplyError> {
         let tmp = self.write_tmp(text)?;
         self.install(Prepared { tmp })
     }
@@ -505,23 +529,34 @@ impl<R: NodeRenderer> Applier<R> {
             .renderer
             .view(state, ctx, self.running_view.as_ref())
             .map_err(ApplyError::View)?;
+        if let Some(done) = self.fast_path(&view, now) {
+            self.running_view = Some(view);
+            return Ok(done);
+        }
         let desired = self.renderer.render(&view).map_err(ApplyError::Render)?;
 
         let proxy_step = match (&self.proxy, &desired.proxy) {
             (Some(slot), Some(text)) => {
                 let runtime = match &self.running_view {
-                    Some(old) if slot.running.as_deref() != Some(text.as_str()) => {
+                    Some(old)
+                        if slot.file_stale || slot.running.as_deref() != Some(text.as_str()) =>
+                    {
                         self.renderer.runtime_diff(old, &view)
                     }
                     _ => None,
                 };
                 let runtime = runtime.filter(|_| slot.kind() == DaemonKind::Haproxy);
-                Some(decide(
-                    slot.running.as_deref(),
-                    text,
-                    slot.daemon.is_running(),
-                    runtime,
-                ))
+                let alive = slot.daemon.is_running();
+                Some(if slot.file_stale && alive && slot.running.is_some() {
+                    // HAProxy runs newer endpoints than `running`: text equality says
+                    // nothing; the views do.
+                    match runtime {
+                        Some(cmds) => Step::Runtime(cmds),
+                        None => Step::Reload,
+                    }
+                } else {
+                    decide(slot.running.as_deref(), text, alive, runtime)
+                })
             }
             _ => None,
         };
@@ -593,8 +628,82 @@ impl<R: NodeRenderer> Applier<R> {
         })
     }
 
-    /// Supervise both children.
+    /// The fast path: both daemons run, nothing but endpoints changed (or nothing at
+    /// all), and the proxy is HAProxy: send the Runtime API commands and stop there,
+    /// without rendering, comparing or writing ~20 MB of config for a 10,000-Service
+    /// node. The file follows later ([`Self::sync_proxy_file`]). `None`: take the full
+    /// path (which also retries a Runtime API failure and falls back to a reload).
+    fn fast_path(&mut self, view: &R::View, now: Instant) -> Option<Applied> {
+        let old = self.running_view.as_ref()?;
+        let proxy = self.proxy.as_mut()?;
+        let ready = |s: &Slot| s.running.is_some() && s.daemon.is_running();
+        if proxy.kind() != DaemonKind::Haproxy
+            || !ready(proxy)
+            || !ready(&self.keepalived)
+            || !self.renderer.same_outside_proxy(old, view)
+        {
+            return None;
+        }
+        let cmds = self.renderer.runtime_diff(old, view)?;
+        let outcome = if cmds.is_empty() {
+            SlotOutcome::Unchanged
+        } else {
+            if let Err(e) = proxy.daemon.runtime(&cmds) {
+                tracing::warn!(daemon = %proxy.kind(), error = %e, "Runtime API update failed; taking the full path");
+                return None;
+            }
+            self.metrics.runtime_api_updates.inc();
+            proxy.file_stale = true;
+            proxy.last_runtime = Some(now);
+            tracing::info!(daemon = %proxy.kind(), commands = cmds.len(), "endpoints updated over the Runtime API, no reload");
+            SlotOutcome::Runtime
+        };
+        Some(Applied::Done {
+            keepalived: SlotOutcome::Unchanged,
+            proxy: Some(outcome),
+        })
+    }
+
+    /// Write the proxy config file from the running view if the fast path left it
+    /// behind, once `quiet` has passed since the last Runtime API update, or at once if
+    /// the proxy is down (a restart must start from current endpoints). Returns whether
+    /// it wrote. Errors are logged; the next call tries again.
+    pub fn sync_proxy_file(&mut self, now: Instant, quiet: Duration) -> bool {
+        let Some(proxy) = self.proxy.as_mut() else {
+            return false;
+        };
+        let due = proxy
+            .last_runtime
+            .is_none_or(|t| now.saturating_duration_since(t) >= quiet);
+        if !proxy.file_stale || (!due && proxy.daemon.is_running()) {
+            return false;
+        }
+        let Some(view) = self.running_view.as_ref() else {
+            return false;
+        };
+        let desired = match self.renderer.render(view) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::error!(error = %e, "could not render the proxy config to bring its file up to date");
+                return false;
+            }
+        };
+        let Some(text) = desired.proxy.as_deref() else {
+            return false;
+        };
+        if let Err(e) = proxy.write_live(text) {
+            tracing::error!(error = %e, "could not write the proxy config file after Runtime API updates");
+            return false;
+        }
+        proxy.running = Some(text.to_string());
+        tracing::debug!(daemon = %proxy.kind(), "proxy config file brought up to date with the Runtime API updates");
+        self.last_good = Some(desired);
+        true
+    }
+
+    /// Supervise both children (after bringing a stale proxy config file up to date).
     pub fn supervise(&mut self, now: Instant) {
+        self.sync_proxy_file(now, FILE_SYNC_QUIET);
         let m = self.metrics.clone();
         if let Some(p) = self.proxy.as_mut() {
             p.supervise(now, &m);
@@ -625,9 +734,15 @@ fn run_step(
     let kind = slot.kind();
     match step {
         Step::Unchanged => Ok(SlotOutcome::Unchanged),
-        Step::Runtime(cmds) => match slot.daemon.runtime(&cmds) {
+        Step::Runtime(cmds) => match if cmds.is_empty() {
+            Ok(()) // HAProxy already runs these endpoints (fast path): only the file lags
+        } else {
+            slot.daemon.runtime(&cmds)
+        } {
             Ok(()) => {
-                metrics.runtime_api_updates.inc();
+                if !cmds.is_empty() {
+                    metrics.runtime_api_updates.inc();
+                }
                 slot.write_live(text)?;
                 slot.running = Some(text.to_string());
                 tracing::info!(daemon = %kind, commands = cmds.len(), "endpoints updated over the Runtime API, no reload");
@@ -658,6 +773,7 @@ fn reload_with(
     metrics: &Metrics,
 ) -> Result<SlotOutcome, ApplyError> {
     let kind = slot.kind();
+    let was_stale = slot.file_stale;
     slot.install(prep)?;
     slot.last_reload = Some(now);
     match slot.daemon.reload() {
@@ -672,6 +788,8 @@ fn reload_with(
             // Put the last good config back on disk so a restart starts from it.
             if let Some(good) = slot.running.clone() {
                 let _ = slot.write_live(&good);
+                // The old worker still serves the Runtime API updates `good` lacks.
+                slot.file_stale = was_stale;
             }
             Err(e.into())
         }
@@ -745,8 +863,9 @@ mod tests {
         }
         fn start(&mut self) -> Result<(), DaemonError> {
             let health = std::fs::read_to_string(&self.watch).unwrap_or_else(|_| "none".into());
+            let cfg = std::fs::read_to_string(&self.cfg).unwrap_or_default();
             self.log.lock().unwrap().push(format!(
-                "{} start, health {:?}",
+                "{} start, health {:?}, config {cfg}",
                 self.kind,
                 health.trim()
             ));
@@ -760,6 +879,18 @@ mod tests {
             Ok(())
         }
         fn reload(&mut self) -> Result<(), DaemonError> {
+            let cfg = std::fs::read_to_string(&self.cfg).unwrap_or_default();
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("{} reload {cfg}", self.kind));
+            Ok(())
+        }
+        fn runtime(&mut self, commands: &[String]) -> Result<(), DaemonError> {
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("{} runtime {}", self.kind, commands.join("; ")));
             Ok(())
         }
         fn poll_exit(&mut self) -> Option<String> {
@@ -847,10 +978,12 @@ mod tests {
         assert_eq!(read(), "0\n");
         assert!(a.apply(&state, &ctx, t1).is_ok());
         assert_eq!(read(), "0\n");
-        assert_eq!(
-            log.lock().unwrap().last().unwrap(),
-            "keepalived start, health \"0\""
-        );
+        assert!(log
+            .lock()
+            .unwrap()
+            .last()
+            .unwrap()
+            .starts_with("keepalived start, health \"0\""));
 
         // The supervisor sees the proxy exit: 1 at once; after the restart: 0.
         died.store(true, Ordering::SeqCst);
@@ -860,6 +993,138 @@ mod tests {
         a.supervise(t1 + Duration::from_secs(11));
         assert_eq!(read(), "0\n");
         assert_eq!(a.proxy().unwrap().health_written(), Some(true));
+    }
+
+    /// View = (keepalived part, endpoints): endpoint changes are runtime commands.
+    struct Eps(std::cell::Cell<(u8, [u16; 2])>);
+    impl NodeRenderer for Eps {
+        type View = (u8, [u16; 2]);
+        fn view(
+            &self,
+            _: &State,
+            _: &NodeContext,
+            _: Option<&Self::View>,
+        ) -> Result<Self::View, String> {
+            Ok(self.0.get())
+        }
+        fn render(&self, v: &Self::View) -> Result<Desired, String> {
+            Ok(Desired {
+                keepalived: format!("ka {}", v.0),
+                proxy: Some(format!("eps {:?}", v.1)),
+            })
+        }
+        fn runtime_diff(&self, old: &Self::View, new: &Self::View) -> Option<Vec<String>> {
+            Some(
+                (0..2)
+                    .filter(|&i| old.1[i] != new.1[i])
+                    .map(|i| format!("set s{i} {}", new.1[i]))
+                    .collect(),
+            )
+        }
+        fn same_outside_proxy(&self, old: &Self::View, new: &Self::View) -> bool {
+            old.0 == new.0
+        }
+    }
+
+    #[test]
+    fn endpoint_changes_skip_render_and_the_file_follows_before_any_restart() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::{Arc, Mutex};
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let died = Arc::new(AtomicBool::new(false));
+        let fake = |kind: DaemonKind, died: Arc<AtomicBool>| Fake {
+            kind,
+            cfg: dir.path().join(format!("{kind}.conf")),
+            track: None,
+            watch: dir.path().join("none"),
+            up: false,
+            fail_start: Arc::new(AtomicBool::new(false)),
+            died,
+            log: log.clone(),
+        };
+        let mut a = Applier::new(
+            Eps(std::cell::Cell::new((0, [1, 2]))),
+            Box::new(fake(
+                DaemonKind::Keepalived,
+                Arc::new(AtomicBool::new(false)),
+            )),
+            Some(Box::new(fake(DaemonKind::Haproxy, died.clone()))),
+            Arc::new(Metrics::new()),
+        );
+        a.min_reload_interval = Duration::ZERO;
+        let state = State::from_json(include_str!("../tests/fixtures/empty.json")).unwrap();
+        let ctx = NodeContext::default();
+        let file = dir.path().join("haproxy.conf");
+        let on_disk = || std::fs::read_to_string(&file).unwrap();
+        let last = || log.lock().unwrap().last().cloned().unwrap();
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let apply = |a: &mut Applier<Eps>, v: (u8, [u16; 2]), t: Instant| {
+            a.renderer().0.set(v);
+            a.apply(&state, &ctx, t).unwrap()
+        };
+        let done = |ka, proxy| Applied::Done {
+            keepalived: ka,
+            proxy: Some(proxy),
+        };
+        use SlotOutcome::*;
+
+        assert_eq!(apply(&mut a, (0, [1, 2]), at(0)), done(Started, Started));
+        // Endpoints only: Runtime API, no render, the file lags (on purpose).
+        assert_eq!(
+            apply(&mut a, (0, [1, 3]), at(100)),
+            done(Unchanged, Runtime)
+        );
+        assert_eq!(last(), "haproxy runtime set s1 3");
+        assert_eq!(on_disk(), "eps [1, 2]");
+        assert!(a.proxy().unwrap().file_stale());
+        // Back to the endpoints the file has: HAProxy runs [1, 3], so this is a change
+        // (a text comparison with the file would call it unchanged).
+        assert_eq!(
+            apply(&mut a, (0, [1, 2]), at(200)),
+            done(Unchanged, Runtime)
+        );
+        assert_eq!(last(), "haproxy runtime set s1 2");
+        assert_eq!(
+            apply(&mut a, (0, [1, 2]), at(250)),
+            done(Unchanged, Unchanged)
+        );
+        assert_eq!(
+            apply(&mut a, (0, [5, 2]), at(300)),
+            done(Unchanged, Runtime)
+        );
+        // The file follows once the changes are quiet for FILE_SYNC_QUIET.
+        a.supervise(at(900));
+        assert!(a.proxy().unwrap().file_stale());
+        a.supervise(at(1300));
+        assert_eq!(on_disk(), "eps [5, 2]");
+        assert!(!a.proxy().unwrap().file_stale());
+        // keepalived changes too: the full path (runtime for the proxy, keepalived reload).
+        assert_eq!(
+            apply(&mut a, (1, [6, 2]), at(1400)),
+            done(Reloaded, Runtime)
+        );
+        assert_eq!(on_disk(), "eps [6, 2]");
+        // A runtime change, then the proxy dies at once: the restart starts from a file
+        // with the current endpoints, not the lagging one.
+        assert_eq!(
+            apply(&mut a, (1, [7, 2]), at(1500)),
+            done(Unchanged, Runtime)
+        );
+        died.store(true, std::sync::atomic::Ordering::SeqCst);
+        a.supervise(at(1510));
+        a.supervise(at(1700));
+        assert_eq!(last(), "haproxy start, health \"none\", config eps [7, 2]");
+        // Nothing was ever reloaded but keepalived's one change.
+        let reloads: Vec<String> = log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains("reload"))
+            .cloned()
+            .collect();
+        assert_eq!(reloads, ["keepalived reload ka 1"]);
     }
 
     #[test]

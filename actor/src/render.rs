@@ -17,6 +17,8 @@ use serde::Serialize;
 use serde_json::Value;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use tera::{Context, Tera};
 
 /// The template files, by name, with their embedded defaults.
@@ -75,6 +77,9 @@ fn chain(e: &tera::Error) -> String {
 #[derive(Debug, Clone)]
 pub struct Renderer {
     tera: Tera,
+    /// Size of the last proxy config rendered: the next output buffer starts at this
+    /// capacity instead of doubling its way up to ~20 MB for 10,000 Services.
+    last_len: Arc<AtomicUsize>,
 }
 
 /// Rendered config texts.
@@ -333,7 +338,10 @@ impl Renderer {
                     detail: chain(&e),
                 })?;
         }
-        Ok(Renderer { tera })
+        Ok(Renderer {
+            tera,
+            last_len: Arc::default(),
+        })
     }
 
     fn one(&self, name: &'static str, ctx: &Context) -> Result<String, RenderError> {
@@ -343,6 +351,18 @@ impl Renderer {
                 name,
                 detail: chain(&e),
             })
+    }
+
+    /// [`Self::one`] into a buffer sized from the previous proxy config.
+    fn one_sized(&self, name: &'static str, ctx: &Context) -> Result<String, RenderError> {
+        let hint = self.last_len.load(Ordering::Relaxed);
+        let mut out = Vec::with_capacity(hint + hint / 8);
+        let failed = |detail| RenderError::Render { name, detail };
+        self.tera
+            .render_to(name, ctx, &mut out)
+            .map_err(|e| failed(chain(&e)))?;
+        self.last_len.store(out.len(), Ordering::Relaxed);
+        String::from_utf8(out).map_err(|e| failed(e.to_string()))
     }
 
     pub fn render_keepalived(&self, view: &NodeView) -> Result<String, RenderError> {
@@ -365,7 +385,7 @@ impl Renderer {
                     .as_ref()
                     .ok_or(RenderError::MissingPart("haproxy"))?;
                 let ctx = haproxy_ctx(&view.node, hp, &view.skipped)?;
-                self.one(HAPROXY, &ctx).map(Some)
+                self.one_sized(HAPROXY, &ctx).map(Some)
             }
             ProxyKind::Nginx => {
                 let nx = view
@@ -373,7 +393,7 @@ impl Renderer {
                     .as_ref()
                     .ok_or(RenderError::MissingPart("nginx"))?;
                 let ctx = nginx_ctx(&view.node, nx, &view.skipped)?;
-                self.one(NGINX, &ctx).map(Some)
+                self.one_sized(NGINX, &ctx).map(Some)
             }
             ProxyKind::Kubeproxy => Ok(None),
         }

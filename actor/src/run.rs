@@ -180,8 +180,11 @@ impl NodeRenderer for RealRenderer {
         opts.node_addresses = ctx.node_addresses.clone();
         let v = view::view_with_previous(state, &self.node, &opts, previous)
             .map_err(|e| e.to_string())?;
+        // Each note once, when it appears (not again on every apply).
         for n in &v.notes {
-            tracing::info!(note = %n, "view");
+            if previous.is_none_or(|p| !p.notes.contains(n)) {
+                tracing::info!(note = %n, "view");
+            }
         }
         Ok(v)
     }
@@ -194,6 +197,11 @@ impl NodeRenderer for RealRenderer {
     }
     fn runtime_diff(&self, old: &NodeView, new: &NodeView) -> Option<Vec<String>> {
         render::runtime_diff(old, new).map(|cmds| cmds.iter().map(|c| c.to_cli()).collect())
+    }
+    fn same_outside_proxy(&self, old: &NodeView, new: &NodeView) -> bool {
+        // keepalived.conf is a function of `keepalived` alone; the proxy config of
+        // `node`, `proxy`, `skipped` and the proxy part (which runtime_diff compares).
+        old.node == new.node && old.proxy == new.proxy && old.keepalived == new.keepalived
     }
 }
 

@@ -413,6 +413,13 @@ fn push_u32(out: &mut String, mut n: u32) {
     out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or_default());
 }
 
+/// `addr.to_string()`, faster (see [`push_socket_addr`]).
+fn addr_text(addr: SocketAddr) -> String {
+    let mut s = String::with_capacity(21);
+    push_socket_addr(&mut s, addr);
+    s
+}
+
 /// `a.b.c.d:port` for IPv4 without `fmt`; IPv6 through `Display` (`[addr]:port`, the
 /// same text `SocketAddr::to_string` gives).
 fn push_socket_addr(out: &mut String, addr: SocketAddr) {
@@ -964,7 +971,7 @@ fn haproxy_view(
                 };
                 frontends.push(Frontend {
                     name,
-                    bind: SocketAddr::new(*ip, p.port).to_string(),
+                    bind: addr_text(SocketAddr::new(*ip, p.port)),
                     crt: crt.clone(),
                     mode: p.mode,
                     source_ranges: source_ranges.clone(),
@@ -1103,14 +1110,14 @@ fn nginx_view(
                 .endpoints
                 .iter()
                 .map(|e| NginxUpstreamServer {
-                    addr: SocketAddr::new(e.ip, e.port).to_string(),
+                    addr: addr_text(SocketAddr::new(e.ip, e.port)),
                     down: e.draining,
                 })
                 .collect();
             if servers.is_empty() {
                 // An empty upstream is a config error; a down placeholder is valid (502).
                 servers.push(NginxUpstreamServer {
-                    addr: PLACEHOLDER.to_string(),
+                    addr: addr_text(PLACEHOLDER),
                     down: true,
                 });
             }
@@ -1135,7 +1142,7 @@ fn nginx_view(
                 listens: svc
                     .ips
                     .iter()
-                    .map(|ip| SocketAddr::new(*ip, p.port).to_string())
+                    .map(|ip| addr_text(SocketAddr::new(*ip, p.port)))
                     .collect(),
                 udp,
                 cert,
