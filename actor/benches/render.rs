@@ -90,6 +90,13 @@ fn bench(c: &mut Criterion) {
     let state = big_state();
     let node = "lb-1".parse().unwrap();
     let renderer = Renderer::embedded().unwrap();
+    let t = std::time::Instant::now();
+    let json = state.to_json();
+    eprintln!(
+        "state.to_json (the actor's last-state.json): {} bytes in {:?}",
+        json.len(),
+        t.elapsed()
+    );
     let mut g = c.benchmark_group("render_10k_services");
     g.sample_size(10);
     for proxy in [ProxyKind::Haproxy, ProxyKind::Nginx] {

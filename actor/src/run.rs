@@ -15,7 +15,8 @@
 //!   state ConfigMaps, followed by a kube watch on the tokio runtime; a state that fails
 //!   to parse or decode is refused, and the previous one keeps running;
 //! - a change is debounced (200 ms quiet, at most 1 s) and applied ([`crate::apply`]);
-//!   after a successful apply the state is saved as `<work-dir>/last-state.json`, and at
+//!   after a successful apply the state is saved as `<work-dir>/last-state.json` (the
+//!   first at once, later ones after [`LAST_STATE_QUIET`] without changes), and at
 //!   start, when the source is unavailable, the actor starts from it;
 //! - dead children are restarted with backoff; every 2 s the held VIPs are observed.
 //!
@@ -362,6 +363,16 @@ pub fn open_source(
     })
 }
 
+/// How long after the last applied change the state is saved as last-state.json (the
+/// first applied state is saved at once).
+pub const LAST_STATE_QUIET: Duration = Duration::from_secs(1);
+
+fn save_last(path: &Path, s: &State) {
+    if let Err(e) = write_atomic(path, &s.to_json()) {
+        tracing::error!(error = %e, path = %path.display(), "could not save the last applied state");
+    }
+}
+
 /// The control loop; returns at shutdown, after keepalived, the VIPs and the proxy are
 /// gone.
 pub fn control_loop<R: NodeRenderer>(
@@ -401,6 +412,9 @@ pub fn control_loop<R: NodeRenderer>(
     let mut refused_text: Option<String> = None;
     let mut applied_once = false;
     let mut held_before: BTreeSet<IpAddr> = BTreeSet::new();
+    // When to save `current` as last-state.json (a change applied since the last save).
+    let mut save_due: Option<Instant> = None;
+    let mut current_applied = false;
 
     while !shutdown.load(Ordering::Relaxed) {
         let now = Instant::now();
@@ -418,6 +432,7 @@ pub fn control_loop<R: NodeRenderer>(
                                 "new state"
                             );
                             current = Some(s);
+                            current_applied = false;
                             debouncer.changed(now);
                         }
                     }
@@ -438,6 +453,7 @@ pub fn control_loop<R: NodeRenderer>(
                             "new state"
                         );
                         current = Some(*s);
+                        current_applied = false;
                         debouncer.changed(now);
                     }
                 }
@@ -451,6 +467,7 @@ pub fn control_loop<R: NodeRenderer>(
                         if let Some(s) = last_saved.clone() {
                             tracing::warn!(error = %e, source = %described, "state source unavailable; starting from the last applied state");
                             current = Some(s);
+                            current_applied = false;
                             debouncer.changed(now);
                         }
                     }
@@ -482,12 +499,16 @@ pub fn control_loop<R: NodeRenderer>(
                 match applier.apply(s, &ctx, now) {
                     Ok(Applied::Deferred(t)) => retry_at = Some(t),
                     Ok(a) => {
-                        if a.changed() || !applied_once {
-                            if let Err(e) = write_atomic(&last_path, &s.to_json()) {
-                                tracing::error!(error = %e, path = %last_path.display(), "could not save the last applied state");
-                            }
+                        if !applied_once {
+                            save_last(&last_path, s);
+                            save_due = None;
+                        } else if a.changed() {
+                            // Debounced: for 10,000 Services the file is ~29 MB (50 ms to
+                            // serialise, more to sync), too much for every endpoint change.
+                            save_due = Some(now + LAST_STATE_QUIET);
                         }
                         applied_once = true;
+                        current_applied = true;
                         health.set_ready();
                         health.set_error(None);
                     }
@@ -500,6 +521,13 @@ pub fn control_loop<R: NodeRenderer>(
         }
 
         applier.supervise(now);
+        // Only a state that was applied as a whole is saved (not a newer one that failed).
+        if current_applied && save_due.is_some_and(|t| now >= t) {
+            if let Some(s) = &current {
+                save_last(&last_path, s);
+            }
+            save_due = None;
+        }
 
         if now >= next_observe {
             next_observe = now + cfg.observe_every;
@@ -535,6 +563,11 @@ pub fn control_loop<R: NodeRenderer>(
         std::thread::sleep(cfg.tick);
     }
 
+    if current_applied && save_due.is_some() {
+        if let Some(s) = &current {
+            save_last(&last_path, s);
+        }
+    }
     tracing::info!("shutting down: keepalived first, then our VIPs, then the proxy");
     applier.stop_keepalived(cfg.stop_grace);
     let states: Vec<&State> = current.iter().chain(last_saved.iter()).collect();
