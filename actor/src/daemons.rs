@@ -22,9 +22,11 @@
 use crate::haproxy_rt;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Which daemon; `as_str` is the metric label.
@@ -279,26 +281,74 @@ pub fn stop_leftover(pid_file: &Path, config: &Path, grace: Duration) -> Option<
     Some(pid)
 }
 
+/// How many of a child's last stderr lines are kept for error messages.
+const STDERR_TAIL: usize = 20;
+
 /// The child process part shared by the three daemons.
 #[derive(Debug, Default)]
 struct ChildProc {
     child: Option<Child>,
+    /// The child's last stderr lines (it goes on to the actor's stderr as well): why a
+    /// start failed is then in the error, not only somewhere in the log.
+    tail: Arc<Mutex<VecDeque<String>>>,
 }
 
 impl ChildProc {
     fn spawn(&mut self, daemon: DaemonKind, cmd: &mut Command) -> Result<u32, DaemonError> {
         let program = format!("{:?}", cmd.get_program());
-        let child = cmd
+        let mut child = cmd
             .stdin(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .map_err(|source| DaemonError::Spawn {
                 daemon,
                 program,
                 source,
             })?;
+        let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
+        if let Some(err) = child.stderr.take() {
+            let keep = tail.clone();
+            // Ends when the child (and every process it forked that holds the pipe) exits.
+            let _ = std::thread::Builder::new()
+                .name(format!("{daemon}-stderr"))
+                .spawn(move || {
+                    for line in BufReader::new(err).lines().map_while(Result::ok) {
+                        eprintln!("{line}");
+                        let mut t = keep.lock().unwrap_or_else(|p| p.into_inner());
+                        if t.len() == STDERR_TAIL {
+                            t.pop_front();
+                        }
+                        t.push_back(line);
+                    }
+                });
+        }
+        self.tail = tail;
         let pid = child.id();
         self.child = Some(child);
         Ok(pid)
+    }
+    /// The last stderr lines that say what went wrong (HAProxy `[ALERT]`, nginx
+    /// `[emerg]`, keepalived errors), else the last three; one line, `" | "`-joined.
+    fn stderr_reason(&self) -> String {
+        // The pipe may still hold the last lines for a moment after the exit.
+        std::thread::sleep(Duration::from_millis(50));
+        let t = self.tail.lock().unwrap_or_else(|p| p.into_inner());
+        let bad: Vec<&str> = t
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| {
+                let l = l.to_ascii_lowercase();
+                ["alert", "emerg", "error", "fatal", "cannot", "failed"]
+                    .iter()
+                    .any(|w| l.contains(w))
+            })
+            .collect();
+        let lines: Vec<&str> = if bad.is_empty() {
+            t.iter().rev().take(3).rev().map(|l| l.trim()).collect()
+        } else {
+            bad.into_iter().rev().take(5).rev().collect()
+        };
+        lines.join(" | ").chars().take(1000).collect()
     }
     fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
@@ -308,7 +358,10 @@ impl ChildProc {
         match c.try_wait() {
             Ok(Some(status)) => {
                 self.child = None;
-                Some(status.to_string())
+                Some(match self.stderr_reason() {
+                    r if r.is_empty() => status.to_string(),
+                    r => format!("{status}: {r}"),
+                })
             }
             Ok(None) => None,
             Err(e) => {
@@ -351,13 +404,13 @@ impl ChildProc {
         let pid = self.spawn(daemon, cmd)?;
         let why = match self.wait_up(CONFIRM_TIMEOUT, || up(pid)) {
             Some(true) => return Ok(()),
-            Some(false) => "exited at start",
-            None => timeout_why,
+            Some(false) => match self.stderr_reason() {
+                r if r.is_empty() => "exited at start".to_string(),
+                r => format!("exited at start: {r}"),
+            },
+            None => timeout_why.to_string(),
         };
-        Err(DaemonError::Start {
-            daemon,
-            why: why.into(),
-        })
+        Err(DaemonError::Start { daemon, why })
     }
     fn stop(&mut self, grace: Duration) {
         let Some(mut c) = self.child.take() else {
@@ -730,5 +783,51 @@ impl Daemon for Nginx {
             let _ = signal(DaemonKind::Nginx, pid, Signal::SIGQUIT);
         }
         self.child.stop(grace);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A stand-in binary: a script that writes to stderr and exits.
+    fn script(dir: &Path, body: &str) -> PathBuf {
+        let p = dir.join("fake-haproxy");
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    #[test]
+    fn a_start_failure_says_why_from_the_daemons_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = script(
+            dir.path(),
+            "echo '[NOTICE]   (7) : haproxy version is 2.6.12' >&2\n\
+             echo '[ALERT]    (7) : Cannot raise FD limit to 20239, limit is 20000.' >&2\n\
+             exit 1",
+        );
+        let mut h = Haproxy::new(bin, Paths::new(dir.path()));
+        let e = h.start().unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("exited at start")
+                && text.contains("Cannot raise FD limit to 20239, limit is 20000."),
+            "{text}"
+        );
+        assert!(
+            !text.contains("NOTICE"),
+            "only the lines that say what failed: {text}"
+        );
+    }
+
+    #[test]
+    fn a_silent_exit_is_still_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = script(dir.path(), "exit 3");
+        let mut h = Haproxy::new(bin, Paths::new(dir.path()));
+        let text = h.start().unwrap_err().to_string();
+        assert!(text.contains("exited at start"), "{text}");
     }
 }

@@ -183,6 +183,16 @@ fn netns_vip_moves_when_the_proxy_dies() {
         a2.log()
     );
 
+    // The actors observe over netlink which VIPs their node holds (metrics, every 2 s).
+    let held_line = format!("k8slb_actor_vips_held{{pool=\"default\",vip=\"{VIP}\"}} 1");
+    let reports = |ns: &Netns| ns.get("127.0.0.1:9254", "/metrics").contains(&held_line);
+    assert!(
+        wait_until(Duration::from_secs(10), || reports(&n1)),
+        "node1 holds {VIP} but its metrics do not say so:\n{}",
+        n1.get("127.0.0.1:9254", "/metrics")
+    );
+    assert!(!reports(&n2), "node2 reports a VIP it does not hold");
+
     // 2. sample both nodes every 20 ms while node1's HAProxy master is SIGKILLed.
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
@@ -237,6 +247,17 @@ fn netns_vip_moves_when_the_proxy_dies() {
         moved,
         "the VIP did not move to node2 after node1's proxy died\nnode1 log:\n{}\nnode2 log:\n{}",
         a1.log(),
+        a2.log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || reports(&n2) && !reports(&n1)),
+        "after the move, node2 must report {VIP} and node1 not;\nnode1 log:\n{}\nnode2 log:\n{}",
+        a1.log(),
+        a2.log()
+    );
+    assert!(
+        a2.log().contains("VIPs held by this node changed"),
+        "node2 logs the VIP it gained: {}",
         a2.log()
     );
     assert!(

@@ -168,12 +168,7 @@ fn haproxy_applier(ns: &Netns, dir: &Path) -> (Applier<TestRenderer>, Arc<Metric
 }
 
 fn get_in(ns: &Netns, addr: &str, path: &str) -> String {
-    let out = ns
-        .cmd(ACTOR)
-        .args(["debug", "get", "--addr", addr, "--path", path])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    ns.get(addr, path)
 }
 
 #[test]

@@ -102,6 +102,16 @@ impl Netns {
         c.args(["netns", "exec", &self.name, program]);
         c
     }
+    /// `GET http://<addr><path>` from inside the namespace (the actor's `debug get`); the
+    /// body, empty if the request failed.
+    pub fn get(&self, addr: &str, path: &str) -> String {
+        let out = self
+            .cmd(ACTOR)
+            .args(["debug", "get", "--addr", addr, "--path", path])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
     /// How many addresses `ip/…` the namespace holds.
     pub fn has_addr(&self, ip: &str) -> usize {
         self.ip("-o addr show")
