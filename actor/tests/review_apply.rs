@@ -1,0 +1,213 @@
+//! Review tests for the fast path (apply.rs) and the daemons' stderr pipe (daemons.rs).
+//! Each test states the invariant it checks; they fail on 4328a3e.
+
+use k8slb_actor::admin::Metrics;
+use k8slb_actor::apply::{Applied, Applier, Desired, NodeContext, NodeRenderer};
+use k8slb_actor::daemons::{Daemon, DaemonError, DaemonKind, Haproxy, Paths};
+use k8slb_common::state::State;
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// View = (keepalived part, two server slots). Endpoint changes are runtime commands.
+struct Eps {
+    view: Cell<(u8, [u16; 2])>,
+    fail_render: Cell<bool>,
+}
+
+impl NodeRenderer for Eps {
+    type View = (u8, [u16; 2]);
+    fn view(
+        &self,
+        _: &State,
+        _: &NodeContext,
+        _: Option<&Self::View>,
+    ) -> Result<Self::View, String> {
+        Ok(self.view.get())
+    }
+    fn render(&self, v: &Self::View) -> Result<Desired, String> {
+        if self.fail_render.get() {
+            return Err("render failed (stands in for any sync failure: ENOSPC, EIO)".into());
+        }
+        Ok(Desired {
+            keepalived: format!("ka {}", v.0),
+            proxy: Some(format!("eps {:?}", v.1)),
+        })
+    }
+    fn runtime_diff(&self, old: &Self::View, new: &Self::View) -> Option<Vec<String>> {
+        Some(
+            (0..2)
+                .filter(|&i| old.1[i] != new.1[i])
+                .map(|i| format!("set {i} {}", new.1[i]))
+                .collect(),
+        )
+    }
+    fn same_outside_proxy(&self, old: &Self::View, new: &Self::View) -> bool {
+        old.0 == new.0
+    }
+}
+
+/// A daemon that models what it serves: on start/reload it loads its config file; the
+/// Runtime API changes single slots. `serves` is the truth the test compares with.
+struct Model {
+    kind: DaemonKind,
+    cfg: PathBuf,
+    up: bool,
+    died: Arc<AtomicBool>,
+    serves: Arc<Mutex<Option<[u16; 2]>>>,
+}
+
+impl Model {
+    fn load(&self) {
+        let text = std::fs::read_to_string(&self.cfg).unwrap_or_default();
+        if let Some(rest) = text.strip_prefix("eps [") {
+            let v: Vec<u16> = rest
+                .trim_end_matches(']')
+                .split(", ")
+                .map(|x| x.parse().unwrap())
+                .collect();
+            *self.serves.lock().unwrap() = Some([v[0], v[1]]);
+        }
+    }
+}
+
+impl Daemon for Model {
+    fn kind(&self) -> DaemonKind {
+        self.kind
+    }
+    fn config_path(&self) -> &Path {
+        &self.cfg
+    }
+    fn check(&self, _: &Path) -> Result<(), DaemonError> {
+        Ok(())
+    }
+    fn start(&mut self) -> Result<(), DaemonError> {
+        self.load();
+        self.up = true;
+        self.died.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+    fn reload(&mut self) -> Result<(), DaemonError> {
+        self.load();
+        Ok(())
+    }
+    fn runtime(&mut self, commands: &[String]) -> Result<(), DaemonError> {
+        let mut s = self.serves.lock().unwrap();
+        let s = s.as_mut().unwrap();
+        for c in commands {
+            let w: Vec<&str> = c.split(' ').collect();
+            s[w[1].parse::<usize>().unwrap()] = w[2].parse().unwrap();
+        }
+        Ok(())
+    }
+    fn poll_exit(&mut self) -> Option<String> {
+        if self.up && self.died.load(Ordering::SeqCst) {
+            self.up = false;
+            return Some("signal: 9 (SIGKILL)".into());
+        }
+        None
+    }
+    fn is_running(&self) -> bool {
+        self.up // like ChildProc: true until poll_exit has reaped the child
+    }
+    fn stop(&mut self, _: Duration) {
+        self.up = false;
+    }
+}
+
+/// Invariant: whatever happens, once things settle HAProxy serves the endpoints of the
+/// view the applier believes it runs (else a later unchanged apply is a no-op forever).
+///
+/// Sequence: endpoints change over the Runtime API (file lags), HAProxy dies, the
+/// pre-restart sync of the file fails (here: render; in production a failed write, e.g.
+/// ENOSPC with 2 x 20 MB configs), the supervisor restarts HAProxy anyway from the stale
+/// file, the next sync succeeds and marks the file fresh without telling HAProxy.
+#[test]
+fn a_restart_from_a_stale_file_is_not_forgotten() {
+    let dir = tempfile::tempdir().unwrap();
+    let serves = Arc::new(Mutex::new(None));
+    let died = Arc::new(AtomicBool::new(false));
+    let model = |kind: DaemonKind, died: Arc<AtomicBool>| Model {
+        kind,
+        cfg: dir.path().join(format!("{kind}.conf")),
+        up: false,
+        died,
+        serves: if kind == DaemonKind::Haproxy {
+            serves.clone()
+        } else {
+            Arc::new(Mutex::new(None))
+        },
+    };
+    let mut a = Applier::new(
+        Eps {
+            view: Cell::new((0, [1, 2])),
+            fail_render: Cell::new(false),
+        },
+        Box::new(model(
+            DaemonKind::Keepalived,
+            Arc::new(AtomicBool::new(false)),
+        )),
+        Some(Box::new(model(DaemonKind::Haproxy, died.clone()))),
+        Arc::new(Metrics::new()),
+    );
+    a.min_reload_interval = Duration::ZERO;
+    let state = State::from_json(include_str!("fixtures/empty.json")).unwrap();
+    let ctx = NodeContext::default();
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let apply = |a: &mut Applier<Eps>, v: (u8, [u16; 2]), t: Instant| {
+        a.renderer().view.set(v);
+        a.apply(&state, &ctx, t).unwrap()
+    };
+
+    apply(&mut a, (0, [1, 2]), at(0));
+    apply(&mut a, (0, [1, 3]), at(100)); // fast path: HAProxy [1, 3], file [1, 2]
+    assert_eq!(*serves.lock().unwrap(), Some([1, 3]));
+
+    died.store(true, Ordering::SeqCst);
+    a.renderer().fail_render.set(true);
+    for ms in (200..=700).step_by(50) {
+        a.supervise(at(ms)); // sync fails every tick; the restart goes ahead
+    }
+    a.renderer().fail_render.set(false);
+    a.supervise(at(1300)); // sync succeeds now: file [1, 3], file_stale = false
+    assert!(!a.proxy().unwrap().file_stale());
+    // The same state again: believed unchanged.
+    let r = apply(&mut a, (0, [1, 3]), at(1400));
+    assert!(matches!(r, Applied::Done { .. }));
+    assert_eq!(
+        *serves.lock().unwrap(),
+        Some([1, 3]),
+        "HAProxy was restarted from the stale file and still serves the old endpoint; \
+         the applier believes it serves [1, 3]"
+    );
+}
+
+/// Invariant: every stderr line of a daemon reaches the log and the error tail. One line
+/// that is not UTF-8 (nginx writes a client's raw request line into its error log, e.g.
+/// `no live upstreams ... request: "GET /\xff HTTP/1.1"`) must not end the reader.
+#[test]
+fn daemon_stderr_survives_a_line_that_is_not_utf8() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("fake-haproxy");
+    std::fs::write(
+        &bin,
+        "#!/bin/sh\n\
+         printf 'request: \"GET /\\377 HTTP/1.1\"\\n' >&2\n\
+         sleep 0.1\n\
+         echo '[ALERT]    (7) : Cannot bind socket [10.0.0.1:80]' >&2\n\
+         exit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut h = Haproxy::new(bin, Paths::new(dir.path()));
+    let text = h.start().unwrap_err().to_string();
+    assert!(
+        text.contains("Cannot bind socket"),
+        "the reader thread stopped at the non-UTF-8 line (lines().map_while(Result::ok)) \
+         and closed the pipe; later stderr is lost: {text}"
+    );
+}
