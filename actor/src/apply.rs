@@ -159,8 +159,10 @@ pub struct Debouncer {
 }
 
 impl Default for Debouncer {
+    /// The watcher already debounces its plan and publishes the state as one object:
+    /// 100 ms here only joins what arrives together (shards, quick successions).
     fn default() -> Self {
-        Debouncer::new(Duration::from_millis(200), Duration::from_secs(1))
+        Debouncer::new(Duration::from_millis(100), Duration::from_secs(1))
     }
 }
 
@@ -419,22 +421,22 @@ impl Slot {
     }
 
     /// One supervision step: restart a dead child with backoff.
-    pub fn supervise(&mut self, now: Instant, metrics: &Metrics) {
+    /// Returns true when it restarted the daemon (from the config file on disk).
+    pub fn supervise(&mut self, now: Instant, metrics: &Metrics) -> bool {
         if self.running.is_none() {
-            return; // never installed a config: nothing to supervise yet
+            return false; // never installed a config: nothing to supervise yet
         }
         let exited = self.daemon.poll_exit();
         match self.restarter.tick(now, exited.is_some()) {
-            Action::Nothing => {}
+            Action::Nothing => false,
             Action::Died { delay, .. } => {
                 // First: keepalived faults its instances and the VIPs move.
                 let _ = self.set_health(false);
                 metrics.child_restart(self.kind());
                 tracing::warn!(daemon = %self.kind(), status = exited.as_deref().unwrap_or("?"), restart_in_ms = delay.as_millis() as u64, "daemon exited; restarting");
+                false
             }
-            Action::Restart => {
-                let _ = self.start(now, metrics);
-            }
+            Action::Restart => self.start(now, metrics).is_ok(),
         }
     }
 
@@ -453,6 +455,12 @@ pub struct Applier<R: NodeRenderer> {
     metrics: Arc<Metrics>,
     last_error: Option<String>,
     last_good: Option<Desired>,
+    /// No new attempt to bring a stale proxy file up to date before this (after a
+    /// failed one).
+    sync_retry_at: Option<Instant>,
+    /// The daemons may not run what `running_view` says (a restart from a stale file):
+    /// the caller should apply again even without a new state ([`Self::wants_apply`]).
+    wants_apply: bool,
 }
 
 impl<R: NodeRenderer> Applier<R> {
@@ -471,7 +479,16 @@ impl<R: NodeRenderer> Applier<R> {
             metrics,
             last_error: None,
             last_good: None,
+            sync_retry_at: None,
+            wants_apply: false,
         }
+    }
+
+    /// True (once) when the daemons may have drifted from the applied view, e.g. the
+    /// proxy was restarted from a config file older than the endpoints it had: apply the
+    /// current state again, even if it did not change (it will reload).
+    pub fn wants_apply(&mut self) -> bool {
+        std::mem::take(&mut self.wants_apply)
     }
 
     pub fn renderer(&self) -> &R {
@@ -612,14 +629,25 @@ impl<R: NodeRenderer> Applier<R> {
         if let Some(slot) = self.proxy.as_mut() {
             slot.ensure_health()?;
         }
-        let ka_outcome = run_step(
+        let ka_outcome = match run_step(
             &mut self.keepalived,
             ka_step,
             &desired.keepalived,
             ka_prep,
             now,
             &metrics,
-        )?;
+        ) {
+            Ok(o) => o,
+            Err(e) => {
+                if proxy_outcome.is_some_and(|o| o != SlotOutcome::Unchanged) {
+                    // The proxy took the new view, the applier keeps the old one: a
+                    // runtime diff from it would be wrong. Without a view, the next
+                    // apply compares texts and reloads if they differ.
+                    self.running_view = None;
+                }
+                return Err(e);
+            }
+        };
         self.running_view = Some(view);
         self.last_good = Some(desired);
         Ok(Applied::Done {
@@ -675,9 +703,14 @@ impl<R: NodeRenderer> Applier<R> {
         let due = proxy
             .last_runtime
             .is_none_or(|t| now.saturating_duration_since(t) >= quiet);
-        if !proxy.file_stale || (!due && proxy.daemon.is_running()) {
+        if !proxy.file_stale
+            || (!due && proxy.daemon.is_running())
+            || self.sync_retry_at.is_some_and(|t| now < t)
+        {
             return false;
         }
+        // A failure below is retried in a second, not on every tick.
+        self.sync_retry_at = Some(now + FILE_SYNC_QUIET);
         let Some(view) = self.running_view.as_ref() else {
             return false;
         };
@@ -698,6 +731,7 @@ impl<R: NodeRenderer> Applier<R> {
         proxy.running = Some(text.to_string());
         tracing::debug!(daemon = %proxy.kind(), "proxy config file brought up to date with the Runtime API updates");
         self.last_good = Some(desired);
+        self.sync_retry_at = None;
         true
     }
 
@@ -706,7 +740,16 @@ impl<R: NodeRenderer> Applier<R> {
         self.sync_proxy_file(now, FILE_SYNC_QUIET);
         let m = self.metrics.clone();
         if let Some(p) = self.proxy.as_mut() {
-            p.supervise(now, &m);
+            let stale = p.file_stale;
+            if p.supervise(now, &m) && stale {
+                // The file could not be brought up to date first: the proxy now runs
+                // the file's older endpoints. Forget the view (the file's text is what
+                // runs) and have the caller apply again, which reloads.
+                tracing::warn!(daemon = %p.kind(), "proxy restarted from a config file older than its endpoints; applying again");
+                p.file_stale = false;
+                self.running_view = None;
+                self.wants_apply = true;
+            }
         }
         self.keepalived.supervise(now, &m);
     }
@@ -818,7 +861,8 @@ mod tests {
     fn debouncer_quiet_and_max() {
         let t0 = Instant::now();
         let ms = Duration::from_millis;
-        let mut d = Debouncer::default();
+        assert_eq!(Debouncer::default().quiet, ms(100));
+        let mut d = Debouncer::new(ms(200), Duration::from_secs(1));
         assert!(!d.fire(t0));
         d.changed(t0);
         assert!(!d.fire(t0 + ms(100)));

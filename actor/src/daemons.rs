@@ -312,7 +312,19 @@ impl ChildProc {
             let _ = std::thread::Builder::new()
                 .name(format!("{daemon}-stderr"))
                 .spawn(move || {
-                    for line in BufReader::new(err).lines().map_while(Result::ok) {
+                    // Bytes, not `lines()`: one line that is not UTF-8 (nginx logs raw
+                    // request lines) must not end the reader and close the pipe.
+                    let mut r = BufReader::new(err);
+                    let mut buf = Vec::new();
+                    loop {
+                        buf.clear();
+                        match r.read_until(b'\n', &mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(_) => {}
+                        }
+                        let line = String::from_utf8_lossy(&buf)
+                            .trim_end_matches(['\n', '\r'])
+                            .to_string();
                         eprintln!("{line}");
                         let mut t = keep.lock().unwrap_or_else(|p| p.into_inner());
                         if t.len() == STDERR_TAIL {
@@ -329,9 +341,13 @@ impl ChildProc {
     }
     /// The last stderr lines that say what went wrong (HAProxy `[ALERT]`, nginx
     /// `[emerg]`, keepalived errors), else the last three; one line, `" | "`-joined.
-    fn stderr_reason(&self) -> String {
-        // The pipe may still hold the last lines for a moment after the exit.
-        std::thread::sleep(Duration::from_millis(50));
+    ///
+    /// `settle`: give the pipe a moment for the last lines after the exit (not on the
+    /// supervisor's path, where every millisecond delays the VIP's move).
+    fn stderr_reason(&self, settle: bool) -> String {
+        if settle {
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let t = self.tail.lock().unwrap_or_else(|p| p.into_inner());
         let bad: Vec<&str> = t
             .iter()
@@ -358,7 +374,7 @@ impl ChildProc {
         match c.try_wait() {
             Ok(Some(status)) => {
                 self.child = None;
-                Some(match self.stderr_reason() {
+                Some(match self.stderr_reason(false) {
                     r if r.is_empty() => status.to_string(),
                     r => format!("{status}: {r}"),
                 })
@@ -404,7 +420,7 @@ impl ChildProc {
         let pid = self.spawn(daemon, cmd)?;
         let why = match self.wait_up(CONFIRM_TIMEOUT, || up(pid)) {
             Some(true) => return Ok(()),
-            Some(false) => match self.stderr_reason() {
+            Some(false) => match self.stderr_reason(true) {
                 r if r.is_empty() => "exited at start".to_string(),
                 r => format!("exited at start: {r}"),
             },

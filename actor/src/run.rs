@@ -8,15 +8,16 @@
 //! ```
 //!
 //! The control loop is a plain thread (daemons and netlink are driven synchronously);
-//! the admin server and signal handling run on tokio. Each tick (100 ms):
+//! the admin server and signal handling run on tokio. Each tick (50 ms):
 //!
-//! - the state source is polled every 200 ms ([`crate::state_source`]): a file (inode,
+//! - the state source is polled every 50 ms ([`crate::state_source`]): a file (inode,
 //!   size, mtime, then contents, so an atomically replaced file is picked up), or the
 //!   state ConfigMaps, followed by a kube watch on the tokio runtime; a state that fails
 //!   to parse or decode is refused, and the previous one keeps running;
-//! - a change is debounced (200 ms quiet, at most 1 s) and applied ([`crate::apply`]);
+//! - a change is debounced (100 ms quiet, at most 1 s) and applied ([`crate::apply`]);
 //!   after a successful apply the state is saved as `<work-dir>/last-state.json` (the
-//!   first at once, later ones after [`LAST_STATE_QUIET`] without changes), and at
+//!   first at once, later ones after [`LAST_STATE_QUIET`] without changes, at most
+//!   [`LAST_STATE_MAX`] late), and at
 //!   start, when the source is unavailable, the actor starts from it;
 //! - dead children are restarted with backoff; every 2 s the held VIPs are observed.
 //!
@@ -244,8 +245,8 @@ impl LoopConfig {
             paths,
             source,
             forced_interfaces: BTreeMap::new(),
-            tick: Duration::from_millis(100),
-            poll_every: Duration::from_millis(200),
+            tick: Duration::from_millis(50),
+            poll_every: Duration::from_millis(50),
             observe_every: Duration::from_secs(2),
             retry_failed_after: Duration::from_secs(10),
             stop_grace: Duration::from_secs(5),
@@ -366,6 +367,8 @@ pub fn open_source(
 /// How long after the last applied change the state is saved as last-state.json (the
 /// first applied state is saved at once).
 pub const LAST_STATE_QUIET: Duration = Duration::from_secs(1);
+/// ... and at most this long after the first unsaved change (changes that never stop).
+pub const LAST_STATE_MAX: Duration = Duration::from_secs(10);
 
 fn save_last(path: &Path, s: &State) {
     if let Err(e) = write_atomic(path, &s.to_json()) {
@@ -403,7 +406,9 @@ pub fn control_loop<R: NodeRenderer>(
     let last_saved: Option<State> = std::fs::read_to_string(&last_path)
         .ok()
         .and_then(|t| load_state(&t).ok());
-    let mut current: Option<State> = None;
+    // The newest good state, and the last one applied as a whole (what runs).
+    let mut current: Option<Arc<State>> = None;
+    let mut applied: Option<Arc<State>> = None;
     let mut cleaned = false;
     let mut debouncer = Debouncer::default();
     let mut retry_at: Option<Instant> = None;
@@ -412,9 +417,10 @@ pub fn control_loop<R: NodeRenderer>(
     let mut refused_text: Option<String> = None;
     let mut applied_once = false;
     let mut held_before: BTreeSet<IpAddr> = BTreeSet::new();
-    // When to save `current` as last-state.json (a change applied since the last save).
+    // When to save `applied` as last-state.json: LAST_STATE_QUIET after the last applied
+    // change, and at most LAST_STATE_MAX after the first unsaved one.
     let mut save_due: Option<Instant> = None;
-    let mut current_applied = false;
+    let mut unsaved_since: Option<Instant> = None;
 
     while !shutdown.load(Ordering::Relaxed) {
         let now = Instant::now();
@@ -425,14 +431,13 @@ pub fn control_loop<R: NodeRenderer>(
                 Polled::Unchanged => {}
                 Polled::Changed(text) => match load_state(&text) {
                     Ok(s) => {
-                        if current.as_ref() != Some(&s) {
+                        if current.as_deref() != Some(&s) {
                             tracing::info!(
                                 vips = s.vips.len(),
                                 services = s.services.len(),
                                 "new state"
                             );
-                            current = Some(s);
-                            current_applied = false;
+                            current = Some(Arc::new(s));
                             debouncer.changed(now);
                         }
                     }
@@ -446,14 +451,13 @@ pub fn control_loop<R: NodeRenderer>(
                     }
                 },
                 Polled::Decoded(s) => {
-                    if current.as_ref() != Some(&*s) {
+                    if current.as_deref() != Some(&*s) {
                         tracing::info!(
                             vips = s.vips.len(),
                             services = s.services.len(),
                             "new state"
                         );
-                        current = Some(*s);
-                        current_applied = false;
+                        current = Some(Arc::new(*s));
                         debouncer.changed(now);
                     }
                 }
@@ -466,8 +470,7 @@ pub fn control_loop<R: NodeRenderer>(
                     if current.is_none() {
                         if let Some(s) = last_saved.clone() {
                             tracing::warn!(error = %e, source = %described, "state source unavailable; starting from the last applied state");
-                            current = Some(s);
-                            current_applied = false;
+                            current = Some(Arc::new(s));
                             debouncer.changed(now);
                         }
                     }
@@ -477,7 +480,7 @@ pub fn control_loop<R: NodeRenderer>(
 
         // Stale VIPs go before keepalived ever starts.
         if !cleaned {
-            if let Some(s) = &current {
+            if let Some(s) = current.as_deref() {
                 let mut states = vec![s];
                 if let Some(l) = &last_saved {
                     states.push(l);
@@ -499,16 +502,17 @@ pub fn control_loop<R: NodeRenderer>(
                 match applier.apply(s, &ctx, now) {
                     Ok(Applied::Deferred(t)) => retry_at = Some(t),
                     Ok(a) => {
+                        applied = Some(s.clone());
                         if !applied_once {
                             save_last(&last_path, s);
-                            save_due = None;
+                            (save_due, unsaved_since) = (None, None);
                         } else if a.changed() {
                             // Debounced: for 10,000 Services the file is ~29 MB (50 ms to
                             // serialise, more to sync), too much for every endpoint change.
                             save_due = Some(now + LAST_STATE_QUIET);
+                            unsaved_since.get_or_insert(now);
                         }
                         applied_once = true;
-                        current_applied = true;
                         health.set_ready();
                         health.set_error(None);
                     }
@@ -521,12 +525,17 @@ pub fn control_loop<R: NodeRenderer>(
         }
 
         applier.supervise(now);
+        if applier.wants_apply() {
+            debouncer.changed(now);
+        }
         // Only a state that was applied as a whole is saved (not a newer one that failed).
-        if current_applied && save_due.is_some_and(|t| now >= t) {
-            if let Some(s) = &current {
+        let save = save_due.is_some_and(|t| now >= t)
+            || unsaved_since.is_some_and(|t| now >= t + LAST_STATE_MAX);
+        if save {
+            if let Some(s) = &applied {
                 save_last(&last_path, s);
             }
-            save_due = None;
+            (save_due, unsaved_since) = (None, None);
         }
 
         if now >= next_observe {
@@ -563,14 +572,18 @@ pub fn control_loop<R: NodeRenderer>(
         std::thread::sleep(cfg.tick);
     }
 
-    if current_applied && save_due.is_some() {
-        if let Some(s) = &current {
+    if save_due.is_some() {
+        if let Some(s) = &applied {
             save_last(&last_path, s);
         }
     }
     tracing::info!("shutting down: keepalived first, then our VIPs, then the proxy");
     applier.stop_keepalived(cfg.stop_grace);
-    let states: Vec<&State> = current.iter().chain(last_saved.iter()).collect();
+    let states: Vec<&State> = current
+        .as_deref()
+        .into_iter()
+        .chain(last_saved.iter())
+        .collect();
     remove_vips(ops, &states, &cfg.node);
     metrics.set_vips_held([]);
     applier.stop_proxy(cfg.stop_grace);

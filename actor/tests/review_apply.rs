@@ -57,6 +57,7 @@ struct Model {
     up: bool,
     died: Arc<AtomicBool>,
     serves: Arc<Mutex<Option<[u16; 2]>>>,
+    fail_reload: Arc<AtomicBool>,
 }
 
 impl Model {
@@ -90,6 +91,12 @@ impl Daemon for Model {
         Ok(())
     }
     fn reload(&mut self) -> Result<(), DaemonError> {
+        if self.fail_reload.load(Ordering::SeqCst) {
+            return Err(DaemonError::Reload {
+                daemon: self.kind,
+                why: "test".into(),
+            });
+        }
         self.load();
         Ok(())
     }
@@ -139,6 +146,7 @@ fn a_restart_from_a_stale_file_is_not_forgotten() {
         } else {
             Arc::new(Mutex::new(None))
         },
+        fail_reload: Arc::new(AtomicBool::new(false)),
     };
     let mut a = Applier::new(
         Eps {
@@ -171,8 +179,15 @@ fn a_restart_from_a_stale_file_is_not_forgotten() {
     for ms in (200..=700).step_by(50) {
         a.supervise(at(ms)); // sync fails every tick; the restart goes ahead
     }
+    // The applier knows the proxy runs an older file than its view, and asks (once)
+    // for an apply; the actor's loop does it without waiting for a new state.
+    assert!(
+        a.wants_apply(),
+        "a restart from a stale file must ask for an apply"
+    );
+    assert!(!a.wants_apply(), "asked once");
     a.renderer().fail_render.set(false);
-    a.supervise(at(1300)); // sync succeeds now: file [1, 3], file_stale = false
+    a.supervise(at(1300));
     assert!(!a.proxy().unwrap().file_stale());
     // The same state again: believed unchanged.
     let r = apply(&mut a, (0, [1, 3]), at(1400));
@@ -209,5 +224,64 @@ fn daemon_stderr_survives_a_line_that_is_not_utf8() {
         text.contains("Cannot bind socket"),
         "the reader thread stopped at the non-UTF-8 line (lines().map_while(Result::ok)) \
          and closed the pipe; later stderr is lost: {text}"
+    );
+}
+
+/// Invariant as above, for a partial apply: the proxy takes new endpoints over the
+/// Runtime API, then keepalived's reload fails (the apply is an error). If the state
+/// then goes back to the old endpoints, HAProxy must be brought back too (the applier
+/// must not diff from a view the proxy no longer runs).
+#[test]
+fn a_failed_keepalived_reload_does_not_leave_the_proxy_view_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let serves = Arc::new(Mutex::new(None));
+    let ka_fails = Arc::new(AtomicBool::new(false));
+    let model = |kind: DaemonKind| Model {
+        kind,
+        cfg: dir.path().join(format!("{kind}.conf")),
+        up: false,
+        died: Arc::new(AtomicBool::new(false)),
+        serves: if kind == DaemonKind::Haproxy {
+            serves.clone()
+        } else {
+            Arc::new(Mutex::new(None))
+        },
+        fail_reload: if kind == DaemonKind::Keepalived {
+            ka_fails.clone()
+        } else {
+            Arc::new(AtomicBool::new(false))
+        },
+    };
+    let mut a = Applier::new(
+        Eps {
+            view: Cell::new((0, [1, 2])),
+            fail_render: Cell::new(false),
+        },
+        Box::new(model(DaemonKind::Keepalived)),
+        Some(Box::new(model(DaemonKind::Haproxy))),
+        Arc::new(Metrics::new()),
+    );
+    a.min_reload_interval = Duration::ZERO;
+    let state = State::from_json(include_str!("fixtures/empty.json")).unwrap();
+    let ctx = NodeContext::default();
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let apply = |a: &mut Applier<Eps>, v: (u8, [u16; 2]), t: Instant| {
+        a.renderer().view.set(v);
+        a.apply(&state, &ctx, t)
+    };
+    apply(&mut a, (0, [1, 2]), at(0)).unwrap();
+    ka_fails.store(true, Ordering::SeqCst);
+    // keepalived's part and an endpoint change: the proxy goes first (runtime), then
+    // keepalived's reload fails.
+    assert!(apply(&mut a, (1, [1, 3]), at(100)).is_err());
+    assert_eq!(*serves.lock().unwrap(), Some([1, 3]));
+    ka_fails.store(false, Ordering::SeqCst);
+    // Back to the old state.
+    apply(&mut a, (0, [1, 2]), at(200)).unwrap();
+    assert_eq!(
+        *serves.lock().unwrap(),
+        Some([1, 2]),
+        "HAProxy kept the endpoints of the failed apply"
     );
 }
