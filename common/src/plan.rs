@@ -13,7 +13,9 @@
 //!
 //! Release is implicit: a Service that is gone, no longer of type LoadBalancer, of another
 //! class, or whose pool or requested IP changed, simply makes no claim on its old address,
-//! and each claim is its own (a co-tenant of a shared IP keeps its claim).
+//! and each claim is its own (a co-tenant of a shared IP keeps its claim). A request that
+//! is refused (an unknown or invalid pool, an invalid IP, an IP outside its pools) is not
+//! a change: the Service keeps what it holds, gets nothing new, and a problem says why.
 //!
 //! Sharing (k8slb's rule): a Service may use an address already in use only by asking for
 //! it statically, in the same pool, and only if no (protocol, port) pair clashes; otherwise
@@ -209,6 +211,7 @@ pub fn plan(
             status_ips: vec![],
             ports: vec![],
             port_keys: old.ports.iter().map(|p| (p.protocol, p.port)).collect(),
+            refused: true,
         };
         for ip in &old.ips {
             if let Some(pool) = cfg.pools.values().find(|p| p.network.range().contains(*ip)) {
@@ -239,13 +242,21 @@ pub fn plan(
             if mine.contains(&ip) || (only_free && unpinned) {
                 continue;
             }
-            let Some(pool) = r.pool_for(ip, cfg) else {
+            // A refused request keeps its addresses while they lie in a pool (the
+            // problem says why nothing else changes); a valid one only in its pools.
+            let refused = r.is_refused(cfg);
+            let pool = if refused {
+                cfg.pools.values().find(|p| p.network.range().contains(ip))
+            } else {
+                r.pool_for(ip, cfg)
+            };
+            let Some(pool) = pool else {
                 continue; // pool changed or gone, or the IP left the pool's network
             };
             if r.has_ip_in(pool, &mine) {
                 continue; // one address per pool
             }
-            if !r.statics.contains(&ip) && !r.dynamic_ok(Family::of(&ip), cfg) {
+            if !refused && !r.statics.contains(&ip) && !r.dynamic_ok(Family::of(&ip), cfg) {
                 continue; // the request changed: the old address is released
             }
             // A dynamic address outside an edited range but still inside the pool's
@@ -492,6 +503,10 @@ struct Request {
     status_ips: Vec<IpAddr>,
     ports: Vec<PortState>,
     port_keys: BTreeSet<(Protocol, u16)>,
+    /// The address request as written was refused (an unknown or invalid pool, an
+    /// invalid IP, a static IP outside its pools): nothing new is allocated, and what
+    /// the Service already holds stays (bad input never loses an allocation).
+    refused: bool,
 }
 
 impl Request {
@@ -522,6 +537,15 @@ impl Request {
                     .statics
                     .iter()
                     .all(|ip| self.pool_for(*ip, cfg).is_some()))
+    }
+
+    /// Refused as written, or a static IP that lies in none of its pools.
+    fn is_refused(&self, cfg: &GlobalConfig) -> bool {
+        self.refused
+            || self
+                .statics
+                .iter()
+                .any(|ip| self.pool_for(*ip, cfg).is_none())
     }
 
     fn has_ip_in(&self, pool: &Pool, ips: &[IpAddr]) -> bool {
@@ -571,6 +595,7 @@ impl Request {
             status_ips: vec![],
             ports: vec![],
             port_keys: BTreeSet::new(),
+            refused: false,
         };
         let ann = Annotations::read(svc, &req, problems);
 
@@ -617,6 +642,7 @@ impl Request {
             // A pool is missing: allocate nothing rather than half of what was asked. A
             // refused pool annotation is not "no annotation": never the default pool.
             req.pools.clear();
+            req.refused = true;
         }
 
         // Static IPs: annotation `loadbalancer/ips`, else `spec.loadBalancerIP`.
@@ -646,6 +672,7 @@ impl Request {
         if ann.1.contains("ips") {
             // A refused address list never becomes a dynamic request.
             req.pools.clear();
+            req.refused = true;
         }
         let mut static_families = BTreeSet::new();
         for (s, from) in statics_text {
@@ -664,6 +691,7 @@ impl Request {
                     problems.insert(req.problem("InvalidIp", format!("{from}: {e}")));
                     // A broken request allocates nothing (never a surprise dynamic IP).
                     req.pools.clear();
+                    req.refused = true;
                 }
             }
         }

@@ -700,3 +700,71 @@ fn an_undecodable_service_keeps_its_ip_and_nobody_takes_it() {
     // Idempotent.
     assert_eq!(run(&c, &o, Some(&s1)).to_json(), s1.to_json());
 }
+
+#[test]
+fn a_refused_edit_keeps_the_address_the_service_holds() {
+    let c = cfg(TWO_POOLS);
+    let web = || svc("default", "web").port(80).created(1);
+    let other = svc("default", "other").port(80).created(2).build();
+    let s0 = run(&c, &objs(vec![web().build()], nodes(1), vec![]), None);
+    assert_eq!(ips(&s0, "default/web"), ["192.168.10.200"]);
+    // Each edit is refused: web keeps .200 (a Service created meanwhile does not get
+    // it), and the problem says why.
+    for (edit, reason) in [
+        (web().pool("nosuch"), "UnknownPool"),
+        (web().pool("bad pool!"), "InvalidAnnotation"),
+        (web().ann("loadbalancer/ips", "not-an-ip"), "InvalidIp"),
+        (web().ann("loadbalancer/ips", "9.9.9.9"), "IpOutsidePool"),
+        (web().ip("192.168.11.1"), "IpOutsidePool"),
+    ] {
+        let s = run(
+            &c,
+            &objs(vec![edit.build(), other.clone()], nodes(1), vec![]),
+            Some(&s0),
+        );
+        assert_eq!(ips(&s, "default/web"), ["192.168.10.200"], "{reason}");
+        assert_eq!(ips(&s, "default/other"), ["192.168.10.201"], "{reason}");
+        assert!(
+            problems_of(&s, "default/web")
+                .iter()
+                .any(|(r, _)| r == reason),
+            "{reason}: {:?}",
+            problems_of(&s, "default/web")
+        );
+        // Fixed again: still .200, and the problem is gone.
+        let fixed = run(
+            &c,
+            &objs(vec![web().build(), other.clone()], nodes(1), vec![]),
+            Some(&s),
+        );
+        assert_eq!(ips(&fixed, "default/web"), ["192.168.10.200"], "{reason}");
+        assert!(problems_of(&fixed, "default/web").is_empty());
+    }
+    // A valid edit still moves it (the request changed).
+    let moved = run(
+        &c,
+        &objs(vec![web().pool("external").build()], nodes(1), vec![]),
+        Some(&s0),
+    );
+    assert_eq!(ips(&moved, "default/web"), ["1.2.3.50"]);
+}
+
+#[test]
+fn removing_one_pool_of_a_dual_stack_service_keeps_the_other_address() {
+    let c = cfg(TWO_POOLS);
+    let ds = || svc("default", "ds").pool("default,ipv6").port(80).build();
+    let s0 = run(&c, &objs(vec![ds()], nodes(1), vec![]), None);
+    assert_eq!(
+        ips(&s0, "default/ds"),
+        ["192.168.10.200", "2001:468:101::1"]
+    );
+    let mut c1 = c.clone();
+    c1.pools.remove(&"ipv6".parse().unwrap());
+    let s1 = run(&c1, &objs(vec![ds()], nodes(1), vec![]), Some(&s0));
+    assert_eq!(
+        ips(&s1, "default/ds"),
+        ["192.168.10.200"],
+        "the IPv4 address stays; the IPv6 one went with its pool"
+    );
+    assert_eq!(problems_of(&s1, "default/ds")[0].0, "UnknownPool");
+}
