@@ -389,8 +389,47 @@ pub fn plan(
         instances,
         vips,
         services,
-        problems: problems.into_iter().collect(),
+        problems: capped(problems),
     }
+}
+
+/// Problems listed per object at most; the rest are counted in one `TooManyProblems`.
+/// A Service can carry thousands of bad annotations (256 KiB of them): each problem is an
+/// Event, and the state is published to every node.
+pub const MAX_PROBLEMS_PER_OBJECT: usize = 10;
+
+fn capped(problems: BTreeSet<Problem>) -> Vec<Problem> {
+    let mut out = Vec::with_capacity(problems.len());
+    let mut more: BTreeMap<String, usize> = BTreeMap::new();
+    let mut listed: Option<(String, usize)> = None;
+    for p in problems {
+        let n = match &mut listed {
+            Some((o, n)) if *o == p.object => {
+                *n += 1;
+                *n
+            }
+            _ => {
+                listed = Some((p.object.clone(), 1));
+                1
+            }
+        };
+        if n <= MAX_PROBLEMS_PER_OBJECT {
+            out.push(p);
+        } else {
+            *more.entry(p.object).or_default() += 1;
+        }
+    }
+    for (object, n) in more {
+        out.push(Problem {
+            object,
+            reason: "TooManyProblems".into(),
+            message: format!(
+                "{n} more problems not listed (the first {MAX_PROBLEMS_PER_OBJECT} are)"
+            ),
+        });
+    }
+    out.sort();
+    out
 }
 
 #[derive(Default)]
