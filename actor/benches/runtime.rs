@@ -22,20 +22,23 @@
 //! render + write + fsync + rename that the apply skips on this path (it happens once,
 //! when the changes are quiet).
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use k8slb_actor::admin::Metrics;
 use k8slb_actor::apply::{Applied, Applier, NodeContext, NodeRenderer, SlotOutcome};
-use k8slb_actor::daemons::{Daemon, DaemonError, DaemonKind, Haproxy, Paths};
+use k8slb_actor::daemons::{Haproxy, Paths};
 use k8slb_actor::render::Renderer;
 use k8slb_actor::run::RealRenderer;
 use k8slb_actor::view::{ProxyKind, ViewOptions};
 use k8slb_common::state::State;
 use serde_json::{json, Value};
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::{Netns, NoKeepalived};
 
 /// 9,000: the largest size that fits a hard `RLIMIT_NOFILE` of 20,000 (one socket per
 /// listener), for machines that cannot raise it.
@@ -110,114 +113,22 @@ enum Failure {
     NotMeasured(String),
 }
 
-fn sh(cmd: &str) -> Result<String, String> {
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(cmd)
-        .output()
-        .map_err(|e| format!("`{cmd}`: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "`{cmd}` failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// The bench's network namespace; deleted on drop (after killing what runs inside).
-struct Netns {
-    name: String,
-}
-
-impl Netns {
-    fn new() -> Result<Self, String> {
-        let name = format!("k8slbb-{}", std::process::id());
-        sh(&format!("ip netns add {name}"))?;
-        let ns = Netns { name };
-        let n = &ns.name;
-        sh(&format!("ip -n {n} link set lo up"))?;
-        sh(&format!(
-            "ip -n {n} link add {IFNAME} type veth peer name kb1"
-        ))?;
-        sh(&format!("ip -n {n} link set {IFNAME} up"))?;
-        sh(&format!("ip -n {n} link set kb1 up"))?;
-        sh(&format!("ip -n {n} addr add 198.18.0.1/24 dev {IFNAME}"))?;
-        // HAProxy binds every VIP although nothing holds them (no keepalived here), as
-        // the actor arranges in production; per namespace, the host is not touched.
-        sh(&format!(
-            "ip netns exec {n} sh -c 'echo 1 > /proc/sys/net/ipv4/ip_nonlocal_bind'"
-        ))?;
-        Ok(ns)
-    }
-
-    /// A script that runs `program` inside the namespace.
-    fn wrapper(&self, dir: &Path, program: &str) -> Result<PathBuf, String> {
-        let p = dir.join(format!("{program}-in-ns"));
-        std::fs::write(
-            &p,
-            format!(
-                "#!/bin/sh\nexec ip netns exec {} {program} \"$@\"\n",
-                self.name
-            ),
-        )
-        .map_err(|e| format!("write {}: {e}", p.display()))?;
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
-            .map_err(|e| format!("chmod {}: {e}", p.display()))?;
-        Ok(p)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        if let Ok(out) = Command::new("ip")
-            .args(["netns", "pids", &self.name])
-            .output()
-        {
-            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                let _ = Command::new("kill").args(["-9", pid]).status();
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
-    }
-}
-
-/// keepalived stand-in: the bench measures the proxy path only (keepalived's config is
-/// rendered and compared, but nothing runs).
-struct NoKeepalived {
-    cfg: PathBuf,
-    up: bool,
-}
-
-impl Daemon for NoKeepalived {
-    fn kind(&self) -> DaemonKind {
-        DaemonKind::Keepalived
-    }
-    fn config_path(&self) -> &Path {
-        &self.cfg
-    }
-    fn check(&self, _: &Path) -> Result<(), DaemonError> {
-        Ok(())
-    }
-    fn start(&mut self) -> Result<(), DaemonError> {
-        self.up = true;
-        Ok(())
-    }
-    fn reload(&mut self) -> Result<(), DaemonError> {
-        Ok(())
-    }
-    fn poll_exit(&mut self) -> Option<String> {
-        None
-    }
-    fn is_running(&self) -> bool {
-        self.up
-    }
-    fn stop(&mut self, _: Duration) {
-        self.up = false;
-    }
+/// The bench's network namespace (`k8slbb-<pid>-0`, deleted on drop after killing what
+/// runs inside): a veth with 198.18.0.1/24, and binding to addresses nobody holds allowed
+/// (no keepalived holds the VIPs here), as the actor arranges in production.
+fn netns() -> Netns {
+    let ns = Netns::new("k8slbb");
+    ns.veth(IFNAME, "kb1", "198.18.0.1/24");
+    let out = ns
+        .cmd("sh")
+        .args(["-c", "echo 1 > /proc/sys/net/ipv4/ip_nonlocal_bind"])
+        .status();
+    assert!(
+        out.is_ok_and(|s| s.success()),
+        "ip_nonlocal_bind in {}",
+        ns.name
+    );
+    ns
 }
 
 /// Endpoint `e` of Service `i`: 198.19.0.1 ..= 198.19.249.250 (the third octet 255 is
@@ -315,14 +226,16 @@ fn write_fsync_rename(path: &Path, text: &str) -> std::io::Result<()> {
 /// `CAP_SYS_RESOURCE` (as in some containers). Probe with the same rights first.
 fn fd_limit_ok(n: usize) -> Result<(), String> {
     let needed = 2 * n + 256;
-    if sh(&format!(
+    let sh = |cmd: &str| Command::new("sh").arg("-c").arg(cmd).output();
+    let raised = sh(&format!(
         "ulimit -Hn {needed} 2>/dev/null || [ \"$(ulimit -Hn)\" -ge {needed} ]"
-    ))
-    .is_ok()
-    {
+    ));
+    if raised.is_ok_and(|o| o.status.success()) {
         return Ok(());
     }
-    let hard = sh("ulimit -Hn").unwrap_or_default();
+    let hard = sh("ulimit -Hn")
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
     Err(format!(
         "HAProxy needs about {needed} file descriptors ({} listeners + reserve); the hard limit is {} and cannot be raised here (no CAP_SYS_RESOURCE)",
         2 * n,
@@ -337,10 +250,10 @@ fn run_size(n: usize) -> Result<(), Failure> {
     let mut state = big_state(n);
     eprintln!("services={n}: state built in {:.0} ms", ms(t.elapsed()));
 
-    let ns = Netns::new().map_err(setup)?;
+    let ns = netns();
     let dir = tempfile::tempdir().map_err(|e| setup(format!("tempdir: {e}")))?;
     let paths = Paths::new(dir.path());
-    let wrapper = ns.wrapper(dir.path(), "haproxy").map_err(setup)?;
+    let wrapper = ns.wrapper(dir.path(), "haproxy");
 
     // As `run()` fills it.
     let mut base = ViewOptions::new(ProxyKind::Haproxy);

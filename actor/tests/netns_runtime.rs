@@ -13,14 +13,14 @@ mod support;
 
 use k8slb_actor::admin::Metrics;
 use k8slb_actor::apply::{Applied, Applier, Desired, NodeContext, NodeRenderer, SlotOutcome};
-use k8slb_actor::daemons::{Daemon, DaemonError, DaemonKind, Haproxy, Paths};
+use k8slb_actor::daemons::{Haproxy, Paths};
 use k8slb_common::state::State;
 use std::cell::Cell;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{require_root_and, wait_until, ActorProc, Netns, ACTOR};
+use support::{require_root_and, wait_until, ActorProc, Netns, NoKeepalived, ACTOR};
 
 /// This file's namespaces are `k8slbt-<pid>-<n>`.
 const NS_PREFIX: &str = "k8slbt";
@@ -63,40 +63,6 @@ fn netns_interface_detection_longest_prefix() {
 
 // ---------------------------------------------------------------------------------
 // HAProxy through the apply pipeline, with stand-ins for render and keepalived
-
-/// keepalived stand-in: the seam lets the pipeline run with the proxy only.
-struct NoKeepalived {
-    cfg: PathBuf,
-    up: bool,
-}
-
-impl Daemon for NoKeepalived {
-    fn kind(&self) -> DaemonKind {
-        DaemonKind::Keepalived
-    }
-    fn config_path(&self) -> &Path {
-        &self.cfg
-    }
-    fn check(&self, _: &Path) -> Result<(), DaemonError> {
-        Ok(())
-    }
-    fn start(&mut self) -> Result<(), DaemonError> {
-        self.up = true;
-        Ok(())
-    }
-    fn reload(&mut self) -> Result<(), DaemonError> {
-        Ok(())
-    }
-    fn poll_exit(&mut self) -> Option<String> {
-        None
-    }
-    fn is_running(&self) -> bool {
-        self.up
-    }
-    fn stop(&mut self, _: Duration) {
-        self.up = false;
-    }
-}
 
 /// View = (generation, backend port of s1). Render writes an HAProxy config whose
 /// frontend answers itself (`/` on 8080 returns "gen N") and a backend `be` with one

@@ -1,13 +1,14 @@
 //! Helpers shared by the root tests that run in network namespaces (`netns_runtime`,
-//! `netns_failover`): the root / binary check, `sh`, a [`Netns`] that kills everything
-//! inside it and deletes itself on drop (also on panic), `wait_until`, and a guard for
-//! one `k8slb-actor run` process.
+//! `netns_failover`) and the `runtime` bench: the root / binary check, `sh`, a [`Netns`]
+//! that kills everything inside it and deletes itself on drop (also on panic),
+//! `wait_until`, a guard for one `k8slb-actor run` process, and a keepalived stand-in.
 //!
 //! Each test file compiles this module on its own (`mod support;`), so a helper only one
 //! of them uses is dead code in the other: hence the `allow(dead_code)` below.
 
 #![allow(dead_code)]
 
+use k8slb_actor::daemons::{Daemon, DaemonError, DaemonKind};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -195,5 +196,39 @@ impl Drop for ActorProc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// keepalived stand-in: the seam lets the pipeline run with the proxy only.
+pub struct NoKeepalived {
+    pub cfg: PathBuf,
+    pub up: bool,
+}
+
+impl Daemon for NoKeepalived {
+    fn kind(&self) -> DaemonKind {
+        DaemonKind::Keepalived
+    }
+    fn config_path(&self) -> &Path {
+        &self.cfg
+    }
+    fn check(&self, _: &Path) -> Result<(), DaemonError> {
+        Ok(())
+    }
+    fn start(&mut self) -> Result<(), DaemonError> {
+        self.up = true;
+        Ok(())
+    }
+    fn reload(&mut self) -> Result<(), DaemonError> {
+        Ok(())
+    }
+    fn poll_exit(&mut self) -> Option<String> {
+        None
+    }
+    fn is_running(&self) -> bool {
+        self.up
+    }
+    fn stop(&mut self, _: Duration) {
+        self.up = false;
     }
 }
