@@ -281,6 +281,19 @@ pub fn stop_leftover(pid_file: &Path, config: &Path, grace: Duration) -> Option<
     Some(pid)
 }
 
+/// Raise this process's soft limit of open files to its hard limit, so that the
+/// children inherit it: HAProxy and nginx hold one descriptor per listener (2 per
+/// Service port on every VIP) plus 2 per proxied connection, and a container's soft limit
+/// is often 1024. Returns (before, after).
+pub fn raise_open_files_limit() -> Result<(u64, u64), nix::errno::Errno> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    if soft < hard {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+    }
+    Ok((soft, hard))
+}
+
 /// How many of a child's last stderr lines are kept for error messages.
 const STDERR_TAIL: usize = 20;
 
@@ -836,6 +849,14 @@ mod tests {
             !text.contains("NOTICE"),
             "only the lines that say what failed: {text}"
         );
+    }
+
+    #[test]
+    fn open_files_limit_is_raised_to_the_hard_limit() {
+        let (_, hard) = raise_open_files_limit().unwrap();
+        let (soft, _) =
+            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+        assert_eq!(soft, hard);
     }
 
     #[test]

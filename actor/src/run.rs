@@ -626,6 +626,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         base,
     };
 
+    match daemons::raise_open_files_limit() {
+        Ok((before, after)) if before < after => {
+            tracing::info!(before, after, "open-files limit raised for the proxy");
+        }
+        Ok((_, after)) => tracing::debug!(limit = after, "open-files limit"),
+        Err(e) => tracing::warn!(error = %e, "could not raise the open-files limit"),
+    }
+
     // In a Pod, /proc/sys is read-only: the manifests' init container (or the node's own
     // sysctl.d) sets these, and writing them again would only fail with a false alarm.
     if nonlocal_bind_already_on() {

@@ -347,3 +347,10 @@ fn unicast_two_nodes() {
 fn empty_state_keeps_vrid() {
     check("empty", "lb-1", &[Haproxy, Nginx]);
 }
+
+/// The sections k8slb's defaults give (common::config::default_haproxy/default_nginx):
+/// nginx gets the actor's own `events` block.
+#[test]
+fn default_sections() {
+    check("default-sections", "lb-1", &[Haproxy, Nginx]);
+}
