@@ -774,9 +774,13 @@ fn family_suffix(ip: &IpAddr) -> &'static str {
     }
 }
 
-/// `max(8, next_power_of_two(n))`.
+/// Server slots for a backend of `n` endpoints: `max(8, next_power_of_two(n + n/2))`.
+/// The headroom is for a rolling update (Kubernetes' default surge is 25%, and
+/// terminating endpoints drain in their slots meanwhile): a new slot count means a
+/// reload, and with `next_power_of_two(n)` alone a Deployment of 8 or 16 replicas
+/// reloaded on its first rolling update. Once grown, the count is kept while it fits.
 pub fn slot_count(n: usize) -> usize {
-    n.next_power_of_two().max(8)
+    (n + n.div_ceil(2)).next_power_of_two().max(8)
 }
 
 fn assign_slots(eps: &[(SocketAddr, bool)], prev: Option<&Backend>) -> Vec<Slot> {
@@ -1219,8 +1223,13 @@ mod tests {
     #[test]
     fn slots() {
         assert_eq!(slot_count(0), 8);
-        assert_eq!(slot_count(8), 8);
-        assert_eq!(slot_count(9), 16);
+        assert_eq!(slot_count(5), 8);
+        // 8 replicas + a 25% surge + 2 still draining fit without a reload.
+        assert_eq!(slot_count(8), 16);
+        assert!(slot_count(8) >= 8 + 2 + 2);
+        assert_eq!(slot_count(10), 16);
+        assert_eq!(slot_count(11), 32);
+        assert_eq!(slot_count(16), 32);
         let a: SocketAddr = "10.0.0.1:80".parse().unwrap();
         let b: SocketAddr = "10.0.0.2:80".parse().unwrap();
         let c: SocketAddr = "10.0.0.3:80".parse().unwrap();

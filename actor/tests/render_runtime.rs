@@ -318,3 +318,31 @@ fn real_haproxy_applies_the_commands_without_reload() {
     assert_eq!(pid(&workers_before), pid(&workers_after));
     drop(child);
 }
+
+/// A rolling update of 8 replicas (25% surge: 2 new pods; 2 old ones draining) fits the
+/// backend's slots: no reload. Before the slot headroom, 8 endpoints had exactly 8 slots.
+#[test]
+fn a_rolling_update_of_eight_replicas_needs_no_reload() {
+    let mut s1 = fixture("plain-http");
+    {
+        let eps = web_endpoints(&mut s1);
+        eps.clear();
+        for i in 1..=8 {
+            eps.push(ep(&format!("10.1.0.{i}:8080")));
+        }
+    }
+    let mut s2 = s1.clone();
+    {
+        let eps = web_endpoints(&mut s2);
+        for e in eps.iter_mut().take(2) {
+            e.draining = true;
+        }
+        eps.push(ep("10.1.0.9:8080"));
+        eps.push(ep("10.1.0.10:8080"));
+    }
+    let (a, b) = views(&s1, &s2, ProxyKind::Haproxy);
+    let cmds = runtime_diff(&a, &b).expect("endpoint-only: no reload");
+    assert!(cmds
+        .iter()
+        .any(|c| c.to_cli() == "set server be_default_web_80/s9 addr 10.1.0.9 port 8080"));
+}
