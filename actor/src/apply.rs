@@ -36,7 +36,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 /// Rendered configs of this node.
@@ -237,7 +237,8 @@ pub struct Slot {
     running: Option<String>,
     last_reload: Option<Instant>,
     restarter: Restarter,
-    health: Option<HealthFile>,
+    /// Shared with a watcher thread (see [`watch_health`]).
+    health: Option<Arc<Mutex<HealthFile>>>,
     /// The daemon runs endpoints newer than `running` and the file on disk (set by the
     /// fast path): `running` may not be compared with a candidate until the file is
     /// written again ([`Applier::supervise`], or the next apply that renders).
@@ -251,6 +252,41 @@ struct HealthFile {
     path: PathBuf,
     /// What the file holds (as far as we wrote it); `None`: not written yet.
     written: Option<bool>,
+    /// The process whose death makes the file say unhealthy at once (the watcher
+    /// thread), set while it is confirmed running.
+    watched: Option<u32>,
+}
+
+/// How often the watcher thread looks at the proxy's process.
+pub const HEALTH_WATCH_EVERY: Duration = Duration::from_millis(20);
+
+/// The health file's own watcher: the moment the watched proxy process is gone, the
+/// file says unhealthy and keepalived moves the VIPs, even while the control loop is
+/// busy (a `haproxy -c` of a 10,000-Service config takes seconds). The control loop
+/// still reaps and restarts the daemon. Ends when the slot is dropped.
+fn watch_health(h: Weak<Mutex<HealthFile>>, kind: DaemonKind) {
+    loop {
+        std::thread::sleep(HEALTH_WATCH_EVERY);
+        let Some(h) = h.upgrade() else {
+            return;
+        };
+        let mut g = h.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(pid) = g.watched else {
+            continue;
+        };
+        if g.written != Some(true) || crate::daemons::pid_alive(pid) {
+            continue;
+        }
+        g.watched = None;
+        match g.set(false) {
+            Ok(()) => {
+                tracing::warn!(daemon = %kind, pid, "process gone; health file says unhealthy (keepalived moves the VIPs)")
+            }
+            Err(e) => {
+                tracing::error!(daemon = %kind, pid, error = %e, "process gone, and the health file could not be written")
+            }
+        }
+    }
 }
 
 impl HealthFile {
@@ -288,9 +324,20 @@ struct Prepared {
 
 impl Slot {
     pub fn new(daemon: Box<dyn Daemon>) -> Self {
-        let health = daemon.track_file().map(|p| HealthFile {
-            path: p.to_path_buf(),
-            written: None,
+        let health = daemon.track_file().map(|p| {
+            let h = Arc::new(Mutex::new(HealthFile {
+                path: p.to_path_buf(),
+                written: None,
+                watched: None,
+            }));
+            let (weak, kind) = (Arc::downgrade(&h), daemon.kind());
+            if let Err(e) = std::thread::Builder::new()
+                .name(format!("{kind}-health"))
+                .spawn(move || watch_health(weak, kind))
+            {
+                tracing::warn!(daemon = %kind, error = %e, "no health watcher thread; the control loop alone updates the health file");
+            }
+            h
         });
         Slot {
             daemon,
@@ -309,15 +356,21 @@ impl Slot {
     /// What the health file holds (`Some(true)`: `0`, healthy); `None` if the daemon has
     /// none or it was not written yet.
     pub fn health_written(&self) -> Option<bool> {
-        self.health.as_ref().and_then(|h| h.written)
+        self.health
+            .as_ref()
+            .and_then(|h| h.lock().unwrap_or_else(|p| p.into_inner()).written)
     }
 
-    /// Write the health file (if any); an error is logged and returned.
+    /// Write the health file (if any); an error is logged and returned. Healthy: the
+    /// daemon's process is watched from now on; unhealthy: no longer.
     fn set_health(&mut self, healthy: bool) -> Result<(), ApplyError> {
         let kind = self.kind();
-        let Some(h) = self.health.as_mut() else {
+        let pid = self.daemon.pid();
+        let Some(h) = self.health.as_ref() else {
             return Ok(());
         };
+        let mut h = h.lock().unwrap_or_else(|p| p.into_inner());
+        h.watched = if healthy { pid } else { None };
         let changed = h.written != Some(healthy);
         match h.set(healthy) {
             Ok(()) => {
@@ -333,9 +386,16 @@ impl Slot {
         }
     }
 
+    /// `None`: no health file; `Some(written)` otherwise.
+    fn health_state(&self) -> Option<Option<bool>> {
+        self.health
+            .as_ref()
+            .map(|h| h.lock().unwrap_or_else(|p| p.into_inner()).written)
+    }
+
     /// Before keepalived starts: the health file exists and says whether the daemon runs.
     fn ensure_health(&mut self) -> Result<(), ApplyError> {
-        match self.health.as_ref().map(|h| h.written) {
+        match self.health_state() {
             Some(None) => {
                 let running = self.daemon.is_running();
                 self.set_health(running)
@@ -441,6 +501,10 @@ impl Slot {
     }
 
     pub fn stop(&mut self, grace: Duration) {
+        // A stop is not a crash: the watcher must not report it.
+        if let Some(h) = self.health.as_ref() {
+            h.lock().unwrap_or_else(|p| p.into_inner()).watched = None;
+        }
         self.daemon.stop(grace);
     }
 }
@@ -1169,6 +1233,88 @@ mod tests {
             .cloned()
             .collect();
         assert_eq!(reloads, ["keepalived reload ka 1"]);
+    }
+
+    /// A daemon that is a real process (`sleep`), to kill behind the control loop's back.
+    struct Sleeper {
+        cfg: PathBuf,
+        track: PathBuf,
+        child: Option<std::process::Child>,
+    }
+
+    impl Daemon for Sleeper {
+        fn kind(&self) -> DaemonKind {
+            DaemonKind::Haproxy
+        }
+        fn config_path(&self) -> &Path {
+            &self.cfg
+        }
+        fn check(&self, _: &Path) -> Result<(), DaemonError> {
+            Ok(())
+        }
+        fn start(&mut self) -> Result<(), DaemonError> {
+            self.child = Some(
+                std::process::Command::new("sleep")
+                    .arg("60")
+                    .spawn()
+                    .unwrap(),
+            );
+            Ok(())
+        }
+        fn reload(&mut self) -> Result<(), DaemonError> {
+            Ok(())
+        }
+        fn poll_exit(&mut self) -> Option<String> {
+            None // the control loop is "busy": it never looks
+        }
+        fn is_running(&self) -> bool {
+            self.child.is_some()
+        }
+        fn pid(&self) -> Option<u32> {
+            self.child.as_ref().map(|c| c.id())
+        }
+        fn stop(&mut self, _: Duration) {
+            if let Some(mut c) = self.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        fn track_file(&self) -> Option<&Path> {
+            Some(&self.track)
+        }
+    }
+
+    #[test]
+    fn the_health_file_turns_unhealthy_without_the_control_loop() {
+        let dir = tempfile::tempdir().unwrap();
+        let track = dir.path().join("proxy-health");
+        let mut slot = Slot::new(Box::new(Sleeper {
+            cfg: dir.path().join("haproxy.cfg"),
+            track: track.clone(),
+            child: None,
+        }));
+        let m = Metrics::new();
+        slot.start(Instant::now(), &m).unwrap();
+        assert_eq!(std::fs::read_to_string(&track).unwrap(), "0\n");
+        let pid = slot.daemon().pid().unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        // Nobody calls supervise: the watcher alone notices (a zombie counts as gone).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::fs::read_to_string(&track).unwrap() != "1\n" && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(std::fs::read_to_string(&track).unwrap(), "1\n");
+        assert_eq!(slot.health_written(), Some(false));
+        // A restart is healthy again; a stop is not a crash.
+        slot.start(Instant::now(), &m).unwrap();
+        assert_eq!(std::fs::read_to_string(&track).unwrap(), "0\n");
+        slot.stop(Duration::from_secs(1));
+        std::thread::sleep(HEALTH_WATCH_EVERY * 5);
+        assert_eq!(std::fs::read_to_string(&track).unwrap(), "0\n");
     }
 
     #[test]

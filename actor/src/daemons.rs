@@ -123,6 +123,10 @@ pub trait Daemon: Send {
     /// If the child has exited since the last call, reap it and describe how.
     fn poll_exit(&mut self) -> Option<String>;
     fn is_running(&self) -> bool;
+    /// The process to watch for the health file (the proxy's master), if any.
+    fn pid(&self) -> Option<u32> {
+        None
+    }
     /// The health file keepalived tracks for this daemon (the proxy's
     /// [`Paths::proxy_health`]); the pipeline writes `0` once a start is confirmed and
     /// `1` when the supervisor sees the child exit. `None`: not tracked.
@@ -212,7 +216,8 @@ fn run_check(daemon: DaemonKind, cmd: &mut Command) -> Result<(), DaemonError> {
     }
 }
 
-fn pid_alive(pid: u32) -> bool {
+/// True while `pid` exists and is not a zombie (an exited child not yet reaped).
+pub(crate) fn pid_alive(pid: u32) -> bool {
     i32::try_from(pid).is_ok_and(|p| kill(Pid::from_raw(p), None).is_ok())
         && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .map(|s| {
@@ -718,6 +723,9 @@ impl Daemon for Haproxy {
     fn is_running(&self) -> bool {
         self.child.child.is_some()
     }
+    fn pid(&self) -> Option<u32> {
+        self.child.pid()
+    }
     fn stop(&mut self, grace: Duration) {
         self.child.stop(grace);
     }
@@ -805,6 +813,9 @@ impl Daemon for Nginx {
     }
     fn is_running(&self) -> bool {
         self.child.child.is_some()
+    }
+    fn pid(&self) -> Option<u32> {
+        self.child.pid()
     }
     fn stop(&mut self, grace: Duration) {
         // SIGQUIT: graceful; the supervisor follows with SIGKILL after `grace`.
