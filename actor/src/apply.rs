@@ -17,8 +17,9 @@
 //!    (`config_check_failures_total`) and kept as [`Applier::last_error`].
 //!
 //! The proxy's health file ([`Daemon::track_file`], keepalived's `track_file` with weight
-//! 0) holds `0` once a start of the proxy is confirmed, `1` the moment the supervisor sees
-//! the proxy exit (or a start fails), and `0` again after a confirmed restart. It is
+//! 0) holds `0` once a start of the proxy is confirmed, `1` the moment its process is gone
+//! (a watcher thread looks every 20 ms, whatever the control loop is doing) or a start
+//! fails, and `0` again after a confirmed restart. It is
 //! written (temporary file + rename in the same directory; keepalived watches the
 //! directory with inotify and handles both a rename and a truncating write) before
 //! keepalived is first started, so a node whose proxy never came up never takes a VIP.
