@@ -230,12 +230,24 @@ pub fn plan(
     //    free or pinned (asked for by name by a tenant, so shareable): a stale status
     //    must never take an address the state gave to another Service, nor make two
     //    dynamic Services share one.
-    let from_state = requests.iter().map(|r| {
-        let held = prev.services.get(&r.key).map(|s| s.ips.clone());
-        (r, held.unwrap_or_default(), false)
-    });
-    let from_status = requests.iter().map(|r| (r, r.status_ips.clone(), true));
-    for (r, held, only_free) in from_state.chain(from_status) {
+    //    Refused requests come after all valid ones (they keep what is left, never
+    //    evicting a valid co-tenant), and adopt a status address only when the previous
+    //    state does not know them (a restart without state), never one it released.
+    let (valid, refused): (Vec<&Request>, Vec<&Request>) =
+        requests.iter().partition(|r| !r.is_refused(cfg));
+    let mut order: Vec<(&Request, Vec<IpAddr>, bool)> = Vec::new();
+    for group in [&valid, &refused] {
+        for &r in group.iter() {
+            let held = prev.services.get(&r.key).map(|s| s.ips.clone());
+            order.push((r, held.unwrap_or_default(), false));
+        }
+        for &r in group.iter() {
+            let adopt = !r.is_refused(cfg) || !prev.services.contains_key(&r.key);
+            let ips = if adopt { r.status_ips.clone() } else { vec![] };
+            order.push((r, ips, true));
+        }
+    }
+    for (r, held, only_free) in order {
         for ip in held {
             let mine = alloc.of(&r.key);
             let unpinned = alloc.tenants.get(&ip).is_some_and(|t| !t.pinned);
@@ -297,6 +309,9 @@ pub fn plan(
                     ),
                 ));
                 continue;
+            }
+            if r.is_refused(cfg) {
+                continue; // reported above or in the request; nothing new for it
             }
             match alloc.take(ip, pool, r) {
                 // Named against the final tenants (below), so that the message does not
@@ -393,40 +408,58 @@ pub fn plan(
     }
 }
 
-/// Problems listed per object at most; the rest are counted in one `TooManyProblems`.
-/// A Service can carry thousands of bad annotations (256 KiB of them): each problem is an
-/// Event, and the state is published to every node.
+/// Problems listed per object at most, those that say why a Service has no address
+/// first; the rest are counted in one `TooManyProblems`. A Service can
+/// carry thousands of bad annotations (256 KiB of them): each problem is an Event, and
+/// the state is published to every node.
 pub const MAX_PROBLEMS_PER_OBJECT: usize = 10;
 
+/// Reasons that explain a missing or kept-back address: never hidden by the cap.
+const ALLOCATION_REASONS: &[&str] = &[
+    "UnknownPool",
+    "InvalidIp",
+    "IpOutsidePool",
+    "IpNotUsable",
+    "PoolExhausted",
+    "PortConflict",
+    "InvalidName",
+];
+
+fn blocks_allocation(p: &Problem) -> bool {
+    ALLOCATION_REASONS.contains(&p.reason.as_str())
+        || (p.reason == "InvalidAnnotation" && {
+            let m = p.message.to_ascii_lowercase();
+            m.contains("loadbalancer/pool")
+                || m.contains("loadbalancer/ips")
+                || m.contains("loadbalancerip")
+        })
+}
+
 fn capped(problems: BTreeSet<Problem>) -> Vec<Problem> {
-    let mut out = Vec::with_capacity(problems.len());
-    let mut more: BTreeMap<String, usize> = BTreeMap::new();
-    let mut listed: Option<(String, usize)> = None;
+    // Per object: the ones that explain an address first, then the rest, in order.
+    let mut per: BTreeMap<String, (Vec<Problem>, Vec<Problem>)> = BTreeMap::new();
     for p in problems {
-        let n = match &mut listed {
-            Some((o, n)) if *o == p.object => {
-                *n += 1;
-                *n
-            }
-            _ => {
-                listed = Some((p.object.clone(), 1));
-                1
-            }
-        };
-        if n <= MAX_PROBLEMS_PER_OBJECT {
-            out.push(p);
+        let e = per.entry(p.object.clone()).or_default();
+        if blocks_allocation(&p) {
+            e.0.push(p);
         } else {
-            *more.entry(p.object).or_default() += 1;
+            e.1.push(p);
         }
     }
-    for (object, n) in more {
-        out.push(Problem {
-            object,
-            reason: "TooManyProblems".into(),
-            message: format!(
-                "{n} more problems not listed (the first {MAX_PROBLEMS_PER_OBJECT} are)"
-            ),
-        });
+    let mut out = Vec::new();
+    for (object, (first, rest)) in per {
+        let total = first.len() + rest.len();
+        out.extend(first.into_iter().chain(rest).take(MAX_PROBLEMS_PER_OBJECT));
+        if total > MAX_PROBLEMS_PER_OBJECT {
+            out.push(Problem {
+                object,
+                reason: "TooManyProblems".into(),
+                message: format!(
+                    "{} more problems not listed (the first {MAX_PROBLEMS_PER_OBJECT} are)",
+                    total - MAX_PROBLEMS_PER_OBJECT
+                ),
+            });
+        }
     }
     out.sort();
     out

@@ -62,3 +62,31 @@ fn hostile_services_are_problems_not_panics() {
     assert!(!problems_of(&s, "default/uni").is_empty());
     assert!(s.problems.len() < 100, "{}", s.problems.len());
 }
+
+/// Thousands of case variants of `loadbalancer/pool`, each with a refused value: every
+/// problem is of the kind that explains a missing address, and still at most 10 are
+/// listed (plus the count).
+#[test]
+fn a_flood_of_refused_pool_annotations_is_capped_too() {
+    let c = cfg(TWO_POOLS);
+    let mut s = svc("default", "flood").port(80);
+    for i in 0..2000u32 {
+        let key: String = "loadbalancer/pool"
+            .chars()
+            .enumerate()
+            .map(|(k, ch)| {
+                if k >= 13 && (i >> (k - 13)) & 1 == 1 {
+                    ch.to_ascii_uppercase()
+                } else {
+                    ch
+                }
+            })
+            .collect();
+        s = s.ann(&format!("{key}{}", " ".repeat((i / 16) as usize)), "a\nb");
+    }
+    let st = run(&c, &objs(vec![s.build()], nodes(1), vec![]), None);
+    let p = problems_of(&st, "default/flood");
+    assert!(p.len() <= 11, "{}", p.len());
+    assert!(p.iter().any(|(r, _)| r == "TooManyProblems"), "{p:?}");
+    assert!(ips(&st, "default/flood").is_empty());
+}
