@@ -35,7 +35,7 @@ use k8slb_common::state::State;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::{Netns, NoKeepalived};
@@ -52,7 +52,7 @@ const CHANGES: usize = 50;
 const IFNAME: &str = "kb0";
 
 fn main() {
-    if let Err(why) = prerequisites() {
+    if let Some(why) = support::missing_prerequisite(&["ip", "haproxy"]) {
         eprintln!("runtime bench: SKIPPED: {why}");
         return;
     }
@@ -84,26 +84,6 @@ fn main() {
     if failed {
         std::process::exit(1);
     }
-}
-
-fn prerequisites() -> Result<(), String> {
-    if !nix::unistd::geteuid().is_root() {
-        return Err("needs root (network namespace, veth)".into());
-    }
-    for b in ["ip", "haproxy"] {
-        let ok = Command::new("sh")
-            .arg("-c")
-            .arg(format!("command -v {b}"))
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            return Err(format!(
-                "binary `{b}` is missing (apt-get install -y haproxy iproute2)"
-            ));
-        }
-    }
-    Ok(())
 }
 
 enum Failure {

@@ -842,11 +842,9 @@ fn run_step(
     let kind = slot.kind();
     match step {
         Step::Unchanged => Ok(SlotOutcome::Unchanged),
-        Step::Runtime(cmds) => match if cmds.is_empty() {
-            Ok(()) // HAProxy already runs these endpoints (fast path): only the file lags
-        } else {
-            slot.daemon.runtime(&cmds)
-        } {
+        // No commands: HAProxy already runs these endpoints (fast path); only the file
+        // lags, and sending nothing is a no-op.
+        Step::Runtime(cmds) => match slot.daemon.runtime(&cmds) {
             Ok(()) => {
                 if !cmds.is_empty() {
                     metrics.runtime_api_updates.inc();

@@ -17,23 +17,31 @@ use std::time::{Duration, Instant};
 
 pub const ACTOR: &str = env!("CARGO_BIN_EXE_k8slb-actor");
 
+/// Why these tests cannot run here: not root, or one of `bins` is not on `PATH`.
+pub fn missing_prerequisite(bins: &[&str]) -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("needs root (network namespaces, netlink, VRRP); run it as root".into());
+    }
+    bins.iter()
+        .find(|b| {
+            !Command::new("sh")
+                .arg("-c")
+                .arg(format!("command -v {b}"))
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .map(|b| {
+            format!(
+                "binary `{b}` is missing: apt-get install -y haproxy keepalived nginx iproute2 procps"
+            )
+        })
+}
+
 /// FAILS (never skips) when not root or when one of `bins` is not on `PATH`.
 pub fn require_root_and(bins: &[&str]) {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "this test needs root (network namespaces, netlink, VRRP); run it as root"
-    );
-    for b in bins {
-        let ok = Command::new("sh")
-            .arg("-c")
-            .arg(format!("command -v {b}"))
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            ok,
-            "binary `{b}` is missing: apt-get install -y haproxy keepalived nginx iproute2 procps"
-        );
+    if let Some(why) = missing_prerequisite(bins) {
+        panic!("{why}");
     }
 }
 
