@@ -6,7 +6,9 @@
 //! - `detect <ip>`: the interface [`crate::vip::detect_interface`] picks for `<ip>`;
 //! - `connect --addr <ip:port> --until <file>`: connect, send an HTTP/1.0 request and
 //!   read the answer in a loop until `<file>` exists; prints `ok=<n> failed=<m>` and the
-//!   first errors.
+//!   first errors;
+//! - `listen --addr <ip:port>`: hold a listening socket (no SO_REUSEPORT) until killed,
+//!   so a daemon that wants the same port cannot start.
 
 use crate::vip::{self, AddrOps};
 use std::io::{Read, Write};
@@ -32,6 +34,11 @@ pub enum DebugCmd {
         addr: SocketAddr,
         #[arg(long, default_value = "/")]
         path: String,
+    },
+    /// Listen on an address until killed (accepts and closes connections).
+    Listen {
+        #[arg(long)]
+        addr: SocketAddr,
     },
     /// Connect in a loop until a file exists; count failures.
     Connect {
@@ -64,6 +71,14 @@ pub fn run(args: DebugArgs) -> anyhow::Result<()> {
         }
         DebugCmd::Get { addr, path } => {
             print!("{}", String::from_utf8_lossy(&get(addr, &path)?));
+        }
+        DebugCmd::Listen { addr } => {
+            let l = std::net::TcpListener::bind(addr)?;
+            println!("listening on {}", l.local_addr()?);
+            std::io::stdout().flush()?;
+            for c in l.incoming() {
+                drop(c);
+            }
         }
         DebugCmd::Connect { addr, until } => {
             let (mut ok, mut failed) = (0u64, 0u64);

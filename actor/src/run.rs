@@ -513,7 +513,6 @@ pub fn control_loop<R: NodeRenderer>(
                             unsaved_since.get_or_insert(now);
                         }
                         applied_once = true;
-                        health.set_ready();
                         health.set_error(None);
                     }
                     Err(e) => {
@@ -528,6 +527,9 @@ pub fn control_loop<R: NodeRenderer>(
         if applier.wants_apply() {
             debouncer.changed(now);
         }
+        // Ready only while the daemons run the applied config (not merely after an
+        // apply once succeeded).
+        health.set_readiness(applier.not_ready());
         // Only a state that was applied as a whole is saved (not a newer one that failed).
         let save = save_due.is_some_and(|t| now >= t)
             || unsaved_since.is_some_and(|t| now >= t + LAST_STATE_MAX);

@@ -1,0 +1,166 @@
+//! Root tests: what a real LB node found (issue 9), with the real `k8slb-actor run`,
+//! keepalived and HAProxy in a network namespace of the test's own (`k8slbn-<pid>-<n>`,
+//! addresses from 198.18.7.0/24).
+//!
+//! - readiness tells the truth: while HAProxy cannot start (its port is taken in the
+//!   namespace), `/readyz` is 503 and says why, also after the actor's retry, and
+//!   `reloads_total{daemon="haproxy",result="failed"}` counts the failures; once the port
+//!   is free, HAProxy runs and `/readyz` is 200.
+//!
+//! FAILS (never skips) without root or without haproxy / keepalived / ip.
+//!
+//! Run: `cargo test -p k8slb-actor --test netns_lb_node -- --test-threads=1`.
+
+mod support;
+
+use k8slb_common::state::State;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+use support::{require_root_and, wait_until, ActorProc, Netns, ACTOR};
+
+/// This file's namespaces are `k8slbn-<pid>-<n>`.
+const NS_PREFIX: &str = "k8slbn";
+const VIP: &str = "198.18.7.10";
+const ADMIN: &str = "127.0.0.1:9254";
+
+/// One node `n1` (198.18.7.2 on eth0), one VIP, one TCP Service on port 8080 whose
+/// endpoint is `backend` (an address:port in the namespace).
+fn state(backend: (&str, u16)) -> State {
+    let port = serde_json::json!({
+        "protocol": "TCP", "port": 8080, "mode": "tcp", "tls": false, "redirect": false,
+        "backendTls": false, "check": false, "stickiness": "none", "stickinessTimeoutS": 10800,
+        "sourceRanges": [], "endpoints": [ { "ip": backend.0, "port": backend.1 } ]
+    });
+    let json = serde_json::json!({
+        "version": 1,
+        "config": {
+            "pools": {
+                "default": { "network": "198.18.7.0/24", "prefixLen": 24, "family": "v4", "first": "198.18.7.10" }
+            },
+            "keepalived": { "advertIntMs": 100, "unicast": false, "preempt": false,
+                "emailServerTimeoutS": 30, "garpRepeat": 1, "garpMasterDelayS": 1 },
+            "haproxy": { "global": [], "defaults": ["timeout connect 1s", "timeout client 5s", "timeout server 5s"],
+                "tcpfront": [], "httpfront": [], "tcpback": [], "httpback": [] },
+            "nginx": { "global": [], "http": [], "proxy": [], "upstream": [], "stream": [] },
+            "certPath": "/etc/certs"
+        },
+        "nodes": { "n1": { "addresses": ["198.18.7.2"] } },
+        "instances": [ {
+            "vrid": 71, "name": "k8slb_default_71", "pool": "default", "family": "v4",
+            "members": [ { "node": "n1", "priority": 150 } ], "vips": [VIP]
+        } ],
+        "vips": { VIP: { "pool": "default", "vrid": 71, "owner": "n1", "services": ["default/web"] } },
+        "services": {
+            "default/web": { "ips": [VIP], "pool": "default", "ipMode": "Proxy", "ports": [port] }
+        },
+        "problems": []
+    });
+    State::from_json(&json.to_string()).unwrap()
+}
+
+fn start_actor(ns: &Netns, dir: &Path) -> ActorProc {
+    ActorProc::start(ns, dir, "n1", dir.join("work"), dir.join("actor.log"))
+}
+
+/// The value of one sample of the actor's `/metrics` (0 when absent).
+fn metric(ns: &Netns, sample: &str) -> f64 {
+    ns.get(ADMIN, "/metrics")
+        .lines()
+        .find_map(|l| l.strip_prefix(sample)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A process holding `addr` in the namespace (`k8slb-actor debug listen`), killed on
+/// drop.
+struct Blocker(std::process::Child);
+
+impl Blocker {
+    fn start(ns: &Netns, addr: &str) -> Blocker {
+        let mut c = ns
+            .cmd(ACTOR)
+            .args(["debug", "listen", "--addr", addr])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(c.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("listening"), "blocker: {line:?}");
+        Blocker(c)
+    }
+}
+
+impl Drop for Blocker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn netns_actor_is_not_ready_while_haproxy_cannot_start_and_ready_once_it_runs() {
+    require_root_and(&["ip", "haproxy", "keepalived"]);
+    let ns = Netns::new(NS_PREFIX);
+    ns.veth("eth0", "peer0", "198.18.7.2/24");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("state.json"),
+        state(("198.18.7.2", 9001)).to_json(),
+    )
+    .unwrap();
+
+    // HAProxy's port is taken: `haproxy -c` passes, the start fails ("cannot bind").
+    let blocker = Blocker::start(&ns, "0.0.0.0:8080");
+    let a = start_actor(&ns, dir.path());
+
+    // Wait for the actor's second apply of the same state (its retry after a failure):
+    // before issue 9's fix, that retry saw the installed text, called it unchanged, and
+    // the node was Ready from then on.
+    let applies = |ns: &Netns| {
+        ["ok", "failed", "unchanged"]
+            .iter()
+            .map(|r| metric(ns, &format!("k8slb_actor_applies_total{{result=\"{r}\"}}")))
+            .sum::<f64>()
+    };
+    assert!(
+        wait_until(Duration::from_secs(40), || applies(&ns) >= 2.0),
+        "no second apply; log:\n{}",
+        a.log()
+    );
+    let ready = ns.get(ADMIN, "/readyz");
+    assert!(
+        ready.contains(" 503 ") && ready.contains("haproxy not running"),
+        "{ready}\nlog:\n{}",
+        a.log()
+    );
+    let failed = metric(
+        &ns,
+        "k8slb_actor_reloads_total{daemon=\"haproxy\",result=\"failed\"}",
+    );
+    assert!(failed >= 2.0, "failed starts counted: {failed}");
+    println!(
+        "while the port is taken: {} failed HAProxy starts; /readyz: {}",
+        failed,
+        ready.lines().last().unwrap_or("")
+    );
+
+    // The cause is removed: the supervisor's next restart succeeds, the node is ready
+    // and holds the VIP.
+    drop(blocker);
+    assert!(
+        wait_until(Duration::from_secs(30), || ns
+            .get(ADMIN, "/readyz")
+            .contains(" 200 ")),
+        "never ready after the port was freed: {}\nlog:\n{}",
+        ns.get(ADMIN, "/readyz"),
+        a.log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || ns.has_addr(VIP) == 1),
+        "VIP never arrived; log:\n{}",
+        a.log()
+    );
+}
