@@ -14,7 +14,10 @@
 //! `reloads_total{daemon,result}`, `runtime_api_updates_total`,
 //! `config_check_failures_total{daemon}`, `child_restarts_total{daemon}`,
 //! `state_refused_total`, `applies_total{result}`, `vips_held{pool,vip}` (1 per VIP of
-//! the state that this node holds now). The `vip` label is bounded: VIPs come only from
+//! the state that this node holds now), `fd_limit` (the open-files hard limit the proxy
+//! runs under), `proxy_maxconn` (HAProxy's global `maxconn` or nginx's
+//! `worker_connections` as rendered, after fitting to `fd_limit`; absent when the
+//! admin sets none and HAProxy derives its own). The `vip` label is bounded: VIPs come only from
 //! the admin's pools and the state, never from client traffic.
 
 use crate::daemons::DaemonKind;
@@ -63,6 +66,8 @@ pub struct Metrics {
     pub state_refused: Counter,
     pub applies: Family<ResultLabel, Counter>,
     pub vips_held: Family<VipLabel, Gauge>,
+    pub fd_limit: Gauge,
+    pub proxy_maxconn: Gauge,
 }
 
 impl Default for Metrics {
@@ -81,6 +86,8 @@ impl Metrics {
         let state_refused = Counter::default();
         let applies = Family::<ResultLabel, Counter>::default();
         let vips_held = Family::<VipLabel, Gauge>::default();
+        let fd_limit = Gauge::default();
+        let proxy_maxconn = Gauge::default();
         registry.register(
             "reloads",
             "Reloads (and starts) of a daemon, by result (ok, failed)",
@@ -116,8 +123,20 @@ impl Metrics {
             "1 for each VIP of the state that this node holds now",
             vips_held.clone(),
         );
+        registry.register(
+            "fd_limit",
+            "Open-files hard limit the proxy runs under (the actor raises its soft limit to it)",
+            fd_limit.clone(),
+        );
+        registry.register(
+            "proxy_maxconn",
+            "HAProxy's global maxconn or nginx's worker_connections as rendered, after fitting to fd_limit",
+            proxy_maxconn.clone(),
+        );
         Metrics {
             registry,
+            fd_limit,
+            proxy_maxconn,
             reloads,
             runtime_api_updates,
             config_check_failures,

@@ -7,8 +7,9 @@
 //! - `connect --addr <ip:port> --until <file>`: connect, send an HTTP/1.0 request and
 //!   read the answer in a loop until `<file>` exists; prints `ok=<n> failed=<m>` and the
 //!   first errors;
-//! - `listen --addr <ip:port>`: hold a listening socket (no SO_REUSEPORT) until killed,
-//!   so a daemon that wants the same port cannot start.
+//! - `listen --addr <ip:port> [--answer <text>]`: hold a listening socket (no
+//!   SO_REUSEPORT) until killed, so a daemon that wants the same port cannot start; with
+//!   `--answer`, a tiny HTTP backend that answers every request with `<text>`.
 
 use crate::vip::{self, AddrOps};
 use std::io::{Read, Write};
@@ -39,6 +40,9 @@ pub enum DebugCmd {
     Listen {
         #[arg(long)]
         addr: SocketAddr,
+        /// Answer each request with `HTTP/1.0 200` and this body (else close at once).
+        #[arg(long)]
+        answer: Option<String>,
     },
     /// Connect in a loop until a file exists; count failures.
     Connect {
@@ -72,12 +76,21 @@ pub fn run(args: DebugArgs) -> anyhow::Result<()> {
         DebugCmd::Get { addr, path } => {
             print!("{}", String::from_utf8_lossy(&get(addr, &path)?));
         }
-        DebugCmd::Listen { addr } => {
+        DebugCmd::Listen { addr, answer } => {
             let l = std::net::TcpListener::bind(addr)?;
             println!("listening on {}", l.local_addr()?);
             std::io::stdout().flush()?;
             for c in l.incoming() {
-                drop(c);
+                if let (Ok(mut c), Some(body)) = (c, answer.as_deref()) {
+                    let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+                    let mut buf = [0u8; 4096];
+                    let _ = c.read(&mut buf);
+                    let _ = write!(
+                        c,
+                        "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                }
             }
         }
         DebugCmd::Connect { addr, until } => {

@@ -163,6 +163,23 @@ pub struct RealRenderer {
     pub renderer: Renderer,
     pub node: NodeName,
     pub base: ViewOptions,
+    /// Where the rendered proxy limit goes (`proxy_maxconn`), if anywhere.
+    pub metrics: Option<Arc<Metrics>>,
+    /// The view notes logged last: each is logged once, when it appears, however often
+    /// the same config is viewed again (retries, restarts, file syncs).
+    pub logged: std::sync::Mutex<Vec<String>>,
+}
+
+impl RealRenderer {
+    pub fn new(renderer: Renderer, node: NodeName, base: ViewOptions) -> Self {
+        RealRenderer {
+            renderer,
+            node,
+            base,
+            metrics: None,
+            logged: Default::default(),
+        }
+    }
 }
 
 impl NodeRenderer for RealRenderer {
@@ -182,11 +199,19 @@ impl NodeRenderer for RealRenderer {
         opts.node_addresses = ctx.node_addresses.clone();
         let v = view::view_with_previous(state, &self.node, &opts, previous)
             .map_err(|e| e.to_string())?;
-        // Each note once, when it appears (not again on every apply).
-        for n in &v.notes {
-            if previous.is_none_or(|p| !p.notes.contains(n)) {
+        // Each note once, when it appears (not again on every apply or retry).
+        let mut logged = self.logged.lock().unwrap_or_else(|p| p.into_inner());
+        if *logged != v.notes {
+            for n in v.notes.iter().filter(|n| !logged.contains(n)) {
                 tracing::info!(note = %n, "view");
             }
+            logged.clone_from(&v.notes);
+        }
+        if let Some(m) = &self.metrics {
+            m.proxy_maxconn.set(
+                v.proxy_maxconn()
+                    .map_or(0, |c| i64::try_from(c).unwrap_or(i64::MAX)),
+            );
         }
         Ok(v)
     }
@@ -622,12 +647,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // k8slb's PRIORITY<n>, as `render` reads them; a bad value exits 64 with one line.
     base.priority_overrides = crate::cmd_render::priority_overrides(std::env::vars())
         .context("PRIORITY<n> environment")?;
-    let real = RealRenderer {
-        renderer,
-        node: args.node.clone(),
-        base,
-    };
-
+    let metrics = Arc::new(Metrics::new());
     match daemons::raise_open_files_limit() {
         Ok((before, after)) if before < after => {
             tracing::info!(before, after, "open-files limit raised for the proxy");
@@ -635,6 +655,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         Ok((_, after)) => tracing::debug!(limit = after, "open-files limit"),
         Err(e) => tracing::warn!(error = %e, "could not raise the open-files limit"),
     }
+    // The proxy inherits the hard limit: its connection limits are fitted to it.
+    match crate::fdlimit::FdBudget::of_this_process() {
+        Ok(b) => {
+            metrics
+                .fd_limit
+                .set(i64::try_from(b.limit).unwrap_or(i64::MAX));
+            base.fd_budget = Some(b);
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the open-files limit; proxy limits rendered as configured")
+        }
+    }
+    let mut real = RealRenderer::new(renderer, args.node.clone(), base);
+    real.metrics = Some(metrics.clone());
 
     // In a Pod, /proc/sys is read-only: the manifests' init container (or the node's own
     // sysctl.d) sets these, and writing them again would only fail with a false alarm.
@@ -659,7 +693,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         ProxyKind::Nginx => Some(Box::new(daemons::Nginx::new(&bins.nginx, paths.clone()))),
         ProxyKind::Kubeproxy => None,
     };
-    let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health::default());
     let mut applier = Applier::new(real, keepalived, proxy, metrics.clone());
     applier.min_reload_interval = Duration::from_millis(args.min_reload_interval_ms);

@@ -6,6 +6,11 @@
 //!   namespace), `/readyz` is 503 and says why, also after the actor's retry, and
 //!   `reloads_total{daemon="haproxy",result="failed"}` counts the failures; once the port
 //!   is free, HAProxy runs and `/readyz` is 200.
+//! - the open-files limit: the actor runs under `prlimit --nofile=4096:4096` with k8slb's
+//!   DEFAULT HAProxy sections (`maxconn 20000`, which needs ~40,000 descriptors):
+//!   HAProxy starts, a request through the VIP reaches the backend, the log says once
+//!   that maxconn was lowered (configured value, limit, value used), and the metrics
+//!   `fd_limit` and `proxy_maxconn` show it.
 //!
 //! FAILS (never skips) without root or without haproxy / keepalived / ip.
 //!
@@ -72,18 +77,45 @@ fn metric(ns: &Netns, sample: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// `k8slb-actor run` under `prlimit --nofile=<n>:<n>` (soft and hard), otherwise as
+/// [`ActorProc::start`].
+fn start_actor_with_nofile(ns: &Netns, dir: &Path, nofile: u64) -> ActorProc {
+    let log = dir.join("actor.log");
+    let f = std::fs::File::create(&log).unwrap();
+    let work = dir.join("work");
+    let child = ns
+        .cmd("prlimit")
+        .arg(format!("--nofile={nofile}:{nofile}"))
+        .args([ACTOR, "run", "--node", "n1", "--admin-addr", ADMIN])
+        .args(["--min-reload-interval-ms", "100"])
+        .arg("--state")
+        .arg(format!("file:{}", dir.join("state.json").display()))
+        .arg("--work-dir")
+        .arg(&work)
+        .env("NO_COLOR", "1")
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .spawn()
+        .unwrap();
+    ActorProc { child, log, work }
+}
+
 /// A process holding `addr` in the namespace (`k8slb-actor debug listen`), killed on
 /// drop.
 struct Blocker(std::process::Child);
 
 impl Blocker {
     fn start(ns: &Netns, addr: &str) -> Blocker {
-        let mut c = ns
-            .cmd(ACTOR)
-            .args(["debug", "listen", "--addr", addr])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        Blocker::answering(ns, addr, None)
+    }
+    /// With `answer`: a backend answering every request with it.
+    fn answering(ns: &Netns, addr: &str, answer: Option<&str>) -> Blocker {
+        let mut cmd = ns.cmd(ACTOR);
+        cmd.args(["debug", "listen", "--addr", addr]);
+        if let Some(a) = answer {
+            cmd.args(["--answer", a]);
+        }
+        let mut c = cmd.stdout(Stdio::piped()).spawn().unwrap();
         let mut line = String::new();
         BufReader::new(c.stdout.take().unwrap())
             .read_line(&mut line)
@@ -163,4 +195,68 @@ fn netns_actor_is_not_ready_while_haproxy_cannot_start_and_ready_once_it_runs() 
         "VIP never arrived; log:\n{}",
         a.log()
     );
+}
+
+#[test]
+fn netns_haproxy_with_the_default_maxconn_serves_under_a_4096_open_files_limit() {
+    require_root_and(&["ip", "haproxy", "keepalived", "prlimit"]);
+    let ns = Netns::new(NS_PREFIX);
+    ns.veth("eth0", "peer0", "198.18.7.2/24");
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = state(("198.18.7.2", 9001));
+    // k8slb's built-in HAProxy sections, as a config without `haproxy` gets them.
+    s.config.haproxy = k8slb_common::config::default_haproxy();
+    assert!(s
+        .config
+        .haproxy
+        .global
+        .iter()
+        .any(|l| l.as_str() == "maxconn 20000"));
+    std::fs::write(dir.path().join("state.json"), s.to_json()).unwrap();
+    let _backend = Blocker::answering(&ns, "198.18.7.2:9001", Some("backend-9001"));
+
+    let a = start_actor_with_nofile(&ns, dir.path(), 4096);
+    assert!(
+        wait_until(Duration::from_secs(30), || ns
+            .get(ADMIN, "/readyz")
+            .contains(" 200 ")),
+        "never ready: {}\nlog:\n{}",
+        ns.get(ADMIN, "/readyz"),
+        a.log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || ns
+            .get(&format!("{VIP}:8080"), "/")
+            .contains("backend-9001")),
+        "no answer through the VIP; log:\n{}",
+        a.log()
+    );
+    let cfg = std::fs::read_to_string(dir.path().join("work/haproxy.cfg")).unwrap();
+    let maxconn: u64 = cfg
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("maxconn "))
+        .expect("a maxconn line")
+        .parse()
+        .unwrap();
+    assert!(maxconn < 2048 && maxconn >= 1000, "maxconn {maxconn}");
+    assert_eq!(metric(&ns, "k8slb_actor_fd_limit"), 4096.0);
+    assert_eq!(metric(&ns, "k8slb_actor_proxy_maxconn"), maxconn as f64);
+    let log = a.log();
+    let lowered: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("maxconn 20000 lowered to"))
+        .collect();
+    assert_eq!(lowered.len(), 1, "said once:\n{log}");
+    assert!(
+        lowered[0].contains(&format!(
+            "lowered to {maxconn}: the open-files limit is 4096"
+        )),
+        "{}",
+        lowered[0]
+    );
+    assert!(
+        !log.contains("Cannot raise FD limit"),
+        "HAProxy complained:\n{log}"
+    );
+    println!("under nofile 4096: maxconn 20000 rendered as {maxconn}; served through {VIP}:8080");
 }
