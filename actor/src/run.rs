@@ -280,19 +280,31 @@ impl LoopConfig {
 }
 
 /// This node's interfaces per pool and addresses, from netlink and the state.
+///
+/// Only the node's own addresses count: a VIP (of `state`, or in `vips`: those of the
+/// last applied and the last saved state) and a host address inside a pool network are
+/// never the reason an interface is chosen, nor a node address. Otherwise a running
+/// node whose pool lost its `interface` kept finding the interface through the VIP
+/// keepalived had put there, and after a restart (VIPs cleaned up) found none (issue 9).
+/// keepalived 2.2 marks its addresses in no way netlink shows (no `IFA_PROTO`, no
+/// label), so the state's VIPs are the marker.
 pub fn node_context(
     state: &State,
     node: &NodeName,
     forced: &BTreeMap<PoolName, IfName>,
     addrs: &[vip::Addr],
+    vips: &BTreeSet<IpAddr>,
 ) -> NodeContext {
     let pools = vip::pool_networks(&state.config.pools);
     let own: Vec<(String, ipnet::IpNet)> = addrs
         .iter()
         .filter(|a| {
-            !pools
-                .iter()
-                .any(|(_, p)| p.contains(a.ip()) && a.net.prefix_len() == a.net.max_prefix_len())
+            let ip = a.ip();
+            !state.vips.contains_key(&ip)
+                && !vips.contains(&ip)
+                && !pools
+                    .iter()
+                    .any(|(_, p)| p.contains(ip) && a.net.prefix_len() == a.net.max_prefix_len())
         })
         .map(|a| (a.ifname.clone(), a.net))
         .collect();
@@ -523,7 +535,13 @@ pub fn control_loop<R: NodeRenderer>(
                     tracing::error!(error = %e, "could not list addresses");
                     Vec::new()
                 });
-                let ctx = node_context(s, &cfg.node, &cfg.forced_interfaces, &addrs);
+                let vips: BTreeSet<IpAddr> = applied
+                    .iter()
+                    .map(|a| &**a)
+                    .chain(last_saved.iter())
+                    .flat_map(|st| st.vips.keys().copied())
+                    .collect();
+                let ctx = node_context(s, &cfg.node, &cfg.forced_interfaces, &addrs, &vips);
                 match applier.apply(s, &ctx, now) {
                     Ok(Applied::Deferred(t)) => retry_at = Some(t),
                     Ok(a) => {
@@ -779,5 +797,79 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(e).context("control loop"),
         Err(_) => anyhow::bail!("control loop panicked"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(ifname: &str, net: &str) -> vip::Addr {
+        vip::Addr {
+            ifname: ifname.into(),
+            index: 1,
+            net: net.parse().unwrap(),
+        }
+    }
+
+    /// A state whose pool `default` (198.18.7.0/24, no `interface`) has the VIP
+    /// 198.18.7.10.
+    fn state() -> State {
+        let mut s = State::from_json(include_str!("../tests/fixtures/empty.json")).unwrap();
+        let pool = s
+            .config
+            .pools
+            .get_mut(&"default".parse::<PoolName>().unwrap())
+            .unwrap();
+        pool.network = "198.18.7.0/24".into();
+        pool.first = "198.18.7.0".parse().unwrap();
+        pool.interface = None;
+        s.vips.insert(
+            "198.18.7.10".parse().unwrap(),
+            k8slb_common::state::VipState {
+                pool: "default".parse().unwrap(),
+                vrid: 71,
+                owner: None,
+                services: vec![],
+            },
+        );
+        s
+    }
+
+    #[test]
+    fn interface_detection_ignores_vips() {
+        let s = state();
+        let node: NodeName = "n1".parse().unwrap();
+        let pool: PoolName = "default".parse().unwrap();
+        let none = BTreeSet::new();
+        let detect = |addrs: &[vip::Addr], vips: &BTreeSet<IpAddr>| {
+            node_context(&s, &node, &BTreeMap::new(), addrs, vips)
+                .interfaces
+                .get(&pool)
+                .map(|i| i.to_string())
+        };
+        // The VIP keepalived put on eth0, with the pool's prefix, is the only address
+        // in the pool's network: no interface (and no node address from it).
+        let vip_only = [
+            addr("eth0", "198.18.8.2/24"),
+            addr("eth0", "198.18.7.10/24"),
+        ];
+        assert_eq!(detect(&vip_only, &none), None);
+        let ctx = node_context(&s, &node, &BTreeMap::new(), &vip_only, &none);
+        assert_eq!(
+            ctx.node_addresses,
+            vec!["198.18.8.2".parse::<IpAddr>().unwrap()]
+        );
+        // A VIP only the last applied state knows counts as a VIP too.
+        let old_vip = [addr("eth0", "198.18.7.11/24")];
+        assert_eq!(detect(&old_vip, &none).as_deref(), Some("eth0"));
+        let known: BTreeSet<IpAddr> = ["198.18.7.11".parse().unwrap()].into();
+        assert_eq!(detect(&old_vip, &known), None);
+        // A real address of the node in the pool's network: that interface.
+        let real = [
+            addr("eth0", "198.18.7.10/24"),
+            addr("eth1", "198.18.7.2/24"),
+        ];
+        assert_eq!(detect(&real, &none).as_deref(), Some("eth1"));
     }
 }

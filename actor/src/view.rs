@@ -100,7 +100,7 @@ impl ViewOptions {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ViewError {
-    #[error("no interface for pool {pool} (VRRP instance {vrid}): set `interface` on the pool or pass --interface {pool}=<ifname>")]
+    #[error("no interface for pool {pool} (VRRP instance {vrid}): no address of this node (VIPs do not count) is in the pool's network; set `interface` on the pool or pass --interface {pool}=<ifname>")]
     NoInterface { pool: PoolName, vrid: u8 },
     #[error("VRRP instance {vrid} refers to pool {pool}, which is not in the config")]
     UnknownPool { pool: PoolName, vrid: u8 },

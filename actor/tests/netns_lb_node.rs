@@ -11,6 +11,10 @@
 //!   HAProxy starts, a request through the VIP reaches the backend, the log says once
 //!   that maxconn was lowered (configured value, limit, value used), and the metrics
 //!   `fd_limit` and `proxy_maxconn` show it.
+//! - interface detection ignores the VIPs: a running node whose pool loses its
+//!   `interface` does not find the interface through the VIP keepalived put there (the
+//!   apply fails with a clear error, the running configs stay); once the node has a real
+//!   address in the pool's network, that interface is chosen and the VIP moves to it.
 //!
 //! FAILS (never skips) without root or without haproxy / keepalived / ip.
 //!
@@ -259,4 +263,84 @@ fn netns_haproxy_with_the_default_maxconn_serves_under_a_4096_open_files_limit()
         "HAProxy complained:\n{log}"
     );
     println!("under nofile 4096: maxconn 20000 rendered as {maxconn}; served through {VIP}:8080");
+}
+
+/// Where `ip` is held in the namespace: the interface names.
+fn held_on(ns: &Netns, ip: &str) -> Vec<String> {
+    ns.ip("-o addr show")
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .any(|w| w.starts_with(&format!("{ip}/")))
+        })
+        .filter_map(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .map(|s| s.trim_end_matches(':').to_string())
+        })
+        .collect()
+}
+
+/// Replace the state file atomically (the actor re-reads it).
+fn write_state(dir: &Path, s: &State) {
+    let tmp = dir.join("state.json.tmp");
+    std::fs::write(&tmp, s.to_json()).unwrap();
+    std::fs::rename(&tmp, dir.join("state.json")).unwrap();
+}
+
+#[test]
+fn netns_a_pool_without_interface_is_not_detected_through_its_own_vip() {
+    require_root_and(&["ip", "haproxy", "keepalived"]);
+    let ns = Netns::new(NS_PREFIX);
+    // eth0: the node's address outside the pool's network; eth1: none yet.
+    ns.veth("eth0", "peer0", "198.18.8.2/24");
+    ns.ip("link add eth1 type veth peer name peer1");
+    ns.ip("link set eth1 up");
+    ns.ip("link set peer1 up");
+    let dir = tempfile::tempdir().unwrap();
+    let _backend = Blocker::answering(&ns, "198.18.8.2:9001", Some("backend-9001"));
+    let mut s = state(("198.18.8.2", 9001));
+    let pool: k8slb_common::names::PoolName = "default".parse().unwrap();
+    s.config.pools.get_mut(&pool).unwrap().interface = Some("eth0".parse().unwrap());
+    write_state(dir.path(), &s);
+
+    // 1. The pool forces eth0: keepalived puts the VIP there.
+    let a = start_actor(&ns, dir.path());
+    assert!(
+        wait_until(Duration::from_secs(20), || held_on(&ns, VIP) == ["eth0"]),
+        "VIP never on eth0: {:?}; log:\n{}",
+        held_on(&ns, VIP),
+        a.log()
+    );
+
+    // 2. The pool loses `interface`. The only address in 198.18.7.0/24 is the VIP on
+    //    eth0: no interface (before the fix, the VIP itself made eth0 the choice).
+    s.config.pools.get_mut(&pool).unwrap().interface = None;
+    write_state(dir.path(), &s);
+    assert!(
+        wait_until(Duration::from_secs(10), || metric(
+            &ns,
+            "k8slb_actor_applies_total{result=\"failed\"}"
+        ) >= 1.0),
+        "the apply did not fail; log:\n{}",
+        a.log()
+    );
+    let log = a.log();
+    assert!(
+        log.contains("no interface for pool default (VRRP instance 71): no address of this node (VIPs do not count)"),
+        "{log}"
+    );
+    assert_eq!(held_on(&ns, VIP), ["eth0"], "the running config stays");
+
+    // 3. A real address in the pool's network on eth1: that interface (at the actor's
+    //    retry), and the VIP moves there.
+    ns.ip("addr add 198.18.7.2/24 dev eth1");
+    assert!(
+        wait_until(Duration::from_secs(30), || held_on(&ns, VIP) == ["eth1"]),
+        "VIP never moved to eth1: {:?}; log:\n{}",
+        held_on(&ns, VIP),
+        a.log()
+    );
+    let ka = std::fs::read_to_string(dir.path().join("work/keepalived.conf")).unwrap();
+    assert!(ka.contains("interface eth1"), "{ka}");
 }
