@@ -7,10 +7,10 @@
 //! `strict-limits`, its default since 2.3), and the supervisor restarts it forever.
 //!
 //! **HAProxy** (2.6, `haproxy.c`/`compute_ideal_maxsock`) needs, for a global `maxconn`
-//! of `m`: `2 m` (both sides of every connection) + `2 * maxpipes` (`m / 4` pipes only
-//! when splicing is on) + one per listener (every `bind`, the stats socket) + one per
-//! server with a health check + `3 * nbthread` (a poller and a wake-up pipe per thread)
-//! + a fixed part. Measured with HAProxy 2.6.12 in master-worker mode with a master CLI
+//! of `m`: `2 m` (both sides of every connection), plus `2 * maxpipes` (`m / 4` pipes
+//! only when splicing is on), one per listener (every `bind`, the stats socket), one per
+//! server with a health check, `3 * nbthread` (a poller and a wake-up pipe per thread)
+//! and a fixed part. Measured with HAProxy 2.6.12 in master-worker mode with a master CLI
 //! (`-W -S`, as the actor runs it): the fixed part is 32 ([`HAPROXY_BASE_FDS`]); for
 //! maxconn 1000, 1 thread, 10 frontends and 10 checked servers HAProxy asks for
 //! 2056 = 2000 + 10 + 1 + 10 + 3 + 32. The actor keeps [`FD_MARGIN`] more for what the

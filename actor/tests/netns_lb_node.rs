@@ -242,7 +242,7 @@ fn netns_haproxy_with_the_default_maxconn_serves_under_a_4096_open_files_limit()
         .expect("a maxconn line")
         .parse()
         .unwrap();
-    assert!(maxconn < 2048 && maxconn >= 1000, "maxconn {maxconn}");
+    assert!((1000..2048).contains(&maxconn), "maxconn {maxconn}");
     assert_eq!(metric(&ns, "k8slb_actor_fd_limit"), 4096.0);
     assert_eq!(metric(&ns, "k8slb_actor_proxy_maxconn"), maxconn as f64);
     let log = a.log();
