@@ -10,7 +10,9 @@
 //!   DEFAULT HAProxy sections (`maxconn 20000`, which needs ~40,000 descriptors):
 //!   HAProxy starts, a request through the VIP reaches the backend, the log says once
 //!   that maxconn was lowered (configured value, limit, value used), and the metrics
-//!   `fd_limit` and `proxy_maxconn` show it.
+//!   `fd_limit` and `proxy_maxconn` show it. The same for nginx with its default
+//!   events block (`worker_connections 16384` is lowered to fit, so nginx does not
+//!   warn that it exceeds the limit).
 //! - interface detection ignores the VIPs: a running node whose pool loses its
 //!   `interface` does not find the interface through the VIP keepalived put there (the
 //!   apply fails with a clear error, the running configs stay); once the node has a real
@@ -83,7 +85,7 @@ fn metric(ns: &Netns, sample: &str) -> f64 {
 
 /// `k8slb-actor run` under `prlimit --nofile=<n>:<n>` (soft and hard), otherwise as
 /// [`ActorProc::start`].
-fn start_actor_with_nofile(ns: &Netns, dir: &Path, nofile: u64) -> ActorProc {
+fn start_actor_with_nofile(ns: &Netns, dir: &Path, nofile: u64, proxy: &str) -> ActorProc {
     let log = dir.join("actor.log");
     let f = std::fs::File::create(&log).unwrap();
     let work = dir.join("work");
@@ -91,7 +93,7 @@ fn start_actor_with_nofile(ns: &Netns, dir: &Path, nofile: u64) -> ActorProc {
         .cmd("prlimit")
         .arg(format!("--nofile={nofile}:{nofile}"))
         .args([ACTOR, "run", "--node", "n1", "--admin-addr", ADMIN])
-        .args(["--min-reload-interval-ms", "100"])
+        .args(["--min-reload-interval-ms", "100", "--proxy", proxy])
         .arg("--state")
         .arg(format!("file:{}", dir.join("state.json").display()))
         .arg("--work-dir")
@@ -219,7 +221,7 @@ fn netns_haproxy_with_the_default_maxconn_serves_under_a_4096_open_files_limit()
     std::fs::write(dir.path().join("state.json"), s.to_json()).unwrap();
     let _backend = Blocker::answering(&ns, "198.18.7.2:9001", Some("backend-9001"));
 
-    let a = start_actor_with_nofile(&ns, dir.path(), 4096);
+    let a = start_actor_with_nofile(&ns, dir.path(), 4096, "haproxy");
     assert!(
         wait_until(Duration::from_secs(30), || ns
             .get(ADMIN, "/readyz")
@@ -343,4 +345,61 @@ fn netns_a_pool_without_interface_is_not_detected_through_its_own_vip() {
     );
     let ka = std::fs::read_to_string(dir.path().join("work/keepalived.conf")).unwrap();
     assert!(ka.contains("interface eth1"), "{ka}");
+}
+
+#[test]
+fn netns_nginx_with_the_default_events_serves_under_a_4096_open_files_limit() {
+    require_root_and(&["ip", "nginx", "keepalived", "prlimit"]);
+    let ns = Netns::new(NS_PREFIX);
+    ns.veth("eth0", "peer0", "198.18.7.2/24");
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = state(("198.18.7.2", 9001));
+    s.config.nginx = k8slb_common::config::default_nginx();
+    // An L7 port: nginx's http block.
+    for svc in s.services.values_mut() {
+        for p in &mut svc.ports {
+            p.mode = k8slb_common::state::Mode::Http;
+        }
+    }
+    std::fs::write(dir.path().join("state.json"), s.to_json()).unwrap();
+    let _backend = Blocker::answering(&ns, "198.18.7.2:9001", Some("backend-9001"));
+
+    let a = start_actor_with_nofile(&ns, dir.path(), 4096, "nginx");
+    assert!(
+        wait_until(Duration::from_secs(30), || ns
+            .get(ADMIN, "/readyz")
+            .contains(" 200 ")),
+        "never ready: {}\nlog:\n{}",
+        ns.get(ADMIN, "/readyz"),
+        a.log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || ns
+            .get(&format!("{VIP}:8080"), "/")
+            .contains("backend-9001")),
+        "no answer through the VIP; log:\n{}",
+        a.log()
+    );
+    let cfg = std::fs::read_to_string(dir.path().join("work/nginx.conf")).unwrap();
+    let wc: u64 = cfg
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("worker_connections "))
+        .expect("a worker_connections line")
+        .trim_end_matches(';')
+        .parse()
+        .unwrap();
+    assert!(wc < 4096, "worker_connections {wc}");
+    assert_eq!(metric(&ns, "k8slb_actor_proxy_maxconn"), wc as f64);
+    let log = a.log();
+    assert_eq!(
+        log.matches("worker_connections 16384 (the actor's default) lowered to")
+            .count(),
+        1,
+        "{log}"
+    );
+    assert!(
+        !log.contains("exceed open file resource limit"),
+        "nginx complained:\n{log}"
+    );
+    println!("under nofile 4096: nginx worker_connections {wc}; served through {VIP}:8080");
 }
