@@ -174,6 +174,14 @@ fn netns_actor_is_not_ready_while_haproxy_cannot_start_and_ready_once_it_runs() 
         "{ready}\nlog:\n{}",
         a.log()
     );
+    // The retry was a start of HAProxy (that failed again): no apply succeeded.
+    assert!(
+        metric(&ns, "k8slb_actor_applies_total{result=\"failed\"}") >= 2.0
+            && metric(&ns, "k8slb_actor_applies_total{result=\"ok\"}") == 0.0
+            && metric(&ns, "k8slb_actor_applies_total{result=\"unchanged\"}") == 0.0,
+        "an apply succeeded while HAProxy could not start; log:\n{}",
+        a.log()
+    );
     let failed = metric(
         &ns,
         "k8slb_actor_reloads_total{daemon=\"haproxy\",result=\"failed\"}",
