@@ -16,8 +16,8 @@
 //! `state_refused_total`, `applies_total{result}`, `vips_held{pool,vip}` (1 per VIP of
 //! the state that this node holds now), `fd_limit` (the open-files hard limit the proxy
 //! runs under), `proxy_maxconn` (HAProxy's global `maxconn` or nginx's
-//! `worker_connections` as rendered, after fitting to `fd_limit`; absent when the
-//! admin sets none and HAProxy derives its own). The `vip` label is bounded: VIPs come only from
+//! `worker_connections` as rendered, after fitting to `fd_limit`; 0 when the admin sets
+//! none and HAProxy derives its own). The `vip` label is bounded: VIPs come only from
 //! the admin's pools and the state, never from client traffic.
 
 use crate::daemons::DaemonKind;

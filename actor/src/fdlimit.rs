@@ -38,14 +38,47 @@ impl FdBudget {
     /// This process's hard limit and CPUs.
     pub fn of_this_process() -> Result<FdBudget, nix::errno::Errno> {
         let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
-        let cpus = std::thread::available_parallelism()
-            .map(|n| n.get() as u64)
+        // The CPUs this process may run on, as HAProxy counts them (its affinity),
+        // not `available_parallelism`, which also honours a cgroup quota that HAProxy
+        // ignores (fewer threads counted than HAProxy starts).
+        let cpus = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                    .and_then(|l| count_cpu_list(l.trim()))
+            })
+            .filter(|&n| n > 0)
+            .or_else(|| {
+                std::thread::available_parallelism()
+                    .ok()
+                    .map(|n| n.get() as u64)
+            })
             .unwrap_or(1);
         Ok(FdBudget {
             limit: hard,
             cpus: cpus.min(64),
         })
     }
+}
+
+/// How many CPUs a list like `0-3,8,10-11` names (`/proc/<pid>/status`'s
+/// `Cpus_allowed_list`); `None` if it does not parse.
+pub fn count_cpu_list(list: &str) -> Option<u64> {
+    let mut n = 0u64;
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        n += match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u64, u64) = (a.parse().ok()?, b.parse().ok()?);
+                b.checked_sub(a)? + 1
+            }
+            None => {
+                part.parse::<u64>().ok()?;
+                1
+            }
+        };
+    }
+    Some(n)
 }
 
 /// HAProxy's fixed descriptors besides listeners, checks and threads (measured, 2.6.12,
@@ -179,6 +212,20 @@ mod tests {
         let s = HaproxyFds { splice: true, ..f };
         let m = s.fit(20000, 20000);
         assert!(s.needed(m) <= 20000 && m < 8000, "{m}");
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(count_cpu_list("0-3,8,10-11"), Some(7));
+        assert_eq!(count_cpu_list("0"), Some(1));
+        assert_eq!(count_cpu_list("3-1"), None);
+        assert_eq!(count_cpu_list("x"), None);
+    }
+
+    #[test]
+    fn this_process_has_a_budget() {
+        let b = FdBudget::of_this_process().unwrap();
+        assert!(b.limit > 0 && (1..=64).contains(&b.cpus), "{b:?}");
     }
 
     #[test]
