@@ -1164,12 +1164,9 @@ fn fit_haproxy(
     if used < configured {
         with_number(&mut global[i], range, used);
         notes.push(format!(
-            "haproxy.global maxconn {configured} lowered to {used}: the open-files limit is {limit}, \
-             and HAProxy needs 2 descriptors per connection plus {} ({} listeners, {} checked servers, \
-             {threads} threads, {} reserved)",
-            fds.needed(0),
-            fds.listeners,
-            fds.checks,
+            "haproxy.global maxconn {configured} lowered to {used}: the open-files limit is \
+             {limit} (HAProxy needs 2 descriptors per connection, plus one per listener and \
+             per checked server, 3 per thread and {} more)",
             fdlimit::HAPROXY_BASE_FDS + fdlimit::FD_MARGIN,
         ));
     }
