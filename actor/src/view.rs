@@ -1161,6 +1161,13 @@ fn fit_haproxy(
     };
     let (i, (range, configured)) = (i?, configured?);
     let used = fds.fit(configured, limit);
+    if fds.needed(used) > limit {
+        notes.push(format!(
+            "haproxy.global maxconn {configured}: the open-files limit {limit} is too low even \
+             for the {} listeners and {} checked servers; HAProxy cannot start until it is raised",
+            fds.listeners, fds.checks
+        ));
+    }
     if used < configured {
         with_number(&mut global[i], range, used);
         notes.push(format!(
@@ -1549,6 +1556,17 @@ mod tests {
             ),
             "{}",
             note[0]
+        );
+        // Too many listeners for the limit: said plainly.
+        let mut tight = opts.clone();
+        tight.fd_budget = Some(FdBudget { limit: 50, cpus: 2 });
+        let v = view(&state, &node, &tight).unwrap();
+        assert!(
+            v.notes
+                .iter()
+                .any(|n| n.contains("too low even for the 1 listeners")),
+            "{:?}",
+            v.notes
         );
         // A value that fits is never raised, and no note.
         state.config.haproxy.global = vec![
