@@ -73,7 +73,7 @@ fn big_state() -> State {
             "keepalived": {"advertIntMs": 100, "unicast": false, "preempt": false,
                            "emailServerTimeoutS": 30, "garpRepeat": 5, "garpMasterDelayS": 5},
             "haproxy": {"global": ["maxconn 100000"], "defaults": ["balance leastconn"],
-                        "tcpfront": [], "httpfront": ["option forwardfor"], "tcpback": [], "httpback": []},
+                        "tcpfront": [], "httpfront": [], "tcpback": [], "httpback": []},
             "nginx": {"global": [], "http": [], "proxy": ["proxy_http_version 1.1;"], "upstream": [], "stream": []},
             "certPath": "/etc/certs",
         },

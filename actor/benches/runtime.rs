@@ -242,11 +242,11 @@ fn run_size(n: usize) -> Result<(), Failure> {
     base.track_file = paths.proxy_health();
     base.interfaces
         .insert("default".parse().unwrap(), IFNAME.parse().unwrap());
-    let real = RealRenderer {
-        renderer: Renderer::embedded().map_err(|e| setup(format!("templates: {e}")))?,
-        node: "lb-1".parse().unwrap(),
+    let real = RealRenderer::new(
+        Renderer::embedded().map_err(|e| setup(format!("templates: {e}")))?,
+        "lb-1".parse().unwrap(),
         base,
-    };
+    );
     let metrics = Arc::new(Metrics::new());
     let mut applier = Applier::new(
         real,
@@ -320,11 +320,11 @@ fn changes(
     let bug = Failure::Bug;
     // The pure parts, on a renderer of our own with the same options, following the
     // same chain of views as the applier.
-    let pure = RealRenderer {
-        renderer: Renderer::embedded().map_err(|e| bug(format!("templates: {e}")))?,
-        node: applier.renderer().node.clone(),
-        base: applier.renderer().base.clone(),
-    };
+    let pure = RealRenderer::new(
+        Renderer::embedded().map_err(|e| bug(format!("templates: {e}")))?,
+        applier.renderer().node.clone(),
+        applier.renderer().base.clone(),
+    );
     let mut prev = pure.view(state, ctx, None).map_err(bug)?;
     let scratch = paths.work_dir.join("bench-write-test.cfg");
 

@@ -5,14 +5,19 @@
 //! 10254 is avoided on purpose: ingress-nginx uses it, and both may run on one node.
 //!
 //! - `/livez`: 200 while the control loop ticks (no tick for 30 s: 503);
-//! - `/readyz`: 200 only after the first successful apply; 503 with the reason before;
+//! - `/readyz`: 200 only while the daemons run the applied config (after the first
+//!   successful apply, and while no daemon is down or failed its last start or
+//!   reload); 503 with the reason otherwise (`not ready: haproxy not running: ...`);
 //! - `/metrics`: Prometheus text (prometheus-client), families below.
 //!
 //! Metric families (all prefixed `k8slb_actor_`):
 //! `reloads_total{daemon,result}`, `runtime_api_updates_total`,
 //! `config_check_failures_total{daemon}`, `child_restarts_total{daemon}`,
 //! `state_refused_total`, `applies_total{result}`, `vips_held{pool,vip}` (1 per VIP of
-//! the state that this node holds now). The `vip` label is bounded: VIPs come only from
+//! the state that this node holds now), `fd_limit` (the open-files hard limit the proxy
+//! runs under), `proxy_maxconn` (HAProxy's global `maxconn` or nginx's
+//! `worker_connections` as rendered, after fitting to `fd_limit`; 0 when the admin sets
+//! none and HAProxy derives its own). The `vip` label is bounded: VIPs come only from
 //! the admin's pools and the state, never from client traffic.
 
 use crate::daemons::DaemonKind;
@@ -61,6 +66,8 @@ pub struct Metrics {
     pub state_refused: Counter,
     pub applies: Family<ResultLabel, Counter>,
     pub vips_held: Family<VipLabel, Gauge>,
+    pub fd_limit: Gauge,
+    pub proxy_maxconn: Gauge,
 }
 
 impl Default for Metrics {
@@ -79,6 +86,8 @@ impl Metrics {
         let state_refused = Counter::default();
         let applies = Family::<ResultLabel, Counter>::default();
         let vips_held = Family::<VipLabel, Gauge>::default();
+        let fd_limit = Gauge::default();
+        let proxy_maxconn = Gauge::default();
         registry.register(
             "reloads",
             "Reloads (and starts) of a daemon, by result (ok, failed)",
@@ -114,8 +123,20 @@ impl Metrics {
             "1 for each VIP of the state that this node holds now",
             vips_held.clone(),
         );
+        registry.register(
+            "fd_limit",
+            "Open-files hard limit the proxy runs under (the actor raises its soft limit to it)",
+            fd_limit.clone(),
+        );
+        registry.register(
+            "proxy_maxconn",
+            "HAProxy's global maxconn or nginx's worker_connections as rendered, after fitting to fd_limit",
+            proxy_maxconn.clone(),
+        );
         Metrics {
             registry,
+            fd_limit,
+            proxy_maxconn,
             reloads,
             runtime_api_updates,
             config_check_failures,
@@ -186,6 +207,8 @@ impl Metrics {
 pub struct Health {
     last_tick_ms: AtomicU64,
     ready: AtomicBool,
+    /// Why not ready (`None` while ready, or before anyone said).
+    not_ready: Mutex<Option<String>>,
     last_error: Mutex<Option<String>>,
 }
 
@@ -208,7 +231,19 @@ impl Health {
         last != 0 && now_ms().saturating_sub(last) < LIVENESS_WINDOW.as_millis() as u64
     }
     pub fn set_ready(&self) {
-        self.ready.store(true, Ordering::Relaxed);
+        self.set_readiness(None);
+    }
+    /// `None`: ready; `Some(why)`: not ready, and why.
+    pub fn set_readiness(&self, not_ready: Option<String>) {
+        self.ready.store(not_ready.is_none(), Ordering::Relaxed);
+        *self.not_ready.lock().unwrap_or_else(|p| p.into_inner()) = not_ready;
+    }
+    /// Why not ready, if it was said.
+    pub fn not_ready(&self) -> Option<String> {
+        self.not_ready
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Relaxed)
@@ -258,10 +293,18 @@ async fn readyz(AxState(s): AxState<AdminState>) -> impl IntoResponse {
         };
         (StatusCode::OK, body)
     } else {
-        let body = match err {
-            Some(e) => format!("not ready: {e}\n"),
-            None => "not ready: no successful apply yet\n".into(),
-        };
+        let why = s.health.not_ready();
+        let mut body = format!(
+            "not ready: {}\n",
+            why.as_deref()
+                .or(err.as_deref())
+                .unwrap_or("no successful apply yet")
+        );
+        if let (Some(e), Some(w)) = (&err, &why) {
+            if !w.contains(e.as_str()) {
+                body.push_str(&format!("last apply failed: {e}\n"));
+            }
+        }
         (StatusCode::SERVICE_UNAVAILABLE, body)
     }
 }

@@ -124,19 +124,24 @@ pub enum Step {
     Reload,
 }
 
-/// Decide what to do with `candidate`, given the config the daemon runs (`running`),
-/// whether it is alive, and the renderer's runtime diff.
+/// Decide what to do with `candidate`, given the config installed for the daemon
+/// (`running`), whether it is alive, and the renderer's runtime diff.
+///
+/// A daemon that is not alive is always a [`Step::Start`], even when `candidate` is the
+/// text already installed: the text being on disk says nothing about a daemon that
+/// failed to start or died (a failed start used to look "unchanged", and the node was
+/// Ready with no proxy).
 pub fn decide(
     running: Option<&str>,
     candidate: &str,
     alive: bool,
     runtime: Option<Vec<String>>,
 ) -> Step {
-    if running == Some(candidate) {
-        return Step::Unchanged;
-    }
     if !alive || running.is_none() {
         return Step::Start;
+    }
+    if running == Some(candidate) {
+        return Step::Unchanged;
     }
     match runtime {
         Some(cmds) => Step::Runtime(cmds),
@@ -245,6 +250,9 @@ pub struct Slot {
     /// written again ([`Applier::supervise`], or the next apply that renders).
     file_stale: bool,
     last_runtime: Option<Instant>,
+    /// Why the daemon does not run the installed config (a failed start or reload, an
+    /// exit), until a start, reload or Runtime API update succeeds. Readiness says it.
+    failure: Option<String>,
 }
 
 /// The health file keepalived tracks for a daemon: `0\n` healthy, `1\n` not.
@@ -348,7 +356,30 @@ impl Slot {
             health,
             file_stale: false,
             last_runtime: None,
+            failure: None,
         }
+    }
+
+    /// Why this daemon does not run its applied config, if it does not: not started
+    /// yet, not running (with the last start failure or exit), or a failed reload.
+    pub fn not_ready(&self) -> Option<String> {
+        let kind = self.kind();
+        match (&self.running, self.daemon.is_running(), &self.failure) {
+            (None, _, _) => Some(format!("{kind} not started yet")),
+            (Some(_), false, why) => Some(format!(
+                "{kind} not running: {}",
+                why.as_deref().unwrap_or("not started")
+            )),
+            (Some(_), true, Some(why)) => Some(format!("{kind}: {why}")),
+            (Some(_), true, None) => None,
+        }
+    }
+
+    /// `e` without its leading `"<daemon>: "`.
+    fn reason(&self, e: &DaemonError) -> String {
+        let text = e.to_string();
+        let prefix = format!("{}: ", self.kind());
+        text.strip_prefix(&prefix).unwrap_or(&text).to_string()
     }
     /// True while endpoints applied over the Runtime API are not yet in the file.
     pub fn file_stale(&self) -> bool {
@@ -465,6 +496,7 @@ impl Slot {
                 metrics.reload(self.kind(), true);
                 self.restarter.started(now);
                 self.last_reload = Some(now);
+                self.failure = None;
                 tracing::info!(daemon = %self.kind(), "started");
                 // Confirmed: keepalived may hold VIPs again. (A failed write is logged;
                 // the file then still says unhealthy, which is the safe side.)
@@ -473,6 +505,7 @@ impl Slot {
             }
             Err(e) => {
                 metrics.reload(self.kind(), false);
+                self.failure = Some(format!("start failed: {}", self.reason(&e)));
                 let _ = self.set_health(false);
                 let delay = self.restarter.start_failed(now);
                 tracing::error!(daemon = %self.kind(), error = %e, retry_in_ms = delay.as_millis() as u64, "start failed");
@@ -493,6 +526,7 @@ impl Slot {
             Action::Died { delay, .. } => {
                 // First: keepalived faults its instances and the VIPs move.
                 let _ = self.set_health(false);
+                self.failure = Some(format!("exited ({})", exited.as_deref().unwrap_or("?")));
                 metrics.child_restart(self.kind());
                 tracing::warn!(daemon = %self.kind(), status = exited.as_deref().unwrap_or("?"), restart_in_ms = delay.as_millis() as u64, "daemon exited; restarting");
                 false
@@ -575,6 +609,25 @@ impl<R: NodeRenderer> Applier<R> {
     /// The configs of the last successful apply.
     pub fn last_good(&self) -> Option<&Desired> {
         self.last_good.as_ref()
+    }
+
+    /// `None` while every daemon runs the applied config (ready); otherwise why not,
+    /// e.g. `haproxy not running: start failed: ...`. A daemon that died, failed to
+    /// start or failed to reload keeps the node not ready until a start or reload of it
+    /// succeeds (the apply retries it as a Start, the supervisor restarts it).
+    pub fn not_ready(&self) -> Option<String> {
+        let slots = || self.proxy.iter().chain(std::iter::once(&self.keepalived));
+        let why: Vec<String> = slots().filter_map(Slot::not_ready).collect();
+        if self.last_good.is_none() {
+            // Before the first successful apply, a daemon's failure says more than
+            // "not started yet", and the apply's error more than nothing.
+            return Some(match &self.last_error {
+                _ if slots().any(|s| s.failure.is_some()) => why.join("; "),
+                Some(e) => e.clone(),
+                None => "no successful apply yet".into(),
+            });
+        }
+        (!why.is_empty()).then(|| why.join("; "))
     }
 
     /// Apply `state`. On error nothing that failed its check was installed.
@@ -746,6 +799,7 @@ impl<R: NodeRenderer> Applier<R> {
                 return None;
             }
             self.metrics.runtime_api_updates.inc();
+            proxy.failure = None;
             proxy.file_stale = true;
             proxy.last_runtime = Some(now);
             tracing::info!(daemon = %proxy.kind(), commands = cmds.len(), "endpoints updated over the Runtime API, no reload");
@@ -806,7 +860,13 @@ impl<R: NodeRenderer> Applier<R> {
         let m = self.metrics.clone();
         if let Some(p) = self.proxy.as_mut() {
             let stale = p.file_stale;
-            if p.supervise(now, &m) && stale {
+            let restarted = p.supervise(now, &m);
+            if restarted && self.last_error.is_some() {
+                // The last apply failed (e.g. on this daemon's start): now that it runs,
+                // apply again at once rather than at the caller's next retry.
+                self.wants_apply = true;
+            }
+            if restarted && stale {
                 // The file could not be brought up to date first: the proxy now runs
                 // the file's older endpoints. Forget the view (the file's text is what
                 // runs) and have the caller apply again, which reloads.
@@ -816,7 +876,9 @@ impl<R: NodeRenderer> Applier<R> {
                 self.wants_apply = true;
             }
         }
-        self.keepalived.supervise(now, &m);
+        if self.keepalived.supervise(now, &m) && self.last_error.is_some() {
+            self.wants_apply = true;
+        }
     }
 
     /// Stop keepalived (first, at shutdown).
@@ -841,7 +903,11 @@ fn run_step(
 ) -> Result<SlotOutcome, ApplyError> {
     let kind = slot.kind();
     match step {
-        Step::Unchanged => Ok(SlotOutcome::Unchanged),
+        // Alive and installed with this very text (see `decide`): it runs it.
+        Step::Unchanged => {
+            slot.failure = None;
+            Ok(SlotOutcome::Unchanged)
+        }
         // No commands: HAProxy already runs these endpoints (fast path); only the file
         // lags, and sending nothing is a no-op.
         Step::Runtime(cmds) => match slot.daemon.runtime(&cmds) {
@@ -851,6 +917,7 @@ fn run_step(
                 }
                 slot.write_live(text)?;
                 slot.running = Some(text.to_string());
+                slot.failure = None;
                 tracing::info!(daemon = %kind, commands = cmds.len(), "endpoints updated over the Runtime API, no reload");
                 Ok(SlotOutcome::Runtime)
             }
@@ -886,11 +953,13 @@ fn reload_with(
         Ok(()) => {
             metrics.reload(kind, true);
             slot.running = Some(text.to_string());
+            slot.failure = None;
             tracing::info!(daemon = %kind, "reloaded");
             Ok(SlotOutcome::Reloaded)
         }
         Err(e) => {
             metrics.reload(kind, false);
+            slot.failure = Some(format!("reload failed: {}", slot.reason(&e)));
             // Put the last good config back on disk so a restart starts from it.
             if let Some(good) = slot.running.clone() {
                 let _ = slot.write_live(&good);
@@ -910,8 +979,12 @@ mod tests {
     fn decide_table() {
         let cmds = || Some(vec!["set server b/s1 addr 198.18.0.5 port 80".to_string()]);
         assert_eq!(decide(Some("a"), "a", true, None), Step::Unchanged);
-        assert_eq!(decide(Some("a"), "a", false, None), Step::Unchanged);
+        // Installed but not running (a failed start, an exit): the same text is no
+        // reason to leave it down.
+        assert_eq!(decide(Some("a"), "a", false, None), Step::Start);
+        assert_eq!(decide(Some("a"), "a", false, cmds()), Step::Start);
         assert_eq!(decide(None, "a", false, None), Step::Start);
+        assert_eq!(decide(None, "a", true, None), Step::Start);
         assert_eq!(decide(Some("a"), "b", false, cmds()), Step::Start);
         assert_eq!(decide(Some("a"), "b", true, None), Step::Reload);
         assert_eq!(
@@ -1100,6 +1173,143 @@ mod tests {
         a.supervise(t1 + Duration::from_secs(11));
         assert_eq!(read(), "0\n");
         assert_eq!(a.proxy().unwrap().health_written(), Some(true));
+    }
+
+    /// Issue 9: a failed start left the text installed, the retry saw "unchanged" and
+    /// the node was Ready with no proxy. Now every apply retries the start, and the node
+    /// is not ready (and says why) until a start succeeds.
+    #[test]
+    fn a_failed_start_is_retried_as_a_start_and_keeps_the_node_not_ready() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let fail = Arc::new(AtomicBool::new(true));
+        let fake = |kind, fail_start| Fake {
+            kind,
+            cfg: dir.path().join(format!("{kind}.conf")),
+            track: None,
+            watch: dir.path().join("none"),
+            up: false,
+            fail_start,
+            died: Arc::new(AtomicBool::new(false)),
+            log: log.clone(),
+        };
+        let metrics = Arc::new(Metrics::new());
+        let mut a = Applier::new(
+            Echo,
+            Box::new(fake(
+                DaemonKind::Keepalived,
+                Arc::new(AtomicBool::new(false)),
+            )),
+            Some(Box::new(fake(DaemonKind::Haproxy, fail.clone()))),
+            metrics.clone(),
+        );
+        let state = State::from_json(include_str!("../tests/fixtures/empty.json")).unwrap();
+        let ctx = NodeContext::default();
+        let t0 = Instant::now();
+        let starts = || {
+            log.lock()
+                .unwrap()
+                .iter()
+                .filter(|l| l.starts_with("haproxy start"))
+                .count()
+        };
+        assert_eq!(a.not_ready().as_deref(), Some("no successful apply yet"));
+
+        assert!(a.apply(&state, &ctx, t0).is_err());
+        assert_eq!(starts(), 1);
+        let why = a.not_ready().unwrap();
+        assert!(
+            why.starts_with("haproxy not running: start failed: did not come up: test"),
+            "{why}"
+        );
+        // The same state again (the caller's retry): a Start again, not "unchanged".
+        let e = a.apply(&state, &ctx, t0 + Duration::from_secs(10));
+        assert!(e.is_err(), "{e:?}");
+        assert_eq!(starts(), 2);
+        assert!(a.not_ready().unwrap().contains("haproxy not running"));
+        let failed = metrics.encode();
+        assert!(
+            failed.contains("k8slb_actor_reloads_total{daemon=\"haproxy\",result=\"failed\"} 2"),
+            "{failed}"
+        );
+
+        // The cause is gone: the next apply starts both, and the node is ready.
+        fail.store(false, Ordering::SeqCst);
+        let done = a.apply(&state, &ctx, t0 + Duration::from_secs(20)).unwrap();
+        assert_eq!(
+            done,
+            Applied::Done {
+                keepalived: SlotOutcome::Started,
+                proxy: Some(SlotOutcome::Started)
+            }
+        );
+        assert_eq!(a.not_ready(), None);
+        assert_eq!(
+            a.apply(&state, &ctx, t0 + Duration::from_secs(21)).unwrap(),
+            Applied::Done {
+                keepalived: SlotOutcome::Unchanged,
+                proxy: Some(SlotOutcome::Unchanged)
+            }
+        );
+    }
+
+    /// A daemon that exits makes the node not ready until it runs again.
+    #[test]
+    fn an_exited_daemon_keeps_the_node_not_ready_until_it_runs_again() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let died = Arc::new(AtomicBool::new(false));
+        let fail = Arc::new(AtomicBool::new(false));
+        let fake = |kind, died, fail_start| Fake {
+            kind,
+            cfg: dir.path().join(format!("{kind}.conf")),
+            track: None,
+            watch: dir.path().join("none"),
+            up: false,
+            fail_start,
+            died,
+            log: log.clone(),
+        };
+        let no = || Arc::new(AtomicBool::new(false));
+        let mut a = Applier::new(
+            Echo,
+            Box::new(fake(DaemonKind::Keepalived, no(), no())),
+            Some(Box::new(fake(
+                DaemonKind::Haproxy,
+                died.clone(),
+                fail.clone(),
+            ))),
+            Arc::new(Metrics::new()),
+        );
+        let state = State::from_json(include_str!("../tests/fixtures/empty.json")).unwrap();
+        let ctx = NodeContext::default();
+        let t0 = Instant::now();
+        a.apply(&state, &ctx, t0).unwrap();
+        assert_eq!(a.not_ready(), None);
+
+        died.store(true, Ordering::SeqCst);
+        fail.store(true, Ordering::SeqCst);
+        a.supervise(t0 + Duration::from_secs(1));
+        assert_eq!(
+            a.not_ready().as_deref(),
+            Some("haproxy not running: exited (killed)")
+        );
+        // The restart fails: still not ready, now with the start's reason; an apply
+        // of the unchanged state tries a start too, and fails the same way.
+        a.supervise(t0 + Duration::from_secs(2));
+        assert!(a.not_ready().unwrap().contains("start failed"));
+        assert!(a.apply(&state, &ctx, t0 + Duration::from_secs(3)).is_err());
+        assert!(a.not_ready().unwrap().contains("start failed"));
+
+        fail.store(false, Ordering::SeqCst);
+        a.supervise(t0 + Duration::from_secs(60));
+        assert_eq!(a.not_ready(), None);
+        // The failed apply asked for another one, which finds everything running.
+        assert!(a.wants_apply());
     }
 
     /// View = (keepalived part, endpoints): endpoint changes are runtime commands.

@@ -6,7 +6,10 @@
 //! - `detect <ip>`: the interface [`crate::vip::detect_interface`] picks for `<ip>`;
 //! - `connect --addr <ip:port> --until <file>`: connect, send an HTTP/1.0 request and
 //!   read the answer in a loop until `<file>` exists; prints `ok=<n> failed=<m>` and the
-//!   first errors.
+//!   first errors;
+//! - `listen --addr <ip:port> [--answer <text>]`: hold a listening socket (no
+//!   SO_REUSEPORT) until killed, so a daemon that wants the same port cannot start; with
+//!   `--answer`, a tiny HTTP backend that answers every request with `<text>`.
 
 use crate::vip::{self, AddrOps};
 use std::io::{Read, Write};
@@ -32,6 +35,14 @@ pub enum DebugCmd {
         addr: SocketAddr,
         #[arg(long, default_value = "/")]
         path: String,
+    },
+    /// Listen on an address until killed (accepts and closes connections).
+    Listen {
+        #[arg(long)]
+        addr: SocketAddr,
+        /// Answer each request with `HTTP/1.0 200` and this body (else close at once).
+        #[arg(long)]
+        answer: Option<String>,
     },
     /// Connect in a loop until a file exists; count failures.
     Connect {
@@ -64,6 +75,23 @@ pub fn run(args: DebugArgs) -> anyhow::Result<()> {
         }
         DebugCmd::Get { addr, path } => {
             print!("{}", String::from_utf8_lossy(&get(addr, &path)?));
+        }
+        DebugCmd::Listen { addr, answer } => {
+            let l = std::net::TcpListener::bind(addr)?;
+            println!("listening on {}", l.local_addr()?);
+            std::io::stdout().flush()?;
+            for c in l.incoming() {
+                if let (Ok(mut c), Some(body)) = (c, answer.as_deref()) {
+                    let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+                    let mut buf = [0u8; 4096];
+                    let _ = c.read(&mut buf);
+                    let _ = write!(
+                        c,
+                        "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                }
+            }
         }
         DebugCmd::Connect { addr, until } => {
             let (mut ok, mut failed) = (0u64, 0u64);

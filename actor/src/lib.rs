@@ -7,6 +7,7 @@
 //! - [`cmd_render`]: `k8slb-actor render`;
 //! - [`apply`]: render -> check -> atomic swap -> reload -> confirm, debounced;
 //! - [`daemons`]: keepalived, HAProxy and nginx as child processes (the I/O seam);
+//! - [`fdlimit`]: pure, the proxy's connection limits fitted to the open-files limit;
 //! - [`debug`]: hidden probes for the root tests;
 //! - [`haproxy_rt`]: the HAProxy Runtime API and master CLI client;
 //! - [`vip`]: netlink behind a small trait (interfaces, VIP observation, stale cleanup);
@@ -20,6 +21,7 @@ pub mod apply;
 pub mod cmd_render;
 pub mod daemons;
 pub mod debug;
+pub mod fdlimit;
 pub mod haproxy_rt;
 pub mod render;
 pub mod run;

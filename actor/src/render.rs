@@ -129,6 +129,7 @@ struct NginxHead<'a> {
     pid_file: &'a str,
     global: &'a [ConfigLine],
     add_events: bool,
+    worker_connections: u64,
     stream_module: Option<&'static str>,
     http: &'a [ConfigLine],
     proxy: &'a [ConfigLine],
@@ -243,6 +244,8 @@ fn haproxy_ctx(
         httpback,
         frontends,
         backends,
+        // Already in `global` (the fitted line); kept for metrics.
+        maxconn: _,
     } = hp;
     let head = HaproxyHead {
         runtime_socket,
@@ -276,6 +279,7 @@ fn nginx_ctx(node: &NodeName, nx: &NginxView, skipped: &[Skipped]) -> Result<Con
         pid_file,
         global,
         add_events,
+        worker_connections,
         stream_module,
         http,
         proxy,
@@ -289,6 +293,7 @@ fn nginx_ctx(node: &NodeName, nx: &NginxView, skipped: &[Skipped]) -> Result<Con
         pid_file,
         global,
         add_events: *add_events,
+        worker_connections: worker_connections.unwrap_or(crate::view::NGINX_WORKER_CONNECTIONS),
         stream_module: *stream_module,
         http,
         proxy,

@@ -163,6 +163,23 @@ pub struct RealRenderer {
     pub renderer: Renderer,
     pub node: NodeName,
     pub base: ViewOptions,
+    /// Where the rendered proxy limit goes (`proxy_maxconn`), if anywhere.
+    pub metrics: Option<Arc<Metrics>>,
+    /// The view notes logged last: each is logged once, when it appears, however often
+    /// the same config is viewed again (retries, restarts, file syncs).
+    pub logged: std::sync::Mutex<Vec<String>>,
+}
+
+impl RealRenderer {
+    pub fn new(renderer: Renderer, node: NodeName, base: ViewOptions) -> Self {
+        RealRenderer {
+            renderer,
+            node,
+            base,
+            metrics: None,
+            logged: Default::default(),
+        }
+    }
 }
 
 impl NodeRenderer for RealRenderer {
@@ -182,11 +199,19 @@ impl NodeRenderer for RealRenderer {
         opts.node_addresses = ctx.node_addresses.clone();
         let v = view::view_with_previous(state, &self.node, &opts, previous)
             .map_err(|e| e.to_string())?;
-        // Each note once, when it appears (not again on every apply).
-        for n in &v.notes {
-            if previous.is_none_or(|p| !p.notes.contains(n)) {
+        // Each note once, when it appears (not again on every apply or retry).
+        let mut logged = self.logged.lock().unwrap_or_else(|p| p.into_inner());
+        if *logged != v.notes {
+            for n in v.notes.iter().filter(|n| !logged.contains(n)) {
                 tracing::info!(note = %n, "view");
             }
+            logged.clone_from(&v.notes);
+        }
+        if let Some(m) = &self.metrics {
+            m.proxy_maxconn.set(
+                v.proxy_maxconn()
+                    .map_or(0, |c| i64::try_from(c).unwrap_or(i64::MAX)),
+            );
         }
         Ok(v)
     }
@@ -255,19 +280,31 @@ impl LoopConfig {
 }
 
 /// This node's interfaces per pool and addresses, from netlink and the state.
+///
+/// Only the node's own addresses count: a VIP (of `state`, or in `vips`: those of the
+/// last applied and the last saved state) and a host address inside a pool network are
+/// never the reason an interface is chosen, nor a node address. Otherwise a running
+/// node whose pool lost its `interface` kept finding the interface through the VIP
+/// keepalived had put there, and after a restart (VIPs cleaned up) found none (issue 9).
+/// keepalived 2.2 marks its addresses in no way netlink shows (no `IFA_PROTO`, no
+/// label), so the state's VIPs are the marker.
 pub fn node_context(
     state: &State,
     node: &NodeName,
     forced: &BTreeMap<PoolName, IfName>,
     addrs: &[vip::Addr],
+    vips: &BTreeSet<IpAddr>,
 ) -> NodeContext {
     let pools = vip::pool_networks(&state.config.pools);
     let own: Vec<(String, ipnet::IpNet)> = addrs
         .iter()
         .filter(|a| {
-            !pools
-                .iter()
-                .any(|(_, p)| p.contains(a.ip()) && a.net.prefix_len() == a.net.max_prefix_len())
+            let ip = a.ip();
+            !state.vips.contains_key(&ip)
+                && !vips.contains(&ip)
+                && !pools
+                    .iter()
+                    .any(|(_, p)| p.contains(ip) && a.net.prefix_len() == a.net.max_prefix_len())
         })
         .map(|a| (a.ifname.clone(), a.net))
         .collect();
@@ -498,7 +535,13 @@ pub fn control_loop<R: NodeRenderer>(
                     tracing::error!(error = %e, "could not list addresses");
                     Vec::new()
                 });
-                let ctx = node_context(s, &cfg.node, &cfg.forced_interfaces, &addrs);
+                let vips: BTreeSet<IpAddr> = applied
+                    .iter()
+                    .map(|a| &**a)
+                    .chain(last_saved.iter())
+                    .flat_map(|st| st.vips.keys().copied())
+                    .collect();
+                let ctx = node_context(s, &cfg.node, &cfg.forced_interfaces, &addrs, &vips);
                 match applier.apply(s, &ctx, now) {
                     Ok(Applied::Deferred(t)) => retry_at = Some(t),
                     Ok(a) => {
@@ -513,7 +556,6 @@ pub fn control_loop<R: NodeRenderer>(
                             unsaved_since.get_or_insert(now);
                         }
                         applied_once = true;
-                        health.set_ready();
                         health.set_error(None);
                     }
                     Err(e) => {
@@ -528,6 +570,9 @@ pub fn control_loop<R: NodeRenderer>(
         if applier.wants_apply() {
             debouncer.changed(now);
         }
+        // Ready only while the daemons run the applied config (not merely after an
+        // apply once succeeded).
+        health.set_readiness(applier.not_ready());
         // Only a state that was applied as a whole is saved (not a newer one that failed).
         let save = save_due.is_some_and(|t| now >= t)
             || unsaved_since.is_some_and(|t| now >= t + LAST_STATE_MAX);
@@ -620,12 +665,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // k8slb's PRIORITY<n>, as `render` reads them; a bad value exits 64 with one line.
     base.priority_overrides = crate::cmd_render::priority_overrides(std::env::vars())
         .context("PRIORITY<n> environment")?;
-    let real = RealRenderer {
-        renderer,
-        node: args.node.clone(),
-        base,
-    };
-
+    let metrics = Arc::new(Metrics::new());
     match daemons::raise_open_files_limit() {
         Ok((before, after)) if before < after => {
             tracing::info!(before, after, "open-files limit raised for the proxy");
@@ -633,6 +673,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         Ok((_, after)) => tracing::debug!(limit = after, "open-files limit"),
         Err(e) => tracing::warn!(error = %e, "could not raise the open-files limit"),
     }
+    // The proxy inherits the hard limit: its connection limits are fitted to it.
+    match crate::fdlimit::FdBudget::of_this_process() {
+        Ok(b) => {
+            metrics
+                .fd_limit
+                .set(i64::try_from(b.limit).unwrap_or(i64::MAX));
+            base.fd_budget = Some(b);
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the open-files limit; proxy limits rendered as configured")
+        }
+    }
+    let mut real = RealRenderer::new(renderer, args.node.clone(), base);
+    real.metrics = Some(metrics.clone());
 
     // In a Pod, /proc/sys is read-only: the manifests' init container (or the node's own
     // sysctl.d) sets these, and writing them again would only fail with a false alarm.
@@ -657,7 +711,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         ProxyKind::Nginx => Some(Box::new(daemons::Nginx::new(&bins.nginx, paths.clone()))),
         ProxyKind::Kubeproxy => None,
     };
-    let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health::default());
     let mut applier = Applier::new(real, keepalived, proxy, metrics.clone());
     applier.min_reload_interval = Duration::from_millis(args.min_reload_interval_ms);
@@ -744,5 +797,79 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(e).context("control loop"),
         Err(_) => anyhow::bail!("control loop panicked"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(ifname: &str, net: &str) -> vip::Addr {
+        vip::Addr {
+            ifname: ifname.into(),
+            index: 1,
+            net: net.parse().unwrap(),
+        }
+    }
+
+    /// A state whose pool `default` (198.18.7.0/24, no `interface`) has the VIP
+    /// 198.18.7.10.
+    fn state() -> State {
+        let mut s = State::from_json(include_str!("../tests/fixtures/empty.json")).unwrap();
+        let pool = s
+            .config
+            .pools
+            .get_mut(&"default".parse::<PoolName>().unwrap())
+            .unwrap();
+        pool.network = "198.18.7.0/24".into();
+        pool.first = "198.18.7.0".parse().unwrap();
+        pool.interface = None;
+        s.vips.insert(
+            "198.18.7.10".parse().unwrap(),
+            k8slb_common::state::VipState {
+                pool: "default".parse().unwrap(),
+                vrid: 71,
+                owner: None,
+                services: vec![],
+            },
+        );
+        s
+    }
+
+    #[test]
+    fn interface_detection_ignores_vips() {
+        let s = state();
+        let node: NodeName = "n1".parse().unwrap();
+        let pool: PoolName = "default".parse().unwrap();
+        let none = BTreeSet::new();
+        let detect = |addrs: &[vip::Addr], vips: &BTreeSet<IpAddr>| {
+            node_context(&s, &node, &BTreeMap::new(), addrs, vips)
+                .interfaces
+                .get(&pool)
+                .map(|i| i.to_string())
+        };
+        // The VIP keepalived put on eth0, with the pool's prefix, is the only address
+        // in the pool's network: no interface (and no node address from it).
+        let vip_only = [
+            addr("eth0", "198.18.8.2/24"),
+            addr("eth0", "198.18.7.10/24"),
+        ];
+        assert_eq!(detect(&vip_only, &none), None);
+        let ctx = node_context(&s, &node, &BTreeMap::new(), &vip_only, &none);
+        assert_eq!(
+            ctx.node_addresses,
+            vec!["198.18.8.2".parse::<IpAddr>().unwrap()]
+        );
+        // A VIP only the last applied state knows counts as a VIP too.
+        let old_vip = [addr("eth0", "198.18.7.11/24")];
+        assert_eq!(detect(&old_vip, &none).as_deref(), Some("eth0"));
+        let known: BTreeSet<IpAddr> = ["198.18.7.11".parse().unwrap()].into();
+        assert_eq!(detect(&old_vip, &known), None);
+        // A real address of the node in the pool's network: that interface.
+        let real = [
+            addr("eth0", "198.18.7.10/24"),
+            addr("eth1", "198.18.7.2/24"),
+        ];
+        assert_eq!(detect(&real, &none).as_deref(), Some("eth1"));
     }
 }

@@ -22,6 +22,7 @@
 //!   sticky ones finish. In nginx they are `down` (existing connections finish in the old
 //!   workers after the reload).
 
+use crate::fdlimit::{self, FdBudget, HaproxyFds};
 use k8slb_common::names::{ConfigLine, Email, IfName, NodeName, PoolName, ServiceKey, SmtpServer};
 use k8slb_common::state::{Family, Mode, Protocol, ProxyProtocol, State, Stickiness};
 use serde::Serialize;
@@ -70,6 +71,11 @@ pub struct ViewOptions {
     /// `0` while the proxy runs and `1` when it exits (see [`crate::apply`]). Unused for
     /// kubeproxy.
     pub track_file: PathBuf,
+    /// The open-files limit the proxy runs under: HAProxy's `maxconn` and nginx's
+    /// `worker_connections` / `worker_rlimit_nofile` are lowered to fit it (with a
+    /// note), never raised ([`crate::fdlimit`]). `None`: rendered as configured (the
+    /// `render` command, snapshots).
+    pub fd_budget: Option<FdBudget>,
 }
 
 impl ViewOptions {
@@ -87,13 +93,14 @@ impl ViewOptions {
             pid_file: PathBuf::from(pid),
             node_addresses: Vec::new(),
             track_file: PathBuf::from("/run/k8slb/proxy-health"),
+            fd_budget: None,
         }
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ViewError {
-    #[error("no interface for pool {pool} (VRRP instance {vrid}): set `interface` on the pool or pass --interface {pool}=<ifname>")]
+    #[error("no interface for pool {pool} (VRRP instance {vrid}): no address of this node (VIPs do not count) is in the pool's network; set `interface` on the pool or pass --interface {pool}=<ifname>")]
     NoInterface { pool: PoolName, vrid: u8 },
     #[error("VRRP instance {vrid} refers to pool {pool}, which is not in the config")]
     UnknownPool { pool: PoolName, vrid: u8 },
@@ -146,6 +153,19 @@ pub struct NodeView {
     /// Other things worth a log line (never rendered).
     #[serde(skip)]
     pub notes: Vec<String>,
+}
+
+impl NodeView {
+    /// The proxy's connection limit as rendered, when known: HAProxy's global
+    /// `maxconn` (if configured), nginx's `worker_connections` (the default events
+    /// block, or the admin's).
+    pub fn proxy_maxconn(&self) -> Option<u64> {
+        match (&self.haproxy, &self.nginx) {
+            (Some(h), _) => h.maxconn,
+            (_, Some(n)) => n.worker_connections,
+            _ => None,
+        }
+    }
 }
 
 /// A port that is not rendered, and why.
@@ -268,6 +288,9 @@ pub struct HaproxyView {
     pub httpback: Vec<ConfigLine>,
     pub frontends: Vec<Frontend>,
     pub backends: Vec<Backend>,
+    /// The global `maxconn` as rendered (after fitting to the open-files limit).
+    #[serde(skip)]
+    pub maxconn: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -458,6 +481,9 @@ pub struct NginxView {
     pub global: Vec<ConfigLine>,
     /// No admin global line opens an `events` block: render `events {}`.
     pub add_events: bool,
+    /// `worker_connections` of the events block the actor renders (`add_events`), or
+    /// of the admin's; `None` if unknown.
+    pub worker_connections: Option<u64>,
     /// Path of the stream module to load, when a `stream` block is rendered and the
     /// admin lines do not load it.
     pub stream_module: Option<&'static str>,
@@ -1031,6 +1057,14 @@ fn haproxy_view(
             });
         }
     }
+    let maxconn = fit_haproxy(
+        &mut global,
+        cfg,
+        &frontends,
+        &backends,
+        opts.fd_budget,
+        notes,
+    );
     Ok(HaproxyView {
         runtime_socket,
         pid_file,
@@ -1042,9 +1076,165 @@ fn haproxy_view(
         httpfront,
         tcpback: cfg.tcpback.clone(),
         httpback: cfg.httpback.clone(),
+        maxconn,
         frontends,
         backends,
     })
+}
+
+/// The index of the last line whose first word is `word`.
+fn last_line(lines: &[ConfigLine], word: &str) -> Option<usize> {
+    lines.iter().rposition(|l| first_word(l) == word)
+}
+
+/// The number after `keyword` in `lines[i]`.
+fn number_in(
+    lines: &[ConfigLine],
+    i: usize,
+    keyword: &str,
+) -> Option<(std::ops::Range<usize>, u64)> {
+    fdlimit::find_number(lines[i].as_str(), keyword)
+}
+
+/// `line` with the digits at `range` replaced by `n` (digits for digits: still a valid
+/// `ConfigLine`).
+fn with_number(line: &mut ConfigLine, range: std::ops::Range<usize>, n: u64) {
+    let mut t = line.as_str().to_string();
+    t.replace_range(range, &n.to_string());
+    if let Ok(l) = t.parse() {
+        *line = l;
+    }
+}
+
+/// Fit the admin's global `maxconn` (and a `ulimit-n` above the limit) to `budget`;
+/// returns the `maxconn` rendered, if one is configured (without one, HAProxy derives
+/// its own from the limit).
+fn fit_haproxy(
+    global: &mut [ConfigLine],
+    cfg: &k8slb_common::state::HaproxySections,
+    frontends: &[Frontend],
+    backends: &[Backend],
+    budget: Option<FdBudget>,
+    notes: &mut Vec<String>,
+) -> Option<u64> {
+    let i = last_line(global, "maxconn");
+    let configured = i.and_then(|i| number_in(global, i, "maxconn"));
+    let Some(budget) = budget else {
+        return configured.map(|(_, v)| v);
+    };
+    let mut limit = budget.limit;
+    if let Some(u) = last_line(global, "ulimit-n") {
+        if let Some((r, v)) = number_in(global, u, "ulimit-n") {
+            if v > budget.limit {
+                with_number(&mut global[u], r, budget.limit);
+                notes.push(format!(
+                    "haproxy.global ulimit-n {v} lowered to {}: the open-files limit is {}",
+                    budget.limit, budget.limit
+                ));
+            } else {
+                limit = v;
+            }
+        }
+    }
+    let threads = last_line(global, "nbthread")
+        .and_then(|t| number_in(global, t, "nbthread"))
+        .map_or(budget.cpus, |(_, v)| v);
+    let splice = [
+        &*global,
+        &cfg.defaults,
+        &cfg.tcpfront,
+        &cfg.httpfront,
+        &cfg.tcpback,
+        &cfg.httpback,
+    ]
+    .iter()
+    .any(|ls| ls.iter().any(|l| l.as_str().contains("splice")));
+    let fds = HaproxyFds {
+        listeners: frontends.len() as u64 + 1,
+        checks: backends
+            .iter()
+            .filter(|b| b.server_opts.contains(" check"))
+            .map(|b| b.slots.len() as u64)
+            .sum(),
+        threads,
+        splice,
+    };
+    let (i, (range, configured)) = (i?, configured?);
+    let used = fds.fit(configured, limit);
+    if fds.needed(used) > limit {
+        notes.push(format!(
+            "haproxy.global maxconn {configured}: the open-files limit {limit} is too low even \
+             for the {} listeners and {} checked servers; HAProxy cannot start until it is raised",
+            fds.listeners, fds.checks
+        ));
+    }
+    if used < configured {
+        with_number(&mut global[i], range, used);
+        notes.push(format!(
+            "haproxy.global maxconn {configured} lowered to {used}: the open-files limit is \
+             {limit} (HAProxy needs 2 descriptors per connection, plus one per listener and \
+             per checked server, 3 per thread and {} more)",
+            fdlimit::HAPROXY_BASE_FDS + fdlimit::FD_MARGIN,
+        ));
+    }
+    Some(used)
+}
+
+/// nginx's default `worker_connections` (its own, 512, is 256 proxied connections).
+pub const NGINX_WORKER_CONNECTIONS: u64 = 16384;
+
+/// Fit nginx's `worker_rlimit_nofile` and `worker_connections` (the actor's default
+/// events block, or the admin's `events { worker_connections N; }` line) to `budget`;
+/// returns the `worker_connections` rendered, if known.
+fn fit_nginx(
+    global: &mut [ConfigLine],
+    add_events: bool,
+    budget: Option<FdBudget>,
+    notes: &mut Vec<String>,
+) -> Option<u64> {
+    let mut nofile = budget.map(|b| b.limit);
+    if let (Some(b), Some(i)) = (budget, last_line(global, "worker_rlimit_nofile")) {
+        if let Some((r, v)) = number_in(global, i, "worker_rlimit_nofile") {
+            if v > b.limit {
+                with_number(&mut global[i], r, b.limit);
+                notes.push(format!(
+                    "nginx.global worker_rlimit_nofile {v} lowered to {}: the open-files limit is {}",
+                    b.limit, b.limit
+                ));
+            } else {
+                nofile = Some(v);
+            }
+        }
+    }
+    if add_events {
+        let used = nofile.map_or(NGINX_WORKER_CONNECTIONS, |n| {
+            fdlimit::nginx_worker_connections(NGINX_WORKER_CONNECTIONS, n)
+        });
+        if used < NGINX_WORKER_CONNECTIONS {
+            notes.push(format!(
+                "nginx worker_connections {NGINX_WORKER_CONNECTIONS} (the actor's default) lowered to {used}: \
+                 the open-files limit per worker is {}",
+                nofile.unwrap_or_default()
+            ));
+        }
+        return Some(used);
+    }
+    // The admin's events block: one line (`events { worker_connections N; }`) or
+    // several (`events {`, `worker_connections N;`, `}`).
+    let start = global.iter().position(|l| first_word(l) == "events")?;
+    let (i, (range, configured)) = (start..global.len())
+        .find_map(|i| Some((i, number_in(global, i, "worker_connections")?)))?;
+    let used = nofile.map_or(configured, |n| {
+        fdlimit::nginx_worker_connections(configured, n)
+    });
+    if used < configured {
+        with_number(&mut global[i], range, used);
+        notes.push(format!(
+            "nginx.global worker_connections {configured} lowered to {used}: the open-files limit per worker is {}",
+            nofile.unwrap_or_default()
+        ));
+    }
+    Some(used)
 }
 
 /// Debian's path of the dynamic stream module.
@@ -1166,10 +1356,12 @@ fn nginx_view(
         }
     }
     let has_stream = !stream_servers.is_empty() || !cfg.stream.is_empty();
+    let worker_connections = fit_nginx(&mut global, add_events, opts.fd_budget, notes);
     Ok(NginxView {
         pid_file,
         global,
         add_events,
+        worker_connections,
         stream_module: (has_stream && !loads_stream).then_some(NGINX_STREAM_MODULE),
         http: cfg.http.clone(),
         proxy: cfg.proxy.clone(),
@@ -1325,6 +1517,125 @@ mod tests {
         for l in &HTTP_FRONTEND_LINES[..4] {
             assert_eq!(tpl.matches(l).count(), 1, "{l}");
         }
+    }
+
+    /// Issue 9: `maxconn 20000` under a hard limit of 20,000 made HAProxy exit at start.
+    #[test]
+    fn proxy_limits_are_lowered_to_the_open_files_limit_never_raised() {
+        let mut state = State::from_json(include_str!("../tests/fixtures/empty.json")).unwrap();
+        state.config.haproxy.global = vec!["maxconn 20000".parse().unwrap()];
+        let node: NodeName = "n1".parse().unwrap();
+        let mut opts = ViewOptions::new(ProxyKind::Haproxy);
+        let maxconn = |v: &NodeView| {
+            v.haproxy
+                .as_ref()
+                .unwrap()
+                .global
+                .iter()
+                .map(|l| l.as_str().to_string())
+                .find(|l| l.starts_with("maxconn"))
+        };
+        // No budget: as configured.
+        let v = view(&state, &node, &opts).unwrap();
+        assert_eq!(maxconn(&v).as_deref(), Some("maxconn 20000"));
+        assert_eq!(v.proxy_maxconn(), Some(20000));
+        // Under 4096: lowered, with a note naming the configured value, the limit and
+        // the value used.
+        opts.fd_budget = Some(FdBudget {
+            limit: 4096,
+            cpus: 2,
+        });
+        let v = view(&state, &node, &opts).unwrap();
+        assert_eq!(maxconn(&v).as_deref(), Some("maxconn 2000"));
+        assert_eq!(v.proxy_maxconn(), Some(2000));
+        let note: Vec<&String> = v.notes.iter().filter(|n| n.contains("maxconn")).collect();
+        assert_eq!(note.len(), 1, "{:?}", v.notes);
+        assert!(
+            note[0].starts_with(
+                "haproxy.global maxconn 20000 lowered to 2000: the open-files limit is 4096"
+            ),
+            "{}",
+            note[0]
+        );
+        // Too many listeners for the limit: said plainly.
+        let mut tight = opts.clone();
+        tight.fd_budget = Some(FdBudget { limit: 50, cpus: 2 });
+        let v = view(&state, &node, &tight).unwrap();
+        assert!(
+            v.notes
+                .iter()
+                .any(|n| n.contains("too low even for the 1 listeners")),
+            "{:?}",
+            v.notes
+        );
+        // A value that fits is never raised, and no note.
+        state.config.haproxy.global = vec![
+            "maxconn 500".parse().unwrap(),
+            "ulimit-n 100000".parse().unwrap(),
+        ];
+        let v = view(&state, &node, &opts).unwrap();
+        assert_eq!(maxconn(&v).as_deref(), Some("maxconn 500"));
+        let hp = v.haproxy.as_ref().unwrap();
+        assert_eq!(hp.global[1].as_str(), "ulimit-n 4096");
+        assert!(
+            !v.notes.iter().any(|n| n.contains("maxconn")),
+            "{:?}",
+            v.notes
+        );
+        assert!(v
+            .notes
+            .iter()
+            .any(|n| n.contains("ulimit-n 100000 lowered to 4096")));
+
+        // nginx: the default events block and an admin's worker_rlimit_nofile.
+        let mut opts = ViewOptions::new(ProxyKind::Nginx);
+        state.config.nginx.global = vec![];
+        let v = view(&state, &node, &opts).unwrap();
+        assert_eq!(v.proxy_maxconn(), Some(NGINX_WORKER_CONNECTIONS));
+        opts.fd_budget = Some(FdBudget {
+            limit: 4096,
+            cpus: 2,
+        });
+        state.config.nginx.global = vec!["worker_rlimit_nofile 65536;".parse().unwrap()];
+        let v = view(&state, &node, &opts).unwrap();
+        let nx = v.nginx.as_ref().unwrap();
+        assert_eq!(nx.global[0].as_str(), "worker_rlimit_nofile 4096;");
+        assert_eq!(
+            nx.worker_connections,
+            Some(4096 - crate::fdlimit::FD_MARGIN)
+        );
+        // The admin's own events block: its worker_connections is fitted too.
+        state.config.nginx.global = vec!["events { worker_connections 100000; multi_accept on; }"
+            .parse()
+            .unwrap()];
+        let v = view(&state, &node, &opts).unwrap();
+        let nx = v.nginx.as_ref().unwrap();
+        assert_eq!(
+            nx.global[0].as_str(),
+            format!(
+                "events {{ worker_connections {}; multi_accept on; }}",
+                4096 - crate::fdlimit::FD_MARGIN
+            )
+        );
+        assert!(!nx.add_events);
+        // ... also over several lines (as in k8slb's sample config).
+        let state = State::from_json(include_str!("../tests/fixtures/empty.json")).unwrap();
+        let v = view(&state, &node, &opts).unwrap();
+        assert_eq!(v.proxy_maxconn(), Some(1024));
+        opts.fd_budget = Some(FdBudget {
+            limit: 1000,
+            cpus: 2,
+        });
+        let v = view(&state, &node, &opts).unwrap();
+        assert_eq!(v.proxy_maxconn(), Some(1000 - crate::fdlimit::FD_MARGIN));
+        assert!(v
+            .nginx
+            .as_ref()
+            .unwrap()
+            .global
+            .iter()
+            .any(|l| l.as_str()
+                == format!("  worker_connections {};", 1000 - crate::fdlimit::FD_MARGIN)));
     }
 
     #[test]

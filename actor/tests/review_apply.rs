@@ -276,9 +276,16 @@ fn a_failed_keepalived_reload_does_not_leave_the_proxy_view_behind() {
     // keepalived's reload fails.
     assert!(apply(&mut a, (1, [1, 3]), at(100)).is_err());
     assert_eq!(*serves.lock().unwrap(), Some([1, 3]));
+    // A failed reload keeps the node not ready (and says why), also when the same
+    // state is applied again and fails again.
+    let why = a.not_ready().unwrap_or_default();
+    assert!(why.starts_with("keepalived: reload failed: "), "{why:?}");
+    assert!(apply(&mut a, (1, [1, 3]), at(150)).is_err());
+    assert!(a.not_ready().is_some());
     ka_fails.store(false, Ordering::SeqCst);
     // Back to the old state.
     apply(&mut a, (0, [1, 2]), at(200)).unwrap();
+    assert_eq!(a.not_ready(), None, "the reload succeeded: ready again");
     assert_eq!(
         *serves.lock().unwrap(),
         Some([1, 2]),
