@@ -11,6 +11,7 @@ use crate::opts::PlanFlags;
 use crate::sink::Sink;
 use crate::{files, Error};
 use k8slb_common::config::GlobalConfig;
+pub use k8slb_common::logging::{init_logging, LogFormat};
 use k8slb_common::plan::plan;
 use k8slb_common::state::{Problem, State};
 use std::path::PathBuf;
@@ -35,12 +36,6 @@ impl std::str::FromStr for Source {
     }
 }
 
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum LogFormat {
-    Plain,
-    Json,
-}
-
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Where the objects come from: `files:<dir>` (a directory of Kubernetes YAML, the
@@ -58,11 +53,12 @@ pub struct RunArgs {
     /// LOOP_DELAY, now only a safety net).
     #[arg(long, env = "LOOP_DELAY", default_value_t = 30)]
     pub resync_s: u64,
-    /// Log format.
-    #[arg(long, value_enum, env = "LOG_FORMAT", default_value = "plain")]
+    /// Log format: `plain` (one line per event, colours only on a terminal) or `json`.
+    #[arg(long, env = "LOG_FORMAT", default_value = "plain")]
     pub log_format: LogFormat,
-    /// Log level: error, warn, info, debug, or k8slb's 0-4.
-    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
+    /// Log level: k8slb's 0 (off) to 4 (debug), a level name (error, warn, info, debug,
+    /// trace) or a tracing filter (`info,k8slb_watcher=debug`).
+    #[arg(long, env = "LOG_LEVEL", default_value = "3")]
     pub log_level: String,
     #[command(flatten)]
     pub flags: PlanFlags,
@@ -70,28 +66,8 @@ pub struct RunArgs {
     pub kube: KubeFlags,
 }
 
-pub fn init_logging(format: LogFormat, level: &str) {
-    let level = match level {
-        "0" => "off",
-        "1" => "error",
-        "2" => "warn",
-        "3" => "info",
-        "4" => "debug",
-        other => other,
-    };
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Plain => b.try_init(),
-        LogFormat::Json => b.json().try_init(),
-    };
-}
-
 pub fn main(args: RunArgs) -> Result<(), Error> {
-    init_logging(args.log_format, &args.log_level);
+    init_logging(args.log_format, &args.log_level).map_err(|e| Error::Usage(e.to_string()))?;
     match args.source.clone() {
         Source::Files(dir) => match &args.state_out {
             Some(Sink::File(_)) => run_files(&args, &dir),
