@@ -148,6 +148,32 @@ fn run_files(args: &RunArgs, dir: &std::path::Path) -> Result<(), Error> {
     let Some(sink) = args.state_out.as_ref() else {
         return Err(Error::Usage("--state-out file:<path> is required".into()));
     };
+    let Sink::File(state_path) = sink else {
+        return Err(Error::Usage("--source files:<dir> needs --state-out file:<path>".into()));
+    };
+    let state_path = state_path.display().to_string();
+    // The admin port on a small runtime of its own; the loop stays a plain thread.
+    let metrics = crate::admin::Metrics::new();
+    let readiness = metrics.readiness.clone();
+    readiness.not_ready("files: the state is not written yet");
+    let admin_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("admin")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Runtime(format!("cannot start the runtime: {e}")))?;
+    let addr = args.kube.admin_addr;
+    let bound = admin_rt
+        .block_on(crate::admin::serve(
+            addr,
+            metrics.clone(),
+            tokio_util::sync::CancellationToken::new(),
+        ))
+        .map_err(|e| Error::Usage(format!("cannot listen on {addr}: {e}")))?;
+    tracing::info!(addr = %bound, "admin server listening");
+    let mut write_log = crate::failing::FailureLog::new("writing the state file");
+    // A failed write is retried this soon, even without a change.
+    let mut retry_at: Option<Instant> = None;
     let mut published: Option<State> = sink.load();
     let mut good_cfg: Option<GlobalConfig> = None;
     let mut last_fp = None;
@@ -161,14 +187,19 @@ fn run_files(args: &RunArgs, dir: &std::path::Path) -> Result<(), Error> {
                 None
             }
         };
-        let due = last_run.elapsed() >= Duration::from_secs(args.resync_s);
+        let due = last_run.elapsed() >= Duration::from_secs(args.resync_s)
+            || retry_at.is_some_and(|t| Instant::now() >= t);
         if fp.is_some() && (fp != last_fp || due) {
+            retry_at = None;
             last_fp = fp;
             last_run = Instant::now();
             let started = Instant::now();
             match files::read(dir) {
                 Err(e) => {
-                    tracing::warn!(error = %e, "cannot read the objects; keeping the last state")
+                    tracing::warn!(error = %e, "cannot read the objects; keeping the last state");
+                    if !readiness.is_ready() {
+                        readiness.not_ready(format!("files: cannot read the objects: {e}"));
+                    }
                 }
                 Ok(objs) => {
                     let mut cfg_problem = None;
@@ -188,6 +219,11 @@ fn run_files(args: &RunArgs, dir: &std::path::Path) -> Result<(), Error> {
                             });
                         }
                     }
+                    if good_cfg.is_none() {
+                        readiness.not_ready(
+                            "files: no valid global config yet; nothing is written",
+                        );
+                    }
                     if let Some(cfg) = &good_cfg {
                         let mut state = plan(cfg, &opts, &objs, published.as_ref());
                         if let Some(p) = cfg_problem {
@@ -197,6 +233,11 @@ fn run_files(args: &RunArgs, dir: &std::path::Path) -> Result<(), Error> {
                         if published.as_ref() != Some(&state) {
                             match sink.write(&state) {
                                 Ok(()) => {
+                                    write_log.succeeded();
+                                    metrics.publish("ok");
+                                    readiness.ready(format!(
+                                        "files: the current state is written to {state_path}"
+                                    ));
                                     tracing::info!(
                                         services = state.services.len(),
                                         vips = state.vips.len(),
@@ -209,8 +250,18 @@ fn run_files(args: &RunArgs, dir: &std::path::Path) -> Result<(), Error> {
                                     }
                                     published = Some(state);
                                 }
-                                Err(e) => tracing::error!(error = %e, "cannot write the state"),
+                                Err(e) => {
+                                    let e = format!("cannot write {state_path}: {e}");
+                                    metrics.publish("error");
+                                    write_log.failed(1, &e);
+                                    readiness.not_ready(format!("files: {e}"));
+                                    retry_at = Some(Instant::now() + Duration::from_secs(1));
+                                }
                             }
+                        } else {
+                            readiness.ready(format!(
+                                "files: the current state is written to {state_path}"
+                            ));
                         }
                     }
                 }
