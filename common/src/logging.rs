@@ -83,7 +83,11 @@ pub fn level_filter(level: &str) -> Result<String, LoggingError> {
         return Err(bad("a negative number"));
     }
     let lower = t.to_ascii_lowercase();
-    let lower = if lower == "warning" { "warn".into() } else { lower };
+    let lower = if lower == "warning" {
+        "warn".into()
+    } else {
+        lower
+    };
     if LEVEL_NAMES.contains(&lower.as_str()) {
         return Ok(lower);
     }

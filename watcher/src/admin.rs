@@ -291,7 +291,10 @@ pub async fn serve(
                     if ready {
                         (StatusCode::OK, format!("ready: {why}\n"))
                     } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n"))
+                        (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!("not ready: {why}\n"),
+                        )
                     }
                 }
             }),

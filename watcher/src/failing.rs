@@ -116,13 +116,9 @@ impl FailureLog {
                 error,
                 "{what} failed; retrying (logged again at most once a minute while it fails)"
             ),
-            Report::Still { failures, for_s } => tracing::warn!(
-                write = what,
-                error,
-                failures,
-                for_s,
-                "{what} still fails"
-            ),
+            Report::Still { failures, for_s } => {
+                tracing::warn!(write = what, error, failures, for_s, "{what} still fails")
+            }
             Report::Quiet | Report::Recovered { .. } => {
                 tracing::debug!(write = what, error, "{what} failed")
             }

@@ -149,7 +149,9 @@ fn run_files(args: &RunArgs, dir: &std::path::Path) -> Result<(), Error> {
         return Err(Error::Usage("--state-out file:<path> is required".into()));
     };
     let Sink::File(state_path) = sink else {
-        return Err(Error::Usage("--source files:<dir> needs --state-out file:<path>".into()));
+        return Err(Error::Usage(
+            "--source files:<dir> needs --state-out file:<path>".into(),
+        ));
     };
     let state_path = state_path.display().to_string();
     // The admin port on a small runtime of its own; the loop stays a plain thread.
@@ -220,9 +222,8 @@ fn run_files(args: &RunArgs, dir: &std::path::Path) -> Result<(), Error> {
                         }
                     }
                     if good_cfg.is_none() {
-                        readiness.not_ready(
-                            "files: no valid global config yet; nothing is written",
-                        );
+                        readiness
+                            .not_ready("files: no valid global config yet; nothing is written");
                     }
                     if let Some(cfg) = &good_cfg {
                         let mut state = plan(cfg, &opts, &objs, published.as_ref());

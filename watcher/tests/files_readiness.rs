@@ -91,7 +91,11 @@ fn wait_line<T>(
 
 fn get(addr: &str, path: &str) -> (u16, String) {
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     let code = out
@@ -99,7 +103,10 @@ fn get(addr: &str, path: &str) -> (u16, String) {
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    (code, out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string())
+    (
+        code,
+        out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string(),
+    )
 }
 
 fn wait_http(addr: &str, what: &str, f: impl Fn(u16, &str) -> bool) -> (u16, String) {
@@ -160,7 +167,8 @@ fn files_source_is_ready_only_once_the_state_file_is_written() {
     );
     // The failure was logged once, then its recovery; every line is JSON, none coloured.
     wait_line(&rx, &mut seen, "the recovery line", |l| {
-        l.contains("writing the state file works again").then_some(())
+        l.contains("writing the state file works again")
+            .then_some(())
     });
     let failed = seen
         .iter()
@@ -168,7 +176,10 @@ fn files_source_is_ready_only_once_the_state_file_is_written() {
         .count();
     assert_eq!(failed, 1, "{seen:#?}");
     for l in &seen {
-        assert!(!l.contains('\u{1b}'), "ANSI escape without a terminal: {l:?}");
+        assert!(
+            !l.contains('\u{1b}'),
+            "ANSI escape without a terminal: {l:?}"
+        );
         serde_json::from_str::<serde_json::Value>(l)
             .unwrap_or_else(|e| panic!("LOG_FORMAT=json gave a non-JSON line ({e}): {l}"));
     }
@@ -190,7 +201,10 @@ fn log_level_zero_turns_the_watcher_s_logs_off_and_plain_has_no_colours() {
     });
     drop(w);
     for l in &seen {
-        assert!(!l.contains('\u{1b}'), "ANSI escape without a terminal: {l:?}");
+        assert!(
+            !l.contains('\u{1b}'),
+            "ANSI escape without a terminal: {l:?}"
+        );
         assert!(l.contains(" INFO ") || l.contains(" WARN "), "{l}");
     }
 
@@ -215,12 +229,21 @@ fn an_unknown_log_level_or_format_stops_the_watcher_with_one_line_and_exit_64() 
     // LOG_LEVEL is checked by the watcher (exit 64, EX_USAGE, one line); LOG_FORMAT by the
     // flag parser (clap's usage error, exit 2, with its hint line).
     for (k, v, want, code, lines) in [
-        ("LOG_LEVEL", "verbose", "invalid log level \"verbose\"", 64, 1),
+        (
+            "LOG_LEVEL",
+            "verbose",
+            "invalid log level \"verbose\"",
+            64,
+            1,
+        ),
         ("LOG_FORMAT", "xml", "unknown log format \"xml\"", 2, 3),
     ] {
         let out = Command::new(BIN)
             .args(["run", "--source", &format!("files:{}", d.path().display())])
-            .args(["--state-out", &format!("file:{}/s.json", d.path().display())])
+            .args([
+                "--state-out",
+                &format!("file:{}/s.json", d.path().display()),
+            ])
             .args(["--admin-addr", "127.0.0.1:0"])
             .env_remove("LOG_FORMAT")
             .env_remove("LOG_LEVEL")

@@ -31,9 +31,13 @@ async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
 
 /// The admin server of `metrics` on a free port.
 async fn admin_server(metrics: &Metrics, stop: &CancellationToken) -> std::net::SocketAddr {
-    admin::serve("127.0.0.1:0".parse().unwrap(), metrics.clone(), stop.clone())
-        .await
-        .expect("admin server")
+    admin::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        metrics.clone(),
+        stop.clone(),
+    )
+    .await
+    .expect("admin server")
 }
 
 /// Readiness as seen while `n` injected faults are still pending on the state ConfigMap:
@@ -85,7 +89,10 @@ async fn a_leader_whose_state_writes_fail_is_not_ready_until_one_succeeds() {
     // The faults run out: the next publish succeeds, and only then is it ready.
     wait_for("ready", || w.metrics.is_ready().then_some(())).await;
     let published = state(&api).expect("the state is published when ready");
-    assert!(published.services.keys().any(|k| k.to_string() == "default/web"));
+    assert!(published
+        .services
+        .keys()
+        .any(|k| k.to_string() == "default/web"));
     assert_eq!(w.metrics.write_failures("publish", "500"), 5);
     let (code, body) = get(addr, "/readyz").await;
     assert_eq!(
@@ -131,14 +138,20 @@ async fn a_synced_follower_is_ready_and_on_taking_over_waits_for_its_first_publi
         !ready,
         "the new leader is ready before publishing anything: {why}"
     );
-    assert!(why.starts_with("leader: publishing the state failed"), "{why}");
+    assert!(
+        why.starts_with("leader: publishing the state failed"),
+        "{why}"
+    );
 
     wait_for("w2 ready as the leader", || {
         w2.metrics.is_ready().then_some(())
     })
     .await;
     let s = state(&api).expect("state");
-    assert!(s.services.keys().any(|k| k.to_string() == "default/b"), "b is published");
+    assert!(
+        s.services.keys().any(|k| k.to_string() == "default/b"),
+        "b is published"
+    );
     assert_eq!(
         w2.metrics.readiness.get().1,
         "leader: the current state is published"

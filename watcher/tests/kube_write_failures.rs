@@ -82,7 +82,8 @@ async fn failing_writes_are_logged_when_they_start_and_recover_and_counted_each_
     let w = start(&api, "w1");
 
     wait_for("publishing recovered", || {
-        logs.has("publishing the state", "works again").then_some(())
+        logs.has("publishing the state", "works again")
+            .then_some(())
     })
     .await;
     wait_for("status recovered", || {
@@ -109,9 +110,16 @@ async fn failing_writes_are_logged_when_they_start_and_recover_and_counted_each_
     ] {
         let lines = logs.about(what);
         let warns: Vec<_> = lines.iter().filter(|l| l.0 == "WARN").collect();
-        assert_eq!(warns.len(), 1, "{what}: one warning, not one per attempt: {lines:#?}");
+        assert_eq!(
+            warns.len(),
+            1,
+            "{what}: one warning, not one per attempt: {lines:#?}"
+        );
         let (_, msg, fields) = warns[0];
-        assert!(msg.starts_with(&format!("{what} failed; retrying")), "{msg}");
+        assert!(
+            msg.starts_with(&format!("{what} failed; retrying")),
+            "{msg}"
+        );
         let error = fields["error"].as_str().unwrap_or_default();
         assert!(
             error.contains("500 InternalError: injected fault (fakeapi)"),
@@ -121,7 +129,10 @@ async fn failing_writes_are_logged_when_they_start_and_recover_and_counted_each_
             !error.contains("Status {") && !error.contains("ErrorResponse"),
             "{what}: a debug dump: {error}"
         );
-        let recovered: Vec<_> = lines.iter().filter(|l| l.1.contains("works again")).collect();
+        let recovered: Vec<_> = lines
+            .iter()
+            .filter(|l| l.1.contains("works again"))
+            .collect();
         assert_eq!(recovered.len(), 1, "{what}: {lines:#?}");
         assert_eq!(recovered[0].0, "INFO");
         assert_eq!(recovered[0].2["failures"], failures, "{what}: {lines:#?}");
