@@ -7,6 +7,10 @@
 #   ./scripts/test.sh            everything
 #   K8SLB_SKIP_DEPS=1 ./scripts/test.sh    do not check/install system packages
 #   ./scripts/test.sh e2e_failover         only lab tests whose file matches (plus checks)
+#
+# The unit step runs the watcher's API-outage test (watcher/tests/kube_ha.rs,
+# api_server_gone_and_back_nothing_is_reallocated) with its full 60 s outage:
+# K8SLB_TEST_OUTAGE_S=60 is exported below (plain `cargo test` uses 10 s).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # Where install-deps.sh puts Rust on a fresh machine.
@@ -40,6 +44,8 @@ fi
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets -- -D warnings
 step build cargo build --workspace --bins
+# The API server stays away for 60 s in the watcher's outage test.
+export K8SLB_TEST_OUTAGE_S=60
 step unit cargo test --workspace --exclude k8slb-tests --no-fail-fast
 # The lab tests build whole topologies: one at a time, bounded in time.
 if [ "$#" -gt 0 ]; then

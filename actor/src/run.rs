@@ -5,6 +5,7 @@
 //!     [--proxy haproxy|nginx|kubeproxy]
 //!     [--interface <pool>=<ifname>]... [--templates <dir>] [--work-dir /var/lib/k8slb]
 //!     [--admin-addr 0.0.0.0:9254] [--min-reload-interval-ms 1000] [--log-format plain|json]
+//!     [--log-level 0-4]
 //! ```
 //!
 //! The control loop is a plain thread (daemons and netlink are driven synchronously);
@@ -70,11 +71,7 @@ impl std::str::FromStr for StateSource {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    Plain,
-    Json,
-}
+pub use k8slb_common::logging::LogFormat;
 
 fn parse_interface(s: &str) -> Result<(PoolName, IfName), String> {
     let (p, i) = s
@@ -119,12 +116,17 @@ pub struct RunArgs {
     /// Minimum time between two reloads of one daemon, in milliseconds.
     #[arg(long, env = "K8SLB_MIN_RELOAD_INTERVAL_MS", default_value_t = 1000)]
     pub min_reload_interval_ms: u64,
-    /// Log level: k8slb's numbers (0 off, 1 error, 2 warn, 3 info, 4 debug, 5 trace) or
-    /// a tracing filter (`info,k8slb_actor=debug`).
+    /// Log level: k8slb's 0 (off) to 4 (debug), a level name (error, warn, info, debug,
+    /// trace) or a tracing filter (`info,k8slb_actor=debug`).
     #[arg(long, env = "LOG_LEVEL", default_value = "3")]
     pub log_level: String,
-    #[arg(long, env = "K8SLB_LOG_FORMAT", value_enum, default_value = "plain")]
-    pub log_format: LogFormat,
+    /// Log format: `plain` (one line per event, colours only on a terminal) or `json`
+    /// [default: plain].
+    #[arg(long, env = "LOG_FORMAT")]
+    pub log_format: Option<LogFormat>,
+    /// The actor's former name of `LOG_FORMAT` (deprecated; `LOG_FORMAT` wins).
+    #[arg(long = "k8slb-log-format", env = "K8SLB_LOG_FORMAT", hide = true)]
+    pub deprecated_log_format: Option<LogFormat>,
     /// keepalived binary.
     #[arg(long, env = "K8SLB_KEEPALIVED", default_value = "keepalived")]
     pub keepalived_bin: PathBuf,
@@ -136,25 +138,22 @@ pub struct RunArgs {
     pub nginx_bin: PathBuf,
 }
 
-fn init_logging(level: &str, format: LogFormat) {
-    let filter = match level.trim() {
-        "0" => "off",
-        "1" => "error",
-        "2" => "warn",
-        "" | "3" => "info",
-        "4" => "debug",
-        "5" | "6" | "7" | "8" | "9" => "trace",
-        other => other,
-    };
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Plain => b.try_init(),
-        LogFormat::Json => b.json().try_init(),
-    };
+/// `LOG_FORMAT`, else the deprecated `K8SLB_LOG_FORMAT`, else plain; then the shared
+/// [`k8slb_common::logging::init_logging`], and a line if the deprecated name was used.
+fn init_logging(args: &RunArgs) -> anyhow::Result<()> {
+    let format = args
+        .log_format
+        .or(args.deprecated_log_format)
+        .unwrap_or_default();
+    k8slb_common::logging::init_logging(format, &args.log_level)?;
+    if let Some(old) = args.deprecated_log_format {
+        if args.log_format.is_some() {
+            tracing::warn!(ignored = %old, "K8SLB_LOG_FORMAT is deprecated and ignored: LOG_FORMAT is set");
+        } else {
+            tracing::warn!(format = %old, "K8SLB_LOG_FORMAT is deprecated: set LOG_FORMAT instead");
+        }
+    }
+    Ok(())
 }
 
 /// The real [`NodeRenderer`]: [`view::view_with_previous`] + [`Renderer`] +
@@ -645,7 +644,7 @@ fn nonlocal_bind_already_on() -> bool {
 
 /// `k8slb-actor run`.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    init_logging(&args.log_level, args.log_format);
+    init_logging(&args)?;
     std::fs::create_dir_all(&args.work_dir)
         .with_context(|| format!("create work dir {}", args.work_dir.display()))?;
     let renderer = match &args.templates {

@@ -6,10 +6,13 @@
 //! - [`objects`]: the Kubernetes objects the plan reads, and how files of them are read;
 //! - [`plan`]: the pure allocation: objects + config + previous state -> state;
 //! - [`state`]: the published state document;
-//! - [`publish`]: how the state is compressed and sharded for ConfigMaps.
+//! - [`publish`]: how the state is compressed and sharded for ConfigMaps;
+//! - `logging` (feature `logging`): the one log setup of both binaries.
 
 pub mod config;
 pub mod ipam;
+#[cfg(feature = "logging")]
+pub mod logging;
 pub mod names;
 pub mod objects;
 pub mod plan;

@@ -1,7 +1,11 @@
 //! The admin port: `/livez`, `/readyz` and `/metrics` (Prometheus text format).
 //!
-//! `/readyz` answers 200 once the stores are synced and, as the leader, the first state has
-//! been published (a follower is ready once synced: it can take over at once).
+//! `/readyz` tells the truth about the watcher's job ([`Readiness`]): a follower is ready
+//! once its caches are synced (it can take over at once); a leader only once the current
+//! state is published since it became the leader, and not while its last attempt to
+//! publish failed; the files source once the state file holds the current state. The body
+//! says why, e.g. `not ready: leader: publishing the state failed: cannot apply ConfigMap
+//! k8slb-state: 403 Forbidden: ...`.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -10,13 +14,67 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
     pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteFailureLabels {
+    /// `publish`, `status` or `event`.
+    pub write: &'static str,
+    /// The HTTP code, `timeout` or `transport`: bounded.
+    pub code: String,
+}
+
+/// Whether the watcher does its job, and why (not): shared by the loop and `/readyz`.
+#[derive(Clone, Debug)]
+pub struct Readiness {
+    inner: Arc<Mutex<(bool, String)>>,
+    gauge: Gauge,
+}
+
+impl Readiness {
+    fn new(gauge: Gauge) -> Self {
+        Readiness {
+            inner: Arc::new(Mutex::new((false, "starting".into()))),
+            gauge,
+        }
+    }
+
+    fn set(&self, ready: bool, why: String) {
+        let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if g.0 != ready || g.1 != why {
+            if ready != g.0 {
+                tracing::info!(ready, why = %why, "readiness changed");
+            }
+            *g = (ready, why);
+        }
+        self.gauge.set(i64::from(ready));
+    }
+
+    pub fn ready(&self, why: impl Into<String>) {
+        self.set(true, why.into());
+    }
+
+    pub fn not_ready(&self, why: impl Into<String>) {
+        self.set(false, why.into());
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner).0
+    }
+
+    /// `(ready, why)`.
+    pub fn get(&self) -> (bool, String) {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -39,7 +97,9 @@ pub struct Metrics {
     /// ignored (the last good config stays in force).
     pub config_valid: Gauge,
     pub config_errors_total: Counter,
-    pub ready: Arc<AtomicBool>,
+    /// Failed writes by kind and code (every attempt; the log says it once a minute).
+    pub write_failures_total: Family<WriteFailureLabels, Counter>,
+    pub readiness: Readiness,
     registry: Arc<Registry>,
 }
 
@@ -67,6 +127,8 @@ impl Metrics {
         let problems = Family::<ReasonLabel, Gauge>::default();
         let config_valid = Gauge::default();
         let config_errors_total = Counter::default();
+        let write_failures_total = Family::<WriteFailureLabels, Counter>::default();
+        let ready = Gauge::default();
         r.register("plans", "Plans computed", plans_total.clone());
         r.register(
             "plan_duration_seconds",
@@ -104,6 +166,16 @@ impl Metrics {
             "Invalid global configs seen",
             config_errors_total.clone(),
         );
+        r.register(
+            "write_failures",
+            "Failed API writes by kind (publish, status, event) and HTTP code",
+            write_failures_total.clone(),
+        );
+        r.register(
+            "ready",
+            "1 while /readyz answers 200 (synced follower, or leader whose state is published)",
+            ready.clone(),
+        );
         Metrics {
             plans_total,
             plan_duration_seconds,
@@ -114,7 +186,8 @@ impl Metrics {
             problems,
             config_valid,
             config_errors_total,
-            ready: Arc::new(AtomicBool::new(false)),
+            write_failures_total,
+            readiness: Readiness::new(ready),
             registry: Arc::new(r),
         }
     }
@@ -172,7 +245,24 @@ impl Metrics {
     }
 
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst)
+        self.readiness.is_ready()
+    }
+
+    /// Counts one failed write of kind `write` (`publish`, `status`, `event`).
+    pub fn write_failed(&self, write: &'static str, code: String) {
+        self.write_failures_total
+            .get_or_create(&WriteFailureLabels { write, code })
+            .inc();
+    }
+
+    /// Counter value of `write_failures_total{write, code}` (tests).
+    pub fn write_failures(&self, write: &'static str, code: &str) -> u64 {
+        self.write_failures_total
+            .get_or_create(&WriteFailureLabels {
+                write,
+                code: code.to_string(),
+            })
+            .get()
     }
 }
 
@@ -196,12 +286,15 @@ pub async fn serve(
         .route(
             "/readyz",
             get(move || {
-                let ready = m_ready.is_ready();
+                let (ready, why) = m_ready.readiness.get();
                 async move {
                     if ready {
-                        (StatusCode::OK, "ready\n")
+                        (StatusCode::OK, format!("ready: {why}\n"))
                     } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+                        (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!("not ready: {why}\n"),
+                        )
                     }
                 }
             }),

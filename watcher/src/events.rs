@@ -11,6 +11,7 @@
 //!   queue rather than being dropped (bounded at [`QUEUE_LIMIT`], then the oldest go).
 
 use crate::admin::{Metrics, ReasonLabel};
+use crate::failing::{code_label, describe, FailureLog};
 use crate::kube_run::api_code;
 use crate::publish_cm::{FIELD_MANAGER, WRITE_TIMEOUT};
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
@@ -242,6 +243,7 @@ impl Recorder {
             let burst = f64::from(per_second) * 2.0;
             let mut tokens = burst;
             let mut last = tokio::time::Instant::now();
+            let mut failures = FailureLog::new("writing Events");
             loop {
                 let next = task.queue.lock().expect("event queue").pop_front();
                 let Some(note) = next else {
@@ -269,6 +271,7 @@ impl Recorder {
                 }
                 match w.write(&note).await {
                     Ok(()) => {
+                        failures.succeeded();
                         metrics
                             .events_total
                             .get_or_create(&ReasonLabel {
@@ -277,7 +280,18 @@ impl Recorder {
                             .inc();
                     }
                     Err(e) => {
-                        tracing::warn!(reason = %note.reason, object = %note.target.name, error = %e, "cannot write an Event");
+                        // The Event is dropped (it said what the log already said).
+                        metrics.write_failed("event", code_label(&e));
+                        failures.failed(
+                            1,
+                            &format!(
+                                "{} {} {}: {}",
+                                note.reason,
+                                note.target.kind,
+                                note.target.name,
+                                describe(&e)
+                            ),
+                        );
                     }
                 }
             }

@@ -16,9 +16,10 @@
 
 use crate::admin::{self, Metrics, ReasonLabel};
 use crate::events::{self, Lookup, Note, Recorder, Target};
+use crate::failing::FailureLog;
 use crate::kube_source::{ConfigRead, Stores, GLOBAL_CONFIGMAP};
 use crate::leader::{self, LeaseConfig};
-use crate::publish_cm::{Publisher, StateLoad};
+use crate::publish_cm::{PublishCmError, Publisher, StateLoad};
 use crate::status::StatusWriter;
 use crate::Error;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -110,7 +111,7 @@ pub struct KubeFlags {
     /// suffix).
     #[arg(long, env = "POD_NAME")]
     pub pod_name: Option<String>,
-    /// Where `/livez`, `/readyz` and `/metrics` are served.
+    /// Where `/livez`, `/readyz` and `/metrics` are served (with either source).
     #[arg(long, env = "K8SLB_ADMIN_ADDR", default_value = "0.0.0.0:9253")]
     pub admin_addr: SocketAddr,
     /// Quiet time after a change before recomputing, in milliseconds (at most 1 s later
@@ -211,6 +212,7 @@ pub async fn run(
         cfg_event_sent: false,
         in_progress_since: None,
         waiting_logged: false,
+        publish_log: FailureLog::new("publishing the state"),
         args: args.clone(),
     };
     let mut resync = tokio::time::interval(args.resync);
@@ -247,7 +249,7 @@ pub async fn run(
         }
     }
     tracing::info!("shutting down");
-    metrics.ready.store(false, Ordering::SeqCst);
+    metrics.readiness.not_ready("shutting down");
     election_stop.cancel();
     if let Some(h) = election {
         let _ = tokio::time::timeout(Duration::from_secs(10), h).await;
@@ -274,6 +276,7 @@ struct Loop {
     cfg_event_sent: bool,
     in_progress_since: Option<Instant>,
     waiting_logged: bool,
+    publish_log: FailureLog,
 }
 
 impl Lookup for Stores {
@@ -348,18 +351,27 @@ impl Loop {
     /// One round. Returns when to retry (None: wait for a change).
     async fn tick(&mut self, _last_retry: Option<Duration>) -> Option<Duration> {
         let leader = self.is_leader();
-        self.metrics.is_leader.set(i64::from(leader));
         if leader && !self.was_leader {
             // Another watcher may have published since we last did.
             self.published = None;
             self.publisher.reset_from(&self.stores.configmaps.state());
             self.status.reset();
             self.cfg_event_sent = false;
+            // Ready again only once this leader has published (or found published) the
+            // current state.
+            self.metrics
+                .readiness
+                .not_ready("leader: the state is not published yet");
         }
+        // After the readiness reset: never "leading" with a follower's readiness.
+        self.metrics.is_leader.set(i64::from(leader));
         self.was_leader = leader;
         self.read_config();
         if !leader {
-            self.metrics.ready.store(true, Ordering::SeqCst);
+            // Only ticks after every store's first list: synced.
+            self.metrics
+                .readiness
+                .ready("follower: caches synced; ready to take over");
             return None;
         }
         if let (Some(p), false) = (self.config_problem(), self.cfg_event_sent) {
@@ -381,7 +393,12 @@ impl Loop {
             self.cfg_event_sent = true;
         }
         let Some(cfg) = self.good_cfg.clone() else {
-            return None; // never publish without a config
+            // Never publish without a config.
+            self.metrics.readiness.not_ready(format!(
+                "leader: no valid global config ({}) yet; nothing is published",
+                self.global_name()
+            ));
+            return None;
         };
 
         let previous = match &self.published {
@@ -393,6 +410,9 @@ impl Loop {
                     let since = *self.in_progress_since.get_or_insert_with(Instant::now);
                     if since.elapsed() < self.args.state_in_progress_grace {
                         tracing::info!(reason = %why, "the published state is being written; waiting");
+                        self.metrics.readiness.not_ready(format!(
+                            "leader: waiting for the state being written: {why}"
+                        ));
                         return Some(RETRY);
                     }
                     tracing::warn!(reason = %why, "the published state stays incomplete; starting from the Services' status");
@@ -438,6 +458,7 @@ impl Loop {
             {
                 Ok(writes) => {
                     self.metrics.publish("ok");
+                    self.publish_log.succeeded();
                     tracing::info!(
                         services = state.services.len(),
                         vips = state.vips.len(),
@@ -454,9 +475,18 @@ impl Loop {
                     self.status.released(prev, &state);
                     self.published = Some(state);
                 }
+                Err(PublishCmError::NotLeader) => {
+                    self.metrics.publish("not_leader");
+                    tracing::info!("no longer the leader; the state is left to the next one");
+                    return Some(RETRY);
+                }
                 Err(e) => {
                     self.metrics.publish(e.category());
-                    tracing::warn!(error = %e, "cannot publish the state; retrying");
+                    self.metrics.write_failed("publish", e.code());
+                    self.publish_log.failed(1, &e.to_string());
+                    self.metrics
+                        .readiness
+                        .not_ready(format!("leader: publishing the state failed: {e}"));
                     return Some(RETRY);
                 }
             }
@@ -477,7 +507,12 @@ impl Loop {
         if out.failed > 0 || self.status.pending() {
             retry = Some(RETRY);
         }
-        self.metrics.ready.store(true, Ordering::SeqCst);
+        // Asked again: a lost lease after the publish leaves readiness to the next tick.
+        if self.is_leader() {
+            self.metrics
+                .readiness
+                .ready("leader: the current state is published");
+        }
         retry
     }
 }

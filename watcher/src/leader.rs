@@ -76,6 +76,7 @@ pub async fn run(
     // What we last saw of someone else's lease, and when it last changed (our clock).
     let mut observed: Option<(String, Instant)> = None;
     let mut last_renew: Option<Instant> = None;
+    let mut failures = crate::failing::FailureLog::new("the Lease request");
     let set = |v: bool| {
         flag.store(v, Ordering::SeqCst);
         tx.send_if_modified(|old| {
@@ -93,6 +94,9 @@ pub async fn run(
             }
             r = step(&api, &cfg, &mut observed) => r,
         };
+        if result.is_ok() {
+            failures.succeeded();
+        }
         match result {
             Ok(true) => {
                 if !leading {
@@ -110,11 +114,11 @@ pub async fn run(
             }
             Err(e) => {
                 if leading && last_renew.is_none_or(|t| t.elapsed() >= renew_deadline) {
-                    tracing::error!(identity = %cfg.identity, error = %e, "cannot renew the lease in time; stepping down");
+                    tracing::error!(identity = %cfg.identity, error = %crate::failing::describe(&e), "cannot renew the lease in time; stepping down");
                     last_renew = None;
                     set(false);
                 } else {
-                    tracing::warn!(identity = %cfg.identity, error = %e, "lease request failed; retrying");
+                    failures.failed(1, &crate::failing::describe(&e));
                 }
             }
         }

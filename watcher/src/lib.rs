@@ -6,11 +6,13 @@
 //! - [`sink`]: where the state goes (`file:<path>`, atomically replaced, or `configmap`);
 //! - [`kube_run`]: the Kubernetes source's loop, with [`kube_source`] (watchers and stores),
 //!   [`publish_cm`] (the state ConfigMaps), [`status`] (Service status), [`events`],
-//!   [`leader`] (the Lease) and [`admin`] (`/livez`, `/readyz`, `/metrics`).
+//!   [`leader`] (the Lease), [`admin`] (`/livez`, `/readyz`, `/metrics`) and [`failing`]
+//!   (writes that keep failing, logged once a minute).
 
 pub mod admin;
 pub mod cmd_plan;
 pub mod events;
+pub mod failing;
 pub mod files;
 pub mod kube_run;
 pub mod kube_source;

@@ -66,13 +66,13 @@ pub fn load(get: impl Fn(&str) -> Option<Arc<ConfigMap>>) -> StateLoad {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PublishCmError {
-    #[error("cannot apply ConfigMap {name}: {source}")]
+    #[error("cannot apply ConfigMap {name}: {}", crate::failing::describe(.source))]
     Apply {
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("cannot delete the stale shard {name}: {source}")]
+    #[error("cannot delete the stale shard {name}: {}", crate::failing::describe(.source))]
     DeleteShard {
         name: String,
         #[source]
@@ -91,6 +91,17 @@ impl PublishCmError {
             PublishCmError::DeleteShard { .. } => "delete",
             PublishCmError::Timeout { .. } => "timeout",
             PublishCmError::NotLeader => "not_leader",
+        }
+    }
+
+    /// The `code` label of `write_failures_total`: the HTTP code, `timeout` or `transport`.
+    pub fn code(&self) -> String {
+        match self {
+            PublishCmError::Apply { source, .. } | PublishCmError::DeleteShard { source, .. } => {
+                crate::failing::code_label(source)
+            }
+            PublishCmError::Timeout { .. } => "timeout".into(),
+            PublishCmError::NotLeader => "not_leader".into(),
         }
     }
 }

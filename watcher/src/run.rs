@@ -11,6 +11,7 @@ use crate::opts::PlanFlags;
 use crate::sink::Sink;
 use crate::{files, Error};
 use k8slb_common::config::GlobalConfig;
+pub use k8slb_common::logging::{init_logging, LogFormat};
 use k8slb_common::plan::plan;
 use k8slb_common::state::{Problem, State};
 use std::path::PathBuf;
@@ -35,12 +36,6 @@ impl std::str::FromStr for Source {
     }
 }
 
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum LogFormat {
-    Plain,
-    Json,
-}
-
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Where the objects come from: `files:<dir>` (a directory of Kubernetes YAML, the
@@ -58,11 +53,12 @@ pub struct RunArgs {
     /// LOOP_DELAY, now only a safety net).
     #[arg(long, env = "LOOP_DELAY", default_value_t = 30)]
     pub resync_s: u64,
-    /// Log format.
-    #[arg(long, value_enum, env = "LOG_FORMAT", default_value = "plain")]
+    /// Log format: `plain` (one line per event, colours only on a terminal) or `json`.
+    #[arg(long, env = "LOG_FORMAT", default_value = "plain")]
     pub log_format: LogFormat,
-    /// Log level: error, warn, info, debug, or k8slb's 0-4.
-    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
+    /// Log level: k8slb's 0 (off) to 4 (debug), a level name (error, warn, info, debug,
+    /// trace) or a tracing filter (`info,k8slb_watcher=debug`).
+    #[arg(long, env = "LOG_LEVEL", default_value = "3")]
     pub log_level: String,
     #[command(flatten)]
     pub flags: PlanFlags,
@@ -70,28 +66,8 @@ pub struct RunArgs {
     pub kube: KubeFlags,
 }
 
-pub fn init_logging(format: LogFormat, level: &str) {
-    let level = match level {
-        "0" => "off",
-        "1" => "error",
-        "2" => "warn",
-        "3" => "info",
-        "4" => "debug",
-        other => other,
-    };
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Plain => b.try_init(),
-        LogFormat::Json => b.json().try_init(),
-    };
-}
-
 pub fn main(args: RunArgs) -> Result<(), Error> {
-    init_logging(args.log_format, &args.log_level);
+    init_logging(args.log_format, &args.log_level).map_err(|e| Error::Usage(e.to_string()))?;
     match args.source.clone() {
         Source::Files(dir) => match &args.state_out {
             Some(Sink::File(_)) => run_files(&args, &dir),
@@ -172,6 +148,34 @@ fn run_files(args: &RunArgs, dir: &std::path::Path) -> Result<(), Error> {
     let Some(sink) = args.state_out.as_ref() else {
         return Err(Error::Usage("--state-out file:<path> is required".into()));
     };
+    let Sink::File(state_path) = sink else {
+        return Err(Error::Usage(
+            "--source files:<dir> needs --state-out file:<path>".into(),
+        ));
+    };
+    let state_path = state_path.display().to_string();
+    // The admin port on a small runtime of its own; the loop stays a plain thread.
+    let metrics = crate::admin::Metrics::new();
+    let readiness = metrics.readiness.clone();
+    readiness.not_ready("files: the state is not written yet");
+    let admin_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("admin")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Runtime(format!("cannot start the runtime: {e}")))?;
+    let addr = args.kube.admin_addr;
+    let bound = admin_rt
+        .block_on(crate::admin::serve(
+            addr,
+            metrics.clone(),
+            tokio_util::sync::CancellationToken::new(),
+        ))
+        .map_err(|e| Error::Usage(format!("cannot listen on {addr}: {e}")))?;
+    tracing::info!(addr = %bound, "admin server listening");
+    let mut write_log = crate::failing::FailureLog::new("writing the state file");
+    // A failed write is retried this soon, even without a change.
+    let mut retry_at: Option<Instant> = None;
     let mut published: Option<State> = sink.load();
     let mut good_cfg: Option<GlobalConfig> = None;
     let mut last_fp = None;
@@ -185,14 +189,19 @@ fn run_files(args: &RunArgs, dir: &std::path::Path) -> Result<(), Error> {
                 None
             }
         };
-        let due = last_run.elapsed() >= Duration::from_secs(args.resync_s);
+        let due = last_run.elapsed() >= Duration::from_secs(args.resync_s)
+            || retry_at.is_some_and(|t| Instant::now() >= t);
         if fp.is_some() && (fp != last_fp || due) {
+            retry_at = None;
             last_fp = fp;
             last_run = Instant::now();
             let started = Instant::now();
             match files::read(dir) {
                 Err(e) => {
-                    tracing::warn!(error = %e, "cannot read the objects; keeping the last state")
+                    tracing::warn!(error = %e, "cannot read the objects; keeping the last state");
+                    if !readiness.is_ready() {
+                        readiness.not_ready(format!("files: cannot read the objects: {e}"));
+                    }
                 }
                 Ok(objs) => {
                     let mut cfg_problem = None;
@@ -212,6 +221,10 @@ fn run_files(args: &RunArgs, dir: &std::path::Path) -> Result<(), Error> {
                             });
                         }
                     }
+                    if good_cfg.is_none() {
+                        readiness
+                            .not_ready("files: no valid global config yet; nothing is written");
+                    }
                     if let Some(cfg) = &good_cfg {
                         let mut state = plan(cfg, &opts, &objs, published.as_ref());
                         if let Some(p) = cfg_problem {
@@ -221,6 +234,11 @@ fn run_files(args: &RunArgs, dir: &std::path::Path) -> Result<(), Error> {
                         if published.as_ref() != Some(&state) {
                             match sink.write(&state) {
                                 Ok(()) => {
+                                    write_log.succeeded();
+                                    metrics.publish("ok");
+                                    readiness.ready(format!(
+                                        "files: the current state is written to {state_path}"
+                                    ));
                                     tracing::info!(
                                         services = state.services.len(),
                                         vips = state.vips.len(),
@@ -233,8 +251,18 @@ fn run_files(args: &RunArgs, dir: &std::path::Path) -> Result<(), Error> {
                                     }
                                     published = Some(state);
                                 }
-                                Err(e) => tracing::error!(error = %e, "cannot write the state"),
+                                Err(e) => {
+                                    let e = format!("cannot write {state_path}: {e}");
+                                    metrics.publish("error");
+                                    write_log.failed(1, &e);
+                                    readiness.not_ready(format!("files: {e}"));
+                                    retry_at = Some(Instant::now() + Duration::from_secs(1));
+                                }
                             }
+                        } else {
+                            readiness.ready(format!(
+                                "files: the current state is written to {state_path}"
+                            ));
                         }
                     }
                 }

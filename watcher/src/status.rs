@@ -10,6 +10,7 @@
 //! it still exists and its status still shows an IP we gave it (never another
 //! controller's status).
 
+use crate::failing::{code_label, describe, FailureLog};
 use crate::kube_run::api_code;
 use crate::kube_source::Stores;
 use crate::publish_cm::{FIELD_MANAGER, WRITE_TIMEOUT};
@@ -120,6 +121,8 @@ pub struct StatusWriter {
     memo: HashMap<ServiceKey, (String, Vec<Ingress>)>,
     /// Services that left our claim and whose status may still show our IPs.
     pending_clears: BTreeMap<ServiceKey, Vec<IpAddr>>,
+    /// Status writes failing other than by conflict, logged once a minute.
+    failures: FailureLog,
 }
 
 impl StatusWriter {
@@ -129,6 +132,7 @@ impl StatusWriter {
             hostname_form,
             memo: HashMap::new(),
             pending_clears: BTreeMap::new(),
+            failures: FailureLog::new("patching Service status"),
         }
     }
 
@@ -170,6 +174,9 @@ impl StatusWriter {
         metrics: &crate::admin::Metrics,
     ) -> Outcome {
         let mut out = Outcome::default();
+        // Failures other than conflicts (a 409 is expected: the next tick retries with
+        // fresh data), and the last one's description.
+        let mut errors = (0u64, String::new());
         let mut seen = Vec::new();
         for (key, ss) in &state.services {
             if ss.ips.is_empty() {
@@ -193,6 +200,7 @@ impl StatusWriter {
                 continue; // written, not yet seen by the watch
             }
             if !still_leader() {
+                self.report(&out, errors);
                 return out;
             }
             let body = json!({
@@ -210,13 +218,15 @@ impl StatusWriter {
                     self.memo.insert(key.clone(), (rv, want));
                 }
                 Err(e) => {
-                    metrics.status_patch(if api_code(&e) == Some(409) {
-                        "conflict"
-                    } else {
-                        "error"
-                    });
-                    tracing::warn!(service = %key, error = %e, "cannot patch the status; retrying");
                     out.failed += 1;
+                    if api_code(&e) == Some(409) {
+                        metrics.status_patch("conflict");
+                        tracing::debug!(service = %key, "status changed since we looked; retrying");
+                    } else {
+                        metrics.status_patch("error");
+                        metrics.write_failed("status", code_label(&e));
+                        errors = (errors.0 + 1, format!("Service {key}: {}", describe(&e)));
+                    }
                 }
             }
         }
@@ -240,7 +250,7 @@ impl StatusWriter {
                 continue;
             }
             if !still_leader() {
-                return out;
+                break;
             }
             let rv = svc.metadata.resource_version.clone().unwrap_or_default();
             let body = json!({
@@ -261,17 +271,30 @@ impl StatusWriter {
                     self.pending_clears.remove(&key);
                 }
                 Err(e) => {
-                    metrics.status_patch(if api_code(&e) == Some(409) {
-                        "conflict"
-                    } else {
-                        "error"
-                    });
-                    tracing::warn!(service = %key, error = %e, "cannot clear the status; retrying");
                     out.failed += 1;
+                    if api_code(&e) == Some(409) {
+                        metrics.status_patch("conflict");
+                        tracing::debug!(service = %key, "status changed since we looked; retrying");
+                    } else {
+                        metrics.status_patch("error");
+                        metrics.write_failed("status", code_label(&e));
+                        errors = (errors.0 + 1, format!("Service {key}: {}", describe(&e)));
+                    }
                 }
             }
         }
+        self.report(&out, errors);
         out
+    }
+
+    /// One log line when status writes start failing, once a minute while they do, one
+    /// when they work again (a round with a successful write and no failure).
+    fn report(&mut self, out: &Outcome, errors: (u64, String)) {
+        if errors.0 > 0 {
+            self.failures.failed(errors.0, &errors.1);
+        } else if out.patched + out.cleared > 0 {
+            self.failures.succeeded();
+        }
     }
 
     pub fn pending(&self) -> bool {

@@ -188,6 +188,7 @@ fn files_source_follows_the_directory_and_keeps_the_last_good_config() {
         Command::new(BIN)
             .args(["run", "--source", &format!("files:{}", src.display())])
             .args(["--state-out", &format!("file:{}", state.display())])
+            .args(["--admin-addr", "127.0.0.1:0"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

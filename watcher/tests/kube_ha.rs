@@ -303,7 +303,22 @@ async fn api_server_gone_and_back_nothing_is_reallocated() {
             "{n} kept its IP"
         );
     }
+    // The leader republished after the outage: the state holds the new Service too (its
+    // status is written only after the state that allocates it is published).
     let now = state(&api).unwrap();
+    let after_ip: std::net::IpAddr = after.parse().unwrap();
+    assert_eq!(
+        now.services
+            .iter()
+            .find(|(k, _)| k.to_string() == "default/after")
+            .map(|(_, s)| s.ips.clone()),
+        Some(vec![after_ip]),
+        "the republished state allocates the new Service"
+    );
+    wait_for("the leader is ready again", || {
+        (w.metrics.leading() && w.metrics.is_ready()).then_some(())
+    })
+    .await;
     for (k, s) in &before.services {
         assert_eq!(now.services[k].ips, s.ips, "{k}");
     }
