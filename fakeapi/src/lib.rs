@@ -1,18 +1,47 @@
 //! A fake Kubernetes API server for k8slb's integration tests.
 //!
-//! [`FakeApi::start`] serves real HTTP/1.1 on `127.0.0.1` (an ephemeral port) and writes a
-//! kubeconfig for it (plain `http://` URL, no auth, namespace `default`), so the real `kube`
-//! client talks to it exactly as it talks to a cluster:
+//! [`FakeApi::start`] serves real HTTP/1.1 on `127.0.0.1` (an ephemeral port) and writes an
+//! admin kubeconfig for it (plain `http://` URL, a bearer token of `system:admin` in
+//! `system:masters`, namespace `default`), so the real `kube` client talks to it exactly as
+//! it talks to a cluster:
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
 //! let api = k8slb_fakeapi::FakeApi::start().await;
-//! let kubeconfig = kube::config::Kubeconfig::read_from(api.kubeconfig_path())?;
+//! // What users apply: Namespace, ServiceAccounts, RBAC, ...
+//! api.load_manifests("manifests/k8slb-haproxy.yml")?;
+//! // The binary under test runs as its ServiceAccount, with that RBAC.
+//! let path = api.kubeconfig_for_service_account("k8slb-system", "watcher");
+//! let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
 //! let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
 //! let client = kube::Client::try_from(config)?;
-//! // or: kube::Client::try_from(kube::Config::new(api.url().parse()?))?
 //! # Ok(()) }
 //! ```
+//!
+//! # Who may do what
+//!
+//! Like kube-apiserver with `--authorization-mode=RBAC` ([`Authorization::Rbac`], the
+//! default): a bearer token names the user (the admin kubeconfig; one per ServiceAccount
+//! from [`FakeApi::kubeconfig_for_service_account`], refused with 401 while the
+//! ServiceAccount object does not exist; [`FakeApi::kubeconfig_for_user`]); no token is
+//! `system:anonymous`; an unknown token is 401 Unauthorized. `system:masters` may do
+//! anything; everyone else gets what the Role, ClusterRole, RoleBinding and
+//! ClusterRoleBinding objects in the fake grant, evaluated as the real RBAC authorizer does
+//! (binding scopes, `resourceNames`, subresources, `*`), for the verb the real server
+//! derives (get/list/watch, create, update, patch, delete, deletecollection; a server-side
+//! apply that creates its object is authorized as `patch` and then as `create`). The
+//! bootstrap policy is built in only for discovery (authenticated users) and
+//! `/healthz`, `/livez`, `/readyz`, `/version` (everyone). A refusal is the real 403
+//! Status: reason Forbidden, details `{name, group, kind: <resource>}`, and the message
+//! `configmaps "x" is forbidden: User "..." cannot create resource "configmaps" in API
+//! group "" in the namespace "ns"`. [`FakeApi::requests`] records the user, the verb and
+//! the error message of every request.
+//!
+//! NamespaceLifecycle: a new fake has the namespaces `default`, `kube-system`,
+//! `kube-public` and `kube-node-lease`; a create (POST, or an apply that creates) in a
+//! namespace that does not exist is 404 `namespaces "x" not found`, in one being deleted
+//! 403; `default`, `kube-system` and `kube-public` cannot be deleted.
+//! [`FakeApi::put_object`] refuses (panics) to store an object in a missing namespace.
 //!
 //! Tests seed and inspect objects directly ([`FakeApi::put_object`], [`FakeApi::get_object`],
 //! [`FakeApi::list`]), assert on the calls made ([`FakeApi::requests`]), and inject faults
@@ -23,8 +52,11 @@
 //!
 //! core/v1 Services, Nodes, Pods, ConfigMaps, Secrets, Events, Endpoints, Namespaces;
 //! discovery.k8s.io/v1 EndpointSlices; events.k8s.io/v1 Events; coordination.k8s.io/v1 Leases;
-//! networking.k8s.io/v1 Ingresses and IngressClasses. Services, Nodes, Pods, Namespaces and
-//! Ingresses have a `/status` subresource. Adding a kind is one row in `resources.rs`.
+//! networking.k8s.io/v1 Ingresses and IngressClasses; core/v1 ServiceAccounts; apps/v1
+//! Deployments and DaemonSets (stored, not run); rbac.authorization.k8s.io/v1 Roles,
+//! RoleBindings, ClusterRoles and ClusterRoleBindings. Services, Nodes, Pods, Namespaces,
+//! Ingresses, Deployments and DaemonSets have a `/status` subresource. Adding a kind is one
+//! row in `resources.rs`.
 //!
 //! Verbs: get, list (label and field selectors, `limit`/`continue`), watch (`watch=true|1`,
 //! `resourceVersion`, `allowWatchBookmarks`, `timeoutSeconds`, `sendInitialEvents`), create (`generateName`),
@@ -33,15 +65,20 @@
 //! deletecollection, `dryRun=All`. Discovery: `/api`, `/apis`, `/api/v1`,
 //! `/apis/<group>[/<version>]`, `/version`, `/healthz`.
 //!
-//! Errors are real `Status` objects with the real reasons and codes: NotFound 404,
+//! Errors are real `Status` objects with the real reasons and codes: Unauthorized 401,
+//! Forbidden 403, NotFound 404,
 //! AlreadyExists 409, Conflict 409, Invalid 422, BadRequest 400, Expired 410,
 //! InternalError 500, MethodNotAllowed 405, UnsupportedMediaType 415.
 //!
 //! # Where it differs from a real kube-apiserver
 //!
-//! - **No auth, no admission, no RBAC, no namespaces lifecycle.** Namespaced objects are
-//!   accepted in any namespace without a Namespace object existing; deleting a Namespace
-//!   deletes nothing else.
+//! - **Authorization is RBAC only**: no Node authorizer, no webhook, no aggregated
+//!   ClusterRoles (`aggregationRule` is ignored), no escalation check on RBAC writes (only
+//!   the admin writes RBAC in tests), no impersonation. Tokens are opaque strings handed out
+//!   by the fake, not JWTs; no client certificates.
+//! - **Admission is NamespaceLifecycle only.** Deleting a Namespace removes it at once and
+//!   deletes nothing in it (no Terminating phase of its own; a Namespace marked
+//!   Terminating by a test refuses creates).
 //! - **Lists are always "most recent".** `resourceVersion`/`resourceVersionMatch` on a list
 //!   are ignored. Pages after the first (`continue`) are read from the current state, not from
 //!   the snapshot of the first page, although they report the first page's resourceVersion;
@@ -76,9 +113,12 @@
 //! - **Defaults and validation**: only Services are defaulted (`type: ClusterIP`,
 //!   `sessionAffinity`, a `clusterIP` from 10.96.0.0/16, `nodePort`s from 30000 for NodePort
 //!   and LoadBalancer, `externalTrafficPolicy: Cluster`, port `protocol` and `targetPort`).
-//!   The only validation is of `metadata.name` (422 Invalid): DNS-1035 labels for Services,
-//!   RFC 1123 labels for Namespaces, RFC 1123 subdomains for everything else. Object bodies
-//!   are otherwise stored as sent, unknown fields included.
+//!   Validation (422 Invalid): `metadata.name` (DNS-1035 labels for Services, RFC 1123
+//!   labels for Namespaces, path segments for RBAC objects, RFC 1123 subdomains for
+//!   everything else); a ConfigMap's `data` plus `binaryData` at most 1 MiB (1048576
+//!   bytes); a core/v1 Event is created in its `involvedObject`'s namespace (`default` for
+//!   cluster-scoped objects). Object bodies are otherwise stored as sent, unknown fields
+//!   included.
 //! - **Both Event APIs** (core/v1 and events.k8s.io/v1) are separate stores here; in a real
 //!   cluster they are two views of the same objects.
 //! - PUT never creates: an update of a missing object is 404 NotFound.
