@@ -12,6 +12,7 @@ async fn services_get_ips_status_state_and_events() {
     seed_cluster(&api);
     api.put_object(svc("default", "web"));
     api.put_object(slice("default", "web", &["10.244.0.5", "10.244.0.6"]));
+    api.create_namespace("shop");
     api.put_object(with_annotation(
         svc("shop", "api"),
         "loadbalancer/pool",
