@@ -73,7 +73,7 @@ fn publish_all(api: &FakeApi, parts: &[Part]) {
 /// A fake API server with k8slb installed from the shipped manifest (the k8slb-system
 /// Namespace, the ServiceAccounts and their RBAC).
 async fn fake() -> FakeApi {
-    let api = fake().await;
+    let api = FakeApi::start().await;
     let manifest =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/k8slb-haproxy.yml");
     api.load_manifests(&manifest)
