@@ -168,13 +168,11 @@ pub(crate) fn attributes(method: &str, path: &str, params: &HashMap<String, Stri
         .to_string();
     }
 
-    if rest[0] == "namespaces" {
-        if rest.len() > 1 {
-            info.namespace = rest[1].to_string();
-            // A Namespace's own subresources (`status`, `finalize`) stay on `namespaces`.
-            if rest.len() > 2 && !matches!(rest[2], "status" | "finalize") {
-                rest = &rest[2..];
-            }
+    if rest[0] == "namespaces" && rest.len() > 1 {
+        info.namespace = rest[1].to_string();
+        // A Namespace's own subresources (`status`, `finalize`) stay on `namespaces`.
+        if rest.len() > 2 && !matches!(rest[2], "status" | "finalize") {
+            rest = &rest[2..];
         }
     }
     if rest.len() >= 3 && info.verb != "proxy" {
@@ -477,7 +475,9 @@ mod tests {
     }
 
     /// (verb, group, resource, subresource, namespace, name)
-    fn row(a: &Attributes) -> (&str, &str, &str, &str, &str, &str) {
+    type Row<'a> = (&'a str, &'a str, &'a str, &'a str, &'a str, &'a str);
+
+    fn row(a: &Attributes) -> Row<'_> {
         (
             &a.verb,
             &a.group,
@@ -490,7 +490,7 @@ mod tests {
 
     #[test]
     fn verbs_are_derived_as_the_real_server_derives_them() {
-        let cases: &[(&str, &str, (&str, &str, &str, &str, &str, &str))] = &[
+        let cases: &[(&str, &str, Row)] = &[
             ("GET", "/api/v1/namespaces/ns/configmaps/cm", ("get", "", "configmaps", "", "ns", "cm")),
             ("HEAD", "/api/v1/namespaces/ns/configmaps/cm", ("get", "", "configmaps", "", "ns", "cm")),
             ("GET", "/api/v1/namespaces/ns/configmaps", ("list", "", "configmaps", "", "ns", "")),
