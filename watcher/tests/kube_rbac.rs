@@ -133,3 +133,62 @@ async fn without_create_on_configmaps_the_watcher_never_publishes() {
     assert!(state(&api).is_some());
     w.stop().await;
 }
+
+/// Event aggregation under the shipped RBAC: a second watcher (an empty Event cache) meets
+/// the Event the first one wrote, gets 409 AlreadyExists on create, reads it and bumps its
+/// count with a merge patch. Every step is allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_aggregation_is_allowed() {
+    init_logs();
+    let api = k8slb_fakeapi::FakeApi::start().await;
+    seed_cluster(&api);
+    api.put_object(with_annotation(
+        svc("default", "lost"),
+        "loadbalancer/pool",
+        "nope",
+    ));
+    let w1 = start(&api, "w1");
+    wait_for("the UnknownPool Event", || {
+        has_event(&api, "lost", "UnknownPool").then_some(())
+    })
+    .await;
+    w1.stop().await;
+    // w2 does not repeat a problem the published state already has: repair the Service,
+    // then break it the same way again, so w2 reports the same problem (same Event name).
+    let w2 = start(&api, "w2");
+    wait_for("w2 leads", || w2.metrics.leading().then_some(())).await;
+    api.put_object(with_annotation(
+        svc("default", "lost"),
+        "loadbalancer/pool",
+        "default",
+    ));
+    wait_for("repaired", || ingress_ip(&api, "default", "lost")).await;
+    api.put_object(with_annotation(
+        svc("default", "lost"),
+        "loadbalancer/pool",
+        "nope",
+    ));
+    let counts = wait_for("the Event aggregated", || {
+        let e: Vec<_> = events_for(&api, "lost")
+            .into_iter()
+            .filter(|e| e.0 == "UnknownPool" && e.2 >= 2)
+            .collect();
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert_eq!(counts.len(), 1, "{counts:?}");
+    let calls = api.requests();
+    let event_calls: Vec<(String, u16, String)> = calls
+        .iter()
+        .filter(|r| r.user == WATCHER && r.path.contains("/events"))
+        .map(|r| (r.verb.clone(), r.status, r.path.clone()))
+        .collect();
+    for want in [("create", 409), ("get", 200), ("patch", 200)] {
+        assert!(
+            event_calls.iter().any(|c| (c.0.as_str(), c.1) == want),
+            "{want:?} not among {event_calls:#?}"
+        );
+    }
+    assert_eq!(refused(&api), Vec::<k8slb_fakeapi::RequestRecord>::new());
+    w2.stop().await;
+}
