@@ -443,11 +443,16 @@ pub(crate) fn authenticate(
     tokens: &HashMap<String, Identity>,
     header: Option<&str>,
 ) -> Option<Result<User, ApiError>> {
+    // Like the bearer token authenticator: a header that is not `Bearer <token>` does not
+    // authenticate (the request is anonymous); a token nobody issued is 401.
     let header = header?.trim();
     let token = match header.split_once(' ') {
         Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
-        _ => return Some(Err(unauthorized())),
+        _ => return None,
     };
+    if token.is_empty() {
+        return None;
+    }
     Some(match tokens.get(token) {
         Some(Identity::User(u)) => Ok(u.clone()),
         Some(Identity::ServiceAccount { namespace, name }) => {

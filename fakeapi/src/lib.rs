@@ -247,7 +247,7 @@ impl RequestRecord {
 pub struct FakeApi {
     shared: Arc<Shared>,
     kubeconfig: PathBuf,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
@@ -305,7 +305,7 @@ impl FakeApi {
         Ok(FakeApi {
             shared,
             kubeconfig,
-            _dir: dir,
+            dir,
         })
     }
 
@@ -356,7 +356,7 @@ impl FakeApi {
     }
 
     fn kubeconfig_for(&self, file: &str, identity: Identity, namespace: &str) -> PathBuf {
-        let path = self._dir.path().join(file);
+        let path = self.dir.path().join(file);
         let mut tokens = lock(&self.shared.tokens);
         let existing = tokens
             .iter()
