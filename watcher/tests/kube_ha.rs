@@ -156,16 +156,9 @@ async fn restarted_20_times_during_churn_no_claimed_service_changes_ip() {
     );
     assert_no_double_allocation(&api);
     w.stop().await;
-    // Twenty watchers (each with an empty Event cache) took over under the shipped RBAC:
-    // Lease take-overs and releases, and the Event aggregation path (create -> 409 AlreadyExists
-    // -> get -> merge patch), were all allowed.
+    // Twenty watchers took over under the shipped RBAC: every Lease take-over and
+    // release was allowed (the Event aggregation path is kube_rbac's).
     assert_eq!(refused(&api), Vec::<String>::new());
-    assert!(
-        api.requests()
-            .iter()
-            .any(|r| r.method == "PATCH" && r.path.contains("/events/") && r.status == 200),
-        "no Event was aggregated"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
