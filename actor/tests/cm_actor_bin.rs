@@ -98,7 +98,11 @@ impl Actor {
             .arg(admin.to_string())
             .arg("--keepalived-bin")
             .arg(keepalived_stub(dir))
-            .env("KUBECONFIG", api.kubeconfig_path())
+            // The actor runs as its ServiceAccount, with the manifests' RBAC.
+            .env(
+                "KUBECONFIG",
+                api.kubeconfig_for_service_account(NS, "actor"),
+            )
             .env("K8SLB_NAMESPACE", NS)
             .env("LOG_LEVEL", "info")
             .env_remove("K8SLB_STATE")
@@ -158,6 +162,10 @@ async fn wait_until(what: &str, actor: &Actor, mut f: impl FnMut() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn actor_follows_configmaps_and_restarts_from_last_state_without_the_api() {
     let api = FakeApi::start().await;
+    let manifest =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/k8slb-haproxy.yml");
+    api.load_manifests(&manifest)
+        .unwrap_or_else(|e| panic!("loading the manifests: {e}"));
     let dir = tempfile::tempdir().unwrap();
     let (a, b, c) = (
         state("a@example.com"),

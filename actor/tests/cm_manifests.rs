@@ -465,3 +465,31 @@ fn the_actor_only_reads_configmaps_in_its_namespace() {
         assert!(["list", "watch"].contains(&g.4.as_str()));
     }
 }
+
+/// `resourceNames` only match requests that name an object: a rule limited by name that
+/// grants create (a POST has no name), list, watch or deletecollection grants nothing
+/// the binary can use, and the call it was meant for is refused.
+#[test]
+fn rules_limited_by_name_grant_only_verbs_that_name_an_object() {
+    for proxy in PROXIES {
+        let docs = docs(proxy);
+        for role in docs
+            .iter()
+            .filter(|d| ["Role", "ClusterRole"].contains(&s(d, "kind")))
+        {
+            for rule in role["rules"].as_sequence().unwrap() {
+                if strings(&rule["resourceNames"]).is_empty() {
+                    continue;
+                }
+                for v in strings(&rule["verbs"]) {
+                    assert!(
+                        ["get", "update", "patch", "delete"].contains(&v.as_str()),
+                        "{proxy}: {} {}: `{v}` with resourceNames never matches",
+                        s(role, "kind"),
+                        s(role, "metadata.name")
+                    );
+                }
+            }
+        }
+    }
+}

@@ -70,8 +70,22 @@ fn publish_all(api: &FakeApi, parts: &[Part]) {
     put(api, &parts[0]);
 }
 
+/// A fake API server with k8slb installed from the shipped manifest (the k8slb-system
+/// Namespace, the ServiceAccounts and their RBAC).
+async fn fake() -> FakeApi {
+    let api = FakeApi::start().await;
+    let manifest =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/k8slb-haproxy.yml");
+    api.load_manifests(&manifest)
+        .unwrap_or_else(|e| panic!("loading the manifests: {e}"));
+    api
+}
+
+/// The actor's client: its ServiceAccount's token, so only what the manifests' RBAC
+/// grants the actor works.
 async fn client(api: &FakeApi) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(api.kubeconfig_path()).unwrap();
+    let kc = kube::config::Kubeconfig::read_from(api.kubeconfig_for_service_account(NS, "actor"))
+        .unwrap();
     let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
         .unwrap();
@@ -107,7 +121,7 @@ async fn next_state(rx: &mut UnboundedReceiver<Update>) -> State {
 
 #[tokio::test]
 async fn single_object_state_is_followed() {
-    let api = FakeApi::start().await;
+    let api = fake().await;
     let a = state(1, 3);
     let pa = publish::encode(&a, publish::MAX_OBJECT_BYTES);
     assert_eq!(pa.len(), 1);
@@ -123,9 +137,12 @@ async fn single_object_state_is_followed() {
     assert_eq!(next_state(&mut rx).await, b);
 
     // Every request was a label-selected list or watch of ConfigMaps in our namespace
-    // (what the actor's Role grants).
+    // (what the actor's Role grants), made as the actor, and allowed.
     for r in api.requests() {
         assert_eq!(r.method, "GET", "{r:?}");
+        assert_eq!(r.user, "system:serviceaccount:k8slb-system:actor", "{r:?}");
+        assert_eq!(r.status, 200, "{r:?}");
+        assert!(["list", "watch"].contains(&r.verb.as_str()), "{r:?}");
         assert_eq!(
             r.path,
             format!("/api/v1/namespaces/{NS}/configmaps"),
@@ -141,7 +158,7 @@ async fn single_object_state_is_followed() {
 
 #[tokio::test]
 async fn sharded_state_shard_then_index_and_stale_shards() {
-    let api = FakeApi::start().await;
+    let api = fake().await;
     const MAX: usize = 8 * 1024;
     let a = state(1, 2000);
     let pa = publish::encode(&a, MAX);
@@ -191,7 +208,7 @@ async fn sharded_state_shard_then_index_and_stale_shards() {
 
 #[tokio::test]
 async fn garbage_index_is_refused_and_the_next_good_one_is_taken() {
-    let api = FakeApi::start().await;
+    let api = fake().await;
     let a = state(1, 3);
     publish_all(&api, &publish::encode(&a, publish::MAX_OBJECT_BYTES));
     let mut rx = start(client(&api).await, opts());
@@ -211,7 +228,7 @@ async fn garbage_index_is_refused_and_the_next_good_one_is_taken() {
 
 #[tokio::test]
 async fn api_gone_keeps_the_state_and_recovers() {
-    let api = FakeApi::start().await;
+    let api = fake().await;
     let a = state(1, 3);
     publish_all(&api, &publish::encode(&a, publish::MAX_OBJECT_BYTES));
     let mut rx = start(client(&api).await, opts());
@@ -235,7 +252,7 @@ async fn api_gone_keeps_the_state_and_recovers() {
 
 #[tokio::test]
 async fn api_down_at_start_reports_unavailable_then_follows() {
-    let api = FakeApi::start().await;
+    let api = fake().await;
     let faults = api.faults();
     faults.go_away().await;
     let a = state(1, 3);
@@ -261,7 +278,7 @@ async fn api_down_at_start_reports_unavailable_then_follows() {
 
 #[tokio::test]
 async fn no_index_yet_reports_unavailable() {
-    let api = FakeApi::start().await;
+    let api = fake().await;
     let mut rx = start(client(&api).await, opts());
     match next(&mut rx).await {
         Update::Unavailable(why) => assert!(why.contains(STATE_NAME), "{why}"),
@@ -275,7 +292,7 @@ async fn no_index_yet_reports_unavailable() {
 /// The control loop's side: [`ConfigMapSource`] polled without blocking, as `run` does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polled_source_as_the_control_loop_sees_it() {
-    let api = FakeApi::start().await;
+    let api = fake().await;
     let a = state(1, 3);
     publish_all(&api, &publish::encode(&a, publish::MAX_OBJECT_BYTES));
     let mut src = ConfigMapSource::spawn(
@@ -296,4 +313,50 @@ async fn polled_source_as_the_control_loop_sees_it() {
     .await
     .expect("no state in time");
     assert_eq!(got, a);
+}
+
+/// The actor's token reads the state ConfigMaps and nothing else.
+#[tokio::test]
+async fn the_actor_identity_reads_nothing_but_the_state() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+    use kube::api::{Api, ListParams};
+    let api = fake().await;
+    let client = client(&api).await;
+    let code = |e: kube::Error| match e {
+        kube::Error::Api(s) => (s.code, s.message.clone()),
+        other => panic!("expected an API error, got {other:?}"),
+    };
+    let (status, message) = code(
+        Api::<Secret>::namespaced(client.clone(), NS)
+            .get("k8slb-certs")
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 403, "{message}");
+    assert!(
+        message.contains("cannot get resource \"secrets\""),
+        "{message}"
+    );
+    let (status, message) = code(
+        Api::<Service>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 403, "{message}");
+    assert!(
+        message.contains("cannot list resource \"services\""),
+        "{message}"
+    );
+    let (status, _) = code(
+        Api::<ConfigMap>::namespaced(client.clone(), "default")
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 403, "ConfigMaps outside k8slb-system");
+    Api::<ConfigMap>::namespaced(client, NS)
+        .list(&ListParams::default().labels(state_source::STATE_SELECTOR))
+        .await
+        .expect("the state ConfigMaps");
 }

@@ -4,6 +4,17 @@ use serde_json::{json, Value};
 
 use crate::resources::Resource;
 
+/// `StatusDetails` as the real server serialises it: empty fields are left out.
+fn details(name: &str, group: &str, kind: &str) -> Value {
+    let mut d = serde_json::Map::new();
+    for (k, v) in [("name", name), ("group", group), ("kind", kind)] {
+        if !v.is_empty() {
+            d.insert(k.into(), json!(v));
+        }
+    }
+    Value::Object(d)
+}
+
 /// An error the fake answers with: the HTTP code and the `Status` body the real API server
 /// would send.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,7 +46,39 @@ impl ApiError {
             "NotFound",
             format!("{} \"{name}\" not found", res.qualified_plural()),
         )
-        .with_details(json!({"name": name, "group": res.group, "kind": res.plural}))
+        .with_details(details(name, res.group, res.plural))
+    }
+
+    /// NamespaceLifecycle: a create in a namespace that does not exist.
+    pub fn namespace_not_found(namespace: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("namespaces \"{namespace}\" not found"),
+        )
+        .with_details(details(namespace, "", "namespaces"))
+    }
+
+    /// `apierrors.NewForbidden`: 403 with the group/resource and name in the message
+    /// and the details (`kind` is the resource, as in the real server).
+    pub fn forbidden(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        let qualified = if group.is_empty() {
+            resource.to_string()
+        } else {
+            format!("{resource}.{group}")
+        };
+        let message = if qualified.is_empty() {
+            format!("forbidden: {why}")
+        } else if name.is_empty() {
+            format!("{qualified} is forbidden: {why}")
+        } else {
+            format!("{qualified} \"{name}\" is forbidden: {why}")
+        };
+        Self::new(403, "Forbidden", message).with_details(details(name, group, resource))
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
     }
 
     pub fn path_not_found(path: &str) -> Self {
@@ -52,7 +95,7 @@ impl ApiError {
             "AlreadyExists",
             format!("{} \"{name}\" already exists", res.qualified_plural()),
         )
-        .with_details(json!({"name": name, "group": res.group, "kind": res.plural}))
+        .with_details(details(name, res.group, res.plural))
     }
 
     pub fn conflict(res: &Resource, name: &str, why: &str) -> Self {
@@ -64,7 +107,7 @@ impl ApiError {
                 res.qualified_plural()
             ),
         )
-        .with_details(json!({"name": name, "group": res.group, "kind": res.plural}))
+        .with_details(details(name, res.group, res.plural))
     }
 
     pub fn stale(res: &Resource, name: &str) -> Self {
@@ -82,7 +125,23 @@ impl ApiError {
     }
 
     pub fn invalid(res: &Resource, name: &str, field: &str, value: &str, why: &str) -> Self {
-        let detail = format!("Invalid value: \"{value}\": {why}");
+        Self::invalid_detail(
+            res,
+            name,
+            field,
+            &format!("Invalid value: \"{value}\": {why}"),
+            "FieldValueInvalid",
+        )
+    }
+
+    /// 422 with one cause; `detail` is what follows `<field>: ` (e.g. `Too long: ...`).
+    pub fn invalid_detail(
+        res: &Resource,
+        name: &str,
+        field: &str,
+        detail: &str,
+        cause: &str,
+    ) -> Self {
         Self::new(
             422,
             "Invalid",
@@ -92,7 +151,7 @@ impl ApiError {
             "name": name,
             "group": res.group,
             "kind": res.kind,
-            "causes": [{"reason": "FieldValueInvalid", "message": detail, "field": field}],
+            "causes": [{"reason": cause, "message": detail, "field": field}],
         }))
     }
 

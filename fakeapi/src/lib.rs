@@ -1,18 +1,47 @@
 //! A fake Kubernetes API server for k8slb's integration tests.
 //!
-//! [`FakeApi::start`] serves real HTTP/1.1 on `127.0.0.1` (an ephemeral port) and writes a
-//! kubeconfig for it (plain `http://` URL, no auth, namespace `default`), so the real `kube`
-//! client talks to it exactly as it talks to a cluster:
+//! [`FakeApi::start`] serves real HTTP/1.1 on `127.0.0.1` (an ephemeral port) and writes an
+//! admin kubeconfig for it (plain `http://` URL, a bearer token of `system:admin` in
+//! `system:masters`, namespace `default`), so the real `kube` client talks to it exactly as
+//! it talks to a cluster:
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
 //! let api = k8slb_fakeapi::FakeApi::start().await;
-//! let kubeconfig = kube::config::Kubeconfig::read_from(api.kubeconfig_path())?;
+//! // What users apply: Namespace, ServiceAccounts, RBAC, ...
+//! api.load_manifests("manifests/k8slb-haproxy.yml")?;
+//! // The binary under test runs as its ServiceAccount, with that RBAC.
+//! let path = api.kubeconfig_for_service_account("k8slb-system", "watcher");
+//! let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
 //! let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
 //! let client = kube::Client::try_from(config)?;
-//! // or: kube::Client::try_from(kube::Config::new(api.url().parse()?))?
 //! # Ok(()) }
 //! ```
+//!
+//! # Who may do what
+//!
+//! Like kube-apiserver with `--authorization-mode=RBAC` ([`Authorization::Rbac`], the
+//! default): a bearer token names the user (the admin kubeconfig; one per ServiceAccount
+//! from [`FakeApi::kubeconfig_for_service_account`], refused with 401 while the
+//! ServiceAccount object does not exist; [`FakeApi::kubeconfig_for_user`]); no token is
+//! `system:anonymous`; an unknown token is 401 Unauthorized. `system:masters` may do
+//! anything; everyone else gets what the Role, ClusterRole, RoleBinding and
+//! ClusterRoleBinding objects in the fake grant, evaluated as the real RBAC authorizer does
+//! (binding scopes, `resourceNames`, subresources, `*`), for the verb the real server
+//! derives (get/list/watch, create, update, patch, delete, deletecollection; a server-side
+//! apply that creates its object is authorized as `patch` and then as `create`). The
+//! bootstrap policy is built in only for discovery (authenticated users) and
+//! `/healthz`, `/livez`, `/readyz`, `/version` (everyone). A refusal is the real 403
+//! Status: reason Forbidden, details `{name, group, kind: <resource>}`, and the message
+//! `configmaps "x" is forbidden: User "..." cannot create resource "configmaps" in API
+//! group "" in the namespace "ns"`. [`FakeApi::requests`] records the user, the verb and
+//! the error message of every request.
+//!
+//! NamespaceLifecycle: a new fake has the namespaces `default`, `kube-system`,
+//! `kube-public` and `kube-node-lease`; a create (POST, or an apply that creates) in a
+//! namespace that does not exist is 404 `namespaces "x" not found`, in one being deleted
+//! 403; `default`, `kube-system` and `kube-public` cannot be deleted.
+//! [`FakeApi::put_object`] refuses (panics) to store an object in a missing namespace.
 //!
 //! Tests seed and inspect objects directly ([`FakeApi::put_object`], [`FakeApi::get_object`],
 //! [`FakeApi::list`]), assert on the calls made ([`FakeApi::requests`]), and inject faults
@@ -23,8 +52,11 @@
 //!
 //! core/v1 Services, Nodes, Pods, ConfigMaps, Secrets, Events, Endpoints, Namespaces;
 //! discovery.k8s.io/v1 EndpointSlices; events.k8s.io/v1 Events; coordination.k8s.io/v1 Leases;
-//! networking.k8s.io/v1 Ingresses and IngressClasses. Services, Nodes, Pods, Namespaces and
-//! Ingresses have a `/status` subresource. Adding a kind is one row in `resources.rs`.
+//! networking.k8s.io/v1 Ingresses and IngressClasses; core/v1 ServiceAccounts; apps/v1
+//! Deployments and DaemonSets (stored, not run); rbac.authorization.k8s.io/v1 Roles,
+//! RoleBindings, ClusterRoles and ClusterRoleBindings. Services, Nodes, Pods, Namespaces,
+//! Ingresses, Deployments and DaemonSets have a `/status` subresource. Adding a kind is one
+//! row in `resources.rs`.
 //!
 //! Verbs: get, list (label and field selectors, `limit`/`continue`), watch (`watch=true|1`,
 //! `resourceVersion`, `allowWatchBookmarks`, `timeoutSeconds`, `sendInitialEvents`), create (`generateName`),
@@ -33,15 +65,20 @@
 //! deletecollection, `dryRun=All`. Discovery: `/api`, `/apis`, `/api/v1`,
 //! `/apis/<group>[/<version>]`, `/version`, `/healthz`.
 //!
-//! Errors are real `Status` objects with the real reasons and codes: NotFound 404,
+//! Errors are real `Status` objects with the real reasons and codes: Unauthorized 401,
+//! Forbidden 403, NotFound 404,
 //! AlreadyExists 409, Conflict 409, Invalid 422, BadRequest 400, Expired 410,
 //! InternalError 500, MethodNotAllowed 405, UnsupportedMediaType 415.
 //!
 //! # Where it differs from a real kube-apiserver
 //!
-//! - **No auth, no admission, no RBAC, no namespaces lifecycle.** Namespaced objects are
-//!   accepted in any namespace without a Namespace object existing; deleting a Namespace
-//!   deletes nothing else.
+//! - **Authorization is RBAC only**: no Node authorizer, no webhook, no aggregated
+//!   ClusterRoles (`aggregationRule` is ignored), no escalation check on RBAC writes (only
+//!   the admin writes RBAC in tests), no impersonation. Tokens are opaque strings handed out
+//!   by the fake, not JWTs; no client certificates.
+//! - **Admission is NamespaceLifecycle only.** Deleting a Namespace removes it at once and
+//!   deletes nothing in it (no Terminating phase of its own; a Namespace marked
+//!   Terminating by a test refuses creates).
 //! - **Lists are always "most recent".** `resourceVersion`/`resourceVersionMatch` on a list
 //!   are ignored. Pages after the first (`continue`) are read from the current state, not from
 //!   the snapshot of the first page, although they report the first page's resourceVersion;
@@ -76,9 +113,12 @@
 //! - **Defaults and validation**: only Services are defaulted (`type: ClusterIP`,
 //!   `sessionAffinity`, a `clusterIP` from 10.96.0.0/16, `nodePort`s from 30000 for NodePort
 //!   and LoadBalancer, `externalTrafficPolicy: Cluster`, port `protocol` and `targetPort`).
-//!   The only validation is of `metadata.name` (422 Invalid): DNS-1035 labels for Services,
-//!   RFC 1123 labels for Namespaces, RFC 1123 subdomains for everything else. Object bodies
-//!   are otherwise stored as sent, unknown fields included.
+//!   Validation (422 Invalid): `metadata.name` (DNS-1035 labels for Services, RFC 1123
+//!   labels for Namespaces, path segments for RBAC objects, RFC 1123 subdomains for
+//!   everything else); a ConfigMap's `data` plus `binaryData` at most 1 MiB (1048576
+//!   bytes); a core/v1 Event is created in its `involvedObject`'s namespace (`default` for
+//!   cluster-scoped objects). Object bodies are otherwise stored as sent, unknown fields
+//!   included.
 //! - **Both Event APIs** (core/v1 and events.k8s.io/v1) are separate stores here; in a real
 //!   cluster they are two views of the same objects.
 //! - PUT never creates: an update of a missing object is 404 NotFound.
@@ -86,6 +126,7 @@
 //!   get a `deletionTimestamp` and go away when an update empties `finalizers`.
 //! - Only JSON is served (no protobuf, no CBOR, no Table output, no aggregated discovery).
 
+mod authz;
 mod error;
 mod patch;
 mod resources;
@@ -103,8 +144,21 @@ use serde_json::Value;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{oneshot, watch};
 
+use crate::authz::{Identity, User};
 use crate::server::{lock, parse_api_path, FailRule, FaultState, Running, Shared, Target};
 use crate::store::Store;
+
+/// How requests are authorized (kube-apiserver's `--authorization-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Authorization {
+    /// RBAC from the Role, ClusterRole, RoleBinding and ClusterRoleBinding objects in the
+    /// fake (e.g. loaded with [`FakeApi::load_manifests`]); `system:masters` (the admin
+    /// kubeconfig) may do anything. The default.
+    #[default]
+    Rbac,
+    /// Every request is allowed, anonymous ones included (`--authorization-mode=AlwaysAllow`).
+    AlwaysAllow,
+}
 
 /// Knobs for [`FakeApi::start_with`].
 #[derive(Debug, Clone)]
@@ -114,6 +168,8 @@ pub struct Options {
     pub history_limit: usize,
     /// How often a watch with `allowWatchBookmarks=true` gets a BOOKMARK. Default 1 s.
     pub bookmark_interval: Duration,
+    /// Default [`Authorization::Rbac`].
+    pub authorization: Authorization,
 }
 
 impl Default for Options {
@@ -121,9 +177,38 @@ impl Default for Options {
         Self {
             history_limit: 1000,
             bookmark_interval: Duration::from_secs(1),
+            authorization: Authorization::Rbac,
         }
     }
 }
+
+/// Why [`FakeApi::load_manifests`] failed.
+#[derive(Debug)]
+pub enum LoadError {
+    Read(PathBuf, io::Error),
+    Parse(PathBuf, String),
+    /// Document `index` (0-based) could not be stored: not a served kind, no name, or its
+    /// namespace does not exist (yet).
+    Store {
+        path: PathBuf,
+        index: usize,
+        why: String,
+    },
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadError::Read(p, e) => write!(f, "reading {}: {e}", p.display()),
+            LoadError::Parse(p, e) => write!(f, "parsing {}: {e}", p.display()),
+            LoadError::Store { path, index, why } => {
+                write!(f, "{} document {index}: {why}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
 
 /// One request the fake answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,6 +220,15 @@ pub struct RequestRecord {
     pub query: String,
     /// The HTTP status sent (200 for a watch that started, whatever happened later).
     pub status: u16,
+    /// The authenticated user (`system:anonymous` without a token, empty for a token
+    /// that was refused with 401).
+    pub user: String,
+    /// The verb the authorizer saw: get, list, watch, create, update, patch, delete,
+    /// deletecollection (or the lower-case method for non-resource paths). An apply that
+    /// created its object was also authorized as `create`.
+    pub verb: String,
+    /// The `Status` message of an error answer.
+    pub message: Option<String>,
 }
 
 impl RequestRecord {
@@ -145,7 +239,7 @@ impl RequestRecord {
 
     /// Whether this was a watch request.
     pub fn is_watch(&self) -> bool {
-        self.param("watch").is_some_and(|v| v == "true" || v == "1")
+        self.verb == "watch"
     }
 }
 
@@ -153,7 +247,7 @@ impl RequestRecord {
 pub struct FakeApi {
     shared: Arc<Shared>,
     kubeconfig: PathBuf,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
@@ -187,7 +281,14 @@ impl FakeApi {
         let addr = listener.local_addr()?;
         let dir = tempfile::tempdir()?;
         let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, kubeconfig_yaml(&format!("http://{addr}")))?;
+        let admin_token = new_token("admin");
+        std::fs::write(
+            &kubeconfig,
+            kubeconfig_yaml(&format!("http://{addr}"), &admin_token, "default"),
+        )?;
+        let tokens = [(admin_token, Identity::User(User::admin()))]
+            .into_iter()
+            .collect();
         let (drop_watches, _) = watch::channel(0);
         let shared = Arc::new(Shared {
             addr,
@@ -197,12 +298,14 @@ impl FakeApi {
             drop_watches,
             bookmark_interval: options.bookmark_interval,
             running: Mutex::new(None),
+            authorization: options.authorization,
+            tokens: Mutex::new(tokens),
         });
         spawn_server(&shared, listener);
         Ok(FakeApi {
             shared,
             kubeconfig,
-            _dir: dir,
+            dir,
         })
     }
 
@@ -215,18 +318,115 @@ impl FakeApi {
         self.shared.addr
     }
 
-    /// A kubeconfig with one context (`fakeapi`, namespace `default`) pointing here.
+    /// The admin kubeconfig: one context (`fakeapi`, namespace `default`) pointing here,
+    /// with the token of `system:admin` in the group `system:masters` (allowed everything,
+    /// as a cluster's admin credentials). For a test's own seeding and inspection; the
+    /// binaries under test get [`FakeApi::kubeconfig_for_service_account`].
     pub fn kubeconfig_path(&self) -> &Path {
         &self.kubeconfig
+    }
+
+    /// A kubeconfig (context namespace `namespace`) with a token of the ServiceAccount
+    /// `namespace/name`: requests are made as `system:serviceaccount:<namespace>:<name>`
+    /// (groups `system:serviceaccounts`, `system:serviceaccounts:<namespace>`,
+    /// `system:authenticated`) and get what RBAC grants it. Like a bound token, it is
+    /// refused (401) while the ServiceAccount object does not exist. The same account
+    /// always gets the same file and token.
+    pub fn kubeconfig_for_service_account(&self, namespace: &str, name: &str) -> PathBuf {
+        let identity = Identity::ServiceAccount {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        self.kubeconfig_for(
+            &format!("kubeconfig-sa-{namespace}-{name}"),
+            identity,
+            namespace,
+        )
+    }
+
+    /// A kubeconfig (namespace `default`) for the user `name` in `groups` (and
+    /// `system:authenticated`).
+    pub fn kubeconfig_for_user(&self, name: &str, groups: &[&str]) -> PathBuf {
+        let identity = Identity::User(User::named(name, groups));
+        let file: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        self.kubeconfig_for(&format!("kubeconfig-user-{file}"), identity, "default")
+    }
+
+    fn kubeconfig_for(&self, file: &str, identity: Identity, namespace: &str) -> PathBuf {
+        let path = self.dir.path().join(file);
+        let mut tokens = lock(&self.shared.tokens);
+        let existing = tokens
+            .iter()
+            .find(|(_, i)| **i == identity)
+            .map(|(t, _)| t.clone());
+        let token = existing.unwrap_or_else(|| {
+            let t = new_token("sa");
+            tokens.insert(t.clone(), identity);
+            t
+        });
+        std::fs::write(&path, kubeconfig_yaml(&self.url(), &token, namespace))
+            .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        path
+    }
+
+    /// Stores every object of a multi-document YAML file (such as
+    /// `manifests/k8slb-haproxy.yml`) as [`FakeApi::put_object`] does, in file order, as
+    /// an admin's `kubectl apply -f` would create them. Every kind in the file must be
+    /// served (Namespaces, ServiceAccounts, ConfigMaps, RBAC, Deployments, DaemonSets,
+    /// ...). Returns the stored objects.
+    pub fn load_manifests(&self, path: impl AsRef<Path>) -> Result<Vec<Value>, LoadError> {
+        use serde::Deserialize;
+        let path = path.as_ref().to_path_buf();
+        let text = std::fs::read_to_string(&path).map_err(|e| LoadError::Read(path.clone(), e))?;
+        let mut docs = Vec::new();
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let v = Value::deserialize(doc)
+                .map_err(|e| LoadError::Parse(path.clone(), e.to_string()))?;
+            if !v.is_null() {
+                docs.push(v);
+            }
+        }
+        let mut stored = Vec::new();
+        for (index, doc) in docs.into_iter().enumerate() {
+            let obj = lock(&self.shared.store)
+                .put(doc)
+                .map_err(|why| LoadError::Store {
+                    path: path.clone(),
+                    index,
+                    why,
+                })?;
+            stored.push(obj);
+        }
+        Ok(stored)
+    }
+
+    /// Creates the Namespace `name` (Active) if it does not exist yet. A new fake has
+    /// `default`, `kube-system`, `kube-public` and `kube-node-lease`.
+    pub fn create_namespace(&self, name: &str) -> Value {
+        if let Some(ns) = self.get_object(&format!("/api/v1/namespaces/{name}")) {
+            return ns;
+        }
+        self.put_object(serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"},
+        }))
     }
 
     /// Stores an object as given (status included, no validation, no defaults), creating
     /// or replacing it, and notifies watches. `apiVersion`, `kind` and `metadata.name` are
     /// required; a namespaced object without a namespace goes to `default`. Returns the
-    /// stored object (with `resourceVersion`, `uid`, `creationTimestamp`).
+    /// stored object (with `resourceVersion`, `uid`, `creationTimestamp`). This is the
+    /// test's back door: no authorization, no admission.
     ///
     /// # Panics
-    /// If the kind is not served or the name is missing.
+    /// If the kind is not served, the name is missing, or the object's namespace does not
+    /// exist (nothing can live in a missing namespace on a real cluster; create it first
+    /// with [`FakeApi::create_namespace`]).
     pub fn put_object(&self, object: Value) -> Value {
         lock(&self.shared.store)
             .put(object)
@@ -410,7 +610,28 @@ impl Faults {
     }
 }
 
-fn kubeconfig_yaml(server: &str) -> String {
+/// A token nobody can guess across fakes (the time and a process-wide counter, mixed).
+fn new_token(kind: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos() as u64;
+    let mut x = nanos ^ n.rotate_left(32) ^ u64::from(std::process::id()).rotate_left(16);
+    let mut out = format!("fakeapi-{kind}-");
+    for _ in 0..2 {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        out.push_str(&format!("{:016x}", z ^ (z >> 31)));
+    }
+    out
+}
+
+fn kubeconfig_yaml(server: &str, token: &str, namespace: &str) -> String {
     format!(
         "apiVersion: v1
 kind: Config
@@ -420,13 +641,14 @@ clusters:
     server: {server}
 users:
 - name: fakeapi
-  user: {{}}
+  user:
+    token: {token}
 contexts:
 - name: fakeapi
   context:
     cluster: fakeapi
     user: fakeapi
-    namespace: default
+    namespace: {namespace}
 current-context: fakeapi
 preferences: {{}}
 "

@@ -109,6 +109,49 @@ pub(crate) static RESOURCES: &[Resource] = &[
         core("ingressclasses", "ingressclass", "IngressClass", false, &[]),
         "networking.k8s.io",
     ),
+    core(
+        "serviceaccounts",
+        "serviceaccount",
+        "ServiceAccount",
+        true,
+        &["sa"],
+    ),
+    with_status(
+        grouped(
+            core("deployments", "deployment", "Deployment", true, &["deploy"]),
+            "apps",
+        ),
+        false,
+    ),
+    with_status(
+        grouped(
+            core("daemonsets", "daemonset", "DaemonSet", true, &["ds"]),
+            "apps",
+        ),
+        false,
+    ),
+    grouped(
+        core("roles", "role", "Role", true, &[]),
+        "rbac.authorization.k8s.io",
+    ),
+    grouped(
+        core("rolebindings", "rolebinding", "RoleBinding", true, &[]),
+        "rbac.authorization.k8s.io",
+    ),
+    grouped(
+        core("clusterroles", "clusterrole", "ClusterRole", false, &[]),
+        "rbac.authorization.k8s.io",
+    ),
+    grouped(
+        core(
+            "clusterrolebindings",
+            "clusterrolebinding",
+            "ClusterRoleBinding",
+            false,
+            &[],
+        ),
+        "rbac.authorization.k8s.io",
+    ),
 ];
 
 /// The resource served at `group/version/plural`.

@@ -20,11 +20,12 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Interval};
 
+use crate::authz::{self, Attributes, Identity, User};
 use crate::error::ApiError;
 use crate::resources::{self, RESOURCES};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{Filter, PatchBody, PatchType, Store, Subresource, WatchItem, WriteOptions};
-use crate::RequestRecord;
+use crate::{Authorization, RequestRecord};
 
 /// Largest request body accepted (the real limit is about 3 MiB for objects).
 const MAX_BODY: usize = 16 << 20;
@@ -75,7 +76,59 @@ pub(crate) struct Shared {
     pub drop_watches: watch::Sender<u64>,
     pub bookmark_interval: Duration,
     pub running: Mutex<Option<Running>>,
+    pub authorization: Authorization,
+    /// Bearer token -> who it stands for.
+    pub tokens: Mutex<HashMap<String, Identity>>,
 }
+
+/// Who is asking, and what for.
+pub(crate) struct Caller {
+    pub user: User,
+    pub attrs: Attributes,
+}
+
+impl Shared {
+    /// The authorizer's decision for `attrs` (always yes with [`Authorization::AlwaysAllow`]).
+    fn authorize(&self, store: &Store, user: &User, attrs: &Attributes) -> Result<(), ApiError> {
+        if self.authorization == Authorization::AlwaysAllow {
+            return Ok(());
+        }
+        authz::authorize(store, user, attrs)
+            .map_err(|denied| authz::forbidden(user, attrs, &denied))
+    }
+
+    /// Authentication, then authorization of the request as a whole.
+    fn admit(
+        &self,
+        auth_header: Option<&str>,
+        method: &str,
+        path: &str,
+        params: &HashMap<String, String>,
+    ) -> (Caller, Result<(), ApiError>) {
+        let attrs = authz::attributes(method, path, params);
+        let store = lock(&self.store);
+        let user = match authz::authenticate(&store, &lock(&self.tokens), auth_header) {
+            None => User::anonymous(),
+            Some(Ok(user)) => user,
+            Some(Err(e)) => {
+                let caller = Caller {
+                    user: User {
+                        name: String::new(),
+                        groups: Vec::new(),
+                    },
+                    attrs,
+                };
+                return (caller, Err(e));
+            }
+        };
+        let decision = self.authorize(&store, &user, &attrs);
+        (Caller { user, attrs }, decision)
+    }
+}
+
+/// The message of an error response, kept for the request log.
+#[derive(Debug, Clone)]
+struct ErrorMessage(String);
 
 /// Accepts connections until `stop` fires (or its sender is dropped), then closes them all.
 pub(crate) async fn serve(
@@ -127,17 +180,39 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
+    let auth_header = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let (caller, admitted) = shared.admit(
+        auth_header.as_deref(),
+        method.as_str(),
+        &path,
+        &parse_query(&query),
+    );
     let response = if fail {
         error_response(&ApiError::internal("injected fault (fakeapi)"))
     } else {
-        route(&shared, req, &path, &query).await
+        match admitted {
+            Ok(()) => route(&shared, req, &path, &query, &caller).await,
+            Err(e) => error_response(&e),
+        }
     };
-    tracing::debug!(%method, %path, %query, status = response.status().as_u16(), "fakeapi request");
+    let status = response.status().as_u16();
+    let message = response
+        .extensions()
+        .get::<ErrorMessage>()
+        .map(|m| m.0.clone());
+    tracing::debug!(%method, %path, %query, status, user = %caller.user.name, ?message, "fakeapi request");
     lock(&shared.log).push(RequestRecord {
         method: method.to_string(),
         path,
         query,
-        status: response.status().as_u16(),
+        status,
+        user: caller.user.name,
+        verb: caller.attrs.verb,
+        message,
     });
     response
 }
@@ -153,7 +228,11 @@ fn json_response(code: u16, v: &Value) -> Response<Body> {
 }
 
 fn error_response(e: &ApiError) -> Response<Body> {
-    json_response(e.code, &e.to_status())
+    let mut response = json_response(e.code, &e.to_status());
+    response
+        .extensions_mut()
+        .insert(ErrorMessage(e.message.clone()));
+    response
 }
 
 fn respond(result: Result<Value, ApiError>, ok: u16) -> Response<Body> {
@@ -198,10 +277,10 @@ pub(crate) fn parse_query(query: &str) -> HashMap<String, String> {
         .collect()
 }
 
+/// A boolean query parameter, read as the real server reads it (so the verb the
+/// authorizer saw, `watch` or `list`, is what is served).
 fn flag(params: &HashMap<String, String>, name: &str) -> bool {
-    params
-        .get(name)
-        .is_some_and(|v| matches!(v.as_str(), "true" | "1" | "True" | "TRUE"))
+    authz::query_bool(params, name)
 }
 
 /// Where a resource request points.
@@ -283,6 +362,7 @@ async fn route(
     req: Request<Incoming>,
     path: &str,
     query: &str,
+    caller: &Caller,
 ) -> Response<Body> {
     let params = parse_query(query);
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
@@ -308,7 +388,7 @@ async fn route(
             json_response(200, &resource_list(group, version))
         }
         _ => match parse_api_path(path) {
-            Some(target) => resource_request(shared, req, target, &params).await,
+            Some(target) => resource_request(shared, req, target, &params, caller).await,
             None => error_response(&ApiError::path_not_found(path)),
         },
     }
@@ -343,6 +423,7 @@ async fn resource_request(
     req: Request<Incoming>,
     target: Target,
     params: &HashMap<String, String>,
+    caller: &Caller,
 ) -> Response<Body> {
     let method = req.method().clone();
     let content_type = req
@@ -432,7 +513,16 @@ async fn resource_request(
                     Some(ptype) => {
                         let mut store = lock(&shared.store);
                         // An apply that creates the object answers 201, like the real one.
-                        let existed = store.get(res, &namespace, &name).is_ok();
+                        let existed = store.get_ref(res, &namespace, &name).is_some();
+                        // ... and is a create too: authorized as `create` as well as `patch`
+                        // (patch.go's createValidation). Subresources never create.
+                        if ptype == PatchType::Apply && !existed && sub == Subresource::Main {
+                            let mut create = caller.attrs.clone();
+                            create.verb = "create".into();
+                            if let Err(e) = shared.authorize(&store, &caller.user, &create) {
+                                return error_response(&e);
+                            }
+                        }
                         let patch = PatchBody { ptype, body: &body };
                         let result = store.patch(res, &namespace, &name, patch, sub, &opts);
                         respond(result, if existed { 200 } else { 201 })

@@ -234,6 +234,15 @@ fn validate_name(res: &Resource, name: &str) -> Result<(), ApiError> {
     let (ok, msg) = match res.plural {
         "services" => (is_label(name, true), LABEL_1035_MSG),
         "namespaces" => (is_label(name, false), LABEL_1123_MSG),
+        // RBAC objects only need a path segment name (`k8slb-system:watcher` is fine).
+        _ if res.group == "rbac.authorization.k8s.io" => (
+            !name.is_empty()
+                && name != "."
+                && name != ".."
+                && !name.contains('/')
+                && !name.contains('%'),
+            "may not contain '/' or '%' and may not be '.' or '..'",
+        ),
         _ => (
             name.len() <= 253 && name.split('.').all(|l| is_label(l, false)),
             SUBDOMAIN_MSG,
@@ -309,8 +318,107 @@ const IMMUTABLE_META: &[&str] = &[
     "generation",
 ];
 
+/// The namespaces a new cluster has.
+pub(crate) const INITIAL_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// NamespaceLifecycle's immortal namespaces: never deleted.
+const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
+
+/// The most data (`data` values plus decoded `binaryData` values) a ConfigMap may hold.
+pub(crate) const MAX_CONFIGMAP_BYTES: usize = 1024 * 1024;
+
+fn namespace_object(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    })
+}
+
+/// Whether a Namespace is being deleted.
+fn terminating(ns: &Value) -> bool {
+    ns.pointer("/metadata/deletionTimestamp").is_some()
+        || ns.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating")
+}
+
+/// The strategy validation the fake does beyond names: a ConfigMap's size, and that a
+/// core/v1 Event lives in the namespace of the object it is about.
+fn validate_object(res: &Resource, obj: &Value, creating: bool) -> Result<(), ApiError> {
+    let name = name_of(obj);
+    if res.group.is_empty() && res.plural == "configmaps" {
+        let text: usize = obj
+            .get("data")
+            .and_then(Value::as_object)
+            .map(|m| m.values().filter_map(Value::as_str).map(str::len).sum())
+            .unwrap_or(0);
+        let binary: usize = obj
+            .get("binaryData")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.values()
+                    .filter_map(Value::as_str)
+                    .map(|b| {
+                        base64::engine::general_purpose::STANDARD
+                            .decode(b)
+                            .map_or(b.len(), |d| d.len())
+                    })
+                    .sum()
+            })
+            .unwrap_or(0);
+        if text + binary > MAX_CONFIGMAP_BYTES {
+            return Err(ApiError::invalid_detail(
+                res,
+                name,
+                "[]",
+                &format!("Too long: must have at most {MAX_CONFIGMAP_BYTES} bytes"),
+                "FieldValueTooLong",
+            ));
+        }
+    }
+    if creating && res.group.is_empty() && res.plural == "events" {
+        let ns = namespace_of(obj);
+        let involved = obj
+            .pointer("/involvedObject/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let ok = if involved.is_empty() {
+            ns.is_empty() || ns == "default"
+        } else {
+            ns == involved
+        };
+        if !ok {
+            return Err(ApiError::invalid(
+                res,
+                name,
+                "involvedObject.namespace",
+                involved,
+                "does not match event.namespace",
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Store {
     pub fn new(history_limit: usize) -> Self {
+        let mut store = Self::empty(history_limit);
+        // The namespaces of a new cluster exist from the start (outside the history).
+        let ns_res = resources::find("", "v1", "namespaces").expect("namespaces are served");
+        for name in INITIAL_NAMESPACES {
+            let mut ns = namespace_object(name);
+            let uid = store.new_uid();
+            let meta = meta_mut(&mut ns);
+            meta.insert("uid".into(), json!(uid));
+            meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
+            meta.insert("resourceVersion".into(), json!("1"));
+            store.objects[ns_res].insert((String::new(), name.to_string()), ns);
+        }
+        store
+    }
+
+    fn empty(history_limit: usize) -> Self {
         Self {
             rv: 1,
             serial: 0,
@@ -412,6 +520,54 @@ impl Store {
             .ok_or_else(|| ApiError::not_found(&RESOURCES[res], name))
     }
 
+    pub fn get_ref(&self, res: usize, ns: &str, name: &str) -> Option<&Value> {
+        self.objects[res].get(&(ns.to_string(), name.to_string()))
+    }
+
+    pub fn iter(&self, res: usize) -> impl Iterator<Item = &Value> {
+        self.objects[res].values()
+    }
+
+    /// NamespaceLifecycle for a create in `ns`: 404 if the Namespace does not exist, 403 if
+    /// it is being deleted.
+    pub fn check_namespace_for_create(
+        &self,
+        res: &Resource,
+        ns: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        if !res.namespaced {
+            return Ok(());
+        }
+        let ns_res = resources::find("", "v1", "namespaces").expect("namespaces are served");
+        match self.get_ref(ns_res, "", ns) {
+            None => Err(ApiError::namespace_not_found(ns)),
+            Some(n) if terminating(n) => Err(ApiError::forbidden(
+                res.group,
+                res.plural,
+                name,
+                &format!(
+                    "unable to create new content in namespace {ns} because it is being terminated"
+                ),
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// NamespaceLifecycle for a delete: `default`, `kube-system` and `kube-public` stay.
+    pub fn check_delete_allowed(res: &Resource, name: &str) -> Result<(), ApiError> {
+        if res.group.is_empty() && res.plural == "namespaces" && IMMORTAL_NAMESPACES.contains(&name)
+        {
+            return Err(ApiError::forbidden(
+                "",
+                "namespaces",
+                name,
+                "this namespace may not be deleted",
+            ));
+        }
+        Ok(())
+    }
+
     pub fn objects(&self, res: usize) -> Vec<Value> {
         self.objects[res].values().cloned().collect()
     }
@@ -509,6 +665,13 @@ impl Store {
         check_type(res, &mut obj, false)?;
         let meta = meta_mut(&mut obj);
         set_namespace(res, meta, ns)?;
+        let given_name = meta
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        self.check_namespace_for_create(res, ns, &given_name)?;
+        let meta = meta_mut(&mut obj);
         if meta
             .get("resourceVersion")
             .and_then(Value::as_str)
@@ -556,6 +719,7 @@ impl Store {
             obj["status"] = json!({});
         }
         self.apply_defaults(res, None, &mut obj);
+        validate_object(res, &obj, true)?;
         if opts.dry_run {
             return Ok(obj);
         }
@@ -775,6 +939,7 @@ impl Store {
     ) -> Result<Value, ApiError> {
         let res = &RESOURCES[res_i];
         self.apply_defaults(res, Some(&old), &mut new);
+        validate_object(res, &new, false)?;
         let old_generation = old
             .pointer("/metadata/generation")
             .cloned()
@@ -817,6 +982,7 @@ impl Store {
     ) -> Result<Value, ApiError> {
         let res = &RESOURCES[res_i];
         let old = self.get(res_i, ns, name)?;
+        Self::check_delete_allowed(res, name)?;
         if let Some(pre) = options.and_then(|o| o.get("preconditions")) {
             for (field, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
                 let want = pre.get(field).and_then(Value::as_str);
@@ -896,6 +1062,18 @@ impl Store {
         } else {
             String::new()
         };
+        let ns_res = resources::find("", "v1", "namespaces").expect("namespaces are served");
+        if res.namespaced && self.get_ref(ns_res, "", &ns).is_none() {
+            return Err(format!(
+                "{} {ns}/{name}: namespace \"{ns}\" does not exist (as in a real cluster, nothing \
+                 lives in a missing namespace): create it first (FakeApi::create_namespace, or \
+                 put a Namespace object)",
+                res.kind
+            ));
+        }
+        if res.group.is_empty() && res.plural == "namespaces" && obj.get("status").is_none() {
+            obj["status"] = json!({"phase": "Active"});
+        }
         let old = self.objects[res_i].get(&(ns.clone(), name)).cloned();
         let uid = self.new_uid();
         let meta = meta_mut(&mut obj);
@@ -934,10 +1112,13 @@ impl Store {
         Some(self.commit(res_i, EventType::Deleted, Some(old.clone()), old))
     }
 
-    /// Defaults the real API server fills in. Only Services have any so far.
+    /// Defaults the real API server fills in: Services', and a new Namespace is Active.
     fn apply_defaults(&mut self, res: &Resource, old: Option<&Value>, obj: &mut Value) {
         if res.group.is_empty() && res.plural == "services" {
             self.default_service(old, obj);
+        }
+        if res.group.is_empty() && res.plural == "namespaces" && old.is_none() {
+            obj["status"] = json!({"phase": "Active"});
         }
     }
 

@@ -72,7 +72,14 @@ async fn crud_list_and_errors() {
     let db = services.create(&pp, &plain).await.unwrap();
     assert_eq!(db.spec.unwrap().type_.as_deref(), Some("ClusterIP"));
 
+    // NamespaceLifecycle: nothing is created in a namespace that does not exist.
     let other_ns: Api<Service> = Api::namespaced(client.clone(), "prod");
+    let err = other_ns
+        .create(&pp, &svc("web", json!({"app": "web"})))
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(err), (404, "NotFound".to_string()));
+    fake.create_namespace("prod");
     other_ns
         .create(&pp, &svc("web", json!({"app": "web"})))
         .await
@@ -313,6 +320,7 @@ async fn put_with_stale_resource_version_conflicts() {
 #[tokio::test]
 async fn server_side_apply_creates_updates_and_conflicts() {
     let fake = FakeApi::start().await;
+    fake.create_namespace("k8slb-system");
     let cms: Api<ConfigMap> = Api::namespaced(client(&fake).await, "k8slb-system");
     let ssa = PatchParams::apply("k8slb-test");
     let cm = |data: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "k8slb-state"}, "data": data});
@@ -426,6 +434,7 @@ async fn json_patch_cluster_scoped_and_grouped_kinds() {
     let patched: Value = client.request(request).await.unwrap();
     assert_eq!(patched["metadata"]["labels"]["zone"], "a");
 
+    fake.create_namespace("k8slb-system");
     let leases: Api<Lease> = Api::namespaced(client.clone(), "k8slb-system");
     let lease: Lease = serde_json::from_value(json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",

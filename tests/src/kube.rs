@@ -7,12 +7,21 @@
 //! thread that enters it with `setns`); the connections to the API are made from this
 //! process's own namespace. Sockets keep the namespace they were created in, so no traffic
 //! leaves the lab's namespaces and the host's loopback.
+//!
+//! The API has k8slb installed from the shipped manifest (`manifests/k8slb-<proxy>.yml`:
+//! the k8slb-system Namespace, the ServiceAccounts and their RBAC), and the binaries run as
+//! their ServiceAccounts ([`KubeApi::watcher_kubeconfig`], [`KubeApi::actor_kubeconfig`]),
+//! so a call the manifests do not grant fails in the lab as on a real cluster. Only the
+//! harness's own seeding and inspection is the admin's.
 
 use anyhow::{Context, Result};
 use k8slb_fakeapi::FakeApi;
 use serde_json::Value;
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The namespace the manifests install k8slb into.
+pub const K8SLB_NAMESPACE: &str = "k8slb-system";
 
 pub struct KubeApi {
     api: FakeApi,
@@ -21,7 +30,8 @@ pub struct KubeApi {
 }
 
 impl KubeApi {
-    pub fn start() -> Result<KubeApi> {
+    /// Starts the fake API server and installs `manifests/k8slb-<proxy>.yml` in it.
+    pub fn start(proxy: &str) -> Result<KubeApi> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -30,11 +40,47 @@ impl KubeApi {
         let api = rt
             .block_on(FakeApi::start_with(k8slb_fakeapi::Options::default()))
             .context("starting the fake API server")?;
+        let manifest = crate::bins::repo_root().join(format!("manifests/k8slb-{proxy}.yml"));
+        api.load_manifests(&manifest)
+            .with_context(|| format!("installing {}", manifest.display()))?;
         Ok(KubeApi { api, rt })
     }
 
-    pub fn kubeconfig(&self) -> &Path {
+    /// The admin's kubeconfig (system:masters): for the harness, never for a binary under
+    /// test.
+    pub fn admin_kubeconfig(&self) -> &Path {
         self.api.kubeconfig_path()
+    }
+
+    /// The watcher's kubeconfig: the token of the ServiceAccount `k8slb-system/watcher`.
+    pub fn watcher_kubeconfig(&self) -> PathBuf {
+        self.api
+            .kubeconfig_for_service_account(K8SLB_NAMESPACE, "watcher")
+    }
+
+    /// The actor's kubeconfig: the token of the ServiceAccount `k8slb-system/actor`.
+    pub fn actor_kubeconfig(&self) -> PathBuf {
+        self.api
+            .kubeconfig_for_service_account(K8SLB_NAMESPACE, "actor")
+    }
+
+    /// Requests the API refused (401 or 403), as "user METHOD path -> status: message".
+    pub fn refused_requests(&self) -> Vec<String> {
+        self.api
+            .requests()
+            .into_iter()
+            .filter(|r| r.status == 401 || r.status == 403)
+            .map(|r| {
+                format!(
+                    "{} {} {} -> {}: {}",
+                    r.user,
+                    r.method,
+                    r.path,
+                    r.status,
+                    r.message.unwrap_or_default()
+                )
+            })
+            .collect()
     }
 
     pub fn api(&self) -> &FakeApi {

@@ -191,7 +191,7 @@ impl System {
         }
         let state_path = lab.dir.join("state.json");
         let kube = if opts.kube {
-            let k = crate::kube::KubeApi::start()?;
+            let k = crate::kube::KubeApi::start(&opts.proxy)?;
             for h in ["client".to_string()]
                 .into_iter()
                 .chain((1..=opts.lbs).map(|i| format!("lb{i}")))
@@ -245,7 +245,7 @@ impl System {
             let w = watcher_bin.to_string_lossy().into_owned();
             let certs = sys.cert_dir.to_string_lossy().into_owned();
             if let Some(k) = &sys.kube {
-                let kubeconfig = k.kubeconfig().to_string_lossy().into_owned();
+                let kubeconfig = k.watcher_kubeconfig().to_string_lossy().into_owned();
                 let p = sys.lab.spawn_in_env(
                     "client",
                     "watcher",
@@ -319,7 +319,7 @@ impl System {
         let kubeconfig = self
             .kube
             .as_ref()
-            .map(|k| k.kubeconfig().to_string_lossy().into_owned())
+            .map(|k| k.actor_kubeconfig().to_string_lossy().into_owned())
             .unwrap_or_default();
         let mut env = vec![("RUST_LOG", "info")];
         if self.kube.is_some() {

@@ -1,7 +1,8 @@
 //! The Kubernetes path end to end: the real `k8slb-watcher --source kubernetes` and
 //! `k8slb-actor --state configmap` on the fake API server (k8slb-fakeapi), with real
-//! keepalived and HAProxy in the lab's namespaces. Needs root; fails (never skips)
-//! without it.
+//! keepalived and HAProxy in the lab's namespaces. Each binary runs as its ServiceAccount
+//! with the RBAC of `manifests/k8slb-haproxy.yml`, which the fake enforces as
+//! kube-apiserver does. Needs root; fails (never skips) without it.
 
 use k8slb_tests::objects::{endpoint_slice, svc, tcp};
 use k8slb_tests::system::{Options, System};
@@ -60,5 +61,20 @@ fn kubernetes_source_status_traffic_churn_and_release() {
     sys.delete(&format!("svc-{}-{}", s.namespace, s.name))
         .unwrap();
     wait::until(T, || Ok(sys.holders(ip)?.is_empty())).expect("the VIP was not released");
+
+    // Everything above ran under the manifests' RBAC: the watcher and the actors called
+    // the API as their ServiceAccounts, and nothing they did was refused.
+    let kube = sys.kube.as_ref().unwrap();
+    assert_eq!(kube.refused_requests(), Vec::<String>::new());
+    let users: std::collections::BTreeSet<String> =
+        kube.api().requests().into_iter().map(|r| r.user).collect();
+    assert_eq!(
+        users.into_iter().collect::<Vec<_>>(),
+        [
+            "system:serviceaccount:k8slb-system:actor",
+            "system:serviceaccount:k8slb-system:watcher"
+        ],
+        "only the binaries' ServiceAccounts called the API"
+    );
     sys.lab.pass();
 }

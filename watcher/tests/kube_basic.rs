@@ -12,6 +12,7 @@ async fn services_get_ips_status_state_and_events() {
     seed_cluster(&api);
     api.put_object(svc("default", "web"));
     api.put_object(slice("default", "web", &["10.244.0.5", "10.244.0.6"]));
+    api.create_namespace("shop");
     api.put_object(with_annotation(
         svc("shop", "api"),
         "loadbalancer/pool",
@@ -192,6 +193,47 @@ async fn status_hostname_writes_the_legacy_form_and_reads_it_back() {
     assert_eq!(
         ingress(&api, "default", "old").unwrap(),
         vec![("10.0.0.33.sslip.io".to_string(), String::new())]
+    );
+    w.stop().await;
+}
+
+/// creationTimestamp has whole seconds (RFC 3339, no fraction), so Services created in the
+/// same second tie; the plan breaks the tie by namespace/name, not by the order the
+/// watcher happened to read them in: with room for two, `a` and `b` get the pool's
+/// addresses in name order and `c` none, although `c` was stored first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_created_in_the_same_second_are_ordered_by_name() {
+    init_logs();
+    let api = k8slb_fakeapi::FakeApi::start().await;
+    seed_cluster(&api);
+    for name in ["c", "b", "a"] {
+        let mut s = with_annotation(svc("default", name), "loadbalancer/pool", "small");
+        s["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+        let stored = api.put_object(s);
+        assert_eq!(
+            stored["metadata"]["creationTimestamp"],
+            "2026-01-01T00:00:00Z"
+        );
+    }
+    let w = start(&api, "w1");
+    // c's PoolExhausted Event proves all three were planned.
+    wait_for("c is told the pool is full", || {
+        has_event(&api, "c", "PoolExhausted").then_some(())
+    })
+    .await;
+    let st = wait_for("the state", || state(&api)).await;
+    let ips = |n: &str| -> Vec<String> {
+        st.services
+            .get(&format!("default/{n}").parse().unwrap())
+            .map(|s| s.ips.iter().map(|i| i.to_string()).collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(ips("a"), ["10.1.0.10"]);
+    assert_eq!(ips("b"), ["10.1.0.11"]);
+    assert_eq!(
+        ips("c"),
+        Vec::<String>::new(),
+        "the pool is full: c comes last"
     );
     w.stop().await;
 }

@@ -1,5 +1,10 @@
 //! Shared helpers of the `kube_*` tests: fixtures, a watcher started in-process against
 //! the fake API server, polling with a deadline.
+//!
+//! The watcher always runs as its ServiceAccount (`k8slb-system/watcher`) with the RBAC
+//! of the shipped manifests ([`load_manifests`], done by [`seed_cluster`]): a call the
+//! manifests do not grant fails here as it fails on a real cluster. The tests' own
+//! seeding and inspection (`put_object`, `get_object`) is the admin's.
 #![allow(dead_code)]
 
 use k8slb_common::state::State;
@@ -65,12 +70,28 @@ pub fn start(api: &FakeApi, identity: &str) -> Watcher {
     start_with(api, args(identity))
 }
 
+/// The watcher's kubeconfig: its ServiceAccount's token.
+pub fn watcher_kubeconfig(api: &FakeApi) -> std::path::PathBuf {
+    api.kubeconfig_for_service_account(NS, "watcher")
+}
+
+pub async fn kube_config(path: &std::path::Path) -> kube::Config {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).expect("kubeconfig parses");
+    kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("kubeconfig loads")
+}
+
 pub fn start_with(api: &FakeApi, args: KubeArgs) -> Watcher {
-    let config = kube::Config::new(api.url().parse().expect("url"));
+    let kubeconfig = watcher_kubeconfig(api);
     let metrics = Metrics::new();
     let stop = CancellationToken::new();
     let identity = args.identity.clone();
-    let task = tokio::spawn(kube_run::run(config, args, metrics.clone(), stop.clone()));
+    let (m, s) = (metrics.clone(), stop.clone());
+    let task = tokio::spawn(async move {
+        let config = kube_config(&kubeconfig).await;
+        kube_run::run(config, args, m, s).await
+    });
     Watcher {
         identity,
         metrics,
@@ -220,9 +241,41 @@ pub fn has_event(api: &FakeApi, name: &str, reason: &str) -> bool {
     events_for(api, name).iter().any(|e| e.0 == reason)
 }
 
-/// A cluster with two LB nodes and the default pools.
+/// The shipped install manifest for HAProxy (the RBAC is the same for every proxy).
+pub fn manifest() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/k8slb-haproxy.yml")
+}
+
+/// What `kubectl apply -f manifests/k8slb-haproxy.yml` creates: the k8slb-system
+/// Namespace, the ServiceAccounts and their RBAC, the global ConfigMap, the workloads.
+pub fn load_manifests(api: &FakeApi) {
+    api.load_manifests(manifest())
+        .unwrap_or_else(|e| panic!("loading the manifests: {e}"));
+}
+
+/// A cluster with k8slb installed from the manifests, two LB nodes and the default pools.
 pub fn seed_cluster(api: &FakeApi) {
+    load_manifests(api);
     api.put_object(node("lb1", "192.168.0.1"));
     api.put_object(node("lb2", "192.168.0.2"));
     api.put_object(global(pools_default()));
+}
+
+/// Calls the fake API server refused (401 or 403), as "user METHOD path -> status: message".
+/// The watcher runs under the shipped RBAC, so every test expects this to stay empty.
+pub fn refused(api: &FakeApi) -> Vec<String> {
+    api.requests()
+        .into_iter()
+        .filter(|r| r.status == 401 || r.status == 403)
+        .map(|r| {
+            format!(
+                "{} {} {} -> {}: {}",
+                r.user,
+                r.method,
+                r.path,
+                r.status,
+                r.message.unwrap_or_default()
+            )
+        })
+        .collect()
 }
