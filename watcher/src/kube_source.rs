@@ -7,6 +7,7 @@
 //! only when a relist is complete, so a failed or partial list never shows up as missing
 //! objects.
 
+use crate::failing;
 use crate::publish_cm::{self, StateLoad};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
@@ -177,6 +178,22 @@ fn sorted<K: Resource + Clone>(items: Vec<Arc<K>>) -> Vec<K> {
     v
 }
 
+/// A watch error in one line: the API server's code, reason and message (not the whole
+/// `Status` debug dump), as [`failing::describe`] does for writes.
+fn describe_watch_error(e: &watcher::Error) -> String {
+    match e {
+        watcher::Error::InitialListFailed(e) => format!("list failed: {}", failing::describe(e)),
+        watcher::Error::WatchStartFailed(e) => {
+            format!("watch start failed: {}", failing::describe(e))
+        }
+        watcher::Error::WatchFailed(e) => format!("watch failed: {}", failing::describe(e)),
+        watcher::Error::WatchError(s) => {
+            format!("watch error: {} {}: {}", s.code, s.reason, s.message)
+        }
+        other => other.to_string(),
+    }
+}
+
 fn spawn_one<K>(
     api: Api<K>,
     what: &'static str,
@@ -202,7 +219,9 @@ where
                 _ = shutdown.cancelled() => break,
                 item = stream.next() => match item {
                     Some(Ok(ev)) => {
-                        if failing {
+                        // `Init` comes before every (re-)list attempt, also those that then
+                        // fail: only an event that carries data proves the watch works.
+                        if failing && !matches!(ev, watcher::Event::Init) {
                             tracing::info!(resource = what, "watch recovered");
                             failing = false;
                         }
@@ -213,10 +232,11 @@ where
                     }
                     Some(Err(e)) => {
                         // The stream backs off by itself; log the first error of a run.
+                        let error = describe_watch_error(&e);
                         if !failing {
-                            tracing::warn!(resource = what, error = %e, "watch failed; retrying with backoff, the store keeps its last complete view");
+                            tracing::warn!(resource = what, %error, "watch failed; retrying with backoff, the store keeps its last complete view");
                         } else {
-                            tracing::debug!(resource = what, error = %e, "watch still failing");
+                            tracing::debug!(resource = what, %error, "watch still failing");
                         }
                         failing = true;
                     }

@@ -163,6 +163,11 @@ async fn a_synced_follower_is_ready_and_on_taking_over_waits_for_its_first_publi
 async fn a_leader_without_a_valid_global_config_is_not_ready_and_says_why() {
     init_logs();
     let api = FakeApi::start().await;
+    // Installed from the manifests (the watcher's ServiceAccount and RBAC), then the
+    // global ConfigMap they ship is removed: no valid config.
+    load_manifests(&api);
+    api.delete_object(&format!("/api/v1/namespaces/{NS}/configmaps/global"))
+        .expect("the manifests ship the global ConfigMap");
     api.put_object(node("lb1", "192.168.0.1"));
     let w = start(&api, "w1");
     let why = wait_for("the leader's reason", || {

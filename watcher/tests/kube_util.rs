@@ -12,6 +12,8 @@ use k8slb_fakeapi::FakeApi;
 use k8slb_watcher::admin::Metrics;
 use k8slb_watcher::kube_run::{self, KubeArgs};
 use serde_json::{json, Value};
+use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -278,4 +280,63 @@ pub fn refused(api: &FakeApi) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// The watcher's log lines, captured as JSON.
+#[derive(Clone, Default)]
+pub struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Capture {
+    /// Installs a process-wide subscriber writing the watcher's log lines as JSON here:
+    /// one per test binary.
+    pub fn install() -> Capture {
+        let c = Capture::default();
+        let w = c.clone();
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter("k8slb_watcher=debug")
+            .with_writer(move || w.clone())
+            .try_init()
+            .expect("the only subscriber of this test binary");
+        c
+    }
+
+    pub fn lines(&self) -> Vec<Value> {
+        let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    }
+
+    /// Lines about the write `what` (the `write` field), as (level, message, fields).
+    pub fn about(&self, what: &str) -> Vec<(String, String, Value)> {
+        self.lines()
+            .into_iter()
+            .filter(|l| l["fields"]["write"] == what)
+            .map(|l| {
+                (
+                    l["level"].as_str().unwrap_or_default().to_string(),
+                    l["fields"]["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    l["fields"].clone(),
+                )
+            })
+            .collect()
+    }
+
+    pub fn has(&self, what: &str, message_part: &str) -> bool {
+        self.about(what).iter().any(|l| l.1.contains(message_part))
+    }
 }

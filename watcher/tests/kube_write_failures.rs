@@ -9,65 +9,6 @@ mod kube_util;
 
 use k8slb_fakeapi::FakeApi;
 use kube_util::*;
-use serde_json::Value;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Capture {
-    fn install() -> Capture {
-        let c = Capture::default();
-        let w = c.clone();
-        tracing_subscriber::fmt()
-            .json()
-            .with_env_filter("k8slb_watcher=debug")
-            .with_writer(move || w.clone())
-            .try_init()
-            .expect("the only subscriber of this test binary");
-        c
-    }
-
-    fn lines(&self) -> Vec<Value> {
-        let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
-        text.lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-            .collect()
-    }
-
-    /// Lines about the write `what` (the `write` field), as (level, message, fields).
-    fn about(&self, what: &str) -> Vec<(String, String, Value)> {
-        self.lines()
-            .into_iter()
-            .filter(|l| l["fields"]["write"] == what)
-            .map(|l| {
-                (
-                    l["level"].as_str().unwrap_or_default().to_string(),
-                    l["fields"]["message"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                    l["fields"].clone(),
-                )
-            })
-            .collect()
-    }
-
-    fn has(&self, what: &str, message_part: &str) -> bool {
-        self.about(what).iter().any(|l| l.1.contains(message_part))
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_writes_are_logged_when_they_start_and_recover_and_counted_each_time() {
