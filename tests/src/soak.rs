@@ -686,6 +686,27 @@ impl Soak {
         )
     }
 
+    /// Which fault window `t` falls in, for a violation's message.
+    fn during(&self, t: Instant) -> String {
+        let bound = self.opts.recovery_bound;
+        match self
+            .faults
+            .iter()
+            .rev()
+            .find(|f| t >= f.start && t <= f.end + bound)
+        {
+            Some(f) => format!(
+                "in the window of {} on {} ({}, {:.1}-{:.1} s)",
+                f.kind.as_str(),
+                f.target,
+                f.note,
+                f.start.saturating_duration_since(self.t0).as_secs_f64(),
+                f.end.saturating_duration_since(self.t0).as_secs_f64()
+            ),
+            None => "outside every fault window (Service and endpoint churn only)".into(),
+        }
+    }
+
     fn violation(&mut self, v: String) {
         say(&format!("VIOLATION: {v}"));
         self.violations.push(v);
@@ -917,14 +938,35 @@ impl Soak {
                 let n = self.pick_node();
                 let p = self.sys.actors[&n];
                 let down = self.rng.ms(500, 3000);
+                // The daemons outlive their actor (not in Kubernetes, where the
+                // container's processes die with it): say which ones did until the restart.
+                let daemons: Vec<i32> = ["keepalived", "haproxy"]
+                    .iter()
+                    .flat_map(|c| self.sys.pids_named(&n, c).unwrap_or_default())
+                    .collect();
                 let start = Instant::now();
                 self.sys.lab.signal_main(p, Signal::SIGKILL)?;
                 self.sys.lab.wait(p, Duration::from_secs(5))?;
                 self.idle(down);
+                let alive = daemons
+                    .iter()
+                    .filter(|p| {
+                        nix::sys::signal::kill(nix::unistd::Pid::from_raw(**p), None).is_ok()
+                    })
+                    .count();
                 self.sys.start_actor(&n)?;
                 let end = Instant::now();
                 self.wait_actor_ready(&n, T)?;
-                Ok((n, start, end, format!("down {} ms", down.as_millis())))
+                Ok((
+                    n,
+                    start,
+                    end,
+                    format!(
+                        "down {} ms; {alive} of its {} daemon processes still alive at the restart",
+                        down.as_millis(),
+                        daemons.len()
+                    ),
+                ))
             }
             FaultKind::KeepalivedKill | FaultKind::ProxyKill => {
                 let n = self.pick_node();
@@ -1209,6 +1251,11 @@ pub fn run(opts: SoakOptions) -> Result<SoakReport> {
         },
         node_added: false,
     };
+    say(&format!(
+        "t=0 is {} (UTC, as in the actors' logs); lab directory {}",
+        utc_now(),
+        soak.sys.lab.dir.display()
+    ));
     if let Err(why) = soak.wait_whole(now, T) {
         bail!("the long-lived Services were not whole before the first fault: {why}");
     }
@@ -1283,12 +1330,13 @@ pub fn run(opts: SoakOptions) -> Result<SoakReport> {
     });
     for d in duals {
         let v = format!(
-            "{}: {} held by {:?} (all reachable) for {:.0} ms (limit {:.0} ms: three advertisements)",
+            "{}: {} held by {:?} (all reachable) for {:.0} ms (limit {:.0} ms: three advertisements), {}",
             soak.at(d.start),
             d.ip,
             d.nodes,
             d.ms,
-            limit.as_secs_f64() * 1000.0
+            limit.as_secs_f64() * 1000.0,
+            soak.during(d.start)
         );
         soak.violation(v);
     }
@@ -1363,6 +1411,21 @@ fn shutdown_and_check_leftovers(soak: &mut Soak) {
             }
         }
     }
+}
+
+/// The time now as `HH:MM:SS.mmm` UTC.
+fn utc_now() -> String {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let s = d.as_secs() % 86_400;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        s / 3600,
+        s / 60 % 60,
+        s % 60,
+        d.subsec_millis()
+    )
 }
 
 fn netns_inode(link: &str) -> Option<u64> {
