@@ -1037,10 +1037,12 @@ impl Soak {
                 let note = if released {
                     format!("VIPs released after {} ms", took.as_millis())
                 } else {
-                    self.violation(format!(
-                        "{}: label-flap: {n} still held VIPs 10 s after its type=loadBalancer label was removed",
-                        self.at(start)
-                    ));
+                    let v = format!(
+                        "{}: label-flap: {n} still held VIPs 10 s after its type=loadBalancer label was removed, {}",
+                        self.at(start),
+                        self.during(start)
+                    );
+                    self.violation(v);
                     "VIPs not released within 10 s".into()
                 };
                 Ok((n, start, Instant::now(), note))
