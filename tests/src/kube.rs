@@ -158,6 +158,21 @@ impl KubeApi {
     pub fn addr(&self) -> SocketAddr {
         self.api.addr()
     }
+
+    /// The API server goes away: it stops listening and closes every connection (the
+    /// fake's `faults().go_away()`, on the API's own runtime). The objects are kept.
+    pub fn go_away(&self) {
+        let faults = self.api.faults();
+        self.rt.block_on(faults.go_away());
+    }
+
+    /// The API server listens again on the same address after [`KubeApi::go_away`].
+    pub fn come_back(&self) -> Result<()> {
+        let faults = self.api.faults();
+        self.rt
+            .block_on(faults.come_back())
+            .context("the fake API server could not listen again")
+    }
 }
 
 /// The API path of an object (`/api/v1/namespaces/<ns>/services/<name>`, ...), for the kinds

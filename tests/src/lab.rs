@@ -70,6 +70,9 @@ struct Proc {
     child: Child,
     log: PathBuf,
     done: bool,
+    /// How it was started, for [`Lab::respawn`].
+    cmd: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 pub struct Lab {
@@ -482,8 +485,30 @@ impl Lab {
             child,
             log,
             done: false,
+            cmd: cmd.iter().map(|s| s.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         });
         Ok(ProcId(self.procs.len() - 1))
+    }
+
+    /// Starts a process again exactly as `p` was started (host, name, command, environment;
+    /// the log is appended to). `p` should have exited (see [`Lab::kill`]).
+    pub fn respawn(&mut self, p: ProcId) -> Result<ProcId> {
+        let proc = &self.procs[p.0];
+        let (host, name) = (proc.host.clone(), proc.name.clone());
+        let cmd = proc.cmd.clone();
+        let env = proc.env.clone();
+        let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        self.spawn_in_env(&host, &name, &cmd, &env)
+    }
+
+    /// The names of the network namespaces this lab created (switch first).
+    pub fn namespaces(&self) -> &[String] {
+        &self.namespaces
     }
 
     pub fn pid(&self, p: ProcId) -> i32 {

@@ -6,6 +6,7 @@
 //! - [`objects`]: the Kubernetes YAML the files source reads.
 //! - [`system`]: a whole k8slb deployment in a lab (watcher + actors + backends).
 //! - [`kube`]: the fake API server and its relays, for the Kubernetes path.
+//! - [`soak`]: the chaos soak and the VIP sampler (who holds which VIP, every 20 ms).
 
 pub mod bins;
 pub mod kube;
@@ -16,4 +17,5 @@ pub mod wait;
 pub use lab::{Lab, ProcId, Role};
 pub mod objects;
 pub mod seed;
+pub mod soak;
 pub mod system;

@@ -9,6 +9,19 @@
 //! l7_baseline_ratio (the same through a minimal hand-written haproxy.cfg: same binary,
 //! same default thread count, same LB node). A measurement that fails is `null` and its
 //! error is printed (and listed under "errors").
+//!
+//! `lab-bench soak`: the chaos soak ([`k8slb_tests::soak`]) for K8SLB_BENCH_SOAK_S seconds
+//! (default 600) with a 60 s API outage (K8SLB_SOAK_API_OUTAGE_S); seed K8SLB_SOAK_SEED.
+//! Prints soak_faults, soak_violations, soak_max_recovery_ms, soak_failed_outside_faults,
+//! recovery and dark maxima per fault kind, and the violations.
+//!
+//! `lab-bench saturation`: false failovers with every core busy. For each advert_int
+//! (0.1 s, the default, and 0.05 s), K8SLB_BENCH_SATURATION_S seconds (default 120) with
+//! `nproc` CPU burners in each LB node's namespace; counts VIP holder changes (sampled
+//! every 20 ms over netlink) and keepalived's "Entering MASTER STATE" lines, while a probe
+//! sends a request every 50 ms. Then the link-cut failover at 0.05 s (K8SLB_BENCH_TRIALS).
+//! A third pass repeats 0.05 s with keepalived's processes under SCHED_RR (`chrt`), which
+//! is what `vrrp_rt_priority` would give it (K8SLB_BENCH_SATURATION_RT=0 skips it).
 
 use anyhow::{bail, Context, Result};
 use k8slb_tests::objects::{endpoint_slice, svc, tcp};
@@ -65,6 +78,18 @@ impl Out {
 }
 
 fn main() {
+    match std::env::args().nth(1).as_deref() {
+        None | Some("all") => bench_main(),
+        Some("soak") => soak_main(),
+        Some("saturation") => saturation_main(),
+        Some(other) => {
+            eprintln!("lab-bench: unknown mode {other:?} (none, soak or saturation)");
+            std::process::exit(64);
+        }
+    }
+}
+
+fn bench_main() {
     let mut out = Out {
         keys: Map::new(),
         errors: Map::new(),
@@ -466,6 +491,260 @@ fn run_default_keepalived(out: &mut Out) -> Result<()> {
         "keepalived_default_failover_ms_p50".into(),
         round(p50(&gaps)),
     );
+    sys.lab.pass();
+    Ok(())
+}
+
+fn uptime() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn soak_main() {
+    let secs = env_num("K8SLB_BENCH_SOAK_S", 600);
+    let opts = k8slb_tests::soak::SoakOptions::from_env(
+        "bench-soak",
+        Duration::from_secs(secs),
+        Duration::from_secs(60),
+    );
+    let load_before = uptime();
+    let mut keys = match k8slb_tests::soak::run(opts) {
+        Ok(r) => {
+            for f in &r.faults {
+                say(&format!(
+                    "fault {} on {} ({}): recovery {:?} ms, dark {:?} ms, {} failed",
+                    f.kind.as_str(),
+                    f.target,
+                    f.note,
+                    f.recovery_ms.iter().map(|x| x.round()).collect::<Vec<_>>(),
+                    f.dark_ms.iter().map(|x| x.round()).collect::<Vec<_>>(),
+                    f.failed
+                ));
+            }
+            match r.json() {
+                Value::Object(m) => m,
+                _ => Map::new(),
+            }
+        }
+        Err(e) => {
+            eprintln!("bench: soak FAILED to run: {e:#}");
+            let mut m = Map::new();
+            m.insert("errors".into(), json!({"soak": format!("{e:#}")}));
+            m
+        }
+    };
+    keys.insert("loadavg_before".into(), json!(load_before));
+    keys.insert("loadavg_after".into(), json!(uptime()));
+    println!("{}", Value::Object(keys));
+}
+
+fn saturation_main() {
+    let mut out = Out {
+        keys: Map::new(),
+        errors: Map::new(),
+    };
+    let secs = env_num("K8SLB_BENCH_SATURATION_S", 120);
+    let trials = env_num("K8SLB_BENCH_TRIALS", 10) as usize;
+    let rt = env_num("K8SLB_BENCH_SATURATION_RT", 1) != 0;
+    let mut runs = vec![(0.1, "100ms", false, 0), (0.05, "50ms", false, trials)];
+    if rt {
+        runs.push((0.05, "50ms_rt", true, 0));
+    }
+    for (advert, tag, rt, trials) in runs {
+        let r = saturation(&mut out, advert, tag, rt, secs, trials);
+        out.record(&format!("saturation {tag}"), r);
+    }
+    out.keys.insert(
+        "cpus".into(),
+        json!(std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0)),
+    );
+    if !out.errors.is_empty() {
+        out.keys
+            .insert("errors".into(), Value::Object(out.errors.clone()));
+    }
+    println!("{}", Value::Object(out.keys));
+}
+
+/// keepalived's state-change lines in an actor's log from byte `from` on.
+fn master_lines(log: &str, from: usize) -> u64 {
+    log.get(from..)
+        .unwrap_or("")
+        .lines()
+        .filter(|l| l.contains("Entering MASTER STATE"))
+        .count() as u64
+}
+
+/// One saturation pass: a lab at `advert`, three Services (three pools, so several VRRP
+/// instances), `nproc` burners per LB node for `secs`, then `trials` link cuts.
+fn saturation(
+    out: &mut Out,
+    advert: f64,
+    tag: &str,
+    rt: bool,
+    secs: u64,
+    trials: usize,
+) -> Result<()> {
+    use k8slb_tests::soak::{Sampler, Traffic};
+    say(&format!(
+        "saturation {tag}: a lab with advert_int {advert} s, 2 LB nodes{}",
+        if rt {
+            ", keepalived under SCHED_RR"
+        } else {
+            ""
+        }
+    ));
+    let mut sys = System::start(
+        Options::new(&format!("sat{}", tag.replace('_', "")))
+            .advert_int(advert)
+            .backends(2),
+    )?;
+    let services = [
+        svc("default", "web").port(tcp("http", 80, 8080)),
+        svc("default", "pub")
+            .port(tcp("http", 80, 8080))
+            .annotation("loadbalancer/pool", "public"),
+        svc("default", "ext")
+            .port(tcp("http", 80, 8080))
+            .annotation("loadbalancer/pool", "external"),
+    ];
+    for s in &services {
+        sys.apply_service(s)?;
+    }
+    let mut targets = Vec::new();
+    let mut vips = Vec::new();
+    for s in &services {
+        let ip = sys.wait_ips(&s.key(), T)?[0];
+        let t = SocketAddr::new(ip, 80);
+        sys.wait_serving(Proto::Http, t, T)?;
+        sys.wait_one_holder(ip, T)?;
+        targets.push(t);
+        vips.push(ip);
+    }
+    let nodes: Vec<(String, String)> = sys
+        .lb_nodes()
+        .into_iter()
+        .map(|n| {
+            let ns = sys.lab.host(&n).ns.clone();
+            (n, ns)
+        })
+        .collect();
+    let mut policy = Vec::new();
+    for (n, _) in &nodes {
+        for pid in sys.pids_named(n, "keepalived")? {
+            if rt {
+                k8slb_tests::lab::sh(&["chrt", "-r", "-p", "10", &pid.to_string()])?;
+            }
+            let p = k8slb_tests::lab::sh(&["chrt", "-p", &pid.to_string()])?;
+            policy.push(format!(
+                "{n}/{pid}: {}",
+                p.lines().next().unwrap_or("").trim()
+            ));
+        }
+    }
+    say(&format!("keepalived scheduling: {policy:?}"));
+    // Settle: the sampler's first pass sees the holders as they are.
+    std::thread::sleep(Duration::from_secs(2));
+    let mut sampler = Sampler::start(nodes.clone(), Duration::from_secs_f64(3.0 * advert));
+    sampler.fresh();
+    let mut traffic = Traffic::start(
+        &sys.lab.host("client").ns,
+        &targets,
+        Duration::from_millis(50),
+    );
+    let offsets: Vec<(String, usize)> = sys
+        .lb_nodes()
+        .iter()
+        .map(|n| (n.clone(), sys.lab.log(sys.actors[n]).len()))
+        .collect();
+    let ncpu = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    let mut burners = Vec::new();
+    for (n, _) in &nodes {
+        for i in 0..ncpu {
+            burners.push(sys.lab.spawn_in(
+                n,
+                &format!("burner{i}"),
+                &["sh", "-c", "while :; do :; done"],
+            )?);
+        }
+    }
+    let load0 = uptime();
+    say(&format!(
+        "saturation {tag}: {} burners for {secs} s (load {load0})",
+        burners.len()
+    ));
+    std::thread::sleep(Duration::from_secs(secs));
+    let load1 = uptime();
+    for b in burners {
+        sys.lab.kill(b)?;
+    }
+    traffic.stop();
+    sampler.stop();
+    let (changes, list, gap) = sampler.with(|s| {
+        (
+            s.holder_changes,
+            s.changes
+                .iter()
+                .take(10)
+                .map(|(_, ip, a, b)| format!("{ip}: {a:?} -> {b:?}"))
+                .collect::<Vec<_>>(),
+            s.max_pass_gap_ms,
+        )
+    });
+    let masters: u64 = offsets
+        .iter()
+        .map(|(n, off)| master_lines(&sys.lab.log(sys.actors[n]), *off))
+        .sum();
+    let failed: u64 = (0..targets.len())
+        .map(|i| {
+            traffic
+                .records(i)
+                .iter()
+                .filter(|q| q.error.is_some())
+                .count() as u64
+        })
+        .sum();
+    say(&format!(
+        "saturation {tag}: {changes} VIP holder changes {list:?}, {masters} keepalived MASTER transitions, {failed} failed requests, sampler max gap {gap:.0} ms, load {load0} -> {load1}"
+    ));
+    out.keys
+        .insert(format!("false_failovers_advert_{tag}"), json!(changes));
+    out.keys.insert(
+        format!("keepalived_master_transitions_advert_{tag}"),
+        json!(masters),
+    );
+    out.keys.insert(
+        format!("saturation_failed_requests_advert_{tag}"),
+        json!(failed),
+    );
+    out.keys
+        .insert(format!("saturation_loadavg_advert_{tag}"), json!(load1));
+    out.keys
+        .insert(format!("keepalived_sched_advert_{tag}"), json!(policy));
+
+    if trials > 0 {
+        let (ip, target) = (vips[0], targets[0]);
+        let mut gaps = Vec::new();
+        for i in 0..trials {
+            if let Some(g) = out.record(
+                &format!("link cut {tag} trial {i}"),
+                link_cut_trial(&mut sys, ip, target),
+            ) {
+                say(&format!(
+                    "link cut advert {advert} trial {i}: dark {g:.0} ms"
+                ));
+                gaps.push(g);
+            }
+        }
+        out.keys
+            .insert(format!("failover_ms_p50_advert_{tag}"), round(p50(&gaps)));
+        out.keys
+            .insert(format!("failover_ms_max_advert_{tag}"), round(max(&gaps)));
+    }
     sys.lab.pass();
     Ok(())
 }
