@@ -106,7 +106,12 @@ fn haproxy_serves_vips_not_yet_held_with_nonlocal_bind_off() {
     o.pid_file = dir.path().join("haproxy.pid");
     o.runtime_socket = dir.path().join("haproxy.sock");
     let v = view(&state(), &"lb-1".parse().unwrap(), &o).unwrap();
-    let text = Renderer::embedded().unwrap().render(&v).unwrap().proxy.unwrap();
+    let text = Renderer::embedded()
+        .unwrap()
+        .render(&v)
+        .unwrap()
+        .proxy
+        .unwrap();
     for bind in [
         format!("bind {VIP4}:80 transparent"),
         format!("bind [{VIP6}]:80 transparent"),
@@ -168,7 +173,8 @@ fn haproxy_serves_vips_not_yet_held_with_nonlocal_bind_off() {
             .spawn()
             .unwrap(),
     );
-    let on_vips = |l: &str| l.contains(&format!("{VIP4}:80")) && l.contains(&format!("[{VIP6}]:80"));
+    let on_vips =
+        |l: &str| l.contains(&format!("{VIP4}:80")) && l.contains(&format!("[{VIP6}]:80"));
     assert!(
         wait_until(Duration::from_secs(10), || on_vips(&listening(&ns))),
         "HAProxy does not listen on both VIPs; ss:\n{}\nlog:\n{}",
@@ -180,15 +186,16 @@ fn haproxy_serves_vips_not_yet_held_with_nonlocal_bind_off() {
     let caps = std::fs::read_to_string(format!("/proc/{}/status", proxy.0.id())).unwrap();
     let eff = caps.lines().find(|l| l.starts_with("CapEff:")).unwrap();
     // 0x400: CAP_NET_BIND_SERVICE alone.
-    assert_eq!(eff.split_whitespace().nth(1), Some("0000000000000400"), "{eff}");
+    assert_eq!(
+        eff.split_whitespace().nth(1),
+        Some("0000000000000400"),
+        "{eff}"
+    );
 
     // ...and serves them once they arrive, without a restart.
     ns.ip(&format!("addr add {VIP4}/32 dev eth0"));
     ns.ip(&format!("addr add {VIP6}/128 dev eth0 nodad"));
-    for url in [
-        format!("http://{VIP4}/"),
-        format!("http://[{VIP6}]/"),
-    ] {
+    for url in [format!("http://{VIP4}/"), format!("http://[{VIP6}]/")] {
         assert!(
             wait_until(Duration::from_secs(10), || curl(&ns, &url) == "backend-ok"),
             "{url} did not answer through HAProxy; log:\n{}",

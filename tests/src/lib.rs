@@ -6,8 +6,10 @@
 //! - [`objects`]: the Kubernetes YAML the files source reads.
 //! - [`system`]: a whole k8slb deployment in a lab (watcher + actors + backends).
 //! - [`kube`]: the fake API server and its relays, for the Kubernetes path.
+//! - [`container`]: the k8slb image under podman, with the manifests' security contexts.
 
 pub mod bins;
+pub mod container;
 pub mod kube;
 pub mod lab;
 pub mod traffic;
