@@ -8,11 +8,13 @@
 #
 #   docker build -t k8slb/k8slb:latest .
 #
-# Offline, as scripts/image.sh does (binaries from `cargo build --release` on the host,
-# base image made locally with mmdebstrap):
+# Offline, as scripts/image.sh does: the binaries from `cargo build --release` on the host
+# replace the `binaries` stage (a build context named like a stage overrides it, in
+# BuildKit and in buildah/podman; the rust stage is then skipped, not pulled), and the
+# base image is made locally with mmdebstrap:
 #
 #   podman build --pull=never --build-arg BASE=localhost/debian:bookworm \
-#     --build-arg BINARIES=prebuilt --build-context bins=<dir with both binaries> \
+#     --build-context binaries=<dir with out/k8slb-watcher and out/k8slb-actor> \
 #     -t localhost/k8slb/k8slb:latest .
 #
 # Package versions are Debian bookworm's, the ones the lab and root tests run against:
@@ -20,13 +22,9 @@
 
 # The runtime base (any Debian bookworm root: debian:bookworm-slim, or a local import).
 ARG BASE=debian:bookworm-slim
-# Where the two binaries come from: `source` (built here, needs rust:1-bookworm) or
-# `prebuilt` (the files k8slb-watcher and k8slb-actor of the build context named `bins`).
-# Only the stage chosen is built.
-ARG BINARIES=source
 
-# ---- binaries built from source --------------------------------------------------------
-FROM rust:1-bookworm AS source
+# ---- binaries: built from source, unless a build context `binaries` replaces them -------
+FROM rust:1-bookworm AS binaries
 WORKDIR /src
 COPY . .
 # The registry and target caches make a rebuild after a source change incremental.
@@ -36,12 +34,6 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
  && install -D -m 0755 target/release/k8slb-watcher /out/k8slb-watcher \
  && install -D -m 0755 target/release/k8slb-actor /out/k8slb-actor \
  && strip --strip-debug /out/k8slb-watcher /out/k8slb-actor
-
-# ---- binaries built elsewhere (scripts/image.sh: cargo build --release on the host) ----
-FROM scratch AS prebuilt
-COPY --from=bins k8slb-watcher k8slb-actor /out/
-
-FROM ${BINARIES} AS binaries
 
 # ---- runtime ---------------------------------------------------------------------------
 FROM ${BASE}

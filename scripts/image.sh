@@ -6,8 +6,9 @@
 #   $K8SLB_IMAGE_DIR (default /var/tmp/k8slb-images), apart from the machine's;
 # - the base image is a Debian bookworm root made with mmdebstrap and imported as
 #   localhost/debian:bookworm, once (kept in that storage; rebuilt only when missing);
-# - the binaries come from `cargo build --release` on this machine, handed to the
-#   Dockerfile's `prebuilt` stage as the build context `bins` (no rust:1-bookworm pull);
+# - the binaries come from `cargo build --release` on this machine, as the build context
+#   `binaries`, which replaces the Dockerfile's stage of that name (no rust:1-bookworm
+#   pull);
 # - apt inside the build reaches the Debian archive (host network for the build only).
 #
 #   ./scripts/image.sh                   build (cargo build --release, then the image)
@@ -85,19 +86,19 @@ if [ -z "${K8SLB_IMAGE_SKIP_CARGO:-}" ]; then
     echo "image.sh: cargo build --release"
     cargo build --release --locked -p k8slb-watcher -p k8slb-actor
 fi
-bins="$image_dir/bins"
+bins="$image_dir/binaries"
 rm -rf "$bins"
-mkdir -p "$bins"
+mkdir -p "$bins/out"
 for b in k8slb-watcher k8slb-actor; do
     if [ ! -x "$target/release/$b" ]; then
         echo "image.sh: $target/release/$b is missing (cargo build --release)" >&2
         exit 1
     fi
-    install -m 0755 "$target/release/$b" "$bins/$b"
+    install -m 0755 "$target/release/$b" "$bins/out/$b"
     # The release profile keeps line tables (debug = 1) for backtraces on this machine;
     # the image does not need them (symbols stay).
     if command -v strip >/dev/null 2>&1; then
-        strip --strip-debug "$bins/$b"
+        strip --strip-debug "$bins/out/$b"
     fi
 done
 
@@ -106,8 +107,7 @@ old_id="$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)"
 echo "image.sh: podman build $image"
 podman build --quiet --pull=never --network=host \
     --build-arg BASE="$base" \
-    --build-arg BINARIES=prebuilt \
-    --build-context bins="$bins" \
+    --build-context binaries="$bins" \
     --layers=true \
     -t "$image" . >/dev/null
 new_id="$(podman image inspect --format '{{.Id}}' "$image")"
@@ -116,6 +116,8 @@ new_id="$(podman image inspect --format '{{.Id}}' "$image")"
 if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then
     podman rmi "$old_id" >/dev/null 2>&1 || true
 fi
+# Dangling images only (the layer cache of the tagged image is its ancestors: kept).
+podman image prune --force >/dev/null 2>&1 || true
 rm -rf "$bins"
 
 size="$(podman image inspect --format '{{.Size}}' "$image")"
