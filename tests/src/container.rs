@@ -106,7 +106,19 @@ pub fn ensure_image() -> Result<()> {
             }
             if std::env::var("K8SLB_IMAGE_BUILT").as_deref() != Ok("1") {
                 let script = bins::repo_root().join("scripts/image.sh");
-                let out = Command::new(&script)
+                let mut cmd = Command::new(&script);
+                // Not the variables cargo set for this test (CARGO_MANIFEST_DIR, ...): build
+                // scripts track some of them (ring reads CARGO_MANIFEST_DIR), and a
+                // different value makes image.sh's cargo build rebuild half the tree.
+                for (k, _) in std::env::vars_os() {
+                    let k = k.to_string_lossy().into_owned();
+                    if (k.starts_with("CARGO_") && k != "CARGO_HOME" && k != "CARGO_TARGET_DIR")
+                        || k == "OUT_DIR"
+                    {
+                        cmd.env_remove(&k);
+                    }
+                }
+                let out = cmd
                     .stdin(Stdio::null())
                     .output()
                     .with_context(|| format!("running {}", script.display()))?;
