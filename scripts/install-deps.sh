@@ -24,6 +24,12 @@ declare -A PKG=(
     [cc]=build-essential
     [make]=build-essential
     [pkg-config]=pkg-config
+    # The image build and the image tests (scripts/image.sh, tests/tests/e2e_image.rs):
+    # rootful podman on runc, the base image made with mmdebstrap.
+    [podman]=podman
+    [buildah]=buildah
+    [runc]=runc
+    [mmdebstrap]=mmdebstrap
 )
 
 missing=()

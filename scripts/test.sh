@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every k8slb check and test: formatting, clippy, unit and integration tests, and the
-# lab's end-to-end tests (network namespaces with real keepalived, HAProxy and nginx; they
-# need root and fail, not skip, without it). Prints one summary line; exits non-zero if
-# anything failed.
+# lab's end-to-end tests (network namespaces with real keepalived, HAProxy and nginx, and
+# the k8slb image under podman; they need root and fail, not skip, without it). Prints one
+# summary line; exits non-zero if anything failed.
 #
 #   ./scripts/test.sh            everything
 #   K8SLB_SKIP_DEPS=1 ./scripts/test.sh    do not check/install system packages
@@ -47,6 +47,14 @@ step build cargo build --workspace --bins
 # The API server stays away for 60 s in the watcher's outage test.
 export K8SLB_TEST_OUTAGE_S=60
 step unit cargo test --workspace --exclude k8slb-tests --no-fail-fast
+# The image (scripts/image.sh: release binaries, podman, offline) for e2e_image, which
+# runs it under the manifests' security contexts; built here once so the lab step does
+# not build it again. A failure here fails the run (and e2e_image, which then tries
+# itself and says why).
+if [ "$#" -eq 0 ] || printf '%s\n' "$@" | grep -q '^e2e_image$'; then
+    step image ./scripts/image.sh
+    case " ${passed[*]} " in *" image "*) export K8SLB_IMAGE_BUILT=1 ;; esac
+fi
 # The lab tests build whole topologies: one at a time, bounded in time.
 if [ "$#" -gt 0 ]; then
     lab_args=()

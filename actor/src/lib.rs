@@ -14,7 +14,8 @@
 //! - [`supervise`]: keepalived and the proxy as children, restarted with backoff;
 //! - [`admin`]: `/livez`, `/readyz`, `/metrics`;
 //! - [`state_source`]: where `run` gets the state: a file, or the watcher's ConfigMaps;
-//! - [`run`]: `k8slb-actor run`.
+//! - [`run`]: `k8slb-actor run`;
+//! - [`init`]: PID 1 in a container: forwards signals to the actor and reaps orphans.
 
 pub mod admin;
 pub mod apply;
@@ -23,6 +24,7 @@ pub mod daemons;
 pub mod debug;
 pub mod fdlimit;
 pub mod haproxy_rt;
+pub mod init;
 pub mod render;
 pub mod run;
 pub mod state_source;

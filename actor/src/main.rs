@@ -1,7 +1,7 @@
 //! `k8slb-actor`: thin main; everything is in the library.
 
 use clap::{Parser, Subcommand};
-use k8slb_actor::{cmd_render, debug, run};
+use k8slb_actor::{cmd_render, debug, init, run};
 
 /// mimalloc: a render of 10,000 Services builds and frees millions of small values
 /// (the template context); with glibc's malloc a third of the render time went to
@@ -36,9 +36,16 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Render(args) => cmd_render::run(args),
         Command::Debug(args) => debug::run(args),
-        Command::Run(args) => tokio::runtime::Runtime::new()
-            .map_err(anyhow::Error::from)
-            .and_then(|rt| rt.block_on(run::run(args))),
+        // PID 1 of a container: stay a minimal init and run the actor as its child.
+        Command::Run(_) if init::is_init() => {
+            return std::process::ExitCode::from(init::run_as_init());
+        }
+        Command::Run(args) => {
+            init::unblock_signals();
+            tokio::runtime::Runtime::new()
+                .map_err(anyhow::Error::from)
+                .and_then(|rt| rt.block_on(run::run(args)))
+        }
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

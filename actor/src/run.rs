@@ -687,12 +687,22 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut real = RealRenderer::new(renderer, args.node.clone(), base);
     real.metrics = Some(metrics.clone());
 
-    // In a Pod, /proc/sys is read-only: the manifests' init container (or the node's own
-    // sysctl.d) sets these, and writing them again would only fail with a false alarm.
-    if nonlocal_bind_already_on() {
-        tracing::debug!("ip_nonlocal_bind is already on");
-    } else if let Err(e) = vip::allow_nonlocal_bind() {
-        tracing::warn!(error = %e, "could not allow binding to non-local addresses; listeners on VIPs this node does not hold will fail");
+    // Only nginx needs ip_nonlocal_bind: HAProxy binds with `transparent` (IP_TRANSPARENT,
+    // or IP_FREEBIND without privilege; no sysctl) and kubeproxy binds nothing. In a Pod, /proc/sys is read-only:
+    // the nginx manifest's init container (or the node's sysctl.d) sets it, and writing it
+    // again would only fail with a false alarm.
+    if args.proxy == ProxyKind::Nginx {
+        if nonlocal_bind_already_on() {
+            tracing::debug!("ip_nonlocal_bind is already on");
+        } else if let Err(e) = vip::allow_nonlocal_bind() {
+            tracing::error!(
+                error = %e,
+                "nginx needs net.ipv4.ip_nonlocal_bind=1 and net.ipv6.ip_nonlocal_bind=1 \
+                 and they are off; nginx cannot listen on VIPs this node does not hold \
+                 (set both on the node, e.g. with sysctl.d or the nginx manifest's init \
+                 container, or use --proxy haproxy)"
+            );
+        }
     }
 
     let bins = Binaries {

@@ -9,11 +9,13 @@
 //!   OOM, node reboot of the container only) leaves keepalived's VIPs on the interface,
 //!   and a VIP must never be on two nodes. This node's own addresses (the state's
 //!   `nodes[node].addresses`) are never touched, even inside a pool network.
-//! - [`allow_nonlocal_bind`]: HAProxy and nginx bind every VIP, also on a node that
-//!   does not hold it (yet): `net.ipv4.ip_nonlocal_bind=1` and
+//! - [`allow_nonlocal_bind`]: nginx binds every VIP, also on a node that does not hold
+//!   it (yet), and has no per-socket option for it: `net.ipv4.ip_nonlocal_bind=1` and
 //!   `net.ipv6.ip_nonlocal_bind=1`, written under `/proc/sys` in the actor's network
-//!   namespace (the host's, with hostNetwork). (The per-socket alternative,
-//!   `IP_FREEBIND`, is HAProxy's `bind ... freebind`; the sysctl also covers nginx.)
+//!   namespace (the host's, with hostNetwork). HAProxy does not need it: its `bind` lines
+//!   carry `transparent` (`IP_TRANSPARENT` on the listening socket, or `IP_FREEBIND`,
+//!   which needs no privilege, when that is not permitted: no sysctl either); kubeproxy
+//!   binds nothing.
 //!
 //! ARP hygiene (documented, not enforced): with kube-proxy in IPVS mode, or any other
 //! agent that puts addresses on a dummy interface, set `net.ipv4.conf.all.arp_ignore=1`
@@ -223,7 +225,8 @@ pub fn remove_stale(
     Ok((removed, errors))
 }
 
-/// Allow binding to addresses this node does not hold (yet). See the module docs.
+/// Allow binding to addresses this node does not hold (yet), for nginx. See the module
+/// docs.
 pub fn allow_nonlocal_bind() -> Result<(), VipError> {
     for path in [
         "/proc/sys/net/ipv4/ip_nonlocal_bind",

@@ -224,7 +224,7 @@ fn real_haproxy_applies_the_commands_without_reload() {
             &ns.0,
             "sysctl",
             "-qw",
-            "net.ipv4.ip_nonlocal_bind=1"
+            "net.ipv4.ip_nonlocal_bind=0"
         ])
         .status()
         .unwrap()

@@ -462,13 +462,39 @@ impl Lab {
         cmd: &[&str],
         env: &[(&str, &str)],
     ) -> Result<ProcId> {
+        let c = self.command_in(host, cmd);
+        self.spawn_command(host, name, c, cmd, env)
+    }
+
+    /// Like [`Lab::spawn_in_env`] but in this machine's namespaces, not a host's: for
+    /// `podman run --network ns:/run/netns/<ns>`, which `ip netns exec` breaks (it
+    /// remounts /sys and hides the cgroup mounts). `host` names the log file only.
+    pub fn spawn_outside_env(
+        &mut self,
+        host: &str,
+        name: &str,
+        cmd: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<ProcId> {
+        let mut c = Command::new(cmd[0]);
+        c.args(&cmd[1..]);
+        self.spawn_command(host, name, c, cmd, env)
+    }
+
+    fn spawn_command(
+        &mut self,
+        host: &str,
+        name: &str,
+        mut c: Command,
+        cmd: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<ProcId> {
         let log = self.dir.join(format!("{host}-{name}.log"));
         let file = fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&log)
             .with_context(|| format!("opening {}", log.display()))?;
-        let mut c = self.command_in(host, cmd);
         c.stdin(Stdio::null())
             .stdout(file.try_clone()?)
             .stderr(file)

@@ -7,8 +7,10 @@
 //! - [`system`]: a whole k8slb deployment in a lab (watcher + actors + backends).
 //! - [`kube`]: the fake API server and its relays, for the Kubernetes path.
 //! - [`soak`]: the chaos soak and the VIP sampler (who holds which VIP, every 20 ms).
+//! - [`container`]: the k8slb image under podman, with the manifests' security contexts.
 
 pub mod bins;
+pub mod container;
 pub mod kube;
 pub mod lab;
 pub mod traffic;

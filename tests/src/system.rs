@@ -49,6 +49,10 @@ pub struct Options {
     /// `--source kubernetes` (state published as ConfigMaps) and the actors with
     /// `--state configmap`. Otherwise the files source and a state file.
     pub kube: bool,
+    /// Run the actors and the watcher from the k8slb image under podman, each with its
+    /// workload's security context from the generated manifest (see [`crate::container`]),
+    /// instead of as plain processes. Files source only.
+    pub containers: Option<crate::container::ContainerSpec>,
 }
 
 impl Options {
@@ -63,7 +67,12 @@ impl Options {
             start_watcher: true,
             preload: Vec::new(),
             kube: false,
+            containers: None,
         }
+    }
+    pub fn containers(mut self, spec: crate::container::ContainerSpec) -> Self {
+        self.containers = Some(spec);
+        self
     }
     pub fn kube(mut self) -> Self {
         self.kube = true;
@@ -93,6 +102,10 @@ impl Options {
 
 pub struct System {
     pub lab: Lab,
+    /// Containers to remove once the lab (dropped first) has stopped their processes.
+    containers: crate::container::Containers,
+    /// Container mode: the watcher's state file copied where the actors can read it.
+    _state_relay: Option<crate::container::FileRelay>,
     /// The fake API server (kube mode); dropped after the lab, whose processes use it.
     pub kube: Option<crate::kube::KubeApi>,
     /// What `apply` put into the API, by file stem (kube mode), for `delete`.
@@ -147,11 +160,18 @@ impl System {
         let actor_bin = bins::locate("k8slb-actor")?;
         bins::locate("lab-backend")?;
         bins::locate("lab-client")?;
-        bins::system("keepalived")?;
-        match opts.proxy.as_str() {
-            "haproxy" => drop(bins::system("haproxy")?),
-            "nginx" => drop(bins::system("nginx")?),
-            _ => {}
+        if opts.containers.is_some() {
+            if opts.kube {
+                bail!("containers in the lab run on the files source only");
+            }
+            crate::container::ensure_image()?;
+        } else {
+            bins::system("keepalived")?;
+            match opts.proxy.as_str() {
+                "haproxy" => drop(bins::system("haproxy")?),
+                "nginx" => drop(bins::system("nginx")?),
+                _ => {}
+            }
         }
         bins::system("curl")?;
 
@@ -169,6 +189,16 @@ impl System {
         }
         for i in 1..=opts.backends {
             lab.add_host(&format!("be{i}"), Role::Backend, 20 + i as u8)?;
+        }
+        // Only nginx needs ip_nonlocal_bind (the lab turns it on for LB hosts): HAProxy
+        // binds with `transparent` (IP_FREEBIND) and kubeproxy binds nothing. Off, every HAProxy lab test
+        // shows that a backup node binds VIPs it does not hold without it.
+        if opts.proxy != "nginx" {
+            for i in 1..=opts.lbs {
+                let ns = lab.host(&format!("lb{i}")).ns.clone();
+                lab.sysctl(&ns, "net.ipv4.ip_nonlocal_bind", "0")?;
+                lab.sysctl(&ns, "net.ipv6.ip_nonlocal_bind", "0")?;
+            }
         }
 
         let objects_dir = lab.dir.join("objects");
@@ -189,7 +219,19 @@ impl System {
                 })?;
             }
         }
-        let state_path = lab.dir.join("state.json");
+        let mut state_path = lab.dir.join("state.json");
+        if let Some(spec) = &opts.containers {
+            // The watcher container writes the state as its Deployment's user.
+            let dir = lab.dir.join("state");
+            std::fs::create_dir_all(&dir)?;
+            nix::unistd::chown(
+                &dir,
+                spec.watcher.run_as_user.map(nix::unistd::Uid::from_raw),
+                spec.watcher.run_as_group.map(nix::unistd::Gid::from_raw),
+            )
+            .with_context(|| format!("chown {}", dir.display()))?;
+            state_path = dir.join("state.json");
+        }
         let kube = if opts.kube {
             let k = crate::kube::KubeApi::start(&opts.proxy)?;
             for h in ["client".to_string()]
@@ -204,6 +246,8 @@ impl System {
         };
         let mut sys = System {
             lab,
+            containers: Default::default(),
+            _state_relay: None,
             kube,
             applied: Default::default(),
             opts: opts.clone(),
@@ -274,6 +318,24 @@ impl System {
                     }))
                 })
                 .context("the watcher published no state ConfigMap")?;
+            } else if opts.containers.is_some() {
+                let dir = sys.lab.dir.join("actor-state");
+                std::fs::create_dir_all(&dir)?;
+                sys._state_relay = Some(crate::container::FileRelay::start(
+                    sys.state_path.clone(),
+                    dir.join("state.json"),
+                ));
+                sys.start_watcher_container()?;
+                let path = sys.state_path.clone();
+                wait::until(Duration::from_secs(20), || Ok(path.exists())).with_context(|| {
+                    format!(
+                        "the watcher container wrote no state to {}:\n{}",
+                        path.display(),
+                        sys.watcher
+                            .map(|p| tail(&sys.lab.log(p), 30))
+                            .unwrap_or_default()
+                    )
+                })?;
             } else {
                 let src = format!("files:{}", sys.objects_dir.display());
                 let out = format!("file:{}", sys.state_path.display());
@@ -311,6 +373,9 @@ impl System {
 
     /// Starts (or restarts) the actor on an LB node.
     pub fn start_actor(&mut self, node: &str) -> Result<ProcId> {
+        if self.opts.containers.is_some() {
+            return self.start_actor_container(node);
+        }
         let bin = bins::locate("k8slb-actor")?.to_string_lossy().into_owned();
         let state = match &self.kube {
             Some(_) => "configmap".to_string(),
@@ -598,6 +663,170 @@ impl System {
                 std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == comm)
             })
             .collect())
+    }
+}
+
+/// Where the lab's files appear inside the containers.
+const IN_CONTAINER_STATE_DIR: &str = "/lab/state";
+const IN_CONTAINER_OBJECTS_DIR: &str = "/lab/objects";
+
+/// The actors and the watcher as containers ([`Options::containers`]).
+impl System {
+    fn spec(&self) -> Result<&crate::container::ContainerSpec> {
+        self.opts
+            .containers
+            .as_ref()
+            .context("this lab runs no containers")
+    }
+
+    /// The podman name of the actor container on `node` (`watcher` for the watcher).
+    pub fn container_name(&self, node: &str) -> String {
+        format!("k8slb-{}-{node}", self.lab.id)
+    }
+
+    /// `podman run` in a lab host's network namespace; the podman client is a lab process
+    /// (its output is the container's, in the host's log).
+    fn run_container(
+        &mut self,
+        host: &str,
+        name: &str,
+        security: Vec<String>,
+        extra_volumes: &[(PathBuf, &str, bool)],
+        env: &BTreeMap<String, String>,
+        command: Vec<String>,
+    ) -> Result<ProcId> {
+        let spec = self.spec()?.clone();
+        let cname = self.container_name(name);
+        // A restart: the previous container of that name goes first.
+        let _ = crate::container::podman(&["rm", "--force", "--time", "0", &cname]);
+        let mut args: Vec<String> = [
+            "podman",
+            "run",
+            "--name",
+            &cname,
+            "--pull=never",
+            "--network",
+            &format!("ns:/run/netns/{}", self.lab.host(host).ns),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(security);
+        for (dir, path, ro) in extra_volumes {
+            let ro = if *ro { ":ro" } else { "" };
+            args.extend(["--volume".into(), format!("{}:{path}{ro}", dir.display())]);
+        }
+        for (k, v) in env {
+            args.extend(["--env".into(), format!("{k}={v}")]);
+        }
+        args.push(spec.image.clone());
+        args.extend(command);
+        let penv = crate::container::podman_env();
+        let penv: Vec<(&str, &str)> = penv.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let p = self.lab.spawn_outside_env(host, name, &argv, &penv)?;
+        self.containers.add(&cname);
+        Ok(p)
+    }
+
+    fn start_watcher_container(&mut self) -> Result<ProcId> {
+        let w = self.spec()?.watcher.clone();
+        let security = w.podman_args(&BTreeMap::new())?;
+        let mut env = w.env.clone();
+        env.insert("POD_NAME".into(), "watcher-0".into());
+        env.insert("K8SLB_NAMESPACE".into(), "k8slb-system".into());
+        let mut command = w.command.clone();
+        command.extend(
+            [
+                "run",
+                "--source",
+                &format!("files:{IN_CONTAINER_OBJECTS_DIR}"),
+                "--state-out",
+                &format!("file:{IN_CONTAINER_STATE_DIR}/state.json"),
+                "--proxy",
+                &self.opts.proxy,
+            ]
+            .map(String::from),
+        );
+        let state_dir = self.state_path.parent().context("state dir")?.to_path_buf();
+        let objects = self.objects_dir.clone();
+        let p = self.run_container(
+            "client",
+            "watcher",
+            security,
+            &[
+                (objects, IN_CONTAINER_OBJECTS_DIR, true),
+                (state_dir, IN_CONTAINER_STATE_DIR, false),
+            ],
+            &env,
+            command,
+        )?;
+        self.watcher = Some(p);
+        Ok(p)
+    }
+
+    fn start_actor_container(&mut self, node: &str) -> Result<ProcId> {
+        let a = self.spec()?.actor.clone();
+        // hostPath volumes: the certificates, and a work directory per node.
+        let mut dirs = BTreeMap::new();
+        for m in &a.mounts {
+            if let crate::container::Volume::HostPath(p) = &m.volume {
+                let dir = if p == "/etc/certs" {
+                    self.cert_dir.clone()
+                } else {
+                    let d = self.lab.dir.join(format!("{node}-{}", m.name));
+                    std::fs::create_dir_all(&d)?;
+                    d
+                };
+                dirs.insert(m.name.clone(), dir);
+            }
+        }
+        let security = a.podman_args(&dirs)?;
+        let mut env = a.env.clone();
+        env.insert("K8SLB_NODE_NAME".into(), node.into());
+        env.insert("K8SLB_NAMESPACE".into(), "k8slb-system".into());
+        env.insert("RUST_LOG".into(), "info".into());
+        let mut command = a.command.clone();
+        command.extend(
+            [
+                "run",
+                "--state",
+                &format!("file:{IN_CONTAINER_STATE_DIR}/state.json"),
+                "--node",
+                node,
+                "--proxy",
+                &self.opts.proxy,
+                "--admin-addr",
+                ADMIN_ADDR,
+            ]
+            .map(String::from),
+        );
+        // The relay's copy of the watcher's state (see FileRelay).
+        let state_dir = self.lab.dir.join("actor-state");
+        let p = self.run_container(
+            node,
+            node,
+            security,
+            &[(state_dir, IN_CONTAINER_STATE_DIR, true)],
+            &env,
+            command,
+        )?;
+        self.actors.insert(node.to_string(), p);
+        Ok(p)
+    }
+
+    /// `podman stop -t <terminationGracePeriodSeconds>` on the actor container of `node`:
+    /// how long it took, and the container's exit code.
+    pub fn stop_actor_container(&mut self, node: &str) -> Result<(Duration, i32)> {
+        let grace = self.spec()?.actor.grace_seconds.to_string();
+        let name = self.container_name(node);
+        let t0 = Instant::now();
+        crate::container::podman(&["stop", "--time", &grace, &name])?;
+        let took = t0.elapsed();
+        if let Some(p) = self.actors.get(node).copied() {
+            self.lab.wait(p, Duration::from_secs(10))?;
+        }
+        Ok((took, crate::container::exit_code(&name)?))
     }
 }
 
