@@ -1448,7 +1448,7 @@ fn teardown_and_check(mut sys: System, passed: bool) -> Vec<String> {
     let kubeconfig_dir = sys
         .kube
         .as_ref()
-        .and_then(|k| k.kubeconfig().parent().map(|p| p.to_path_buf()));
+        .and_then(|k| k.admin_kubeconfig().parent().map(|p| p.to_path_buf()));
     if passed {
         sys.lab.pass();
     }
