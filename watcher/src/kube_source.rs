@@ -17,12 +17,14 @@ use k8slb_common::objects::Objects;
 use k8slb_common::state::Problem;
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -178,6 +180,26 @@ fn sorted<K: Resource + Clone>(items: Vec<Arc<K>>) -> Vec<K> {
     v
 }
 
+/// The longest wait between two attempts of a failing watch. kube-runtime's default (as
+/// client-go's) grows to 30 s, so after a 60 s API outage the watches came back up to 30 s
+/// after the API server did (9-27 s in the chaos soak), and a Service created then waited
+/// for it. 5 s, with jitter, is a few requests a second for the whole cluster.
+pub const WATCH_MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Exponential from 0.5 s to [`WATCH_MAX_BACKOFF`], with jitter. As kube-runtime's default,
+/// it is reset only after 120 s without an error: the stream resets its backoff on any
+/// event, and `Init` comes before every re-list, also those that then fail.
+fn watch_backoff() -> ResetTimerBackoff<watcher::ExponentialBackoff> {
+    let exponential: watcher::ExponentialBackoff = backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_max_delay(WATCH_MAX_BACKOFF)
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+        .into();
+    ResetTimerBackoff::new(exponential, Duration::from_secs(120))
+}
+
 /// A watch error in one line: the API server's code, reason and message (not the whole
 /// `Status` debug dump), as [`failing::describe`] does for writes.
 fn describe_watch_error(e: &watcher::Error) -> String {
@@ -207,7 +229,7 @@ where
     let (reader, writer) = reflector::store();
     let stream = reflector::reflector(
         writer,
-        watcher(api, watcher::Config::default()).default_backoff(),
+        watcher(api, watcher::Config::default()).backoff(watch_backoff()),
     );
     let changed = changed.clone();
     let shutdown = shutdown.clone();
