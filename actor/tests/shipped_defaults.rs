@@ -1,4 +1,4 @@
-//! The configs k8slb ships (manifests/src/config-*.yml, and the built-in sections of a
+//! The configs k8slb ships (manifests/overlays/<proxy>/config-<proxy>.yml, and the built-in sections of a
 //! config without `haproxy` / `nginx`) render without the actor dropping any of their
 //! lines (issue 9: the shipped `httpfront` lines were dropped, with a log line, on every
 //! render). An admin's duplicate of a line the template writes is still dropped, and
@@ -77,10 +77,10 @@ fn view_render(proxy: ProxyKind, state: &State, times: usize) -> (String, Vec<St
 
 #[test]
 fn shipped_configs_render_without_dropping_a_line() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/src");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/overlays");
     for proxy in [ProxyKind::Haproxy, ProxyKind::Nginx, ProxyKind::Kubeproxy] {
         let name = format!("{proxy:?}").to_lowercase();
-        let path = format!("{root}/config-{name}.yml");
+        let path = format!("{root}/{name}/config-{name}.yml");
         let text = std::fs::read_to_string(&path).unwrap();
         let cfg = parse_config_file(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
         let state = state_with(&cfg);

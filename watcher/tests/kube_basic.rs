@@ -79,6 +79,12 @@ async fn services_get_ips_status_state_and_events() {
         .is_some_and(|u| !u.is_empty()));
 
     // Endpoint change: republished, no new IP, no status write.
+    // Both status writes are counted once their responses arrive, which can be after the
+    // fake shows them: wait for the count before taking it as the baseline.
+    wait_for("both status patches counted", || {
+        (w.metrics.status_patches("ok") == 2).then_some(())
+    })
+    .await;
     let patches_before = w.metrics.status_patches("ok");
     api.put_object(slice("default", "web", &["10.244.0.7"]));
     wait_for("endpoints updated", || {
