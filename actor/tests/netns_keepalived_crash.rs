@@ -17,6 +17,13 @@
 //! Without the removal on exit, the VIP stays until the restarted keepalived runs (while
 //! a backup node has taken it over): this test fails.
 //!
+//! And when the actor itself is SIGKILLed:
+//! - as PID 1's child (a container; here `unshare --pid --fork --mount-proc`): the init
+//!   SIGTERMs keepalived (which releases the VIP) and the proxy, then exits with the
+//!   actor's status (137); no VIP and no daemon is left;
+//! - outside a container: keepalived and HAProxy keep running with the VIP; the next
+//!   actor of the same work dir stops them before starting its own.
+//!
 //! Namespaces and every process in them are removed on drop, also on panic. FAILS (never
 //! skips) without root or without haproxy / keepalived / ip.
 //!
@@ -247,4 +254,175 @@ fn netns_killed_keepalived_vips_leave_before_restart_and_come_back() {
         "the VIPs must go before keepalived is restarted; log:\n{log}"
     );
     drop(a);
+}
+
+/// The processes of the namespace `ns` (`ip netns pids`) named keepalived or haproxy.
+fn daemons_in(ns: &str) -> Vec<(u32, String)> {
+    let out = Command::new("ip")
+        .args(["netns", "pids", ns])
+        .output()
+        .expect("ip netns pids");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse::<u32>().ok())
+        .filter_map(|p| {
+            let c = std::fs::read_to_string(format!("/proc/{p}/comm")).ok()?;
+            let c = c.trim().to_string();
+            (c == "keepalived" || c == "haproxy").then_some((p, c))
+        })
+        .collect()
+}
+
+/// In a container the actor is PID 1's child (it re-executes itself under a tiny init).
+/// Here: `unshare --pid --fork --mount-proc k8slb-actor run` makes it PID 1 of a new PID
+/// namespace. The actor (not the init) is SIGKILLed: the init must end keepalived with
+/// SIGTERM (which releases the VIP) and the proxy before it exits itself, so that the
+/// container ends (the kubelet restarts it) with no VIP left behind and no stale
+/// keepalived serving an old config.
+#[test]
+fn netns_actor_killed_under_pid1_init_takes_keepalived_and_its_vips_along() {
+    require_root_and(&["ip", "haproxy", "keepalived", "unshare"]);
+    let ns = Netns::new(NS_PREFIX);
+    ns.veth("eth0", "peer0", "198.18.6.2/24");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("state.json"), state_json()).unwrap();
+    let log_path = dir.path().join("init.log");
+    let f = std::fs::File::create(&log_path).unwrap();
+    let mut unshare = ns
+        .cmd("unshare")
+        .args(["--pid", "--fork", "--mount-proc", support::ACTOR])
+        .args(["run", "--node", "n1", "--admin-addr", "127.0.0.1:9254"])
+        .arg("--state")
+        .arg(format!("file:{}", dir.path().join("state.json").display()))
+        .arg("--work-dir")
+        .arg(dir.path().join("work"))
+        .env("NO_COLOR", "1")
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .spawn()
+        .unwrap();
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    assert!(
+        wait_until(Duration::from_secs(20), || holds(&ns.name, VIP)),
+        "the VIP never arrived; log:\n{}",
+        log()
+    );
+    // unshare -> init (PID 1 inside) -> actor -> keepalived, haproxy.
+    let init = children(unshare.id());
+    assert_eq!(
+        init.len(),
+        1,
+        "unshare has one child, the init; log:\n{}",
+        log()
+    );
+    let actor: Vec<u32> = children(init[0]);
+    assert_eq!(actor.len(), 1, "the init runs one actor; log:\n{}", log());
+    assert!(
+        !keepalived_parents(actor[0]).is_empty(),
+        "keepalived runs under the actor; log:\n{}",
+        log()
+    );
+    assert!(log().contains("PID 1 (init"), "{}", log());
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(actor[0] as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let mut status = None;
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            status = unshare.try_wait().unwrap();
+            status.is_some()
+        }),
+        "the init did not exit after the actor died; log:\n{}",
+        log()
+    );
+    let status = status.unwrap();
+    let log = log();
+    eprintln!("init exited with {status:?} after the actor was SIGKILLed");
+    assert_eq!(
+        status.code(),
+        Some(128 + 9),
+        "the container ends with the actor's status; log:\n{log}"
+    );
+    assert!(
+        !holds(&ns.name, VIP),
+        "the VIP stayed on the node after the actor and its init were gone; log:\n{log}"
+    );
+    assert!(
+        log.contains("SIGTERM to keepalived"),
+        "keepalived was not stopped by the init; log:\n{log}"
+    );
+    // Nothing of the actor is left running in the network namespace (the kernel kills
+    // the rest of the PID namespace after its init; wait for that, not for a time).
+    assert!(
+        wait_until(Duration::from_secs(10), || daemons_in(&ns.name).is_empty()),
+        "daemons left running: {:?}; log:\n{log}",
+        daemons_in(&ns.name)
+    );
+}
+
+/// Outside a container (the lab, a systemd unit) nothing ends the daemons when the actor
+/// is SIGKILLed: keepalived and HAProxy are re-parented and keep running the old config,
+/// keepalived keeps the VIP. The next actor of the same work dir stops them (pid files,
+/// checked against the command line) before it starts its own, and its keepalived takes
+/// the VIP again.
+#[test]
+fn netns_restarted_actor_stops_the_daemons_a_killed_actor_left_running() {
+    require_root_and(&["ip", "haproxy", "keepalived"]);
+    let ns = Netns::new(NS_PREFIX);
+    ns.veth("eth0", "peer0", "198.18.6.2/24");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("state.json"), state_json()).unwrap();
+    let work = dir.path().join("work");
+    let mut a = ActorProc::start(
+        &ns,
+        dir.path(),
+        "n1",
+        work.clone(),
+        dir.path().join("a.log"),
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || holds(&ns.name, VIP)
+            && daemons_in(&ns.name).iter().any(|(_, c)| c == "haproxy")),
+        "the VIP and HAProxy never came up; log:\n{}",
+        a.log()
+    );
+    let before = daemons_in(&ns.name);
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    // What is left: the same daemons, still running, the VIP still held.
+    let orphans = daemons_in(&ns.name);
+    assert!(
+        orphans.iter().any(|(_, c)| c == "keepalived")
+            && orphans.iter().any(|(_, c)| c == "haproxy"),
+        "keepalived and HAProxy outlive a SIGKILLed actor outside a container: {orphans:?}"
+    );
+    assert!(
+        holds(&ns.name, VIP),
+        "the orphaned keepalived keeps the VIP"
+    );
+
+    let b = ActorProc::start(&ns, dir.path(), "n1", work, dir.path().join("b.log"));
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            let now = daemons_in(&ns.name);
+            b.log().contains("daemon=keepalived")
+                && !now.is_empty()
+                && now.iter().all(|d| !before.contains(d))
+                && holds(&ns.name, VIP)
+        }),
+        "the old daemons {before:?} were not replaced (now {:?}); log:\n{}",
+        daemons_in(&ns.name),
+        b.log()
+    );
+    let log = b.log();
+    for conf in ["keepalived.conf", "haproxy.cfg"] {
+        assert!(
+            log.lines()
+                .any(|l| l.contains("left behind by an earlier actor") && l.contains(conf)),
+            "the leftover of {conf} was not stopped; log:\n{log}"
+        );
+    }
 }
