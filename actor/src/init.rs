@@ -9,11 +9,23 @@
 //! init, like tini: it forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to
 //! the actor, reaps every child (the actor and any orphan), and exits with the actor's
 //! exit code when the actor exits. Outside a container (pid != 1) nothing changes.
+//!
+//! When the actor exits, whatever it left running is ended BEFORE PID 1 exits
+//! ([`end_orphans`]): keepalived first, with `SIGTERM` (it removes its VIPs and sends
+//! priority-0 adverts, so a backup takes over at once), then everything else (the
+//! proxy) with `SIGTERM`, then `SIGKILL` for what is left. Without it, the kernel
+//! SIGKILLs every process of the PID namespace when PID 1 exits, and a SIGKILLed
+//! keepalived leaves its VIPs on the node's interfaces (`hostNetwork`) while a backup
+//! has taken them over, until the restarted pod's actor cleans them up. After an
+//! orderly shutdown (SIGTERM) the actor has stopped its daemons itself and nothing is
+//! left. The container then ends with the actor's exit code and the kubelet restarts it.
 
 use nix::errno::Errno;
 use nix::sys::signal::{kill, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 /// Set in the environment of the actor that PID 1 runs.
 pub const CHILD_ENV: &str = "K8SLB_INIT_CHILD";
@@ -93,22 +105,105 @@ pub fn run_as_init() -> u8 {
         }
         // SIGCHLDs coalesce: reap everything that has exited.
         loop {
-            match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            let code = match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(pid, code)) if pid == actor => {
-                    return u8::try_from(code).unwrap_or(1);
+                    u8::try_from(code).unwrap_or(1)
                 }
                 Ok(WaitStatus::Signaled(pid, s, _)) if pid == actor => {
-                    return 128u8.saturating_add(s as u8);
+                    128u8.saturating_add(s as u8)
                 }
                 Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => break,
                 // An orphan reaped (or a stop/continue report): keep going.
-                Ok(_) => {}
-                Err(Errno::EINTR) => {}
+                Ok(_) => continue,
+                Err(Errno::EINTR) => continue,
                 Err(e) => {
                     eprintln!("k8slb-actor: PID 1: waitpid: {e}");
                     break;
                 }
+            };
+            eprintln!("k8slb-actor: PID 1: the actor exited ({code}); ending what it left running");
+            end_orphans(ORPHAN_GRACE);
+            return code;
+        }
+    }
+}
+
+/// How long keepalived, then the other leftovers, get after `SIGTERM`.
+pub const ORPHAN_GRACE: Duration = Duration::from_secs(5);
+
+/// Ends the processes the actor left (re-parented to this init): keepalived first with
+/// `SIGTERM`, waiting up to `grace` for it to go, then every other process of the PID
+/// namespace with `SIGTERM` (up to `grace`), then `SIGKILL`. Reaps them all. Signals
+/// to "everyone" use `kill(-1)`, which the kernel confines to this PID namespace; only
+/// this process's own children are looked up by name.
+pub fn end_orphans(grace: Duration) {
+    let mut termed: BTreeSet<i32> = BTreeSet::new();
+    let keepalived_gone = wait_reaping(grace, || {
+        let left: Vec<i32> = own_children()
+            .into_iter()
+            .filter(|&p| comm(p).as_deref() == Some("keepalived"))
+            .collect();
+        for &p in &left {
+            if termed.insert(p) {
+                eprintln!(
+                    "k8slb-actor: PID 1: SIGTERM to keepalived (pid {p}): it releases its VIPs"
+                );
+                let _ = kill(Pid::from_raw(p), Signal::SIGTERM);
+            }
+        }
+        left.is_empty()
+    });
+    if !keepalived_gone {
+        eprintln!(
+            "k8slb-actor: PID 1: keepalived still running after {grace:?}; killing everything"
+        );
+    } else {
+        // Everyone else of this PID namespace (the proxy), then what is left.
+        let _ = kill(Pid::from_raw(-1), Signal::SIGTERM);
+        if !wait_reaping(grace, || own_children().is_empty()) {
+            eprintln!("k8slb-actor: PID 1: processes still running after {grace:?}; killing them");
+        }
+    }
+    let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+    wait_reaping(Duration::from_secs(2), || own_children().is_empty());
+}
+
+/// Reaps exited children every 20 ms until `done` holds (true) or `timeout` passes
+/// (false; one last try).
+fn wait_reaping(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    loop {
+        while let Ok(st) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            if st == WaitStatus::StillAlive {
+                break;
+            }
+        }
+        if done() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// This process's children (zombies not yet reaped included). `/proc/self` is right in
+/// any `/proc` mount, also one of another PID namespace.
+fn own_children() -> Vec<i32> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/proc/self/task") {
+        for t in rd.flatten() {
+            if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+                out.extend(s.split_whitespace().filter_map(|x| x.parse::<i32>().ok()));
             }
         }
     }
+    out
+}
+
+fn comm(pid: i32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|c| c.trim().to_string())
 }

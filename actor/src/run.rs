@@ -20,7 +20,10 @@
 //!   first at once, later ones after [`LAST_STATE_QUIET`] without changes, at most
 //!   [`LAST_STATE_MAX`] late), and at
 //!   start, when the source is unavailable, the actor starts from it;
-//! - dead children are restarted with backoff; every 2 s the held VIPs are observed.
+//! - dead children are restarted with backoff; every 2 s the held VIPs are observed;
+//! - when keepalived exits on its own (SIGKILL, OOM), the VIPs of the state are removed
+//!   from this node at once, in the step that reaps it, before it is restarted: a
+//!   backup takes them over, and they must not stay here too (issue 9).
 //!
 //! At start, before keepalived runs: leftovers of an earlier actor (pid files in the work
 //! dir) are stopped, and stale VIPs are removed ([`crate::vip`]). On SIGTERM/SIGINT:
@@ -365,18 +368,56 @@ fn vip_sets(
 }
 
 fn remove_vips(ops: &mut dyn AddrOps, states: &[&State], node: &NodeName) {
+    for a in delete_vips(ops, states, node) {
+        tracing::info!(vip = %a.net, interface = %a.ifname, "removed VIP");
+    }
+}
+
+/// Deletes the VIPs of `states` this node holds ("already gone" is success); returns
+/// those deleted. Errors are logged.
+fn delete_vips(ops: &mut dyn AddrOps, states: &[&State], node: &NodeName) -> Vec<vip::Addr> {
     let (pools, known, keep) = vip_sets(states, node);
+    let mut removed = Vec::new();
     match ops.addresses() {
         Ok(held) => {
             for a in vip::stale_vips(&pools, &held, &known, &keep) {
                 match ops.delete(&a) {
-                    Ok(()) => tracing::info!(vip = %a.net, interface = %a.ifname, "removed VIP"),
+                    Ok(()) => removed.push(a),
                     Err(e) => tracing::error!(vip = %a.net, error = %e, "could not remove VIP"),
                 }
             }
         }
         Err(e) => tracing::error!(error = %e, "could not list addresses"),
     }
+    removed
+}
+
+/// keepalived exited on its own (SIGKILL, OOM, crash): it could not remove its VIPs,
+/// and a backup stops hearing its adverts and takes them over, so they would be on two
+/// nodes until the restarted keepalived drops them. They go now, before the restart
+/// (the supervisor restarts it no sooner than the next tick, after its backoff); the
+/// restarted keepalived starts as BACKUP and takes them back by VRRP if it should.
+/// One line says which VIPs were removed (an empty list when none was held).
+fn remove_vips_of_dead_keepalived(ops: &mut dyn AddrOps, states: &[&State], node: &NodeName) {
+    let removed = delete_vips(ops, states, node);
+    let list = removed
+        .iter()
+        .map(|a| format!("{}@{}", a.ip(), a.ifname))
+        .collect::<Vec<_>>()
+        .join(",");
+    tracing::warn!(
+        vips = %list,
+        count = removed.len(),
+        "keepalived exited; removed its VIPs from this node before restarting it"
+    );
+}
+
+/// Did keepalived exit during this supervision step? It ran before and was reaped in
+/// it. A stop on purpose (shutdown) happens outside the supervision step, and a restart
+/// is never in the same step as the exit (the [`crate::supervise::Restarter`] waits
+/// at least one backoff delay), so neither counts.
+pub fn keepalived_exited(running_before: bool, running_after: bool) -> bool {
+    running_before && !running_after
 }
 
 fn load_state(text: &str) -> Result<State, String> {
@@ -565,7 +606,17 @@ pub fn control_loop<R: NodeRenderer>(
             }
         }
 
+        let keepalived_ran = applier.keepalived().daemon().is_running();
         applier.supervise(now);
+        if keepalived_exited(keepalived_ran, applier.keepalived().daemon().is_running()) {
+            let states: Vec<&State> = applied
+                .as_deref()
+                .into_iter()
+                .chain(current.as_deref())
+                .chain(last_saved.iter())
+                .collect();
+            remove_vips_of_dead_keepalived(ops, &states, &cfg.node);
+        }
         if applier.wants_apply() {
             debouncer.changed(now);
         }

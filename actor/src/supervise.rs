@@ -8,6 +8,36 @@
 //! Shutdown order (see [`crate::run`]): keepalived first, with `SIGTERM` (it sends
 //! priority-0 adverts, so a backup takes the VIPs over at once), then our VIPs are
 //! removed, then the proxy is stopped.
+//!
+//! A keepalived that exits on its own (SIGKILL, OOM) cannot remove its VIPs, and a
+//! backup takes them over after 3 advert intervals: the control loop removes the VIPs
+//! of the state in the step that reaps it, before the restart (the restart is never in
+//! the same step: [`Restarter::tick`] schedules it one backoff delay later), and logs
+//! one line naming them. The restarted keepalived starts as BACKUP and takes them back
+//! by VRRP if it has the highest priority. A stop on purpose (shutdown) is not a crash.
+//!
+//! When the actor itself dies (SIGKILL, OOM, panic that aborts):
+//!
+//! - In a container the actor is PID 1's child ([`crate::init`]: as PID 1 it
+//!   re-executes itself under a tiny init). keepalived and the proxy are re-parented
+//!   to that init, which then ends them: keepalived first with `SIGTERM` (it removes its
+//!   VIPs and sends priority-0 adverts), then the rest with `SIGTERM`, then `SIGKILL`;
+//!   then the init exits with the actor's status (137 after a SIGKILL), the container
+//!   ends and the kubelet restarts it. So keepalived dies with the actor and takes its
+//!   VIPs along; no stale keepalived keeps serving an old config. (Before, the init
+//!   exited at once and the kernel SIGKILLed keepalived, which left its VIPs on the
+//!   node's interfaces until the next actor's start-up cleanup.) Should the init itself
+//!   be SIGKILLed, the kernel SIGKILLs the whole PID namespace and the VIPs stay until
+//!   the restarted actor removes them at start ([`crate::vip`]), before its keepalived
+//!   runs.
+//! - Outside a container (the lab: `ip netns exec k8slb-actor run`), nothing ends
+//!   them (under systemd, the default `KillMode=control-group` SIGTERMs what is left in
+//!   the unit's cgroup when the main process dies, like the init above; with
+//!   `KillMode=process` nothing does): keepalived and the proxy keep running the old
+//!   config and keepalived keeps its VIPs. The next actor with the same work dir stops
+//!   them before it starts its own ([`crate::daemons::stop_leftover`]: the pid files in the work
+//!   dir, checked against the process's command line; `SIGTERM`, `SIGKILL` after 3 s),
+//!   then removes stale VIPs. Until an actor runs again, they serve the last config.
 
 use std::time::{Duration, Instant};
 
