@@ -1651,6 +1651,31 @@ mod tests {
         }
     }
 
+    /// What `f` logs (at info and above), and its result.
+    fn logged<T>(f: impl FnOnce() -> T) -> (T, String) {
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let w = buf.clone();
+        let sub = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(move || w.clone())
+            .finish();
+        let out = tracing::subscriber::with_default(sub, f);
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        (out, text)
+    }
+
     /// The applier leaves a moved VIP out of keepalived for the hold-down, says when to
     /// apply again, and puts it in its new instance then; new VIPs and a zero hold-down
     /// join at once.
@@ -1693,8 +1718,15 @@ mod tests {
         // .102 moves from instance 3 to 5: in no instance, and apply again in 2 s.
         set(&a, "198.18.0.102", 5);
         let t1 = t0 + secs(1500);
-        let done = a.apply(&state, &ctx, t1).unwrap();
+        let (done, log) = logged(|| a.apply(&state, &ctx, t1).unwrap());
         assert!(done.changed());
+        assert!(
+            log.contains(
+                "VIP 198.18.0.102 moves from instance k8slb_default_3 to k8slb_default_5: \
+                 held out for 2000 ms so no two nodes hold it"
+            ),
+            "{log}"
+        );
         assert_eq!(conf(), "k8slb_default_5 198.18.0.104");
         assert_eq!(a.handover_until(), Some(t1 + handover::DEFAULT_HOLD));
         let (from, to) = &a.held_vips()[&"198.18.0.102".parse::<IpAddr>().unwrap()];
@@ -1703,14 +1735,20 @@ mod tests {
             ("k8slb_default_3".into(), "k8slb_default_5".into())
         );
 
-        // An apply during the hold-down keeps it out.
-        a.apply(&state, &ctx, t1 + secs(1000)).unwrap();
+        // An apply during the hold-down keeps it out (and says nothing new).
+        let (_, log) = logged(|| a.apply(&state, &ctx, t1 + secs(1000)).unwrap());
+        assert!(!log.contains("moves from instance"), "{log}");
         assert_eq!(conf(), "k8slb_default_5 198.18.0.104");
         assert_eq!(a.handover_until(), Some(t1 + handover::DEFAULT_HOLD));
 
         // At its end it joins instance 5.
         let t2 = a.handover_until().unwrap();
-        assert!(a.apply(&state, &ctx, t2).unwrap().changed());
+        let (done, log) = logged(|| a.apply(&state, &ctx, t2).unwrap());
+        assert!(done.changed());
+        assert!(
+            log.contains("VIP 198.18.0.102 joined instance k8slb_default_5"),
+            "{log}"
+        );
         assert_eq!(
             conf(),
             "k8slb_default_5 198.18.0.102\nk8slb_default_5 198.18.0.104"
