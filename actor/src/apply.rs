@@ -30,10 +30,11 @@
 
 use crate::admin::Metrics;
 use crate::daemons::{Daemon, DaemonError, DaemonKind};
+use crate::handover::{self, Instance, Memory, Placement};
 use crate::supervise::{Action, Restarter};
 use k8slb_common::names::{IfName, PoolName};
 use k8slb_common::state::State;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -78,6 +79,17 @@ pub trait NodeRenderer {
     fn same_outside_proxy(&self, old: &Self::View, new: &Self::View) -> bool {
         let _ = (old, new);
         false
+    }
+    /// The VRRP instance of every VIP in `view`'s keepalived config, for the hand-over
+    /// hold-down ([`crate::handover`]). The default, none, means no hold-down.
+    fn placement(&self, view: &Self::View) -> Placement {
+        let _ = view;
+        Placement::new()
+    }
+    /// `view` with `vips` in no keepalived instance (everything else as it is).
+    fn hold_out(&self, view: Self::View, vips: &BTreeSet<IpAddr>) -> Self::View {
+        let _ = vips;
+        view
     }
 }
 
@@ -560,6 +572,16 @@ pub struct Applier<R: NodeRenderer> {
     /// The daemons may not run what `running_view` says (a restart from a stale file):
     /// the caller should apply again even without a new state ([`Self::wants_apply`]).
     wants_apply: bool,
+    /// The hand-over hold-down ([`crate::handover`]): a VIP that changes VRRP instance
+    /// is in no instance for this long. Zero disables it.
+    pub vip_handover: Duration,
+    /// Where each VIP was in the keepalived config last applied, and which VIPs left
+    /// an instance when.
+    handover: Memory,
+    /// The VIPs held out of the running keepalived config, with their move.
+    held: BTreeMap<IpAddr, (Instance, Instance)>,
+    /// When the first of them may join its new instance: apply again then.
+    handover_until: Option<Instant>,
 }
 
 impl<R: NodeRenderer> Applier<R> {
@@ -580,7 +602,50 @@ impl<R: NodeRenderer> Applier<R> {
             last_good: None,
             sync_retry_at: None,
             wants_apply: false,
+            vip_handover: handover::DEFAULT_HOLD,
+            handover: Memory::default(),
+            held: BTreeMap::new(),
+            handover_until: None,
         }
+    }
+
+    /// When a VIP held out of keepalived by the hand-over hold-down may join its new
+    /// instance: the caller applies again at that instant (even without a new state).
+    pub fn handover_until(&self) -> Option<Instant> {
+        self.handover_until
+    }
+
+    /// The VIPs held out of the running keepalived config: VIP -> (the instance it
+    /// left, the instance it will join).
+    pub fn held_vips(&self) -> &BTreeMap<IpAddr, (Instance, Instance)> {
+        &self.held
+    }
+
+    /// keepalived runs `view` since `now` (with `d`'s VIPs held out): remember where
+    /// each VIP is, say which VIPs are newly held or have joined, and when to look again.
+    fn handover_applied(&mut self, view: &R::View, d: handover::Decision, now: Instant) {
+        let placed = self.renderer.placement(view);
+        self.handover.record(&placed, self.vip_handover, now);
+        let mut held = BTreeMap::new();
+        for h in d.held {
+            let mv = (h.from, h.to);
+            if self.held.get(&h.vip) != Some(&mv) {
+                let held_ms = h.until.saturating_duration_since(now).as_millis();
+                tracing::info!(
+                    vip = %h.vip, from = %mv.0, to = %mv.1, held_ms,
+                    "VIP {} moves from instance {} to {}: held out for {held_ms} ms so no two nodes hold it",
+                    h.vip, mv.0, mv.1
+                );
+            }
+            held.insert(h.vip, mv);
+        }
+        for (vip, (_, to)) in &self.held {
+            if !held.contains_key(vip) && placed.get(vip) == Some(to) {
+                tracing::info!(vip = %vip, to = %to, "VIP {vip} joined instance {to} after its hand-over hold-down");
+            }
+        }
+        self.held = held;
+        self.handover_until = d.until;
     }
 
     /// True (once) when the daemons may have drifted from the applied view, e.g. the
@@ -664,7 +729,21 @@ impl<R: NodeRenderer> Applier<R> {
             .renderer
             .view(state, ctx, self.running_view.as_ref())
             .map_err(ApplyError::View)?;
+        // Break before make: a VIP that changes VRRP instance stays out of keepalived
+        // until every node has dropped it from the old one.
+        let decision = handover::decide(
+            &self.handover,
+            &self.renderer.placement(&view),
+            self.vip_handover,
+            now,
+        );
+        let view = if decision.held.is_empty() {
+            view
+        } else {
+            self.renderer.hold_out(view, &decision.vips())
+        };
         if let Some(done) = self.fast_path(&view, now) {
+            self.handover_applied(&view, decision, now);
             self.running_view = Some(view);
             return Ok(done);
         }
@@ -766,6 +845,7 @@ impl<R: NodeRenderer> Applier<R> {
                 return Err(e);
             }
         };
+        self.handover_applied(&view, decision, now);
         self.running_view = Some(view);
         self.last_good = Some(desired);
         Ok(Applied::Done {
@@ -1524,6 +1604,175 @@ mod tests {
         slot.stop(Duration::from_secs(1));
         std::thread::sleep(HEALTH_WATCH_EVERY * 5);
         assert_eq!(std::fs::read_to_string(&track).unwrap(), "0\n");
+    }
+
+    /// keepalived's view is a placement set by the test (VIP -> VRID of pool
+    /// `default`); the config text lists it.
+    struct Moves(Mutex<BTreeMap<&'static str, u8>>);
+    impl NodeRenderer for Moves {
+        type View = Placement;
+        fn view(
+            &self,
+            _: &State,
+            _: &NodeContext,
+            _: Option<&Placement>,
+        ) -> Result<Placement, String> {
+            let pool: PoolName = "default".parse().unwrap();
+            Ok(self
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(ip, vrid)| {
+                    let instance = Instance {
+                        pool: pool.clone(),
+                        vrid: *vrid,
+                    };
+                    (ip.parse().unwrap(), instance)
+                })
+                .collect())
+        }
+        fn render(&self, v: &Placement) -> Result<Desired, String> {
+            let lines: Vec<String> = v.iter().map(|(ip, i)| format!("{i} {ip}")).collect();
+            Ok(Desired {
+                keepalived: lines.join("\n"),
+                proxy: None,
+            })
+        }
+        fn runtime_diff(&self, _: &Placement, _: &Placement) -> Option<Vec<String>> {
+            None
+        }
+        fn placement(&self, v: &Placement) -> Placement {
+            v.clone()
+        }
+        fn hold_out(&self, mut v: Placement, vips: &BTreeSet<IpAddr>) -> Placement {
+            v.retain(|ip, _| !vips.contains(ip));
+            v
+        }
+    }
+
+    /// What `f` logs (at info and above), and its result.
+    fn logged<T>(f: impl FnOnce() -> T) -> (T, String) {
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let w = buf.clone();
+        let sub = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(move || w.clone())
+            .finish();
+        let out = tracing::subscriber::with_default(sub, f);
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        (out, text)
+    }
+
+    /// The applier leaves a moved VIP out of keepalived for the hold-down, says when to
+    /// apply again, and puts it in its new instance then; new VIPs and a zero hold-down
+    /// join at once.
+    #[test]
+    fn a_vip_changing_instance_is_held_out_of_keepalived_then_joins() {
+        use std::sync::atomic::AtomicBool;
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("keepalived.conf");
+        let ka = Fake {
+            kind: DaemonKind::Keepalived,
+            cfg: cfg.clone(),
+            track: None,
+            watch: dir.path().join("none"),
+            up: false,
+            fail_start: Arc::new(AtomicBool::new(false)),
+            died: Arc::new(AtomicBool::new(false)),
+            log: Arc::new(Mutex::new(Vec::new())),
+        };
+        let placed = Moves(Mutex::new(
+            [("198.18.0.102", 3), ("198.18.0.104", 5)].into(),
+        ));
+        let mut a = Applier::new(placed, Box::new(ka), None, Arc::new(Metrics::new()));
+        assert_eq!(a.vip_handover, handover::DEFAULT_HOLD);
+        let state = State::from_json(include_str!("../tests/fixtures/empty.json")).unwrap();
+        let ctx = NodeContext::default();
+        let conf = || std::fs::read_to_string(&cfg).unwrap();
+        let set = |a: &Applier<Moves>, ip: &'static str, vrid: u8| {
+            a.renderer().0.lock().unwrap().insert(ip, vrid);
+        };
+        let secs = Duration::from_millis;
+        let t0 = Instant::now();
+
+        a.apply(&state, &ctx, t0).unwrap();
+        assert_eq!(
+            conf(),
+            "k8slb_default_3 198.18.0.102\nk8slb_default_5 198.18.0.104"
+        );
+        assert_eq!(a.handover_until(), None);
+
+        // .102 moves from instance 3 to 5: in no instance, and apply again in 2 s.
+        set(&a, "198.18.0.102", 5);
+        let t1 = t0 + secs(1500);
+        let (done, log) = logged(|| a.apply(&state, &ctx, t1).unwrap());
+        assert!(done.changed());
+        assert!(
+            log.contains(
+                "VIP 198.18.0.102 moves from instance k8slb_default_3 to k8slb_default_5: \
+                 held out for 2000 ms so no two nodes hold it"
+            ),
+            "{log}"
+        );
+        assert_eq!(conf(), "k8slb_default_5 198.18.0.104");
+        assert_eq!(a.handover_until(), Some(t1 + handover::DEFAULT_HOLD));
+        let (from, to) = &a.held_vips()[&"198.18.0.102".parse::<IpAddr>().unwrap()];
+        assert_eq!(
+            (from.to_string(), to.to_string()),
+            ("k8slb_default_3".into(), "k8slb_default_5".into())
+        );
+
+        // An apply during the hold-down keeps it out (and says nothing new).
+        let (_, log) = logged(|| a.apply(&state, &ctx, t1 + secs(1000)).unwrap());
+        assert!(!log.contains("moves from instance"), "{log}");
+        assert_eq!(conf(), "k8slb_default_5 198.18.0.104");
+        assert_eq!(a.handover_until(), Some(t1 + handover::DEFAULT_HOLD));
+
+        // At its end it joins instance 5.
+        let t2 = a.handover_until().unwrap();
+        let (done, log) = logged(|| a.apply(&state, &ctx, t2).unwrap());
+        assert!(done.changed());
+        assert!(
+            log.contains("VIP 198.18.0.102 joined instance k8slb_default_5"),
+            "{log}"
+        );
+        assert_eq!(
+            conf(),
+            "k8slb_default_5 198.18.0.102\nk8slb_default_5 198.18.0.104"
+        );
+        assert_eq!(a.handover_until(), None);
+        assert!(a.held_vips().is_empty());
+
+        // A new VIP joins at once.
+        set(&a, "198.18.0.9", 3);
+        let t3 = t2 + secs(1500);
+        a.apply(&state, &ctx, t3).unwrap();
+        assert!(conf().contains("k8slb_default_3 198.18.0.9"), "{}", conf());
+        assert_eq!(a.handover_until(), None);
+
+        // A zero hold-down: a move is applied as the state says.
+        a.vip_handover = Duration::ZERO;
+        set(&a, "198.18.0.104", 3);
+        a.apply(&state, &ctx, t3 + secs(1500)).unwrap();
+        assert!(
+            conf().contains("k8slb_default_3 198.18.0.104"),
+            "{}",
+            conf()
+        );
+        assert_eq!(a.handover_until(), None);
     }
 
     #[test]

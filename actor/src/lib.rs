@@ -7,6 +7,8 @@
 //! - [`cmd_render`]: `k8slb-actor render`;
 //! - [`apply`]: render -> check -> atomic swap -> reload -> confirm, debounced;
 //! - [`daemons`]: keepalived, HAProxy and nginx as child processes (the I/O seam);
+//! - [`handover`]: pure, a VIP that changes VRRP instance is held out of keepalived for a
+//!   hold-down first, so no two nodes hold it;
 //! - [`fdlimit`]: pure, the proxy's connection limits fitted to the open-files limit;
 //! - [`debug`]: hidden probes for the root tests;
 //! - [`haproxy_rt`]: the HAProxy Runtime API and master CLI client;
@@ -23,6 +25,7 @@ pub mod cmd_render;
 pub mod daemons;
 pub mod debug;
 pub mod fdlimit;
+pub mod handover;
 pub mod haproxy_rt;
 pub mod init;
 pub mod render;

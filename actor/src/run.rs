@@ -4,8 +4,8 @@
 //! k8slb-actor run [--state configmap|file:<path>] [--namespace k8slb-system] --node <name>
 //!     [--proxy haproxy|nginx|kubeproxy]
 //!     [--interface <pool>=<ifname>]... [--templates <dir>] [--work-dir /var/lib/k8slb]
-//!     [--admin-addr 0.0.0.0:9254] [--min-reload-interval-ms 1000] [--log-format plain|json]
-//!     [--log-level 0-4]
+//!     [--admin-addr 0.0.0.0:9254] [--min-reload-interval-ms 1000] [--vip-handover-ms 2000]
+//!     [--log-format plain|json] [--log-level 0-4]
 //! ```
 //!
 //! The control loop is a plain thread (daemons and netlink are driven synchronously);
@@ -119,6 +119,12 @@ pub struct RunArgs {
     /// Minimum time between two reloads of one daemon, in milliseconds.
     #[arg(long, env = "K8SLB_MIN_RELOAD_INTERVAL_MS", default_value_t = 1000)]
     pub min_reload_interval_ms: u64,
+    /// Hand-over hold-down, in milliseconds: a VIP that moves to another VRRP instance
+    /// (its serving node changed, or a released IP went to a Service served elsewhere)
+    /// is in no instance for this long first, so the node that still has it in the old
+    /// instance drops it before any node adds it to the new one. 0 disables it.
+    #[arg(long, env = "K8SLB_VIP_HANDOVER_MS", default_value_t = 2000)]
+    pub vip_handover_ms: u64,
     /// Log level: k8slb's 0 (off) to 4 (debug), a level name (error, warn, info, debug,
     /// trace) or a tracing filter (`info,k8slb_actor=debug`).
     #[arg(long, env = "LOG_LEVEL", default_value = "3")]
@@ -231,6 +237,13 @@ impl NodeRenderer for RealRenderer {
         // keepalived.conf is a function of `keepalived` alone; the proxy config of
         // `node`, `proxy`, `skipped` and the proxy part (which runtime_diff compares).
         old.node == new.node && old.proxy == new.proxy && old.keepalived == new.keepalived
+    }
+    fn placement(&self, view: &NodeView) -> crate::handover::Placement {
+        crate::handover::placement(&view.keepalived)
+    }
+    fn hold_out(&self, mut view: NodeView, vips: &BTreeSet<IpAddr>) -> NodeView {
+        crate::handover::hold_out(&mut view.keepalived, vips);
+        view
     }
 }
 
@@ -570,7 +583,6 @@ pub fn control_loop<R: NodeRenderer>(
         let due = debouncer.fire(now) || retry_at.is_some_and(|t| now >= t);
         if due && cleaned {
             if let Some(s) = &current {
-                retry_at = None;
                 let addrs = ops.addresses().unwrap_or_else(|e| {
                     tracing::error!(error = %e, "could not list addresses");
                     Vec::new()
@@ -585,6 +597,8 @@ pub fn control_loop<R: NodeRenderer>(
                 match applier.apply(s, &ctx, now) {
                     Ok(Applied::Deferred(t)) => retry_at = Some(t),
                     Ok(a) => {
+                        // A VIP held out by the hand-over hold-down joins at its end.
+                        retry_at = applier.handover_until();
                         applied = Some(s.clone());
                         if !applied_once {
                             save_last(&last_path, s);
@@ -774,6 +788,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let health = Arc::new(Health::default());
     let mut applier = Applier::new(real, keepalived, proxy, metrics.clone());
     applier.min_reload_interval = Duration::from_millis(args.min_reload_interval_ms);
+    applier.vip_handover = Duration::from_millis(args.vip_handover_ms);
 
     let mut cfg = LoopConfig::new(args.node.clone(), paths, args.state.clone());
     cfg.forced_interfaces = args.interfaces.iter().cloned().collect();
