@@ -57,6 +57,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# kubectl (with its built-in kustomize v5) renders manifests/k8slb-*.yml; the manifest
+# tests compare the checked-in files with its output. Debian's kubernetes-client (1.20)
+# is too old (kustomize v2): this machine's kind ships kubectl 1.32. Say so plainly.
+if ! command -v kubectl >/dev/null 2>&1; then
+    echo "install-deps.sh: kubectl not found: manifests/build.sh and actor/tests/manifests.rs need kubectl >= 1.27 (kustomize v5); install it from your Kubernetes package source" >&2
+    exit 1
+fi
+
 # The daemons are run by the lab, never as system services: stop any that the package
 # installation started, so they do not hold ports or VIPs on the host.
 for svc in haproxy keepalived nginx; do
