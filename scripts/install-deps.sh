@@ -59,10 +59,10 @@ fi
 
 # kubectl (with its built-in kustomize v5) renders manifests/k8slb-*.yml; the manifest
 # tests compare the checked-in files with its output. Debian's kubernetes-client (1.20)
-# is too old (kustomize v2): this machine's kind ships kubectl 1.32. Say so plainly.
+# is too old (kustomize v2): this machine's kind ships kubectl 1.32. The demo does not
+# need it; the tests fail (saying why) without it.
 if ! command -v kubectl >/dev/null 2>&1; then
-    echo "install-deps.sh: kubectl not found: manifests/build.sh and actor/tests/manifests.rs need kubectl >= 1.27 (kustomize v5); install it from your Kubernetes package source" >&2
-    exit 1
+    echo "install-deps.sh: WARNING: kubectl not found: manifests/build.sh and the manifest tests (actor/tests/manifests.rs) need kubectl >= 1.27 (kustomize v5) and will fail; install it from your Kubernetes package source" >&2
 fi
 
 # The daemons are run by the lab, never as system services: stop any that the package
