@@ -483,6 +483,26 @@ impl FakeApi {
         lock(&self.shared.log).clone()
     }
 
+    /// The requests refused by authentication or authorization (401, 403), as
+    /// "user METHOD path -> status: message": what a test under the shipped RBAC expects
+    /// to stay empty, and prints when it is not.
+    pub fn refused_requests(&self) -> Vec<String> {
+        lock(&self.shared.log)
+            .iter()
+            .filter(|r| r.status == 401 || r.status == 403)
+            .map(|r| {
+                format!(
+                    "{} {} {} -> {}: {}",
+                    r.user,
+                    r.method,
+                    r.path,
+                    r.status,
+                    r.message.as_deref().unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
     pub fn clear_requests(&self) {
         lock(&self.shared.log).clear();
     }

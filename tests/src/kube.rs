@@ -66,21 +66,7 @@ impl KubeApi {
 
     /// Requests the API refused (401 or 403), as "user METHOD path -> status: message".
     pub fn refused_requests(&self) -> Vec<String> {
-        self.api
-            .requests()
-            .into_iter()
-            .filter(|r| r.status == 401 || r.status == 403)
-            .map(|r| {
-                format!(
-                    "{} {} {} -> {}: {}",
-                    r.user,
-                    r.method,
-                    r.path,
-                    r.status,
-                    r.message.unwrap_or_default()
-                )
-            })
-            .collect()
+        self.api.refused_requests()
     }
 
     pub fn api(&self) -> &FakeApi {

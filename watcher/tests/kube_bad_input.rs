@@ -142,5 +142,5 @@ async fn each_problem_gives_its_event_and_leaves_the_others_alone() {
     .await;
     assert_eq!(all_ips(&api, &names), before);
     w.stop().await;
-    assert_eq!(refused(&api), Vec::<String>::new());
+    assert_eq!(api.refused_requests(), Vec::<String>::new());
 }

@@ -158,7 +158,7 @@ async fn restarted_20_times_during_churn_no_claimed_service_changes_ip() {
     w.stop().await;
     // Twenty watchers took over under the shipped RBAC: every Lease take-over and
     // release was allowed (the Event aggregation path is kube_rbac's).
-    assert_eq!(refused(&api), Vec::<String>::new());
+    assert_eq!(api.refused_requests(), Vec::<String>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -337,5 +337,5 @@ async fn api_server_gone_and_back_nothing_is_reallocated() {
     assert!(released.is_empty(), "{released:?}");
     assert!(api.list("events").len() > events_before);
     w.stop().await;
-    assert_eq!(refused(&api), Vec::<String>::new());
+    assert_eq!(api.refused_requests(), Vec::<String>::new());
 }

@@ -263,25 +263,6 @@ pub fn seed_cluster(api: &FakeApi) {
     api.put_object(global(pools_default()));
 }
 
-/// Calls the fake API server refused (401 or 403), as "user METHOD path -> status: message".
-/// The watcher runs under the shipped RBAC, so every test expects this to stay empty.
-pub fn refused(api: &FakeApi) -> Vec<String> {
-    api.requests()
-        .into_iter()
-        .filter(|r| r.status == 401 || r.status == 403)
-        .map(|r| {
-            format!(
-                "{} {} {} -> {}: {}",
-                r.user,
-                r.method,
-                r.path,
-                r.status,
-                r.message.unwrap_or_default()
-            )
-        })
-        .collect()
-}
-
 /// The watcher's log lines, captured as JSON.
 #[derive(Clone, Default)]
 pub struct Capture(Arc<Mutex<Vec<u8>>>);
