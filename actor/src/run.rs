@@ -740,77 +740,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     .context("templates")?;
     let paths = Paths::new(&args.work_dir);
-    let mut base = ViewOptions::new(args.proxy);
-    base.runtime_socket = paths.haproxy_runtime_socket();
-    base.pid_file = match args.proxy {
-        Provider::Nginx => paths.nginx_pid(),
-        _ => paths.haproxy_pid(),
-    };
-    base.interfaces = args.interfaces.iter().cloned().collect();
-    base.track_file = paths.proxy_health();
-    // k8slb's PRIORITY<n>, as `render` reads them; a bad value exits 64 with one line.
-    base.priority_overrides = crate::cmd_render::priority_overrides(std::env::vars())
-        .context("PRIORITY<n> environment")?;
     let metrics = Arc::new(Metrics::new());
-    match daemons::raise_open_files_limit() {
-        Ok((before, after)) if before < after => {
-            tracing::info!(before, after, "open-files limit raised for the proxy");
-        }
-        Ok((_, after)) => tracing::debug!(limit = after, "open-files limit"),
-        Err(e) => tracing::warn!(error = %e, "could not raise the open-files limit"),
-    }
-    // The proxy inherits the hard limit: its connection limits are fitted to it.
-    match crate::fdlimit::FdBudget::of_this_process() {
-        Ok(b) => {
-            metrics
-                .fd_limit
-                .set(i64::try_from(b.limit).unwrap_or(i64::MAX));
-            base.fd_budget = Some(b);
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "could not read the open-files limit; proxy limits rendered as configured")
-        }
-    }
+    let base = view_options(&args, &paths, &metrics)?;
     let mut real = RealRenderer::new(renderer, args.node.clone(), base);
     real.metrics = Some(metrics.clone());
-
-    // Only nginx needs ip_nonlocal_bind: HAProxy binds with `transparent` (IP_TRANSPARENT,
-    // or IP_FREEBIND without privilege; no sysctl) and kubeproxy binds nothing. In a Pod, /proc/sys is read-only:
-    // the nginx manifest's init container (or the node's sysctl.d) sets it, and writing it
-    // again would only fail with a false alarm.
     if args.proxy == Provider::Nginx {
-        if nonlocal_bind_already_on() {
-            tracing::debug!("ip_nonlocal_bind is already on");
-        } else if let Err(e) = vip::allow_nonlocal_bind() {
-            tracing::error!(
-                error = %e,
-                "nginx needs net.ipv4.ip_nonlocal_bind=1 and net.ipv6.ip_nonlocal_bind=1 \
-                 and they are off; nginx cannot listen on VIPs this node does not hold \
-                 (set both on the node, e.g. with sysctl.d or the nginx manifest's init \
-                 container, or use --proxy haproxy)"
-            );
-        }
+        check_nonlocal_bind();
     }
-
-    let bins = Binaries {
-        keepalived: args.keepalived_bin.clone(),
-        haproxy: args.haproxy_bin.clone(),
-        nginx: args.nginx_bin.clone(),
-    };
-    let keepalived: Box<dyn Daemon> =
-        Box::new(daemons::Keepalived::new(&bins.keepalived, paths.clone()));
-    let proxy: Option<Box<dyn Daemon>> = match args.proxy {
-        Provider::Haproxy => Some(Box::new(daemons::Haproxy::new(
-            &bins.haproxy,
-            paths.clone(),
-        ))),
-        Provider::Nginx => Some(Box::new(daemons::Nginx::new(&bins.nginx, paths.clone()))),
-        Provider::Kubeproxy => None,
-    };
+    let applier = applier(&args, &paths, real, metrics.clone());
     let health = Arc::new(Health::default());
-    let mut applier = Applier::new(real, keepalived, proxy, metrics.clone());
-    applier.min_reload_interval = Duration::from_millis(args.min_reload_interval_ms);
-    applier.vip_handover = Duration::from_millis(args.vip_handover_ms);
 
     let mut cfg = LoopConfig::new(args.node.clone(), args.proxy, paths, args.state.clone());
     cfg.forced_interfaces = args.interfaces.iter().cloned().collect();
@@ -849,10 +787,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .context("spawn the control loop")?;
 
     let (admin_stop_tx, admin_stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let admin_state = AdminState {
-        metrics: metrics.clone(),
-        health: health.clone(),
-    };
+    let admin_state = AdminState { metrics, health };
     let admin_addr = args.admin_addr;
     let admin = tokio::spawn(async move {
         if let Err(e) = admin::serve(admin_addr, admin_state, async {
@@ -864,6 +799,103 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     });
 
+    let result = until_stopped(control, shutdown).await?;
+    let _ = admin_stop_tx.send(());
+    let _ = admin.await;
+    match result {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e).context("control loop"),
+        Err(_) => anyhow::bail!("control loop panicked"),
+    }
+}
+
+/// The view options of this actor: paths in the work dir, `--interface`, k8slb's
+/// `PRIORITY<n>` (a bad value exits 64 with one line, as `render` does), and the proxy's
+/// connection limits fitted to the open-files limit (raised here; the proxy inherits it).
+fn view_options(args: &RunArgs, paths: &Paths, metrics: &Metrics) -> anyhow::Result<ViewOptions> {
+    let mut base = ViewOptions::new(args.proxy);
+    base.runtime_socket = paths.haproxy_runtime_socket();
+    base.pid_file = match args.proxy {
+        Provider::Nginx => paths.nginx_pid(),
+        _ => paths.haproxy_pid(),
+    };
+    base.interfaces = args.interfaces.iter().cloned().collect();
+    base.track_file = paths.proxy_health();
+    base.priority_overrides = crate::cmd_render::priority_overrides(std::env::vars())
+        .context("PRIORITY<n> environment")?;
+    match daemons::raise_open_files_limit() {
+        Ok((before, after)) if before < after => {
+            tracing::info!(before, after, "open-files limit raised for the proxy");
+        }
+        Ok((_, after)) => tracing::debug!(limit = after, "open-files limit"),
+        Err(e) => tracing::warn!(error = %e, "could not raise the open-files limit"),
+    }
+    match crate::fdlimit::FdBudget::of_this_process() {
+        Ok(b) => {
+            metrics
+                .fd_limit
+                .set(i64::try_from(b.limit).unwrap_or(i64::MAX));
+            base.fd_budget = Some(b);
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the open-files limit; proxy limits rendered as configured")
+        }
+    }
+    Ok(base)
+}
+
+/// Only nginx needs ip_nonlocal_bind: HAProxy binds with `transparent` (IP_TRANSPARENT,
+/// or IP_FREEBIND without privilege; no sysctl) and kubeproxy binds nothing. In a Pod,
+/// /proc/sys is read-only: the nginx manifest's init container (or the node's sysctl.d)
+/// sets it, and writing it again would only fail with a false alarm.
+fn check_nonlocal_bind() {
+    if nonlocal_bind_already_on() {
+        tracing::debug!("ip_nonlocal_bind is already on");
+    } else if let Err(e) = vip::allow_nonlocal_bind() {
+        tracing::error!(
+            error = %e,
+            "nginx needs net.ipv4.ip_nonlocal_bind=1 and net.ipv6.ip_nonlocal_bind=1 \
+             and they are off; nginx cannot listen on VIPs this node does not hold \
+             (set both on the node, e.g. with sysctl.d or the nginx manifest's init \
+             container, or use --proxy haproxy)"
+        );
+    }
+}
+
+/// keepalived and the provider's proxy (none for kubeproxy) under one [`Applier`].
+fn applier(
+    args: &RunArgs,
+    paths: &Paths,
+    real: RealRenderer,
+    metrics: Arc<Metrics>,
+) -> Applier<RealRenderer> {
+    let bins = Binaries {
+        keepalived: args.keepalived_bin.clone(),
+        haproxy: args.haproxy_bin.clone(),
+        nginx: args.nginx_bin.clone(),
+    };
+    let keepalived: Box<dyn Daemon> =
+        Box::new(daemons::Keepalived::new(&bins.keepalived, paths.clone()));
+    let proxy: Option<Box<dyn Daemon>> = match args.proxy {
+        Provider::Haproxy => Some(Box::new(daemons::Haproxy::new(
+            &bins.haproxy,
+            paths.clone(),
+        ))),
+        Provider::Nginx => Some(Box::new(daemons::Nginx::new(&bins.nginx, paths.clone()))),
+        Provider::Kubeproxy => None,
+    };
+    let mut applier = Applier::new(real, keepalived, proxy, metrics);
+    applier.min_reload_interval = Duration::from_millis(args.min_reload_interval_ms);
+    applier.vip_handover = Duration::from_millis(args.vip_handover_ms);
+    applier
+}
+
+/// Waits for the control loop to end, on its own or after SIGTERM / SIGINT (which set
+/// `shutdown`: the loop then stops keepalived, our VIPs and the proxy, in that order).
+async fn until_stopped<T: Send + 'static>(
+    control: std::thread::JoinHandle<T>,
+    shutdown: Arc<AtomicBool>,
+) -> anyhow::Result<std::thread::Result<T>> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let control_done = {
@@ -883,18 +915,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     };
     tokio::pin!(control_done);
-    let result = tokio::select! {
+    Ok(tokio::select! {
         _ = term.recv() => { tracing::info!(signal = "SIGTERM", "stopping"); shutdown.store(true, Ordering::Relaxed); control_done.await }
         _ = int.recv() => { tracing::info!(signal = "SIGINT", "stopping"); shutdown.store(true, Ordering::Relaxed); control_done.await }
         r = &mut control_done => r,
-    };
-    let _ = admin_stop_tx.send(());
-    let _ = admin.await;
-    match result {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(e).context("control loop"),
-        Err(_) => anyhow::bail!("control loop panicked"),
-    }
+    })
 }
 
 #[cfg(test)]
