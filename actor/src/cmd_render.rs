@@ -24,7 +24,7 @@ pub struct RenderArgs {
     pub node: NodeName,
     /// Which proxy to render for (k8slb's PROXY); a state planned for another is
     /// refused.
-    #[arg(long, env = "PROXY", default_value = "haproxy", value_parser = crate::run::provider_arg())]
+    #[arg(long, env = "PROXY", default_value = "haproxy", value_parser = crate::view::provider_arg())]
     pub proxy: Provider,
     /// Interface of a pool, as <pool>=<ifname>; repeat for several pools. Overrides the
     /// pool's `interface` in the state. Render does not detect interfaces.

@@ -22,7 +22,7 @@
 //!   (the first state, or `last-state.json` when the source is unavailable at start);
 //! - a failed apply is retried after [`Timing::retry_failed_after`], a deferred one
 //!   (reload rate limit) at its instant, and a VIP held out by the hand-over hold-down
-//!   joins when it ends ([`ApplyOutcome::Done::handover_until`]);
+//!   joins when it ends (`handover_until` of [`ApplyOutcome::Done`]);
 //! - the applied state is saved at once the first time, later [`Timing::save_quiet`]
 //!   after the last change and at most [`Timing::save_max`] after the first unsaved one;
 //! - keepalived exiting on its own removes the VIPs of every known state at once;
@@ -36,6 +36,12 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// How long after the last applied change the state is saved as last-state.json (the
+/// first applied state is saved at once).
+pub const LAST_STATE_QUIET: Duration = Duration::from_secs(1);
+/// ... and at most this long after the first unsaved change (changes that never stop).
+pub const LAST_STATE_MAX: Duration = Duration::from_secs(10);
 
 /// The control loop's periods and delays.
 #[derive(Debug, Clone)]
@@ -60,8 +66,8 @@ impl Default for Timing {
             poll_every: Duration::from_millis(50),
             observe_every: Duration::from_secs(2),
             retry_failed_after: Duration::from_secs(10),
-            save_quiet: crate::run::LAST_STATE_QUIET,
-            save_max: crate::run::LAST_STATE_MAX,
+            save_quiet: LAST_STATE_QUIET,
+            save_max: LAST_STATE_MAX,
             debounce: Debouncer::default(),
         }
     }

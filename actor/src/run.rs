@@ -19,8 +19,8 @@
 //!   to parse or decode is refused, and the previous one keeps running;
 //! - a change is debounced (100 ms quiet, at most 1 s) and applied ([`crate::apply`]);
 //!   after a successful apply the state is saved as `<work-dir>/last-state.json` (the
-//!   first at once, later ones after [`LAST_STATE_QUIET`] without changes, at most
-//!   [`LAST_STATE_MAX`] late), and at
+//!   first at once, later ones after [`crate::control::LAST_STATE_QUIET`] without changes, at most
+//!   [`crate::control::LAST_STATE_MAX`] late), and at
 //!   start, when the source is unavailable, the actor starts from it;
 //! - dead children are restarted with backoff; every 2 s the held VIPs are observed;
 //! - a state planned for another provider than `--proxy` is refused (logged once,
@@ -92,23 +92,6 @@ fn parse_interface(s: &str) -> Result<(PoolName, IfName), String> {
     ))
 }
 
-/// `--proxy` / `PROXY`: one of common's [`Provider`]s, listed with what each means.
-pub fn provider_arg() -> impl clap::builder::TypedValueParser<Value = Provider> {
-    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-    let help = |p: Provider| match p {
-        Provider::Haproxy => "HAProxy in master-worker mode (default; all features)",
-        Provider::Nginx => "nginx: `http` for L7 ports, `stream` for L4 TCP and UDP ports",
-        Provider::Kubeproxy => "No proxy: keepalived only, kube-proxy forwards (`ipMode: VIP`)",
-    };
-    PossibleValuesParser::new(Provider::ALL.map(|p| PossibleValue::new(p.as_str()).help(help(p))))
-        .map(|s| {
-            Provider::ALL
-                .into_iter()
-                .find(|p| p.as_str() == s)
-                .unwrap_or_default()
-        })
-}
-
 /// Arguments of `k8slb-actor run`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
@@ -125,7 +108,7 @@ pub struct RunArgs {
     pub node: NodeName,
     /// Which proxy serves the VIPs; must match the watcher's (a state planned for
     /// another proxy is refused: not rendered, and /readyz says why).
-    #[arg(long, env = "PROXY", default_value = "haproxy", value_parser = provider_arg())]
+    #[arg(long, env = "PROXY", default_value = "haproxy", value_parser = view::provider_arg())]
     pub proxy: Provider,
     /// Interface of a pool without `interface` in the config, instead of detection by
     /// longest-prefix match. Repeatable: `--interface default=eth1`.
@@ -477,12 +460,6 @@ pub fn open_source(
         }
     })
 }
-
-/// How long after the last applied change the state is saved as last-state.json (the
-/// first applied state is saved at once).
-pub const LAST_STATE_QUIET: Duration = Duration::from_secs(1);
-/// ... and at most this long after the first unsaved change (changes that never stop).
-pub const LAST_STATE_MAX: Duration = Duration::from_secs(10);
 
 fn save_last(path: &Path, s: &State) {
     if let Err(e) = write_atomic(path, &s.to_json()) {

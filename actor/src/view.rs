@@ -30,6 +30,23 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
+/// `--proxy` / `PROXY`: one of common's [`Provider`]s, listed with what each means.
+pub fn provider_arg() -> impl clap::builder::TypedValueParser<Value = Provider> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    let help = |p: Provider| match p {
+        Provider::Haproxy => "HAProxy in master-worker mode (default; all features)",
+        Provider::Nginx => "nginx: `http` for L7 ports, `stream` for L4 TCP and UDP ports",
+        Provider::Kubeproxy => "No proxy: keepalived only, kube-proxy forwards (`ipMode: VIP`)",
+    };
+    PossibleValuesParser::new(Provider::ALL.map(|p| PossibleValue::new(p.as_str()).help(help(p))))
+        .map(|s| {
+            Provider::ALL
+                .into_iter()
+                .find(|p| p.as_str() == s)
+                .unwrap_or_default()
+        })
+}
+
 /// What the caller knows about this node that the state does not say.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ViewOptions {
