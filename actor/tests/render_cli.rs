@@ -113,7 +113,18 @@ fn a_state_planned_for_another_provider_is_refused_and_nothing_is_written() {
     let path = dir.path().join("state.json");
     std::fs::write(&path, state.to_string()).unwrap();
     let s = path.to_str().unwrap();
-    let args = |proxy| ["--state", s, "--node", "lb-1", "--proxy", proxy, "--interface", "default=eth0"];
+    let args = |proxy| {
+        [
+            "--state",
+            s,
+            "--node",
+            "lb-1",
+            "--proxy",
+            proxy,
+            "--interface",
+            "default=eth0",
+        ]
+    };
     let (o, out) = render(&args("haproxy"));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{err}");
