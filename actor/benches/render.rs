@@ -5,8 +5,8 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use k8slb_actor::render::{runtime_diff, Renderer};
-use k8slb_actor::view::{view, view_with_previous, ProxyKind, ViewOptions};
-use k8slb_common::state::State;
+use k8slb_actor::view::{view, view_with_previous, ViewOptions};
+use k8slb_common::state::{Provider, State};
 use serde_json::{json, Value};
 use std::hint::black_box;
 
@@ -99,7 +99,7 @@ fn bench(c: &mut Criterion) {
     );
     let mut g = c.benchmark_group("render_10k_services");
     g.sample_size(10);
-    for proxy in [ProxyKind::Haproxy, ProxyKind::Nginx] {
+    for proxy in [Provider::Haproxy, Provider::Nginx] {
         let mut o = ViewOptions::new(proxy);
         o.interfaces
             .insert("default".parse().unwrap(), "eth0".parse().unwrap());
@@ -151,7 +151,7 @@ fn bench(c: &mut Criterion) {
     g.finish();
 
     // runtime_diff for a one-endpoint change (and the view that precedes it).
-    let mut o = ViewOptions::new(ProxyKind::Haproxy);
+    let mut o = ViewOptions::new(Provider::Haproxy);
     o.interfaces
         .insert("default".parse().unwrap(), "eth0".parse().unwrap());
     o.interfaces

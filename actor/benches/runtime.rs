@@ -30,8 +30,8 @@ use k8slb_actor::apply::{Applied, Applier, NodeContext, NodeRenderer, SlotOutcom
 use k8slb_actor::daemons::{Haproxy, Paths};
 use k8slb_actor::render::Renderer;
 use k8slb_actor::run::RealRenderer;
-use k8slb_actor::view::{ProxyKind, ViewOptions};
-use k8slb_common::state::State;
+use k8slb_actor::view::ViewOptions;
+use k8slb_common::state::{Provider, State};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::Path;
@@ -236,7 +236,7 @@ fn run_size(n: usize) -> Result<(), Failure> {
     let wrapper = ns.wrapper(dir.path(), "haproxy");
 
     // As `run()` fills it.
-    let mut base = ViewOptions::new(ProxyKind::Haproxy);
+    let mut base = ViewOptions::new(Provider::Haproxy);
     base.runtime_socket = paths.haproxy_runtime_socket();
     base.pid_file = paths.haproxy_pid();
     base.track_file = paths.proxy_health();

@@ -7,13 +7,16 @@
 //! - `/livez`: 200 while the control loop ticks (no tick for 30 s: 503);
 //! - `/readyz`: 200 only while the daemons run the applied config (after the first
 //!   successful apply, and while no daemon is down or failed its last start or
-//!   reload); 503 with the reason otherwise (`not ready: haproxy not running: ...`);
+//!   reload, and while the newest state is for this actor's provider); 503 with the
+//!   reason otherwise (`not ready: haproxy not running: ...`, `not ready: the state was
+//!   planned for provider nginx, but this actor runs haproxy ...`);
 //! - `/metrics`: Prometheus text (prometheus-client), families below.
 //!
 //! Metric families (all prefixed `k8slb_actor_`):
 //! `reloads_total{daemon,result}`, `runtime_api_updates_total`,
 //! `config_check_failures_total{daemon}`, `child_restarts_total{daemon}`,
-//! `state_refused_total`, `applies_total{result}`, `vips_held{pool,vip}` (1 per VIP of
+//! `state_refused_total`, `provider_mismatch{planned}` (1 while the newest state was
+//! planned for another provider, which is not rendered), `applies_total{result}`, `vips_held{pool,vip}` (1 per VIP of
 //! the state that this node holds now), `fd_limit` (the open-files hard limit the proxy
 //! runs under), `proxy_maxconn` (HAProxy's global `maxconn` or nginx's
 //! `worker_connections` as rendered, after fitting to `fd_limit`; 0 when the admin sets
@@ -51,6 +54,12 @@ pub struct ResultLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PlannedLabel {
+    /// The provider the refused state was planned for.
+    pub planned: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct VipLabel {
     pub pool: String,
     pub vip: String,
@@ -64,6 +73,7 @@ pub struct Metrics {
     pub config_check_failures: Family<DaemonLabel, Counter>,
     pub child_restarts: Family<DaemonLabel, Counter>,
     pub state_refused: Counter,
+    pub provider_mismatch: Family<PlannedLabel, Gauge>,
     pub applies: Family<ResultLabel, Counter>,
     pub vips_held: Family<VipLabel, Gauge>,
     pub fd_limit: Gauge,
@@ -84,6 +94,7 @@ impl Metrics {
         let config_check_failures = Family::<DaemonLabel, Counter>::default();
         let child_restarts = Family::<DaemonLabel, Counter>::default();
         let state_refused = Counter::default();
+        let provider_mismatch = Family::<PlannedLabel, Gauge>::default();
         let applies = Family::<ResultLabel, Counter>::default();
         let vips_held = Family::<VipLabel, Gauge>::default();
         let fd_limit = Gauge::default();
@@ -110,8 +121,13 @@ impl Metrics {
         );
         registry.register(
             "state_refused",
-            "State documents that failed to parse or to render (the previous one is kept)",
+            "State documents refused: unreadable, or planned for another provider (the previous one is kept)",
             state_refused.clone(),
+        );
+        registry.register(
+            "provider_mismatch",
+            "1 while the newest state was planned for another provider than this actor's (labelled with it): not rendered",
+            provider_mismatch.clone(),
         );
         registry.register(
             "applies",
@@ -142,6 +158,7 @@ impl Metrics {
             config_check_failures,
             child_restarts,
             state_refused,
+            provider_mismatch,
             applies,
             vips_held,
         }
@@ -178,6 +195,19 @@ impl Metrics {
                 result: result.into(),
             })
             .inc();
+    }
+
+    /// `provider_mismatch`: 1 for `planned` (the provider of a refused state), or
+    /// nothing.
+    pub fn set_provider_mismatch(&self, planned: Option<k8slb_common::state::Provider>) {
+        self.provider_mismatch.clear();
+        if let Some(p) = planned {
+            self.provider_mismatch
+                .get_or_create(&PlannedLabel {
+                    planned: p.as_str().into(),
+                })
+                .set(1);
+        }
     }
 
     /// Replace the whole `vips_held` family with `held` (pool, vip).

@@ -6,10 +6,10 @@
 //! `--interface <pool>=<ifname>`.
 
 use crate::render::{Rendered, Renderer};
-use crate::view::{view, ProxyKind, ViewOptions};
+use crate::view::{view, ViewOptions};
 use anyhow::Context as _;
 use k8slb_common::names::{IfName, NodeName, PoolName};
-use k8slb_common::state::State;
+use k8slb_common::state::{Provider, State};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -22,9 +22,10 @@ pub struct RenderArgs {
     /// This node's name (the Kubernetes Node name the state uses).
     #[arg(long, env = "K8SLB_NODE_NAME")]
     pub node: NodeName,
-    /// Which proxy to render for (k8slb's PROXY).
-    #[arg(long, env = "PROXY", value_enum, default_value = "haproxy")]
-    pub proxy: ProxyKind,
+    /// Which proxy to render for (k8slb's PROXY); a state planned for another is
+    /// refused.
+    #[arg(long, env = "PROXY", default_value = "haproxy", value_parser = crate::view::provider_arg())]
+    pub proxy: Provider,
     /// Interface of a pool, as <pool>=<ifname>; repeat for several pools. Overrides the
     /// pool's `interface` in the state. Render does not detect interfaces.
     #[arg(long = "interface", value_name = "POOL=IFNAME", value_parser = parse_interface)]
@@ -88,6 +89,13 @@ pub fn run(args: RenderArgs) -> anyhow::Result<()> {
         .with_context(|| format!("reading state {}", args.state.display()))?;
     let state =
         State::from_json(&text).with_context(|| format!("state {}", args.state.display()))?;
+    if let Some(planned) = crate::control::provider_mismatch(&state, args.proxy) {
+        anyhow::bail!(
+            "state {}: {}",
+            args.state.display(),
+            crate::control::mismatch_reason(planned, args.proxy)
+        );
+    }
     let renderer = match &args.templates {
         Some(dir) => Renderer::from_dir(dir),
         None => Renderer::embedded(),

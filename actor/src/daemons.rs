@@ -29,7 +29,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Which daemon; `as_str` is the metric label.
+/// Which daemon: a process the actor runs (keepalived for every provider, plus the
+/// proxy of `haproxy` and `nginx`), not a provider; `as_str` is the metric label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum DaemonKind {
     Keepalived,

@@ -16,12 +16,16 @@
 //! - [`supervise`]: keepalived and the proxy as children, restarted with backoff;
 //! - [`admin`]: `/livez`, `/readyz`, `/metrics`;
 //! - [`state_source`]: where `run` gets the state: a file, or the watcher's ConfigMaps;
-//! - [`run`]: `k8slb-actor run`;
+//! - [`control`]: pure, the control loop's decisions as a step over inputs (state
+//!   arrived, tick, apply outcome, daemons supervised, shutdown) returning actions;
+//! - [`run`]: `k8slb-actor run`: the driver that feeds [`control`] and carries out its
+//!   actions;
 //! - [`init`]: PID 1 in a container: forwards signals to the actor and reaps orphans.
 
 pub mod admin;
 pub mod apply;
 pub mod cmd_render;
+pub mod control;
 pub mod daemons;
 pub mod debug;
 pub mod fdlimit;

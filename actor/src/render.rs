@@ -6,13 +6,15 @@
 //! receive is a validated type (see [`crate::view`]), so the text a template writes is the
 //! only structure in the output: no value can add a line, a brace or a `;`.
 //!
-//! [`runtime_diff`] tells an endpoint-only change (applied through the HAProxy Runtime
-//! API, no reload) from a structural one (reload). It looks only at the proxy part of the
-//! views; keepalived.conf changes are detected by comparing its rendered text.
+//! [`is_structural`] is the one definition of what is structural (a reload) and what
+//! is an endpoint-only change (applied through the HAProxy Runtime API, no reload);
+//! [`runtime_diff`] turns the latter into Runtime API commands. keepalived.conf changes
+//! are also detected by comparing its rendered text.
 
-use crate::view::{HaproxyView, KeepalivedView, NginxView, NodeView, ProxyKind, Skipped, Slot};
+use crate::view::{HaproxyView, KeepalivedView, NginxView, NodeView, Skipped};
 use k8slb_common::names::ConfigLine;
 use k8slb_common::names::NodeName;
+use k8slb_common::state::Provider;
 use serde::Serialize;
 use serde_json::Value;
 use std::net::IpAddr;
@@ -92,11 +94,11 @@ pub struct Rendered {
 
 impl Rendered {
     /// File name of the proxy config for `proxy`.
-    pub fn proxy_file_name(proxy: ProxyKind) -> Option<&'static str> {
+    pub fn proxy_file_name(proxy: Provider) -> Option<&'static str> {
         match proxy {
-            ProxyKind::Haproxy => Some("haproxy.cfg"),
-            ProxyKind::Nginx => Some("nginx.conf"),
-            ProxyKind::Kubeproxy => None,
+            Provider::Haproxy => Some("haproxy.cfg"),
+            Provider::Nginx => Some("nginx.conf"),
+            Provider::Kubeproxy => None,
         }
     }
 }
@@ -395,7 +397,7 @@ impl Renderer {
     /// haproxy.cfg / nginx.conf, `None` for kubeproxy.
     pub fn render_proxy(&self, view: &NodeView) -> Result<Option<String>, RenderError> {
         match view.proxy {
-            ProxyKind::Haproxy => {
+            Provider::Haproxy => {
                 let hp = view
                     .haproxy
                     .as_ref()
@@ -405,7 +407,7 @@ impl Renderer {
                 drop_later(ctx);
                 out.map(Some)
             }
-            ProxyKind::Nginx => {
+            Provider::Nginx => {
                 let nx = view
                     .nginx
                     .as_ref()
@@ -415,7 +417,7 @@ impl Renderer {
                 drop_later(ctx);
                 out.map(Some)
             }
-            ProxyKind::Kubeproxy => Ok(None),
+            Provider::Kubeproxy => Ok(None),
         }
     }
 
@@ -492,9 +494,41 @@ impl RuntimeCommand {
     }
 }
 
-/// True iff the two HAProxy views render the same config up to the contents of server
-/// slots (addresses and ready/drain/empty states). The slot *count* is structural.
-pub fn same_haproxy_structure(a: &HaproxyView, b: &HaproxyView) -> bool {
+/// A config file of the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Config {
+    /// keepalived.conf: rendered from `keepalived` alone.
+    Keepalived,
+    /// haproxy.cfg / nginx.conf (nothing for kubeproxy).
+    Proxy,
+}
+
+/// Whether `config` differs between the two views beyond the contents of HAProxy server
+/// slots (their addresses and ready/drain/empty states): the one place that decides
+/// what is structural (a reload) and what is endpoints only (the Runtime API, no
+/// reload). The apply's fast path (`RealRenderer::same_outside_proxy` in [`crate::run`])
+/// asks it for keepalived.conf, [`runtime_diff`] for the proxy config.
+///
+/// For the proxy config: the node, the provider, the skipped ports, any HAProxy field
+/// but the slots (the slot *count* is structural), or anything of nginx's.
+pub fn is_structural(config: Config, old: &NodeView, new: &NodeView) -> bool {
+    match config {
+        Config::Keepalived => old.keepalived != new.keepalived,
+        Config::Proxy => {
+            old.node != new.node
+                || old.proxy != new.proxy
+                || old.skipped != new.skipped
+                || match (&old.haproxy, &new.haproxy) {
+                    (Some(o), Some(n)) => !same_haproxy_structure(o, n),
+                    (None, None) => old.nginx != new.nginx,
+                    _ => true,
+                }
+        }
+    }
+}
+
+/// The HAProxy part of [`is_structural`].
+fn same_haproxy_structure(a: &HaproxyView, b: &HaproxyView) -> bool {
     a.runtime_socket == b.runtime_socket
         && a.pid_file == b.pid_file
         && a.global == b.global
@@ -517,31 +551,15 @@ pub fn same_haproxy_structure(a: &HaproxyView, b: &HaproxyView) -> bool {
         })
 }
 
-/// The structural part of a view: every HAProxy server slot emptied. Two views that
-/// differ only in endpoints (within the same slot counts) have equal structural parts,
-/// and so render to the same text. For nginx and kubeproxy it is the view itself.
-pub fn structural(view: &NodeView) -> NodeView {
-    let mut v = view.clone();
-    if let Some(hp) = v.haproxy.as_mut() {
-        for b in &mut hp.backends {
-            b.slots.iter_mut().for_each(|s| *s = Slot::EMPTY);
-        }
-    }
-    v
-}
-
 /// Endpoint-only difference between two views that HAProxy's Runtime API can apply
 /// without a reload. `None` if anything structural changed in the proxy part (then:
 /// reload), or for nginx when anything changed. `Some(vec![])` if nothing changed.
 pub fn runtime_diff(old: &NodeView, new: &NodeView) -> Option<Vec<RuntimeCommand>> {
-    if old.proxy != new.proxy || old.skipped != new.skipped {
+    if is_structural(Config::Proxy, old, new) {
         return None;
     }
     match (&old.haproxy, &new.haproxy) {
         (Some(o), Some(n)) => {
-            if !same_haproxy_structure(o, n) {
-                return None;
-            }
             let mut cmds = Vec::new();
             for (bo, bn) in o.backends.iter().zip(&n.backends) {
                 if bo.slots == bn.slots {
@@ -580,8 +598,8 @@ pub fn runtime_diff(old: &NodeView, new: &NodeView) -> Option<Vec<RuntimeCommand
             }
             Some(cmds)
         }
-        (None, None) => (old.nginx == new.nginx).then(Vec::new),
-        _ => None,
+        // nginx (unchanged, or it would be structural) and kubeproxy: nothing to send.
+        _ => Some(Vec::new()),
     }
 }
 

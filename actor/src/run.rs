@@ -9,7 +9,9 @@
 //! ```
 //!
 //! The control loop is a plain thread (daemons and netlink are driven synchronously);
-//! the admin server and signal handling run on tokio. Each tick (50 ms):
+//! the admin server and signal handling run on tokio. Its decisions are the pure
+//! [`crate::control::Control::step`]; [`control_loop`] is the driver that feeds it and
+//! carries out its actions. Each tick (50 ms):
 //!
 //! - the state source is polled every 50 ms ([`crate::state_source`]): a file (inode,
 //!   size, mtime, then contents, so an atomically replaced file is picked up), or the
@@ -17,10 +19,13 @@
 //!   to parse or decode is refused, and the previous one keeps running;
 //! - a change is debounced (100 ms quiet, at most 1 s) and applied ([`crate::apply`]);
 //!   after a successful apply the state is saved as `<work-dir>/last-state.json` (the
-//!   first at once, later ones after [`LAST_STATE_QUIET`] without changes, at most
-//!   [`LAST_STATE_MAX`] late), and at
+//!   first at once, later ones after [`crate::control::LAST_STATE_QUIET`] without changes, at most
+//!   [`crate::control::LAST_STATE_MAX`] late), and at
 //!   start, when the source is unavailable, the actor starts from it;
 //! - dead children are restarted with backoff; every 2 s the held VIPs are observed;
+//! - a state planned for another provider than `--proxy` is refused (logged once,
+//!   `provider_mismatch` metric, `/readyz` 503 with the reason); what was applied last
+//!   keeps running;
 //! - when keepalived exits on its own (SIGKILL, OOM), the VIPs of the state are removed
 //!   from this node at once, in the step that reaps it, before it is restarted: a
 //!   backup takes them over, and they must not stay here too (issue 9).
@@ -34,16 +39,17 @@
 //! actors can run on one machine in different network namespaces (`ip netns exec`).
 
 use crate::admin::{self, AdminState, Health, Metrics};
-use crate::apply::{Applied, Applier, Debouncer, Desired, NodeContext, NodeRenderer};
+use crate::apply::{Applied, Applier, Desired, NodeContext, NodeRenderer};
+use crate::control::{self, Action, ApplyOutcome, Control, Input, Note, Poll, Supervised, Timing};
 use crate::daemons::{self, Binaries, Daemon, Paths};
 use crate::render::{self, Renderer};
 use crate::state_source::{self, ConfigMapOptions, ConfigMapSource, Source};
 pub use crate::state_source::{FileSource, Polled};
-use crate::view::{self, NodeView, ProxyKind, ViewOptions};
+use crate::view::{self, NodeView, ViewOptions};
 use crate::vip::{self, AddrOps, PoolNetwork};
 use anyhow::Context;
 use k8slb_common::names::{IfName, NodeName, PoolName};
-use k8slb_common::state::State;
+use k8slb_common::state::{Provider, State};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -100,9 +106,10 @@ pub struct RunArgs {
     /// This node's name (the Node's metadata.name), as in the state's `nodes`.
     #[arg(long, env = "K8SLB_NODE_NAME")]
     pub node: NodeName,
-    /// Which proxy serves the VIPs; must match the watcher's.
-    #[arg(long, env = "PROXY", value_enum, default_value = "haproxy")]
-    pub proxy: ProxyKind,
+    /// Which proxy serves the VIPs; must match the watcher's (a state planned for
+    /// another proxy is refused: not rendered, and /readyz says why).
+    #[arg(long, env = "PROXY", default_value = "haproxy", value_parser = view::provider_arg())]
+    pub proxy: Provider,
     /// Interface of a pool without `interface` in the config, instead of detection by
     /// longest-prefix match. Repeatable: `--interface default=eth1`.
     #[arg(long = "interface", value_parser = parse_interface)]
@@ -234,9 +241,8 @@ impl NodeRenderer for RealRenderer {
         render::runtime_diff(old, new).map(|cmds| cmds.iter().map(|c| c.to_cli()).collect())
     }
     fn same_outside_proxy(&self, old: &NodeView, new: &NodeView) -> bool {
-        // keepalived.conf is a function of `keepalived` alone; the proxy config of
-        // `node`, `proxy`, `skipped` and the proxy part (which runtime_diff compares).
-        old.node == new.node && old.proxy == new.proxy && old.keepalived == new.keepalived
+        // The proxy config is `runtime_diff`'s to judge, right after this.
+        !render::is_structural(render::Config::Keepalived, old, new)
     }
     fn placement(&self, view: &NodeView) -> crate::handover::Placement {
         crate::handover::placement(&view.keepalived)
@@ -268,27 +274,28 @@ fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
 /// Everything the control loop needs besides the applier.
 pub struct LoopConfig {
     pub node: NodeName,
+    /// The provider this actor serves (`--proxy`): a state planned for another is refused.
+    pub provider: Provider,
     pub paths: Paths,
     pub source: StateSource,
     pub forced_interfaces: BTreeMap<PoolName, IfName>,
+    /// One iteration of the loop.
     pub tick: Duration,
-    pub poll_every: Duration,
-    pub observe_every: Duration,
-    pub retry_failed_after: Duration,
+    /// The periods and delays of [`Control`].
+    pub timing: Timing,
     pub stop_grace: Duration,
 }
 
 impl LoopConfig {
-    pub fn new(node: NodeName, paths: Paths, source: StateSource) -> Self {
+    pub fn new(node: NodeName, provider: Provider, paths: Paths, source: StateSource) -> Self {
         LoopConfig {
             node,
+            provider,
             paths,
             source,
             forced_interfaces: BTreeMap::new(),
             tick: Duration::from_millis(50),
-            poll_every: Duration::from_millis(50),
-            observe_every: Duration::from_secs(2),
-            retry_failed_after: Duration::from_secs(10),
+            timing: Timing::default(),
             stop_grace: Duration::from_secs(5),
         }
     }
@@ -454,12 +461,6 @@ pub fn open_source(
     })
 }
 
-/// How long after the last applied change the state is saved as last-state.json (the
-/// first applied state is saved at once).
-pub const LAST_STATE_QUIET: Duration = Duration::from_secs(1);
-/// ... and at most this long after the first unsaved change (changes that never stop).
-pub const LAST_STATE_MAX: Duration = Duration::from_secs(10);
-
 fn save_last(path: &Path, s: &State) {
     if let Err(e) = write_atomic(path, &s.to_json()) {
         tracing::error!(error = %e, path = %path.display(), "could not save the last applied state");
@@ -467,10 +468,11 @@ fn save_last(path: &Path, s: &State) {
 }
 
 /// The control loop; returns at shutdown, after keepalived, the VIPs and the proxy are
-/// gone.
+/// gone. A driver: every decision is [`Control::step`]'s; this feeds it the ticks, the
+/// shutdown flag and the results of its actions, and carries the actions out.
 pub fn control_loop<R: NodeRenderer>(
     cfg: LoopConfig,
-    mut source: Box<dyn Source>,
+    source: Box<dyn Source>,
     mut applier: Applier<R>,
     ops: &mut dyn AddrOps,
     shutdown: Arc<AtomicBool>,
@@ -478,225 +480,222 @@ pub fn control_loop<R: NodeRenderer>(
     metrics: Arc<Metrics>,
 ) {
     let _span = tracing::info_span!("control", node = %cfg.node).entered();
-    let described = source.describe();
-    let last_path = cfg.paths.last_state();
+    stop_leftovers(&cfg.paths);
+    let last_saved: Option<State> = std::fs::read_to_string(cfg.paths.last_state())
+        .ok()
+        .and_then(|t| load_state(&t).ok());
+    let mut control = Control::new(cfg.provider, cfg.timing.clone(), last_saved);
+    let mut driver = Driver {
+        described: source.describe(),
+        source,
+        applier: &mut applier,
+        ops,
+        health,
+        metrics,
+        cfg: &cfg,
+    };
+    loop {
+        let now = Instant::now();
+        let input = if shutdown.load(Ordering::Relaxed) {
+            Input::Shutdown
+        } else {
+            driver.health.tick();
+            Input::Tick
+        };
+        if driver.iterate(&mut control, input, now) == Flow::Exit {
+            return;
+        }
+        std::thread::sleep(cfg.tick);
+    }
+}
 
-    // Leftovers of an earlier actor of this work dir.
+/// Leftovers of an earlier actor of this work dir.
+fn stop_leftovers(paths: &Paths) {
     let leftovers = [
-        (cfg.paths.keepalived_pid(), cfg.paths.keepalived_conf()),
-        (cfg.paths.haproxy_pid(), cfg.paths.haproxy_cfg()),
-        (cfg.paths.nginx_pid(), cfg.paths.nginx_conf()),
+        (paths.keepalived_pid(), paths.keepalived_conf()),
+        (paths.haproxy_pid(), paths.haproxy_cfg()),
+        (paths.nginx_pid(), paths.nginx_conf()),
     ];
     for (pid, conf) in &leftovers {
         if let Some(p) = daemons::stop_leftover(pid, conf, Duration::from_secs(3)) {
             tracing::warn!(pid = p, config = %conf.display(), "stopped a daemon left behind by an earlier actor");
         }
     }
+}
 
-    let last_saved: Option<State> = std::fs::read_to_string(&last_path)
-        .ok()
-        .and_then(|t| load_state(&t).ok());
-    // The newest good state, and the last one applied as a whole (what runs).
-    let mut current: Option<Arc<State>> = None;
-    let mut applied: Option<Arc<State>> = None;
-    let mut cleaned = false;
-    let mut debouncer = Debouncer::default();
-    let mut retry_at: Option<Instant> = None;
-    let mut next_poll = Instant::now();
-    let mut next_observe = Instant::now();
-    let mut refused_text: Option<String> = None;
-    let mut applied_once = false;
-    let mut held_before: BTreeSet<IpAddr> = BTreeSet::new();
-    // When to save `applied` as last-state.json: LAST_STATE_QUIET after the last applied
-    // change, and at most LAST_STATE_MAX after the first unsaved one.
-    let mut save_due: Option<Instant> = None;
-    let mut unsaved_since: Option<Instant> = None;
+#[derive(Debug, PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Exit,
+}
 
-    while !shutdown.load(Ordering::Relaxed) {
-        let now = Instant::now();
-        health.tick();
-        if now >= next_poll {
-            next_poll = now + cfg.poll_every;
-            match source.poll() {
-                Polled::Unchanged => {}
-                Polled::Changed(text) => match load_state(&text) {
-                    Ok(s) => {
-                        if current.as_deref() != Some(&s) {
-                            tracing::info!(
-                                vips = s.vips.len(),
-                                services = s.services.len(),
-                                "new state"
-                            );
-                            current = Some(Arc::new(s));
-                            debouncer.changed(now);
-                        }
-                    }
-                    Err(e) => {
-                        if refused_text.as_deref() != Some(text.as_str()) {
-                            metrics.state_refused.inc();
-                            tracing::error!(error = %e, source = %described, "state refused; keeping the previous one");
-                            health.set_error(Some(format!("state refused: {e}")));
-                            refused_text = Some(text);
-                        }
-                    }
-                },
-                Polled::Decoded(s) => {
-                    if current.as_deref() != Some(&*s) {
-                        tracing::info!(
-                            vips = s.vips.len(),
-                            services = s.services.len(),
-                            "new state"
-                        );
-                        current = Some(Arc::new(*s));
-                        debouncer.changed(now);
-                    }
+/// Carries out [`Action`]s: the I/O side of the control loop.
+struct Driver<'a, R: NodeRenderer> {
+    source: Box<dyn Source>,
+    described: String,
+    applier: &'a mut Applier<R>,
+    ops: &'a mut dyn AddrOps,
+    health: Arc<Health>,
+    metrics: Arc<Metrics>,
+    cfg: &'a LoopConfig,
+}
+
+impl<R: NodeRenderer> Driver<'_, R> {
+    /// One iteration: `input`, then the answer of each action that has one, until an
+    /// action has none.
+    fn iterate(&mut self, control: &mut Control, input: Input, now: Instant) -> Flow {
+        let mut next = Some(input);
+        while let Some(input) = next.take() {
+            for action in control.step(input, now) {
+                if action == Action::Exit {
+                    return Flow::Exit;
                 }
-                Polled::Refused(e) => {
-                    metrics.state_refused.inc();
-                    tracing::error!(error = %e, source = %described, "state refused; keeping the previous one");
-                    health.set_error(Some(format!("state refused: {e}")));
-                }
-                Polled::Unavailable(e) => {
-                    if current.is_none() {
-                        if let Some(s) = last_saved.clone() {
-                            tracing::warn!(error = %e, source = %described, "state source unavailable; starting from the last applied state");
-                            current = Some(Arc::new(s));
-                            debouncer.changed(now);
-                        }
-                    }
+                if let Some(answer) = self.exec(action, now) {
+                    debug_assert!(next.is_none(), "one answer per step");
+                    next = Some(answer);
                 }
             }
         }
+        Flow::Continue
+    }
 
-        // Stale VIPs go before keepalived ever starts.
-        if !cleaned {
-            if let Some(s) = current.as_deref() {
-                let mut states = vec![s];
-                if let Some(l) = &last_saved {
-                    states.push(l);
-                }
-                remove_vips(ops, &states, &cfg.node);
-                cleaned = true;
+    /// Carry out `action`; its answer, if it has one.
+    fn exec(&mut self, action: Action, now: Instant) -> Option<Input> {
+        match action {
+            Action::PollSource => return Some(Input::Polled(self.poll())),
+            Action::RemoveStaleVips(states) => {
+                remove_vips(self.ops, &refs(&states), &self.cfg.node);
             }
-        }
-
-        let due = debouncer.fire(now) || retry_at.is_some_and(|t| now >= t);
-        if due && cleaned {
-            if let Some(s) = &current {
-                let addrs = ops.addresses().unwrap_or_else(|e| {
+            Action::Apply { state, known_vips } => {
+                let addrs = self.ops.addresses().unwrap_or_else(|e| {
                     tracing::error!(error = %e, "could not list addresses");
                     Vec::new()
                 });
-                let vips: BTreeSet<IpAddr> = applied
-                    .iter()
-                    .map(|a| &**a)
-                    .chain(last_saved.iter())
-                    .flat_map(|st| st.vips.keys().copied())
-                    .collect();
-                let ctx = node_context(s, &cfg.node, &cfg.forced_interfaces, &addrs, &vips);
-                match applier.apply(s, &ctx, now) {
-                    Ok(Applied::Deferred(t)) => retry_at = Some(t),
-                    Ok(a) => {
-                        // A VIP held out by the hand-over hold-down joins at its end.
-                        retry_at = applier.handover_until();
-                        applied = Some(s.clone());
-                        if !applied_once {
-                            save_last(&last_path, s);
-                            (save_due, unsaved_since) = (None, None);
-                        } else if a.changed() {
-                            // Debounced: for 10,000 Services the file is ~29 MB (50 ms to
-                            // serialise, more to sync), too much for every endpoint change.
-                            save_due = Some(now + LAST_STATE_QUIET);
-                            unsaved_since.get_or_insert(now);
-                        }
-                        applied_once = true;
-                        health.set_error(None);
-                    }
-                    Err(e) => {
-                        health.set_error(Some(e.to_string()));
-                        retry_at = Some(now + cfg.retry_failed_after);
-                    }
-                }
+                let cfg = self.cfg;
+                let ctx = node_context(
+                    &state,
+                    &cfg.node,
+                    &cfg.forced_interfaces,
+                    &addrs,
+                    &known_vips,
+                );
+                let outcome = match self.applier.apply(&state, &ctx, now) {
+                    Ok(Applied::Deferred(t)) => ApplyOutcome::Deferred(t),
+                    Ok(a) => ApplyOutcome::Done {
+                        changed: a.changed(),
+                        handover_until: self.applier.handover_until(),
+                    },
+                    Err(e) => ApplyOutcome::Failed(e.to_string()),
+                };
+                return Some(Input::Applied(outcome));
             }
-        }
-
-        let keepalived_ran = applier.keepalived().daemon().is_running();
-        applier.supervise(now);
-        if keepalived_exited(keepalived_ran, applier.keepalived().daemon().is_running()) {
-            let states: Vec<&State> = applied
-                .as_deref()
-                .into_iter()
-                .chain(current.as_deref())
-                .chain(last_saved.iter())
-                .collect();
-            remove_vips_of_dead_keepalived(ops, &states, &cfg.node);
-        }
-        if applier.wants_apply() {
-            debouncer.changed(now);
-        }
-        // Ready only while the daemons run the applied config (not merely after an
-        // apply once succeeded).
-        health.set_readiness(applier.not_ready());
-        // Only a state that was applied as a whole is saved (not a newer one that failed).
-        let save = save_due.is_some_and(|t| now >= t)
-            || unsaved_since.is_some_and(|t| now >= t + LAST_STATE_MAX);
-        if save {
-            if let Some(s) = &applied {
-                save_last(&last_path, s);
+            Action::Supervise => {
+                let keepalived_ran = self.applier.keepalived().daemon().is_running();
+                self.applier.supervise(now);
+                let keepalived_runs = self.applier.keepalived().daemon().is_running();
+                return Some(Input::Supervised(Supervised {
+                    keepalived_exited: keepalived_exited(keepalived_ran, keepalived_runs),
+                    wants_apply: self.applier.wants_apply(),
+                    not_ready: self.applier.not_ready(),
+                }));
             }
-            (save_due, unsaved_since) = (None, None);
-        }
-
-        if now >= next_observe {
-            next_observe = now + cfg.observe_every;
-            if let (Some(s), Ok(held)) = (&current, ops.addresses()) {
+            Action::RemoveVipsOfDeadKeepalived(states) => {
+                remove_vips_of_dead_keepalived(self.ops, &refs(&states), &self.cfg.node);
+            }
+            Action::SetReadiness(r) => self.health.set_readiness(r),
+            Action::SetError(e) => self.health.set_error(e),
+            Action::CountRefused => {
+                self.metrics.state_refused.inc();
+            }
+            Action::SetProviderMismatch(p) => self.metrics.set_provider_mismatch(p),
+            Action::SaveLastState(s) => save_last(&self.cfg.paths.last_state(), &s),
+            Action::ObserveVips(s) => {
+                let held = self.ops.addresses().ok()?;
                 let o = vip::observe(&held, &s.vips);
-                metrics.set_vips_held(
+                self.metrics.set_vips_held(
                     o.iter()
                         .map(|(ip, (pool, _))| (pool.as_str(), ip.to_string())),
                 );
-                // Which VIPs this node holds, when that changes (the metric has it too).
-                let now_held: BTreeSet<IpAddr> = o.keys().copied().collect();
-                if now_held != held_before {
-                    let list = |s: &BTreeSet<IpAddr>| {
-                        s.iter()
-                            .map(|ip| ip.to_string())
-                            .collect::<Vec<_>>()
-                            .join(",")
-                    };
-                    let gained: BTreeSet<IpAddr> =
-                        now_held.difference(&held_before).copied().collect();
-                    let lost: BTreeSet<IpAddr> =
-                        held_before.difference(&now_held).copied().collect();
-                    tracing::info!(
-                        held = %list(&now_held),
-                        gained = %list(&gained),
-                        lost = %list(&lost),
-                        "VIPs held by this node changed"
-                    );
-                    held_before = now_held;
-                }
+                return Some(Input::Observed(o.keys().copied().collect()));
             }
+            Action::Log(note) => self.log(note),
+            Action::StopKeepalived => self.applier.stop_keepalived(self.cfg.stop_grace),
+            Action::RemoveVips(states) => {
+                remove_vips(self.ops, &refs(&states), &self.cfg.node);
+                self.metrics.set_vips_held([]);
+            }
+            Action::StopProxy => self.applier.stop_proxy(self.cfg.stop_grace),
+            Action::Exit => {}
         }
-        std::thread::sleep(cfg.tick);
+        None
     }
 
-    if save_due.is_some() {
-        if let Some(s) = &applied {
-            save_last(&last_path, s);
+    fn poll(&mut self) -> Poll {
+        match self.source.poll() {
+            Polled::Unchanged => Poll::Unchanged,
+            Polled::Changed(text) => match load_state(&text) {
+                Ok(s) => Poll::State(Arc::new(s)),
+                Err(error) => Poll::Refused {
+                    text: Some(text),
+                    error,
+                },
+            },
+            Polled::Decoded(s) => Poll::State(Arc::new(*s)),
+            Polled::Refused(error) => Poll::Refused { text: None, error },
+            Polled::Unavailable(e) => Poll::Unavailable(e.to_string()),
         }
     }
-    tracing::info!("shutting down: keepalived first, then our VIPs, then the proxy");
-    applier.stop_keepalived(cfg.stop_grace);
-    let states: Vec<&State> = current
-        .as_deref()
-        .into_iter()
-        .chain(last_saved.iter())
-        .collect();
-    remove_vips(ops, &states, &cfg.node);
-    metrics.set_vips_held([]);
-    applier.stop_proxy(cfg.stop_grace);
-    tracing::info!("stopped");
+
+    fn log(&self, note: Note) {
+        let source = &self.described;
+        match note {
+            Note::NewState { vips, services } => {
+                tracing::info!(vips, services, "new state");
+            }
+            Note::StateRefused { error } => {
+                tracing::error!(error = %error, source = %source, "state refused; keeping the previous one");
+            }
+            Note::StartingFromLastSaved { error } => {
+                tracing::warn!(error = %error, source = %source, "state source unavailable; starting from the last applied state");
+            }
+            Note::ProviderMismatch {
+                planned,
+                actor,
+                applied,
+            } => {
+                tracing::error!(
+                    planned = %planned, actor = %actor, source = %source,
+                    "state refused: {}", control::refusal(planned, actor, applied)
+                );
+            }
+            Note::ProviderMatchesAgain { provider } => {
+                tracing::info!(provider = %provider, source = %source, "the state is planned for this actor's provider again");
+            }
+            Note::HeldChanged { held, gained, lost } => {
+                // Which VIPs this node holds, when that changes (the metric has it too).
+                let list = |s: &BTreeSet<IpAddr>| {
+                    s.iter()
+                        .map(|ip| ip.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                };
+                tracing::info!(
+                    held = %list(&held),
+                    gained = %list(&gained),
+                    lost = %list(&lost),
+                    "VIPs held by this node changed"
+                );
+            }
+            Note::ShuttingDown => {
+                tracing::info!("shutting down: keepalived first, then our VIPs, then the proxy");
+            }
+            Note::Stopped => tracing::info!("stopped"),
+        }
+    }
+}
+
+fn refs(states: &[Arc<State>]) -> Vec<&State> {
+    states.iter().map(|s| &**s).collect()
 }
 
 /// Whether binding to non-local addresses is already allowed (IPv6 off counts as on).
@@ -718,79 +717,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     .context("templates")?;
     let paths = Paths::new(&args.work_dir);
-    let mut base = ViewOptions::new(args.proxy);
-    base.runtime_socket = paths.haproxy_runtime_socket();
-    base.pid_file = match args.proxy {
-        ProxyKind::Nginx => paths.nginx_pid(),
-        _ => paths.haproxy_pid(),
-    };
-    base.interfaces = args.interfaces.iter().cloned().collect();
-    base.track_file = paths.proxy_health();
-    // k8slb's PRIORITY<n>, as `render` reads them; a bad value exits 64 with one line.
-    base.priority_overrides = crate::cmd_render::priority_overrides(std::env::vars())
-        .context("PRIORITY<n> environment")?;
     let metrics = Arc::new(Metrics::new());
-    match daemons::raise_open_files_limit() {
-        Ok((before, after)) if before < after => {
-            tracing::info!(before, after, "open-files limit raised for the proxy");
-        }
-        Ok((_, after)) => tracing::debug!(limit = after, "open-files limit"),
-        Err(e) => tracing::warn!(error = %e, "could not raise the open-files limit"),
-    }
-    // The proxy inherits the hard limit: its connection limits are fitted to it.
-    match crate::fdlimit::FdBudget::of_this_process() {
-        Ok(b) => {
-            metrics
-                .fd_limit
-                .set(i64::try_from(b.limit).unwrap_or(i64::MAX));
-            base.fd_budget = Some(b);
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "could not read the open-files limit; proxy limits rendered as configured")
-        }
-    }
+    let base = view_options(&args, &paths, &metrics)?;
     let mut real = RealRenderer::new(renderer, args.node.clone(), base);
     real.metrics = Some(metrics.clone());
-
-    // Only nginx needs ip_nonlocal_bind: HAProxy binds with `transparent` (IP_TRANSPARENT,
-    // or IP_FREEBIND without privilege; no sysctl) and kubeproxy binds nothing. In a Pod, /proc/sys is read-only:
-    // the nginx manifest's init container (or the node's sysctl.d) sets it, and writing it
-    // again would only fail with a false alarm.
-    if args.proxy == ProxyKind::Nginx {
-        if nonlocal_bind_already_on() {
-            tracing::debug!("ip_nonlocal_bind is already on");
-        } else if let Err(e) = vip::allow_nonlocal_bind() {
-            tracing::error!(
-                error = %e,
-                "nginx needs net.ipv4.ip_nonlocal_bind=1 and net.ipv6.ip_nonlocal_bind=1 \
-                 and they are off; nginx cannot listen on VIPs this node does not hold \
-                 (set both on the node, e.g. with sysctl.d or the nginx manifest's init \
-                 container, or use --proxy haproxy)"
-            );
-        }
+    if args.proxy == Provider::Nginx {
+        check_nonlocal_bind();
     }
-
-    let bins = Binaries {
-        keepalived: args.keepalived_bin.clone(),
-        haproxy: args.haproxy_bin.clone(),
-        nginx: args.nginx_bin.clone(),
-    };
-    let keepalived: Box<dyn Daemon> =
-        Box::new(daemons::Keepalived::new(&bins.keepalived, paths.clone()));
-    let proxy: Option<Box<dyn Daemon>> = match args.proxy {
-        ProxyKind::Haproxy => Some(Box::new(daemons::Haproxy::new(
-            &bins.haproxy,
-            paths.clone(),
-        ))),
-        ProxyKind::Nginx => Some(Box::new(daemons::Nginx::new(&bins.nginx, paths.clone()))),
-        ProxyKind::Kubeproxy => None,
-    };
+    let applier = applier(&args, &paths, real, metrics.clone());
     let health = Arc::new(Health::default());
-    let mut applier = Applier::new(real, keepalived, proxy, metrics.clone());
-    applier.min_reload_interval = Duration::from_millis(args.min_reload_interval_ms);
-    applier.vip_handover = Duration::from_millis(args.vip_handover_ms);
 
-    let mut cfg = LoopConfig::new(args.node.clone(), paths, args.state.clone());
+    let mut cfg = LoopConfig::new(args.node.clone(), args.proxy, paths, args.state.clone());
     cfg.forced_interfaces = args.interfaces.iter().cloned().collect();
 
     // The Kubernetes client only for the ConfigMap source. Building it reads the
@@ -827,10 +764,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .context("spawn the control loop")?;
 
     let (admin_stop_tx, admin_stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let admin_state = AdminState {
-        metrics: metrics.clone(),
-        health: health.clone(),
-    };
+    let admin_state = AdminState { metrics, health };
     let admin_addr = args.admin_addr;
     let admin = tokio::spawn(async move {
         if let Err(e) = admin::serve(admin_addr, admin_state, async {
@@ -842,6 +776,103 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     });
 
+    let result = until_stopped(control, shutdown).await?;
+    let _ = admin_stop_tx.send(());
+    let _ = admin.await;
+    match result {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e).context("control loop"),
+        Err(_) => anyhow::bail!("control loop panicked"),
+    }
+}
+
+/// The view options of this actor: paths in the work dir, `--interface`, k8slb's
+/// `PRIORITY<n>` (a bad value exits 64 with one line, as `render` does), and the proxy's
+/// connection limits fitted to the open-files limit (raised here; the proxy inherits it).
+fn view_options(args: &RunArgs, paths: &Paths, metrics: &Metrics) -> anyhow::Result<ViewOptions> {
+    let mut base = ViewOptions::new(args.proxy);
+    base.runtime_socket = paths.haproxy_runtime_socket();
+    base.pid_file = match args.proxy {
+        Provider::Nginx => paths.nginx_pid(),
+        _ => paths.haproxy_pid(),
+    };
+    base.interfaces = args.interfaces.iter().cloned().collect();
+    base.track_file = paths.proxy_health();
+    base.priority_overrides = crate::cmd_render::priority_overrides(std::env::vars())
+        .context("PRIORITY<n> environment")?;
+    match daemons::raise_open_files_limit() {
+        Ok((before, after)) if before < after => {
+            tracing::info!(before, after, "open-files limit raised for the proxy");
+        }
+        Ok((_, after)) => tracing::debug!(limit = after, "open-files limit"),
+        Err(e) => tracing::warn!(error = %e, "could not raise the open-files limit"),
+    }
+    match crate::fdlimit::FdBudget::of_this_process() {
+        Ok(b) => {
+            metrics
+                .fd_limit
+                .set(i64::try_from(b.limit).unwrap_or(i64::MAX));
+            base.fd_budget = Some(b);
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the open-files limit; proxy limits rendered as configured")
+        }
+    }
+    Ok(base)
+}
+
+/// Only nginx needs ip_nonlocal_bind: HAProxy binds with `transparent` (IP_TRANSPARENT,
+/// or IP_FREEBIND without privilege; no sysctl) and kubeproxy binds nothing. In a Pod,
+/// /proc/sys is read-only: the nginx manifest's init container (or the node's sysctl.d)
+/// sets it, and writing it again would only fail with a false alarm.
+fn check_nonlocal_bind() {
+    if nonlocal_bind_already_on() {
+        tracing::debug!("ip_nonlocal_bind is already on");
+    } else if let Err(e) = vip::allow_nonlocal_bind() {
+        tracing::error!(
+            error = %e,
+            "nginx needs net.ipv4.ip_nonlocal_bind=1 and net.ipv6.ip_nonlocal_bind=1 \
+             and they are off; nginx cannot listen on VIPs this node does not hold \
+             (set both on the node, e.g. with sysctl.d or the nginx manifest's init \
+             container, or use --proxy haproxy)"
+        );
+    }
+}
+
+/// keepalived and the provider's proxy (none for kubeproxy) under one [`Applier`].
+fn applier(
+    args: &RunArgs,
+    paths: &Paths,
+    real: RealRenderer,
+    metrics: Arc<Metrics>,
+) -> Applier<RealRenderer> {
+    let bins = Binaries {
+        keepalived: args.keepalived_bin.clone(),
+        haproxy: args.haproxy_bin.clone(),
+        nginx: args.nginx_bin.clone(),
+    };
+    let keepalived: Box<dyn Daemon> =
+        Box::new(daemons::Keepalived::new(&bins.keepalived, paths.clone()));
+    let proxy: Option<Box<dyn Daemon>> = match args.proxy {
+        Provider::Haproxy => Some(Box::new(daemons::Haproxy::new(
+            &bins.haproxy,
+            paths.clone(),
+        ))),
+        Provider::Nginx => Some(Box::new(daemons::Nginx::new(&bins.nginx, paths.clone()))),
+        Provider::Kubeproxy => None,
+    };
+    let mut applier = Applier::new(real, keepalived, proxy, metrics);
+    applier.min_reload_interval = Duration::from_millis(args.min_reload_interval_ms);
+    applier.vip_handover = Duration::from_millis(args.vip_handover_ms);
+    applier
+}
+
+/// Waits for the control loop to end, on its own or after SIGTERM / SIGINT (which set
+/// `shutdown`: the loop then stops keepalived, our VIPs and the proxy, in that order).
+async fn until_stopped<T: Send + 'static>(
+    control: std::thread::JoinHandle<T>,
+    shutdown: Arc<AtomicBool>,
+) -> anyhow::Result<std::thread::Result<T>> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let control_done = {
@@ -861,18 +892,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     };
     tokio::pin!(control_done);
-    let result = tokio::select! {
+    Ok(tokio::select! {
         _ = term.recv() => { tracing::info!(signal = "SIGTERM", "stopping"); shutdown.store(true, Ordering::Relaxed); control_done.await }
         _ = int.recv() => { tracing::info!(signal = "SIGINT", "stopping"); shutdown.store(true, Ordering::Relaxed); control_done.await }
         r = &mut control_done => r,
-    };
-    let _ = admin_stop_tx.send(());
-    let _ = admin.await;
-    match result {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(e).context("control loop"),
-        Err(_) => anyhow::bail!("control loop panicked"),
-    }
+    })
 }
 
 #[cfg(test)]

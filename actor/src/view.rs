@@ -24,35 +24,33 @@
 
 use crate::fdlimit::{self, FdBudget, HaproxyFds};
 use k8slb_common::names::{ConfigLine, Email, IfName, NodeName, PoolName, ServiceKey, SmtpServer};
-use k8slb_common::state::{Family, Mode, Protocol, ProxyProtocol, State, Stickiness};
+use k8slb_common::state::{Family, Mode, Protocol, Provider, ProxyProtocol, State, Stickiness};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
-/// Which proxy serves the VIPs on this node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProxyKind {
-    /// HAProxy in master-worker mode (default; all features).
-    Haproxy,
-    /// nginx: `http` for L7 ports, `stream` for L4 TCP and UDP ports.
-    Nginx,
-    /// No proxy: keepalived only, kube-proxy forwards (`ipMode: VIP`).
-    Kubeproxy,
-}
-
-impl ProxyKind {
-    /// True iff there is a proxy whose health keepalived tracks (not kubeproxy).
-    pub fn has_proxy(self) -> bool {
-        !matches!(self, ProxyKind::Kubeproxy)
-    }
+/// `--proxy` / `PROXY`: one of common's [`Provider`]s, listed with what each means.
+pub fn provider_arg() -> impl clap::builder::TypedValueParser<Value = Provider> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    let help = |p: Provider| match p {
+        Provider::Haproxy => "HAProxy in master-worker mode (default; all features)",
+        Provider::Nginx => "nginx: `http` for L7 ports, `stream` for L4 TCP and UDP ports",
+        Provider::Kubeproxy => "No proxy: keepalived only, kube-proxy forwards (`ipMode: VIP`)",
+    };
+    PossibleValuesParser::new(Provider::ALL.map(|p| PossibleValue::new(p.as_str()).help(help(p))))
+        .map(|s| {
+            Provider::ALL
+                .into_iter()
+                .find(|p| p.as_str() == s)
+                .unwrap_or_default()
+        })
 }
 
 /// What the caller knows about this node that the state does not say.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ViewOptions {
-    pub proxy: ProxyKind,
+    pub proxy: Provider,
     /// Interface per pool, resolved by the caller (a forced `interface` in the state
     /// wins; otherwise detection). A pool of an instance this node is a member of that
     /// is missing here is a [`ViewError::NoInterface`].
@@ -80,9 +78,9 @@ pub struct ViewOptions {
 
 impl ViewOptions {
     /// Defaults for `proxy`: no interfaces, no overrides, sockets under `/run/k8slb`.
-    pub fn new(proxy: ProxyKind) -> Self {
+    pub fn new(proxy: Provider) -> Self {
         let pid = match proxy {
-            ProxyKind::Nginx => "/run/k8slb/nginx.pid",
+            Provider::Nginx => "/run/k8slb/nginx.pid",
             _ => "/run/k8slb/haproxy.pid",
         };
         ViewOptions {
@@ -141,7 +139,7 @@ impl ViewError {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NodeView {
     pub node: NodeName,
-    pub proxy: ProxyKind,
+    pub proxy: Provider,
     pub keepalived: KeepalivedView,
     /// `Some` iff `proxy == Haproxy`.
     pub haproxy: Option<HaproxyView>,
@@ -572,18 +570,18 @@ pub fn view_with_previous(
     let keepalived = keepalived_view(state, node, opts, &mut notes)?;
     let mut skipped = Vec::new();
     let (haproxy, nginx) = match opts.proxy {
-        ProxyKind::Haproxy => {
+        Provider::Haproxy => {
             let prev = previous.and_then(|p| p.haproxy.as_ref());
             (
                 Some(haproxy_view(state, opts, prev, &mut skipped, &mut notes)?),
                 None,
             )
         }
-        ProxyKind::Nginx => (
+        Provider::Nginx => (
             None,
             Some(nginx_view(state, opts, &mut skipped, &mut notes)?),
         ),
-        ProxyKind::Kubeproxy => (None, None),
+        Provider::Kubeproxy => (None, None),
     };
     Ok(NodeView {
         node: node.clone(),
@@ -1466,7 +1464,7 @@ mod tests {
     fn haproxy_global_defaults_unless_the_admin_sets_them() {
         let mut state = State::from_json(include_str!("../tests/fixtures/empty.json")).unwrap();
         let node: NodeName = "n1".parse().unwrap();
-        let opts = ViewOptions::new(ProxyKind::Haproxy);
+        let opts = ViewOptions::new(Provider::Haproxy);
         let v = view(&state, &node, &opts).unwrap();
         assert_eq!(
             v.haproxy.unwrap().default_global,
@@ -1483,7 +1481,7 @@ mod tests {
     fn httpfront_lines_the_template_writes_are_dropped_once() {
         let mut state = State::from_json(include_str!("../tests/fixtures/empty.json")).unwrap();
         let node: NodeName = "n1".parse().unwrap();
-        let opts = ViewOptions::new(ProxyKind::Haproxy);
+        let opts = ViewOptions::new(Provider::Haproxy);
         // k8slb's defaults, spaced differently, and one line of the admin's own.
         state.config.haproxy.httpfront = [
             "option  forwardfor",
@@ -1525,7 +1523,7 @@ mod tests {
         let mut state = State::from_json(include_str!("../tests/fixtures/empty.json")).unwrap();
         state.config.haproxy.global = vec!["maxconn 20000".parse().unwrap()];
         let node: NodeName = "n1".parse().unwrap();
-        let mut opts = ViewOptions::new(ProxyKind::Haproxy);
+        let mut opts = ViewOptions::new(Provider::Haproxy);
         let maxconn = |v: &NodeView| {
             v.haproxy
                 .as_ref()
@@ -1588,7 +1586,7 @@ mod tests {
             .any(|n| n.contains("ulimit-n 100000 lowered to 4096")));
 
         // nginx: the default events block and an admin's worker_rlimit_nofile.
-        let mut opts = ViewOptions::new(ProxyKind::Nginx);
+        let mut opts = ViewOptions::new(Provider::Nginx);
         state.config.nginx.global = vec![];
         let v = view(&state, &node, &opts).unwrap();
         assert_eq!(v.proxy_maxconn(), Some(NGINX_WORKER_CONNECTIONS));

@@ -13,8 +13,8 @@
 mod support;
 
 use k8slb_actor::render::Renderer;
-use k8slb_actor::view::{view, ProxyKind, ViewOptions};
-use k8slb_common::state::State;
+use k8slb_actor::view::{view, ViewOptions};
+use k8slb_common::state::{Provider, State};
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -98,7 +98,7 @@ fn haproxy_serves_vips_not_yet_held_with_nonlocal_bind_off() {
     );
 
     // The actor's config for this node.
-    let mut o = ViewOptions::new(ProxyKind::Haproxy);
+    let mut o = ViewOptions::new(Provider::Haproxy);
     for pool in ["default", "ipv6"] {
         o.interfaces
             .insert(pool.parse().unwrap(), "eth0".parse().unwrap());

@@ -103,3 +103,37 @@ fn bad_flags_are_refused() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent.json"));
 }
+
+#[test]
+fn a_state_planned_for_another_provider_is_refused_and_nothing_is_written() {
+    let mut state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("two-pools")).unwrap()).unwrap();
+    state["provider"] = "nginx".into();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.json");
+    std::fs::write(&path, state.to_string()).unwrap();
+    let s = path.to_str().unwrap();
+    let args = |proxy| {
+        [
+            "--state",
+            s,
+            "--node",
+            "lb-1",
+            "--proxy",
+            proxy,
+            "--interface",
+            "default=eth0",
+        ]
+    };
+    let (o, out) = render(&args("haproxy"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("the state was planned for provider nginx, but this actor runs haproxy"),
+        "{err}"
+    );
+    assert!(files(out.path()).is_empty());
+    let (o, out) = render(&args("nginx"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(files(out.path()), ["keepalived.conf", "nginx.conf"]);
+}

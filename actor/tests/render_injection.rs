@@ -3,8 +3,8 @@
 //! templates write (no value adds a line).
 
 use k8slb_actor::render::Renderer;
-use k8slb_actor::view::{view, ProxyKind, ViewOptions};
-use k8slb_common::state::State;
+use k8slb_actor::view::{view, ViewOptions};
+use k8slb_common::state::{Provider, State};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -164,7 +164,7 @@ fn free_strings_in_the_state_are_not_rendered() {
     v["problems"] = json!([{"object": evil, "reason": evil, "message": evil}]);
     let state = State::from_json(&v.to_string()).expect("these fields are plain strings");
     let r = Renderer::embedded().unwrap();
-    for proxy in [ProxyKind::Haproxy, ProxyKind::Nginx, ProxyKind::Kubeproxy] {
+    for proxy in [Provider::Haproxy, Provider::Nginx, Provider::Kubeproxy] {
         let mut o = ViewOptions::new(proxy);
         o.interfaces
             .insert("default".parse().unwrap(), "eth0".parse().unwrap());
@@ -180,7 +180,7 @@ fn free_strings_in_the_state_are_not_rendered() {
 #[test]
 fn unsafe_option_paths_are_refused() {
     let state = State::from_json(&base().to_string()).unwrap();
-    let mut o = ViewOptions::new(ProxyKind::Haproxy);
+    let mut o = ViewOptions::new(Provider::Haproxy);
     o.interfaces
         .insert("default".parse().unwrap(), "eth0".parse().unwrap());
     o.runtime_socket = "/run/x.sock\n  stats socket /tmp/y".into();
@@ -304,7 +304,7 @@ proptest! {
         let state = State::from_json(&v.to_string()).unwrap();
         let r = Renderer::embedded().unwrap();
         let node = "lb-1".parse().unwrap();
-        for proxy in [ProxyKind::Haproxy, ProxyKind::Nginx] {
+        for proxy in [Provider::Haproxy, Provider::Nginx] {
             let mut o = ViewOptions::new(proxy);
             o.interfaces.insert("default".parse().unwrap(), "eth0".parse().unwrap());
             let nv = view(&state, &node, &o).unwrap();
@@ -312,7 +312,7 @@ proptest! {
             let text = out.proxy.unwrap();
             prop_assert!(text.ends_with('\n'));
             let admin: std::collections::HashSet<&str> = match proxy {
-                ProxyKind::Haproxy => state.config.haproxy.global.iter()
+                Provider::Haproxy => state.config.haproxy.global.iter()
                     .chain(&state.config.haproxy.defaults).chain(&state.config.haproxy.httpfront)
                     .chain(&state.config.haproxy.tcpfront).chain(&state.config.haproxy.httpback)
                     .chain(&state.config.haproxy.tcpback).map(|l| l.as_str()).collect(),
@@ -330,7 +330,7 @@ proptest! {
                 prop_assert!(ok, "unexpected line {:?}", line);
             }
             match proxy {
-                ProxyKind::Haproxy => {
+                Provider::Haproxy => {
                     let hp = nv.haproxy.as_ref().unwrap();
                     prop_assert_eq!(text.lines().count(), haproxy_lines(hp, nv.skipped.len()));
                 }

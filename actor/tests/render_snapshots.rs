@@ -20,8 +20,8 @@
 //! Update snapshots with `cargo insta review` (or `INSTA_UPDATE=always`).
 
 use k8slb_actor::render::Renderer;
-use k8slb_actor::view::{view, ProxyKind, ViewOptions};
-use k8slb_common::state::State;
+use k8slb_actor::view::{view, ViewOptions};
+use k8slb_common::state::{Provider, State};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -93,7 +93,7 @@ fn certs() -> &'static Path {
     .path()
 }
 
-fn opts(proxy: ProxyKind) -> ViewOptions {
+fn opts(proxy: Provider) -> ViewOptions {
     let mut o = ViewOptions::new(proxy);
     o.interfaces
         .insert("default".parse().unwrap(), "eth0".parse().unwrap());
@@ -226,7 +226,7 @@ fn check_nginx(ns: &Netns, text: &str, dir: &Path) {
 }
 
 /// Render `fixture` for `node` with each proxy, snapshot every file, check every file.
-fn check(fixture_name: &str, node: &str, proxies: &[ProxyKind]) {
+fn check(fixture_name: &str, node: &str, proxies: &[Provider]) {
     let state = fixture(fixture_name);
     let node = node.parse().unwrap();
     let renderer = Renderer::embedded().unwrap();
@@ -241,7 +241,7 @@ fn check(fixture_name: &str, node: &str, proxies: &[ProxyKind]) {
         if let Some(text) = &r.proxy {
             insta::assert_snapshot!(format!("{fixture_name}.{p}.proxy"), text);
         }
-        assert_eq!(r.proxy.is_some(), proxy != ProxyKind::Kubeproxy);
+        assert_eq!(r.proxy.is_some(), proxy != Provider::Kubeproxy);
 
         // The same state with the certificates in a temp dir, through the real daemons.
         // pid file and runtime socket inside the temp dir: `nginx -t` opens the pid file.
@@ -264,14 +264,14 @@ fn check(fixture_name: &str, node: &str, proxies: &[ProxyKind]) {
         let ns = Netns::new(&ifs.into_iter().collect::<Vec<_>>());
         check_keepalived(&ns, &cr.keepalived, dir.path());
         match proxy {
-            ProxyKind::Haproxy => check_haproxy(&ns, cr.proxy.as_deref().unwrap(), dir.path()),
-            ProxyKind::Nginx => check_nginx(&ns, cr.proxy.as_deref().unwrap(), dir.path()),
-            ProxyKind::Kubeproxy => {}
+            Provider::Haproxy => check_haproxy(&ns, cr.proxy.as_deref().unwrap(), dir.path()),
+            Provider::Nginx => check_nginx(&ns, cr.proxy.as_deref().unwrap(), dir.path()),
+            Provider::Kubeproxy => {}
         }
     }
 }
 
-use ProxyKind::{Haproxy, Kubeproxy, Nginx};
+use Provider::{Haproxy, Kubeproxy, Nginx};
 
 #[test]
 fn plain_http() {

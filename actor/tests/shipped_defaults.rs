@@ -9,9 +9,9 @@
 use k8slb_actor::apply::{NodeContext, NodeRenderer};
 use k8slb_actor::render::Renderer;
 use k8slb_actor::run::RealRenderer;
-use k8slb_actor::view::{ProxyKind, ViewOptions};
+use k8slb_actor::view::ViewOptions;
 use k8slb_common::config::{parse_config_file, parse_global_config};
-use k8slb_common::state::State;
+use k8slb_common::state::{Provider, State};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
@@ -51,7 +51,7 @@ fn state_with(config: &k8slb_common::config::GlobalConfig) -> State {
     s
 }
 
-fn renderer(proxy: ProxyKind) -> RealRenderer {
+fn renderer(proxy: Provider) -> RealRenderer {
     let mut o = ViewOptions::new(proxy);
     o.interfaces
         .insert("default".parse().unwrap(), "eth0".parse().unwrap());
@@ -60,7 +60,7 @@ fn renderer(proxy: ProxyKind) -> RealRenderer {
 
 /// View + render `state` like the actor does, `times` times from scratch (a retry or a
 /// restart has no previous view); the captured log.
-fn view_render(proxy: ProxyKind, state: &State, times: usize) -> (String, Vec<String>) {
+fn view_render(proxy: Provider, state: &State, times: usize) -> (String, Vec<String>) {
     let r = renderer(proxy);
     let log = Captured::default();
     let notes = log.during(|| {
@@ -78,7 +78,7 @@ fn view_render(proxy: ProxyKind, state: &State, times: usize) -> (String, Vec<St
 #[test]
 fn shipped_configs_render_without_dropping_a_line() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/overlays");
-    for proxy in [ProxyKind::Haproxy, ProxyKind::Nginx, ProxyKind::Kubeproxy] {
+    for proxy in [Provider::Haproxy, Provider::Nginx, Provider::Kubeproxy] {
         let name = format!("{proxy:?}").to_lowercase();
         let path = format!("{root}/{name}/config-{name}.yml");
         let text = std::fs::read_to_string(&path).unwrap();
@@ -100,7 +100,7 @@ fn shipped_configs_render_without_dropping_a_line() {
         r#"{"pools": {"default": {"network": "192.168.10.0/24", "range": "192.168.10.240-192.168.10.249"}}}"#,
     )
     .unwrap();
-    for proxy in [ProxyKind::Haproxy, ProxyKind::Nginx] {
+    for proxy in [Provider::Haproxy, Provider::Nginx] {
         let (log, _) = view_render(proxy, &state_with(&cfg), 2);
         assert!(!log.contains("dropped"), "built-in {proxy:?}:\n{log}");
     }
@@ -112,7 +112,7 @@ fn an_admins_duplicate_line_is_dropped_and_logged_once_per_config() {
         "haproxy": {"global": [], "defaults": [], "tcpfront": [], "tcpback": [], "httpback": [],
                     "httpfront": ["option forwardfor", "http-request set-header X-Real-IP %[src]"]}}"#;
     let state = state_with(&parse_global_config(text).unwrap());
-    let r = renderer(ProxyKind::Haproxy);
+    let r = renderer(Provider::Haproxy);
     let log = Captured::default();
     let dropped = |log: &Captured| log.text().matches("dropped").count();
     log.during(|| {

@@ -54,28 +54,8 @@ pub const FIRST_BACKUP_PRIORITY: u8 = 100;
 /// instances, owned elsewhere, rotate their backups so every node still serves.
 pub const MAX_MEMBERS: usize = 1 + FIRST_BACKUP_PRIORITY as usize;
 
-/// Which proxy carries the traffic (decides `ipMode` and what is supported).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Provider {
-    #[default]
-    Haproxy,
-    Nginx,
-    Kubeproxy,
-}
-
-impl std::str::FromStr for Provider {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "" | "haproxy" => Ok(Provider::Haproxy),
-            "nginx" => Ok(Provider::Nginx),
-            "kubeproxy" | "kube-proxy" => Ok(Provider::Kubeproxy),
-            _ => Err(format!(
-                "unknown proxy {s:?}: expected haproxy, nginx or kubeproxy"
-            )),
-        }
-    }
-}
+/// Which proxy carries the traffic; defined with the state, which records it.
+pub use crate::state::Provider;
 
 /// An equality-based label selector: `k=v`, `k==v`, `k!=v`, `k`, `!k`, comma-separated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -399,6 +379,7 @@ pub fn plan(
     }
     State {
         version: STATE_VERSION,
+        provider: Some(opts.provider),
         config,
         nodes,
         instances,

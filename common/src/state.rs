@@ -27,6 +27,13 @@ pub const STATE_VERSION: u32 = 1;
 #[serde(rename_all = "camelCase")]
 pub struct State {
     pub version: u32,
+    /// The provider the watcher planned this state for (its `PROXY` / `--proxy`): it
+    /// decides `ipMode` and which proxy sections the config keeps. An actor serving
+    /// another provider refuses to render the state (it says so on `/readyz` and keeps
+    /// running what it applied last). Absent (`None`) in states published by a watcher
+    /// older than this field: the actor then renders for its own `--proxy`, as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<Provider>,
     /// What the actors need from the global config (pools, keepalived, proxy sections).
     pub config: ActorConfig,
     /// The load-balancer nodes (selected, Ready, not excluded), with their addresses.
@@ -47,6 +54,7 @@ impl State {
     pub fn empty(config: ActorConfig) -> Self {
         State {
             version: STATE_VERSION,
+            provider: None,
             config,
             nodes: BTreeMap::new(),
             instances: Vec::new(),
@@ -76,6 +84,61 @@ impl State {
             });
         }
         serde_json::from_str(s).map_err(StateError::Decode)
+    }
+}
+
+/// Which proxy carries the traffic: `haproxy` (default, every feature), `nginx`, or
+/// `kubeproxy` (no proxy: keepalived holds the VIPs, kube-proxy forwards, `ipMode: VIP`).
+/// The watcher plans for one (it decides `ipMode` and what is supported) and records it
+/// in the state; the actor renders for one. The one type for this concept in the
+/// workspace; the actor's daemons are [`Provider`]-derived (keepalived + the proxy).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    #[default]
+    Haproxy,
+    Nginx,
+    Kubeproxy,
+}
+
+impl Provider {
+    pub const ALL: [Provider; 3] = [Provider::Haproxy, Provider::Nginx, Provider::Kubeproxy];
+
+    /// The name used on the command line, in the state and in metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Haproxy => "haproxy",
+            Provider::Nginx => "nginx",
+            Provider::Kubeproxy => "kubeproxy",
+        }
+    }
+
+    /// True iff a proxy process serves the VIPs (not kubeproxy).
+    pub fn has_proxy(self) -> bool {
+        self != Provider::Kubeproxy
+    }
+}
+
+impl std::fmt::Display for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Provider {
+    type Err = String;
+    /// k8slb's `PROXY`: case-insensitive; empty means haproxy; `kube-proxy` is accepted.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "" | "haproxy" => Ok(Provider::Haproxy),
+            "nginx" => Ok(Provider::Nginx),
+            "kubeproxy" | "kube-proxy" => Ok(Provider::Kubeproxy),
+            _ => Err(format!(
+                "unknown proxy {s:?}: expected haproxy, nginx or kubeproxy"
+            )),
+        }
     }
 }
 
