@@ -13,10 +13,11 @@
 //!    the move: the VIP on both nodes for more than 1 s fails the test (the overlap and
 //!    the failover time are printed).
 //!
-//! Namespaces and every process in them are removed on drop, also on panic. FAILS (never
+//! Namespaces and every process in them are removed on drop, also on panic. Ignored, with the
+//! reason, by plain `cargo test`; `./scripts/test.sh` runs it. Run, it FAILS (never
 //! skips) without root or without haproxy / keepalived / ip.
 //!
-//! Run: `cargo test -p k8slb-actor --test netns_failover -- --nocapture`.
+//! Run: `cargo test -p k8slb-actor --test netns_failover -- --include-ignored --nocapture`.
 
 mod support;
 
@@ -141,6 +142,7 @@ fn longest_overlap(samples: &[Sample]) -> Duration {
 }
 
 #[test]
+#[ignore = "needs root: two network namespaces with the real actor, keepalived and HAProxy; ./scripts/test.sh runs it"]
 fn netns_vip_moves_when_the_proxy_dies() {
     require_root_and(&["ip", "haproxy", "keepalived"]);
     let n1 = Netns::new(NS_PREFIX);

@@ -106,9 +106,9 @@ impl Netns {
         self.ip(&format!("addr add {cidr} dev {a}"));
     }
     /// `program` run inside the namespace (`ip netns exec`, which execs it).
-    pub fn cmd(&self, program: &str) -> Command {
+    pub fn cmd(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.name, program]);
+        c.args(["netns", "exec", &self.name]).arg(program);
         c
     }
     /// `GET http://<addr><path>` from inside the namespace (the actor's `debug get`); the
