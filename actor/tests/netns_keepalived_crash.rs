@@ -37,7 +37,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{require_root_and, wait_until, ActorProc, Netns};
+use support::{children, comm, holds, require_root_and, wait_until, ActorProc, Netns};
 
 const VIP: &str = "198.18.6.10";
 const NS_PREFIX: &str = "k8slbk";
@@ -76,36 +76,8 @@ fn state_json() -> String {
     .unwrap()
 }
 
-/// Whether the namespace holds `ip`. Sampled from a thread, so it does not panic: a
-/// failed `ip` counts as "not held".
-fn holds(ns: &str, ip: &str) -> bool {
-    Command::new("ip")
-        .args(["-n", ns, "-o", "addr", "show"])
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout).lines().any(|l| {
-                l.split_whitespace()
-                    .any(|w| w.starts_with(&format!("{ip}/")))
-            })
-        })
-        .unwrap_or(false)
-}
-
-/// Children of `pid` (all its threads).
-fn children(pid: u32) -> Vec<u32> {
-    let mut kids = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-        for t in rd.flatten() {
-            if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
-                kids.extend(s.split_whitespace().filter_map(|x| x.parse::<u32>().ok()));
-            }
-        }
-    }
-    kids
-}
-
 fn is_keepalived(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "keepalived")
+    comm(pid).as_deref() == Some("keepalived")
 }
 
 /// The keepalived parents under the actor (`ip netns exec` execs: the child's pid is
@@ -268,8 +240,7 @@ fn daemons_in(ns: &str) -> Vec<(u32, String)> {
         .split_whitespace()
         .filter_map(|p| p.parse::<u32>().ok())
         .filter_map(|p| {
-            let c = std::fs::read_to_string(format!("/proc/{p}/comm")).ok()?;
-            let c = c.trim().to_string();
+            let c = comm(p)?;
             (c == "keepalived" || c == "haproxy").then_some((p, c))
         })
         .collect()

@@ -278,22 +278,6 @@ fn netns_haproxy_with_the_default_maxconn_serves_under_a_4096_open_files_limit()
     println!("under nofile 4096: maxconn 20000 rendered as {maxconn}; served through {VIP}:8080");
 }
 
-/// Where `ip` is held in the namespace: the interface names.
-fn held_on(ns: &Netns, ip: &str) -> Vec<String> {
-    ns.ip("-o addr show")
-        .lines()
-        .filter(|l| {
-            l.split_whitespace()
-                .any(|w| w.starts_with(&format!("{ip}/")))
-        })
-        .filter_map(|l| {
-            l.split_whitespace()
-                .nth(1)
-                .map(|s| s.trim_end_matches(':').to_string())
-        })
-        .collect()
-}
-
 /// Replace the state file atomically (the actor re-reads it).
 fn write_state(dir: &Path, s: &State) {
     let tmp = dir.join("state.json.tmp");
@@ -321,9 +305,9 @@ fn netns_a_pool_without_interface_is_not_detected_through_its_own_vip() {
     // 1. The pool forces eth0: keepalived puts the VIP there.
     let a = start_actor(&ns, dir.path());
     assert!(
-        wait_until(Duration::from_secs(20), || held_on(&ns, VIP) == ["eth0"]),
+        wait_until(Duration::from_secs(20), || ns.held_on(VIP) == ["eth0"]),
         "VIP never on eth0: {:?}; log:\n{}",
-        held_on(&ns, VIP),
+        ns.held_on(VIP),
         a.log()
     );
 
@@ -344,15 +328,15 @@ fn netns_a_pool_without_interface_is_not_detected_through_its_own_vip() {
         log.contains("no interface for pool default (VRRP instance 71): no address of this node (VIPs do not count)"),
         "{log}"
     );
-    assert_eq!(held_on(&ns, VIP), ["eth0"], "the running config stays");
+    assert_eq!(ns.held_on(VIP), ["eth0"], "the running config stays");
 
     // 3. A real address in the pool's network on eth1: that interface (at the actor's
     //    retry), and the VIP moves there.
     ns.ip("addr add 198.18.7.2/24 dev eth1");
     assert!(
-        wait_until(Duration::from_secs(30), || held_on(&ns, VIP) == ["eth1"]),
+        wait_until(Duration::from_secs(30), || ns.held_on(VIP) == ["eth1"]),
         "VIP never moved to eth1: {:?}; log:\n{}",
-        held_on(&ns, VIP),
+        ns.held_on(VIP),
         a.log()
     );
     let ka = std::fs::read_to_string(dir.path().join("work/keepalived.conf")).unwrap();

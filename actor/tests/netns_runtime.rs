@@ -21,7 +21,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{require_root_and, wait_until, ActorProc, Netns, NoKeepalived, ACTOR};
+use support::{pid_of, require_root_and, wait_until, ActorProc, Netns, NoKeepalived, ACTOR};
 
 /// This file's namespaces are `k8slbt-<pid>-<n>`.
 const NS_PREFIX: &str = "k8slbt";
@@ -332,10 +332,6 @@ fn actor_state() -> String {
 
 fn start_actor(ns: &Netns, dir: &Path, log_name: &str) -> ActorProc {
     ActorProc::start(ns, dir, "n1", dir.join("work"), dir.join(log_name))
-}
-
-fn pid_of(path: &Path) -> Option<i32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
 #[test]
