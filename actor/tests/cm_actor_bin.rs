@@ -175,13 +175,20 @@ async fn wait_until(what: &str, actor: &Actor, mut f: impl FnMut() -> bool) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn actor_follows_configmaps_and_restarts_from_last_state_without_the_api() {
+/// The fake API server with what the shipped manifests create (the actor's
+/// ServiceAccount and RBAC among them).
+async fn api_with_manifests() -> FakeApi {
     let api = FakeApi::start().await;
     let manifest =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/k8slb-haproxy.yml");
     api.load_manifests(&manifest)
         .unwrap_or_else(|e| panic!("loading the manifests: {e}"));
+    api
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actor_follows_configmaps_and_restarts_from_last_state_without_the_api() {
+    let api = api_with_manifests().await;
     let dir = tempfile::tempdir().unwrap();
     let (a, b, c) = (
         state("a@example.com"),
@@ -258,11 +265,7 @@ fn read_pid(path: &Path) -> Option<u32> {
 /// them instead (`netns_keepalived_crash`, root).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keepalived_left_by_a_killed_actor_is_stopped_by_the_next_actor() {
-    let api = FakeApi::start().await;
-    let manifest =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/k8slb-haproxy.yml");
-    api.load_manifests(&manifest)
-        .unwrap_or_else(|e| panic!("loading the manifests: {e}"));
+    let api = api_with_manifests().await;
     let dir = tempfile::tempdir().unwrap();
     publish(&api, &state("a@example.com"));
     let pid_file = k8slb_actor::daemons::Paths::new(dir.path().join("work")).keepalived_pid();
