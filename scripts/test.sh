@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # Runs every k8slb check and test: formatting, clippy, unit and integration tests, and the
 # lab's end-to-end tests (network namespaces with real keepalived, HAProxy and nginx, and
-# the k8slb image under podman; they need root and fail, not skip, without it). Prints one
-# summary line; exits non-zero if anything failed.
+# the k8slb image under podman). Needs root: it fails at once, saying so, without it.
+# Prints one summary line; exits non-zero if anything failed.
+#
+# Root-only tests are `#[ignore = "needs root: ..."]`: plain `cargo test --workspace`, as
+# any user, runs the rest and lists them as ignored with the reason; this script runs
+# them too (`-- --include-ignored`). A test ignored for any other reason (a known
+# failure) stays out, and the summary lists it with its reason.
+#
+# Nothing may be left running: keepalived, haproxy, nginx and k8slb processes (the
+# binaries, the lab's helpers, the tests' keepalived stand-in) that were not running
+# before the run and still run after it FAIL the run (step `leftovers`, which lists them,
+# then ends them).
 #
 #   ./scripts/test.sh            everything
 #   K8SLB_SKIP_DEPS=1 ./scripts/test.sh    do not check/install system packages
@@ -34,6 +44,65 @@ step() {
     fi
 }
 
+if [ "$(id -u)" -ne 0 ]; then
+    echo "test.sh: FAIL: needs root (network namespaces, VRRP, podman): sudo $0 $*" >&2
+    echo "test.sh: plain \`cargo test --workspace\` runs every test that does not need root" >&2
+    exit 1
+fi
+
+# The processes a test may start and must not leave behind: those matching LEFTOVER_RE
+# (full command lines) that belong to this run, i.e. whose environment holds this run's
+# K8SLB_TEST_RUN (inherited by everything the tests start) or whose command line names
+# this checkout (the lab's run dir, the binaries in a target dir inside it). Other
+# checkouts' tests running on the same machine at the same time, and the machine's own
+# daemons, are not counted; neither is anything that already ran before this run began.
+export K8SLB_TEST_RUN="$$-$(date +%s%N)"
+LEFTOVER_RE='(^|/)(keepalived|haproxy|nginx|k8slb-actor|k8slb-watcher|lab-backend|lab-client|lab-bench|lab-demo)( |$)|/keepalived-stub( |$)'
+ours() {
+    local p
+    for p in $(pgrep -f -- "$LEFTOVER_RE"); do
+        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxF "K8SLB_TEST_RUN=$K8SLB_TEST_RUN" \
+            || tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$PWD/"; then
+            echo "$p"
+        fi
+    done | sort
+}
+before=$(ours)
+
+# What `ours` lists now and did not before the run; waits up to 15 s for it to end (a
+# daemon stopping), then lists it, ends it (SIGKILL) and fails.
+leftovers() {
+    local new=""
+    for _ in $(seq 1 75); do
+        new=$(comm -13 <(echo "$before") <(ours) | paste -sd, -)
+        [ -z "$new" ] && return 0
+        sleep 0.2
+    done
+    echo "left running after the tests (started during this run):"
+    ps -o pid,ppid,lstart,args -p "$new" | sed 's/^/    /'
+    for p in ${new//,/ }; do kill -9 "$p" 2>/dev/null; done
+    echo "(ended with SIGKILL)"
+    return 1
+}
+
+# Tests ignored for another reason than "needs root" (e.g. known failures) stay out of
+# --include-ignored: `--skip <name>` for each, and they are listed in the summary.
+other_ignored=$(git ls-files '*.rs' | xargs awk '
+    /#\[ignore *= *"/ {
+        r = $0; sub(/.*#\[ignore *= *"/, "", r); sub(/"\].*/, "", r)
+        if (r !~ /^needs root/) pending = r
+        next
+    }
+    pending != "" && /fn [A-Za-z0-9_]+/ {
+        n = $0; sub(/.*fn /, "", n); sub(/[^A-Za-z0-9_].*/, "", n)
+        print n "\t" FILENAME ": " pending
+        pending = ""
+    }')
+skips=()
+while IFS=$'\t' read -r name why; do
+    [ -n "$name" ] && skips+=(--skip "$name")
+done <<<"$other_ignored"
+
 if [ -z "${K8SLB_SKIP_DEPS:-}" ]; then
     if ! ./scripts/install-deps.sh; then
         echo "test.sh: FAIL: dependencies could not be installed"
@@ -46,7 +115,7 @@ step clippy cargo clippy --workspace --all-targets -- -D warnings
 step build cargo build --workspace --bins
 # The API server stays away for 60 s in the watcher's outage test.
 export K8SLB_TEST_OUTAGE_S=60
-step unit cargo test --workspace --exclude k8slb-tests --no-fail-fast
+step unit cargo test --workspace --exclude k8slb-tests --no-fail-fast -- --include-ignored "${skips[@]}"
 # The image (scripts/image.sh: release binaries, podman, offline) for e2e_image, which
 # runs it under the manifests' security contexts; built here once so the lab step does
 # not build it again. A failure here fails the run (and e2e_image, which then tries
@@ -63,10 +132,15 @@ else
     lab_args=(--tests)
 fi
 step lab timeout --signal=TERM --kill-after=30s 45m \
-    cargo test -p k8slb-tests --no-fail-fast "${lab_args[@]}" -- --test-threads=1
+    cargo test -p k8slb-tests --no-fail-fast "${lab_args[@]}" -- --include-ignored "${skips[@]}" --test-threads=1
+step leftovers leftovers
 
 elapsed=$(( $(date +%s) - start ))
 echo
+if [ -n "$other_ignored" ]; then
+    echo "test.sh: not run (ignored for another reason than root):"
+    printf '    %s\n' "$other_ignored" | tr '\t' ' '
+fi
 if [ "${#failed[@]}" -eq 0 ]; then
     echo "test.sh: PASS (${passed[*]}) in ${elapsed} s"
     exit 0

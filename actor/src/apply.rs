@@ -276,6 +276,9 @@ struct HealthFile {
     /// The process whose death makes the file say unhealthy at once (the watcher
     /// thread), set while it is confirmed running.
     watched: Option<u32>,
+    /// How many times the watcher thread has looked (tests wait for it to have looked
+    /// rather than sleeping).
+    looks: u64,
 }
 
 /// How often the watcher thread looks at the proxy's process.
@@ -292,6 +295,7 @@ fn watch_health(h: Weak<Mutex<HealthFile>>, kind: DaemonKind) {
             return;
         };
         let mut g = h.lock().unwrap_or_else(|p| p.into_inner());
+        g.looks += 1;
         let Some(pid) = g.watched else {
             continue;
         };
@@ -350,6 +354,7 @@ impl Slot {
                 path: p.to_path_buf(),
                 written: None,
                 watched: None,
+                looks: 0,
             }));
             let (weak, kind) = (Arc::downgrade(&h), daemon.kind());
             if let Err(e) = std::thread::Builder::new()
@@ -403,6 +408,14 @@ impl Slot {
         self.health
             .as_ref()
             .and_then(|h| h.lock().unwrap_or_else(|p| p.into_inner()).written)
+    }
+
+    /// How many times the health file's watcher thread has looked (0 without one).
+    #[cfg(test)]
+    fn health_looks(&self) -> u64 {
+        self.health
+            .as_ref()
+            .map_or(0, |h| h.lock().unwrap_or_else(|p| p.into_inner()).looks)
     }
 
     /// Write the health file (if any); an error is logged and returned. Healthy: the
@@ -1602,7 +1615,17 @@ mod tests {
         slot.start(Instant::now(), &m).unwrap();
         assert_eq!(std::fs::read_to_string(&track).unwrap(), "0\n");
         slot.stop(Duration::from_secs(1));
-        std::thread::sleep(HEALTH_WATCH_EVERY * 5);
+        // Two looks of the watcher thread after the stop (each under the lock the stop
+        // took), then the file still says healthy.
+        let looks = slot.health_looks();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while slot.health_looks() < looks + 2 && Instant::now() < deadline {
+            std::thread::sleep(HEALTH_WATCH_EVERY);
+        }
+        assert!(
+            slot.health_looks() >= looks + 2,
+            "the watcher thread stopped looking"
+        );
         assert_eq!(std::fs::read_to_string(&track).unwrap(), "0\n");
     }
 

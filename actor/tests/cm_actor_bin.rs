@@ -16,6 +16,7 @@ use k8slb_fakeapi::FakeApi;
 use serde_json::json;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -74,6 +75,11 @@ fn free_addr() -> SocketAddr {
         .unwrap()
 }
 
+/// One `k8slb-actor run`, in a process group of its own (its daemons inherit it). On
+/// drop it is stopped as the kubelet stops it (SIGTERM: it stops its daemons itself),
+/// then whatever is left of the group is SIGKILLed, so no test (not even one that
+/// panics, nor one that SIGKILLs the actor on purpose) leaves a keepalived stand-in
+/// behind.
 struct Actor {
     child: Child,
     log: PathBuf,
@@ -106,6 +112,7 @@ impl Actor {
             .env("K8SLB_NAMESPACE", NS)
             .env("LOG_LEVEL", "info")
             .env_remove("K8SLB_STATE")
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -124,6 +131,15 @@ impl Actor {
 
 impl Drop for Actor {
     fn drop(&mut self) {
+        let group = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -159,13 +175,20 @@ async fn wait_until(what: &str, actor: &Actor, mut f: impl FnMut() -> bool) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn actor_follows_configmaps_and_restarts_from_last_state_without_the_api() {
+/// The fake API server with what the shipped manifests create (the actor's
+/// ServiceAccount and RBAC among them).
+async fn api_with_manifests() -> FakeApi {
     let api = FakeApi::start().await;
     let manifest =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/k8slb-haproxy.yml");
     api.load_manifests(&manifest)
         .unwrap_or_else(|e| panic!("loading the manifests: {e}"));
+    api
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actor_follows_configmaps_and_restarts_from_last_state_without_the_api() {
+    let api = api_with_manifests().await;
     let dir = tempfile::tempdir().unwrap();
     let (a, b, c) = (
         state("a@example.com"),
@@ -218,4 +241,64 @@ async fn actor_follows_configmaps_and_restarts_from_last_state_without_the_api()
         saved(dir.path()) == Some(c.clone())
     })
     .await;
+}
+
+/// Whether `pid` runs (exists and is not a zombie).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+fn read_pid(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// What becomes of the actor's daemons when the actor itself is SIGKILLed outside a
+/// container (no init of the actor's above it): nothing ends them, keepalived keeps
+/// running; the next actor of the same work dir stops it before it starts its own
+/// (`daemons::stop_leftover`) and says so. In a container the actor's PID 1 init ends
+/// them instead (`netns_keepalived_crash`, root).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keepalived_left_by_a_killed_actor_is_stopped_by_the_next_actor() {
+    let api = api_with_manifests().await;
+    let dir = tempfile::tempdir().unwrap();
+    publish(&api, &state("a@example.com"));
+    let pid_file = k8slb_actor::daemons::Paths::new(dir.path().join("work")).keepalived_pid();
+
+    let mut first = Actor::start(&api, dir.path(), free_addr(), "first");
+    wait_until("the first actor's keepalived runs", &first, || {
+        read_pid(&pid_file).is_some_and(running)
+    })
+    .await;
+    let left = read_pid(&pid_file).unwrap();
+    // SIGKILL the actor alone (not its process group).
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    assert!(
+        running(left),
+        "keepalived {left} ended with its actor; log:\n{}",
+        first.log()
+    );
+
+    let second = Actor::start(&api, dir.path(), free_addr(), "second");
+    wait_until("the leftover keepalived is stopped", &second, || {
+        !running(left)
+    })
+    .await;
+    wait_until("the second actor's own keepalived runs", &second, || {
+        read_pid(&pid_file).is_some_and(|p| p != left && running(p))
+    })
+    .await;
+    assert!(
+        second
+            .log()
+            .contains("stopped a daemon left behind by an earlier actor"),
+        "{}",
+        second.log()
+    );
 }

@@ -7,8 +7,9 @@
 //! what binds: no privilege, no sysctl. The same config without `transparent` fails to
 //! start there: the sysctls really are off.
 //!
-//! Root, haproxy, curl, ss (iproute2) and setpriv (util-linux) are needed; without them
-//! the test FAILS.
+//! Root, haproxy, curl, ss (iproute2) and setpriv (util-linux) are needed: ignored, with
+//! the reason, by plain `cargo test`; `./scripts/test.sh` runs it; run without them, the
+//! test FAILS.
 
 mod support;
 
@@ -66,6 +67,7 @@ fn curl(ns: &Netns, url: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs root: a network namespace with its sysctls off and HAProxy under setpriv; ./scripts/test.sh runs it"]
 fn haproxy_serves_vips_not_yet_held_with_nonlocal_bind_off() {
     require_root_and(&["haproxy", "curl", "ss", "sysctl", "setpriv"]);
     let ns = Netns::new("k8slbfb");

@@ -1,9 +1,10 @@
 //! Root tests of the actor's runtime, each in a network namespace it creates
 //! (`k8slbt-<pid>-<n>`, deleted on drop even on panic), with addresses from 198.18.0.0/15
-//! only. They FAIL (never skip) when not root or when a binary is missing.
+//! only. Ignored, with the reason, by plain `cargo test`; `./scripts/test.sh` runs them.
+//! Run, they FAIL (never skip) when not root or when a binary is missing.
 //!
-//! Run: `cargo test -p k8slb-actor --test netns_runtime` (as root; haproxy, keepalived,
-//! iproute2 installed).
+//! Run: `cargo test -p k8slb-actor --test netns_runtime -- --include-ignored` (as root;
+//! haproxy, keepalived, iproute2 installed).
 //!
 //! Processes run inside the namespace through `ip netns exec`; the test process itself
 //! never changes namespace. Daemons driven from the library get a wrapper script
@@ -20,7 +21,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{require_root_and, wait_until, ActorProc, Netns, NoKeepalived, ACTOR};
+use support::{pid_of, require_root_and, wait_until, ActorProc, Netns, NoKeepalived, ACTOR};
 
 /// This file's namespaces are `k8slbt-<pid>-<n>`.
 const NS_PREFIX: &str = "k8slbt";
@@ -29,6 +30,7 @@ const NS_PREFIX: &str = "k8slbt";
 // interface detection over real netlink
 
 #[test]
+#[ignore = "needs root: a network namespace with netlink and the real daemons; ./scripts/test.sh runs it"]
 fn netns_interface_detection_longest_prefix() {
     require_root_and(&["ip"]);
     let ns = Netns::new(NS_PREFIX);
@@ -138,6 +140,7 @@ fn get_in(ns: &Netns, addr: &str, path: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs root: a network namespace with netlink and the real daemons; ./scripts/test.sh runs it"]
 fn netns_haproxy_seamless_reload_refuses_nothing() {
     require_root_and(&["ip", "haproxy"]);
     let ns = Netns::new(NS_PREFIX);
@@ -219,6 +222,7 @@ fn netns_haproxy_seamless_reload_refuses_nothing() {
 }
 
 #[test]
+#[ignore = "needs root: a network namespace with netlink and the real daemons; ./scripts/test.sh runs it"]
 fn netns_haproxy_endpoint_change_over_runtime_api_without_reload() {
     require_root_and(&["ip", "haproxy"]);
     let ns = Netns::new(NS_PREFIX);
@@ -330,11 +334,8 @@ fn start_actor(ns: &Netns, dir: &Path, log_name: &str) -> ActorProc {
     ActorProc::start(ns, dir, "n1", dir.join("work"), dir.join(log_name))
 }
 
-fn pid_of(path: &Path) -> Option<i32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
 #[test]
+#[ignore = "needs root: a network namespace with netlink and the real daemons; ./scripts/test.sh runs it"]
 fn netns_actor_cleans_stale_vip_before_keepalived_and_releases_on_sigterm() {
     require_root_and(&["ip", "haproxy", "keepalived"]);
     let ns = Netns::new(NS_PREFIX);

@@ -1,6 +1,9 @@
 //! `runtime_diff`: endpoint-only changes become Runtime API commands, anything else a
 //! reload; and the commands are accepted by a real HAProxy (root, network namespace made
-//! by the test, `apt-get install -y haproxy`).
+//! by the test, `apt-get install -y haproxy`: ignored with that reason under plain `cargo
+//! test`, run by `./scripts/test.sh`).
+
+mod support;
 
 use k8slb_actor::render::{is_structural, runtime_diff, Config, Renderer, RuntimeCommand};
 use k8slb_actor::view::Slot;
@@ -8,7 +11,7 @@ use k8slb_actor::view::{view, view_with_previous, NodeView, ViewOptions};
 use k8slb_common::state::{Endpoint, Provider, State};
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 fn fixture(name: &str) -> State {
@@ -167,13 +170,6 @@ fn structural_changes_need_a_reload() {
 // ---------------------------------------------------------------------------------------
 // Against a real HAProxy.
 
-struct Netns(String);
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
 struct Child(std::process::Child);
 impl Drop for Child {
     fn drop(&mut self) {
@@ -191,11 +187,9 @@ fn cli(sock: &Path, line: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs root: runs HAProxy in a network namespace it creates; ./scripts/test.sh runs it"]
 fn real_haproxy_applies_the_commands_without_reload() {
-    assert!(
-        nix::unistd::Uid::effective().is_root(),
-        "this test runs HAProxy in a network namespace and needs root"
-    );
+    support::require_root_and(&["ip", "haproxy"]);
     let haproxy = ["/usr/sbin/haproxy", "/usr/bin/haproxy"]
         .into_iter()
         .find(|p| Path::new(p).exists())
@@ -225,32 +219,16 @@ fn real_haproxy_applies_the_commands_without_reload() {
     )
     .unwrap();
 
-    let ns = Netns(format!("k8slbrr{}", std::process::id()));
-    assert!(Command::new("ip")
-        .args(["netns", "add", &ns.0])
-        .status()
-        .unwrap()
-        .success());
-    assert!(Command::new("ip")
-        .args(["-n", &ns.0, "link", "set", "lo", "up"])
-        .status()
-        .unwrap()
-        .success());
-    assert!(Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns.0,
-            "sysctl",
-            "-qw",
-            "net.ipv4.ip_nonlocal_bind=0"
-        ])
+    let ns = support::Netns::new("k8slbrr");
+    assert!(ns
+        .cmd("sysctl")
+        .args(["-qw", "net.ipv4.ip_nonlocal_bind=0"])
         .status()
         .unwrap()
         .success());
     let child = Child(
-        Command::new("ip")
-            .args(["netns", "exec", &ns.0, haproxy, "-W", "-db", "-f"])
+        ns.cmd(haproxy)
+            .args(["-W", "-db", "-f"])
             .arg(&cfg)
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -1,5 +1,6 @@
-//! Snapshot tests of the rendered configs over the fixture states in `tests/fixtures/`,
-//! each snapshot also checked by the real daemon:
+//! Snapshot tests of the rendered configs over the fixture states in `tests/fixtures/`
+//! (`<case>::renders_as_its_snapshots`, no root), each also checked by the real daemon
+//! (`<case>::passes_the_daemons_own_checks`, root):
 //!
 //! - `haproxy -c -f <file>`;
 //! - `nginx -t -p <tmp> -c <file>`;
@@ -14,18 +15,22 @@
 //! (`<pool>.pem` = certificate + key, `<pool>.key` = key). Both renders differ only in
 //! that directory.
 //!
-//! Needs root (network namespaces) and `apt-get install -y haproxy nginx keepalived
-//! libnginx-mod-stream openssl iproute2`; a missing binary or missing root FAILS.
+//! The daemon checks need root (network namespaces) and `apt-get install -y haproxy nginx
+//! keepalived libnginx-mod-stream openssl iproute2`: plain `cargo test` lists them as
+//! ignored with that reason, `./scripts/test.sh` runs them (`--include-ignored`); run
+//! explicitly without root or without a binary, they FAIL, never pass.
 //!
 //! Update snapshots with `cargo insta review` (or `INSTA_UPDATE=always`).
+
+mod support;
 
 use k8slb_actor::render::Renderer;
 use k8slb_actor::view::{view, ViewOptions};
 use k8slb_common::state::{Provider, State};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
+use support::Netns;
 
 const INSTALL: &str =
     "run `apt-get install -y haproxy nginx keepalived libnginx-mod-stream openssl iproute2`";
@@ -119,71 +124,25 @@ fn run_check(what: &str, cmd: &mut Command, text: &str) {
     );
 }
 
-/// A network namespace made by the test (deleted on drop) with a bridge per interface
-/// the keepalived config names, `lo` up, and `ip_nonlocal_bind` on: `nginx -t` binds its
-/// listen addresses, which are VIPs this namespace does not hold (as on a backup node).
-struct Netns(String);
-
-impl Netns {
-    fn new(interfaces: &[String]) -> Netns {
-        require_root();
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let name = format!(
-            "k8slbrt{}x{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
+/// A network namespace made by the test (`support::Netns`: deleted on drop) with a bridge
+/// per interface the keepalived config names, `lo` up, and `ip_nonlocal_bind` on: `nginx
+/// -t` binds its listen addresses, which are VIPs this namespace does not hold (as on a
+/// backup node).
+fn check_netns(interfaces: &[String]) -> Netns {
+    require_root();
+    let ns = Netns::new("k8slbrs");
+    for i in interfaces {
+        ns.ip(&format!("link add {i} type bridge"));
+    }
+    for k in ["net.ipv4.ip_nonlocal_bind=1", "net.ipv6.ip_nonlocal_bind=1"] {
+        let out = ns.cmd(binary("sysctl")).arg("-qw").arg(k).output().unwrap();
+        assert!(
+            out.status.success(),
+            "sysctl {k}: {}",
+            String::from_utf8_lossy(&out.stderr)
         );
-        let ip = binary("ip");
-        let st = Command::new(&ip)
-            .args(["netns", "add", &name])
-            .status()
-            .unwrap();
-        assert!(st.success(), "ip netns add {name} failed");
-        let ns = Netns(name);
-        let mut cmds: Vec<Vec<String>> =
-            vec![vec!["link".into(), "set".into(), "lo".into(), "up".into()]];
-        for i in interfaces {
-            cmds.push(
-                ["link", "add", i, "type", "bridge"]
-                    .map(String::from)
-                    .to_vec(),
-            );
-        }
-        for c in cmds {
-            let st = Command::new(&ip)
-                .args(["-n", &ns.0])
-                .args(&c)
-                .status()
-                .unwrap();
-            assert!(st.success(), "ip -n {} {c:?} failed", ns.0);
-        }
-        for k in ["net.ipv4.ip_nonlocal_bind=1", "net.ipv6.ip_nonlocal_bind=1"] {
-            let out = ns
-                .exec(&binary("sysctl"))
-                .arg("-qw")
-                .arg(k)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "sysctl {k}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        ns
     }
-
-    fn exec(&self, bin: &Path) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.0]).arg(bin);
-        c
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
+    ns
 }
 
 fn check_keepalived(ns: &Netns, text: &str, dir: &Path) {
@@ -191,7 +150,7 @@ fn check_keepalived(ns: &Netns, text: &str, dir: &Path) {
     std::fs::write(&file, text).unwrap();
     run_check(
         "keepalived --config-test",
-        ns.exec(&binary("keepalived"))
+        ns.cmd(binary("keepalived"))
             .arg("--config-test")
             .arg("-f")
             .arg(&file),
@@ -204,7 +163,7 @@ fn check_haproxy(ns: &Netns, text: &str, dir: &Path) {
     std::fs::write(&file, text).unwrap();
     run_check(
         "haproxy -c",
-        ns.exec(&binary("haproxy")).arg("-c").arg("-f").arg(&file),
+        ns.cmd(binary("haproxy")).arg("-c").arg("-f").arg(&file),
         text,
     );
 }
@@ -214,7 +173,7 @@ fn check_nginx(ns: &Netns, text: &str, dir: &Path) {
     std::fs::write(&file, text).unwrap();
     run_check(
         "nginx -t",
-        ns.exec(&binary("nginx"))
+        ns.cmd(binary("nginx"))
             .arg("-t")
             .arg("-q")
             .arg("-p")
@@ -225,16 +184,13 @@ fn check_nginx(ns: &Netns, text: &str, dir: &Path) {
     );
 }
 
-/// Render `fixture` for `node` with each proxy, snapshot every file, check every file.
-fn check(fixture_name: &str, node: &str, proxies: &[Provider]) {
+/// Render `fixture` for `node` with each proxy and compare every file with its snapshot.
+fn snapshots(fixture_name: &str, node: &str, proxies: &[Provider]) {
     let state = fixture(fixture_name);
     let node = node.parse().unwrap();
     let renderer = Renderer::embedded().unwrap();
-    let mut checked_state = state.clone();
-    checked_state.config.cert_path = certs().to_str().unwrap().parse().unwrap();
     for &proxy in proxies {
-        let o = opts(proxy);
-        let v = view(&state, &node, &o).unwrap();
+        let v = view(&state, &node, &opts(proxy)).unwrap();
         let r = renderer.render(&v).unwrap();
         let p = format!("{proxy:?}").to_lowercase();
         insta::assert_snapshot!(format!("{fixture_name}.{p}.keepalived.conf"), r.keepalived);
@@ -242,14 +198,24 @@ fn check(fixture_name: &str, node: &str, proxies: &[Provider]) {
             insta::assert_snapshot!(format!("{fixture_name}.{p}.proxy"), text);
         }
         assert_eq!(r.proxy.is_some(), proxy != Provider::Kubeproxy);
+    }
+}
 
-        // The same state with the certificates in a temp dir, through the real daemons.
+/// Render `fixture` for `node` with each proxy, with the certificates in a temp dir, and
+/// run every file through the real daemon's own check.
+fn daemon_checks(fixture_name: &str, node: &str, proxies: &[Provider]) {
+    require_root();
+    let node = node.parse().unwrap();
+    let renderer = Renderer::embedded().unwrap();
+    let mut checked_state = fixture(fixture_name);
+    checked_state.config.cert_path = certs().to_str().unwrap().parse().unwrap();
+    for &proxy in proxies {
         // pid file and runtime socket inside the temp dir: `nginx -t` opens the pid file.
         let dir = tempfile::Builder::new()
             .prefix("k8slb-render")
             .tempdir()
             .unwrap();
-        let mut co = o.clone();
+        let mut co = opts(proxy);
         co.pid_file = dir.path().join("proxy.pid");
         co.runtime_socket = dir.path().join("haproxy.sock");
         let cv = view(&checked_state, &node, &co).unwrap();
@@ -261,7 +227,7 @@ fn check(fixture_name: &str, node: &str, proxies: &[Provider]) {
             .iter()
             .map(|i| i.interface.to_string())
             .collect();
-        let ns = Netns::new(&ifs.into_iter().collect::<Vec<_>>());
+        let ns = check_netns(&ifs.into_iter().collect::<Vec<_>>());
         check_keepalived(&ns, &cr.keepalived, dir.path());
         match proxy {
             Provider::Haproxy => check_haproxy(&ns, cr.proxy.as_deref().unwrap(), dir.path()),
@@ -271,86 +237,48 @@ fn check(fixture_name: &str, node: &str, proxies: &[Provider]) {
     }
 }
 
+/// Two tests per fixture: `<case>::renders_as_its_snapshots` (no root) and
+/// `<case>::passes_the_daemons_own_checks` (root: listed as ignored, with the reason, by
+/// plain `cargo test`; `./scripts/test.sh` runs it).
+macro_rules! fixtures {
+    ($($(#[$doc:meta])* $case:ident: $fixture:literal on $node:literal with [$($proxy:ident),*];)*) => {$(
+        $(#[$doc])*
+        mod $case {
+            use super::*;
+
+            #[test]
+            fn renders_as_its_snapshots() {
+                snapshots($fixture, $node, &[$($proxy),*]);
+            }
+
+            #[test]
+            #[ignore = "needs root: a network namespace with the interfaces keepalived names, for keepalived --config-test, haproxy -c and nginx -t; ./scripts/test.sh runs it"]
+            fn passes_the_daemons_own_checks() {
+                daemon_checks($fixture, $node, &[$($proxy),*]);
+            }
+        }
+    )*};
+}
+
 use Provider::{Haproxy, Kubeproxy, Nginx};
 
-#[test]
-fn plain_http() {
-    check("plain-http", "lb-1", &[Haproxy, Nginx]);
-}
-
-#[test]
-fn tls_port_443_redirect() {
-    check("tls-port-443-redirect", "lb-1", &[Haproxy, Nginx]);
-}
-
-#[test]
-fn tls_port_name_no_redirect() {
-    check("tls-port-name-no-redirect", "lb-1", &[Haproxy, Nginx]);
-}
-
-#[test]
-fn tls_annotation() {
-    check("tls-annotation", "lb-1", &[Haproxy, Nginx]);
-}
-
-#[test]
-fn backend_tls_nocheck() {
-    check("backend-tls-nocheck", "lb-1", &[Haproxy, Nginx]);
-}
-
-#[test]
-fn shared_ip() {
-    check("shared-ip", "lb-1", &[Haproxy, Nginx]);
-}
-
-#[test]
-fn ipv6() {
-    check("ipv6", "lb-1", &[Haproxy, Nginx]);
-}
-
-#[test]
-fn two_pools_two_interfaces() {
-    check("two-pools", "lb-1", &[Haproxy, Nginx]);
-}
-
-#[test]
-fn stickiness_source_and_cookie() {
-    check("stickiness", "lb-1", &[Haproxy, Nginx]);
-}
-
-#[test]
-fn udp_and_sctp() {
-    check("udp", "lb-1", &[Haproxy, Nginx]);
-}
-
-#[test]
-fn proxy_protocol() {
-    check("proxy-protocol", "lb-1", &[Haproxy, Nginx]);
-}
-
-#[test]
-fn source_ranges() {
-    check("source-ranges", "lb-1", &[Haproxy, Nginx]);
-}
-
-#[test]
-fn kubeproxy() {
-    check("kubeproxy", "lb-1", &[Kubeproxy]);
-}
-
-#[test]
-fn unicast_two_nodes() {
-    check("unicast-2node", "lb-2", &[Haproxy]);
-}
-
-#[test]
-fn empty_state_keeps_vrid() {
-    check("empty", "lb-1", &[Haproxy, Nginx]);
-}
-
-/// The sections k8slb's defaults give (common::config::default_haproxy/default_nginx):
-/// nginx gets the actor's own `events` block.
-#[test]
-fn default_sections() {
-    check("default-sections", "lb-1", &[Haproxy, Nginx]);
+fixtures! {
+    plain_http: "plain-http" on "lb-1" with [Haproxy, Nginx];
+    tls_port_443_redirect: "tls-port-443-redirect" on "lb-1" with [Haproxy, Nginx];
+    tls_port_name_no_redirect: "tls-port-name-no-redirect" on "lb-1" with [Haproxy, Nginx];
+    tls_annotation: "tls-annotation" on "lb-1" with [Haproxy, Nginx];
+    backend_tls_nocheck: "backend-tls-nocheck" on "lb-1" with [Haproxy, Nginx];
+    shared_ip: "shared-ip" on "lb-1" with [Haproxy, Nginx];
+    ipv6: "ipv6" on "lb-1" with [Haproxy, Nginx];
+    two_pools_two_interfaces: "two-pools" on "lb-1" with [Haproxy, Nginx];
+    stickiness_source_and_cookie: "stickiness" on "lb-1" with [Haproxy, Nginx];
+    udp_and_sctp: "udp" on "lb-1" with [Haproxy, Nginx];
+    proxy_protocol: "proxy-protocol" on "lb-1" with [Haproxy, Nginx];
+    source_ranges: "source-ranges" on "lb-1" with [Haproxy, Nginx];
+    kubeproxy: "kubeproxy" on "lb-1" with [Kubeproxy];
+    unicast_two_nodes: "unicast-2node" on "lb-2" with [Haproxy];
+    empty_state_keeps_vrid: "empty" on "lb-1" with [Haproxy, Nginx];
+    /// The sections k8slb's defaults give (common::config::default_haproxy/default_nginx):
+    /// nginx gets the actor's own `events` block.
+    default_sections: "default-sections" on "lb-1" with [Haproxy, Nginx];
 }

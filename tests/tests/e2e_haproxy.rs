@@ -14,6 +14,7 @@ fn vip(sys: &System, key: &str) -> IpAddr {
 }
 
 #[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
 fn http_through_the_vip_reaches_both_backends() {
     let mut sys = System::start(Options::new("http")).expect("system");
     let s = svc("default", "web").port(tcp("http", 80, 8080));
@@ -43,6 +44,7 @@ fn http_through_the_vip_reaches_both_backends() {
 }
 
 #[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
 fn http_redirects_to_https_and_terminates_tls() {
     let mut sys = System::start(Options::new("redirect")).expect("system");
     let s = svc("default", "secure")
@@ -100,6 +102,7 @@ fn http_redirects_to_https_and_terminates_tls() {
 }
 
 #[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
 fn l4_tcp_passthrough() {
     let mut sys = System::start(Options::new("l4")).expect("system");
     let s = svc("default", "echo")
@@ -116,6 +119,7 @@ fn l4_tcp_passthrough() {
 }
 
 #[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
 fn ipv6_vip() {
     let mut sys = System::start(Options::new("v6")).expect("system");
     let s = svc("default", "web6")
@@ -138,6 +142,7 @@ fn ipv6_vip() {
 }
 
 #[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
 fn a_killed_backend_stops_getting_requests() {
     let mut sys = System::start(Options::new("bekill")).expect("system");
     let s = svc("default", "web").port(tcp("http", 80, 8080));

@@ -123,6 +123,7 @@ fn https_both_backends(sys: &System, ip: IpAddr) {
 }
 
 #[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
 fn seed_readme_examples_work_as_written() {
     let mut sys = System::start(Options::new("seed")).expect("system");
     let lbs = sys.lb_nodes();

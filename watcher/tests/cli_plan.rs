@@ -184,13 +184,15 @@ fn files_source_follows_the_directory_and_keeps_the_last_good_config() {
     std::fs::write(src.join("global.yaml"), configmap(CONFIG)).unwrap();
     std::fs::write(src.join("objects.yaml"), OBJECTS).unwrap();
     let state = d.path().join("state").join("state.json");
+    let log = d.path().join("watcher.log");
     let _w = Kill(
         Command::new(BIN)
             .args(["run", "--source", &format!("files:{}", src.display())])
             .args(["--state-out", &format!("file:{}", state.display())])
             .args(["--admin-addr", "127.0.0.1:0"])
+            .env("NO_COLOR", "1")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap(),
     );
@@ -221,9 +223,21 @@ fn files_source_follows_the_directory_and_keeps_the_last_good_config() {
     });
     assert_eq!(v["services"]["default/web"]["ips"][0], "198.18.0.100");
 
-    // A file that does not parse: nothing is published (never an empty state).
+    // A file that does not parse: nothing is published (never an empty state). The
+    // watcher's warning proves it read the file before the state is looked at.
     std::fs::write(src.join("objects.yaml"), "kind: Service\n  metadata: [").unwrap();
-    std::thread::sleep(Duration::from_millis(600));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("cannot read the objects")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for the watcher to read the broken file; log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let v = wait_for(&state, "the same state", |_| true);
     assert_eq!(v["services"]["default/web"]["ips"][0], "198.18.0.100");
 

@@ -123,8 +123,23 @@ async fn each_problem_gives_its_event_and_leaves_the_others_alone() {
     assert!(later.starts_with("10.0.0."), "{later}");
     assert_eq!(all_ips(&api, &names), before, "nothing else moved");
 
-    // Events are not repeated on every tick: wait for a resync or two, counts stay at 1.
-    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    // Events are not repeated on every tick: two more plans (a resync at least: `args`
+    // resyncs every 5 s), then a probe Service whose UnknownPool Event is written after
+    // any Event those plans queued (one queue, in order); the counts stay at 1.
+    let plans = w.metrics.plans_total.get();
+    wait_for("two more plans", || {
+        (w.metrics.plans_total.get() >= plans + 2).then_some(())
+    })
+    .await;
+    api.put_object(with_annotation(
+        svc("default", "probe"),
+        "loadbalancer/pool",
+        "nope",
+    ));
+    wait_for("UnknownPool event on probe", || {
+        has_event(&api, "probe", "UnknownPool").then_some(())
+    })
+    .await;
     for n in ["unknown", "ex3", "static2", "global"] {
         for e in events_for(&api, n) {
             assert_eq!(e.2, 1, "{n}: {e:?}");

@@ -106,9 +106,9 @@ impl Netns {
         self.ip(&format!("addr add {cidr} dev {a}"));
     }
     /// `program` run inside the namespace (`ip netns exec`, which execs it).
-    pub fn cmd(&self, program: &str) -> Command {
+    pub fn cmd(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.name, program]);
+        c.args(["netns", "exec", &self.name]).arg(program);
         c
     }
     /// `GET http://<addr><path>` from inside the namespace (the actor's `debug get`); the
@@ -123,13 +123,22 @@ impl Netns {
     }
     /// How many addresses `ip/…` the namespace holds.
     pub fn has_addr(&self, ip: &str) -> usize {
+        self.held_on(ip).len()
+    }
+    /// The interfaces that hold `ip/…` in the namespace.
+    pub fn held_on(&self, ip: &str) -> Vec<String> {
         self.ip("-o addr show")
             .lines()
             .filter(|l| {
                 l.split_whitespace()
                     .any(|w| w.starts_with(&format!("{ip}/")))
             })
-            .count()
+            .filter_map(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .map(|s| s.trim_end_matches(':').to_string())
+            })
+            .collect()
     }
     /// A script that runs `program` inside the namespace (for daemons driven from the
     /// library).
@@ -166,6 +175,38 @@ impl Drop for Netns {
     }
 }
 
+/// Whether the namespace `ns` holds `ip` (any interface). For threads that sample: it
+/// does not panic, a failed `ip` counts as "not held".
+pub fn holds(ns: &str, ip: &str) -> bool {
+    Command::new("ip")
+        .args(["-n", ns, "-o", "addr", "show"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout).lines().any(|l| {
+                l.split_whitespace()
+                    .any(|w| w.starts_with(&format!("{ip}/")))
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// Children of `pid` (all its threads), in pid order.
+pub fn children(pid: u32) -> Vec<u32> {
+    k8slb_actor::daemons::child_pids(pid).into_iter().collect()
+}
+
+/// The process name of `pid` (`/proc/<pid>/comm`).
+pub fn comm(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|c| c.trim().to_string())
+}
+
+/// The pid in a pid file.
+pub fn pid_of(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
 /// One `k8slb-actor run` inside a namespace (`ip netns exec` execs it: the child's pid is
 /// the actor's), stdout and stderr to `log`; killed on drop.
 pub struct ActorProc {
@@ -197,6 +238,16 @@ impl ActorProc {
     /// The log so far ("" when it cannot be read).
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    /// The content of `<work>/proxy-health`, written by the actor.
+    pub fn health(&self) -> Option<String> {
+        std::fs::read_to_string(self.work.join("proxy-health")).ok()
+    }
+    /// The actor's first child named `name` (e.g. the HAProxy master: `haproxy`).
+    pub fn child_named(&self, name: &str) -> Option<u32> {
+        children(self.child.id())
+            .into_iter()
+            .find(|&k| comm(k).as_deref() == Some(name))
     }
 }
 

@@ -145,9 +145,27 @@ fn web(sys: &System) -> Result<(IpAddr, SocketAddr)> {
     Ok((ip, target))
 }
 
-/// One link-cut trial: the current holder's link is cut; returns the dark time (ms).
-fn link_cut_trial(sys: &mut System, ip: IpAddr, target: SocketAddr) -> Result<f64> {
-    let master = sys.wait_one_holder(ip, T)?;
+/// `n` trials of `trial`: each one's dark time (ms) is said and kept, a failure recorded
+/// under `"<what> trial <i>"`; returns the dark times.
+fn run_trials(
+    out: &mut Out,
+    n: usize,
+    what: &str,
+    mut trial: impl FnMut() -> Result<f64>,
+) -> Vec<f64> {
+    let mut gaps = Vec::new();
+    for i in 0..n {
+        if let Some(g) = out.record(&format!("{what} trial {i}"), trial()) {
+            say(&format!("{what} trial {i}: dark {g:.0} ms"));
+            gaps.push(g);
+        }
+    }
+    gaps
+}
+
+/// The client's HTTP probe of `target` (every 10 ms, at most 60 s), running for 300 ms
+/// before it returns: the trial's fault comes after a few good answers.
+fn probe_http(sys: &mut System, target: SocketAddr) -> Result<traffic::Background> {
     let probe = traffic::start_probe(
         &mut sys.lab,
         "client",
@@ -158,6 +176,13 @@ fn link_cut_trial(sys: &mut System, ip: IpAddr, target: SocketAddr) -> Result<f6
         Duration::from_secs(60),
     )?;
     std::thread::sleep(Duration::from_millis(300));
+    Ok(probe)
+}
+
+/// One link-cut trial: the current holder's link is cut; returns the dark time (ms).
+fn link_cut_trial(sys: &mut System, ip: IpAddr, target: SocketAddr) -> Result<f64> {
+    let master = sys.wait_one_holder(ip, T)?;
+    let probe = probe_http(sys, target)?;
     sys.lab.cut_link(&master)?;
     let moved = k8slb_tests::wait::until(T, || Ok(sys.holders(ip)?.iter().any(|h| *h != master)));
     let serving = moved.and_then(|_| sys.wait_serving(Proto::Http, target, T));
@@ -182,59 +207,36 @@ fn run_fast_system(out: &mut Out) -> Result<()> {
     let (ip, target) = web(&sys)?;
 
     // 1. Link cut.
-    let mut gaps = Vec::new();
-    for i in 0..trials {
-        if let Some(g) = out.record(
-            &format!("link cut trial {i}"),
-            link_cut_trial(&mut sys, ip, target),
-        ) {
-            say(&format!("link cut trial {i}: dark {g:.0} ms"));
-            gaps.push(g);
-        }
-    }
+    let gaps = run_trials(out, trials, "link cut", || {
+        link_cut_trial(&mut sys, ip, target)
+    });
     out.keys.insert("failover_ms_p50".into(), round(p50(&gaps)));
     out.keys.insert("failover_ms_max".into(), round(max(&gaps)));
     out.keys.insert("failover_trials".into(), json!(gaps.len()));
 
     // 2. Proxy crash on the master.
-    let mut gaps = Vec::new();
-    for i in 0..(trials / 2).max(3) {
-        let r = (|| -> Result<f64> {
-            let master = sys.wait_one_holder(ip, T)?;
-            let probe = traffic::start_probe(
-                &mut sys.lab,
-                "client",
-                "probe",
-                Proto::Http,
-                target,
-                10,
-                Duration::from_secs(60),
-            )?;
-            std::thread::sleep(Duration::from_millis(300));
-            let pids = sys.pids_named(&master, "haproxy")?;
-            if pids.is_empty() {
-                bail!("no haproxy on {master}");
-            }
-            for p in pids {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), Signal::SIGKILL);
-            }
-            std::thread::sleep(Duration::from_millis(500));
-            sys.wait_serving(Proto::Http, target, T)?;
-            std::thread::sleep(Duration::from_millis(300));
-            let p = probe.stop_probe(&mut sys.lab)?;
-            if !p.recovered {
-                bail!("the probe never recovered: {p:?}");
-            }
-            // The actor restarts its proxy; wait until both nodes are whole again.
-            std::thread::sleep(Duration::from_secs(3));
-            sys.wait_one_holder(ip, T)?;
-            Ok(p.max_gap_ms)
-        })();
-        if let Some(g) = out.record(&format!("proxy crash trial {i}"), r) {
-            say(&format!("proxy crash trial {i}: dark {g:.0} ms"));
-            gaps.push(g);
+    let gaps = run_trials(out, (trials / 2).max(3), "proxy crash", || {
+        let master = sys.wait_one_holder(ip, T)?;
+        let probe = probe_http(&mut sys, target)?;
+        let pids = sys.pids_named(&master, "haproxy")?;
+        if pids.is_empty() {
+            bail!("no haproxy on {master}");
         }
-    }
+        for p in pids {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), Signal::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        sys.wait_serving(Proto::Http, target, T)?;
+        std::thread::sleep(Duration::from_millis(300));
+        let p = probe.stop_probe(&mut sys.lab)?;
+        if !p.recovered {
+            bail!("the probe never recovered: {p:?}");
+        }
+        // The actor restarts its proxy; wait until both nodes are whole again.
+        std::thread::sleep(Duration::from_secs(3));
+        sys.wait_one_holder(ip, T)?;
+        Ok(p.max_gap_ms)
+    });
     out.keys
         .insert("proxy_crash_failover_ms_p50".into(), round(p50(&gaps)));
 
@@ -474,19 +476,11 @@ fn run_default_keepalived(out: &mut Out) -> Result<()> {
     say("starting a lab with keepalived's default advert_int (1 s)");
     let mut sys = System::start(Options::new("bench-ka1").advert_int(1.0))?;
     let (ip, target) = web(&sys)?;
-    let mut gaps = Vec::new();
-    for i in 0..trials {
-        if let Some(g) = out.record(
-            &format!("default keepalived trial {i}"),
-            link_cut_trial(&mut sys, ip, target),
-        ) {
-            say(&format!(
-                "keepalived default, link cut trial {i}: dark {g:.0} ms"
-            ));
-            gaps.push(g);
-        }
+    let gaps = run_trials(out, trials, "keepalived default, link cut", || {
+        let r = link_cut_trial(&mut sys, ip, target);
         std::thread::sleep(Duration::from_secs(2));
-    }
+        r
+    });
     out.keys.insert(
         "keepalived_default_failover_ms_p50".into(),
         round(p50(&gaps)),

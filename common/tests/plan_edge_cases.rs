@@ -1,4 +1,5 @@
-//! Adversarial review of the allocation core: each test names the bug it pins.
+//! Edge cases of the allocation core: each test names the behaviour it pins, and its
+//! comment says what went wrong without it.
 
 mod support;
 use k8slb_common::state::{Protocol, State};
@@ -40,7 +41,7 @@ fn check_no_clash(s: &State) {
 
 #[test]
 fn stale_status_of_an_older_service_does_not_take_a_newer_services_allocation() {
-    // Bug: sticky claims were taken per Service in creation order, status and previous
+    // Without it: sticky claims were taken per Service in creation order, status and previous
     // state together, so an older Service whose status still showed an address it had
     // released (status write-back lags) took that address back from the Service the
     // previous state gave it to: an existing allocation moved.
@@ -77,7 +78,7 @@ fn stale_status_never_makes_two_dynamic_services_share() {
 
 #[test]
 fn duplicate_services_count_once_even_when_not_adjacent_in_creation_order() {
-    // Bug: `dedup_by` after the sort only removed adjacent duplicates; two copies of
+    // Without it: `dedup_by` after the sort only removed adjacent duplicates; two copies of
     // a Service with different creation times both allocated, the ports published were
     // the last copy's while the conflict check had used the first's, so a co-tenant
     // could share the IP on a clashing port.
@@ -113,7 +114,7 @@ fn duplicate_services_count_once_even_when_not_adjacent_in_creation_order() {
 
 #[test]
 fn a_new_static_request_is_served_before_new_dynamic_ones() {
-    // Bug: the module documents "2. static requests, 3. dynamic" but both ran in one pass
+    // Without it: the module documents "2. static requests, 3. dynamic" but both ran in one pass
     // in creation order, so an older new dynamic Service took the lowest free address
     // that a newer Service asked for by name in the same plan, and the static request
     // failed with a PortConflict although its address was free.
@@ -141,7 +142,7 @@ fn a_new_static_request_is_served_before_new_dynamic_ones() {
 
 #[test]
 fn a_pool_annotation_from_a_yaml_block_scalar_is_read_not_replaced_by_default() {
-    // Bug: values were checked for control characters before trimming, so `pool: |`
+    // Without it: values were checked for control characters before trimming, so `pool: |`
     // ("external\n") was ignored and the Service silently got an IP from pool default.
     let c = cfg(TWO_POOLS);
     let s = run(
@@ -158,7 +159,7 @@ fn a_pool_annotation_from_a_yaml_block_scalar_is_read_not_replaced_by_default() 
 
 #[test]
 fn an_ignored_pool_or_ips_annotation_allocates_nothing() {
-    // Bug: an ignored `loadbalancer/pool` fell back to pool default and an ignored
+    // Without it: an ignored `loadbalancer/pool` fell back to pool default and an ignored
     // `loadbalancer/ips` to a dynamic address: a surprise IP from the wrong place.
     let c = cfg(TWO_POOLS);
     let s = run(
@@ -197,7 +198,7 @@ fn an_ignored_pool_or_ips_annotation_allocates_nothing() {
 
 #[test]
 fn backup_priorities_stay_distinct_with_many_lb_nodes() {
-    // Bug: backups got 100 - (k-1) saturating at 1 (and `as u8` wrapped at 257), so with
+    // Without it: backups got 100 - (k-1) saturating at 1 (and `as u8` wrapped at 257), so with
     // more than 101 LB nodes many members of an instance shared priority 1.
     let c = cfg(TWO_POOLS);
     let many: Vec<_> = (1..=130)
@@ -240,7 +241,7 @@ fn backup_priorities_stay_distinct_with_many_lb_nodes() {
 
 #[test]
 fn a_previous_state_with_a_duplicated_vrid_never_yields_a_collision() {
-    // Bug: previous instances were kept as they were, so a previous state (a file given
+    // Without it: previous instances were kept as they were, so a previous state (a file given
     // with --previous, a hand-edited ConfigMap) with two instances on one VRID produced a
     // state with two live instances on that VRID.
     let c = cfg(TWO_POOLS);
@@ -267,7 +268,7 @@ fn a_previous_state_with_a_duplicated_vrid_never_yields_a_collision() {
 
 #[test]
 fn dual_stack_with_one_static_address_is_not_silently_half_served() {
-    // Bug: with two pools and `spec.loadBalancerIP` (one family), the other family got
+    // Without it: with two pools and `spec.loadBalancerIP` (one family), the other family got
     // no address and no problem said why.
     let c = cfg(TWO_POOLS);
     let s = run(
@@ -354,7 +355,7 @@ fn a_dynamic_service_sharing_a_pinned_address_keeps_it_over_a_restart_without_st
 
 #[test]
 fn a_static_request_for_the_network_or_broadcast_address_is_refused() {
-    // Bug: the static rule only checked network containment, so `loadBalancerIP:
+    // Without it: the static rule only checked network containment, so `loadBalancerIP:
     // 192.168.10.255` in a /24 network was accepted and the broadcast address became a
     // VIP (the dynamic allocator already skipped it).
     let c = cfg(TWO_POOLS);

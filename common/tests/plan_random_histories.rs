@@ -1,5 +1,6 @@
-//! Randomised review checks (deterministic seeds): idempotence with status write-back,
-//! nodes going to zero and back, pool removal and return, duplicate and hostile input.
+//! Randomised histories (deterministic seeds) keep the plan's invariants: idempotence
+//! with status write-back, nodes going to zero and back, pool removal and return,
+//! duplicate and hostile input.
 
 mod support;
 use k8s_openapi::api::core::v1::Service;

@@ -1,4 +1,5 @@
-//! Hostile input: never a panic, always a problem.
+//! Hostile Services (huge, malformed, thousands of annotations): never a panic, always a
+//! problem, and at most 10 listed per object.
 
 mod support;
 use serde_json::json;

@@ -1,5 +1,7 @@
-//! Review tests for the fast path (apply.rs) and the daemons' stderr pipe (daemons.rs).
-//! Each test states the invariant it checks; they fail on 4328a3e.
+//! The applier after failures (apply.rs): once things settle, the proxy serves the view
+//! the applier believes it runs, after a restart from a stale file or a failed keepalived
+//! reload; and a daemon's stderr pipe (daemons.rs) survives a line that is not UTF-8.
+//! Each test states the invariant it checks.
 
 use k8slb_actor::admin::Metrics;
 use k8slb_actor::apply::{Applied, Applier, Desired, NodeContext, NodeRenderer};

@@ -1,5 +1,6 @@
 //! Shared helpers of the `kube_*` tests: fixtures, a watcher started in-process against
-//! the fake API server, polling with a deadline.
+//! the fake API server, polling with a deadline. A directory module, so that cargo does
+//! not build it as a test target of its own.
 //!
 //! The watcher always runs as its ServiceAccount (`k8slb-system/watcher`) with the RBAC
 //! of the shipped manifests ([`load_manifests`], done by [`seed_cluster`]): a call the

@@ -1,10 +1,11 @@
-//! Adversarial review: object files and config documents.
+//! Hostile object files and config documents: non-object list items are skipped, never a
+//! panic; duplicate keys in the global config (JSON or inside YAML) are refused.
 
 use k8slb_common::objects::Objects;
 
 #[test]
 fn a_list_with_non_object_items_is_not_a_panic() {
-    // Bug: `item["kind"] = ...` panics when an item is not an object.
+    // Without it: `item["kind"] = ...` panics when an item is not an object.
     let mut o = Objects::default();
     o.add_text("kind: List\nitems: [5, \"x\", [1], true]\n")
         .unwrap();
@@ -16,7 +17,7 @@ fn a_list_with_non_object_items_is_not_a_panic() {
 #[test]
 fn duplicate_keys_in_the_config_are_refused() {
     use k8slb_common::config::parse_global_config;
-    // Bug: serde_json keeps the last of duplicate keys silently: a copy-pasted pool that
+    // Without it: serde_json keeps the last of duplicate keys silently: a copy-pasted pool that
     // was not renamed made the first pool vanish (and its Services lose their IPs).
     let e = parse_global_config(
         r#"{"pools":{

@@ -1,13 +1,13 @@
-//! Review of 1a1375d (a refused edit keeps what the Service holds) and fcc419f (at most
-//! 10 problems per object). Each test is a sequence that the commits' own promises say
-//! should hold; see the report for which fail.
+//! A refused edit keeps what the Service holds and gets nothing new (no adopted status
+//! address, no half of a dual-stack request, no co-tenant evicted), and the cap of 10
+//! problems per object never hides the problem that says why a Service has no address.
 
 mod support;
 use support::*;
 
-/// 1a1375d: "gets nothing new". The status-adoption path lets a refused request take a
-/// free address from its (stale) status, in any pool, although the published state had
-/// released it; a valid request in the same position would not get it.
+/// A refused edit gets nothing new, also through status adoption: a refused request does
+/// not take a free address from its (stale) status, in any pool, once the published state
+/// has released it (a valid request in the same position would not get it either).
 #[test]
 fn a_refused_edit_does_not_adopt_a_released_status_address() {
     let c = cfg(TWO_POOLS);
@@ -34,9 +34,9 @@ fn a_refused_edit_does_not_adopt_a_released_status_address() {
     assert_eq!(ips(&s2, "default/other"), ["192.168.10.200"]);
 }
 
-/// 1a1375d lists "IP outside the pool" among the refused edits that get nothing new. A
-/// dual-stack request with one static IP outside its pool still gets the other static
-/// IP as a new address (half of what was asked).
+/// "IP outside the pool" is a refused edit that gets nothing new: a dual-stack request
+/// with one static IP outside its pool does not get the other static IP as a new address
+/// (half of what was asked); it keeps what it held.
 #[test]
 fn a_half_refused_static_request_gets_no_new_address() {
     let c = cfg(TWO_POOLS);
@@ -61,10 +61,10 @@ fn a_half_refused_static_request_gets_no_new_address() {
     );
 }
 
-/// 1a1375d: "bad input never loses an allocation already made". Two Services share a
-/// static IP on distinct ports. The older one makes a refused edit (unknown pool) that
-/// also moves its port onto the younger one's: the younger, unchanged and valid, loses
-/// the shared IP. (Before 1a1375d the refused one released it; the other kept it.)
+/// Bad input never loses an allocation already made, its own or another's. Two Services
+/// share a static IP on distinct ports. The older one makes a refused edit (unknown pool)
+/// that also moves its port onto the younger one's: the younger, unchanged and valid,
+/// keeps the shared IP.
 #[test]
 fn a_refused_edit_does_not_evict_a_valid_co_tenant() {
     let c = cfg(TWO_POOLS);
@@ -110,9 +110,10 @@ fn refused_plans_are_idempotent() {
     assert_eq!(s2.to_json(), s1.to_json());
 }
 
-/// fcc419f: the cap keeps the first 10 problems in (reason, message) order, so eleven
-/// unknown annotations (or per-port InvalidAnnotation/InvalidName problems) hide the one
-/// problem that says why the Service has no address: it never becomes an Event.
+/// The cap keeps at most 10 problems per object, and the one that says why the Service
+/// has no address is always among them: eleven unknown annotations (or per-port
+/// InvalidAnnotation/InvalidName problems) sort before it in (reason, message) order, and
+/// a plain first-10 cap would hide it (it would never become an Event).
 #[test]
 fn the_cap_never_hides_why_a_service_has_no_address() {
     let c = cfg(TWO_POOLS);
