@@ -789,6 +789,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut applier = Applier::new(real, keepalived, proxy, metrics.clone());
     applier.min_reload_interval = Duration::from_millis(args.min_reload_interval_ms);
     applier.vip_handover = Duration::from_millis(args.vip_handover_ms);
+    // A keepalived that dies takes its VIPs with it at once, not when the loop reaps it.
+    applier.watch_keepalived_exit(|| Ok(Box::new(vip::Netlink::new()?) as Box<dyn AddrOps>));
 
     let mut cfg = LoopConfig::new(args.node.clone(), paths, args.state.clone());
     cfg.forced_interfaces = args.interfaces.iter().cloned().collect();
