@@ -1200,6 +1200,85 @@ fn reload_with(
 mod tests {
     use super::*;
 
+    /// Addresses in memory, shared with the test.
+    struct MemAddrs(Arc<Mutex<Vec<crate::vip::Addr>>>);
+
+    impl AddrOps for MemAddrs {
+        fn addresses(&mut self) -> Result<Vec<crate::vip::Addr>, VipError> {
+            Ok(self.0.lock().unwrap().clone())
+        }
+        fn interfaces(&mut self) -> Result<Vec<(u32, String)>, VipError> {
+            Ok(vec![(2, "eth0".into())])
+        }
+        fn add(&mut self, ifname: &str, net: ipnet::IpNet) -> Result<(), VipError> {
+            self.0.lock().unwrap().push(crate::vip::Addr {
+                ifname: ifname.into(),
+                index: 2,
+                net,
+            });
+            Ok(())
+        }
+        fn delete(&mut self, addr: &crate::vip::Addr) -> Result<(), VipError> {
+            self.0.lock().unwrap().retain(|a| a.net != addr.net);
+            Ok(())
+        }
+    }
+
+    /// The watched keepalived process is gone (here: a child that exited and was
+    /// reaped): the watcher thread deletes the guard's VIPs and nothing else, and does not
+    /// watch that process again.
+    #[test]
+    fn keepalived_exit_watcher_removes_its_vips_when_the_process_is_gone() {
+        let addr = |net: &str| crate::vip::Addr {
+            ifname: "eth0".into(),
+            index: 2,
+            net: net.parse().unwrap(),
+        };
+        let held = Arc::new(Mutex::new(vec![
+            addr("198.18.0.2/24"),
+            addr("198.18.0.100/24"),
+            addr("198.18.0.101/24"),
+        ]));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        let g = Arc::new(Mutex::new(ExitGuard {
+            watched: None,
+            gone: None,
+            vips: ["198.18.0.100", "198.18.0.101"]
+                .iter()
+                .map(|v| v.parse().unwrap())
+                .collect(),
+        }));
+        let (weak, ops) = (Arc::downgrade(&g), MemAddrs(held.clone()));
+        let t = std::thread::spawn(move || watch_exit(weak, Box::new(ops)));
+        g.lock().unwrap().watch(Some(pid));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while g.lock().unwrap().gone.is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        {
+            let g = g.lock().unwrap();
+            assert_eq!(
+                (g.watched, g.gone),
+                (None, Some(pid)),
+                "the watcher saw the process gone"
+            );
+        }
+        let left: Vec<String> = held
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|a| a.net.to_string())
+            .collect();
+        assert_eq!(left, vec!["198.18.0.2/24"], "only the VIPs were deleted");
+        // The same (dead) process is never watched again.
+        g.lock().unwrap().watch(Some(pid));
+        assert_eq!(g.lock().unwrap().watched, None);
+        drop(g);
+        t.join().unwrap();
+    }
+
     #[test]
     fn decide_table() {
         let cmds = || Some(vec!["set server b/s1 addr 198.18.0.5 port 80".to_string()]);

@@ -559,4 +559,32 @@ fn netns_restarted_actor_stops_the_daemons_a_killed_actor_left_running() {
             "the leftover of {conf} was not stopped; log:\n{log}"
         );
     }
+
+    // The restarted actor, stopped with SIGTERM, stops its own daemons and releases the VIP.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(b.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let mut b = b;
+    let exited = wait_until(Duration::from_secs(15), || {
+        b.child.try_wait().is_ok_and(|s| s.is_some())
+    });
+    assert!(
+        exited,
+        "the restarted actor did not exit after SIGTERM; log:
+{}",
+        b.log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || daemons_in(&ns.name).is_empty()),
+        "daemons left after the restarted actor stopped: {:?}; log:\n{}",
+        daemons_in(&ns.name),
+        b.log()
+    );
+    assert!(
+        !holds(&ns.name, VIP),
+        "the VIP is left after the restarted actor stopped; log:\n{}",
+        b.log()
+    );
 }
