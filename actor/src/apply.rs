@@ -24,6 +24,13 @@
 //! directory with inotify and handles both a rename and a truncating write) before
 //! keepalived is first started, so a node whose proxy never came up never takes a VIP.
 //!
+//! keepalived's own process is watched the same way once [`Applier::watch_keepalived_exit`]
+//! is called: the moment it is gone (SIGKILL, OOM), the VIPs of the keepalived config it
+//! ran are deleted from this node's interfaces at once, not when the control loop next
+//! reaps it (it may be busy for seconds), because a backup takes them over within three
+//! advert intervals of the last advertisement. The reaper's removal that follows finds
+//! them gone ("already gone" is success).
+//!
 //! Reloads are rate-limited per daemon ([`Applier::min_reload_interval`], default 1 s):
 //! an apply that would reload too early returns [`Applied::Deferred`] and the caller
 //! tries again later. Bursts are debounced by the caller with [`Debouncer`].
@@ -32,6 +39,7 @@ use crate::admin::Metrics;
 use crate::daemons::{Daemon, DaemonError, DaemonKind};
 use crate::handover::{self, Instance, Memory, Placement};
 use crate::supervise::{Action, Restarter};
+use crate::vip::{AddrOps, VipError};
 use k8slb_common::names::{IfName, PoolName};
 use k8slb_common::state::State;
 use std::collections::{BTreeMap, BTreeSet};
@@ -257,6 +265,9 @@ pub struct Slot {
     restarter: Restarter,
     /// Shared with a watcher thread (see [`watch_health`]).
     health: Option<Arc<Mutex<HealthFile>>>,
+    /// keepalived only, once [`Applier::watch_keepalived_exit`] ran: shared with the
+    /// thread that removes its VIPs the moment its process is gone (see [`watch_exit`]).
+    exit_guard: Option<Arc<Mutex<ExitGuard>>>,
     /// The daemon runs endpoints newer than `running` and the file on disk (set by the
     /// fast path): `running` may not be compared with a candidate until the file is
     /// written again ([`Applier::supervise`], or the next apply that renders).
@@ -309,6 +320,81 @@ fn watch_health(h: Weak<Mutex<HealthFile>>, kind: DaemonKind) {
             }
             Err(e) => {
                 tracing::error!(daemon = %kind, pid, error = %e, "process gone, and the health file could not be written")
+            }
+        }
+    }
+}
+
+/// What the exit watcher of keepalived knows: the process to watch and the VIPs of the
+/// config it runs.
+struct ExitGuard {
+    /// The keepalived process (the actor's child), while it is confirmed running.
+    watched: Option<u32>,
+    /// The last process found gone: never watched again (the control loop may refresh
+    /// the watch before it reaps the dead child).
+    gone: Option<u32>,
+    /// The VIPs of the keepalived config applied last.
+    vips: BTreeSet<IpAddr>,
+}
+
+impl ExitGuard {
+    fn watch(&mut self, pid: Option<u32>) {
+        self.watched = pid.filter(|p| Some(*p) != self.gone);
+    }
+}
+
+/// Deletes every address of `ops` whose IP is in `vips` ("already gone" is success);
+/// returns them as `<ip>@<interface>`, and the errors.
+fn delete_addresses(
+    ops: &mut dyn AddrOps,
+    vips: &BTreeSet<IpAddr>,
+) -> Result<(Vec<String>, Vec<VipError>), VipError> {
+    let mut removed = Vec::new();
+    let mut errors = Vec::new();
+    for a in ops.addresses()? {
+        if !vips.contains(&a.ip()) {
+            continue;
+        }
+        match ops.delete(&a) {
+            Ok(()) => removed.push(format!("{}@{}", a.ip(), a.ifname)),
+            Err(e) => errors.push(e),
+        }
+    }
+    Ok((removed, errors))
+}
+
+/// keepalived's exit watcher: every [`HEALTH_WATCH_EVERY`], if the watched keepalived
+/// process is gone, its VIPs are deleted from this node at once (it could not remove
+/// them itself, and a backup takes them over within three advert intervals). Ends when
+/// the slot is dropped.
+fn watch_exit(g: Weak<Mutex<ExitGuard>>, mut ops: Box<dyn AddrOps>) {
+    loop {
+        std::thread::sleep(HEALTH_WATCH_EVERY);
+        let Some(g) = g.upgrade() else {
+            return;
+        };
+        let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(pid) = g.watched else {
+            continue;
+        };
+        if crate::daemons::pid_alive(pid) {
+            continue;
+        }
+        (g.watched, g.gone) = (None, Some(pid));
+        match delete_addresses(ops.as_mut(), &g.vips) {
+            Ok((removed, errors)) => {
+                tracing::warn!(
+                    pid,
+                    vips = %removed.join(","),
+                    count = removed.len(),
+                    "keepalived process gone; removed its VIPs from this node at once"
+                );
+                for e in errors {
+                    tracing::error!(pid, error = %e, "keepalived process gone; could not remove a VIP");
+                }
+            }
+            Err(e) => {
+                tracing::error!(pid, error = %e, "keepalived process gone; could not list addresses to remove its VIPs")
             }
         }
     }
@@ -371,9 +457,22 @@ impl Slot {
             last_reload: None,
             restarter: Restarter::default(),
             health,
+            exit_guard: None,
             file_stale: false,
             last_runtime: None,
             failure: None,
+        }
+    }
+
+    /// Point the exit watcher (if any) at the daemon's process now.
+    fn watch_exit(&self) {
+        if let Some(g) = self.exit_guard.as_ref() {
+            let pid = self
+                .daemon
+                .is_running()
+                .then(|| self.daemon.pid())
+                .flatten();
+            g.lock().unwrap_or_else(|p| p.into_inner()).watch(pid);
         }
     }
 
@@ -523,6 +622,7 @@ impl Slot {
                 self.last_reload = Some(now);
                 self.failure = None;
                 tracing::info!(daemon = %self.kind(), "started");
+                self.watch_exit();
                 // Confirmed: keepalived may hold VIPs again. (A failed write is logged;
                 // the file then still says unhealthy, which is the safe side.)
                 let _ = self.set_health(true);
@@ -564,6 +664,9 @@ impl Slot {
         // A stop is not a crash: the watcher must not report it.
         if let Some(h) = self.health.as_ref() {
             h.lock().unwrap_or_else(|p| p.into_inner()).watched = None;
+        }
+        if let Some(g) = self.exit_guard.as_ref() {
+            g.lock().unwrap_or_else(|p| p.into_inner()).watched = None;
         }
         self.daemon.stop(grace);
     }
@@ -628,6 +731,43 @@ impl<R: NodeRenderer> Applier<R> {
         self.handover_until
     }
 
+    /// Watch keepalived's process from a thread of its own (every
+    /// [`HEALTH_WATCH_EVERY`]): when it is gone, the VIPs of the keepalived config
+    /// applied last are deleted through the [`AddrOps`] that `ops` makes (in that thread,
+    /// once) at once, whatever the control loop is doing. The supervisor still reaps and
+    /// restarts keepalived. Without this call, the VIPs go only when the supervisor
+    /// reaps it.
+    pub fn watch_keepalived_exit<F>(&mut self, ops: F)
+    where
+        F: FnOnce() -> Result<Box<dyn AddrOps>, VipError> + Send + 'static,
+    {
+        let g = Arc::new(Mutex::new(ExitGuard {
+            watched: None,
+            gone: None,
+            vips: self
+                .running_view
+                .as_ref()
+                .map(|v| self.renderer.placement(v).into_keys().collect())
+                .unwrap_or_default(),
+        }));
+        let weak = Arc::downgrade(&g);
+        let spawned = std::thread::Builder::new()
+            .name("keepalived-exit".into())
+            .spawn(move || match ops() {
+                Ok(ops) => watch_exit(weak, ops),
+                Err(e) => tracing::error!(error = %e, "no netlink for keepalived's exit watcher; its VIPs go when the control loop reaps it"),
+            });
+        match spawned {
+            Ok(_) => {
+                self.keepalived.exit_guard = Some(g);
+                self.keepalived.watch_exit();
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "no keepalived exit watcher thread; its VIPs go when the control loop reaps it")
+            }
+        }
+    }
+
     /// The VIPs held out of the running keepalived config: VIP -> (the instance it
     /// left, the instance it will join).
     pub fn held_vips(&self) -> &BTreeMap<IpAddr, (Instance, Instance)> {
@@ -639,6 +779,11 @@ impl<R: NodeRenderer> Applier<R> {
     fn handover_applied(&mut self, view: &R::View, d: handover::Decision, now: Instant) {
         let placed = self.renderer.placement(view);
         self.handover.record(&placed, self.vip_handover, now);
+        if let Some(g) = self.keepalived.exit_guard.as_ref() {
+            g.lock().unwrap_or_else(|p| p.into_inner()).vips = placed.keys().copied().collect();
+        }
+        // A reload may have restarted keepalived (a new process).
+        self.keepalived.watch_exit();
         let mut held = BTreeMap::new();
         for h in d.held {
             let mv = (h.from, h.to);
@@ -1067,6 +1212,85 @@ fn reload_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Addresses in memory, shared with the test.
+    struct MemAddrs(Arc<Mutex<Vec<crate::vip::Addr>>>);
+
+    impl AddrOps for MemAddrs {
+        fn addresses(&mut self) -> Result<Vec<crate::vip::Addr>, VipError> {
+            Ok(self.0.lock().unwrap().clone())
+        }
+        fn interfaces(&mut self) -> Result<Vec<(u32, String)>, VipError> {
+            Ok(vec![(2, "eth0".into())])
+        }
+        fn add(&mut self, ifname: &str, net: ipnet::IpNet) -> Result<(), VipError> {
+            self.0.lock().unwrap().push(crate::vip::Addr {
+                ifname: ifname.into(),
+                index: 2,
+                net,
+            });
+            Ok(())
+        }
+        fn delete(&mut self, addr: &crate::vip::Addr) -> Result<(), VipError> {
+            self.0.lock().unwrap().retain(|a| a.net != addr.net);
+            Ok(())
+        }
+    }
+
+    /// The watched keepalived process is gone (here: a child that exited and was
+    /// reaped): the watcher thread deletes the guard's VIPs and nothing else, and does not
+    /// watch that process again.
+    #[test]
+    fn keepalived_exit_watcher_removes_its_vips_when_the_process_is_gone() {
+        let addr = |net: &str| crate::vip::Addr {
+            ifname: "eth0".into(),
+            index: 2,
+            net: net.parse().unwrap(),
+        };
+        let held = Arc::new(Mutex::new(vec![
+            addr("198.18.0.2/24"),
+            addr("198.18.0.100/24"),
+            addr("198.18.0.101/24"),
+        ]));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        let g = Arc::new(Mutex::new(ExitGuard {
+            watched: None,
+            gone: None,
+            vips: ["198.18.0.100", "198.18.0.101"]
+                .iter()
+                .map(|v| v.parse().unwrap())
+                .collect(),
+        }));
+        let (weak, ops) = (Arc::downgrade(&g), MemAddrs(held.clone()));
+        let t = std::thread::spawn(move || watch_exit(weak, Box::new(ops)));
+        g.lock().unwrap().watch(Some(pid));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while g.lock().unwrap().gone.is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        {
+            let g = g.lock().unwrap();
+            assert_eq!(
+                (g.watched, g.gone),
+                (None, Some(pid)),
+                "the watcher saw the process gone"
+            );
+        }
+        let left: Vec<String> = held
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|a| a.net.to_string())
+            .collect();
+        assert_eq!(left, vec!["198.18.0.2/24"], "only the VIPs were deleted");
+        // The same (dead) process is never watched again.
+        g.lock().unwrap().watch(Some(pid));
+        assert_eq!(g.lock().unwrap().watched, None);
+        drop(g);
+        t.join().unwrap();
+    }
 
     #[test]
     fn decide_table() {

@@ -124,7 +124,8 @@ pub trait Daemon: Send {
     /// If the child has exited since the last call, reap it and describe how.
     fn poll_exit(&mut self) -> Option<String>;
     fn is_running(&self) -> bool;
-    /// The process to watch for the health file (the proxy's master), if any.
+    /// The process to watch: the proxy's master (its health file), keepalived's parent
+    /// (its exit watcher); `None` if not running.
     fn pid(&self) -> Option<u32> {
         None
     }
@@ -572,6 +573,10 @@ impl Daemon for Keepalived {
             daemon: DaemonKind::Keepalived,
             why: why.into(),
         })
+    }
+    /// The keepalived parent (its exit watcher: see `Applier::watch_keepalived_exit`).
+    fn pid(&self) -> Option<u32> {
+        self.child.pid()
     }
     fn reload(&mut self) -> Result<(), DaemonError> {
         let daemon = DaemonKind::Keepalived;

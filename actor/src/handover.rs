@@ -376,6 +376,7 @@ mod tests {
                     owner: false,
                     nopreempt: false,
                     unicast: None,
+                    anchor: crate::view::anchor(Family::V4, *vrid),
                     vips: vips.iter().map(|v| format!("{v}/24")).collect(),
                 })
                 .collect(),

@@ -864,6 +864,8 @@ fn applier(
     let mut applier = Applier::new(real, keepalived, proxy, metrics);
     applier.min_reload_interval = Duration::from_millis(args.min_reload_interval_ms);
     applier.vip_handover = Duration::from_millis(args.vip_handover_ms);
+    // A keepalived that dies takes its VIPs with it at once, not when the loop reaps it.
+    applier.watch_keepalived_exit(|| Ok(Box::new(vip::Netlink::new()?) as Box<dyn AddrOps>));
     applier
 }
 

@@ -253,8 +253,36 @@ pub struct InstanceView {
     pub owner: bool,
     pub nopreempt: bool,
     pub unicast: Option<Unicast>,
-    /// `<ip>/<prefix_len>`.
+    /// The only address in the advertisements (`virtual_ipaddress`, on `lo`): see
+    /// [`anchor`].
+    pub anchor: String,
+    /// `<ip>/<prefix_len>`, rendered as `virtual_ipaddress_excluded` (not advertised).
     pub vips: Vec<String>,
+}
+
+/// The address an instance advertises, the same on every node for the instance's whole
+/// life: `127.75.76.<vrid>/32` (IPv4) or `fe80::4b4c:<vrid>/128` (IPv6), put on `lo`
+/// by the master ("KL", k8slb's letters; unique per VRID, and VRIDs are unique in a state).
+///
+/// keepalived drops an advertisement whose address list differs from its own
+/// configuration of the instance ("received an unexpected ip number count"), so with the
+/// VIPs advertised a node that has applied a new VIP list for an instance (a Service
+/// released or added) hears no master from a node that has not, takes over after three
+/// advert intervals, and both hold every VIP of the instance until they apply the same
+/// state (3.2 s in the chaos soak, after an API outage). With this fixed address and the
+/// VIPs in `virtual_ipaddress_excluded` (set and removed with the instance's state, with
+/// gratuitous ARP / unsolicited NA, but not advertised), nodes agree on the master
+/// whatever VIP list each has applied. VRRPv3 needs at least one advertised address of
+/// the instance's family, hence one per family; on `lo` it reaches no network (127/8 is
+/// local anyway; an IPv6 link-local on `lo` is not routed).
+pub fn anchor(family: Family, vrid: u8) -> String {
+    match family {
+        Family::V4 => format!("{}/32", Ipv4Addr::new(127, 75, 76, vrid)),
+        Family::V6 => format!(
+            "{}/128",
+            std::net::Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0x4b4c, u16::from(vrid))
+        ),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -750,6 +778,7 @@ fn keepalived_view(
             owner,
             nopreempt: !cfg.preempt,
             unicast,
+            anchor: anchor(inst.family, inst.vrid),
             vips,
         });
     }

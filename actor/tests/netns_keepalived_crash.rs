@@ -43,11 +43,21 @@ const VIP: &str = "198.18.6.10";
 const NS_PREFIX: &str = "k8slbk";
 
 fn state_json() -> String {
-    let port = serde_json::json!({
-        "protocol": "TCP", "port": 8080, "mode": "tcp", "tls": false, "redirect": false,
-        "backendTls": false, "check": false, "stickiness": "none", "stickinessTimeoutS": 10800,
-        "sourceRanges": [], "endpoints": [ { "ip": "198.18.6.2", "port": 9001 } ]
-    });
+    state_json_ports(&[8080])
+}
+
+/// The state with `default/web` listening on `ports`.
+fn state_json_ports(ports: &[u16]) -> String {
+    let port: Vec<serde_json::Value> = ports
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "protocol": "TCP", "port": p, "mode": "tcp", "tls": false, "redirect": false,
+                "backendTls": false, "check": false, "stickiness": "none", "stickinessTimeoutS": 10800,
+                "sourceRanges": [], "endpoints": [ { "ip": "198.18.6.2", "port": 9001 } ]
+            })
+        })
+        .collect();
     serde_json::to_string_pretty(&serde_json::json!({
         "version": 1,
         "config": {
@@ -69,7 +79,7 @@ fn state_json() -> String {
         } ],
         "vips": { VIP: { "pool": "default", "vrid": 61, "owner": "n1", "services": ["default/web"] } },
         "services": {
-            "default/web": { "ips": [VIP], "pool": "default", "ipMode": "Proxy", "ports": [port] }
+            "default/web": { "ips": [VIP], "pool": "default", "ipMode": "Proxy", "ports": port }
         },
         "problems": []
     }))
@@ -217,15 +227,140 @@ fn netns_killed_keepalived_vips_leave_before_restart_and_come_back() {
          moment keepalived is found dead); log:\n{log}"
     );
 
-    // The actor says so, in one line with the VIP, before it restarts keepalived.
-    let removed = line_at(&log, log_before, &["keepalived exited", VIP]).unwrap_or_else(|| {
-        panic!("no line naming the VIP removed after keepalived exited; log:\n{log}")
-    });
+    // The actor says so, in one line with the VIP, before it restarts keepalived: its
+    // exit watcher ("keepalived process gone"), or the supervisor that reaps it
+    // ("keepalived exited") if the watcher did not get there first.
+    let removed = line_at(&log, log_before, &["keepalived process gone", VIP])
+        .or_else(|| line_at(&log, log_before, &["keepalived exited", VIP]))
+        .unwrap_or_else(|| {
+            panic!("no line naming the VIP removed after keepalived exited; log:\n{log}")
+        });
     let started = line_at(&log, log_before, &["daemon=keepalived", "started"])
         .unwrap_or_else(|| panic!("no keepalived restart logged; log:\n{log}"));
     assert!(
         removed < started,
         "the VIPs must go before keepalived is restarted; log:\n{log}"
+    );
+    drop(a);
+}
+
+/// keepalived SIGKILLed while the control loop is busy (in a 4 s `haproxy -c` of a new
+/// state, as a 10,000-Service config takes seconds): the VIP leaves at once, from the
+/// actor's keepalived exit watcher, not when the loop gets round to reaping keepalived
+/// (a backup takes the VIP over after three advert intervals). The haproxy binary is a
+/// wrapper whose check sleeps while `<dir>/slow` exists, with `<dir>/checking` present
+/// meanwhile. The VIP is seen gone BEFORE `checking` is seen gone (in that order of
+/// reads), so it left while the loop was still in the check. Fails without the watcher
+/// (the VIP goes only after the check).
+#[test]
+#[ignore = "needs root: a network namespace with the real actor, keepalived and HAProxy; ./scripts/test.sh runs it"]
+fn netns_keepalived_killed_while_the_loop_is_busy_loses_its_vip_at_once() {
+    require_root_and(&["ip", "haproxy", "keepalived"]);
+    let ns = Netns::new(NS_PREFIX);
+    ns.veth("eth0", "peer0", "198.18.6.2/24");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("state.json"), state_json()).unwrap();
+    let (slow, checking) = (d.join("slow"), d.join("checking"));
+    let wrapper = d.join("haproxy-slow");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" -c \"*) if [ -e {slow} ]; then touch {checking}; sleep 4; rm -f {checking}; fi;; esac\nexec haproxy \"$@\"\n",
+            slow = slow.display(),
+            checking = checking.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let log_path = d.join("actor.log");
+    let f = std::fs::File::create(&log_path).unwrap();
+    let child = ns
+        .cmd(support::ACTOR)
+        .args(["run", "--node", "n1", "--admin-addr", "127.0.0.1:9254"])
+        .args(["--min-reload-interval-ms", "100"])
+        .arg("--state")
+        .arg(format!("file:{}", d.join("state.json").display()))
+        .arg("--work-dir")
+        .arg(d.join("work"))
+        .env("NO_COLOR", "1")
+        .env("K8SLB_HAPROXY", &wrapper)
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .spawn()
+        .unwrap();
+    let a = ActorProc {
+        child,
+        log: log_path,
+        work: d.join("work"),
+    };
+    let actor = a.child.id();
+    assert!(
+        wait_until(Duration::from_secs(20), || holds(&ns.name, VIP)),
+        "the VIP never arrived; log:\n{}",
+        a.log()
+    );
+
+    // The loop goes into a slow check of a new state (a new port: no Runtime API path).
+    std::fs::write(&slow, "").unwrap();
+    let tmp = d.join("state.json.tmp");
+    std::fs::write(&tmp, state_json_ports(&[8080, 8081])).unwrap();
+    std::fs::rename(&tmp, d.join("state.json")).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || checking.exists()),
+        "the actor never ran the slow check of the new state; log:\n{}",
+        a.log()
+    );
+    let log_before = a.log().len();
+    let parents = keepalived_parents(actor);
+    assert_eq!(parents.len(), 1, "one keepalived; log:\n{}", a.log());
+    let parent = *parents.iter().next().unwrap();
+    let kill = |pid: u32| {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    };
+    for c in children(parent).into_iter().filter(|&k| is_keepalived(k)) {
+        kill(c);
+    }
+    kill(parent);
+
+    // The VIP first, then the check: a VIP gone while the check still runs.
+    let mut gone_while_busy = false;
+    let settled = wait_until(Duration::from_secs(10), || {
+        let held = holds(&ns.name, VIP);
+        let busy = checking.exists();
+        gone_while_busy = !held && busy;
+        !held || !busy
+    });
+    std::fs::remove_file(&slow).unwrap();
+    let log = a.log();
+    assert!(
+        settled,
+        "neither the VIP left nor the check ended; log:\n{log}"
+    );
+    assert!(
+        gone_while_busy,
+        "the VIP stayed on the interface while the control loop was busy in a check \
+         (it must go the moment keepalived dies); log:\n{log}"
+    );
+    assert!(
+        line_at(&log, log_before, &["keepalived process gone", VIP]).is_some(),
+        "no line naming the VIP removed when keepalived died; log:\n{log}"
+    );
+
+    // The loop reaps and restarts keepalived, which takes the VIP back.
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            keepalived_parents(actor).iter().any(|&p| p != parent) && holds(&ns.name, VIP)
+        }),
+        "no new keepalived holding the VIP after the kill; log:\n{}",
+        a.log()
     );
     drop(a);
 }
@@ -400,4 +535,32 @@ fn netns_restarted_actor_stops_the_daemons_a_killed_actor_left_running() {
             "the leftover of {conf} was not stopped; log:\n{log}"
         );
     }
+
+    // The restarted actor, stopped with SIGTERM, stops its own daemons and releases the VIP.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(b.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let mut b = b;
+    let exited = wait_until(Duration::from_secs(15), || {
+        b.child.try_wait().is_ok_and(|s| s.is_some())
+    });
+    assert!(
+        exited,
+        "the restarted actor did not exit after SIGTERM; log:
+{}",
+        b.log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || daemons_in(&ns.name).is_empty()),
+        "daemons left after the restarted actor stopped: {:?}; log:\n{}",
+        daemons_in(&ns.name),
+        b.log()
+    );
+    assert!(
+        !holds(&ns.name, VIP),
+        "the VIP is left after the restarted actor stopped; log:\n{}",
+        b.log()
+    );
 }

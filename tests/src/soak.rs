@@ -36,7 +36,9 @@
 //! - **no failure outside a fault window**: a fault's window runs from its start to its
 //!   end plus the recovery bound; a failed request whose time span touches no window is a
 //!   violation. The API outage and the watcher restart must not fail any request at all
-//!   (the data plane does not depend on either);
+//!   (the data plane does not depend on either): a failure is attributed to every fault
+//!   whose window is open when it happens ([`attribute_failures`]), and one of theirs
+//!   counts only when no other fault that may fail requests has its window open;
 //! - **nothing left behind**: after every actor got SIGTERM, no VIP and no keepalived or
 //!   haproxy is left in the LB nodes; after teardown, no namespace of the lab in
 //!   /run/netns, no process in one of its namespaces or naming its directory, and neither
@@ -592,7 +594,52 @@ pub struct FaultRecord {
     /// Per long-lived Service: the longest run of failures in the window (first failure
     /// sent -> next answer).
     pub dark_ms: Vec<f64>,
+    /// Failed requests of the long-lived Services in the fault's window (its start to its
+    /// end plus the recovery bound), whatever other fault's window is open too.
     pub failed: u64,
+    /// Of those, the ones in no window of another fault that may fail requests (see
+    /// [`attribute_failures`]): what a fault the data plane must not notice is blamed for.
+    pub unexplained: u64,
+}
+
+/// A fault as [`attribute_failures`] sees it: its start, its end, and whether it may fail
+/// requests (everything but a watcher restart and an API outage).
+#[derive(Debug, Clone, Copy)]
+pub struct FaultSpan {
+    pub start: Instant,
+    pub end: Instant,
+    pub may_fail_traffic: bool,
+}
+
+/// For each fault: how many `failures` ((start, end) of a failed request) touch its
+/// window, `[start, end + bound]`, and how many of those touch no window of ANOTHER
+/// fault that may fail requests. A failure is attributed to every fault whose window or
+/// recovery window is open when it happens, not only to the last one started: a watcher
+/// restarted 2 s after a keepalived kill must not be blamed for the kill's recovery.
+pub fn attribute_failures(
+    faults: &[FaultSpan],
+    failures: &[(Instant, Instant)],
+    bound: Duration,
+) -> Vec<(u64, u64)> {
+    let touches = |f: &FaultSpan, q: &(Instant, Instant)| q.1 >= f.start && q.0 <= f.end + bound;
+    faults
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let mine: Vec<&(Instant, Instant)> =
+                failures.iter().filter(|q| touches(f, q)).collect();
+            let unexplained = mine
+                .iter()
+                .filter(|q| {
+                    !faults
+                        .iter()
+                        .enumerate()
+                        .any(|(j, g)| j != i && g.may_fail_traffic && touches(g, q))
+                })
+                .count();
+            (mine.len() as u64, unexplained as u64)
+        })
+        .collect()
 }
 
 #[derive(Debug, Default)]
@@ -1090,7 +1137,6 @@ impl Soak {
             };
             let mut recovery = Vec::new();
             let mut dark = Vec::new();
-            let mut failed = 0;
             for reqs in &records {
                 let in_win: Vec<&Req> = reqs
                     .iter()
@@ -1101,7 +1147,6 @@ impl Soak {
                 let mut last_fail_end: Option<Instant> = None;
                 for q in &in_win {
                     if q.error.is_some() {
-                        failed += 1;
                         streak.get_or_insert(q.start);
                         last_fail_end = Some(q.end);
                     } else if let Some(s0) = streak.take() {
@@ -1130,7 +1175,28 @@ impl Soak {
             let f = &mut self.faults[fi];
             f.recovery_ms = recovery;
             f.dark_ms = dark;
-            f.failed = failed;
+        }
+        let spans: Vec<FaultSpan> = self
+            .faults
+            .iter()
+            .map(|f| FaultSpan {
+                start: f.start,
+                end: f.end,
+                may_fail_traffic: !f.kind.traffic_must_not_fail(),
+            })
+            .collect();
+        let failures: Vec<(Instant, Instant)> = records
+            .iter()
+            .flatten()
+            .filter(|q| q.error.is_some())
+            .map(|q| (q.start, q.end))
+            .collect();
+        for (f, (failed, unexplained)) in self
+            .faults
+            .iter_mut()
+            .zip(attribute_failures(&spans, &failures, bound))
+        {
+            (f.failed, f.unexplained) = (failed, unexplained);
         }
         for fi in 0..n {
             let f = self.faults[fi].clone();
@@ -1144,12 +1210,13 @@ impl Soak {
                     bound.as_millis()
                 ));
             }
-            if f.kind.traffic_must_not_fail() && f.failed > 0 {
+            if f.kind.traffic_must_not_fail() && f.unexplained > 0 {
                 self.violation(format!(
-                    "{}: {} ({}): {} requests failed; the data plane must not depend on it",
+                    "{}: {} ({}): {} requests failed while no other fault's window was open ({} in its window); the data plane must not depend on it",
                     self.at(f.start),
                     f.kind.as_str(),
                     f.note,
+                    f.unexplained,
                     f.failed
                 ));
             }
@@ -1295,6 +1362,7 @@ pub fn run(opts: SoakOptions) -> Result<SoakReport> {
                     recovery_ms: Vec::new(),
                     dark_ms: Vec::new(),
                     failed: 0,
+                    unexplained: 0,
                 });
                 let bound = soak.opts.recovery_bound;
                 if let Err(why) = soak.wait_whole(end, bound) {
@@ -1495,4 +1563,63 @@ fn teardown_and_check(mut sys: System, passed: bool) -> Vec<String> {
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(t0: Instant, from_s: f64, to_s: f64, may_fail_traffic: bool) -> FaultSpan {
+        FaultSpan {
+            start: t0 + Duration::from_secs_f64(from_s),
+            end: t0 + Duration::from_secs_f64(to_s),
+            may_fail_traffic,
+        }
+    }
+
+    fn fail(t0: Instant, at_s: f64) -> (Instant, Instant) {
+        let s = t0 + Duration::from_secs_f64(at_s);
+        (s, s + Duration::from_millis(50))
+    }
+
+    /// The soak's case: keepalived killed at 180.4 s (recovery open until 195.4 s), the
+    /// watcher restarted 182.6-185.4 s; requests failing at 183-186 s belong to the kill's
+    /// recovery as well, so the watcher restart is not blamed; one failing after 195.4 s
+    /// (and inside the watcher's own window) is.
+    #[test]
+    fn a_failure_inside_another_faults_recovery_window_is_not_blamed_on_the_watcher() {
+        let t0 = Instant::now();
+        let bound = Duration::from_secs(15);
+        let faults = [span(t0, 180.4, 180.4, true), span(t0, 182.6, 185.4, false)];
+        let fails: Vec<_> = [183.0, 184.0, 185.0, 186.0]
+            .iter()
+            .map(|&s| fail(t0, s))
+            .collect();
+        assert_eq!(
+            attribute_failures(&faults, &fails, bound),
+            vec![(4, 4), (4, 0)],
+            "every failure counts for both faults; the watcher restart explains none of the \
+             kill's, the kill explains all of the restart's"
+        );
+        let late = [fail(t0, 196.0)];
+        assert_eq!(
+            attribute_failures(&faults, &late, bound),
+            vec![(0, 0), (1, 1)],
+            "after the kill's recovery window only the watcher restart is open"
+        );
+    }
+
+    /// Two faults that must not fail requests do not excuse each other, and a failure
+    /// outside every window is attributed to none.
+    #[test]
+    fn faults_that_must_not_fail_requests_do_not_excuse_each_other() {
+        let t0 = Instant::now();
+        let bound = Duration::from_secs(15);
+        let faults = [span(t0, 10.0, 70.0, false), span(t0, 72.0, 74.0, false)];
+        let fails = [fail(t0, 73.0), fail(t0, 200.0)];
+        assert_eq!(
+            attribute_failures(&faults, &fails, bound),
+            vec![(1, 1), (1, 1)]
+        );
+    }
 }

@@ -4,19 +4,15 @@
 //! node joining) while Services come and go and endpoints churn, under steady traffic to
 //! three long-lived Services, on the Kubernetes path. See `k8slb_tests::soak` for the
 //! invariants. Fails with every violation listed and the seed that reproduces the plan
-//! (`K8SLB_SOAK_SEED`). Needs root; fails (never skips) without it.
+//! (`K8SLB_SOAK_SEED`). Needs root; fails (never skips) without it. `./scripts/test.sh` runs it
+//! in its lab step (one lab test at a time, `--test-threads=1`).
 
 use k8slb_tests::soak::{self, FaultKind, SoakOptions};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-// Ignored (reported as such by cargo, with the reason) until the two dual-holder cases the
-// 10-minute soak still finds are fixed: a 2-minute run passes most of the time, so it
-// would only make CI a coin toss. Run it with
-// `cargo test -p k8slb-tests --test e2e_soak -- --ignored --test-threads=1`, or the full
-// soak with `./scripts/bench.sh soak`.
 #[test]
-#[ignore = "known soak violations: a VIP on two nodes for up to 3.2 s when actors re-sync at different times after an API outage (the 2 s hand-over hold-down is shorter than the 5 s watch back-off spread), and for up to 0.8 s after keepalived is SIGKILLed (its VIPs are removed only when the control loop reaps it); run with --ignored"]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
 fn chaos_soak_keeps_allocations_one_holder_recovery_and_no_leftovers() {
     let opts = SoakOptions::from_env("soak", Duration::from_secs(120), Duration::from_secs(15));
     let seed = opts.seed;

@@ -507,13 +507,14 @@ fn soak_main() {
         Ok(r) => {
             for f in &r.faults {
                 say(&format!(
-                    "fault {} on {} ({}): recovery {:?} ms, dark {:?} ms, {} failed",
+                    "fault {} on {} ({}): recovery {:?} ms, dark {:?} ms, {} failed in its window ({} while no other fault's window was open)",
                     f.kind.as_str(),
                     f.target,
                     f.note,
                     f.recovery_ms.iter().map(|x| x.round()).collect::<Vec<_>>(),
                     f.dark_ms.iter().map(|x| x.round()).collect::<Vec<_>>(),
-                    f.failed
+                    f.failed,
+                    f.unexplained
                 ));
             }
             match r.json() {
