@@ -345,7 +345,7 @@ impl ChildProc {
                         let line = String::from_utf8_lossy(&buf)
                             .trim_end_matches(['\n', '\r'])
                             .to_string();
-                        eprintln!("{line}");
+                        crate::say!("{line}");
                         let mut t = keep.lock().unwrap_or_else(|p| p.into_inner());
                         if t.len() == STDERR_TAIL {
                             t.pop_front();

@@ -54,7 +54,7 @@ pub fn unblock_signals() {
     }
     set.add(Signal::SIGCHLD);
     if let Err(e) = set.thread_unblock() {
-        eprintln!("k8slb-actor: unblocking signals: {e}");
+        crate::say!("k8slb-actor: unblocking signals: {e}");
     }
 }
 
@@ -69,7 +69,7 @@ pub fn run_as_init() -> u8 {
     // Blocked before the child exists: a SIGTERM that arrives early stays pending (a
     // blocked signal is queued even for a namespace's init) and is forwarded below.
     if let Err(e) = set.thread_block() {
-        eprintln!("k8slb-actor: PID 1: blocking signals: {e}");
+        crate::say!("k8slb-actor: PID 1: blocking signals: {e}");
         return 1;
     }
     let exe = std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into());
@@ -80,7 +80,7 @@ pub fn run_as_init() -> u8 {
     {
         Ok(c) => c,
         Err(e) => {
-            eprintln!(
+            crate::say!(
                 "k8slb-actor: PID 1: starting the actor ({}): {e}",
                 exe.display()
             );
@@ -88,14 +88,14 @@ pub fn run_as_init() -> u8 {
         }
     };
     let actor = Pid::from_raw(child.id() as i32);
-    eprintln!(
+    crate::say!(
         "k8slb-actor: PID 1 (init: forwards signals, reaps orphans); the actor is pid {actor}"
     );
     loop {
         let sig = match set.wait() {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("k8slb-actor: PID 1: sigwait: {e}");
+                crate::say!("k8slb-actor: PID 1: sigwait: {e}");
                 continue;
             }
         };
@@ -117,11 +117,13 @@ pub fn run_as_init() -> u8 {
                 Ok(_) => continue,
                 Err(Errno::EINTR) => continue,
                 Err(e) => {
-                    eprintln!("k8slb-actor: PID 1: waitpid: {e}");
+                    crate::say!("k8slb-actor: PID 1: waitpid: {e}");
                     break;
                 }
             };
-            eprintln!("k8slb-actor: PID 1: the actor exited ({code}); ending what it left running");
+            crate::say!(
+                "k8slb-actor: PID 1: the actor exited ({code}); ending what it left running"
+            );
             end_orphans(ORPHAN_GRACE);
             return code;
         }
@@ -145,7 +147,7 @@ pub fn end_orphans(grace: Duration) {
             .collect();
         for &p in &left {
             if termed.insert(p) {
-                eprintln!(
+                crate::say!(
                     "k8slb-actor: PID 1: SIGTERM to keepalived (pid {p}): it releases its VIPs"
                 );
                 let _ = kill(Pid::from_raw(p), Signal::SIGTERM);
@@ -154,14 +156,16 @@ pub fn end_orphans(grace: Duration) {
         left.is_empty()
     });
     if !keepalived_gone {
-        eprintln!(
+        crate::say!(
             "k8slb-actor: PID 1: keepalived still running after {grace:?}; killing everything"
         );
     } else {
         // Everyone else of this PID namespace (the proxy), then what is left.
         let _ = kill(Pid::from_raw(-1), Signal::SIGTERM);
         if !wait_reaping(grace, || own_children().is_empty()) {
-            eprintln!("k8slb-actor: PID 1: processes still running after {grace:?}; killing them");
+            crate::say!(
+                "k8slb-actor: PID 1: processes still running after {grace:?}; killing them"
+            );
         }
     }
     let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);

@@ -22,6 +22,17 @@
 //!   actions;
 //! - [`init`]: PID 1 in a container: forwards signals to the actor and reaps orphans.
 
+/// A line on stderr that is lost, not a panic, when stderr cannot be written (a full disk,
+/// a closed pipe): `eprintln!` panics then, and the actor (or its PID-1 init) must go on to
+/// stop its daemons and remove its VIPs.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod admin;
 pub mod apply;
 pub mod cmd_render;

@@ -50,7 +50,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("k8slb-actor: {e:#}");
+            k8slb_actor::say!("k8slb-actor: {e:#}");
             std::process::ExitCode::from(1)
         }
     }

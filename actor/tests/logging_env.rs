@@ -107,3 +107,33 @@ fn an_invalid_log_level_stops_the_actor_with_a_clear_line() {
         "{lines:#?}"
     );
 }
+
+/// On a full disk stderr cannot be written: the actor still ends with its own error (exit
+/// 1), not with a panic (101) in a log or error line, which in `run` would skip stopping
+/// the daemons and removing the VIPs.
+#[test]
+fn an_unwritable_stderr_is_not_a_panic() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("open /dev/full");
+    let status = Command::new(BIN)
+        .args([
+            "run",
+            "--node",
+            "lb1",
+            "--state",
+            "file:/dev/null/state.json",
+        ])
+        .args([
+            "--work-dir",
+            "/dev/null/k8slb",
+            "--admin-addr",
+            "127.0.0.1:0",
+        ])
+        .env("LOG_LEVEL", "4")
+        .stderr(full)
+        .status()
+        .expect("run k8slb-actor");
+    assert_eq!(status.code(), Some(1), "{status}");
+}

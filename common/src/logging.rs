@@ -99,7 +99,8 @@ pub fn level_filter(level: &str) -> Result<String, LoggingError> {
 }
 
 /// Installs the global subscriber: `level` through [`level_filter`], `format`, to stderr,
-/// ANSI colours only if stderr is a terminal. A second call (tests) leaves the first in
+/// ANSI colours only if stderr is a terminal; a line that cannot be written is dropped, never
+/// a panic. A second call (tests) leaves the first in
 /// place.
 pub fn init_logging(format: LogFormat, level: &str) -> Result<(), LoggingError> {
     let filter = tracing_subscriber::EnvFilter::try_new(level_filter(level)?).map_err(|e| {
@@ -111,7 +112,11 @@ pub fn init_logging(format: LogFormat, level: &str) -> Result<(), LoggingError> 
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
+        .with_ansi(std::io::stderr().is_terminal())
+        // A log line that cannot be written (stderr on a full disk, a closed pipe) is
+        // lost, not reported with `eprintln!`, which panics when stderr fails too and
+        // would end the actor before it stops its daemons.
+        .log_internal_errors(false);
     let _ = match format {
         LogFormat::Plain => b.try_init(),
         LogFormat::Json => b.json().try_init(),
