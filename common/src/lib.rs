@@ -8,9 +8,12 @@
 //! - [`problem`]: typed problems (reason, object) as the state, Events and metrics carry them;
 //! - [`state`]: the published state document;
 //! - [`publish`]: how the state is compressed and sharded for ConfigMaps;
-//! - `logging` (feature `logging`): the one log setup of both binaries.
+//! - `logging` (feature `logging`): the one log setup of both binaries;
+//! - `fs` (feature `fs`): atomic file writes, the binaries' only way to replace a file.
 
 pub mod config;
+#[cfg(feature = "fs")]
+pub mod fs;
 pub mod ipam;
 #[cfg(feature = "logging")]
 pub mod logging;
