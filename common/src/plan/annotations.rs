@@ -2,9 +2,9 @@
 //! case-insensitively (k8slb's README writes `loadBalancer/pool`), values trimmed, each
 //! refused value reported and ignored.
 
-use super::problems::Problems;
+use super::problems::{short, Problems};
 use crate::names::ServiceKey;
-use crate::problem::{cut, ObjRef, Problem, Reason};
+use crate::problem::{ObjRef, Problem, Reason};
 use k8s_openapi::api::core::v1::Service;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,11 +23,6 @@ const KNOWN_ANNOTATIONS: &[&str] = &[
 /// The annotations that make the address request: a problem with them explains why a
 /// Service has no address.
 const ADDRESS_ANNOTATIONS: &[&str] = &["pool", "ips"];
-
-/// Printable and short: how a user's value appears in a problem.
-pub(super) fn short(s: &str) -> String {
-    cut(s, 64)
-}
 
 /// The known options by name, and the options whose value was refused (so ignored).
 pub(super) struct Annotations {

@@ -1,8 +1,7 @@
 //! The load-balancer nodes: selected by the node selector, Ready, not excluded.
 
-use super::annotations::short;
 use super::options::NodeSelector;
-use super::problems::Problems;
+use super::problems::{short, Problems};
 use crate::names::NodeName;
 use crate::problem::{Kind, ObjRef, Problem, Reason};
 use crate::state::LbNode;

@@ -1,9 +1,9 @@
 //! A Service's ports as frontends: protocol, mode, TLS, stickiness, PROXY protocol,
 //! source ranges, and the backends from its EndpointSlices.
 
-use super::annotations::{short, Annotations};
+use super::annotations::Annotations;
 use super::options::Provider;
-use super::problems::Problems;
+use super::problems::{short, Problems};
 use crate::ipam::parse_ip;
 use crate::names::{PoolName, PortName};
 use crate::objects::Objects;

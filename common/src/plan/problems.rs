@@ -1,6 +1,6 @@
 //! The problems one plan finds: collected once each, then capped per object and ordered.
 
-use crate::problem::{ObjRef, Problem, Reason};
+use crate::problem::{cut, ObjRef, Problem, Reason};
 use std::collections::BTreeMap;
 
 /// Problems listed per object at most, those that say why a Service has no address
@@ -8,6 +8,11 @@ use std::collections::BTreeMap;
 /// carry thousands of bad annotations (256 KiB of them): each problem is an Event, and
 /// the state is published to every node.
 pub const MAX_PROBLEMS_PER_OBJECT: usize = 10;
+
+/// Printable and short: how a user's value appears in a problem.
+pub(super) fn short(s: &str) -> String {
+    cut(s, 64)
+}
 
 /// The problems found so far, each once, each with whether it explains a missing or
 /// kept-back address (never hidden by the cap).
