@@ -40,6 +40,7 @@ use crate::daemons::{Daemon, DaemonError, DaemonKind};
 use crate::handover::{self, Instance, Memory, Placement};
 use crate::supervise::{Action, Restarter};
 use crate::vip::{AddrOps, VipError};
+use k8slb_common::fs::write_atomic;
 use k8slb_common::names::{IfName, PoolName};
 use k8slb_common::state::State;
 use std::collections::{BTreeMap, BTreeSet};
@@ -405,7 +406,7 @@ impl HealthFile {
         if self.written == Some(healthy) {
             return Ok(());
         }
-        write_atomic(&self.path, if healthy { "0\n" } else { "1\n" }).map_err(|source| {
+        write_atomic(&self.path, if healthy { b"0\n" } else { b"1\n" }).map_err(|source| {
             ApplyError::Write {
                 path: self.path.display().to_string(),
                 source,
@@ -414,18 +415,6 @@ impl HealthFile {
         self.written = Some(healthy);
         Ok(())
     }
-}
-
-/// `text` as `path`: a temporary file in the same directory, synced, renamed over it.
-fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".k8slb-")
-        .tempfile_in(dir)?;
-    tmp.write_all(text.as_bytes())?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }
 
 /// A candidate checked in a temporary file next to the live one.

@@ -8,7 +8,7 @@
 use crate::render::{Rendered, Renderer};
 use crate::view::{view, ViewOptions};
 use anyhow::Context as _;
-use k8slb_common::names::{IfName, NodeName, PoolName};
+use k8slb_common::names::{parse_interface, IfName, NodeName, PoolName};
 use k8slb_common::state::{Provider, State};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -48,16 +48,6 @@ pub struct RenderArgs {
     /// nginx.conf, nothing else.
     #[arg(long)]
     pub out: PathBuf,
-}
-
-fn parse_interface(s: &str) -> Result<(PoolName, IfName), String> {
-    let (pool, ifname) = s
-        .split_once('=')
-        .ok_or_else(|| format!("expected <pool>=<ifname>, got {s:?}"))?;
-    Ok((
-        pool.parse().map_err(|e| format!("{e}"))?,
-        ifname.parse().map_err(|e| format!("{e}"))?,
-    ))
 }
 
 /// k8slb's `PRIORITY<n>` variables (n >= 1), from an environment iterator.
@@ -144,15 +134,6 @@ pub fn run(args: RenderArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn interface_flag() {
-        let (p, i) = parse_interface("default=eth0").unwrap();
-        assert_eq!((p.as_str(), i.as_str()), ("default", "eth0"));
-        assert!(parse_interface("default").is_err());
-        assert!(parse_interface("default=eth 0").is_err());
-        assert!(parse_interface("de;fault=eth0").is_err());
-    }
 
     #[test]
     fn priorities_from_env() {

@@ -48,7 +48,8 @@ pub use crate::state_source::{FileSource, Polled};
 use crate::view::{self, NodeView, ViewOptions};
 use crate::vip::{self, AddrOps, PoolNetwork};
 use anyhow::Context;
-use k8slb_common::names::{IfName, NodeName, PoolName};
+use k8slb_common::fs::write_atomic;
+use k8slb_common::names::{parse_interface, IfName, NodeName, PoolName};
 use k8slb_common::state::{Provider, State};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
@@ -81,16 +82,6 @@ impl std::str::FromStr for StateSource {
 }
 
 pub use k8slb_common::logging::LogFormat;
-
-fn parse_interface(s: &str) -> Result<(PoolName, IfName), String> {
-    let (p, i) = s
-        .split_once('=')
-        .ok_or_else(|| format!("expected <pool>=<ifname>, got {s:?}"))?;
-    Ok((
-        p.parse().map_err(|e| format!("{e}"))?,
-        i.parse().map_err(|e| format!("{e}"))?,
-    ))
-}
 
 /// Arguments of `k8slb-actor run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -255,18 +246,6 @@ impl NodeRenderer for RealRenderer {
 
 // ---------------------------------------------------------------------------------
 // state source
-
-fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".k8slb-")
-        .tempfile_in(dir)?;
-    tmp.write_all(text.as_bytes())?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
-}
 
 // ---------------------------------------------------------------------------------
 // the control loop
@@ -462,7 +441,7 @@ pub fn open_source(
 }
 
 fn save_last(path: &Path, s: &State) {
-    if let Err(e) = write_atomic(path, &s.to_json()) {
+    if let Err(e) = write_atomic(path, s.to_json().as_bytes()) {
         tracing::error!(error = %e, path = %path.display(), "could not save the last applied state");
     }
 }

@@ -342,69 +342,81 @@ impl Checker {
             return out;
         };
         for (name, pv) in m {
-            let path = join("pools", name);
-            let pool_name: Option<PoolName> = match name.parse() {
-                Ok(n) => Some(n),
-                Err(e) => {
-                    self.err(&path, e);
-                    None
-                }
-            };
-            let Some(pm) = self.object(&path, pv) else {
-                continue;
-            };
-            self.unknown_keys(&path, pm, POOL_KEYS);
-            let network = self.pool_expr(&path, pm, "network");
-            let range = self.pool_expr(&path, pm, "range");
-            let interface = match pm.get("interface") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) if s.trim().is_empty() => None,
-                Some(Value::String(s)) => match s.trim().parse::<IfName>() {
-                    Ok(i) => Some(i),
-                    Err(e) => {
-                        self.err(&join(&path, "interface"), e);
-                        None
-                    }
-                },
-                Some(other) => {
-                    self.err(
-                        &join(&path, "interface"),
-                        format!("expected a string, found {}", kind(other)),
-                    );
-                    None
-                }
-            };
-            let (Some(pool_name), Some(network), Some(range)) = (pool_name, network, range) else {
-                continue;
-            };
-            if network.range().family_is_v4() != range.range().family_is_v4() {
-                self.err(
-                    &join(&path, "range"),
-                    format!(
-                        "{} and network {} are of different address families",
-                        range, network
-                    ),
-                );
-                continue;
+            if let Some(pool) = self.pool(name, pv) {
+                out.insert(pool.name.clone(), pool);
             }
-            if !network.range().contains_range(&range.range()) {
-                self.err(
-                    &join(&path, "range"),
-                    format!("{range} is not inside the pool's network {network}"),
-                );
-                continue;
-            }
-            out.insert(
-                pool_name.clone(),
-                Pool {
-                    name: pool_name,
-                    network,
-                    range,
-                    interface,
-                },
-            );
         }
-        // Every address belongs to at most one pool.
+        self.check_overlaps(&out);
+        out
+    }
+
+    /// One pool; None (and errors) if it is not valid.
+    fn pool(&mut self, name: &str, pv: &Value) -> Option<Pool> {
+        let path = join("pools", name);
+        let pool_name: Option<PoolName> = match name.parse() {
+            Ok(n) => Some(n),
+            Err(e) => {
+                self.err(&path, e);
+                None
+            }
+        };
+        let pm = self.object(&path, pv)?;
+        self.unknown_keys(&path, pm, POOL_KEYS);
+        let network = self.pool_expr(&path, pm, "network");
+        let range = self.pool_expr(&path, pm, "range");
+        let interface = self.pool_interface(&path, pm);
+        let (Some(pool_name), Some(network), Some(range)) = (pool_name, network, range) else {
+            return None;
+        };
+        if network.range().family_is_v4() != range.range().family_is_v4() {
+            self.err(
+                &join(&path, "range"),
+                format!(
+                    "{} and network {} are of different address families",
+                    range, network
+                ),
+            );
+            return None;
+        }
+        if !network.range().contains_range(&range.range()) {
+            self.err(
+                &join(&path, "range"),
+                format!("{range} is not inside the pool's network {network}"),
+            );
+            return None;
+        }
+        Some(Pool {
+            name: pool_name,
+            network,
+            range,
+            interface,
+        })
+    }
+
+    /// `pools.<name>.interface`: optional, blank is absent.
+    fn pool_interface(&mut self, path: &str, pm: &Map<String, Value>) -> Option<IfName> {
+        match pm.get("interface") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if s.trim().is_empty() => None,
+            Some(Value::String(s)) => match s.trim().parse::<IfName>() {
+                Ok(i) => Some(i),
+                Err(e) => {
+                    self.err(&join(path, "interface"), e);
+                    None
+                }
+            },
+            Some(other) => {
+                self.err(
+                    &join(path, "interface"),
+                    format!("expected a string, found {}", kind(other)),
+                );
+                None
+            }
+        }
+    }
+
+    /// Every address belongs to at most one pool.
+    fn check_overlaps(&mut self, out: &BTreeMap<PoolName, Pool>) {
         let pools: Vec<&Pool> = out.values().collect();
         for (i, a) in pools.iter().enumerate() {
             for b in &pools[i + 1..] {
@@ -419,7 +431,6 @@ impl Checker {
                 }
             }
         }
-        out
     }
 
     fn pool_expr(&mut self, path: &str, m: &Map<String, Value>, key: &str) -> Option<PoolExpr> {
@@ -490,33 +501,48 @@ impl Checker {
             return k;
         };
         self.unknown_keys("keepalived", m, KEEPALIVED_KEYS);
-        let text = |c: &mut Self, key: &str| -> Option<String> {
-            match m.get(key) {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) if s.trim().is_empty() => None,
-                Some(Value::String(s)) => Some(s.trim().to_string()),
-                Some(o) => {
-                    c.err(
-                        &join("keepalived", key),
-                        format!("expected a string, found {}", kind(o)),
-                    );
-                    None
-                }
+        self.keepalived_email(m, &mut k);
+        self.keepalived_vrrp(m, &mut k);
+        if k.email.is_some() && (k.email_from.is_none() || k.email_server.is_none()) {
+            self.err(
+                "keepalived.email",
+                "needs emailFrom and emailServer as well",
+            );
+        }
+        k
+    }
+
+    /// `keepalived.<key>` as trimmed text; blank is absent.
+    fn keepalived_text(&mut self, m: &Map<String, Value>, key: &str) -> Option<String> {
+        match m.get(key) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if s.trim().is_empty() => None,
+            Some(Value::String(s)) => Some(s.trim().to_string()),
+            Some(o) => {
+                self.err(
+                    &join("keepalived", key),
+                    format!("expected a string, found {}", kind(o)),
+                );
+                None
             }
-        };
-        if let Some(s) = text(self, "email") {
+        }
+    }
+
+    /// The notification e-mail settings.
+    fn keepalived_email(&mut self, m: &Map<String, Value>, k: &mut KeepalivedSettings) {
+        if let Some(s) = self.keepalived_text(m, "email") {
             match s.parse::<Email>() {
                 Ok(e) => k.email = Some(e),
                 Err(e) => self.err("keepalived.email", e),
             }
         }
-        if let Some(s) = text(self, "emailFrom") {
+        if let Some(s) = self.keepalived_text(m, "emailFrom") {
             match s.parse::<Email>() {
                 Ok(e) => k.email_from = Some(e),
                 Err(e) => self.err("keepalived.emailFrom", e),
             }
         }
-        if let Some(s) = text(self, "emailServer") {
+        if let Some(s) = self.keepalived_text(m, "emailServer") {
             match s.parse::<SmtpServer>() {
                 Ok(e) => k.email_server = Some(e),
                 Err(e) => self.err("keepalived.emailServer", e),
@@ -536,6 +562,10 @@ impl Checker {
                 }
             }
         }
+    }
+
+    /// Advertisement interval, unicast, preemption, gratuitous ARP.
+    fn keepalived_vrrp(&mut self, m: &Map<String, Value>, k: &mut KeepalivedSettings) {
         if let Some(v) = m.get("advertInt") {
             if let Some(n) = self.number("keepalived.advertInt", v) {
                 // VRRPv3: centiseconds, 0.01 s .. 40.95 s.
@@ -581,13 +611,6 @@ impl Checker {
                 }
             }
         }
-        if k.email.is_some() && (k.email_from.is_none() || k.email_server.is_none()) {
-            self.err(
-                "keepalived.email",
-                "needs emailFrom and emailServer as well",
-            );
-        }
-        k
     }
 
     fn lines(&mut self, path: &str, m: &Map<String, Value>, key: &str) -> Option<Vec<ConfigLine>> {

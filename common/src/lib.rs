@@ -5,16 +5,21 @@
 //! - [`config`]: the global config (k8slb's JSON), parsed and checked as a whole;
 //! - [`objects`]: the Kubernetes objects the plan reads, and how files of them are read;
 //! - [`plan`]: the pure allocation: objects + config + previous state -> state;
+//! - [`problem`]: typed problems (reason, object) as the state, Events and metrics carry them;
 //! - [`state`]: the published state document;
 //! - [`publish`]: how the state is compressed and sharded for ConfigMaps;
-//! - `logging` (feature `logging`): the one log setup of both binaries.
+//! - `logging` (feature `logging`): the one log setup of both binaries;
+//! - `fs` (feature `fs`): atomic file writes, the binaries' only way to replace a file.
 
 pub mod config;
+#[cfg(feature = "fs")]
+pub mod fs;
 pub mod ipam;
 #[cfg(feature = "logging")]
 pub mod logging;
 pub mod names;
 pub mod objects;
 pub mod plan;
+pub mod problem;
 pub mod publish;
 pub mod state;

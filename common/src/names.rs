@@ -262,9 +262,29 @@ impl fmt::Display for ConfigLine {
     }
 }
 
+/// `<pool>=<ifname>` (the actor's `--interface`): the interface a pool's VIPs go on.
+pub fn parse_interface(s: &str) -> Result<(PoolName, IfName), String> {
+    let (pool, ifname) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected <pool>=<ifname>, got {s:?}"))?;
+    Ok((
+        pool.parse().map_err(|e| format!("{e}"))?,
+        ifname.parse().map_err(|e| format!("{e}"))?,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn interface_flag() {
+        let (p, i) = parse_interface("default=eth0").unwrap();
+        assert_eq!((p.as_str(), i.as_str()), ("default", "eth0"));
+        assert!(parse_interface("default").is_err());
+        assert!(parse_interface("default=eth 0").is_err());
+        assert!(parse_interface("de;fault=eth0").is_err());
+    }
 
     #[test]
     fn pool_names() {

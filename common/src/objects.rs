@@ -4,7 +4,7 @@
 //! One document that does not decode as its kind is skipped with a problem, never fatal:
 //! a malformed Service must not stop every other Service from being served.
 
-use crate::state::Problem;
+use crate::problem::{Kind, ObjRef, Problem, Reason};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::de::DeserializeOwned;
@@ -97,28 +97,28 @@ impl Objects {
                     .zip(v.pointer("/metadata/name").and_then(Value::as_str))
                     .and_then(|(ns, name)| crate::names::ServiceKey::new(ns, name).ok());
                 let before = self.services.len();
-                push(&mut self.services, &mut self.problems, v, "Service");
+                push(&mut self.services, &mut self.problems, v, Kind::Service);
                 if self.services.len() == before {
                     self.held_services.extend(key);
                 }
             }
-            "EndpointSlice" => push(&mut self.slices, &mut self.problems, v, "EndpointSlice"),
-            "Node" => push(&mut self.nodes, &mut self.problems, v, "Node"),
-            "ConfigMap" => push(&mut self.configmaps, &mut self.problems, v, "ConfigMap"),
+            "EndpointSlice" => push(&mut self.slices, &mut self.problems, v, Kind::EndpointSlice),
+            "Node" => push(&mut self.nodes, &mut self.problems, v, Kind::Node),
+            "ConfigMap" => push(&mut self.configmaps, &mut self.problems, v, Kind::ConfigMap),
             _ => {} // other kinds (Deployments, ...) are not ours to read
         }
     }
 }
 
-fn push<T: DeserializeOwned>(into: &mut Vec<T>, problems: &mut Vec<Problem>, v: Value, kind: &str) {
+fn push<T: DeserializeOwned>(into: &mut Vec<T>, problems: &mut Vec<Problem>, v: Value, kind: Kind) {
     let name = describe(&v);
     match serde_json::from_value::<T>(v) {
         Ok(o) => into.push(o),
-        Err(e) => problems.push(Problem {
-            object: format!("{kind} {name}"),
-            reason: "Undecodable".into(),
-            message: format!("skipped: this {kind} does not decode: {e}"),
-        }),
+        Err(e) => problems.push(Problem::new(
+            ObjRef::named(kind, name),
+            Reason::Undecodable,
+            format!("skipped: this {} does not decode: {e}", kind.as_str()),
+        )),
     }
 }
 
@@ -215,7 +215,7 @@ items:
         assert_eq!(o.problems.len(), 1);
         assert_eq!(o.problems[0].reason, "Undecodable");
         assert!(
-            o.problems[0].object.contains("bad\\nname"),
+            o.problems[0].object.to_string().contains("bad\\nname"),
             "{:?}",
             o.problems
         );

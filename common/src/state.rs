@@ -15,6 +15,7 @@
 use crate::names::{
     ConfigLine, Email, IfName, NodeName, PoolName, PortName, ServiceKey, SmtpServer,
 };
+pub use crate::problem::{ObjRef, Problem, Reason};
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -442,13 +443,4 @@ pub struct Endpoint {
     /// Terminating but still serving: finish current connections, take no new ones.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub draining: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Problem {
-    /// `"Service <ns>/<name>"`, `"ConfigMap <ns>/<name>"`, `"Node <name>"`, ...
-    pub object: String,
-    /// A CamelCase word, usable as an Event reason and a metric label.
-    pub reason: String,
-    pub message: String,
 }

@@ -592,7 +592,7 @@ fn hostile_names_are_problems_not_crashes() {
     let p = &s.problems[0];
     assert_eq!(p.reason, "InvalidName");
     assert!(
-        !p.object.contains('\n') && p.object.contains("\\n"),
+        !p.object.to_string().contains('\n') && p.object.to_string().contains("\\n"),
         "{p:?}"
     );
     assert_eq!(ips(&s, "default/ok"), ["192.168.10.200"]);

@@ -7,7 +7,8 @@
 //! says why, e.g. `not ready: leader: publishing the state failed: cannot apply ConfigMap
 //! k8slb-state: 403 Forbidden: ...`.
 
-use prometheus_client::encoding::EncodeLabelSet;
+use k8slb_common::problem::Reason;
+use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -77,10 +78,16 @@ impl Readiness {
     }
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub struct ReasonLabel {
-    /// A CamelCase word from a fixed set (problem reasons, event reasons): bounded.
-    pub reason: String,
+    /// A problem or event reason: a fixed set, so a bounded label.
+    pub reason: Reason,
+}
+
+impl EncodeLabelSet for ReasonLabel {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabel::encode(&("reason", self.reason.as_str()), encoder.encode_label())
+    }
 }
 
 /// Every metric of the watcher. Cheap to clone (the families are `Arc`s inside).
@@ -232,9 +239,7 @@ impl Metrics {
             .iter()
             .map(|r| {
                 self.events_total
-                    .get_or_create(&ReasonLabel {
-                        reason: (*r).to_string(),
-                    })
+                    .get_or_create(&ReasonLabel { reason: r.clone() })
                     .get()
             })
             .sum()
@@ -267,7 +272,12 @@ impl Metrics {
 }
 
 /// The Event reasons the watcher itself names (problem reasons come on top).
-pub const EVENT_REASONS: &[&str] = &["IPAllocated", "IPReleased", "NodeChanged", "InvalidConfig"];
+pub const EVENT_REASONS: &[Reason] = &[
+    Reason::IpAllocated,
+    Reason::IpReleased,
+    Reason::NodeChanged,
+    Reason::InvalidConfig,
+];
 
 /// Serve the admin port until `shutdown`. Returns the bound address (port 0 picks one).
 pub async fn serve(

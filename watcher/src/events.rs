@@ -17,8 +17,9 @@ use crate::publish_cm::{FIELD_MANAGER, WRITE_TIMEOUT};
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
+use k8slb_common::names::ServiceKey;
 use k8slb_common::publish::fnv1a;
-use k8slb_common::state::{Problem, State};
+use k8slb_common::state::{ObjRef, Problem, Reason, State};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -46,8 +47,8 @@ pub struct Target {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Note {
     pub target: Target,
-    pub warning: bool,
-    pub reason: String,
+    /// Also decides the Event's type (Normal or Warning).
+    pub reason: Reason,
     pub action: &'static str,
     pub message: String,
 }
@@ -73,8 +74,8 @@ pub trait Lookup {
     fn node_uid(&self, name: &str) -> Option<String>;
 }
 
-fn service_target(look: &dyn Lookup, key: &str) -> Option<Target> {
-    let (ns, name) = key.split_once('/')?;
+fn service_target(look: &dyn Lookup, key: &ServiceKey) -> Option<Target> {
+    let (ns, name) = (key.namespace.as_str(), key.name.as_str());
     Some(Target {
         api_version: "v1".into(),
         kind: "Service".into(),
@@ -95,7 +96,7 @@ pub fn diff(prev: &State, next: &State, look: &dyn Lookup) -> Vec<Note> {
             .map(|s| s.ips.as_slice())
             .unwrap_or_default();
         if !ss.ips.is_empty() && ss.ips != old {
-            if let Some(t) = service_target(look, &key.to_string()) {
+            if let Some(t) = service_target(look, key) {
                 let ips: Vec<String> = ss.ips.iter().map(|i| i.to_string()).collect();
                 let owners: Vec<String> = ss
                     .ips
@@ -109,8 +110,7 @@ pub fn diff(prev: &State, next: &State, look: &dyn Lookup) -> Vec<Note> {
                 };
                 out.push(Note {
                     target: t,
-                    warning: false,
-                    reason: "IPAllocated".into(),
+                    reason: Reason::IpAllocated,
                     action: "Allocate",
                     message: format!(
                         "Assigned IP {} from pool {} ({served})",
@@ -136,11 +136,10 @@ pub fn diff(prev: &State, next: &State, look: &dyn Lookup) -> Vec<Note> {
         if gone.is_empty() {
             continue;
         }
-        if let Some(t) = service_target(look, &key.to_string()) {
+        if let Some(t) = service_target(look, key) {
             out.push(Note {
                 target: t,
-                warning: false,
-                reason: "IPReleased".into(),
+                reason: Reason::IpReleased,
                 action: "Release",
                 message: format!("Released IP {}", gone.join(", ")),
             });
@@ -165,11 +164,10 @@ pub fn diff(prev: &State, next: &State, look: &dyn Lookup) -> Vec<Note> {
             .map(|n| n.to_string())
             .unwrap_or_else(|| "none".into());
         for key in &v.services {
-            if let Some(t) = service_target(look, &key.to_string()) {
+            if let Some(t) = service_target(look, key) {
                 out.push(Note {
                     target: t,
-                    warning: false,
-                    reason: "NodeChanged".into(),
+                    reason: Reason::NodeChanged,
                     action: "Announce",
                     message: format!("VIP {ip} is now {now} (was {was})"),
                 });
@@ -185,7 +183,6 @@ pub fn diff(prev: &State, next: &State, look: &dyn Lookup) -> Vec<Note> {
         if let Some(t) = problem_target(p, look) {
             out.push(Note {
                 target: t,
-                warning: true,
                 reason: p.reason.clone(),
                 action: "Allocate",
                 message: p.message.clone(),
@@ -196,19 +193,19 @@ pub fn diff(prev: &State, next: &State, look: &dyn Lookup) -> Vec<Note> {
 }
 
 fn problem_target(p: &Problem, look: &dyn Lookup) -> Option<Target> {
-    if let Some(key) = p.object.strip_prefix("Service ") {
-        return service_target(look, key);
-    }
-    if let Some(name) = p.object.strip_prefix("Node ") {
-        return Some(Target {
+    match &p.object {
+        ObjRef::Service(key) => service_target(look, key),
+        ObjRef::Node(name) => Some(Target {
             api_version: "v1".into(),
             kind: "Node".into(),
             namespace: None,
-            name: name.into(),
-            uid: look.node_uid(name)?,
-        });
+            name: name.to_string(),
+            uid: look.node_uid(name.as_str())?,
+        }),
+        // ConfigMap problems are reported by the run loop; an object without a valid
+        // name cannot exist in the API.
+        _ => None,
     }
-    None // ConfigMap problems are reported by the run loop
 }
 
 /// A queue of notes, written by a background task at a bounded rate.
@@ -357,9 +354,9 @@ impl Writer {
                     uid: Some(note.target.uid.clone()),
                     ..Default::default()
                 },
-                reason: Some(note.reason.clone()),
+                reason: Some(note.reason.to_string()),
                 message: Some(note.message.chars().take(1024).collect()),
-                type_: Some(if note.warning { "Warning" } else { "Normal" }.into()),
+                type_: Some(note.reason.event_type().as_str().into()),
                 count: Some(1),
                 first_timestamp: Some(now.clone()),
                 last_timestamp: Some(now.clone()),

@@ -25,7 +25,7 @@ use crate::Error;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8slb_common::config::GlobalConfig;
 use k8slb_common::plan::{plan, PlanOptions};
-use k8slb_common::state::{Problem, State};
+use k8slb_common::state::{ObjRef, Problem, Reason, State};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client};
 use std::net::SocketAddr;
@@ -338,8 +338,11 @@ impl Loop {
     fn config_problem(&self) -> Option<Problem> {
         let why = self.cfg_error.as_ref()?;
         Some(Problem {
-            object: self.global_name(),
-            reason: "InvalidConfig".into(),
+            object: ObjRef::ConfigMap {
+                namespace: self.args.namespace.clone(),
+                name: GLOBAL_CONFIGMAP.into(),
+            },
+            reason: Reason::InvalidConfig,
             message: if self.good_cfg.is_some() {
                 format!("{why}; the last good config stays in force")
             } else {
@@ -384,7 +387,6 @@ impl Loop {
                         name: GLOBAL_CONFIGMAP.into(),
                         uid: cm.metadata.uid.clone().unwrap_or_default(),
                     },
-                    warning: true,
                     reason: p.reason.clone(),
                     action: "LoadConfig",
                     message: p.message.clone(),

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8slb_common::config::{parse_global_config, GlobalConfig};
 use k8slb_common::objects::Objects;
-use k8slb_common::state::Problem;
+use k8slb_common::state::{ObjRef, Problem, Reason};
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::ResetTimerBackoff;
@@ -115,12 +115,8 @@ impl Stores {
                         objs.held_services.push(key);
                     }
                     objs.problems.push(Problem {
-                        object: format!(
-                            "Service {}/{}",
-                            ns.escape_debug().take(80).collect::<String>(),
-                            name.escape_debug().take(80).collect::<String>()
-                        ),
-                        reason: "Undecodable".into(),
+                        object: ObjRef::service(ns, name),
+                        reason: Reason::Undecodable,
                         message: format!("skipped: this Service does not decode: {}", bad.error),
                     });
                 }

@@ -13,7 +13,7 @@ use crate::{files, Error};
 use k8slb_common::config::GlobalConfig;
 pub use k8slb_common::logging::{init_logging, LogFormat};
 use k8slb_common::plan::plan;
-use k8slb_common::state::{Problem, State};
+use k8slb_common::state::{ObjRef, Problem, Reason, State};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -215,8 +215,11 @@ fn run_files(args: &RunArgs, dir: &std::path::Path) -> Result<(), Error> {
                         Err(e) => {
                             tracing::error!(error = %e, "invalid global config; the last good one stays in force");
                             cfg_problem = Some(Problem {
-                                object: format!("ConfigMap {}/global", args.flags.namespace),
-                                reason: "InvalidConfig".into(),
+                                object: ObjRef::ConfigMap {
+                                    namespace: args.flags.namespace.clone(),
+                                    name: "global".into(),
+                                },
+                                reason: Reason::InvalidConfig,
                                 message: format!("{e}; the last good config stays in force"),
                             });
                         }

@@ -3,8 +3,8 @@
 //! ConfigMaps `k8slb-state*` in the watcher's namespace, written by the Kubernetes loop
 //! ([`crate::publish_cm`]); only with `--source kubernetes`.
 
+use k8slb_common::fs::write_atomic;
 use k8slb_common::state::State;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +46,7 @@ impl Sink {
 
     pub fn write(&self, state: &State) -> std::io::Result<()> {
         match self {
-            Sink::File(p) => write_atomic(p, state.to_json().as_bytes()),
+            Sink::File(p) => write_state_file(p, state),
             Sink::ConfigMap => Err(std::io::Error::other(
                 "the configmap destination is written by the Kubernetes loop",
             )),
@@ -54,17 +54,10 @@ impl Sink {
     }
 }
 
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".k8slb-state-")
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+/// The state file, its directory made if missing.
+fn write_state_file(path: &Path, state: &State) -> std::io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    write_atomic(path, state.to_json().as_bytes())
 }

@@ -157,7 +157,7 @@ pub fn problems_of(s: &State, key: &str) -> Vec<(String, String)> {
     let obj = format!("Service {key}");
     s.problems
         .iter()
-        .filter(|p| p.object == obj)
-        .map(|p| (p.reason.clone(), p.message.clone()))
+        .filter(|p| p.object.to_string() == obj)
+        .map(|p| (p.reason.to_string(), p.message.clone()))
         .collect()
 }

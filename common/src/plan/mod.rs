@@ -1,0 +1,130 @@
+//! The plan: one pure function from (config, cluster objects, previous state) to the whole
+//! desired state. No clock, no I/O, no hash order: the same inputs give the same output.
+//!
+//! Allocation is a global recompute, sticky and ordered:
+//!
+//! 1. **Sticky first.** Every claimed Service's existing addresses (from the previous state
+//!    and from its `status.loadBalancer.ingress`) are honoured, for all Services, before
+//!    anything new is handed out. So a restart, a reordering or an unrelated change never
+//!    moves an IP, and a new Service can never take an address that an old one holds.
+//! 2. **Static requests** (`spec.loadBalancerIP`, annotation `loadbalancer/ips`), in order of
+//!    creation time, then namespace/name.
+//! 3. **Dynamic**: the lowest free address of the pool's `range`, same order.
+//!
+//! Release is implicit: a Service that is gone, no longer of type LoadBalancer, of another
+//! class, or whose pool or requested IP changed, simply makes no claim on its old address,
+//! and each claim is its own (a co-tenant of a shared IP keeps its claim). A request that
+//! is refused (an unknown or invalid pool, an invalid IP, an IP outside its pools) is not
+//! a change: the Service keeps what it holds, gets nothing new, and a problem says why.
+//!
+//! Sharing (k8slb's rule): a Service may use an address already in use only by asking for
+//! it statically, in the same pool, and only if no (protocol, port) pair clashes; otherwise
+//! the later Service gets a `PortConflict` problem and no address while the earlier keeps its
+//! own.
+//!
+//! VRRP: each VIP sits in one VRRP instance of its pool. An instance has all LB nodes as
+//! members in priority order; the first is the owner. New VIPs go to an instance owned by
+//! the least-loaded node; a VIP stays in its instance for life, so it moves only when its
+//! owner leaves (the next member takes over, as VRRP itself already did). VRIDs are kept
+//! in the state and never reused while in use.
+
+//!
+//! The steps, one module each: [`options`] (the flags' settings), `request` (Services
+//! and their annotations into typed requests; `annotations`, `ports`), `nodes` (the LB
+//! nodes), `allocate` (addresses), `vrrp` (instances and VIPs), `problems` (collected,
+//! capped, ordered). [`plan`] composes them.
+
+mod allocate;
+mod annotations;
+mod nodes;
+pub mod options;
+mod ports;
+mod problems;
+mod request;
+mod vrrp;
+
+pub use nodes::EXCLUDE_LABEL;
+pub use options::{NodeSelector, PlanOptions, Provider};
+pub use ports::SERVICE_NAME_LABEL;
+pub use problems::MAX_PROBLEMS_PER_OBJECT;
+pub use vrrp::{FIRST_BACKUP_PRIORITY, MAX_MEMBERS, OWNER_PRIORITY};
+
+use crate::config::GlobalConfig;
+use crate::names::ServiceKey;
+use crate::objects::Objects;
+use crate::state::{IpMode, ServiceState, State, STATE_VERSION};
+use request::Request;
+use std::collections::BTreeMap;
+
+/// Compute the whole desired state.
+pub fn plan(
+    cfg: &GlobalConfig,
+    opts: &PlanOptions,
+    objs: &Objects,
+    previous: Option<&State>,
+) -> State {
+    let mut problems: problems::Problems = objs.problems.iter().cloned().collect();
+    let nodes = nodes::lb_nodes(&objs.nodes, &opts.node_selector, &mut problems);
+    let slices = ports::slice_index(objs);
+    let (requests, seen) = request::requests(objs, cfg, opts, &slices, &mut problems);
+
+    let empty = State::empty(cfg.actor_config(&opts.cert_path));
+    let prev = previous.unwrap_or(&empty);
+    let (alloc, held) = allocate::allocate(
+        cfg,
+        &requests,
+        &objs.held_services,
+        &seen,
+        prev,
+        &mut problems,
+    );
+    let services = service_states(held, requests, &alloc, opts.provider);
+    let (instances, vips) = vrrp::vrrp_plan(cfg, opts, &nodes, &alloc, prev, &mut problems);
+
+    let mut config = cfg.actor_config(&opts.cert_path);
+    if opts.provider == Provider::Kubeproxy {
+        config.haproxy = Default::default();
+        config.nginx = Default::default();
+    }
+    State {
+        version: STATE_VERSION,
+        provider: Some(opts.provider),
+        config,
+        nodes,
+        instances,
+        vips,
+        services,
+        problems: problems.capped(),
+    }
+}
+
+/// Every claimed Service with its addresses (sorted), after the Services held as they
+/// were.
+fn service_states(
+    held: BTreeMap<ServiceKey, ServiceState>,
+    requests: Vec<Request>,
+    alloc: &allocate::Allocator,
+    provider: Provider,
+) -> BTreeMap<ServiceKey, ServiceState> {
+    let ip_mode = if provider == Provider::Kubeproxy {
+        IpMode::Vip
+    } else {
+        IpMode::Proxy
+    };
+    let mut services = held;
+    for r in requests {
+        let mut ips = alloc.of(&r.key);
+        ips.sort();
+        services.insert(
+            r.key,
+            ServiceState {
+                ips,
+                pool: r.pool_text,
+                ip_mode,
+                uid: r.uid,
+                ports: r.ports,
+            },
+        );
+    }
+    services
+}

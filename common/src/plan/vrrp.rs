@@ -1,0 +1,270 @@
+//! VRRP: each VIP in one instance of its pool; an instance has the LB nodes as members
+//! in priority order, the first is the owner. A VIP stays in its instance for life; a
+//! new VIP goes to an instance owned by the least-loaded node. VRIDs are kept and never
+//! reused while in use.
+
+use super::allocate::Allocator;
+use super::options::PlanOptions;
+use super::problems::Problems;
+use crate::config::GlobalConfig;
+use crate::names::{NodeName, PoolName};
+use crate::problem::{ObjRef, Problem, Reason};
+use crate::state::{Family, LbNode, Member, State, VipState, VrrpInstance};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+/// Priority of an instance's owner; backups get 100, 99, 98, ...
+pub const OWNER_PRIORITY: u8 = 200;
+pub const FIRST_BACKUP_PRIORITY: u8 = 100;
+/// Members of one VRRP instance at most: the owner and 100 backups (priorities 100..=1
+/// are distinct). With more LB nodes, the rest do not run that instance; other
+/// instances, owned elsewhere, rotate their backups so every node still serves.
+pub const MAX_MEMBERS: usize = 1 + FIRST_BACKUP_PRIORITY as usize;
+
+struct Inst {
+    vrid: u8,
+    pool: PoolName,
+    family: Family,
+    members: Vec<NodeName>,
+    vips: Vec<IpAddr>,
+}
+
+/// The instances and where every allocated VIP sits.
+pub(super) fn vrrp_plan(
+    cfg: &GlobalConfig,
+    opts: &PlanOptions,
+    nodes: &BTreeMap<NodeName, LbNode>,
+    alloc: &Allocator,
+    prev: &State,
+    problems: &mut Problems,
+) -> (Vec<VrrpInstance>, BTreeMap<IpAddr, VipState>) {
+    let mut insts = previous_instances(cfg, opts, nodes, prev);
+    let orphans = keep_previous_vips(&mut insts, alloc, prev);
+    if !orphans.is_empty() && nodes.is_empty() {
+        problems.insert(Problem::new(
+            ObjRef::Config,
+            Reason::NoLoadBalancerNodes,
+            format!(
+                "{} VIP(s) are allocated but no Ready node matches the node selector: label nodes with it (e.g. kubectl label nodes <name> type=loadBalancer)",
+                orphans.len()
+            ),
+        ));
+    }
+    let mut vips = BTreeMap::new();
+    for ip in orphans {
+        let pool = &alloc.tenants[&ip].pool;
+        match instance_for(&mut insts, cfg, opts, nodes, pool, ip, problems) {
+            Some(i) => insts[i].vips.push(ip),
+            // Unannounced: no node, or no VRID left.
+            None => {
+                vips.insert(
+                    ip,
+                    VipState {
+                        pool: pool.clone(),
+                        vrid: 0,
+                        owner: None,
+                        services: alloc.services_on(ip),
+                    },
+                );
+            }
+        }
+    }
+    let instances = finish(insts, alloc, &mut vips);
+    (instances, vips)
+}
+
+/// The previous instances whose pool still exists, with members that are still LB nodes
+/// (order kept: when the owner leaves, the next member becomes the owner), and new LB
+/// nodes appended as the lowest backups.
+/// A previous state is input too (a file, a ConfigMap): a VRID or a member seen twice is
+/// kept once, so that VRIDs stay unique and each member has one priority.
+fn previous_instances(
+    cfg: &GlobalConfig,
+    opts: &PlanOptions,
+    nodes: &BTreeMap<NodeName, LbNode>,
+    prev: &State,
+) -> Vec<Inst> {
+    let mut insts: Vec<Inst> = Vec::new();
+    let mut prev_vrids = BTreeSet::new();
+    for pi in &prev.instances {
+        let Some(pool) = cfg.pools.get(&pi.pool) else {
+            continue;
+        };
+        if pool.family() != pi.family || pi.vrid <= opts.vrid_offset {
+            continue;
+        }
+        if !prev_vrids.insert(pi.vrid) {
+            continue;
+        }
+        let mut seen = BTreeSet::new();
+        let mut members: Vec<NodeName> = pi
+            .members
+            .iter()
+            .map(|m| m.node.clone())
+            .filter(|n| nodes.contains_key(n) && seen.insert(n.clone()))
+            .collect();
+        if members.is_empty() {
+            continue;
+        }
+        for n in nodes.keys() {
+            if !members.contains(n) {
+                members.push(n.clone());
+            }
+        }
+        members.truncate(MAX_MEMBERS);
+        insts.push(Inst {
+            vrid: pi.vrid,
+            pool: pi.pool.clone(),
+            family: pi.family,
+            members,
+            vips: vec![],
+        });
+    }
+    insts
+}
+
+/// Every allocated VIP back into its previous instance if that is kept; returns the
+/// others (new VIPs, or whose instance is gone), in address order.
+fn keep_previous_vips(insts: &mut [Inst], alloc: &Allocator, prev: &State) -> Vec<IpAddr> {
+    let mut orphans = Vec::new();
+    for (ip, t) in &alloc.tenants {
+        let kept = prev
+            .vips
+            .get(ip)
+            .filter(|v| v.pool == t.pool)
+            .and_then(|v| {
+                insts
+                    .iter()
+                    .position(|i| i.vrid == v.vrid && i.pool == t.pool)
+            });
+        match kept {
+            Some(i) => insts[i].vips.push(*ip),
+            None => orphans.push(*ip),
+        }
+    }
+    orphans
+}
+
+/// The instance a new VIP of `pool` goes to: the one of `pool` owned by the
+/// least-loaded node, made if there is none. None: no node, or no VRID left (a problem).
+fn instance_for(
+    insts: &mut Vec<Inst>,
+    cfg: &GlobalConfig,
+    opts: &PlanOptions,
+    nodes: &BTreeMap<NodeName, LbNode>,
+    pool: &PoolName,
+    ip: IpAddr,
+    problems: &mut Problems,
+) -> Option<usize> {
+    let owner = least_loaded(insts, nodes, pool)?;
+    if let Some(i) = insts
+        .iter()
+        .position(|i| &i.pool == pool && i.members.first() == Some(&owner))
+    {
+        return Some(i);
+    }
+    let used: BTreeSet<u8> = insts.iter().map(|i| i.vrid).collect();
+    let Some(vrid) = (opts.vrid_offset.saturating_add(1)..=255).find(|v| !used.contains(v)) else {
+        problems.insert(Problem::new(
+            ObjRef::Config,
+            Reason::VridExhausted,
+            format!(
+                "no free VRRP virtual_router_id in {}..=255 (VRID_OFFSET {}); VIP {ip} is not announced",
+                opts.vrid_offset as u16 + 1,
+                opts.vrid_offset
+            ),
+        ));
+        return None;
+    };
+    // Backups rotate after the owner so that failovers spread out.
+    let names: Vec<&NodeName> = nodes.keys().collect();
+    let at = names
+        .iter()
+        .position(|n| **n == owner)
+        .expect("owner is a node");
+    let members = names[at..]
+        .iter()
+        .chain(names[..at].iter())
+        .take(MAX_MEMBERS)
+        .map(|n| (*n).clone())
+        .collect();
+    insts.push(Inst {
+        vrid,
+        pool: pool.clone(),
+        family: cfg.pools[pool].family(),
+        members,
+        vips: vec![],
+    });
+    Some(insts.len() - 1)
+}
+
+/// Least-loaded node: fewest VIPs of this pool, then fewest VIPs, then name.
+fn least_loaded(
+    insts: &[Inst],
+    nodes: &BTreeMap<NodeName, LbNode>,
+    pool: &PoolName,
+) -> Option<NodeName> {
+    let load = |n: &NodeName, same_pool: bool| -> usize {
+        insts
+            .iter()
+            .filter(|i| i.members.first() == Some(n) && (!same_pool || &i.pool == pool))
+            .map(|i| i.vips.len())
+            .sum()
+    };
+    nodes
+        .keys()
+        .min_by_key(|n| (load(n, true), load(n, false), (*n).clone()))
+        .cloned()
+}
+
+/// The instances that carry VIPs, by VRID, with priorities; every VIP's place.
+fn finish(
+    mut insts: Vec<Inst>,
+    alloc: &Allocator,
+    vips: &mut BTreeMap<IpAddr, VipState>,
+) -> Vec<VrrpInstance> {
+    insts.retain(|i| !i.vips.is_empty());
+    insts.sort_by_key(|i| i.vrid);
+    let mut out = Vec::with_capacity(insts.len());
+    for mut i in insts {
+        i.vips.sort();
+        for ip in &i.vips {
+            vips.insert(
+                *ip,
+                VipState {
+                    pool: i.pool.clone(),
+                    vrid: i.vrid,
+                    owner: i.members.first().cloned(),
+                    services: alloc.services_on(*ip),
+                },
+            );
+        }
+        out.push(VrrpInstance {
+            vrid: i.vrid,
+            name: format!("k8slb_{}_{}", i.pool, i.vrid),
+            pool: i.pool,
+            family: i.family,
+            members: i
+                .members
+                .into_iter()
+                .enumerate()
+                .map(|(k, node)| Member {
+                    node,
+                    priority: priority(k),
+                })
+                .collect(),
+            vips: i.vips,
+        });
+    }
+    out
+}
+
+/// The priority of the `k`th member (0: the owner).
+fn priority(k: usize) -> u8 {
+    if k == 0 {
+        OWNER_PRIORITY
+    } else {
+        // k <= MAX_MEMBERS - 1 = FIRST_BACKUP_PRIORITY: 100, 99, .., 1.
+        FIRST_BACKUP_PRIORITY - (k - 1) as u8
+    }
+}

@@ -1,0 +1,476 @@
+//! Problems: what went wrong, on which object, as data. Part of the published state, the
+//! source of the watcher's Events and of its `problems` metric.
+//!
+//! Both the reason and the object are typed, and each serialises to exactly the string the
+//! state has always carried (`"reason": "PortConflict"`, `"object": "Service default/web"`),
+//! so the published state is unchanged. Their equality and order are those of that string:
+//! problems sort as they always did, and a state read back compares equal to the one
+//! written.
+
+use crate::names::{NodeName, ServiceKey};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::cmp::Ordering;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::str::FromStr;
+
+/// One thing that went wrong.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Problem {
+    /// `"Service <ns>/<name>"`, `"ConfigMap <ns>/<name>"`, `"Node <name>"`, `"Config k8slb"`.
+    pub object: ObjRef,
+    /// A CamelCase word, usable as an Event reason and a metric label.
+    pub reason: Reason,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn new(object: ObjRef, reason: Reason, message: impl Into<String>) -> Self {
+        Problem {
+            object,
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+macro_rules! reasons {
+    ($( $(#[$doc:meta])* $variant:ident = $text:literal, )*) => {
+        /// Why a problem (or an Event) was raised: a fixed set, so a bounded metric label.
+        ///
+        /// A reason this build does not know (a state written by a newer watcher) is kept
+        /// as [`Reason::Other`] with its text, so that reading and writing it back changes
+        /// nothing; the plan itself never makes one.
+        #[derive(Debug, Clone)]
+        pub enum Reason {
+            $( $(#[$doc])* $variant, )*
+            /// Read from a state, not one of the above.
+            Other(String),
+        }
+
+        impl Reason {
+            /// Every reason the plan and the watcher make.
+            pub const ALL: &'static [Reason] = &[$(Reason::$variant,)*];
+
+            /// The word in the state, the Event and the metric label.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $( Reason::$variant => $text, )*
+                    Reason::Other(s) => s,
+                }
+            }
+        }
+
+        impl FromStr for Reason {
+            type Err = std::convert::Infallible;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Ok(match s {
+                    $( $text => Reason::$variant, )*
+                    other => Reason::Other(other.to_string()),
+                })
+            }
+        }
+    };
+}
+
+reasons! {
+    // Services: the address request.
+    /// `loadbalancer/pool` names a pool that does not exist.
+    UnknownPool = "UnknownPool",
+    /// A requested address does not parse.
+    InvalidIp = "InvalidIp",
+    /// A requested address is outside the network of the Service's pools.
+    IpOutsidePool = "IpOutsidePool",
+    /// A requested address is its network's own address or its broadcast.
+    IpNotUsable = "IpNotUsable",
+    /// A requested address is held from another pool.
+    IpInUse = "IpInUse",
+    /// No free address is left in the pool's range.
+    PoolExhausted = "PoolExhausted",
+    /// A shared address already carries the same (protocol, port).
+    PortConflict = "PortConflict",
+    // Services: everything else.
+    InvalidName = "InvalidName",
+    InvalidAnnotation = "InvalidAnnotation",
+    UnknownAnnotation = "UnknownAnnotation",
+    UnsupportedAnnotation = "UnsupportedAnnotation",
+    UnsupportedProtocol = "UnsupportedProtocol",
+    InvalidPort = "InvalidPort",
+    DuplicatePort = "DuplicatePort",
+    InvalidSourceRange = "InvalidSourceRange",
+    DuplicateService = "DuplicateService",
+    /// An object that does not decode as its kind (skipped).
+    Undecodable = "Undecodable",
+    /// More problems on one object than are listed.
+    TooManyProblems = "TooManyProblems",
+    // The cluster and the config.
+    NoLoadBalancerNodes = "NoLoadBalancerNodes",
+    VridExhausted = "VridExhausted",
+    InvalidConfig = "InvalidConfig",
+    // Events that are not problems.
+    IpAllocated = "IPAllocated",
+    IpReleased = "IPReleased",
+    NodeChanged = "NodeChanged",
+}
+
+/// The `type` of a Kubernetes Event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
+impl Reason {
+    /// Explains why a Service has no address, or keeps an old one: listed before any
+    /// other problem of its object, never hidden by the per-object cap. (An
+    /// `InvalidAnnotation` about the address annotations explains it too; the plan marks
+    /// those where it makes them, see `plan::problems`.)
+    pub fn blocks_allocation(&self) -> bool {
+        matches!(
+            self,
+            Reason::UnknownPool
+                | Reason::InvalidIp
+                | Reason::IpOutsidePool
+                | Reason::IpNotUsable
+                | Reason::PoolExhausted
+                | Reason::PortConflict
+                | Reason::InvalidName
+        )
+    }
+
+    /// What happened as planned is `Normal`; every problem is a `Warning`.
+    pub fn event_type(&self) -> EventType {
+        match self {
+            Reason::IpAllocated | Reason::IpReleased | Reason::NodeChanged => EventType::Normal,
+            _ => EventType::Warning,
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq for Reason {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+impl Eq for Reason {}
+impl PartialOrd for Reason {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Reason {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+impl Hash for Reason {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
+impl PartialEq<str> for Reason {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+impl PartialEq<&str> for Reason {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl Serialize for Reason {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+impl<'de> Deserialize<'de> for Reason {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(s.parse().unwrap_or_else(|never| match never {}))
+    }
+}
+
+/// The kind of an object a problem is about, when its name could not be typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Service,
+    Node,
+    EndpointSlice,
+    ConfigMap,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Service => "Service",
+            Kind::Node => "Node",
+            Kind::EndpointSlice => "EndpointSlice",
+            Kind::ConfigMap => "ConfigMap",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Kind> {
+        [
+            Kind::Service,
+            Kind::Node,
+            Kind::EndpointSlice,
+            Kind::ConfigMap,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+}
+
+/// The object a problem is about.
+#[derive(Debug, Clone)]
+pub enum ObjRef {
+    /// `Service <ns>/<name>`.
+    Service(ServiceKey),
+    /// `Node <name>`.
+    Node(NodeName),
+    /// `ConfigMap <ns>/<name>` (the global config).
+    ConfigMap { namespace: String, name: String },
+    /// `Config k8slb`: the configuration as a whole (no single object).
+    Config,
+    /// An object whose name is not a valid name of its kind (or did not decode): `shown`
+    /// is the name as printed, escaped and cut. No Event can be about it.
+    Unnamed { kind: Kind, shown: String },
+    /// Read from a state, not one of the above.
+    Other(String),
+}
+
+impl ObjRef {
+    /// A Service by its raw namespace and name: typed when they are valid, otherwise
+    /// `Unnamed` with both escaped and cut to 80 characters.
+    pub fn service(namespace: &str, name: &str) -> ObjRef {
+        match ServiceKey::new(namespace, name) {
+            Ok(key) => ObjRef::Service(key),
+            Err(_) => ObjRef::Unnamed {
+                kind: Kind::Service,
+                shown: format!("{}/{}", cut(namespace, 80), cut(name, 80)),
+            },
+        }
+    }
+
+    /// An object by its kind and its name as printed (`<ns>/<name>` or `<name>`): typed
+    /// when the name is valid for the kind.
+    pub fn named(kind: Kind, shown: String) -> ObjRef {
+        match kind {
+            Kind::Service => {
+                if let Ok(key) = shown.parse() {
+                    return ObjRef::Service(key);
+                }
+            }
+            Kind::Node => {
+                if let Ok(n) = shown.parse() {
+                    return ObjRef::Node(n);
+                }
+            }
+            Kind::ConfigMap => {
+                if let Some((ns, name)) = shown.split_once('/') {
+                    return ObjRef::ConfigMap {
+                        namespace: ns.to_string(),
+                        name: name.to_string(),
+                    };
+                }
+            }
+            Kind::EndpointSlice => {}
+        }
+        ObjRef::Unnamed { kind, shown }
+    }
+
+    /// The text in five pieces (unused ones empty): equality, order and hashing follow the
+    /// text without building it.
+    fn parts(&self) -> [&str; 5] {
+        match self {
+            ObjRef::Service(k) => ["Service ", k.namespace.as_str(), "/", k.name.as_str(), ""],
+            ObjRef::Node(n) => ["Node ", n.as_str(), "", "", ""],
+            ObjRef::ConfigMap { namespace, name } => ["ConfigMap ", namespace, "/", name, ""],
+            ObjRef::Config => ["Config k8slb", "", "", "", ""],
+            ObjRef::Unnamed { kind, shown } => [kind.as_str(), " ", shown, "", ""],
+            ObjRef::Other(s) => [s, "", "", "", ""],
+        }
+    }
+
+    fn bytes(&self) -> impl Iterator<Item = u8> + '_ {
+        self.parts().into_iter().flat_map(str::bytes)
+    }
+}
+
+/// `s` escaped (no raw control character reaches a log line or an Event) and cut.
+pub(crate) fn cut(s: &str, max: usize) -> String {
+    s.escape_debug().take(max).collect()
+}
+
+impl fmt::Display for ObjRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.parts().iter().try_for_each(|p| f.write_str(p))
+    }
+}
+
+impl FromStr for ObjRef {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "Config k8slb" {
+            return Ok(ObjRef::Config);
+        }
+        let parsed = s
+            .split_once(' ')
+            .and_then(|(kind, rest)| Some(ObjRef::named(Kind::parse(kind)?, rest.to_string())));
+        Ok(parsed.unwrap_or_else(|| ObjRef::Other(s.to_string())))
+    }
+}
+
+impl PartialEq for ObjRef {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes().eq(other.bytes())
+    }
+}
+impl Eq for ObjRef {}
+impl PartialOrd for ObjRef {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ObjRef {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.bytes().cmp(other.bytes())
+    }
+}
+impl Hash for ObjRef {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.bytes().for_each(|b| state.write_u8(b));
+    }
+}
+
+impl Serialize for ObjRef {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+impl<'de> Deserialize<'de> for ObjRef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(s.parse().unwrap_or_else(|never| match never {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_reads_back_as_itself() {
+        for r in Reason::ALL {
+            let back: Reason = r.as_str().parse().unwrap();
+            assert!(!matches!(back, Reason::Other(_)), "{r:?}");
+            assert_eq!(&back, r);
+        }
+        assert_eq!(Reason::IpAllocated.as_str(), "IPAllocated");
+        assert!(matches!(
+            "Newer".parse::<Reason>().unwrap(),
+            Reason::Other(_)
+        ));
+    }
+
+    #[test]
+    fn reasons_sort_as_their_text() {
+        let mut typed: Vec<Reason> = Reason::ALL.to_vec();
+        typed.sort();
+        let mut text: Vec<&str> = Reason::ALL.iter().map(Reason::as_str).collect();
+        text.sort();
+        assert_eq!(typed.iter().map(Reason::as_str).collect::<Vec<_>>(), text);
+    }
+
+    #[test]
+    fn only_problems_are_warnings() {
+        assert_eq!(Reason::IpReleased.event_type(), EventType::Normal);
+        assert_eq!(Reason::PortConflict.event_type(), EventType::Warning);
+        assert_eq!(Reason::InvalidConfig.event_type(), EventType::Warning);
+    }
+
+    #[test]
+    fn object_text_round_trips_exactly() {
+        for s in [
+            "Service default/web",
+            "Service Bad\\nNS/x",
+            "Service ?",
+            "Node lb1",
+            "Node Bad Node",
+            "ConfigMap k8slb-system/global",
+            "Config k8slb",
+            "Config other",
+            "EndpointSlice ns/s-1",
+            "Ingress ns/web",
+            "nospace",
+            "",
+        ] {
+            let o: ObjRef = s.parse().unwrap();
+            assert_eq!(o.to_string(), s, "{o:?}");
+            let json = serde_json::to_string(&o).unwrap();
+            assert_eq!(json, serde_json::to_string(s).unwrap());
+        }
+        assert!(matches!(
+            "Service default/web".parse().unwrap(),
+            ObjRef::Service(_)
+        ));
+        assert!(matches!(
+            "Node Bad Node".parse().unwrap(),
+            ObjRef::Unnamed {
+                kind: Kind::Node,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn objects_sort_as_their_text() {
+        let texts = [
+            "Config k8slb",
+            "ConfigMap a/b",
+            "Node lb1",
+            "Service a/b",
+            "Service a-b/c",
+            "Service a/b-c",
+            "Service ab/c",
+            "Service Z/y",
+            "EndpointSlice x",
+            "Config",
+        ];
+        let mut typed: Vec<ObjRef> = texts.iter().map(|s| s.parse().unwrap()).collect();
+        typed.sort();
+        let mut sorted = texts.to_vec();
+        sorted.sort();
+        assert_eq!(
+            typed.iter().map(ObjRef::to_string).collect::<Vec<_>>(),
+            sorted
+        );
+    }
+
+    #[test]
+    fn an_invalid_service_name_is_escaped_and_unnamed() {
+        let o = ObjRef::service("default", "bad\nname");
+        assert_eq!(o.to_string(), "Service default/bad\\nname");
+        assert!(matches!(o, ObjRef::Unnamed { .. }));
+        assert!(matches!(
+            ObjRef::service("default", "web"),
+            ObjRef::Service(_)
+        ));
+    }
+}
