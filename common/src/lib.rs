@@ -6,10 +6,13 @@
 //! - [`objects`]: the Kubernetes objects the plan reads, and how files of them are read;
 //! - [`plan`]: the pure allocation: objects + config + previous state -> state;
 //! - [`state`]: the published state document;
+//! - [`routes`]: the L7 route model (listeners, hosts, rules, backends), source-neutral;
+//! - [`ingress`]: Ingresses -> routes, pure;
 //! - [`publish`]: how the state is compressed and sharded for ConfigMaps;
 //! - `logging` (feature `logging`): the one log setup of both binaries.
 
 pub mod config;
+pub mod ingress;
 pub mod ipam;
 #[cfg(feature = "logging")]
 pub mod logging;
@@ -17,4 +20,5 @@ pub mod names;
 pub mod objects;
 pub mod plan;
 pub mod publish;
+pub mod routes;
 pub mod state;
