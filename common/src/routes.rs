@@ -327,7 +327,8 @@ impl Listener {
 
     /// Sort the virtual hosts by precedence. Sources call it once after building.
     pub fn sort_virtual_hosts(&mut self) {
-        self.virtual_hosts.sort_by(|a, b| a.precedence().cmp(&b.precedence()));
+        self.virtual_hosts
+            .sort_by(|a, b| a.precedence().cmp(&b.precedence()));
     }
 }
 
@@ -404,7 +405,8 @@ impl VirtualHost {
     /// paths longest first (ties by path, for determinism). For the paths one request
     /// can match this is the API's "longest matching path, then Exact over Prefix".
     pub fn sort_rules(&mut self) {
-        self.rules.sort_by(|a, b| a.matches.precedence().cmp(&b.matches.precedence()));
+        self.rules
+            .sort_by(|a, b| a.matches.precedence().cmp(&b.matches.precedence()));
     }
 }
 
@@ -471,10 +473,14 @@ impl PathMatch {
 #[serde(rename_all = "camelCase", tag = "type")]
 pub enum RouteAction {
     /// To the backends, split by weight (a backend of weight 0 gets nothing).
-    Forward { backends: Vec<WeightedBackend> },
+    Forward {
+        backends: Vec<WeightedBackend>,
+    },
     Redirect(Redirect),
     /// Answer with a fixed status: what a rule whose backend does not exist gets.
-    Respond { status: FixedStatus },
+    Respond {
+        status: FixedStatus,
+    },
 }
 
 impl RouteAction {
@@ -564,7 +570,11 @@ impl TryFrom<u16> for RedirectStatus {
             303 => RedirectStatus::SeeOther303,
             307 => RedirectStatus::TemporaryRedirect307,
             308 => RedirectStatus::PermanentRedirect308,
-            _ => return Err(format!("redirect status {c} is not 301, 302, 303, 307 or 308")),
+            _ => {
+                return Err(format!(
+                    "redirect status {c} is not 301, 302, 303, 307 or 308"
+                ))
+            }
         })
     }
 }
@@ -682,7 +692,13 @@ mod tests {
 
     #[test]
     fn hostnames_accept_rfc1123_and_one_leading_wildcard() {
-        for ok in ["foo.bar.com", "localhost", "*.example.com", "a-1.b2.c", "xn--bcher-kva.example"] {
+        for ok in [
+            "foo.bar.com",
+            "localhost",
+            "*.example.com",
+            "a-1.b2.c",
+            "xn--bcher-kva.example",
+        ] {
             assert!(ok.parse::<Hostname>().is_ok(), "{ok:?} refused");
         }
         for bad in [
@@ -724,44 +740,35 @@ mod tests {
 
     #[test]
     fn paths_accept_url_path_characters_only() {
-        for ok in ["/", "/foo", "/foo/", "/a-b_c.d~e/f!*+,=:@&", "/.well-known/acme-challenge/x"] {
+        for ok in [
+            "/",
+            "/foo",
+            "/foo/",
+            "/a-b_c.d~e/f!*+,=:@&",
+            "/.well-known/acme-challenge/x",
+        ] {
             assert!(ok.parse::<HttpPath>().is_ok(), "{ok:?} refused");
         }
         for bad in [
-            "",
-            "foo",
-            "//",
-            "/a//b",
-            "/a/./b",
-            "/a/../b",
-            "/..",
-            "/.",
-            "/a b",
-            "/a\nb",
-            "/a\rb",
-            "/a\"b",
-            "/a'b",
-            "/a{b",
-            "/a}b",
-            "/a;b",
-            "/a#b",
-            "/a?b",
-            "/a%20b",
-            "/a$b",
-            "/a\\b",
+            "", "foo", "//", "/a//b", "/a/./b", "/a/../b", "/..", "/.", "/a b", "/a\nb", "/a\rb",
+            "/a\"b", "/a'b", "/a{b", "/a}b", "/a;b", "/a#b", "/a?b", "/a%20b", "/a$b", "/a\\b",
             "/a(b)",
         ] {
             assert!(bad.parse::<HttpPath>().is_err(), "{bad:?} accepted");
         }
         assert!(format!("/{}", "a".repeat(1023)).parse::<HttpPath>().is_ok());
-        assert!(format!("/{}", "a".repeat(1024)).parse::<HttpPath>().is_err());
+        assert!(format!("/{}", "a".repeat(1024))
+            .parse::<HttpPath>()
+            .is_err());
     }
 
     #[test]
     fn tokens_refuse_config_metacharacters() {
         assert!("X-Forwarded-For".parse::<HeaderName>().is_ok());
         assert!("route_id".parse::<CookieName>().is_ok());
-        for bad in ["", "a b", "a#b", "a'b", "a$b", "a%b", "a|b", "a;b", "a\nb", "a:b"] {
+        for bad in [
+            "", "a b", "a#b", "a'b", "a$b", "a%b", "a|b", "a;b", "a\nb", "a:b",
+        ] {
             assert!(bad.parse::<HeaderName>().is_err(), "{bad:?} accepted");
             assert!(bad.parse::<CookieName>().is_err(), "{bad:?} accepted");
         }
@@ -783,7 +790,13 @@ mod tests {
         let id: BackendId = "default/web:8080".parse().unwrap();
         assert_eq!(id.to_string(), "default/web:8080");
         assert_eq!(serde_json::to_string(&id).unwrap(), "\"default/web:8080\"");
-        for bad in ["default/web", "default/web:0", "default/web:x", "web:80", "a/b:70000"] {
+        for bad in [
+            "default/web",
+            "default/web:0",
+            "default/web:x",
+            "web:80",
+            "a/b:70000",
+        ] {
             assert!(bad.parse::<BackendId>().is_err(), "{bad:?} accepted");
         }
     }
