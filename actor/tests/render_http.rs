@@ -29,6 +29,7 @@ use k8slb_common::routes::{
 use k8slb_common::state::{Endpoint, State};
 use serde::Deserialize;
 use serde_json::Value;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -114,8 +115,8 @@ fn binary(name: &str) -> PathBuf {
     panic!("{name} is not installed: run `apt-get install -y haproxy nginx openssl iproute2`");
 }
 
-/// A temp dir with one self-signed certificate as `<stem>.pem` (chain + key) and
-/// `<stem>.key` for every stem the fixtures use.
+/// A temp dir with a self-signed certificate per stem the fixtures use, its CN the stem
+/// (so a TLS client can tell which one it got): `<stem>.pem` (chain + key) and `<stem>.key`.
 fn certs() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -123,23 +124,22 @@ fn certs() -> &'static Path {
             .prefix("k8slb-rtcerts")
             .tempdir()
             .unwrap();
-        let (crt, key) = (dir.path().join("c.crt"), dir.path().join("c.key"));
-        let out = Command::new(binary("openssl"))
-            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"])
-            .args(["-subj", "/CN=k8slb-test", "-keyout"])
-            .arg(&key)
-            .arg("-out")
-            .arg(&crt)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
-        let (c, k) = (
-            std::fs::read_to_string(&crt).unwrap(),
-            std::fs::read_to_string(&key).unwrap(),
-        );
         for n in ["default", "default_foo", "default_wild"] {
+            let (crt, key) = (dir.path().join(format!("{n}.crt")), dir.path().join(format!("{n}.key")));
+            let out = Command::new(binary("openssl"))
+                .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
+                .args(["-nodes", "-days", "2", "-subj", &format!("/CN={n}"), "-keyout"])
+                .arg(&key)
+                .arg("-out")
+                .arg(&crt)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
+            let (c, k) = (
+                std::fs::read_to_string(&crt).unwrap(),
+                std::fs::read_to_string(&key).unwrap(),
+            );
             std::fs::write(dir.path().join(format!("{n}.pem")), format!("{c}{k}")).unwrap();
-            std::fs::write(dir.path().join(format!("{n}.key")), &k).unwrap();
         }
         dir
     })
@@ -382,4 +382,245 @@ fn endpoint_churn_changes_only_server_slots() {
     assert_eq!(s1.len(), s2.len());
     assert_eq!(s1[1], s2[1], "the unchanged endpoint keeps its slot");
     assert_eq!(s2[0].as_deref(), Some("10.244.9.9:80"), "the new one takes the freed slot");
+}
+
+// ---------------------------------------------------------------------------------------
+// Real traffic: the rendered routes, run by the real HAProxy and nginx in a network
+// namespace, answer every request as the model's reference router says.
+
+/// What a request got: `200 <service>` (the endpoint answers with its Service's name),
+/// `<code> <location>` for a redirect, `<code>` otherwise; plus the certificate's CN for
+/// HTTPS.
+fn expected(routes: &HttpRoutes, port: u16, https: bool, host: &str, path: &str) -> String {
+    let l = routes
+        .listeners
+        .iter()
+        .find(|l| l.port == port)
+        .expect("a listener on the port");
+    let got = match l.route(host, path) {
+        None => "404".to_string(),
+        Some(RouteAction::Respond { status }) => status.code().to_string(),
+        Some(RouteAction::Redirect(rd)) => format!(
+            "{} {}://{}{}{}",
+            rd.status.code(),
+            rd.scheme.map_or(if https { "https" } else { "http" }, Scheme::as_str),
+            rd.host.as_ref().map_or(host.to_string(), |h| h.to_string()),
+            rd.port.map(|p| format!(":{p}")).unwrap_or_default(),
+            rd.path.as_ref().map_or(path.to_string(), |p| p.to_string()),
+        ),
+        Some(RouteAction::Forward { backends }) => {
+            let be = &routes.backends[&backends[0].id];
+            if be.endpoints.iter().any(|e| !e.draining) {
+                format!("200 {}", backends[0].id.service.name)
+            } else {
+                "5xx".into() // no endpoint: HAProxy says 503, nginx 502
+            }
+        }
+    };
+    match l.tls.as_ref().filter(|_| https) {
+        Some(t) => format!("{got} cn={}", t.certificate_for(host).unwrap().stem()),
+        None => got,
+    }
+}
+
+/// `curl` from inside the namespace, in the shape of [`expected`].
+fn request(ns: &support::Netns, port: u16, https: bool, host: &str, path: &str) -> String {
+    let scheme = if https { "https" } else { "http" };
+    let out = ns
+        .cmd("curl")
+        .args(["-sv", "-k", "--max-time", "5", "-w", "\n%{http_code} %{redirect_url}"])
+        .arg("--resolve")
+        .arg(format!("{host}:{port}:{VIP}"))
+        .arg(format!("{scheme}://{host}:{port}{path}"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (body, last) = stdout.rsplit_once('\n').unwrap_or(("", &stdout));
+    let (code, location) = last.split_once(' ').unwrap_or((last, ""));
+    let got = match code {
+        "200" => format!("200 {}", body.trim()),
+        // No endpoint: nginx's 502, HAProxy's own 503 page (a rule's `return` has no body).
+        "502" => "5xx".into(),
+        "503" if body.contains("No server is available") => "5xx".into(),
+        c if c.starts_with('3') => format!("{c} {location}"),
+        c => c.to_string(),
+    };
+    if https {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let cn = stderr
+            .lines()
+            .find_map(|l| l.split_once("subject: CN=").map(|(_, cn)| cn.trim().to_string()))
+            .unwrap_or_default();
+        format!("{got} cn={cn}")
+    } else {
+        got
+    }
+}
+
+/// Endpoint stand-ins: every endpoint address of `routes` on `lo`, answered by the proxy
+/// itself with its Service's name.
+fn endpoints(routes: &HttpRoutes) -> Vec<(SocketAddr, String)> {
+    let mut out = Vec::new();
+    for (id, be) in &routes.backends {
+        for e in &be.endpoints {
+            out.push((SocketAddr::new(e.ip, e.port), id.service.name.to_string()));
+        }
+    }
+    out
+}
+
+fn wait_for(ns: &support::Netns, port: u16) {
+    let ok = support::wait_until(std::time::Duration::from_secs(10), || {
+        ns.cmd("curl")
+            .args(["-s", "-o", "/dev/null", "--max-time", "1"])
+            .arg(format!("http://{VIP}:{port}/"))
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    assert!(ok, "the proxy did not answer on {VIP}:{port}");
+}
+
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+type Req = (u16, bool, &'static str, &'static str);
+
+fn traffic(fixture: &str, requests: &[Req]) {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    let routes = routes_of(fixture);
+    let dir = tempfile::Builder::new().prefix("k8slb-rttraffic").tempdir().unwrap();
+    let mut o = HttpRenderOptions {
+        pool_cert_dir: certs().to_path_buf(),
+        secret_cert_dir: certs().to_path_buf(),
+        crt_list_dir: dir.path().to_path_buf(),
+        ..HttpRenderOptions::default()
+    };
+    o.nginx_proxy = vec!["proxy_set_header Host $host;".parse().unwrap()];
+    let r = HttpRenderer::embedded().unwrap();
+    let eps = endpoints(&routes);
+    let want: Vec<String> = requests
+        .iter()
+        .map(|&(p, s, h, path)| expected(&routes, p, s, h, path))
+        .collect();
+
+    for proxy in ["haproxy", "nginx"] {
+        let ns = support::Netns::new("k8slbrt");
+        ns.ip(&format!("addr add {VIP}/32 dev lo"));
+        for (a, _) in &eps {
+            ns.ip(&format!("addr add {}/32 dev lo", a.ip()));
+        }
+        let first_port = routes.listeners[0].port;
+        let _child = if proxy == "haproxy" {
+            let hp = r.haproxy(&routes, &o, &[]).unwrap();
+            for (f, t) in &hp.crt_lists {
+                std::fs::write(f, t).unwrap();
+            }
+            let mut cfg = String::from(
+                "global\n  log stderr format short local0 err\ndefaults\n  mode http\n  timeout connect 2s\n  timeout client 5s\n  timeout server 5s\n",
+            );
+            for (a, name) in &eps {
+                let slug = a.to_string().replace(['.', ':'], "_");
+                cfg.push_str(&format!(
+                    "\nfrontend ep_{slug}\n  bind {a}\n  http-request return status 200 content-type text/plain string {name}\n"
+                ));
+            }
+            cfg.push_str(&hp.text);
+            let file = dir.path().join("haproxy.cfg");
+            std::fs::write(&file, &cfg).unwrap();
+            Killed(ns.cmd("haproxy").arg("-db").arg("-f").arg(&file).spawn().unwrap())
+        } else {
+            let nx = r.nginx(&routes, &o).unwrap();
+            let d = dir.path().display();
+            let mut cfg = format!(
+                "pid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n"
+            );
+            for (a, name) in &eps {
+                cfg.push_str(&format!(
+                    "  server {{ listen {a}; location / {{ return 200 \"{name}\\n\"; }} }}\n"
+                ));
+            }
+            cfg.push_str(&nx.text);
+            cfg.push_str("\n}\n");
+            let file = dir.path().join("nginx.conf");
+            std::fs::write(&file, &cfg).unwrap();
+            Killed(
+                ns.cmd("nginx")
+                    .args(["-g", "daemon off;", "-p"])
+                    .arg(dir.path())
+                    .arg("-c")
+                    .arg(&file)
+                    .spawn()
+                    .unwrap(),
+            )
+        };
+        wait_for(&ns, first_port);
+        let got: Vec<String> = requests
+            .iter()
+            .map(|&(p, s, h, path)| request(&ns, p, s, h, path))
+            .collect();
+        for (i, req) in requests.iter().enumerate() {
+            assert_eq!(got[i], want[i], "{proxy}: request {req:?}");
+        }
+    }
+}
+
+#[test]
+fn real_proxies_route_precedence_as_the_model_says() {
+    traffic(
+        "precedence",
+        &[
+            (80, false, "shop.example.com", "/"),
+            (80, false, "shop.example.com", "/api"),
+            (80, false, "shop.example.com", "/api/"),
+            (80, false, "shop.example.com", "/api/v1"),
+            (80, false, "shop.example.com", "/api/v1/x"),
+            (80, false, "shop.example.com", "/api/v1x"),
+            (80, false, "shop.example.com", "/gone/x"),
+            (80, false, "cdn.example.com", "/static/a.css"),
+            (80, false, "cdn.example.com", "/staticx"),
+            (80, false, "a.cdn.example.com", "/health"),
+            (80, false, "other.org", "/health"),
+            (80, false, "other.org", "/health/"),
+        ],
+    );
+}
+
+#[test]
+fn real_proxies_route_the_rancher_examples_as_the_model_says() {
+    traffic(
+        "rancher-examples",
+        &[
+            (99, false, "foo.bar.com", "/foo"),
+            (99, false, "foo.bar.com", "/foo/x"),
+            (99, false, "foo.bar.com", "/bar"),
+            (80, false, "foo.bar.com", "/foo/x"),
+            (80, false, "bar.foo.com", "/bar/baz"),
+            (80, false, "bar.foo.com", "/barbaz"),
+            (80, false, "host.only.com", "/anything"),
+            (80, false, "unknown.com", "/"),
+        ],
+    );
+}
+
+#[test]
+fn real_proxies_serve_tls_by_sni_and_redirect_as_the_model_says() {
+    traffic(
+        "tls-sni",
+        &[
+            (80, false, "foo.bar.com", "/x?q=1"),
+            (80, false, "foo.bar.com", "/.well-known/acme-challenge/token1"),
+            (80, false, "plain.bar.com", "/"),
+            (80, false, "a.apps.bar.com", "/y"),
+            (443, true, "foo.bar.com", "/"),
+            (443, true, "a.apps.bar.com", "/"),
+            (443, true, "plain.bar.com", "/"),
+            (443, true, "nomatch.org", "/"),
+        ],
+    );
 }
