@@ -624,3 +624,20 @@ fn real_proxies_serve_tls_by_sni_and_redirect_as_the_model_says() {
         ],
     );
 }
+
+#[test]
+fn hostile_hosts_paths_and_annotations_never_reach_a_rendered_file() {
+    let routes = routes_of("hostile");
+    check("hostile", &routes);
+    let r = HttpRenderer::embedded().unwrap();
+    let o = HttpRenderOptions::default();
+    let hp = r.haproxy(&routes, &o, &[]).unwrap();
+    let nx = r.nginx(&routes, &o).unwrap();
+    let lists: String = hp.crt_lists.values().cloned().collect();
+    for text in [&hp.text, &nx.text, &lists] {
+        for bad in ["evil", "owned", "shadow", "lua", ";return", "/a", "$host;\n", "1.2.3.4", ":1\n"] {
+            assert!(!text.contains(bad), "{bad:?} reached a config:\n{text}");
+        }
+    }
+    assert!(hp.text.contains("good.example.com") && nx.text.contains("location ^~ /ok/"));
+}

@@ -281,7 +281,10 @@ impl Settings {
             problems.insert(problem(
                 ing,
                 reason::INVALID_ANNOTATION,
-                format!("loadbalancer/{opt}: {:?} is not {what}; ignored", short(v)),
+                format!(
+                    "loadbalancer/{opt}: {:?} is not {what}; ignored",
+                    v.chars().take(64).collect::<String>()
+                ),
             ));
         };
         let mut kind: Option<&str> = None;
