@@ -24,8 +24,8 @@ use crate::render::RenderError;
 use crate::view::{assign_slots, safe_path, Backend, StickSource, PLACEHOLDER};
 use k8slb_common::names::ConfigLine;
 use k8slb_common::routes::{
-    BackendId, CertFile, HttpRoutes, Listener, ListenerProtocol, PathMatch, Redirect,
-    RouteAction, Sticky, VirtualHost,
+    BackendId, CertFile, HttpRoutes, Listener, ListenerProtocol, PathMatch, Redirect, RouteAction,
+    Sticky, VirtualHost,
 };
 use k8slb_common::state::Mode;
 use serde::Serialize;
@@ -217,10 +217,14 @@ fn hp_path_conds(m: &PathMatch) -> Vec<String> {
 fn hp_redirect(rd: &Redirect, notes: &mut Vec<String>, what: &str) -> String {
     let scheme = rd
         .scheme
-        .map_or("%[ssl_fc,iif(https,http)]".to_string(), |s| s.as_str().to_string());
+        .map_or("%[ssl_fc,iif(https,http)]".to_string(), |s| {
+            s.as_str().to_string()
+        });
     let host = match &rd.host {
         Some(h) if h.is_wildcard() => {
-            notes.push(format!("{what}: a redirect to a wildcard host keeps the request's host"));
+            notes.push(format!(
+                "{what}: a redirect to a wildcard host keeps the request's host"
+            ));
             "%[var(txn.k8slb_host)]".to_string()
         }
         Some(h) => h.to_string(),
@@ -310,7 +314,9 @@ fn hp_frontend(
         }
         (ListenerProtocol::Https, Some(t)) => {
             if t.certificates.is_empty() && t.default_certificate.is_none() {
-                notes.push(format!("{name}: HTTPS without any certificate; not rendered"));
+                notes.push(format!(
+                    "{name}: HTTPS without any certificate; not rendered"
+                ));
                 return Ok(None);
             }
             let default_crt = match &t.default_certificate {
@@ -707,7 +713,11 @@ impl HttpRenderer {
     }
 
     /// The nginx upstreams and servers of `routes` (inside `http { }`).
-    pub fn nginx(&self, routes: &HttpRoutes, o: &HttpRenderOptions) -> Result<NginxRoutes, RenderError> {
+    pub fn nginx(
+        &self,
+        routes: &HttpRoutes,
+        o: &HttpRenderOptions,
+    ) -> Result<NginxRoutes, RenderError> {
         let mut notes = Vec::new();
         let upstreams = nx_upstreams(routes, &mut notes);
         let mut servers = Vec::new();

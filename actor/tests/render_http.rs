@@ -32,7 +32,6 @@ use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 const VIP: &str = "198.18.0.10";
 
@@ -75,7 +74,10 @@ fn read(objs: &mut Objects, file: &Path) {
 fn routes_of(fixture: &str) -> HttpRoutes {
     let mut objs = Objects::default();
     read(&mut objs, &fixtures().join("ingress/services.yaml"));
-    read(&mut objs, &fixtures().join(format!("ingress/{fixture}.yaml")));
+    read(
+        &mut objs,
+        &fixtures().join(format!("ingress/{fixture}.yaml")),
+    );
     let input = IngressInput {
         ingresses: &objs.ingresses,
         classes: &objs.classes,
@@ -86,7 +88,10 @@ fn routes_of(fixture: &str) -> HttpRoutes {
     let sel = select(&objs.ingresses, &objs.classes);
     let pool = "default".parse().unwrap();
     let out = routes_for_vip(
-        sel.by_pool.get(&pool).map(Vec::as_slice).unwrap_or_default(),
+        sel.by_pool
+            .get(&pool)
+            .map(Vec::as_slice)
+            .unwrap_or_default(),
         &input,
         &VipOptions {
             ip: VIP.parse().unwrap(),
@@ -115,35 +120,48 @@ fn binary(name: &str) -> PathBuf {
     panic!("{name} is not installed: run `apt-get install -y haproxy nginx openssl iproute2`");
 }
 
-/// A temp dir with a self-signed certificate per stem the fixtures use, its CN the stem
-/// (so a TLS client can tell which one it got): `<stem>.pem` (chain + key) and `<stem>.key`.
-fn certs() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = tempfile::Builder::new()
-            .prefix("k8slb-rtcerts")
-            .tempdir()
+/// A self-signed certificate per stem the fixtures use, made in `dir` (the test's temp
+/// dir, removed with it), its CN the stem (so a TLS client can tell which one it got):
+/// `<stem>.pem` (chain + key) and `<stem>.key`.
+fn certs(dir: &Path) -> PathBuf {
+    let dir = dir.join("certs");
+    std::fs::create_dir_all(&dir).unwrap();
+    for n in ["default", "default_foo", "default_wild"] {
+        let (crt, key) = (dir.join(format!("{n}.crt")), dir.join(format!("{n}.key")));
+        let out = Command::new(binary("openssl"))
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+            ])
+            .args([
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                &format!("/CN={n}"),
+                "-keyout",
+            ])
+            .arg(&key)
+            .arg("-out")
+            .arg(&crt)
+            .output()
             .unwrap();
-        for n in ["default", "default_foo", "default_wild"] {
-            let (crt, key) = (dir.path().join(format!("{n}.crt")), dir.path().join(format!("{n}.key")));
-            let out = Command::new(binary("openssl"))
-                .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
-                .args(["-nodes", "-days", "2", "-subj", &format!("/CN={n}"), "-keyout"])
-                .arg(&key)
-                .arg("-out")
-                .arg(&crt)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
-            let (c, k) = (
-                std::fs::read_to_string(&crt).unwrap(),
-                std::fs::read_to_string(&key).unwrap(),
-            );
-            std::fs::write(dir.path().join(format!("{n}.pem")), format!("{c}{k}")).unwrap();
-        }
-        dir
-    })
-    .path()
+        assert!(
+            out.status.success(),
+            "openssl: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (c, k) = (
+            std::fs::read_to_string(&crt).unwrap(),
+            std::fs::read_to_string(&key).unwrap(),
+        );
+        std::fs::write(dir.join(format!("{n}.pem")), format!("{c}{k}")).unwrap();
+    }
+    dir
 }
 
 fn base_state() -> State {
@@ -206,11 +224,15 @@ fn check(name: &str, routes: &HttpRoutes) {
 
     // Through the real daemons: certificates and crt-lists in a temp dir.
     support::require_root_and(&["haproxy", "nginx", "openssl"]);
-    let dir = tempfile::Builder::new().prefix("k8slb-rthttp").tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("k8slb-rthttp")
+        .tempdir()
+        .unwrap();
+    let certs = certs(dir.path());
     let mut checked = state.clone();
-    checked.config.cert_path = certs().to_str().unwrap().parse().unwrap();
+    checked.config.cert_path = certs.to_str().unwrap().parse().unwrap();
     let mut o = options(&checked);
-    o.secret_cert_dir = certs().to_path_buf();
+    o.secret_cert_dir = certs.clone();
     o.crt_list_dir = dir.path().to_path_buf();
     let node = "lb-1".parse().unwrap();
     let base = Renderer::embedded().unwrap();
@@ -221,7 +243,8 @@ fn check(name: &str, routes: &HttpRoutes) {
     }
 
     let mut vo = ViewOptions::new(ProxyKind::Haproxy);
-    vo.interfaces.insert("default".parse().unwrap(), "eth0".parse().unwrap());
+    vo.interfaces
+        .insert("default".parse().unwrap(), "eth0".parse().unwrap());
     vo.pid_file = dir.path().join("haproxy.pid");
     vo.runtime_socket = dir.path().join("haproxy.sock");
     let v = view(&checked, &node, &vo).unwrap();
@@ -234,12 +257,16 @@ fn check(name: &str, routes: &HttpRoutes) {
     std::fs::write(&file, &text).unwrap();
     run_check(
         "haproxy -c",
-        ns.cmd(binary("haproxy").to_str().unwrap()).arg("-c").arg("-f").arg(&file),
+        ns.cmd(binary("haproxy").to_str().unwrap())
+            .arg("-c")
+            .arg("-f")
+            .arg(&file),
         &text,
     );
 
     let mut vo = ViewOptions::new(ProxyKind::Nginx);
-    vo.interfaces.insert("default".parse().unwrap(), "eth0".parse().unwrap());
+    vo.interfaces
+        .insert("default".parse().unwrap(), "eth0".parse().unwrap());
     vo.pid_file = dir.path().join("nginx.pid");
     let v = view(&checked, &node, &vo).unwrap();
     let nx = r.nginx(routes, &o).unwrap();
@@ -325,8 +352,14 @@ fn model_only_split_redirect_and_ipv6() {
                         PathMatch::Prefix("/".parse().unwrap()),
                         RouteAction::Forward {
                             backends: vec![
-                                WeightedBackend { id: a.clone(), weight: 90 },
-                                WeightedBackend { id: b.clone(), weight: 10 },
+                                WeightedBackend {
+                                    id: a.clone(),
+                                    weight: 90,
+                                },
+                                WeightedBackend {
+                                    id: b.clone(),
+                                    weight: 10,
+                                },
                             ],
                         },
                     ),
@@ -335,8 +368,20 @@ fn model_only_split_redirect_and_ipv6() {
             default_action: None,
         }],
         backends: [
-            (a, BackendState { endpoints: vec![ep("fd00:244::1", 80)], stickiness: None }),
-            (b, BackendState { endpoints: vec![], stickiness: None }),
+            (
+                a,
+                BackendState {
+                    endpoints: vec![ep("fd00:244::1", 80)],
+                    stickiness: None,
+                },
+            ),
+            (
+                b,
+                BackendState {
+                    endpoints: vec![],
+                    stickiness: None,
+                },
+            ),
         ]
         .into_iter()
         .collect(),
@@ -381,7 +426,11 @@ fn endpoint_churn_changes_only_server_slots() {
     let (s1, s2) = (slots(&first.backends), slots(&second.backends));
     assert_eq!(s1.len(), s2.len());
     assert_eq!(s1[1], s2[1], "the unchanged endpoint keeps its slot");
-    assert_eq!(s2[0].as_deref(), Some("10.244.9.9:80"), "the new one takes the freed slot");
+    assert_eq!(
+        s2[0].as_deref(),
+        Some("10.244.9.9:80"),
+        "the new one takes the freed slot"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -403,7 +452,8 @@ fn expected(routes: &HttpRoutes, port: u16, https: bool, host: &str, path: &str)
         Some(RouteAction::Redirect(rd)) => format!(
             "{} {}://{}{}{}",
             rd.status.code(),
-            rd.scheme.map_or(if https { "https" } else { "http" }, Scheme::as_str),
+            rd.scheme
+                .map_or(if https { "https" } else { "http" }, Scheme::as_str),
             rd.host.as_ref().map_or(host.to_string(), |h| h.to_string()),
             rd.port.map(|p| format!(":{p}")).unwrap_or_default(),
             rd.path.as_ref().map_or(path.to_string(), |p| p.to_string()),
@@ -428,7 +478,14 @@ fn request(ns: &support::Netns, port: u16, https: bool, host: &str, path: &str) 
     let scheme = if https { "https" } else { "http" };
     let out = ns
         .cmd("curl")
-        .args(["-sv", "-k", "--max-time", "5", "-w", "\n%{http_code} %{redirect_url}"])
+        .args([
+            "-sv",
+            "-k",
+            "--max-time",
+            "5",
+            "-w",
+            "\n%{http_code} %{redirect_url}",
+        ])
         .arg("--resolve")
         .arg(format!("{host}:{port}:{VIP}"))
         .arg(format!("{scheme}://{host}:{port}{path}"))
@@ -449,7 +506,10 @@ fn request(ns: &support::Netns, port: u16, https: bool, host: &str, path: &str) 
         let stderr = String::from_utf8_lossy(&out.stderr);
         let cn = stderr
             .lines()
-            .find_map(|l| l.split_once("subject: CN=").map(|(_, cn)| cn.trim().to_string()))
+            .find_map(|l| {
+                l.split_once("subject: CN=")
+                    .map(|(_, cn)| cn.trim().to_string())
+            })
             .unwrap_or_default();
         format!("{got} cn={cn}")
     } else {
@@ -494,10 +554,14 @@ type Req = (u16, bool, &'static str, &'static str);
 fn traffic(fixture: &str, requests: &[Req]) {
     support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
     let routes = routes_of(fixture);
-    let dir = tempfile::Builder::new().prefix("k8slb-rttraffic").tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("k8slb-rttraffic")
+        .tempdir()
+        .unwrap();
+    let certs = certs(dir.path());
     let mut o = HttpRenderOptions {
-        pool_cert_dir: certs().to_path_buf(),
-        secret_cert_dir: certs().to_path_buf(),
+        pool_cert_dir: certs.clone(),
+        secret_cert_dir: certs,
         crt_list_dir: dir.path().to_path_buf(),
         ..HttpRenderOptions::default()
     };
@@ -533,7 +597,14 @@ fn traffic(fixture: &str, requests: &[Req]) {
             cfg.push_str(&hp.text);
             let file = dir.path().join("haproxy.cfg");
             std::fs::write(&file, &cfg).unwrap();
-            Killed(ns.cmd("haproxy").arg("-db").arg("-f").arg(&file).spawn().unwrap())
+            Killed(
+                ns.cmd("haproxy")
+                    .arg("-db")
+                    .arg("-f")
+                    .arg(&file)
+                    .spawn()
+                    .unwrap(),
+            )
         } else {
             let nx = r.nginx(&routes, &o).unwrap();
             let d = dir.path().display();
@@ -614,7 +685,12 @@ fn real_proxies_serve_tls_by_sni_and_redirect_as_the_model_says() {
         "tls-sni",
         &[
             (80, false, "foo.bar.com", "/x?q=1"),
-            (80, false, "foo.bar.com", "/.well-known/acme-challenge/token1"),
+            (
+                80,
+                false,
+                "foo.bar.com",
+                "/.well-known/acme-challenge/token1",
+            ),
             (80, false, "plain.bar.com", "/"),
             (80, false, "a.apps.bar.com", "/y"),
             (443, true, "foo.bar.com", "/"),
@@ -635,7 +711,9 @@ fn hostile_hosts_paths_and_annotations_never_reach_a_rendered_file() {
     let nx = r.nginx(&routes, &o).unwrap();
     let lists: String = hp.crt_lists.values().cloned().collect();
     for text in [&hp.text, &nx.text, &lists] {
-        for bad in ["evil", "owned", "shadow", "lua", ";return", "/a", "$host;\n", "1.2.3.4", ":1\n"] {
+        for bad in [
+            "evil", "owned", "shadow", "lua", ";return", "/a", "$host;\n", "1.2.3.4", ":1\n",
+        ] {
             assert!(!text.contains(bad), "{bad:?} reached a config:\n{text}");
         }
     }
