@@ -791,3 +791,89 @@ fn ingresses_of_other_pools_are_not_on_this_vip() {
     let out = w.run();
     assert!(out.routes.is_empty());
 }
+
+mod precedence_property {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn seg() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec!["a", "b", "ab", "a-b"])
+    }
+
+    fn rule_path() -> impl Strategy<Value = (bool, String)> {
+        (
+            any::<bool>(),
+            prop::collection::vec(seg(), 0..4),
+            any::<bool>(),
+        )
+            .prop_map(|(exact, segs, slash)| {
+                let mut p = format!("/{}", segs.join("/"));
+                if slash && !segs.is_empty() {
+                    p.push('/');
+                }
+                (exact, p)
+            })
+    }
+
+    /// The Ingress API's rule, written directly: among the paths that match, the longest
+    /// wins, Exact before Prefix on a tie; a path listed twice (same type, same path up to
+    /// a Prefix's trailing `/`) counts once, the first.
+    fn spec(paths: &[(bool, String)], request: &str) -> Option<usize> {
+        let canon = |(exact, p): &(bool, String)| {
+            let p = if *exact {
+                p.clone()
+            } else {
+                let t = p.trim_end_matches('/');
+                if t.is_empty() {
+                    "/".to_string()
+                } else {
+                    t.to_string()
+                }
+            };
+            (*exact, p)
+        };
+        let mut seen = Vec::new();
+        let mut best: Option<(usize, bool, usize)> = None; // (len, exact, index)
+        for (i, rp) in paths.iter().enumerate() {
+            let (exact, p) = canon(rp);
+            if seen.contains(&(exact, p.clone())) {
+                continue;
+            }
+            seen.push((exact, p.clone()));
+            let matches = if exact {
+                request == p
+            } else {
+                p == "/" || request == p || request.starts_with(&format!("{p}/"))
+            };
+            if matches {
+                let cand = (p.len(), exact, i);
+                if best.is_none_or(|b| (cand.0, cand.1) > (b.0, b.1)) {
+                    best = Some(cand);
+                }
+            }
+        }
+        best.map(|b| b.2)
+    }
+
+    proptest! {
+        #[test]
+        fn routing_follows_longest_match_then_exact(
+            paths in prop::collection::vec(rule_path(), 1..7),
+            request in (prop::collection::vec(seg(), 0..5), any::<bool>()).prop_map(|(s, slash)| {
+                let mut p = format!("/{}", s.join("/"));
+                if slash && !s.is_empty() { p.push('/'); }
+                p
+            }),
+        ) {
+            let ps: Vec<Value> = paths
+                .iter()
+                .enumerate()
+                .map(|(i, (exact, p))| path(if *exact { "Exact" } else { "Prefix" }, p, &format!("s{i}")))
+                .collect();
+            let w = World::new(vec![ing("default", "p", 0, json!({"rules": [rule(Some("h.com"), ps)]}))]);
+            let got = go(&w.run().routes, 80, "h.com", &request);
+            let want = spec(&paths, &request).map_or("404".to_string(), |i| format!("s{i}"));
+            prop_assert_eq!(got, want, "paths {:?} request {}", paths, request);
+        }
+    }
+}
