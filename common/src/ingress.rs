@@ -12,6 +12,7 @@
 //! **Class.** An Ingress is ours when `spec.ingressClassName` names an IngressClass whose
 //! `spec.controller` is [`CONTROLLER`]; else when its legacy annotation
 //! `kubernetes.io/ingress.class` names such a class (or is [`DEFAULT_CLASS_NAME`]); else,
+//! (an empty class or annotation counts as none)
 //! with neither, when one of our classes is marked default
 //! (`ingressclass.kubernetes.io/is-default-class: "true"`) and no other controller's
 //! class is. Ingresses of other classes are never looked at: no route, no problem.
@@ -168,10 +169,12 @@ pub fn is_ours(ing: &Ingress, classes: &[IngressClass]) -> bool {
             .iter()
             .any(|c| c.metadata.name.as_deref() == Some(name) && ours(c))
     };
+    // An empty class (`ingressClassName: ""`) is no class.
     if let Some(name) = ing
         .spec
         .as_ref()
         .and_then(|s| s.ingress_class_name.as_deref())
+        .filter(|n| !n.is_empty())
     {
         return named_ours(name);
     }
@@ -180,6 +183,7 @@ pub fn is_ours(ing: &Ingress, classes: &[IngressClass]) -> bool {
         .annotations
         .as_ref()
         .and_then(|a| a.get(CLASS_ANNOTATION))
+        .filter(|n| !n.trim().is_empty())
     {
         return name == DEFAULT_CLASS_NAME || named_ours(name);
     }

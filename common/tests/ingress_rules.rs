@@ -437,6 +437,7 @@ fn class_selection() {
         mk("legacy", None, Some("k8slb")),
         mk("legacyother", None, Some("nginx")),
         mk("noclass", None, None),
+        mk("emptyclass", Some(""), Some("")),
         // spec.ingressClassName wins over the annotation.
         mk("both", Some("nginx"), Some("k8slb")),
     ];
@@ -462,7 +463,13 @@ fn class_selection() {
     w.classes[0] = class("k8slb", "k8slb.io/ingress-controller", true);
     assert_eq!(
         served(&w),
-        ["byname.com", "custom.com", "legacy.com", "noclass.com"]
+        [
+            "byname.com",
+            "custom.com",
+            "emptyclass.com",
+            "legacy.com",
+            "noclass.com"
+        ]
     );
     // Another controller's class is default as well: ambiguous, class-less not ours.
     w.classes[2] = class("nginx", "k8s.io/ingress-nginx", true);
