@@ -12,8 +12,7 @@
 //! **Class.** An Ingress is ours when `spec.ingressClassName` names an IngressClass whose
 //! `spec.controller` is [`CONTROLLER`]; else when its legacy annotation
 //! `kubernetes.io/ingress.class` names such a class (or is [`DEFAULT_CLASS_NAME`]); else,
-//! (an empty class or annotation counts as none)
-//! with neither, when one of our classes is marked default
+//! with neither (an empty one counts as none), when one of our classes is marked default
 //! (`ingressclass.kubernetes.io/is-default-class: "true"`) and no other controller's
 //! class is. Ingresses of other classes are never looked at: no route, no problem.
 //!
