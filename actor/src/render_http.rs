@@ -11,9 +11,11 @@
 //! Safety: every value written is a validated type from the model (`Hostname`,
 //! `HttpPath`, `CookieName`, `ObjectName`, `PoolName`, numbers, addresses), a path checked
 //! by [`crate::view::safe_path`], an admin `ConfigLine`, or a fixed keyword from this file.
-//! The HAProxy conditions and nginx server names are pre-rendered here from those types
-//! (so the template stays readable); a wildcard host becomes a regex made only of
-//! `^[^.]+`, label characters and `[.]`.
+//! HAProxy routes through map files ([`HaproxyRoutes::files`]: hosts, wildcards, Exact
+//! and Prefix paths, keyed by validated hosts and paths) so a request costs a few lookups
+//! whatever the number of rules; see the template for the lookup chain. nginx server names
+//! are pre-rendered here (a wildcard host becomes a regex made only of `^[^.]+`, label
+//! characters and `[.]`).
 //!
 //! HAProxy backends are [`crate::view::Backend`]s with the same server slots as a
 //! Service's ([`crate::view::assign_slots`], previous slots kept), so an endpoint change
@@ -54,8 +56,8 @@ pub struct HttpRenderOptions {
     pub pool_cert_dir: PathBuf,
     /// The Secrets' certificates, written by the actor: `<dir>/<namespace>_<name>.pem`.
     pub secret_cert_dir: PathBuf,
-    /// Where the actor writes HAProxy's crt-list files ([`HaproxyRoutes::crt_lists`]).
-    pub crt_list_dir: PathBuf,
+    /// Where the actor writes HAProxy's crt-list and map files ([`HaproxyRoutes::files`]).
+    pub files_dir: PathBuf,
     /// Admin `haproxy.httpfront` / `haproxy.httpback` lines.
     pub httpfront: Vec<ConfigLine>,
     pub httpback: Vec<ConfigLine>,
@@ -69,7 +71,7 @@ impl Default for HttpRenderOptions {
         HttpRenderOptions {
             pool_cert_dir: "/etc/certs".into(),
             secret_cert_dir: "/run/k8slb/certs".into(),
-            crt_list_dir: "/run/k8slb".into(),
+            files_dir: "/run/k8slb/routes".into(),
             httpfront: Vec::new(),
             httpback: Vec::new(),
             nginx_proxy: Vec::new(),
@@ -83,8 +85,10 @@ impl Default for HttpRenderOptions {
 pub struct HaproxyRoutes {
     /// Frontends and backends, to append to haproxy.cfg.
     pub text: String,
-    /// crt-list files the text names: full path → content.
-    pub crt_lists: BTreeMap<String, String>,
+    /// The crt-list and map files the text names: full path → content. The actor
+    /// writes them before checking the config. (Map entries can later be changed over
+    /// the Runtime API, `set map` / `add map`, for route changes without a reload.)
+    pub files: BTreeMap<String, String>,
     /// The backends with their slots: pass them as `prev` next time.
     pub backends: Vec<Backend>,
     /// What was not rendered as modelled, one line each.
@@ -158,8 +162,17 @@ struct HpFrontend {
     name: String,
     bind: String,
     tls: Option<HpTls>,
-    vhosts: Vec<HpVhost>,
-    rules: Vec<HpRule>,
+    /// Map files (full paths), `None` when empty.
+    hosts_map: Option<String>,
+    wildcards_map: Option<String>,
+    exact_map: Option<String>,
+    prefix_map: Option<String>,
+    /// The id of the any-host virtual host.
+    any_vh: Option<String>,
+    /// The default action's value (a backend name or an action id).
+    default: String,
+    /// The distinct non-forward actions.
+    actions: Vec<HpAction>,
 }
 
 #[derive(Serialize)]
@@ -168,18 +181,11 @@ struct HpTls {
     crt_list: Option<String>,
 }
 
-#[derive(Serialize)]
-struct HpVhost {
-    id: String,
-    cond: String,
-}
-
 #[derive(Serialize, Default)]
-struct HpRule {
-    /// forward | split | redirect | respond
+struct HpAction {
+    id: String,
+    /// split | redirect | respond
     kind: &'static str,
-    cond: String,
-    backend: String,
     total: u32,
     split: Vec<HpSplit>,
     location: String,
@@ -198,20 +204,6 @@ struct HpBackend<'a> {
     stick_source: &'a Option<StickSource>,
     cookie: Option<String>,
     server_lines: String,
-}
-
-const NOT_CHOSEN: &str = "!{ var(txn.k8slb_be) -m found }";
-
-/// The HAProxy condition alternatives of a path match (joined with `||` by the caller).
-fn hp_path_conds(m: &PathMatch) -> Vec<String> {
-    match m {
-        PathMatch::Exact(p) => vec![format!("{{ path -m str {p} }}")],
-        PathMatch::Prefix(p) if p.as_str() == "/" => vec![String::new()],
-        PathMatch::Prefix(p) => vec![
-            format!("{{ path -m str {p} }}"),
-            format!("{{ path -m beg {p}/ }}"),
-        ],
-    }
 }
 
 fn hp_redirect(rd: &Redirect, notes: &mut Vec<String>, what: &str) -> String {
@@ -238,32 +230,39 @@ fn hp_redirect(rd: &Redirect, notes: &mut Vec<String>, what: &str) -> String {
     format!("{scheme}://{host}{port}{path}")
 }
 
-fn hp_rule(
-    action: &RouteAction,
-    cond_alts: &[String],
-    notes: &mut Vec<String>,
-    what: &str,
-) -> HpRule {
-    let cond = cond_alts.join(" || ");
-    match action {
-        RouteAction::Forward { backends } => {
+/// The actions of one frontend: a forward to one backend is the backend's name; every
+/// other distinct action gets an id `a<N>` and a few lines in the frontend.
+#[derive(Default)]
+struct Actions {
+    ids: HashMap<String, String>,
+    list: Vec<HpAction>,
+}
+
+impl Actions {
+    fn value(&mut self, action: &RouteAction, notes: &mut Vec<String>, what: &str) -> String {
+        if let RouteAction::Forward { backends } = action {
             let live: Vec<_> = backends.iter().filter(|b| b.weight > 0).collect();
-            match live.as_slice() {
-                [] => HpRule {
-                    kind: "respond",
-                    cond,
-                    status: 500,
-                    ..Default::default()
-                },
-                [one] => HpRule {
-                    kind: "forward",
-                    cond,
-                    backend: backend_name(&one.id),
-                    ..Default::default()
-                },
-                many => {
+            if let [one] = live.as_slice() {
+                return backend_name(&one.id);
+            }
+        }
+        let key = serde_json::to_string(action).expect("an action serialises");
+        if let Some(id) = self.ids.get(&key) {
+            return id.clone();
+        }
+        let id = format!("a{}", self.list.len() + 1);
+        let a = match action {
+            RouteAction::Forward { backends } => {
+                let live: Vec<_> = backends.iter().filter(|b| b.weight > 0).collect();
+                if live.is_empty() {
+                    HpAction {
+                        kind: "respond",
+                        status: 500,
+                        ..Default::default()
+                    }
+                } else {
                     let mut below = 0u32;
-                    let split = many
+                    let split = live
                         .iter()
                         .map(|b| {
                             below += u32::from(b.weight);
@@ -273,39 +272,44 @@ fn hp_rule(
                             }
                         })
                         .collect();
-                    HpRule {
+                    HpAction {
                         kind: "split",
-                        cond,
                         total: below,
                         split,
                         ..Default::default()
                     }
                 }
             }
-        }
-        RouteAction::Redirect(rd) => HpRule {
-            kind: "redirect",
-            cond,
-            location: hp_redirect(rd, notes, what),
-            status: rd.status.code(),
-            ..Default::default()
-        },
-        RouteAction::Respond { status } => HpRule {
-            kind: "respond",
-            cond,
-            status: status.code(),
-            ..Default::default()
-        },
+            RouteAction::Redirect(rd) => HpAction {
+                kind: "redirect",
+                location: hp_redirect(rd, notes, what),
+                status: rd.status.code(),
+                ..Default::default()
+            },
+            RouteAction::Respond { status } => HpAction {
+                kind: "respond",
+                status: status.code(),
+                ..Default::default()
+            },
+        };
+        self.list.push(HpAction {
+            id: id.clone(),
+            ..a
+        });
+        self.ids.insert(key, id.clone());
+        id
     }
 }
 
 fn hp_frontend(
     l: &Listener,
     o: &HttpRenderOptions,
-    crt_lists: &mut BTreeMap<String, String>,
+    files: &mut BTreeMap<String, String>,
     notes: &mut Vec<String>,
 ) -> Result<Option<HpFrontend>, RenderError> {
     let name = format!("rtf_{}_{}", ip_slug(l.ip), l.port);
+    let dir = safe_path("routes files directory", &o.files_dir).map_err(path_err)?;
+    let file = |ext: &str| format!("{}/{name}.{ext}", dir.trim_end_matches('/'));
     let tls = match (l.protocol, &l.tls) {
         (ListenerProtocol::Http, _) => None,
         (ListenerProtocol::Https, None) => {
@@ -326,8 +330,6 @@ fn hp_frontend(
             let crt_list = if t.certificates.is_empty() {
                 None
             } else {
-                let dir = safe_path("crt-list directory", &o.crt_list_dir).map_err(path_err)?;
-                let file = format!("{}/{name}.crt-list", dir.trim_end_matches('/'));
                 let mut text = String::new();
                 for c in &t.certificates {
                     text.push_str(&cert_path(&c.file, o)?);
@@ -338,8 +340,9 @@ fn hp_frontend(
                     }
                     text.push('\n');
                 }
-                crt_lists.insert(file.clone(), text);
-                Some(file)
+                let f = file("crt-list");
+                files.insert(f.clone(), text);
+                Some(f)
             };
             Some(HpTls {
                 default_crt,
@@ -347,47 +350,74 @@ fn hp_frontend(
             })
         }
     };
-    let mut vhosts = Vec::new();
-    let mut rules = Vec::new();
+    let mut actions = Actions::default();
+    let (mut hosts, mut wildcards, mut exact) = (String::new(), String::new(), String::new());
+    let mut prefixes: Vec<(String, String)> = Vec::new();
+    let mut any_vh = None;
     for (i, v) in l.virtual_hosts.iter().enumerate() {
         let id = format!("v{}", i + 1);
-        let cond = match &v.host {
-            None => String::new(),
-            Some(h) => match h.wildcard_suffix() {
-                Some(suffix) => format!(
-                    "{{ var(txn.k8slb_host) -m reg {} }}",
-                    one_label_regex(suffix)
-                ),
-                None => format!("{{ var(txn.k8slb_host) -m str {h} }}"),
-            },
-        };
-        let vh_cond = format!("{{ var(txn.k8slb_vh) -m str {id} }}");
-        for r in &v.rules {
-            let alts: Vec<String> = hp_path_conds(&r.matches.path)
-                .into_iter()
-                .map(|p| {
-                    let mut c = format!("{NOT_CHOSEN} {vh_cond}");
-                    if !p.is_empty() {
-                        c.push(' ');
-                        c.push_str(&p);
-                    }
-                    c
-                })
-                .collect();
-            rules.push(hp_rule(&r.action, &alts, notes, &name));
+        match &v.host {
+            None => any_vh = Some(id.clone()),
+            Some(h) => {
+                let (map, key) = match h.wildcard_suffix() {
+                    Some(suffix) => (&mut wildcards, suffix),
+                    None => (&mut hosts, h.as_str()),
+                };
+                map.push_str(key);
+                map.push(' ');
+                map.push_str(&id);
+                map.push('\n');
+            }
         }
-        vhosts.push(HpVhost { id, cond });
+        let mut seen_exact: BTreeSet<&str> = BTreeSet::new();
+        let mut seen_prefix: BTreeSet<&str> = BTreeSet::new();
+        for r in &v.rules {
+            let value = actions.value(&r.action, notes, &name);
+            match &r.matches.path {
+                PathMatch::Exact(p) => {
+                    if seen_exact.insert(p.as_str()) {
+                        exact.push_str(&format!("{id}{p} {value}\n"));
+                    }
+                }
+                PathMatch::Prefix(p) => {
+                    if seen_prefix.insert(p.as_str()) {
+                        let key = if p.as_str() == "/" {
+                            format!("{id}/")
+                        } else {
+                            format!("{id}{p}/")
+                        };
+                        prefixes.push((key, value));
+                    }
+                }
+            }
+        }
     }
+    // Longest first: the first match is the longest, whether HAProxy scans the list or
+    // looks the prefix up in a tree.
+    prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+    let prefix: String = prefixes.iter().map(|(k, v)| format!("{k} {v}\n")).collect();
     let default = l.default_action.clone().unwrap_or(RouteAction::Respond {
         status: k8slb_common::routes::FixedStatus::NotFound404,
     });
-    rules.push(hp_rule(&default, &[NOT_CHOSEN.to_string()], notes, &name));
+    let default = actions.value(&default, notes, &name);
+    let mut map = |ext: &str, text: String| {
+        (!text.is_empty()).then(|| {
+            let f = file(ext);
+            files.insert(f.clone(), text);
+            f
+        })
+    };
     Ok(Some(HpFrontend {
         bind: SocketAddr::new(l.ip, l.port).to_string(),
-        name,
         tls,
-        vhosts,
-        rules,
+        hosts_map: map("hosts.map", hosts),
+        wildcards_map: map("wildcards.map", wildcards),
+        exact_map: map("exact.map", exact),
+        prefix_map: map("prefix.map", prefix),
+        any_vh,
+        default,
+        actions: actions.list,
+        name,
     }))
 }
 
@@ -673,10 +703,10 @@ impl HttpRenderer {
         prev: &[Backend],
     ) -> Result<HaproxyRoutes, RenderError> {
         let mut notes = Vec::new();
-        let mut crt_lists = BTreeMap::new();
+        let mut files = BTreeMap::new();
         let mut frontends = Vec::new();
         for l in &routes.listeners {
-            if let Some(f) = hp_frontend(l, o, &mut crt_lists, &mut notes)? {
+            if let Some(f) = hp_frontend(l, o, &mut files, &mut notes)? {
                 frontends.push(f);
             }
         }
@@ -706,7 +736,7 @@ impl HttpRenderer {
         let text = self.one(HAPROXY_ROUTES, ctx)?;
         Ok(HaproxyRoutes {
             text,
-            crt_lists,
+            files,
             backends,
             notes,
         })

@@ -4,7 +4,7 @@
 //! render is snapshotted (the route model too), then checked by the real daemon:
 //!
 //! - `haproxy -c` on the actor's haproxy.cfg for the `default-sections` state (k8slb's
-//!   default sections and three Services) with the routes part appended, crt-lists and
+//!   default sections and three Services) with the routes part appended, crt-lists, maps and
 //!   certificates written to a temp dir;
 //! - `nginx -t` on that state's nginx.conf with the routes part inside `http { }`, in a
 //!   network namespace made by the test (nginx binds the VIPs; `ip_nonlocal_bind`).
@@ -210,11 +210,11 @@ fn check(name: &str, routes: &HttpRoutes) {
     let hp = r.haproxy(routes, &options(&state), &[]).unwrap();
     insta::assert_snapshot!(format!("{name}.haproxy"), hp.text);
     let lists: String = hp
-        .crt_lists
+        .files
         .iter()
         .map(|(f, t)| format!("# {f}\n{t}"))
         .collect();
-    insta::assert_snapshot!(format!("{name}.crt-lists"), lists);
+    insta::assert_snapshot!(format!("{name}.files"), lists);
     let nx = r.nginx(routes, &options(&state)).unwrap();
     insta::assert_snapshot!(format!("{name}.nginx"), nx.text);
     insta::assert_snapshot!(
@@ -233,7 +233,7 @@ fn check(name: &str, routes: &HttpRoutes) {
     checked.config.cert_path = certs.to_str().unwrap().parse().unwrap();
     let mut o = options(&checked);
     o.secret_cert_dir = certs.clone();
-    o.crt_list_dir = dir.path().to_path_buf();
+    o.files_dir = dir.path().to_path_buf();
     let node = "lb-1".parse().unwrap();
     let base = Renderer::embedded().unwrap();
     let ns = support::Netns::new("k8slbrh");
@@ -249,7 +249,7 @@ fn check(name: &str, routes: &HttpRoutes) {
     vo.runtime_socket = dir.path().join("haproxy.sock");
     let v = view(&checked, &node, &vo).unwrap();
     let hp = r.haproxy(routes, &o, &[]).unwrap();
-    for (f, t) in &hp.crt_lists {
+    for (f, t) in &hp.files {
         std::fs::write(f, t).unwrap();
     }
     let text = format!("{}\n{}", base.render_proxy(&v).unwrap().unwrap(), hp.text);
@@ -562,7 +562,7 @@ fn traffic(fixture: &str, requests: &[Req]) {
     let mut o = HttpRenderOptions {
         pool_cert_dir: certs.clone(),
         secret_cert_dir: certs,
-        crt_list_dir: dir.path().to_path_buf(),
+        files_dir: dir.path().to_path_buf(),
         ..HttpRenderOptions::default()
     };
     o.nginx_proxy = vec!["proxy_set_header Host $host;".parse().unwrap()];
@@ -582,7 +582,7 @@ fn traffic(fixture: &str, requests: &[Req]) {
         let first_port = routes.listeners[0].port;
         let _child = if proxy == "haproxy" {
             let hp = r.haproxy(&routes, &o, &[]).unwrap();
-            for (f, t) in &hp.crt_lists {
+            for (f, t) in &hp.files {
                 std::fs::write(f, t).unwrap();
             }
             let mut cfg = String::from(
@@ -709,7 +709,7 @@ fn hostile_hosts_paths_and_annotations_never_reach_a_rendered_file() {
     let o = HttpRenderOptions::default();
     let hp = r.haproxy(&routes, &o, &[]).unwrap();
     let nx = r.nginx(&routes, &o).unwrap();
-    let lists: String = hp.crt_lists.values().cloned().collect();
+    let lists: String = hp.files.values().cloned().collect();
     for text in [&hp.text, &nx.text, &lists] {
         for bad in [
             "evil", "owned", "shadow", "lua", ";return", "/a", "$host;\n", "1.2.3.4", ":1\n",
@@ -717,5 +717,5 @@ fn hostile_hosts_paths_and_annotations_never_reach_a_rendered_file() {
             assert!(!text.contains(bad), "{bad:?} reached a config:\n{text}");
         }
     }
-    assert!(hp.text.contains("good.example.com") && nx.text.contains("location ^~ /ok/"));
+    assert!(lists.contains("good.example.com") && nx.text.contains("location ^~ /ok/"));
 }
