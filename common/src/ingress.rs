@@ -45,6 +45,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
+use std::rc::Rc;
 
 /// Our IngressClass `spec.controller`.
 pub const CONTROLLER: &str = "k8slb.io/ingress-controller";
@@ -418,12 +419,15 @@ impl<'a> Index<'a> {
         }
     }
 
-    /// The backend of an Ingress backend reference, with its endpoints; or why not.
-    fn backend(
-        &self,
-        ns: &str,
-        b: &IngressBackend,
-    ) -> Result<(BackendId, Vec<Endpoint>), (&'static str, String)> {
+    /// The backend of an Ingress backend reference, with the port name and the slices
+    /// its endpoints come from (read only when the backend is new); or why not.
+    #[allow(clippy::type_complexity)]
+    fn backend<'s>(
+        &'s self,
+        ns: &'s str,
+        b: &'s IngressBackend,
+    ) -> Result<(BackendId, Option<PortName>, &'s [&'a EndpointSlice]), (&'static str, String)>
+    {
         let unsupported = |m: String| (reason::UNSUPPORTED_BACKEND, m);
         if b.resource.is_some() {
             return Err(unsupported(
@@ -505,7 +509,8 @@ impl<'a> Index<'a> {
                 service: ServiceKey { namespace, name },
                 port: number,
             },
-            endpoints(port_name.as_ref(), slices),
+            port_name,
+            slices,
         ))
     }
 }
@@ -559,13 +564,13 @@ fn endpoints(name: Option<&PortName>, slices: &[&EndpointSlice]) -> Vec<Endpoint
 struct Building {
     protocol: ListenerProtocol,
     /// The Ingress that first used the port (owner of its protocol).
-    owner: String,
+    owner: Rc<str>,
     hosts: BTreeMap<Option<Hostname>, Vec<RouteRule>>,
     /// (host, match) → the Ingress that claimed it.
-    claims: HashMap<(Option<Hostname>, RouteMatch), String>,
-    default_action: Option<(RouteAction, String)>,
+    claims: HashMap<(Option<Hostname>, RouteMatch), Rc<str>>,
+    default_action: Option<(RouteAction, Rc<str>)>,
     /// SNI host → (certificate, Ingress).
-    certs: BTreeMap<Hostname, (CertFile, String)>,
+    certs: BTreeMap<Hostname, (CertFile, Rc<str>)>,
     /// First certificate of a `spec.tls` entry without hosts.
     hostless_cert: Option<CertFile>,
 }
@@ -599,13 +604,15 @@ pub fn routes_for_vip(
     let idx = Index::new(input);
     let mut problems = BTreeSet::new();
     let mut listeners: BTreeMap<u16, Building> = BTreeMap::new();
-    let mut backends: BTreeMap<BackendId, (BackendState, String)> = BTreeMap::new();
+    let mut backends: BTreeMap<BackendId, (BackendState, Rc<str>)> = BTreeMap::new();
 
     for ing in ingresses {
-        let me = object(ing);
+        let me: Rc<str> = object(ing).into();
         let ns = ns_of(ing);
         let settings = Settings::read(ing, &mut problems);
-        let spec = ing.spec.clone().unwrap_or_default();
+        let no_spec = Default::default();
+        let spec: &k8s_openapi::api::networking::v1::IngressSpec =
+            ing.spec.as_ref().unwrap_or(&no_spec);
         let tls = tls_entries(ing, &idx, &mut problems);
 
         // The ports this Ingress serves on, and their protocols.
@@ -688,8 +695,9 @@ pub fn routes_for_vip(
                        problems: &mut BTreeSet<Problem>| {
             for &(port, protocol) in &ports {
                 let l = listeners.get_mut(&port).expect("inserted above");
-                match l.claims.get(&(host.clone(), m.clone())) {
-                    Some(owner) if owner != &me => {
+                match l.claims.entry((host.clone(), m.clone())) {
+                    std::collections::hash_map::Entry::Occupied(o) if o.get() != &me => {
+                        let owner = o.get();
                         problems.insert(problem(
                             ing,
                             reason::PATH_CONFLICT,
@@ -701,10 +709,12 @@ pub fn routes_for_vip(
                         ));
                         continue;
                     }
-                    Some(_) => continue, // the same path twice in one Ingress: the first
-                    None => {}
+                    // The same path twice in one Ingress: the first.
+                    std::collections::hash_map::Entry::Occupied(_) => continue,
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(me.clone());
+                    }
                 }
-                l.claims.insert((host.clone(), m.clone()), me.clone());
                 let redirect = protocol == ListenerProtocol::Http
                     && settings.ssl_redirect
                     && https_served
@@ -732,7 +742,7 @@ pub fn routes_for_vip(
         let mut resolve = |b: &IngressBackend, problems: &mut BTreeSet<Problem>| match idx
             .backend(ns, b)
         {
-            Ok((id, eps)) => {
+            Ok((id, port_name, slices)) => {
                 match backends.get(&id) {
                     Some((st, owner)) if st.stickiness != settings.sticky && owner != &me => {
                         problems.insert(problem(
@@ -747,7 +757,7 @@ pub fn routes_for_vip(
                             id.clone(),
                             (
                                 BackendState {
-                                    endpoints: eps,
+                                    endpoints: endpoints(port_name.as_ref(), slices),
                                     stickiness: settings.sticky.clone(),
                                 },
                                 me.clone(),
