@@ -61,7 +61,9 @@ pub struct HttpRenderOptions {
     /// Admin `haproxy.httpfront` / `haproxy.httpback` lines.
     pub httpfront: Vec<ConfigLine>,
     pub httpback: Vec<ConfigLine>,
-    /// Admin `nginx.proxy` / `nginx.upstream` lines.
+    /// Admin `nginx.http` lines (read only to see whether they size the server names
+    /// hash themselves), `nginx.proxy` and `nginx.upstream` lines.
+    pub nginx_http: Vec<ConfigLine>,
     pub nginx_proxy: Vec<ConfigLine>,
     pub nginx_upstream: Vec<ConfigLine>,
 }
@@ -74,6 +76,7 @@ impl Default for HttpRenderOptions {
             files_dir: "/run/k8slb/routes".into(),
             httpfront: Vec::new(),
             httpback: Vec::new(),
+            nginx_http: Vec::new(),
             nginx_proxy: Vec::new(),
             nginx_upstream: Vec::new(),
         }
@@ -457,6 +460,8 @@ fn hp_backends(routes: &HttpRoutes, prev: &[Backend]) -> Vec<Backend> {
 
 #[derive(Serialize)]
 struct NxCtx<'a> {
+    /// `server_names_hash_*` lines sized for these server names (see [`nx_hash_lines`]).
+    hash_lines: Vec<String>,
     upstreams: Vec<NxUpstream>,
     servers: Vec<NxServer>,
     proxy_lines: &'a [ConfigLine],
@@ -664,6 +669,47 @@ fn nx_upstreams(routes: &HttpRoutes, notes: &mut Vec<String>) -> Vec<NxUpstream>
         .collect()
 }
 
+/// nginx refuses the whole config when a server name does not fit its hash bucket (64
+/// bytes by default: a valid 200-character host name would block every other route) or
+/// when there are more names than its default hash size allows (hundreds). So the
+/// routes size the hash for their own names, unless the admin's `nginx.http` lines do.
+fn nx_hash_lines(
+    servers: &[NxServer],
+    o: &HttpRenderOptions,
+    notes: &mut Vec<String>,
+) -> Vec<String> {
+    let names: Vec<&str> = servers
+        .iter()
+        .map(|s| s.server_name.as_str())
+        .filter(|n| *n != "_" && !n.starts_with('~'))
+        .collect();
+    let Some(longest) = names.iter().map(|n| n.len()).max() else {
+        return Vec::new();
+    };
+    let admin = |word: &str| {
+        o.nginx_http
+            .iter()
+            .any(|l| l.as_str().split_whitespace().next() == Some(word))
+    };
+    let mut out = Vec::new();
+    // An entry is the name, a pointer and 2 bytes, rounded up to a pointer.
+    let bucket = (longest + 2 + 8).next_power_of_two().max(64);
+    let size = (names.len() * 4).next_power_of_two().max(512);
+    for (word, value) in [
+        ("server_names_hash_bucket_size", bucket),
+        ("server_names_hash_max_size", size),
+    ] {
+        if admin(word) {
+            notes.push(format!(
+                "nginx.http sets {word}; the routes need at least {value}"
+            ));
+        } else {
+            out.push(format!("{word} {value};"));
+        }
+    }
+    out
+}
+
 impl HttpRenderer {
     /// The templates compiled into the binary.
     pub fn embedded() -> Result<Self, RenderError> {
@@ -759,9 +805,11 @@ impl HttpRenderer {
                 servers.extend(nx_server(l, None, o, &mut notes)?);
             }
         }
+        let hash_lines = nx_hash_lines(&servers, o, &mut notes);
         let text = self.one(
             NGINX_ROUTES,
             NxCtx {
+                hash_lines,
                 upstreams,
                 servers,
                 proxy_lines: &o.nginx_proxy,

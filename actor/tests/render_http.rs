@@ -175,6 +175,7 @@ fn options(state: &State) -> HttpRenderOptions {
         pool_cert_dir: state.config.cert_path.as_str().into(),
         httpfront: state.config.haproxy.httpfront.clone(),
         httpback: state.config.haproxy.httpback.clone(),
+        nginx_http: state.config.nginx.http.clone(),
         nginx_proxy: state.config.nginx.proxy.clone(),
         nginx_upstream: state.config.nginx.upstream.clone(),
         ..HttpRenderOptions::default()
@@ -296,6 +297,13 @@ fn insert_into_http(conf: &str, part: &str) -> String {
 #[test]
 fn rancher_examples() {
     check("rancher-examples", &routes_of("rancher-examples"));
+}
+
+/// A valid 243-character host name: nginx's default hash bucket (64 bytes) would refuse
+/// the whole config; the routes size the hash themselves.
+#[test]
+fn long_host_names_do_not_break_nginx() {
+    check("long-host", &routes_of("long-host"));
 }
 
 #[test]
