@@ -17,7 +17,9 @@ fn routes() -> HttpRoutes {
         let id: BackendId = format!("ns-{}/svc-{s:04}:80", s % 50).parse().unwrap();
         let endpoints = (0..10u32)
             .map(|e| Endpoint {
-                ip: format!("172.{}.{}.{}", 16 + e, s / 256, s % 256).parse().unwrap(),
+                ip: format!("172.{}.{}.{}", 16 + e, s / 256, s % 256)
+                    .parse()
+                    .unwrap(),
                 port: 8080,
                 draining: false,
             })

@@ -482,10 +482,39 @@ struct NxServer {
     server_name: String,
     /// Certificate path without `.pem` / `.key`.
     tls: Option<String>,
-    locations: Vec<NxLocation>,
+    /// The locations, pre-rendered by [`nx_location_lines`] (a 5,000-host render spent
+    /// most of its time in a template loop over them).
+    location_lines: String,
 }
 
-#[derive(Serialize, Default)]
+/// The `location` blocks of one server, as the template would write them.
+fn nx_location_lines(locations: &[NxLocation], proxy_lines: &[ConfigLine]) -> String {
+    let mut out = String::with_capacity(locations.len() * 96);
+    for loc in locations {
+        out.push_str("\n    location ");
+        out.push_str(&loc.path);
+        out.push_str(" {");
+        match loc.kind {
+            "forward" => {
+                for l in proxy_lines {
+                    out.push_str("\n      ");
+                    out.push_str(l.as_str());
+                }
+                out.push_str("\n      proxy_pass http://");
+                out.push_str(&loc.upstream);
+                out.push(';');
+            }
+            "redirect" => {
+                out.push_str(&format!("\n      return {} {};", loc.status, loc.location));
+            }
+            _ => out.push_str(&format!("\n      return {};", loc.status)),
+        }
+        out.push_str("\n    }");
+    }
+    out
+}
+
+#[derive(Default)]
 struct NxLocation {
     /// `= /p`, `^~ /p/` or `/`.
     path: String,
@@ -629,7 +658,7 @@ fn nx_server(
         default: host.is_none(),
         server_name,
         tls,
-        locations,
+        location_lines: nx_location_lines(&locations, &o.nginx_proxy),
     }))
 }
 
