@@ -4,6 +4,7 @@
 //! - [`view`]: pure, state + node -> this node's view;
 //! - [`render`]: pure, view + templates -> config texts; and the endpoint-only diff that
 //!   the HAProxy Runtime API can apply without a reload;
+//! - [`render_http`]: pure, the L7 route model -> HAProxy / nginx config parts;
 //! - [`cmd_render`]: `k8slb-actor render`;
 //! - [`apply`]: render -> check -> atomic swap -> reload -> confirm, debounced;
 //! - [`daemons`]: keepalived, HAProxy and nginx as child processes (the I/O seam);
@@ -44,6 +45,7 @@ pub mod handover;
 pub mod haproxy_rt;
 pub mod init;
 pub mod render;
+pub mod render_http;
 pub mod run;
 pub mod state_source;
 pub mod supervise;

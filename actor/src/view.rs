@@ -836,7 +836,8 @@ pub fn slot_count(n: usize) -> usize {
     (n + n.div_ceil(2)).next_power_of_two().max(8)
 }
 
-fn assign_slots(eps: &[(SocketAddr, bool)], prev: Option<&Backend>) -> Vec<Slot> {
+/// Also used by `render_http` for the backends of L7 routes.
+pub fn assign_slots(eps: &[(SocketAddr, bool)], prev: Option<&Backend>) -> Vec<Slot> {
     let fresh = slot_count(eps.len());
     if let Some(prev) = prev {
         let prev_n = prev.slots.len();

@@ -7,6 +7,8 @@
 //! - [`plan`]: the pure allocation: objects + config + previous state -> state;
 //! - [`problem`]: typed problems (reason, object) as the state, Events and metrics carry them;
 //! - [`state`]: the published state document;
+//! - [`routes`]: the L7 route model (listeners, hosts, rules, backends), source-neutral;
+//! - [`ingress`]: Ingresses -> routes, pure;
 //! - [`publish`]: how the state is compressed and sharded for ConfigMaps;
 //! - `logging` (feature `logging`): the one log setup of both binaries;
 //! - `fs` (feature `fs`): atomic file writes, the binaries' only way to replace a file.
@@ -14,6 +16,7 @@
 pub mod config;
 #[cfg(feature = "fs")]
 pub mod fs;
+pub mod ingress;
 pub mod ipam;
 #[cfg(feature = "logging")]
 pub mod logging;
@@ -22,4 +25,5 @@ pub mod objects;
 pub mod plan;
 pub mod problem;
 pub mod publish;
+pub mod routes;
 pub mod state;

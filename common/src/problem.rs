@@ -107,6 +107,22 @@ reasons! {
     NoLoadBalancerNodes = "NoLoadBalancerNodes",
     VridExhausted = "VridExhausted",
     InvalidConfig = "InvalidConfig",
+    // Ingresses (see `ingress`).
+    InvalidHost = "InvalidHost",
+    InvalidPath = "InvalidPath",
+    PathConflict = "PathConflict",
+    DefaultBackendConflict = "DefaultBackendConflict",
+    CertificateConflict = "CertificateConflict",
+    StickinessConflict = "StickinessConflict",
+    ServiceNotFound = "ServiceNotFound",
+    ServicePortNotFound = "ServicePortNotFound",
+    UnsupportedBackend = "UnsupportedBackend",
+    SecretNotFound = "SecretNotFound",
+    SecretWrongType = "SecretWrongType",
+    SecretInvalid = "SecretInvalid",
+    InvalidPool = "InvalidPool",
+    NothingToServe = "NothingToServe",
+    DuplicateIngress = "DuplicateIngress",
     // Events that are not problems.
     IpAllocated = "IPAllocated",
     IpReleased = "IPReleased",
@@ -213,6 +229,7 @@ pub enum Kind {
     Node,
     EndpointSlice,
     ConfigMap,
+    Ingress,
 }
 
 impl Kind {
@@ -222,6 +239,7 @@ impl Kind {
             Kind::Node => "Node",
             Kind::EndpointSlice => "EndpointSlice",
             Kind::ConfigMap => "ConfigMap",
+            Kind::Ingress => "Ingress",
         }
     }
 
@@ -231,6 +249,7 @@ impl Kind {
             Kind::Node,
             Kind::EndpointSlice,
             Kind::ConfigMap,
+            Kind::Ingress,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)
@@ -248,6 +267,8 @@ pub enum ObjRef {
     ConfigMap { namespace: String, name: String },
     /// `Config k8slb`: the configuration as a whole (no single object).
     Config,
+    /// `Ingress <ns>/<name>` (both as Kubernetes accepted them, escaped and cut for display).
+    Ingress { namespace: String, name: String },
     /// An object whose name is not a valid name of its kind (or did not decode): `shown`
     /// is the name as printed, escaped and cut. No Event can be about it.
     Unnamed { kind: Kind, shown: String },
@@ -290,6 +311,14 @@ impl ObjRef {
                     };
                 }
             }
+            Kind::Ingress => {
+                if let Some((ns, name)) = shown.split_once('/') {
+                    return ObjRef::Ingress {
+                        namespace: ns.to_string(),
+                        name: name.to_string(),
+                    };
+                }
+            }
             Kind::EndpointSlice => {}
         }
         ObjRef::Unnamed { kind, shown }
@@ -302,6 +331,7 @@ impl ObjRef {
             ObjRef::Service(k) => ["Service ", k.namespace.as_str(), "/", k.name.as_str(), ""],
             ObjRef::Node(n) => ["Node ", n.as_str(), "", "", ""],
             ObjRef::ConfigMap { namespace, name } => ["ConfigMap ", namespace, "/", name, ""],
+            ObjRef::Ingress { namespace, name } => ["Ingress ", namespace, "/", name, ""],
             ObjRef::Config => ["Config k8slb", "", "", "", ""],
             ObjRef::Unnamed { kind, shown } => [kind.as_str(), " ", shown, "", ""],
             ObjRef::Other(s) => [s, "", "", "", ""],

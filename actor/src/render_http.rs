@@ -1,0 +1,865 @@
+//! Rendering the L7 route model ([`k8slb_common::routes`]) for HAProxy and nginx: pure,
+//! from the model + options to config text, through `templates/haproxy-routes.cfg.tera`
+//! and `templates/nginx-routes.conf.tera`.
+//!
+//! The output is the routes *part* of a config: HAProxy frontends and backends to append
+//! to haproxy.cfg, nginx upstreams and servers to put inside `http { }`. Wiring it into
+//! the actor's view and [`crate::render::Renderer`] waits for the state to carry the
+//! routes (the actor's loop is being restructured); until then [`HttpRenderer`] is its own
+//! entry point, used by the snapshot tests.
+//!
+//! Safety: every value written is a validated type from the model (`Hostname`,
+//! `HttpPath`, `CookieName`, `ObjectName`, `PoolName`, numbers, addresses), a path checked
+//! by [`crate::view::safe_path`], an admin `ConfigLine`, or a fixed keyword from this file.
+//! HAProxy routes through map files ([`HaproxyRoutes::files`]: hosts, wildcards, Exact
+//! and Prefix paths, keyed by validated hosts and paths) so a request costs a few lookups
+//! whatever the number of rules; see the template for the lookup chain. nginx server names
+//! are pre-rendered here (a wildcard host becomes a regex made only of `^[^.]+`, label
+//! characters and `[.]`).
+//!
+//! HAProxy backends are [`crate::view::Backend`]s with the same server slots as a
+//! Service's ([`crate::view::assign_slots`], previous slots kept), so an endpoint change
+//! that fits is a Runtime API change ([`crate::render::runtime_diff`] compares them the
+//! same way once they are part of the view), not a reload.
+
+use crate::render::RenderError;
+use crate::view::{assign_slots, safe_path, Backend, StickSource, PLACEHOLDER};
+use k8slb_common::names::ConfigLine;
+use k8slb_common::routes::{
+    BackendId, CertFile, HttpRoutes, Listener, ListenerProtocol, PathMatch, Redirect, RouteAction,
+    Sticky, VirtualHost,
+};
+use k8slb_common::state::Mode;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use tera::{Context, Tera};
+
+pub const HAPROXY_ROUTES: &str = "haproxy-routes.cfg.tera";
+pub const NGINX_ROUTES: &str = "nginx-routes.conf.tera";
+pub const TEMPLATES: [(&str, &str); 2] = [
+    (
+        HAPROXY_ROUTES,
+        include_str!("../../templates/haproxy-routes.cfg.tera"),
+    ),
+    (
+        NGINX_ROUTES,
+        include_str!("../../templates/nginx-routes.conf.tera"),
+    ),
+];
+
+/// Where files are on the node, and the admin's proxy lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpRenderOptions {
+    /// The pools' certificates (`<dir>/<pool>.pem`, nginx also `.key`): the state's `certPath`.
+    pub pool_cert_dir: PathBuf,
+    /// The Secrets' certificates, written by the actor: `<dir>/<namespace>_<name>.pem`.
+    pub secret_cert_dir: PathBuf,
+    /// Where the actor writes HAProxy's crt-list and map files ([`HaproxyRoutes::files`]).
+    pub files_dir: PathBuf,
+    /// Admin `haproxy.httpfront` / `haproxy.httpback` lines.
+    pub httpfront: Vec<ConfigLine>,
+    pub httpback: Vec<ConfigLine>,
+    /// Admin `nginx.http` lines (read only to see whether they size the server names
+    /// hash themselves), `nginx.proxy` and `nginx.upstream` lines.
+    pub nginx_http: Vec<ConfigLine>,
+    pub nginx_proxy: Vec<ConfigLine>,
+    pub nginx_upstream: Vec<ConfigLine>,
+}
+
+impl Default for HttpRenderOptions {
+    fn default() -> Self {
+        HttpRenderOptions {
+            pool_cert_dir: "/etc/certs".into(),
+            secret_cert_dir: "/run/k8slb/certs".into(),
+            files_dir: "/run/k8slb/routes".into(),
+            httpfront: Vec::new(),
+            httpback: Vec::new(),
+            nginx_http: Vec::new(),
+            nginx_proxy: Vec::new(),
+            nginx_upstream: Vec::new(),
+        }
+    }
+}
+
+/// The HAProxy part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HaproxyRoutes {
+    /// Frontends and backends, to append to haproxy.cfg.
+    pub text: String,
+    /// The crt-list and map files the text names: full path → content. The actor
+    /// writes them before checking the config. (Map entries can later be changed over
+    /// the Runtime API, `set map` / `add map`, for route changes without a reload.)
+    pub files: BTreeMap<String, String>,
+    /// The backends with their slots: pass them as `prev` next time.
+    pub backends: Vec<Backend>,
+    /// What was not rendered as modelled, one line each.
+    pub notes: Vec<String>,
+}
+
+/// The nginx part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NginxRoutes {
+    /// Upstreams and servers, to put inside `http { }`.
+    pub text: String,
+    pub notes: Vec<String>,
+}
+
+/// The parsed route templates.
+#[derive(Debug, Clone)]
+pub struct HttpRenderer {
+    tera: Tera,
+}
+
+fn render_err(name: &'static str, e: impl std::fmt::Display) -> RenderError {
+    RenderError::Render {
+        name,
+        detail: e.to_string(),
+    }
+}
+
+fn path_err(e: crate::view::ViewError) -> RenderError {
+    render_err(HAPROXY_ROUTES, e)
+}
+
+/// `198.18.0.10` → `198_18_0_10`, `fd00::1` → `fd00__1`.
+fn ip_slug(ip: IpAddr) -> String {
+    ip.to_string().replace(['.', ':'], "_")
+}
+
+fn backend_name(id: &BackendId) -> String {
+    format!(
+        "rtb_{}_{}_{}",
+        id.service.namespace, id.service.name, id.port
+    )
+}
+
+/// `*.foo-bar.com` → `^[^.]+[.]foo-bar[.]com$` (labels hold only `[a-z0-9-]`).
+fn one_label_regex(suffix: &str) -> String {
+    format!("^[^.]+{}$", suffix.replace('.', "[.]"))
+}
+
+fn cert_path(f: &CertFile, o: &HttpRenderOptions) -> Result<String, RenderError> {
+    let dir = match f {
+        CertFile::Pool { .. } => &o.pool_cert_dir,
+        CertFile::Secret { .. } => &o.secret_cert_dir,
+    };
+    let dir = safe_path("certificate directory", dir).map_err(path_err)?;
+    Ok(format!("{}/{}", dir.trim_end_matches('/'), f.stem()))
+}
+
+// ---------------------------------------------------------------------------------------
+// HAProxy
+
+#[derive(Serialize)]
+struct HpCtx<'a> {
+    frontends: Vec<HpFrontend>,
+    backends: Vec<HpBackend<'a>>,
+    httpfront: &'a [ConfigLine],
+    httpback: &'a [ConfigLine],
+}
+
+#[derive(Serialize)]
+struct HpFrontend {
+    name: String,
+    bind: String,
+    tls: Option<HpTls>,
+    /// Map files (full paths), `None` when empty.
+    hosts_map: Option<String>,
+    wildcards_map: Option<String>,
+    exact_map: Option<String>,
+    prefix_map: Option<String>,
+    /// The id of the any-host virtual host.
+    any_vh: Option<String>,
+    /// The default action's value (a backend name or an action id).
+    default: String,
+    /// The distinct non-forward actions.
+    actions: Vec<HpAction>,
+}
+
+#[derive(Serialize)]
+struct HpTls {
+    default_crt: Option<String>,
+    crt_list: Option<String>,
+}
+
+#[derive(Serialize, Default)]
+struct HpAction {
+    id: String,
+    /// split | redirect | respond
+    kind: &'static str,
+    total: u32,
+    split: Vec<HpSplit>,
+    location: String,
+    status: u16,
+}
+
+#[derive(Serialize)]
+struct HpSplit {
+    backend: String,
+    below: u32,
+}
+
+#[derive(Serialize)]
+struct HpBackend<'a> {
+    name: &'a str,
+    stick_source: &'a Option<StickSource>,
+    cookie: Option<String>,
+    server_lines: String,
+}
+
+fn hp_redirect(rd: &Redirect, notes: &mut Vec<String>, what: &str) -> String {
+    let scheme = rd
+        .scheme
+        .map_or("%[ssl_fc,iif(https,http)]".to_string(), |s| {
+            s.as_str().to_string()
+        });
+    let host = match &rd.host {
+        Some(h) if h.is_wildcard() => {
+            notes.push(format!(
+                "{what}: a redirect to a wildcard host keeps the request's host"
+            ));
+            "%[var(txn.k8slb_host)]".to_string()
+        }
+        Some(h) => h.to_string(),
+        None => "%[var(txn.k8slb_host)]".to_string(),
+    };
+    let port = rd.port.map(|p| format!(":{p}")).unwrap_or_default();
+    let path = rd
+        .path
+        .as_ref()
+        .map_or("%[pathq]".to_string(), |p| p.to_string());
+    format!("{scheme}://{host}{port}{path}")
+}
+
+/// The actions of one frontend: a forward to one backend is the backend's name; every
+/// other distinct action gets an id `a<N>` and a few lines in the frontend.
+#[derive(Default)]
+struct Actions {
+    ids: HashMap<String, String>,
+    list: Vec<HpAction>,
+}
+
+impl Actions {
+    fn value(&mut self, action: &RouteAction, notes: &mut Vec<String>, what: &str) -> String {
+        if let RouteAction::Forward { backends } = action {
+            let live: Vec<_> = backends.iter().filter(|b| b.weight > 0).collect();
+            if let [one] = live.as_slice() {
+                return backend_name(&one.id);
+            }
+        }
+        let key = serde_json::to_string(action).expect("an action serialises");
+        if let Some(id) = self.ids.get(&key) {
+            return id.clone();
+        }
+        let id = format!("a{}", self.list.len() + 1);
+        let a = match action {
+            RouteAction::Forward { backends } => {
+                let live: Vec<_> = backends.iter().filter(|b| b.weight > 0).collect();
+                if live.is_empty() {
+                    HpAction {
+                        kind: "respond",
+                        status: 500,
+                        ..Default::default()
+                    }
+                } else {
+                    let mut below = 0u32;
+                    let split = live
+                        .iter()
+                        .map(|b| {
+                            below += u32::from(b.weight);
+                            HpSplit {
+                                backend: backend_name(&b.id),
+                                below,
+                            }
+                        })
+                        .collect();
+                    HpAction {
+                        kind: "split",
+                        total: below,
+                        split,
+                        ..Default::default()
+                    }
+                }
+            }
+            RouteAction::Redirect(rd) => HpAction {
+                kind: "redirect",
+                location: hp_redirect(rd, notes, what),
+                status: rd.status.code(),
+                ..Default::default()
+            },
+            RouteAction::Respond { status } => HpAction {
+                kind: "respond",
+                status: status.code(),
+                ..Default::default()
+            },
+        };
+        self.list.push(HpAction {
+            id: id.clone(),
+            ..a
+        });
+        self.ids.insert(key, id.clone());
+        id
+    }
+}
+
+fn hp_frontend(
+    l: &Listener,
+    o: &HttpRenderOptions,
+    files: &mut BTreeMap<String, String>,
+    notes: &mut Vec<String>,
+) -> Result<Option<HpFrontend>, RenderError> {
+    let name = format!("rtf_{}_{}", ip_slug(l.ip), l.port);
+    let dir = safe_path("routes files directory", &o.files_dir).map_err(path_err)?;
+    let file = |ext: &str| format!("{}/{name}.{ext}", dir.trim_end_matches('/'));
+    let tls = match (l.protocol, &l.tls) {
+        (ListenerProtocol::Http, _) => None,
+        (ListenerProtocol::Https, None) => {
+            notes.push(format!("{name}: HTTPS without TLS settings; not rendered"));
+            return Ok(None);
+        }
+        (ListenerProtocol::Https, Some(t)) => {
+            if t.certificates.is_empty() && t.default_certificate.is_none() {
+                notes.push(format!(
+                    "{name}: HTTPS without any certificate; not rendered"
+                ));
+                return Ok(None);
+            }
+            let default_crt = match &t.default_certificate {
+                Some(f) => Some(format!("{}.pem", cert_path(f, o)?)),
+                None => None,
+            };
+            let crt_list = if t.certificates.is_empty() {
+                None
+            } else {
+                let mut text = String::new();
+                for c in &t.certificates {
+                    text.push_str(&cert_path(&c.file, o)?);
+                    text.push_str(".pem");
+                    for h in &c.hosts {
+                        text.push(' ');
+                        text.push_str(h.as_str());
+                    }
+                    text.push('\n');
+                }
+                let f = file("crt-list");
+                files.insert(f.clone(), text);
+                Some(f)
+            };
+            Some(HpTls {
+                default_crt,
+                crt_list,
+            })
+        }
+    };
+    let mut actions = Actions::default();
+    let (mut hosts, mut wildcards, mut exact) = (String::new(), String::new(), String::new());
+    let mut prefixes: Vec<(String, String)> = Vec::new();
+    let mut any_vh = None;
+    for (i, v) in l.virtual_hosts.iter().enumerate() {
+        let id = format!("v{}", i + 1);
+        match &v.host {
+            None => any_vh = Some(id.clone()),
+            Some(h) => {
+                let (map, key) = match h.wildcard_suffix() {
+                    Some(suffix) => (&mut wildcards, suffix),
+                    None => (&mut hosts, h.as_str()),
+                };
+                map.push_str(key);
+                map.push(' ');
+                map.push_str(&id);
+                map.push('\n');
+            }
+        }
+        let mut seen_exact: BTreeSet<&str> = BTreeSet::new();
+        let mut seen_prefix: BTreeSet<&str> = BTreeSet::new();
+        for r in &v.rules {
+            let value = actions.value(&r.action, notes, &name);
+            match &r.matches.path {
+                PathMatch::Exact(p) => {
+                    if seen_exact.insert(p.as_str()) {
+                        exact.push_str(&format!("{id}{p} {value}\n"));
+                    }
+                }
+                PathMatch::Prefix(p) => {
+                    if seen_prefix.insert(p.as_str()) {
+                        let key = if p.as_str() == "/" {
+                            format!("{id}/")
+                        } else {
+                            format!("{id}{p}/")
+                        };
+                        prefixes.push((key, value));
+                    }
+                }
+            }
+        }
+    }
+    // Longest first: the first match is the longest, whether HAProxy scans the list or
+    // looks the prefix up in a tree.
+    prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+    let prefix: String = prefixes.iter().map(|(k, v)| format!("{k} {v}\n")).collect();
+    let default = l.default_action.clone().unwrap_or(RouteAction::Respond {
+        status: k8slb_common::routes::FixedStatus::NotFound404,
+    });
+    let default = actions.value(&default, notes, &name);
+    let mut map = |ext: &str, text: String| {
+        (!text.is_empty()).then(|| {
+            let f = file(ext);
+            files.insert(f.clone(), text);
+            f
+        })
+    };
+    Ok(Some(HpFrontend {
+        bind: SocketAddr::new(l.ip, l.port).to_string(),
+        tls,
+        hosts_map: map("hosts.map", hosts),
+        wildcards_map: map("wildcards.map", wildcards),
+        exact_map: map("exact.map", exact),
+        prefix_map: map("prefix.map", prefix),
+        any_vh,
+        default,
+        actions: actions.list,
+        name,
+    }))
+}
+
+fn hp_backends(routes: &HttpRoutes, prev: &[Backend]) -> Vec<Backend> {
+    let prev: HashMap<&str, &Backend> = prev.iter().map(|b| (b.name.as_str(), b)).collect();
+    let v6 = routes.listeners.iter().any(|l| l.ip.is_ipv6());
+    routes
+        .backends
+        .iter()
+        .map(|(id, st)| {
+            let name = backend_name(id);
+            let eps: Vec<(SocketAddr, bool)> = st
+                .endpoints
+                .iter()
+                .map(|e| (SocketAddr::new(e.ip, e.port), e.draining))
+                .collect();
+            let slots = assign_slots(&eps, prev.get(name.as_str()).copied());
+            Backend {
+                mode: Mode::Http,
+                stick_source: matches!(st.stickiness, Some(Sticky::Source)).then_some(
+                    StickSource {
+                        table_type: if v6 { "ipv6" } else { "ip" },
+                        expire_s: 10800,
+                    },
+                ),
+                cookie: matches!(st.stickiness, Some(Sticky::Cookie { .. })),
+                server_opts: " check".into(),
+                slots,
+                name,
+            }
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// nginx
+
+#[derive(Serialize)]
+struct NxCtx<'a> {
+    /// `server_names_hash_*` lines sized for these server names (see [`nx_hash_lines`]).
+    hash_lines: Vec<String>,
+    upstreams: Vec<NxUpstream>,
+    servers: Vec<NxServer>,
+    proxy_lines: &'a [ConfigLine],
+    upstream_lines: &'a [ConfigLine],
+}
+
+#[derive(Serialize)]
+struct NxUpstream {
+    name: String,
+    hash_source: bool,
+    server_lines: String,
+}
+
+#[derive(Serialize)]
+struct NxServer {
+    listen: String,
+    default: bool,
+    server_name: String,
+    /// Certificate path without `.pem` / `.key`.
+    tls: Option<String>,
+    /// The locations, pre-rendered by [`nx_location_lines`] (a 5,000-host render spent
+    /// most of its time in a template loop over them).
+    location_lines: String,
+}
+
+/// The `location` blocks of one server, as the template would write them.
+fn nx_location_lines(locations: &[NxLocation], proxy_lines: &[ConfigLine]) -> String {
+    let mut out = String::with_capacity(locations.len() * 96);
+    for loc in locations {
+        out.push_str("\n    location ");
+        out.push_str(&loc.path);
+        out.push_str(" {");
+        match loc.kind {
+            "forward" => {
+                for l in proxy_lines {
+                    out.push_str("\n      ");
+                    out.push_str(l.as_str());
+                }
+                out.push_str("\n      proxy_pass http://");
+                out.push_str(&loc.upstream);
+                out.push(';');
+            }
+            "redirect" => {
+                out.push_str(&format!("\n      return {} {};", loc.status, loc.location));
+            }
+            _ => out.push_str(&format!("\n      return {};", loc.status)),
+        }
+        out.push_str("\n    }");
+    }
+    out
+}
+
+#[derive(Default)]
+struct NxLocation {
+    /// `= /p`, `^~ /p/` or `/`.
+    path: String,
+    /// forward | redirect | respond
+    kind: &'static str,
+    upstream: String,
+    location: String,
+    status: u16,
+}
+
+fn nx_action(action: &RouteAction, notes: &mut Vec<String>, what: &str) -> NxLocation {
+    match action {
+        RouteAction::Forward { backends } => {
+            let live: Vec<_> = backends.iter().filter(|b| b.weight > 0).collect();
+            match live.as_slice() {
+                [one] => NxLocation {
+                    kind: "forward",
+                    upstream: backend_name(&one.id),
+                    ..Default::default()
+                },
+                [] => NxLocation {
+                    kind: "respond",
+                    status: 500,
+                    ..Default::default()
+                },
+                _ => {
+                    notes.push(format!(
+                        "{what}: nginx does not split traffic between backends yet; answers 500"
+                    ));
+                    NxLocation {
+                        kind: "respond",
+                        status: 500,
+                        ..Default::default()
+                    }
+                }
+            }
+        }
+        RouteAction::Redirect(rd) => {
+            let scheme = rd.scheme.map_or("$scheme", |s| s.as_str());
+            let host = match &rd.host {
+                Some(h) if !h.is_wildcard() => h.to_string(),
+                _ => "$host".to_string(),
+            };
+            let port = rd.port.map(|p| format!(":{p}")).unwrap_or_default();
+            let path = rd
+                .path
+                .as_ref()
+                .map_or("$request_uri".to_string(), |p| p.to_string());
+            NxLocation {
+                kind: "redirect",
+                location: format!("{scheme}://{host}{port}{path}"),
+                status: rd.status.code(),
+                ..Default::default()
+            }
+        }
+        RouteAction::Respond { status } => NxLocation {
+            kind: "respond",
+            status: status.code(),
+            ..Default::default()
+        },
+    }
+}
+
+fn nx_server(
+    l: &Listener,
+    v: Option<&VirtualHost>,
+    o: &HttpRenderOptions,
+    notes: &mut Vec<String>,
+) -> Result<Option<NxServer>, RenderError> {
+    let listen = SocketAddr::new(l.ip, l.port).to_string();
+    let host = v.and_then(|v| v.host.as_ref());
+    let what = format!("{listen} host {}", host.map_or("*", |h| h.as_str()));
+    let server_name = match host {
+        None => "_".to_string(),
+        Some(h) => match h.wildcard_suffix() {
+            Some(suffix) => format!("~{}", one_label_regex(suffix)),
+            None => h.to_string(),
+        },
+    };
+    let tls = match (l.protocol, &l.tls) {
+        (ListenerProtocol::Http, _) => None,
+        (ListenerProtocol::Https, t) => {
+            let cert = t.as_ref().and_then(|t| match host {
+                Some(h) => t.certificate_for(h.as_str()),
+                None => t
+                    .default_certificate
+                    .as_ref()
+                    .or_else(|| t.certificates.first().map(|c| &c.file)),
+            });
+            match cert {
+                Some(f) => Some(cert_path(f, o)?),
+                None => {
+                    notes.push(format!("{what}: HTTPS without a certificate; not rendered"));
+                    return Ok(None);
+                }
+            }
+        }
+    };
+    let mut locations = Vec::new();
+    let mut exact: BTreeSet<String> = BTreeSet::new();
+    let mut root = false;
+    for r in v.map(|v| v.rules.as_slice()).unwrap_or_default() {
+        let act = nx_action(&r.action, notes, &what);
+        let loc = |path: String| NxLocation {
+            path,
+            kind: act.kind,
+            upstream: act.upstream.clone(),
+            location: act.location.clone(),
+            status: act.status,
+        };
+        match &r.matches.path {
+            PathMatch::Exact(p) => {
+                if exact.insert(p.to_string()) {
+                    locations.push(loc(format!("= {p}")));
+                }
+            }
+            PathMatch::Prefix(p) if p.as_str() == "/" => {
+                if !root {
+                    root = true;
+                    locations.push(loc("/".into()));
+                }
+            }
+            PathMatch::Prefix(p) => {
+                if exact.insert(p.to_string()) {
+                    locations.push(loc(format!("= {p}")));
+                }
+                locations.push(loc(format!("^~ {p}/")));
+            }
+        }
+    }
+    if !root {
+        let default = l.default_action.clone().unwrap_or(RouteAction::Respond {
+            status: k8slb_common::routes::FixedStatus::NotFound404,
+        });
+        let mut d = nx_action(&default, notes, &what);
+        d.path = "/".into();
+        locations.push(d);
+    }
+    Ok(Some(NxServer {
+        listen,
+        default: host.is_none(),
+        server_name,
+        tls,
+        location_lines: nx_location_lines(&locations, &o.nginx_proxy),
+    }))
+}
+
+fn nx_upstreams(routes: &HttpRoutes, notes: &mut Vec<String>) -> Vec<NxUpstream> {
+    routes
+        .backends
+        .iter()
+        .map(|(id, st)| {
+            let name = backend_name(id);
+            if matches!(st.stickiness, Some(Sticky::Cookie { .. })) {
+                notes.push(format!(
+                    "{id}: nginx has no cookie stickiness; using the client address"
+                ));
+            }
+            let mut lines = String::new();
+            let mut push = |addr: SocketAddr, down: bool| {
+                lines.push_str("\n    server ");
+                lines.push_str(&addr.to_string());
+                if down {
+                    lines.push_str(" down");
+                }
+                lines.push_str(" max_fails=3 fail_timeout=5s;");
+            };
+            for e in &st.endpoints {
+                push(SocketAddr::new(e.ip, e.port), e.draining);
+            }
+            if st.endpoints.is_empty() {
+                // An empty upstream is a config error; a down placeholder is valid (502).
+                push(PLACEHOLDER, true);
+            }
+            NxUpstream {
+                name,
+                hash_source: st.stickiness.is_some(),
+                server_lines: lines,
+            }
+        })
+        .collect()
+}
+
+/// nginx refuses the whole config when a server name does not fit its hash bucket (64
+/// bytes by default: a valid 200-character host name would block every other route) or
+/// when there are more names than its default hash size allows (hundreds). So the
+/// routes size the hash for their own names, unless the admin's `nginx.http` lines do.
+fn nx_hash_lines(
+    servers: &[NxServer],
+    o: &HttpRenderOptions,
+    notes: &mut Vec<String>,
+) -> Vec<String> {
+    let names: Vec<&str> = servers
+        .iter()
+        .map(|s| s.server_name.as_str())
+        .filter(|n| *n != "_" && !n.starts_with('~'))
+        .collect();
+    let Some(longest) = names.iter().map(|n| n.len()).max() else {
+        return Vec::new();
+    };
+    let admin = |word: &str| {
+        o.nginx_http
+            .iter()
+            .any(|l| l.as_str().split_whitespace().next() == Some(word))
+    };
+    let mut out = Vec::new();
+    // An entry is the name, a pointer and 2 bytes, rounded up to a pointer.
+    let bucket = (longest + 2 + 8).next_power_of_two().max(64);
+    let size = (names.len() * 4).next_power_of_two().max(512);
+    for (word, value) in [
+        ("server_names_hash_bucket_size", bucket),
+        ("server_names_hash_max_size", size),
+    ] {
+        if admin(word) {
+            notes.push(format!(
+                "nginx.http sets {word}; the routes need at least {value}"
+            ));
+        } else {
+            out.push(format!("{word} {value};"));
+        }
+    }
+    out
+}
+
+impl HttpRenderer {
+    /// The templates compiled into the binary.
+    pub fn embedded() -> Result<Self, RenderError> {
+        let mut tera = Tera::default();
+        // Config files, not HTML: nothing is escaped (values are validated).
+        tera.autoescape_on(vec![]);
+        for (name, text) in TEMPLATES {
+            tera.add_raw_template(name, text)
+                .map_err(|e| RenderError::ParseTemplate {
+                    name: name.to_string(),
+                    detail: e.to_string(),
+                })?;
+        }
+        Ok(HttpRenderer { tera })
+    }
+
+    fn one(&self, name: &'static str, ctx: impl Serialize) -> Result<String, RenderError> {
+        let ctx = Context::from_serialize(ctx).map_err(|e| render_err(name, e))?;
+        self.tera.render(name, &ctx).map_err(|e| {
+            let mut s = e.to_string();
+            let mut cur = std::error::Error::source(&e);
+            while let Some(c) = cur {
+                s.push_str(": ");
+                s.push_str(&c.to_string());
+                cur = c.source();
+            }
+            render_err(name, s)
+        })
+    }
+
+    /// The HAProxy frontends and backends of `routes`. `prev`: the backends of the
+    /// previous render, so endpoints keep their slots.
+    pub fn haproxy(
+        &self,
+        routes: &HttpRoutes,
+        o: &HttpRenderOptions,
+        prev: &[Backend],
+    ) -> Result<HaproxyRoutes, RenderError> {
+        let mut notes = Vec::new();
+        let mut files = BTreeMap::new();
+        let mut frontends = Vec::new();
+        for l in &routes.listeners {
+            if let Some(f) = hp_frontend(l, o, &mut files, &mut notes)? {
+                frontends.push(f);
+            }
+        }
+        let backends = hp_backends(routes, prev);
+        let cookie_names: HashMap<String, String> = routes
+            .backends
+            .iter()
+            .filter_map(|(id, st)| match &st.stickiness {
+                Some(Sticky::Cookie { name }) => Some((backend_name(id), name.to_string())),
+                _ => None,
+            })
+            .collect();
+        let ctx = HpCtx {
+            frontends,
+            backends: backends
+                .iter()
+                .map(|b| HpBackend {
+                    name: &b.name,
+                    stick_source: &b.stick_source,
+                    cookie: cookie_names.get(&b.name).cloned(),
+                    server_lines: b.server_lines(),
+                })
+                .collect(),
+            httpfront: &o.httpfront,
+            httpback: &o.httpback,
+        };
+        let text = self.one(HAPROXY_ROUTES, ctx)?;
+        Ok(HaproxyRoutes {
+            text,
+            files,
+            backends,
+            notes,
+        })
+    }
+
+    /// The nginx upstreams and servers of `routes` (inside `http { }`).
+    pub fn nginx(
+        &self,
+        routes: &HttpRoutes,
+        o: &HttpRenderOptions,
+    ) -> Result<NginxRoutes, RenderError> {
+        let mut notes = Vec::new();
+        let upstreams = nx_upstreams(routes, &mut notes);
+        let mut servers = Vec::new();
+        for l in &routes.listeners {
+            for v in &l.virtual_hosts {
+                servers.extend(nx_server(l, Some(v), o, &mut notes)?);
+            }
+            if !l.virtual_hosts.iter().any(|v| v.host.is_none()) {
+                servers.extend(nx_server(l, None, o, &mut notes)?);
+            }
+        }
+        let hash_lines = nx_hash_lines(&servers, o, &mut notes);
+        let text = self.one(
+            NGINX_ROUTES,
+            NxCtx {
+                hash_lines,
+                upstreams,
+                servers,
+                proxy_lines: &o.nginx_proxy,
+                upstream_lines: &o.nginx_upstream,
+            },
+        )?;
+        Ok(NginxRoutes { text, notes })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_route_templates_parse() {
+        HttpRenderer::embedded().unwrap();
+    }
+
+    #[test]
+    fn wildcard_regex_is_one_label_and_has_no_backslash() {
+        assert_eq!(one_label_regex(".foo-bar.com"), "^[^.]+[.]foo-bar[.]com$");
+    }
+}

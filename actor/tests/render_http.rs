@@ -1,0 +1,730 @@
+//! Snapshot tests of the L7 routes rendered for HAProxy and nginx, from Ingress fixtures
+//! (`tests/fixtures/ingress/*.yaml`, each with `services.yaml`) through the real
+//! translation (`k8slb_common::ingress`) and the real renderer (`render_http`). Each
+//! render is snapshotted (the route model too), then checked by the real daemon:
+//!
+//! - `haproxy -c` on the actor's haproxy.cfg for the `default-sections` state (k8slb's
+//!   default sections and three Services) with the routes part appended, crt-lists, maps and
+//!   certificates written to a temp dir;
+//! - `nginx -t` on that state's nginx.conf with the routes part inside `http { }`, in a
+//!   network namespace made by the test (nginx binds the VIPs; `ip_nonlocal_bind`).
+//!
+//! Needs root and `apt-get install -y haproxy nginx openssl iproute2`: missing ones FAIL.
+//! Update snapshots with `INSTA_UPDATE=always` (or `cargo insta review`).
+
+mod support;
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8slb_actor::render::Renderer;
+use k8slb_actor::render_http::{HttpRenderOptions, HttpRenderer};
+use k8slb_actor::view::{view, ViewOptions};
+use k8slb_common::ingress::{routes_for_vip, select, IngressInput, SecretMeta, VipOptions};
+use k8slb_common::routes::{
+    BackendId, BackendState, FixedStatus, HttpRoutes, Listener, ListenerProtocol, PathMatch,
+    Redirect, RedirectStatus, RouteAction, RouteMatch, RouteRule, Scheme, VirtualHost,
+    WeightedBackend,
+};
+use k8slb_common::state::Provider;
+use k8slb_common::state::{Endpoint, State};
+use serde::Deserialize;
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const VIP: &str = "198.18.0.10";
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+#[derive(Default)]
+struct Objects {
+    ingresses: Vec<Ingress>,
+    classes: Vec<IngressClass>,
+    services: Vec<Service>,
+    slices: Vec<EndpointSlice>,
+    secrets: Vec<SecretMeta>,
+}
+
+fn read(objs: &mut Objects, file: &Path) {
+    let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{file:?}: {e}"));
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let v = Value::deserialize(doc).unwrap();
+        let kind = v["kind"].as_str().unwrap_or_default().to_string();
+        match kind.as_str() {
+            "Ingress" => objs.ingresses.push(serde_json::from_value(v).unwrap()),
+            "IngressClass" => objs.classes.push(serde_json::from_value(v).unwrap()),
+            "Service" => objs.services.push(serde_json::from_value(v).unwrap()),
+            "EndpointSlice" => objs.slices.push(serde_json::from_value(v).unwrap()),
+            // What the watcher would learn from a Secret (never its bytes): fixtures carry
+            // no data; all of them are valid.
+            "Secret" => objs.secrets.push(SecretMeta {
+                namespace: v["metadata"]["namespace"].as_str().unwrap().into(),
+                name: v["metadata"]["name"].as_str().unwrap().into(),
+                type_: v["type"].as_str().unwrap().into(),
+                valid: true,
+            }),
+            other => panic!("{file:?}: unexpected kind {other:?}"),
+        }
+    }
+}
+
+fn routes_of(fixture: &str) -> HttpRoutes {
+    let mut objs = Objects::default();
+    read(&mut objs, &fixtures().join("ingress/services.yaml"));
+    read(
+        &mut objs,
+        &fixtures().join(format!("ingress/{fixture}.yaml")),
+    );
+    let input = IngressInput {
+        ingresses: &objs.ingresses,
+        classes: &objs.classes,
+        services: &objs.services,
+        slices: &objs.slices,
+        secrets: &objs.secrets,
+    };
+    let sel = select(&objs.ingresses, &objs.classes);
+    let pool = "default".parse().unwrap();
+    let out = routes_for_vip(
+        sel.by_pool
+            .get(&pool)
+            .map(Vec::as_slice)
+            .unwrap_or_default(),
+        &input,
+        &VipOptions {
+            ip: VIP.parse().unwrap(),
+            pool,
+            pool_certificate: true,
+        },
+    );
+    insta::assert_snapshot!(
+        format!("{fixture}.problems"),
+        out.problems
+            .iter()
+            .map(|p| format!("{} {}: {}", p.object, p.reason, p.message))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    out.routes
+}
+
+fn binary(name: &str) -> PathBuf {
+    for dir in ["/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/sbin"] {
+        let p = Path::new(dir).join(name);
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("{name} is not installed: run `apt-get install -y haproxy nginx openssl iproute2`");
+}
+
+/// A self-signed certificate per stem the fixtures use, made in `dir` (the test's temp
+/// dir, removed with it), its CN the stem (so a TLS client can tell which one it got):
+/// `<stem>.pem` (chain + key) and `<stem>.key`.
+fn certs(dir: &Path) -> PathBuf {
+    let dir = dir.join("certs");
+    std::fs::create_dir_all(&dir).unwrap();
+    for n in ["default", "default_foo", "default_wild"] {
+        let (crt, key) = (dir.join(format!("{n}.crt")), dir.join(format!("{n}.key")));
+        let out = Command::new(binary("openssl"))
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+            ])
+            .args([
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                &format!("/CN={n}"),
+                "-keyout",
+            ])
+            .arg(&key)
+            .arg("-out")
+            .arg(&crt)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "openssl: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (c, k) = (
+            std::fs::read_to_string(&crt).unwrap(),
+            std::fs::read_to_string(&key).unwrap(),
+        );
+        std::fs::write(dir.join(format!("{n}.pem")), format!("{c}{k}")).unwrap();
+    }
+    dir
+}
+
+fn base_state() -> State {
+    let path = fixtures().join("default-sections.json");
+    State::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// Options with the admin lines of the `default-sections` state.
+fn options(state: &State) -> HttpRenderOptions {
+    HttpRenderOptions {
+        pool_cert_dir: state.config.cert_path.as_str().into(),
+        httpfront: state.config.haproxy.httpfront.clone(),
+        httpback: state.config.haproxy.httpback.clone(),
+        nginx_http: state.config.nginx.http.clone(),
+        nginx_proxy: state.config.nginx.proxy.clone(),
+        nginx_upstream: state.config.nginx.upstream.clone(),
+        ..HttpRenderOptions::default()
+    }
+}
+
+fn run_check(what: &str, cmd: &mut Command, text: &str) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "{what} refused the config ({}):\n{all}\n--- config ---\n{text}",
+        out.status
+    );
+    assert!(
+        !all.contains("WARNING") && !all.contains("[ALERT]"),
+        "{what} warned:\n{all}\n--- config ---\n{text}"
+    );
+}
+
+/// Render `routes` for both proxies, snapshot, and check with the real daemons.
+fn check(name: &str, routes: &HttpRoutes) {
+    insta::assert_snapshot!(
+        format!("{name}.routes"),
+        serde_json::to_string_pretty(routes).unwrap()
+    );
+    let r = HttpRenderer::embedded().unwrap();
+    let state = base_state();
+    let hp = r.haproxy(routes, &options(&state), &[]).unwrap();
+    insta::assert_snapshot!(format!("{name}.haproxy"), hp.text);
+    let lists: String = hp
+        .files
+        .iter()
+        .map(|(f, t)| format!("# {f}\n{t}"))
+        .collect();
+    insta::assert_snapshot!(format!("{name}.files"), lists);
+    let nx = r.nginx(routes, &options(&state)).unwrap();
+    insta::assert_snapshot!(format!("{name}.nginx"), nx.text);
+    insta::assert_snapshot!(
+        format!("{name}.notes"),
+        [hp.notes, nx.notes].concat().join("\n")
+    );
+
+    // Through the real daemons: certificates and crt-lists in a temp dir.
+    support::require_root_and(&["haproxy", "nginx", "openssl"]);
+    let dir = tempfile::Builder::new()
+        .prefix("k8slb-rthttp")
+        .tempdir()
+        .unwrap();
+    let certs = certs(dir.path());
+    let mut checked = state.clone();
+    checked.config.cert_path = certs.to_str().unwrap().parse().unwrap();
+    let mut o = options(&checked);
+    o.secret_cert_dir = certs.clone();
+    o.files_dir = dir.path().to_path_buf();
+    let node = "lb-1".parse().unwrap();
+    let base = Renderer::embedded().unwrap();
+    let ns = support::Netns::new("k8slbrh");
+    for k in ["net.ipv4.ip_nonlocal_bind=1", "net.ipv6.ip_nonlocal_bind=1"] {
+        let st = ns.cmd("sysctl").args(["-qw", k]).status().unwrap();
+        assert!(st.success(), "sysctl {k}");
+    }
+
+    let mut vo = ViewOptions::new(Provider::Haproxy);
+    vo.interfaces
+        .insert("default".parse().unwrap(), "eth0".parse().unwrap());
+    vo.pid_file = dir.path().join("haproxy.pid");
+    vo.runtime_socket = dir.path().join("haproxy.sock");
+    let v = view(&checked, &node, &vo).unwrap();
+    let hp = r.haproxy(routes, &o, &[]).unwrap();
+    for (f, t) in &hp.files {
+        std::fs::write(f, t).unwrap();
+    }
+    let text = format!("{}\n{}", base.render_proxy(&v).unwrap().unwrap(), hp.text);
+    let file = dir.path().join("haproxy.cfg");
+    std::fs::write(&file, &text).unwrap();
+    run_check(
+        "haproxy -c",
+        ns.cmd(binary("haproxy").to_str().unwrap())
+            .arg("-c")
+            .arg("-f")
+            .arg(&file),
+        &text,
+    );
+
+    let mut vo = ViewOptions::new(Provider::Nginx);
+    vo.interfaces
+        .insert("default".parse().unwrap(), "eth0".parse().unwrap());
+    vo.pid_file = dir.path().join("nginx.pid");
+    let v = view(&checked, &node, &vo).unwrap();
+    let nx = r.nginx(routes, &o).unwrap();
+    let base_text = base.render_proxy(&v).unwrap().unwrap();
+    let text = insert_into_http(&base_text, &nx.text);
+    let file = dir.path().join("nginx.conf");
+    std::fs::write(&file, &text).unwrap();
+    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+    run_check(
+        "nginx -t",
+        ns.cmd(binary("nginx").to_str().unwrap())
+            .args(["-t", "-q", "-p"])
+            .arg(dir.path())
+            .arg("-c")
+            .arg(&file),
+        &text,
+    );
+}
+
+/// `part` inserted before the `}` that closes the top-level `http {` block of `conf`.
+fn insert_into_http(conf: &str, part: &str) -> String {
+    let start = conf.find("\nhttp {").expect("an http block");
+    let end = start + conf[start..].find("\n}").expect("http block closed");
+    format!("{}\n{}{}", &conf[..end], part, &conf[end..])
+}
+
+#[test]
+fn rancher_examples() {
+    check("rancher-examples", &routes_of("rancher-examples"));
+}
+
+/// A valid 243-character host name: nginx's default hash bucket (64 bytes) would refuse
+/// the whole config; the routes size the hash themselves.
+#[test]
+fn long_host_names_do_not_break_nginx() {
+    check("long-host", &routes_of("long-host"));
+}
+
+#[test]
+fn precedence_hosts_paths_and_a_missing_service() {
+    check("precedence", &routes_of("precedence"));
+}
+
+#[test]
+fn tls_sni_redirect_and_stickiness() {
+    check("tls-sni", &routes_of("tls-sni"));
+}
+
+/// What Ingress never produces but the model holds for Gateway API: a weighted split, a
+/// redirect with host, port, path and status, a fixed status, an IPv6 VIP.
+#[test]
+fn model_only_split_redirect_and_ipv6() {
+    let a: BackendId = "default/nginx-service:80".parse().unwrap();
+    let b: BackendId = "default/nginx-service1:8080".parse().unwrap();
+    let ep = |ip: &str, port| Endpoint {
+        ip: ip.parse().unwrap(),
+        port,
+        draining: false,
+    };
+    let rule = |m: PathMatch, action| RouteRule {
+        matches: RouteMatch { path: m },
+        action,
+    };
+    let routes = HttpRoutes {
+        listeners: vec![Listener {
+            ip: "fd00:18::10".parse().unwrap(),
+            port: 80,
+            protocol: ListenerProtocol::Http,
+            tls: None,
+            virtual_hosts: vec![VirtualHost {
+                host: Some("split.example.com".parse().unwrap()),
+                rules: vec![
+                    rule(
+                        PathMatch::Exact("/old".parse().unwrap()),
+                        RouteAction::Redirect(Redirect {
+                            scheme: Some(Scheme::Https),
+                            host: Some("new.example.com".parse().unwrap()),
+                            port: Some(8443),
+                            path: Some("/new".parse().unwrap()),
+                            status: RedirectStatus::Found302,
+                        }),
+                    ),
+                    rule(
+                        PathMatch::Prefix("/down".parse().unwrap()),
+                        RouteAction::Respond {
+                            status: FixedStatus::ServiceUnavailable503,
+                        },
+                    ),
+                    rule(
+                        PathMatch::Prefix("/".parse().unwrap()),
+                        RouteAction::Forward {
+                            backends: vec![
+                                WeightedBackend {
+                                    id: a.clone(),
+                                    weight: 90,
+                                },
+                                WeightedBackend {
+                                    id: b.clone(),
+                                    weight: 10,
+                                },
+                            ],
+                        },
+                    ),
+                ],
+            }],
+            default_action: None,
+        }],
+        backends: [
+            (
+                a,
+                BackendState {
+                    endpoints: vec![ep("fd00:244::1", 80)],
+                    stickiness: None,
+                },
+            ),
+            (
+                b,
+                BackendState {
+                    endpoints: vec![],
+                    stickiness: None,
+                },
+            ),
+        ]
+        .into_iter()
+        .collect(),
+    };
+    check("model-only", &routes);
+}
+
+/// Slots are kept across renders: an endpoint change keeps the other endpoints' slots and
+/// the structure of the config, so it is a Runtime API change.
+#[test]
+fn endpoint_churn_changes_only_server_slots() {
+    let mut routes = routes_of("rancher-examples");
+    let r = HttpRenderer::embedded().unwrap();
+    let o = HttpRenderOptions::default();
+    let first = r.haproxy(&routes, &o, &[]).unwrap();
+    let id: BackendId = "default/nginx-service:80".parse().unwrap();
+    let be = routes.backends.get_mut(&id).unwrap();
+    be.endpoints.remove(0);
+    be.endpoints.push(Endpoint {
+        ip: "10.244.9.9".parse().unwrap(),
+        port: 80,
+        draining: false,
+    });
+    let second = r.haproxy(&routes, &o, &first.backends).unwrap();
+    let strip = |t: &str| {
+        t.lines()
+            .filter(|l| !l.trim_start().starts_with("server "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(strip(&first.text), strip(&second.text));
+    assert_ne!(first.text, second.text);
+    let slots = |b: &[k8slb_actor::view::Backend]| {
+        b.iter()
+            .find(|b| b.name == "rtb_default_nginx-service_80")
+            .unwrap()
+            .slots
+            .iter()
+            .map(|s| s.endpoint.map(|e| e.to_string()))
+            .collect::<Vec<_>>()
+    };
+    let (s1, s2) = (slots(&first.backends), slots(&second.backends));
+    assert_eq!(s1.len(), s2.len());
+    assert_eq!(s1[1], s2[1], "the unchanged endpoint keeps its slot");
+    assert_eq!(
+        s2[0].as_deref(),
+        Some("10.244.9.9:80"),
+        "the new one takes the freed slot"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Real traffic: the rendered routes, run by the real HAProxy and nginx in a network
+// namespace, answer every request as the model's reference router says.
+
+/// What a request got: `200 <service>` (the endpoint answers with its Service's name),
+/// `<code> <location>` for a redirect, `<code>` otherwise; plus the certificate's CN for
+/// HTTPS.
+fn expected(routes: &HttpRoutes, port: u16, https: bool, host: &str, path: &str) -> String {
+    let l = routes
+        .listeners
+        .iter()
+        .find(|l| l.port == port)
+        .expect("a listener on the port");
+    let got = match l.route(host, path) {
+        None => "404".to_string(),
+        Some(RouteAction::Respond { status }) => status.code().to_string(),
+        Some(RouteAction::Redirect(rd)) => format!(
+            "{} {}://{}{}{}",
+            rd.status.code(),
+            rd.scheme
+                .map_or(if https { "https" } else { "http" }, Scheme::as_str),
+            rd.host.as_ref().map_or(host.to_string(), |h| h.to_string()),
+            rd.port.map(|p| format!(":{p}")).unwrap_or_default(),
+            rd.path.as_ref().map_or(path.to_string(), |p| p.to_string()),
+        ),
+        Some(RouteAction::Forward { backends }) => {
+            let be = &routes.backends[&backends[0].id];
+            if be.endpoints.iter().any(|e| !e.draining) {
+                format!("200 {}", backends[0].id.service.name)
+            } else {
+                "5xx".into() // no endpoint: HAProxy says 503, nginx 502
+            }
+        }
+    };
+    match l.tls.as_ref().filter(|_| https) {
+        Some(t) => format!("{got} cn={}", t.certificate_for(host).unwrap().stem()),
+        None => got,
+    }
+}
+
+/// `curl` from inside the namespace, in the shape of [`expected`].
+fn request(ns: &support::Netns, port: u16, https: bool, host: &str, path: &str) -> String {
+    let scheme = if https { "https" } else { "http" };
+    let out = ns
+        .cmd("curl")
+        .args([
+            "-sv",
+            "-k",
+            "--max-time",
+            "5",
+            "-w",
+            "\n%{http_code} %{redirect_url}",
+        ])
+        .arg("--resolve")
+        .arg(format!("{host}:{port}:{VIP}"))
+        .arg(format!("{scheme}://{host}:{port}{path}"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (body, last) = stdout.rsplit_once('\n').unwrap_or(("", &stdout));
+    let (code, location) = last.split_once(' ').unwrap_or((last, ""));
+    let got = match code {
+        "200" => format!("200 {}", body.trim()),
+        // No endpoint: nginx's 502, HAProxy's own 503 page (a rule's `return` has no body).
+        "502" => "5xx".into(),
+        "503" if body.contains("No server is available") => "5xx".into(),
+        c if c.starts_with('3') => format!("{c} {location}"),
+        c => c.to_string(),
+    };
+    if https {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let cn = stderr
+            .lines()
+            .find_map(|l| {
+                l.split_once("subject: CN=")
+                    .map(|(_, cn)| cn.trim().to_string())
+            })
+            .unwrap_or_default();
+        format!("{got} cn={cn}")
+    } else {
+        got
+    }
+}
+
+/// Endpoint stand-ins: every endpoint address of `routes` on `lo`, answered by the proxy
+/// itself with its Service's name.
+fn endpoints(routes: &HttpRoutes) -> Vec<(SocketAddr, String)> {
+    let mut out = Vec::new();
+    for (id, be) in &routes.backends {
+        for e in &be.endpoints {
+            out.push((SocketAddr::new(e.ip, e.port), id.service.name.to_string()));
+        }
+    }
+    out
+}
+
+fn wait_for(ns: &support::Netns, port: u16) {
+    let ok = support::wait_until(std::time::Duration::from_secs(10), || {
+        ns.cmd("curl")
+            .args(["-s", "-o", "/dev/null", "--max-time", "1"])
+            .arg(format!("http://{VIP}:{port}/"))
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    assert!(ok, "the proxy did not answer on {VIP}:{port}");
+}
+
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+type Req = (u16, bool, &'static str, &'static str);
+
+fn traffic(fixture: &str, requests: &[Req]) {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    let routes = routes_of(fixture);
+    let dir = tempfile::Builder::new()
+        .prefix("k8slb-rttraffic")
+        .tempdir()
+        .unwrap();
+    let certs = certs(dir.path());
+    let mut o = HttpRenderOptions {
+        pool_cert_dir: certs.clone(),
+        secret_cert_dir: certs,
+        files_dir: dir.path().to_path_buf(),
+        ..HttpRenderOptions::default()
+    };
+    o.nginx_proxy = vec!["proxy_set_header Host $host;".parse().unwrap()];
+    let r = HttpRenderer::embedded().unwrap();
+    let eps = endpoints(&routes);
+    let want: Vec<String> = requests
+        .iter()
+        .map(|&(p, s, h, path)| expected(&routes, p, s, h, path))
+        .collect();
+
+    for proxy in ["haproxy", "nginx"] {
+        let ns = support::Netns::new("k8slbrt");
+        ns.ip(&format!("addr add {VIP}/32 dev lo"));
+        for (a, _) in &eps {
+            ns.ip(&format!("addr add {}/32 dev lo", a.ip()));
+        }
+        let first_port = routes.listeners[0].port;
+        let _child = if proxy == "haproxy" {
+            let hp = r.haproxy(&routes, &o, &[]).unwrap();
+            for (f, t) in &hp.files {
+                std::fs::write(f, t).unwrap();
+            }
+            let mut cfg = String::from(
+                "global\n  log stderr format short local0 err\ndefaults\n  mode http\n  timeout connect 2s\n  timeout client 5s\n  timeout server 5s\n",
+            );
+            for (a, name) in &eps {
+                let slug = a.to_string().replace(['.', ':'], "_");
+                cfg.push_str(&format!(
+                    "\nfrontend ep_{slug}\n  bind {a}\n  http-request return status 200 content-type text/plain string {name}\n"
+                ));
+            }
+            cfg.push_str(&hp.text);
+            let file = dir.path().join("haproxy.cfg");
+            std::fs::write(&file, &cfg).unwrap();
+            Killed(
+                ns.cmd("haproxy")
+                    .arg("-db")
+                    .arg("-f")
+                    .arg(&file)
+                    .spawn()
+                    .unwrap(),
+            )
+        } else {
+            let nx = r.nginx(&routes, &o).unwrap();
+            let d = dir.path().display();
+            let mut cfg = format!(
+                "pid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n"
+            );
+            for (a, name) in &eps {
+                cfg.push_str(&format!(
+                    "  server {{ listen {a}; location / {{ return 200 \"{name}\\n\"; }} }}\n"
+                ));
+            }
+            cfg.push_str(&nx.text);
+            cfg.push_str("\n}\n");
+            let file = dir.path().join("nginx.conf");
+            std::fs::write(&file, &cfg).unwrap();
+            Killed(
+                ns.cmd("nginx")
+                    .args(["-g", "daemon off;", "-p"])
+                    .arg(dir.path())
+                    .arg("-c")
+                    .arg(&file)
+                    .spawn()
+                    .unwrap(),
+            )
+        };
+        wait_for(&ns, first_port);
+        let got: Vec<String> = requests
+            .iter()
+            .map(|&(p, s, h, path)| request(&ns, p, s, h, path))
+            .collect();
+        for (i, req) in requests.iter().enumerate() {
+            assert_eq!(got[i], want[i], "{proxy}: request {req:?}");
+        }
+    }
+}
+
+#[test]
+fn real_proxies_route_precedence_as_the_model_says() {
+    traffic(
+        "precedence",
+        &[
+            (80, false, "shop.example.com", "/"),
+            (80, false, "shop.example.com", "/api"),
+            (80, false, "shop.example.com", "/api/"),
+            (80, false, "shop.example.com", "/api/v1"),
+            (80, false, "shop.example.com", "/api/v1/x"),
+            (80, false, "shop.example.com", "/api/v1x"),
+            (80, false, "shop.example.com", "/gone/x"),
+            (80, false, "cdn.example.com", "/static/a.css"),
+            (80, false, "cdn.example.com", "/staticx"),
+            (80, false, "a.cdn.example.com", "/health"),
+            (80, false, "other.org", "/health"),
+            (80, false, "other.org", "/health/"),
+        ],
+    );
+}
+
+#[test]
+fn real_proxies_route_the_rancher_examples_as_the_model_says() {
+    traffic(
+        "rancher-examples",
+        &[
+            (99, false, "foo.bar.com", "/foo"),
+            (99, false, "foo.bar.com", "/foo/x"),
+            (99, false, "foo.bar.com", "/bar"),
+            (80, false, "foo.bar.com", "/foo/x"),
+            (80, false, "bar.foo.com", "/bar/baz"),
+            (80, false, "bar.foo.com", "/barbaz"),
+            (80, false, "host.only.com", "/anything"),
+            (80, false, "unknown.com", "/"),
+        ],
+    );
+}
+
+#[test]
+fn real_proxies_serve_tls_by_sni_and_redirect_as_the_model_says() {
+    traffic(
+        "tls-sni",
+        &[
+            (80, false, "foo.bar.com", "/x?q=1"),
+            (
+                80,
+                false,
+                "foo.bar.com",
+                "/.well-known/acme-challenge/token1",
+            ),
+            (80, false, "plain.bar.com", "/"),
+            (80, false, "a.apps.bar.com", "/y"),
+            (443, true, "foo.bar.com", "/"),
+            (443, true, "a.apps.bar.com", "/"),
+            (443, true, "plain.bar.com", "/"),
+            (443, true, "nomatch.org", "/"),
+        ],
+    );
+}
+
+#[test]
+fn hostile_hosts_paths_and_annotations_never_reach_a_rendered_file() {
+    let routes = routes_of("hostile");
+    check("hostile", &routes);
+    let r = HttpRenderer::embedded().unwrap();
+    let o = HttpRenderOptions::default();
+    let hp = r.haproxy(&routes, &o, &[]).unwrap();
+    let nx = r.nginx(&routes, &o).unwrap();
+    let lists: String = hp.files.values().cloned().collect();
+    for text in [&hp.text, &nx.text, &lists] {
+        for bad in [
+            "evil", "owned", "shadow", "lua", ";return", "/a", "$host;\n", "1.2.3.4", ":1\n",
+        ] {
+            assert!(!text.contains(bad), "{bad:?} reached a config:\n{text}");
+        }
+    }
+    assert!(lists.contains("good.example.com") && nx.text.contains("location ^~ /ok/"));
+}

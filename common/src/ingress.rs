@@ -1,0 +1,994 @@
+//! Ingresses → routes: a pure translation from Kubernetes `networking.k8s.io/v1`
+//! Ingresses (with their IngressClasses, Services, EndpointSlices and what the watcher
+//! learned about the TLS Secrets, never their bytes) to the [`crate::routes`] model of one
+//! VIP, plus a [`Problem`] for everything refused.
+//!
+//! Two steps, so that the plan can allocate a VIP per pool in between:
+//!
+//! 1. [`select`]: which Ingresses are ours (class) and in which pool
+//!    (`loadbalancer/pool`, default `default`);
+//! 2. [`routes_for_vip`]: the listeners of one VIP from the Ingresses of its pool.
+//!
+//! **Class.** An Ingress is ours when `spec.ingressClassName` names an IngressClass whose
+//! `spec.controller` is [`CONTROLLER`]; else when its legacy annotation
+//! `kubernetes.io/ingress.class` names such a class (or is [`DEFAULT_CLASS_NAME`]); else,
+//! with neither (an empty one counts as none), when one of our classes is marked default
+//! (`ingressclass.kubernetes.io/is-default-class: "true"`) and no other controller's
+//! class is. Ingresses of other classes are never looked at: no route, no problem.
+//!
+//! **Precedence** (the Ingress API's): Ingresses in order of creation, then
+//! namespace/name. Exact hosts before `*.` wildcards (one label) before rules without a
+//! host; within a host Exact paths, then Prefix paths longest first, element-wise
+//! (`/foo` matches `/foo` and `/foo/bar`, not `/foobar`; a trailing `/` is ignored);
+//! `ImplementationSpecific` is Prefix. A request whose host matches but whose path does
+//! not gets `defaultBackend` (of the oldest Ingress that has one), else 404.
+//!
+//! **Conflicts.** Two Ingresses claiming the same host and path (same type, after
+//! canonicalisation) on the same port: the older keeps it, the newer gets a
+//! [`reason::PATH_CONFLICT`] problem for that path (its other paths still work). The same
+//! for `defaultBackend`, for a host's certificate, for a backend's stickiness and for a
+//! custom port used as HTTP by one Ingress and HTTPS by another.
+//!
+//! **Validation.** Hosts and paths are parsed into [`Hostname`] and [`HttpPath`]; a
+//! value that does not parse skips its rule (or path, or TLS host) with a problem and
+//! never reaches the model. Annotations are validated like the Service ones.
+
+use crate::names::{ObjectName, PoolName, PortName, ServiceKey};
+use crate::problem::{ObjRef, Reason};
+use crate::routes::{
+    BackendId, BackendState, CertFile, Certificate, CookieName, FixedStatus, Hostname, HttpPath,
+    HttpRoutes, Listener, ListenerProtocol, ListenerTls, PathMatch, Redirect, RedirectStatus,
+    RouteAction, RouteMatch, RouteRule, Scheme, SecretName, Sticky, VirtualHost,
+};
+use crate::state::{Endpoint, Problem};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+use std::rc::Rc;
+
+/// Our IngressClass `spec.controller`.
+pub const CONTROLLER: &str = "k8slb.io/ingress-controller";
+/// The IngressClass name the manifests create; also accepted as the legacy annotation's
+/// value when no IngressClass object exists (files mode).
+pub const DEFAULT_CLASS_NAME: &str = "k8slb";
+/// The legacy class annotation (before `spec.ingressClassName`).
+pub const CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
+/// On an IngressClass: Ingresses without a class belong to it.
+pub const DEFAULT_CLASS_MARK: &str = "ingressclass.kubernetes.io/is-default-class";
+/// The only Secret type whose certificates are used.
+pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
+/// Paths under this prefix are never redirected to HTTPS (ACME HTTP-01 challenges, which
+/// cert-manager answers before the certificate exists).
+pub const ACME_CHALLENGE_PREFIX: &str = "/.well-known/acme-challenge/";
+pub const DEFAULT_HTTP_PORT: u16 = 80;
+pub const DEFAULT_HTTPS_PORT: u16 = 443;
+/// Cookie name of `loadbalancer/stickiness: cookie` without `loadbalancer/stickiness-cookie`.
+pub const DEFAULT_COOKIE: &str = "K8SLB";
+
+/// Problem reasons of this module, in one place (to become variants of the common
+/// `Reason` enum).
+pub mod reason {
+    //! The Ingress reasons, as the typed [`Reason`](crate::problem::Reason) values.
+    use crate::problem::Reason;
+    pub const INVALID_HOST: Reason = Reason::InvalidHost;
+    pub const INVALID_PATH: Reason = Reason::InvalidPath;
+    pub const PATH_CONFLICT: Reason = Reason::PathConflict;
+    pub const DEFAULT_BACKEND_CONFLICT: Reason = Reason::DefaultBackendConflict;
+    pub const CERTIFICATE_CONFLICT: Reason = Reason::CertificateConflict;
+    pub const STICKINESS_CONFLICT: Reason = Reason::StickinessConflict;
+    pub const PORT_CONFLICT: Reason = Reason::PortConflict;
+    pub const SERVICE_NOT_FOUND: Reason = Reason::ServiceNotFound;
+    pub const SERVICE_PORT_NOT_FOUND: Reason = Reason::ServicePortNotFound;
+    pub const UNSUPPORTED_BACKEND: Reason = Reason::UnsupportedBackend;
+    pub const SECRET_NOT_FOUND: Reason = Reason::SecretNotFound;
+    pub const SECRET_WRONG_TYPE: Reason = Reason::SecretWrongType;
+    pub const SECRET_INVALID: Reason = Reason::SecretInvalid;
+    pub const INVALID_ANNOTATION: Reason = Reason::InvalidAnnotation;
+    pub const UNKNOWN_ANNOTATION: Reason = Reason::UnknownAnnotation;
+    pub const INVALID_POOL: Reason = Reason::InvalidPool;
+    pub const NOTHING_TO_SERVE: Reason = Reason::NothingToServe;
+    pub const DUPLICATE_INGRESS: Reason = Reason::DuplicateIngress;
+}
+
+/// What the watcher knows about a Secret an Ingress names: its type and whether its
+/// certificate parsed and matched its key. Never the key material.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretMeta {
+    pub namespace: String,
+    pub name: String,
+    pub type_: String,
+    pub valid: bool,
+}
+
+/// The objects the translation reads.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IngressInput<'a> {
+    pub ingresses: &'a [Ingress],
+    pub classes: &'a [IngressClass],
+    pub services: &'a [Service],
+    pub slices: &'a [EndpointSlice],
+    pub secrets: &'a [SecretMeta],
+}
+
+/// The VIP being built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VipOptions {
+    pub ip: IpAddr,
+    pub pool: PoolName,
+    /// The pool's own certificate (`<certPath>/<pool>.pem`) exists on the nodes: it is
+    /// the default certificate of the HTTPS listeners.
+    pub pool_certificate: bool,
+}
+
+/// Our Ingresses, by pool, each list in precedence order (creation, namespace, name).
+#[derive(Debug, Clone, Default)]
+pub struct Selection<'a> {
+    pub by_pool: BTreeMap<PoolName, Vec<&'a Ingress>>,
+    pub problems: Vec<Problem>,
+}
+
+/// The routes of one VIP.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VipRoutes {
+    pub routes: HttpRoutes,
+    /// Sorted, deduplicated.
+    pub problems: Vec<Problem>,
+}
+
+/// `"Ingress <ns>/<name>"`, printable whatever the names hold.
+fn object(ing: &Ingress) -> ObjRef {
+    ObjRef::Ingress {
+        namespace: short(ns_of(ing)),
+        name: short(name_of(ing)),
+    }
+}
+
+fn ns_of(ing: &Ingress) -> &str {
+    ing.metadata.namespace.as_deref().unwrap_or("default")
+}
+
+fn name_of(ing: &Ingress) -> &str {
+    ing.metadata.name.as_deref().unwrap_or_default()
+}
+
+fn short(s: &str) -> String {
+    s.escape_debug().take(64).collect()
+}
+
+fn problem(ing: &Ingress, reason: Reason, message: String) -> Problem {
+    Problem {
+        object: object(ing),
+        reason,
+        message,
+    }
+}
+
+/// Is this Ingress ours? See the module documentation.
+pub fn is_ours(ing: &Ingress, classes: &[IngressClass]) -> bool {
+    let ours = |c: &IngressClass| {
+        c.spec.as_ref().and_then(|s| s.controller.as_deref()) == Some(CONTROLLER)
+    };
+    let named_ours = |name: &str| {
+        classes
+            .iter()
+            .any(|c| c.metadata.name.as_deref() == Some(name) && ours(c))
+    };
+    // An empty class (`ingressClassName: ""`) is no class.
+    if let Some(name) = ing
+        .spec
+        .as_ref()
+        .and_then(|s| s.ingress_class_name.as_deref())
+        .filter(|n| !n.is_empty())
+    {
+        return named_ours(name);
+    }
+    if let Some(name) = ing
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CLASS_ANNOTATION))
+        .filter(|n| !n.trim().is_empty())
+    {
+        return name == DEFAULT_CLASS_NAME || named_ours(name);
+    }
+    let is_default = |c: &&IngressClass| {
+        c.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(DEFAULT_CLASS_MARK))
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    };
+    let defaults: Vec<&IngressClass> = classes.iter().filter(is_default).collect();
+    !defaults.is_empty() && defaults.iter().all(|c| ours(c))
+}
+
+/// Our Ingresses by pool. An Ingress listed twice (two files) counts once: the first read.
+pub fn select<'a>(ingresses: &'a [Ingress], classes: &[IngressClass]) -> Selection<'a> {
+    let mut out = Selection::default();
+    let mut seen = BTreeSet::new();
+    let mut ours: Vec<&Ingress> = Vec::new();
+    for ing in ingresses.iter().filter(|i| is_ours(i, classes)) {
+        if seen.insert((ns_of(ing), name_of(ing))) {
+            ours.push(ing);
+        } else {
+            out.problems.push(problem(
+                ing,
+                reason::DUPLICATE_INGRESS,
+                "listed more than once; the first copy read is used".into(),
+            ));
+        }
+    }
+    ours.sort_by(|a, b| {
+        (&a.metadata.creation_timestamp, ns_of(a), name_of(a)).cmp(&(
+            &b.metadata.creation_timestamp,
+            ns_of(b),
+            name_of(b),
+        ))
+    });
+    for ing in ours {
+        let pool = annotations(ing)
+            .into_iter()
+            .find(|(k, _)| k == "pool")
+            .map(|(_, v)| v);
+        match pool.as_deref().unwrap_or("default").parse::<PoolName>() {
+            Ok(p) => out.by_pool.entry(p).or_default().push(ing),
+            Err(e) => out.problems.push(problem(
+                ing,
+                reason::INVALID_POOL,
+                format!("loadbalancer/pool: {e}; not served"),
+            )),
+        }
+    }
+    out
+}
+
+/// `loadbalancer/*` annotations: (option lowercased, value trimmed).
+fn annotations(ing: &Ingress) -> Vec<(String, String)> {
+    ing.metadata
+        .annotations
+        .iter()
+        .flatten()
+        .filter_map(|(k, v)| {
+            let lk = k.to_ascii_lowercase();
+            lk.strip_prefix("loadbalancer/")
+                .map(|o| (o.to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+const KNOWN_ANNOTATIONS: &[&str] = &[
+    "pool",
+    "sslredirect",
+    "http",
+    "http-port",
+    "https-port",
+    "stickiness",
+    "stickiness-cookie",
+];
+
+/// An Ingress's `loadbalancer/*` settings, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Settings {
+    ssl_redirect: bool,
+    http: bool,
+    http_port: u16,
+    https_port: u16,
+    sticky: Option<Sticky>,
+}
+
+impl Settings {
+    fn read(ing: &Ingress, problems: &mut BTreeSet<Problem>) -> Settings {
+        let mut s = Settings {
+            ssl_redirect: true,
+            http: true,
+            http_port: DEFAULT_HTTP_PORT,
+            https_port: DEFAULT_HTTPS_PORT,
+            sticky: None,
+        };
+        let bad = |problems: &mut BTreeSet<Problem>, opt: &str, v: &str, what: &str| {
+            problems.insert(problem(
+                ing,
+                reason::INVALID_ANNOTATION,
+                format!(
+                    "loadbalancer/{opt}: {:?} is not {what}; ignored",
+                    v.chars().take(64).collect::<String>()
+                ),
+            ));
+        };
+        let mut kind: Option<&str> = None;
+        let mut cookie: Option<CookieName> = None;
+        let list = annotations(ing);
+        for (opt, v) in &list {
+            if !KNOWN_ANNOTATIONS.contains(&opt.as_str()) {
+                let why = if opt == "config" {
+                    " (a raw proxy configuration from tenants is not supported, on purpose: see docs/ingress.md)"
+                } else {
+                    ""
+                };
+                problems.insert(problem(
+                    ing,
+                    reason::UNKNOWN_ANNOTATION,
+                    format!(
+                        "annotation loadbalancer/{} is not one of loadbalancer/{{{}}}; ignored{why}",
+                        short(opt),
+                        KNOWN_ANNOTATIONS.join(",")
+                    ),
+                ));
+                continue;
+            }
+            if v.len() > 256 || v.chars().any(char::is_control) {
+                bad(problems, opt, v, "a short single-line value");
+                continue;
+            }
+            let flag = |v: &str| match v.to_ascii_lowercase().as_str() {
+                "true" => Some(true),
+                "false" => Some(false),
+                _ => None,
+            };
+            let port = |v: &str| v.parse::<u16>().ok().filter(|p| *p != 0);
+            match opt.as_str() {
+                "pool" => {} // read by `select`
+                "sslredirect" => match flag(v) {
+                    Some(b) => s.ssl_redirect = b,
+                    None => bad(problems, opt, v, "true or false"),
+                },
+                "http" => match flag(v) {
+                    Some(b) => s.http = b,
+                    None => bad(problems, opt, v, "true or false"),
+                },
+                "http-port" => match port(v) {
+                    Some(p) => s.http_port = p,
+                    None => bad(problems, opt, v, "a port (1-65535)"),
+                },
+                "https-port" => match port(v) {
+                    Some(p) => s.https_port = p,
+                    None => bad(problems, opt, v, "a port (1-65535)"),
+                },
+                "stickiness" => match v.to_ascii_lowercase().as_str() {
+                    "none" | "" => kind = Some("none"),
+                    "source" => kind = Some("source"),
+                    "cookie" => kind = Some("cookie"),
+                    _ => bad(problems, opt, v, "none, source or cookie"),
+                },
+                "stickiness-cookie" => match v.parse::<CookieName>() {
+                    Ok(c) => cookie = Some(c),
+                    Err(_) => bad(
+                        problems,
+                        opt,
+                        v,
+                        "a cookie name (letters, digits, -_.!*+^~)",
+                    ),
+                },
+                _ => unreachable!("unknown options are skipped above"),
+            }
+        }
+        s.sticky = match kind {
+            Some("source") => Some(Sticky::Source),
+            Some("cookie") => Some(Sticky::Cookie {
+                name: cookie.unwrap_or_else(|| DEFAULT_COOKIE.parse().expect("valid")),
+            }),
+            _ => None,
+        };
+        if s.http && s.http_port == s.https_port {
+            problems.insert(problem(
+                ing,
+                reason::PORT_CONFLICT,
+                format!(
+                    "loadbalancer/http-port and https-port are both {}; plain HTTP is off",
+                    s.http_port
+                ),
+            ));
+            s.http = false;
+        }
+        s
+    }
+}
+
+/// Services and EndpointSlices indexed by (namespace, name).
+struct Index<'a> {
+    services: HashMap<(&'a str, &'a str), &'a Service>,
+    slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
+    secrets: HashMap<(&'a str, &'a str), &'a SecretMeta>,
+}
+
+impl<'a> Index<'a> {
+    fn new(input: &IngressInput<'a>) -> Index<'a> {
+        let mut services = HashMap::new();
+        for s in input.services {
+            let ns = s.metadata.namespace.as_deref().unwrap_or("default");
+            let name = s.metadata.name.as_deref().unwrap_or_default();
+            services.entry((ns, name)).or_insert(s);
+        }
+        let mut slices: HashMap<_, Vec<_>> = HashMap::new();
+        for s in input.slices {
+            let svc = s
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(crate::plan::SERVICE_NAME_LABEL));
+            if let Some(svc) = svc.filter(|_| s.address_type != "FQDN") {
+                let ns = s.metadata.namespace.as_deref().unwrap_or("default");
+                slices.entry((ns, svc.as_str())).or_default().push(s);
+            }
+        }
+        let secrets = input
+            .secrets
+            .iter()
+            .map(|s| ((s.namespace.as_str(), s.name.as_str()), s))
+            .collect();
+        Index {
+            services,
+            slices,
+            secrets,
+        }
+    }
+
+    /// The backend of an Ingress backend reference, with the port name and the slices
+    /// its endpoints come from (read only when the backend is new); or why not.
+    #[allow(clippy::type_complexity)]
+    fn backend<'s>(
+        &'s self,
+        ns: &'s str,
+        b: &'s IngressBackend,
+    ) -> Result<(BackendId, Option<PortName>, &'s [&'a EndpointSlice]), (Reason, String)> {
+        let unsupported = |m: String| (reason::UNSUPPORTED_BACKEND, m);
+        if b.resource.is_some() {
+            return Err(unsupported(
+                "a resource backend is not supported (only Services)".into(),
+            ));
+        }
+        let Some(sb) = &b.service else {
+            return Err(unsupported("the backend names no Service".into()));
+        };
+        let not_found = |m: String| (reason::SERVICE_NOT_FOUND, m);
+        let (Ok(namespace), Ok(name)) = (ns.parse::<ObjectName>(), sb.name.parse::<ObjectName>())
+        else {
+            return Err(not_found(format!(
+                "Service {}/{} is not a valid Service name",
+                short(ns),
+                short(&sb.name)
+            )));
+        };
+        let Some(svc) = self.services.get(&(ns, sb.name.as_str())) else {
+            return Err(not_found(format!(
+                "Service {namespace}/{name} does not exist; its paths answer 503"
+            )));
+        };
+        let spec = svc.spec.as_ref();
+        if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
+            return Err(unsupported(format!(
+                "Service {namespace}/{name} is of type ExternalName, which has no endpoints"
+            )));
+        }
+        let ports = spec.and_then(|s| s.ports.as_deref()).unwrap_or_default();
+        let want = sb.port.as_ref();
+        let port = ports.iter().find(|p| {
+            p.protocol.as_deref().unwrap_or("TCP") == "TCP"
+                && match want {
+                    Some(w) if w.number.is_some() => w.number == Some(p.port),
+                    Some(w) => w.name.is_some() && w.name == p.name,
+                    None => false,
+                }
+        });
+        let Some(port) = port else {
+            let which = match want {
+                Some(w) => w
+                    .number
+                    .map(|n| n.to_string())
+                    .or_else(|| w.name.as_deref().map(short))
+                    .unwrap_or_default(),
+                None => String::new(),
+            };
+            return Err((
+                reason::SERVICE_PORT_NOT_FOUND,
+                format!(
+                    "Service {namespace}/{name} has no TCP port {which:?}; its paths answer 503"
+                ),
+            ));
+        };
+        let number = u16::try_from(port.port)
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| {
+                (
+                    reason::SERVICE_PORT_NOT_FOUND,
+                    format!(
+                        "Service {namespace}/{name} port {} is out of range",
+                        port.port
+                    ),
+                )
+            })?;
+        let port_name = port
+            .name
+            .as_deref()
+            .and_then(|n| n.parse::<PortName>().ok());
+        let slices = self
+            .slices
+            .get(&(ns, sb.name.as_str()))
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        Ok((
+            BackendId {
+                service: ServiceKey { namespace, name },
+                port: number,
+            },
+            port_name,
+            slices,
+        ))
+    }
+}
+
+/// Ready endpoints of one Service port, plus terminating-but-serving ones as draining.
+/// The same rule as the plan's Service endpoints (plan.rs `endpoints`, TCP only); kept
+/// here, not shared, while plan.rs is being split (to merge into one helper then).
+fn endpoints(name: Option<&PortName>, slices: &[&EndpointSlice]) -> Vec<Endpoint> {
+    let want = name.map(PortName::as_str).unwrap_or("");
+    let mut best: BTreeMap<(IpAddr, u16), bool> = BTreeMap::new();
+    for s in slices {
+        let Some(sp) = s.ports.as_deref().unwrap_or_default().iter().find(|p| {
+            p.name.as_deref().unwrap_or("") == want
+                && p.protocol.as_deref().unwrap_or("TCP") == "TCP"
+        }) else {
+            continue;
+        };
+        let Some(port) = sp
+            .port
+            .and_then(|p| u16::try_from(p).ok())
+            .filter(|p| *p != 0)
+        else {
+            continue;
+        };
+        for ep in &s.endpoints {
+            let c = ep.conditions.as_ref();
+            let ready = c.and_then(|c| c.ready).unwrap_or(true);
+            let terminating = c.and_then(|c| c.terminating).unwrap_or(false);
+            let serving = c.and_then(|c| c.serving).unwrap_or(ready);
+            let draining = if ready && !terminating {
+                false
+            } else if terminating && serving {
+                true
+            } else {
+                continue;
+            };
+            for a in &ep.addresses {
+                if let Ok(ip) = a.parse::<IpAddr>() {
+                    let e = best.entry((ip, port)).or_insert(draining);
+                    *e = *e && draining;
+                }
+            }
+        }
+    }
+    best.into_iter()
+        .map(|((ip, port), draining)| Endpoint { ip, port, draining })
+        .collect()
+}
+
+/// A listener being built.
+struct Building {
+    protocol: ListenerProtocol,
+    /// The Ingress that first used the port (owner of its protocol).
+    owner: Rc<str>,
+    hosts: BTreeMap<Option<Hostname>, Vec<RouteRule>>,
+    /// (host, match) → the Ingress that claimed it.
+    claims: HashMap<(Option<Hostname>, RouteMatch), Rc<str>>,
+    default_action: Option<(RouteAction, Rc<str>)>,
+    /// SNI host → (certificate, Ingress).
+    certs: BTreeMap<Hostname, (CertFile, Rc<str>)>,
+    /// First certificate of a `spec.tls` entry without hosts.
+    hostless_cert: Option<CertFile>,
+}
+
+/// A `spec.tls` certificate of one Ingress that can be served.
+struct TlsEntry {
+    file: CertFile,
+    /// Empty: the entry names no hosts (a default certificate candidate).
+    hosts: Vec<Hostname>,
+}
+
+impl TlsEntry {
+    fn covers(&self, host: Option<&Hostname>) -> bool {
+        match host {
+            None => self.hosts.is_empty(),
+            Some(h) => self
+                .hosts
+                .iter()
+                .any(|t| t == h || (!h.is_wildcard() && t.is_wildcard() && t.matches(h.as_str()))),
+        }
+    }
+}
+
+/// The listeners of one VIP from `ingresses` (those of its pool, in precedence order,
+/// as [`select`] gives them).
+pub fn routes_for_vip(
+    ingresses: &[&Ingress],
+    input: &IngressInput<'_>,
+    opts: &VipOptions,
+) -> VipRoutes {
+    let idx = Index::new(input);
+    let mut problems = BTreeSet::new();
+    let mut listeners: BTreeMap<u16, Building> = BTreeMap::new();
+    let mut backends: BTreeMap<BackendId, (BackendState, Rc<str>)> = BTreeMap::new();
+
+    for ing in ingresses {
+        let me: Rc<str> = object(ing).to_string().into();
+        let ns = ns_of(ing);
+        let settings = Settings::read(ing, &mut problems);
+        let no_spec = Default::default();
+        let spec: &k8s_openapi::api::networking::v1::IngressSpec =
+            ing.spec.as_ref().unwrap_or(&no_spec);
+        let tls = tls_entries(ing, &idx, &mut problems);
+
+        // The ports this Ingress serves on, and their protocols.
+        let mut ports: Vec<(u16, ListenerProtocol)> = Vec::new();
+        if settings.http {
+            ports.push((settings.http_port, ListenerProtocol::Http));
+        }
+        if !tls.is_empty() {
+            ports.push((settings.https_port, ListenerProtocol::Https));
+        }
+        ports.retain(|&(port, protocol)| {
+            let l = listeners.entry(port).or_insert_with(|| Building {
+                protocol,
+                owner: me.clone(),
+                hosts: BTreeMap::new(),
+                claims: HashMap::new(),
+                default_action: None,
+                certs: BTreeMap::new(),
+                hostless_cert: None,
+            });
+            if l.protocol != protocol {
+                problems.insert(problem(
+                    ing,
+                    reason::PORT_CONFLICT,
+                    format!(
+                        "port {port} is already {} for {}; not served on it as {}",
+                        proto_name(l.protocol),
+                        l.owner,
+                        proto_name(protocol)
+                    ),
+                ));
+                return false;
+            }
+            true
+        });
+        if ports.is_empty() {
+            problems.insert(problem(
+                ing,
+                reason::NOTHING_TO_SERVE,
+                "plain HTTP is off (loadbalancer/http: false) and no TLS certificate can be served; nothing is served".into(),
+            ));
+            continue;
+        }
+
+        // HTTP is redirected only to an HTTPS port this Ingress really got.
+        let https_served = ports.iter().any(|&(_, p)| p == ListenerProtocol::Https);
+
+        // Certificates, for SNI.
+        for &(port, protocol) in &ports {
+            if protocol != ListenerProtocol::Https {
+                continue;
+            }
+            let l = listeners.get_mut(&port).expect("inserted above");
+            for t in &tls {
+                if t.hosts.is_empty() && l.hostless_cert.is_none() {
+                    l.hostless_cert = Some(t.file.clone());
+                }
+                for h in &t.hosts {
+                    match l.certs.get(h) {
+                        Some((f, owner)) if f != &t.file => {
+                            problems.insert(problem(
+                                ing,
+                                reason::CERTIFICATE_CONFLICT,
+                                format!("host {h} already has a certificate on port {port} from {owner}; this Ingress's is not used for it"),
+                            ));
+                        }
+                        Some(_) => {}
+                        None => {
+                            l.certs.insert(h.clone(), (t.file.clone(), me.clone()));
+                        }
+                    }
+                }
+            }
+        }
+
+        // The paths.
+        let mut add = |host: Option<Hostname>,
+                       m: RouteMatch,
+                       action: RouteAction,
+                       problems: &mut BTreeSet<Problem>| {
+            for &(port, protocol) in &ports {
+                let l = listeners.get_mut(&port).expect("inserted above");
+                match l.claims.entry((host.clone(), m.clone())) {
+                    std::collections::hash_map::Entry::Occupied(o) if o.get() != &me => {
+                        let owner = o.get();
+                        problems.insert(problem(
+                            ing,
+                            reason::PATH_CONFLICT,
+                            format!(
+                                "host {} path {} on port {port} is already served for {owner} (older); not served for this Ingress",
+                                host.as_ref().map_or("*", Hostname::as_str),
+                                describe_match(&m)
+                            ),
+                        ));
+                        continue;
+                    }
+                    // The same path twice in one Ingress: the first.
+                    std::collections::hash_map::Entry::Occupied(_) => continue,
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(me.clone());
+                    }
+                }
+                let redirect = protocol == ListenerProtocol::Http
+                    && settings.ssl_redirect
+                    && https_served
+                    && tls.iter().any(|t| t.covers(host.as_ref()))
+                    && !is_acme(&m);
+                let action = if redirect {
+                    RouteAction::Redirect(Redirect {
+                        scheme: Some(Scheme::Https),
+                        host: None,
+                        port: (settings.https_port != DEFAULT_HTTPS_PORT)
+                            .then_some(settings.https_port),
+                        path: None,
+                        status: RedirectStatus::PermanentRedirect308,
+                    })
+                } else {
+                    action.clone()
+                };
+                l.hosts.entry(host.clone()).or_default().push(RouteRule {
+                    matches: m.clone(),
+                    action,
+                });
+            }
+        };
+
+        let mut resolve = |b: &IngressBackend, problems: &mut BTreeSet<Problem>| match idx
+            .backend(ns, b)
+        {
+            Ok((id, port_name, slices)) => {
+                match backends.get(&id) {
+                    Some((st, owner)) if st.stickiness != settings.sticky && owner != &me => {
+                        problems.insert(problem(
+                            ing,
+                            reason::STICKINESS_CONFLICT,
+                            format!("backend {id} already has the stickiness of {owner} (older); this Ingress's is not applied"),
+                        ));
+                    }
+                    Some(_) => {}
+                    None => {
+                        backends.insert(
+                            id.clone(),
+                            (
+                                BackendState {
+                                    endpoints: endpoints(port_name.as_ref(), slices),
+                                    stickiness: settings.sticky.clone(),
+                                },
+                                me.clone(),
+                            ),
+                        );
+                    }
+                }
+                RouteAction::forward(id)
+            }
+            Err((why, message)) => {
+                problems.insert(problem(ing, why, message));
+                RouteAction::Respond {
+                    status: FixedStatus::ServiceUnavailable503,
+                }
+            }
+        };
+
+        for rule in spec.rules.iter().flatten() {
+            let host = match rule.host.as_deref().unwrap_or("") {
+                "" => None,
+                h => match h.parse::<Hostname>() {
+                    Ok(h) => Some(h),
+                    Err(e) => {
+                        problems.insert(problem(
+                            ing,
+                            reason::INVALID_HOST,
+                            format!("rule skipped: {e}"),
+                        ));
+                        continue;
+                    }
+                },
+            };
+            let Some(http) = &rule.http else { continue };
+            for p in &http.paths {
+                let raw = p.path.as_deref().unwrap_or("");
+                let raw = if raw.is_empty() && p.path_type == "ImplementationSpecific" {
+                    "/"
+                } else {
+                    raw
+                };
+                let path = match raw.parse::<HttpPath>() {
+                    Ok(p) => p,
+                    Err(e) => {
+                        problems.insert(problem(
+                            ing,
+                            reason::INVALID_PATH,
+                            format!("path skipped: {e}"),
+                        ));
+                        continue;
+                    }
+                };
+                let m = match p.path_type.as_str() {
+                    "Exact" => PathMatch::Exact(path),
+                    "Prefix" | "ImplementationSpecific" => PathMatch::prefix(&path),
+                    other => {
+                        problems.insert(problem(
+                            ing,
+                            reason::INVALID_PATH,
+                            format!("path skipped: pathType {:?} is not Exact, Prefix or ImplementationSpecific", short(other)),
+                        ));
+                        continue;
+                    }
+                };
+                let action = resolve(&p.backend, &mut problems);
+                add(host.clone(), RouteMatch { path: m }, action, &mut problems);
+            }
+        }
+
+        if let Some(db) = &spec.default_backend {
+            let action = resolve(db, &mut problems);
+            for &(port, _) in &ports {
+                let l = listeners.get_mut(&port).expect("inserted above");
+                match &l.default_action {
+                    Some((_, owner)) if owner != &me => {
+                        problems.insert(problem(
+                            ing,
+                            reason::DEFAULT_BACKEND_CONFLICT,
+                            format!("port {port} already has the defaultBackend of {owner} (older); this one is not used"),
+                        ));
+                    }
+                    Some(_) => {}
+                    None => l.default_action = Some((action.clone(), me.clone())),
+                }
+            }
+        }
+    }
+
+    let mut routes = HttpRoutes {
+        listeners: Vec::new(),
+        backends: backends.into_iter().map(|(k, (v, _))| (k, v)).collect(),
+    };
+    for (port, b) in listeners {
+        let tls = (b.protocol == ListenerProtocol::Https).then(|| {
+            let mut by_file: BTreeMap<CertFile, Vec<Hostname>> = BTreeMap::new();
+            for (h, (f, _)) in b.certs {
+                by_file.entry(f).or_default().push(h);
+            }
+            ListenerTls {
+                certificates: by_file
+                    .into_iter()
+                    .map(|(file, hosts)| Certificate { file, hosts })
+                    .collect(),
+                default_certificate: if opts.pool_certificate {
+                    Some(CertFile::Pool {
+                        pool: opts.pool.clone(),
+                    })
+                } else {
+                    b.hostless_cert
+                },
+            }
+        });
+        let mut l = Listener {
+            ip: opts.ip,
+            port,
+            protocol: b.protocol,
+            tls,
+            virtual_hosts: b
+                .hosts
+                .into_iter()
+                .map(|(host, rules)| {
+                    let mut v = VirtualHost { host, rules };
+                    v.sort_rules();
+                    v
+                })
+                .collect(),
+            default_action: b.default_action.map(|(a, _)| a),
+        };
+        l.sort_virtual_hosts();
+        routes.listeners.push(l);
+    }
+    routes.normalize();
+    VipRoutes {
+        routes,
+        problems: problems.into_iter().collect(),
+    }
+}
+
+/// The `spec.tls` entries of `ing` whose Secret can be served, with problems for the rest.
+fn tls_entries(ing: &Ingress, idx: &Index<'_>, problems: &mut BTreeSet<Problem>) -> Vec<TlsEntry> {
+    let ns = ns_of(ing);
+    let mut out = Vec::new();
+    for t in ing.spec.iter().flat_map(|s| s.tls.iter().flatten()) {
+        let raw = t.secret_name.as_deref().unwrap_or("");
+        let (Ok(namespace), Ok(name)) = (ns.parse::<ObjectName>(), raw.parse::<SecretName>())
+        else {
+            problems.insert(problem(
+                ing,
+                reason::SECRET_NOT_FOUND,
+                format!("spec.tls secretName {:?} is not a valid Secret name; its hosts get no certificate", short(raw)),
+            ));
+            continue;
+        };
+        match idx.secrets.get(&(ns, raw)) {
+            None => {
+                problems.insert(problem(
+                    ing,
+                    reason::SECRET_NOT_FOUND,
+                    format!(
+                        "Secret {namespace}/{name} does not exist; its hosts get no certificate"
+                    ),
+                ));
+                continue;
+            }
+            Some(s) if s.type_ != TLS_SECRET_TYPE => {
+                problems.insert(problem(
+                    ing,
+                    reason::SECRET_WRONG_TYPE,
+                    format!(
+                        "Secret {namespace}/{name} is of type {:?}, not {TLS_SECRET_TYPE}; its hosts get no certificate",
+                        short(&s.type_)
+                    ),
+                ));
+                continue;
+            }
+            Some(s) if !s.valid => {
+                problems.insert(problem(
+                    ing,
+                    reason::SECRET_INVALID,
+                    format!("Secret {namespace}/{name} does not hold a usable certificate and matching key; its hosts get no certificate"),
+                ));
+                continue;
+            }
+            Some(_) => {}
+        }
+        let mut hosts = Vec::new();
+        for h in t.hosts.iter().flatten() {
+            match h.parse::<Hostname>() {
+                Ok(h) => hosts.push(h),
+                Err(e) => {
+                    problems.insert(problem(
+                        ing,
+                        reason::INVALID_HOST,
+                        format!("spec.tls host skipped: {e}"),
+                    ));
+                }
+            }
+        }
+        if hosts.is_empty() && t.hosts.as_ref().is_some_and(|h| !h.is_empty()) {
+            continue; // every host refused: not a default certificate either
+        }
+        hosts.sort();
+        hosts.dedup();
+        out.push(TlsEntry {
+            file: CertFile::Secret { namespace, name },
+            hosts,
+        });
+    }
+    out
+}
+
+fn is_acme(m: &RouteMatch) -> bool {
+    match &m.path {
+        PathMatch::Exact(p) | PathMatch::Prefix(p) => p.as_str().starts_with(ACME_CHALLENGE_PREFIX),
+    }
+}
+
+fn describe_match(m: &RouteMatch) -> String {
+    match &m.path {
+        PathMatch::Exact(p) => format!("{p} (Exact)"),
+        PathMatch::Prefix(p) => format!("{p} (Prefix)"),
+    }
+}
+
+fn proto_name(p: ListenerProtocol) -> &'static str {
+    match p {
+        ListenerProtocol::Http => "HTTP",
+        ListenerProtocol::Https => "HTTPS",
+    }
+}

@@ -1,0 +1,822 @@
+//! The L7 route model: what an HTTP(S) proxy on a VIP must do, independent of where it
+//! came from (Ingress today, Gateway API HTTPRoute next) and of who serves it (HAProxy,
+//! nginx). Sources translate into it ([`crate::ingress`]); providers render it.
+//!
+//! ```text
+//! HttpRoutes
+//!  ├─ listeners: (ip, port) → HTTP | HTTPS (TLS: certificates chosen by SNI + a default)
+//!  │    └─ virtual hosts, in precedence order: exact hosts, then `*.` wildcards, then any
+//!  │         └─ rules, in precedence order: matches → action
+//!  │              (forward to weighted backends | redirect | fixed status)
+//!  │    └─ default action (no virtual host, or no rule of the matched host, matched)
+//!  └─ backends: BackendId (`<namespace>/<service>:<port>`) → endpoints, stickiness
+//! ```
+//!
+//! Decisions:
+//! - **Backends are a separate table.** Rules name a [`BackendId`]; the endpoints live in
+//!   [`HttpRoutes::backends`]. Endpoint churn changes only that table, which a provider
+//!   applies without a reload (HAProxy Runtime API); anything in `listeners` is structural.
+//! - **Order is part of the model.** Virtual hosts and rules are stored in the order they
+//!   are tried; the first match wins ([`HttpRoutes::route`] is the reference). Sources
+//!   sort them by their API's precedence ([`VirtualHost::sort_rules`] implements the
+//!   Ingress one); providers render them in that order.
+//! - **A host that matches but whose rules do not** gets the listener's default action,
+//!   never the rules of a less specific host (what ingress-nginx does, and what the Ingress
+//!   API's "default backend" means). A Gateway API source that wants fall-through copies
+//!   the less specific rules into the more specific host.
+//! - **No key material.** A certificate is a [`CertFile`]: which node-side file holds it.
+//! - **Every string is a validated newtype** ([`Hostname`], [`HttpPath`], [`HeaderName`],
+//!   [`CookieName`], [`SecretName`]), parsed once at the boundary and trusted afterwards:
+//!   none of them can hold whitespace, quotes, braces, `;`, `#`, `$`, `\` or control
+//!   characters, so a template may paste them into haproxy.cfg or nginx.conf.
+//! - **Deterministic.** Maps are `BTreeMap`s, lists are sorted or in precedence order:
+//!   the same input serialises byte-identically.
+//!
+//! Room for Gateway API: [`RouteMatch`] is a struct so that header, query-parameter and
+//! method matches are added as fields (`#[serde(default, skip_serializing_if = ..)]`, an
+//! additive schema change); [`RouteAction::Forward`] already carries weights; redirects
+//! carry scheme, host, port, path and status. URL rewrite and header modifiers will be
+//! fields of [`RouteRule`] (filters), not new actions.
+
+use crate::names::{NameError, ObjectName, PoolName, ServiceKey};
+use crate::state::Endpoint;
+use serde::{Deserialize, Deserializer, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::str::FromStr;
+
+fn err(what: &'static str, value: &str, why: &'static str) -> NameError {
+    let mut v: String = value.chars().take(80).collect();
+    if value.chars().count() > 80 {
+        v.push('…');
+    }
+    NameError {
+        what,
+        value: v,
+        why,
+    }
+}
+
+/// A newtype over `String` whose only constructor is `FromStr` (and serde through it).
+macro_rules! checked_string {
+    ($(#[$m:meta])* $name:ident, $what:literal, $check:expr, $why:literal) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = NameError;
+            fn from_str(s: &str) -> Result<Self, NameError> {
+                let check: fn(&str) -> bool = $check;
+                if check(s) {
+                    Ok(Self(s.to_string()))
+                } else {
+                    Err(err($what, s, $why))
+                }
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                String::deserialize(d)?
+                    .parse()
+                    .map_err(serde::de::Error::custom)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+fn is_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_label)
+}
+
+checked_string!(
+    /// A host name as the Ingress API and Gateway API accept it: an RFC 1123 subdomain in
+    /// lowercase, or `*.` followed by one (a wildcard, which matches exactly one more
+    /// label: `*.example.com` matches `a.example.com`, not `example.com` nor
+    /// `a.b.example.com`). IPv4 addresses are refused (the Ingress API refuses them too).
+    Hostname,
+    "host",
+    |s| {
+        let rest = s.strip_prefix("*.").unwrap_or(s);
+        is_subdomain(rest)
+            && s.len() <= 253
+            && rest.parse::<std::net::Ipv4Addr>().is_err()
+    },
+    "must be a lowercase RFC 1123 host name (letters, digits, '-', '.'), optionally starting with '*.'"
+);
+
+impl Hostname {
+    pub fn is_wildcard(&self) -> bool {
+        self.0.starts_with("*.")
+    }
+
+    /// For a wildcard, the part after `*` (`.example.com`).
+    pub fn wildcard_suffix(&self) -> Option<&str> {
+        self.0.strip_prefix('*')
+    }
+
+    /// Does this host match the (already lowercased, port-less) request host?
+    pub fn matches(&self, request_host: &str) -> bool {
+        match self.wildcard_suffix() {
+            Some(suffix) => request_host
+                .strip_suffix(suffix)
+                .is_some_and(|label| !label.is_empty() && !label.contains('.')),
+            None => self.0 == request_host,
+        }
+    }
+}
+
+/// Characters of a path segment we accept: RFC 3986 `pchar` without `%` (percent-encoding:
+/// HAProxy matches the raw path, nginx the decoded one, so an encoded path would route
+/// differently on the two), without the sub-delims that mean something in a proxy config
+/// (`'`, `(`, `)`, `;`, `$`), and `/`.
+fn is_path_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~!*+,=:@&/".contains(&b)
+}
+
+checked_string!(
+    /// A URL path to match or redirect to: starts with `/`, at most 1024 bytes, only
+    /// unreserved characters, `/` and `!*+,=:@&`; no empty, `.` or `..` segment (the
+    /// Ingress API refuses `//`, `/./` and `/../` too). Percent-encoding, quotes,
+    /// spaces, `;`, `#`, `?`, braces and `$` are refused.
+    HttpPath,
+    "path",
+    |s| {
+        if !(s.starts_with('/') && s.len() <= 1024 && s.bytes().all(is_path_byte)) {
+            return false;
+        }
+        let segs: Vec<&str> = s[1..].split('/').collect();
+        // A trailing '/' gives one empty last segment, which is fine.
+        !segs.iter().enumerate().any(|(i, seg)| {
+            (seg.is_empty() && i + 1 < segs.len()) || *seg == "." || *seg == ".."
+        })
+    },
+    "must start with '/' and hold only letters, digits, '/' and -._~!*+,=:@& (no empty, '.' or '..' segments, no percent-encoding)"
+);
+
+impl HttpPath {
+    /// The root path `/`.
+    pub fn root() -> HttpPath {
+        HttpPath("/".into())
+    }
+
+    /// The path without a trailing `/` (`/` stays `/`): the canonical form of a Prefix.
+    pub fn trim_trailing_slash(&self) -> HttpPath {
+        let t = self.0.trim_end_matches('/');
+        if t.is_empty() {
+            HttpPath::root()
+        } else {
+            HttpPath(t.to_string())
+        }
+    }
+}
+
+/// The RFC 7230 `token` characters we accept: letters, digits and `-_.!*+^~`. The other
+/// token characters (`#`, `'`, `$`, `%`, `&`, `|`, `` ` ``) mean something in
+/// haproxy.cfg or nginx.conf and are refused.
+fn is_token(s: &str, max: usize) -> bool {
+    !s.is_empty()
+        && s.len() <= max
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.!*+^~".contains(&b))
+}
+
+checked_string!(
+    /// An HTTP header name (RFC 7230 token, narrowed, see [`is_token`]), at most 256 bytes.
+    HeaderName,
+    "header name",
+    |s| is_token(s, 256),
+    "must be an HTTP token of letters, digits and -_.!*+^~"
+);
+
+checked_string!(
+    /// A cookie name for cookie stickiness (RFC 6265 token, narrowed), at most 64 bytes.
+    CookieName,
+    "cookie name",
+    |s| is_token(s, 64),
+    "must be a cookie token of letters, digits and -_.!*+^~"
+);
+
+checked_string!(
+    /// A Secret name (RFC 1123 subdomain, lowercase).
+    SecretName,
+    "secret name",
+    is_subdomain,
+    "must be a lowercase RFC 1123 subdomain"
+);
+
+/// Where a certificate (chain + key) lives on the LB nodes. Never the key itself.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum CertFile {
+    /// The pool's admin-provided file, `<certPath>/<pool>.pem` (and `.key` for nginx).
+    Pool { pool: PoolName },
+    /// A `kubernetes.io/tls` Secret, written by the actor (from what the watcher
+    /// publishes) to `<secret cert dir>/<namespace>_<name>.pem` (and `.key`).
+    Secret {
+        namespace: ObjectName,
+        name: SecretName,
+    },
+}
+
+impl CertFile {
+    /// The file stem under its directory: `<pool>` or `<namespace>_<name>` (neither part
+    /// can hold `_` nor `/`, so distinct Secrets never share a stem).
+    pub fn stem(&self) -> String {
+        match self {
+            CertFile::Pool { pool } => pool.to_string(),
+            CertFile::Secret { namespace, name } => format!("{namespace}_{name}"),
+        }
+    }
+}
+
+/// Everything one VIP (or several, with the same listeners) serves over HTTP(S).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRoutes {
+    /// Sorted by (ip, port); one per (ip, port).
+    pub listeners: Vec<Listener>,
+    /// Every backend a rule names.
+    pub backends: BTreeMap<BackendId, BackendState>,
+}
+
+impl HttpRoutes {
+    pub fn is_empty(&self) -> bool {
+        self.listeners.is_empty() && self.backends.is_empty()
+    }
+
+    /// The reference router: what a request for `host` (any case, with or without
+    /// `:port`) and `path` (without the query) to `ip:port` gets. Providers render the
+    /// same decisions; the table tests pin them down here.
+    pub fn route(&self, ip: IpAddr, port: u16, host: &str, path: &str) -> Option<&RouteAction> {
+        let l = self
+            .listeners
+            .iter()
+            .find(|l| l.ip == ip && l.port == port)?;
+        l.route(host, path)
+    }
+
+    /// Sort listeners by (ip, port). Sources call it once after building.
+    pub fn normalize(&mut self) {
+        self.listeners.sort_by_key(|l| (l.ip, l.port));
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListenerProtocol {
+    Http,
+    /// TLS terminated here; `tls` is set.
+    Https,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listener {
+    pub ip: IpAddr,
+    pub port: u16,
+    pub protocol: ListenerProtocol,
+    /// Set iff `protocol` is HTTPS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ListenerTls>,
+    /// In precedence order: exact hosts, then wildcards, then the one any-host entry
+    /// (see [`VirtualHost::precedence`]).
+    pub virtual_hosts: Vec<VirtualHost>,
+    /// What a request gets when no virtual host, or no rule of its virtual host,
+    /// matches. `None`: 404.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_action: Option<RouteAction>,
+}
+
+impl Listener {
+    /// See [`HttpRoutes::route`].
+    pub fn route(&self, host: &str, path: &str) -> Option<&RouteAction> {
+        let host = host_without_port(host).to_ascii_lowercase();
+        let vh = self
+            .virtual_hosts
+            .iter()
+            .find(|v| v.host.as_ref().is_none_or(|h| h.matches(&host)));
+        vh.and_then(|v| v.rules.iter().find(|r| r.matches.matches(path)))
+            .map(|r| &r.action)
+            .or(self.default_action.as_ref())
+    }
+
+    /// Sort the virtual hosts by precedence. Sources call it once after building.
+    pub fn sort_virtual_hosts(&mut self) {
+        self.virtual_hosts
+            .sort_by(|a, b| a.precedence().cmp(&b.precedence()));
+    }
+}
+
+/// `example.com:8080` → `example.com`; `[2001:db8::1]:80` → `[2001:db8::1]`.
+fn host_without_port(h: &str) -> &str {
+    if h.starts_with('[') {
+        return h.split_once(']').map_or(h, |(a, _)| &h[..a.len() + 1]);
+    }
+    h.split_once(':').map_or(h, |(a, _)| a)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerTls {
+    /// Chosen by SNI: the first whose `hosts` match the server name. Sorted by file.
+    pub certificates: Vec<Certificate>,
+    /// For a server name no certificate names (or no SNI at all). `None`: the first of
+    /// `certificates`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_certificate: Option<CertFile>,
+}
+
+impl ListenerTls {
+    /// The certificate a TLS client asking for `server_name` gets (exact names before
+    /// wildcards, then the default).
+    pub fn certificate_for(&self, server_name: &str) -> Option<&CertFile> {
+        let sn = server_name.to_ascii_lowercase();
+        let by = |wild: bool| {
+            self.certificates
+                .iter()
+                .find(|c| {
+                    c.hosts
+                        .iter()
+                        .any(|h| h.is_wildcard() == wild && h.matches(&sn))
+                })
+                .map(|c| &c.file)
+        };
+        by(false)
+            .or_else(|| by(true))
+            .or(self.default_certificate.as_ref())
+            .or_else(|| self.certificates.first().map(|c| &c.file))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Certificate {
+    pub file: CertFile,
+    /// The server names (SNI) this certificate is used for; sorted.
+    pub hosts: Vec<Hostname>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualHost {
+    /// `None`: any host (the rules of Ingress rules without `host`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<Hostname>,
+    /// In precedence order; the first that matches wins.
+    pub rules: Vec<RouteRule>,
+}
+
+impl VirtualHost {
+    /// Sort key: exact hosts (by name), wildcards (by name), then any.
+    pub fn precedence(&self) -> (u8, Option<&str>) {
+        match &self.host {
+            Some(h) if !h.is_wildcard() => (0, Some(h.as_str())),
+            Some(h) => (1, Some(h.as_str())),
+            None => (2, None),
+        }
+    }
+
+    /// Sort the rules by the Ingress API's precedence: Exact paths first, then Prefix
+    /// paths longest first (ties by path, for determinism). For the paths one request
+    /// can match this is the API's "longest matching path, then Exact over Prefix".
+    pub fn sort_rules(&mut self) {
+        self.rules
+            .sort_by(|a, b| a.matches.precedence().cmp(&b.matches.precedence()));
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteRule {
+    pub matches: RouteMatch,
+    pub action: RouteAction,
+}
+
+/// What a request must look like. Only the path today; header, query-parameter and
+/// method matches (Gateway API) become further fields, all of which must match.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteMatch {
+    pub path: PathMatch,
+}
+
+impl RouteMatch {
+    pub fn matches(&self, path: &str) -> bool {
+        self.path.matches(path)
+    }
+
+    fn precedence(&self) -> (u8, std::cmp::Reverse<usize>, &str) {
+        match &self.path {
+            PathMatch::Exact(p) => (0, std::cmp::Reverse(p.as_str().len()), p.as_str()),
+            PathMatch::Prefix(p) => (1, std::cmp::Reverse(p.as_str().len()), p.as_str()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PathMatch {
+    /// The path, byte for byte (case-sensitive).
+    Exact(HttpPath),
+    /// Element-wise prefix: `/foo` matches `/foo`, `/foo/` and `/foo/bar`, not
+    /// `/foobar`. Stored without a trailing `/` (see [`PathMatch::prefix`]).
+    Prefix(HttpPath),
+}
+
+impl PathMatch {
+    /// A Prefix match in canonical form: a trailing `/` is dropped (the Ingress API
+    /// ignores it: Prefix `/aaa/bbb/` matches `/aaa/bbb`).
+    pub fn prefix(p: &HttpPath) -> PathMatch {
+        PathMatch::Prefix(p.trim_trailing_slash())
+    }
+
+    pub fn matches(&self, path: &str) -> bool {
+        match self {
+            PathMatch::Exact(p) => p.as_str() == path,
+            PathMatch::Prefix(p) => {
+                let p = p.as_str();
+                p == "/"
+                    || path
+                        .strip_prefix(p)
+                        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "type")]
+pub enum RouteAction {
+    /// To the backends, split by weight (a backend of weight 0 gets nothing).
+    Forward {
+        backends: Vec<WeightedBackend>,
+    },
+    Redirect(Redirect),
+    /// Answer with a fixed status: what a rule whose backend does not exist gets.
+    Respond {
+        status: FixedStatus,
+    },
+}
+
+impl RouteAction {
+    /// Forward everything to one backend.
+    pub fn forward(id: BackendId) -> RouteAction {
+        RouteAction::Forward {
+            backends: vec![WeightedBackend { id, weight: 1 }],
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WeightedBackend {
+    pub id: BackendId,
+    pub weight: u16,
+}
+
+/// A redirect; each absent part is kept from the request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Redirect {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<Scheme>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<Hostname>,
+    /// `None`: the scheme's default port when the scheme changes, else the request's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// Replaces the whole path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<HttpPath>,
+    pub status: RedirectStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+    pub fn default_port(self) -> u16 {
+        match self {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        }
+    }
+}
+
+/// A redirect status code (the ones HAProxy's `redirect code` and nginx's `return` take).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "u16", into = "u16")]
+pub enum RedirectStatus {
+    MovedPermanently301,
+    Found302,
+    SeeOther303,
+    TemporaryRedirect307,
+    PermanentRedirect308,
+}
+
+impl RedirectStatus {
+    pub fn code(self) -> u16 {
+        match self {
+            RedirectStatus::MovedPermanently301 => 301,
+            RedirectStatus::Found302 => 302,
+            RedirectStatus::SeeOther303 => 303,
+            RedirectStatus::TemporaryRedirect307 => 307,
+            RedirectStatus::PermanentRedirect308 => 308,
+        }
+    }
+}
+
+impl TryFrom<u16> for RedirectStatus {
+    type Error = String;
+    fn try_from(c: u16) -> Result<Self, String> {
+        Ok(match c {
+            301 => RedirectStatus::MovedPermanently301,
+            302 => RedirectStatus::Found302,
+            303 => RedirectStatus::SeeOther303,
+            307 => RedirectStatus::TemporaryRedirect307,
+            308 => RedirectStatus::PermanentRedirect308,
+            _ => {
+                return Err(format!(
+                    "redirect status {c} is not 301, 302, 303, 307 or 308"
+                ))
+            }
+        })
+    }
+}
+
+impl From<RedirectStatus> for u16 {
+    fn from(s: RedirectStatus) -> u16 {
+        s.code()
+    }
+}
+
+/// A fixed answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "u16", into = "u16")]
+pub enum FixedStatus {
+    NotFound404,
+    InternalServerError500,
+    ServiceUnavailable503,
+}
+
+impl FixedStatus {
+    pub fn code(self) -> u16 {
+        match self {
+            FixedStatus::NotFound404 => 404,
+            FixedStatus::InternalServerError500 => 500,
+            FixedStatus::ServiceUnavailable503 => 503,
+        }
+    }
+}
+
+impl TryFrom<u16> for FixedStatus {
+    type Error = String;
+    fn try_from(c: u16) -> Result<Self, String> {
+        Ok(match c {
+            404 => FixedStatus::NotFound404,
+            500 => FixedStatus::InternalServerError500,
+            503 => FixedStatus::ServiceUnavailable503,
+            _ => return Err(format!("fixed status {c} is not 404, 500 or 503")),
+        })
+    }
+}
+
+impl From<FixedStatus> for u16 {
+    fn from(s: FixedStatus) -> u16 {
+        s.code()
+    }
+}
+
+/// A backend: one port of one Service, `<namespace>/<name>:<port>` (the Service port
+/// number, named ports resolved). Stable while the Service and port exist.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BackendId {
+    pub service: ServiceKey,
+    pub port: u16,
+}
+
+impl fmt::Display for BackendId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.service, self.port)
+    }
+}
+
+impl FromStr for BackendId {
+    type Err = NameError;
+    fn from_str(s: &str) -> Result<Self, NameError> {
+        let (svc, port) = s
+            .rsplit_once(':')
+            .ok_or_else(|| err("backend", s, "expected <namespace>/<name>:<port>"))?;
+        let port = port
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| err("backend", s, "the port must be 1-65535"))?;
+        Ok(BackendId {
+            service: svc.parse()?,
+            port,
+        })
+    }
+}
+
+impl Serialize for BackendId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for BackendId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendState {
+    /// Ready endpoints, then terminating ones that still serve (draining); sorted.
+    pub endpoints: Vec<Endpoint>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stickiness: Option<Sticky>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "type")]
+pub enum Sticky {
+    /// Same client address, same endpoint.
+    Source,
+    /// An inserted cookie names the endpoint.
+    Cookie { name: CookieName },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostnames_accept_rfc1123_and_one_leading_wildcard() {
+        for ok in [
+            "foo.bar.com",
+            "localhost",
+            "*.example.com",
+            "a-1.b2.c",
+            "xn--bcher-kva.example",
+        ] {
+            assert!(ok.parse::<Hostname>().is_ok(), "{ok:?} refused");
+        }
+        for bad in [
+            "",
+            "*",
+            "*.",
+            "Foo.com",
+            "foo.*.com",
+            "**.foo.com",
+            "*foo.com",
+            "foo..com",
+            "-foo.com",
+            "foo.com.",
+            "foo_bar.com",
+            "10.0.0.1",
+            "foo.com:80",
+            "foo.com\nbar",
+            "foo com",
+            "foo\"com",
+            "foo{.com",
+            "foo;.com",
+            "foo#.com",
+        ] {
+            assert!(bad.parse::<Hostname>().is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn wildcard_matches_exactly_one_label() {
+        let w: Hostname = "*.foo.com".parse().unwrap();
+        assert!(w.matches("bar.foo.com"));
+        assert!(!w.matches("baz.bar.foo.com"));
+        assert!(!w.matches("foo.com"));
+        assert!(!w.matches(".foo.com"));
+        let e: Hostname = "foo.com".parse().unwrap();
+        assert!(e.matches("foo.com"));
+        assert!(!e.matches("a.foo.com"));
+    }
+
+    #[test]
+    fn paths_accept_url_path_characters_only() {
+        for ok in [
+            "/",
+            "/foo",
+            "/foo/",
+            "/a-b_c.d~e/f!*+,=:@&",
+            "/.well-known/acme-challenge/x",
+        ] {
+            assert!(ok.parse::<HttpPath>().is_ok(), "{ok:?} refused");
+        }
+        for bad in [
+            "", "foo", "//", "/a//b", "/a/./b", "/a/../b", "/..", "/.", "/a b", "/a\nb", "/a\rb",
+            "/a\"b", "/a'b", "/a{b", "/a}b", "/a;b", "/a#b", "/a?b", "/a%20b", "/a$b", "/a\\b",
+            "/a(b)",
+        ] {
+            assert!(bad.parse::<HttpPath>().is_err(), "{bad:?} accepted");
+        }
+        assert!(format!("/{}", "a".repeat(1023)).parse::<HttpPath>().is_ok());
+        assert!(format!("/{}", "a".repeat(1024))
+            .parse::<HttpPath>()
+            .is_err());
+    }
+
+    #[test]
+    fn tokens_refuse_config_metacharacters() {
+        assert!("X-Forwarded-For".parse::<HeaderName>().is_ok());
+        assert!("route_id".parse::<CookieName>().is_ok());
+        for bad in [
+            "", "a b", "a#b", "a'b", "a$b", "a%b", "a|b", "a;b", "a\nb", "a:b",
+        ] {
+            assert!(bad.parse::<HeaderName>().is_err(), "{bad:?} accepted");
+            assert!(bad.parse::<CookieName>().is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn element_wise_prefix() {
+        let p = PathMatch::prefix(&"/foo/".parse().unwrap());
+        assert_eq!(p, PathMatch::Prefix("/foo".parse().unwrap()));
+        assert!(p.matches("/foo"));
+        assert!(p.matches("/foo/"));
+        assert!(p.matches("/foo/bar"));
+        assert!(!p.matches("/foobar"));
+        assert!(PathMatch::prefix(&HttpPath::root()).matches("/anything"));
+    }
+
+    #[test]
+    fn backend_ids_round_trip() {
+        let id: BackendId = "default/web:8080".parse().unwrap();
+        assert_eq!(id.to_string(), "default/web:8080");
+        assert_eq!(serde_json::to_string(&id).unwrap(), "\"default/web:8080\"");
+        for bad in [
+            "default/web",
+            "default/web:0",
+            "default/web:x",
+            "web:80",
+            "a/b:70000",
+        ] {
+            assert!(bad.parse::<BackendId>().is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn statuses_refuse_other_codes() {
+        assert!(serde_json::from_str::<RedirectStatus>("308").is_ok());
+        assert!(serde_json::from_str::<RedirectStatus>("200").is_err());
+        assert!(serde_json::from_str::<FixedStatus>("503").is_ok());
+        assert!(serde_json::from_str::<FixedStatus>("418").is_err());
+    }
+
+    #[test]
+    fn hostile_strings_in_a_document_are_refused_on_read() {
+        let doc = r#"{"listeners":[{"ip":"198.18.0.1","port":80,"protocol":"http",
+            "virtualHosts":[{"host":"a.com\nbind :1","rules":[]}]}],"backends":{}}"#;
+        assert!(serde_json::from_str::<HttpRoutes>(doc).is_err());
+        let doc = r#"{"listeners":[{"ip":"198.18.0.1","port":80,"protocol":"http",
+            "virtualHosts":[{"rules":[{"matches":{"path":{"exact":"/a;b"}},
+            "action":{"type":"respond","status":503}}]}]}],"backends":{}}"#;
+        assert!(serde_json::from_str::<HttpRoutes>(doc).is_err());
+    }
+}
