@@ -11,9 +11,8 @@
 //!   queue rather than being dropped (bounded at [`QUEUE_LIMIT`], then the oldest go).
 
 use crate::admin::{Metrics, ReasonLabel};
-use crate::failing::{code_label, describe, FailureLog};
-use crate::kube_run::api_code;
-use crate::publish_cm::{FIELD_MANAGER, WRITE_TIMEOUT};
+use crate::failing::FailureLog;
+use crate::kube::{api_code, code_label, describe, FIELD_MANAGER};
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -84,8 +83,26 @@ fn service_target(look: &dyn Lookup, key: &str) -> Option<Target> {
     })
 }
 
+/// The Event for a problem of the global ConfigMap `<namespace>/global` (uid `uid`): reported
+/// when it first appears, even before any plan (see [`crate::reconcile`]).
+pub fn config_note(namespace: &str, name: &str, uid: &str, p: &Problem) -> Note {
+    Note {
+        target: Target {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some(namespace.to_string()),
+            name: name.into(),
+            uid: uid.to_string(),
+        },
+        warning: true,
+        reason: p.reason.clone(),
+        action: "LoadConfig",
+        message: p.message.clone(),
+    }
+}
+
 /// The events for going from `prev` to `next`. Config problems are not here (they are
-/// reported even before any plan, see the run loop).
+/// reported even before any plan: [`config_note`]).
 pub fn diff(prev: &State, next: &State, look: &dyn Lookup) -> Vec<Note> {
     let mut out = Vec::new();
     for (key, ss) in &next.services {
@@ -208,7 +225,7 @@ fn problem_target(p: &Problem, look: &dyn Lookup) -> Option<Target> {
             uid: look.node_uid(name)?,
         });
     }
-    None // ConfigMap problems are reported by the run loop
+    None // ConfigMap problems: config_note
 }
 
 /// A queue of notes, written by a background task at a bounded rate.
@@ -412,8 +429,5 @@ impl Writer {
 async fn timed<T>(
     f: impl std::future::Future<Output = Result<T, kube::Error>>,
 ) -> Result<T, kube::Error> {
-    match tokio::time::timeout(WRITE_TIMEOUT, f).await {
-        Ok(r) => r,
-        Err(_) => Err(kube::Error::Service("timed out".into())),
-    }
+    crate::kube::timed(|| "writing the Event".into(), f).await
 }

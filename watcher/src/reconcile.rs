@@ -1,0 +1,358 @@
+//! The watcher's one decision: [`reconcile`] takes a [`Snapshot`] of the world (the global
+//! config, the objects, this replica's role) and what was done before ([`Previous`]), and
+//! says what to do now ([`Effects`]): the state to publish, the Service status writes and
+//! clears, the Events. It is the only place that decides; it has no clock, no client and
+//! no I/O, so it is tested as a table (below).
+//!
+//! The two drivers gather snapshots and execute effects: [`crate::files_run`] (a directory
+//! of YAML, a state file) and [`crate::kube_run`] (watches, the state ConfigMaps, leader
+//! election, debounce, resync, write timeouts, readiness).
+//!
+//! # Sources
+//!
+//! The objects of a snapshot come from [`Source`]s: each fills its part of [`Objects`]. The
+//! Kubernetes driver's sources are its reflector stores (Services, EndpointSlices, Nodes:
+//! `kube_source::Stores::sources`), the files driver's is the directory. Ingress,
+//! IngressClass and Secret (issue 11) and the Gateway API kinds (issue 12) plug in here:
+//! a store that implements [`Source`] (filling a new field of `Objects` that the plan
+//! reads), listed in `Stores::sources` and read from the directory by `Objects`; neither
+//! driver's call of [`reconcile`] changes. Events about those objects need their uids: add
+//! a method to [`Lookup`].
+
+use crate::events::{self, Lookup, Note};
+use crate::status::{StatusClear, StatusMemory, StatusPatch};
+use k8s_openapi::api::core::v1::Service;
+use k8slb_common::config::GlobalConfig;
+use k8slb_common::objects::Objects;
+use k8slb_common::plan::{plan, PlanOptions};
+use k8slb_common::state::{Problem, State};
+use std::collections::HashMap;
+
+/// The name of the global ConfigMap.
+pub const GLOBAL_CONFIGMAP: &str = "global";
+
+/// One source of the objects the plan reads (see the module's doc).
+pub trait Source {
+    /// Adds what this source holds to `objects` (a source that cannot be read this round
+    /// keeps its last complete view, or fails the whole snapshot: never a partial one).
+    fn add_to(&self, objects: &mut Objects);
+}
+
+/// The objects of every source, in a stable order (the plan must not depend on the order
+/// sources list things in).
+pub fn gather(sources: &[&dyn Source]) -> Objects {
+    let mut objects = Objects::default();
+    for s in sources {
+        s.add_to(&mut objects);
+    }
+    objects.problems.sort();
+    objects
+}
+
+/// What does not change during a run.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub plan: PlanOptions,
+    /// Our namespace: the global ConfigMap's.
+    pub namespace: String,
+    /// Service status in k8slb's `<ip>.sslip.io` hostname form instead of `{ip, ipMode}`.
+    pub status_hostname: bool,
+}
+
+impl Settings {
+    /// `ConfigMap <namespace>/global`, as problems and logs name it.
+    pub fn config_name(&self) -> String {
+        format!("ConfigMap {}/{GLOBAL_CONFIGMAP}", self.namespace)
+    }
+}
+
+/// What the global config says right now.
+#[derive(Debug, Clone)]
+pub enum ConfigRead {
+    Valid(Box<GlobalConfig>),
+    /// Present but invalid (or without the `config` key): why.
+    Invalid(String),
+    Missing,
+}
+
+/// This replica's part: only the leader writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Leader,
+    Follower,
+}
+
+/// The state published before, as found where it is published. Read only when
+/// [`Previous::state`] is `None` (a new leader, or nothing published yet).
+#[derive(Debug, Clone, Default)]
+pub enum Published {
+    /// Nothing was ever published.
+    #[default]
+    None,
+    Loaded(Box<State>),
+    /// Being written (a shard does not match the index): why, and whether the driver has
+    /// waited long enough for it.
+    InProgress { why: String, waited_enough: bool },
+    /// Present but unreadable: start from the Services' status.
+    Unreadable(String),
+}
+
+/// Everything the reconcile looks at, gathered by a driver.
+pub struct Snapshot<'a> {
+    pub settings: &'a Settings,
+    pub role: Role,
+    pub config: ConfigRead,
+    /// The uid of the global ConfigMap when it exists (its Events' target).
+    pub config_uid: Option<String>,
+    pub objects: Objects,
+    pub published: Published,
+    /// uids of the objects Events are about.
+    pub uids: &'a dyn Lookup,
+}
+
+/// What the global config was, as far as the next round needs to know.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigMemory {
+    /// The last valid config: it stays in force while the ConfigMap is invalid.
+    pub good: Option<GlobalConfig>,
+    /// Why the ConfigMap is not valid now.
+    pub error: Option<String>,
+    /// Whether this leader reported `error` with an Event.
+    pub event_sent: bool,
+    /// Whether "no global config yet" was said.
+    pub missing_said: bool,
+}
+
+/// What was done before: the reconcile's memory between rounds, kept by the driver.
+#[derive(Debug, Clone, Default)]
+pub struct Previous {
+    /// The state this leader published (None: take it from [`Snapshot::published`]).
+    pub state: Option<State>,
+    pub config: ConfigMemory,
+    pub status: StatusMemory,
+}
+
+impl Previous {
+    /// On becoming the leader: another watcher may have published since we last did, and
+    /// the Event for a bad config is this leader's to send.
+    pub fn new_leadership(&mut self) {
+        self.state = None;
+        self.status = StatusMemory::default();
+        self.config.event_sent = false;
+    }
+}
+
+/// What changed about the global config this round (for the log and the metrics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigNews {
+    /// No config has been seen yet (said once).
+    Missing,
+    /// A new reason why it is invalid.
+    Invalid(String),
+    /// Valid again after being invalid.
+    ValidAgain,
+}
+
+/// What the reconcile decided.
+#[derive(Debug)]
+pub struct Effects {
+    /// The config memory from now on (adopt it whatever happens).
+    pub config: ConfigMemory,
+    pub config_valid: bool,
+    pub config_news: Option<ConfigNews>,
+    /// An Event about the global ConfigMap, to record now.
+    pub config_event: Option<Note>,
+    pub step: Step,
+}
+
+/// The rest of the round.
+#[derive(Debug)]
+pub enum Step {
+    /// A follower: nothing to write; ready to take over.
+    Follow,
+    /// No valid config was ever seen: nothing is published (never an empty state).
+    NoConfig,
+    /// The published state is being written by someone: wait for it (retry soon).
+    WaitForState(String),
+    /// A plan.
+    Plan(Box<Planned>),
+}
+
+/// A planned round.
+#[derive(Debug)]
+pub struct Planned {
+    pub state: State,
+    /// Whether `state` differs from the previous one: publish it.
+    pub changed: bool,
+    /// Why the previous state was not used, if it was not (for the log).
+    pub fresh: Option<Fresh>,
+    /// Events for what changed: record them once `state` is published.
+    pub events: Vec<Note>,
+    /// The status memory once `state` is published (before the writes below).
+    pub status: StatusMemory,
+    /// Status writes and clears: once `state` is published (or found unchanged).
+    pub patches: Vec<StatusPatch>,
+    pub clears: Vec<StatusClear>,
+}
+
+/// Why a plan starts from the Services' status alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fresh {
+    /// The published state stayed incomplete past the wait.
+    Incomplete(String),
+    Unreadable(String),
+}
+
+/// The decision (see the module's doc).
+pub fn reconcile(snap: &Snapshot<'_>, prev: &Previous) -> Effects {
+    let settings = snap.settings;
+    let (mut config, config_news) = read_config(&snap.config, &prev.config);
+    let config_valid = matches!(snap.config, ConfigRead::Valid(_));
+    let fx = |config, config_event, step| Effects {
+        config,
+        config_valid,
+        config_news: config_news.clone(),
+        config_event,
+        step,
+    };
+    if snap.role == Role::Follower {
+        return fx(config, None, Step::Follow);
+    }
+    let problem = config_problem(&config, settings);
+    let mut config_event = None;
+    if let (Some(p), false) = (&problem, config.event_sent) {
+        if let Some(uid) = &snap.config_uid {
+            config_event = Some(events::config_note(
+                &settings.namespace,
+                GLOBAL_CONFIGMAP,
+                uid,
+                p,
+            ));
+        }
+        config.event_sent = true;
+    }
+    let Some(cfg) = &config.good else {
+        return fx(config, config_event, Step::NoConfig);
+    };
+
+    let (previous, fresh) = match (&prev.state, &snap.published) {
+        (Some(s), _) => (Some(s), None),
+        (None, Published::None) => (None, None),
+        (None, Published::Loaded(s)) => (Some(&**s), None),
+        (None, Published::InProgress { why, waited_enough }) => {
+            if !waited_enough {
+                let why = why.clone();
+                return fx(config, config_event, Step::WaitForState(why));
+            }
+            (None, Some(Fresh::Incomplete(why.clone())))
+        }
+        (None, Published::Unreadable(why)) => (None, Some(Fresh::Unreadable(why.clone()))),
+    };
+
+    let mut state = plan(cfg, &settings.plan, &snap.objects, previous);
+    if let Some(p) = problem {
+        state.problems.push(p);
+        state.problems.sort();
+        state.problems.dedup();
+    }
+    let changed = previous != Some(&state);
+    let empty;
+    let before = match previous {
+        Some(p) => p,
+        None => {
+            empty = State::empty(cfg.actor_config(&settings.plan.cert_path));
+            &empty
+        }
+    };
+    let mut status = prev.status.clone();
+    let events = if changed {
+        status.released(before, &state);
+        events::diff(before, &state, snap.uids)
+    } else {
+        Vec::new()
+    };
+    let services: HashMap<(&str, &str), &Service> = snap
+        .objects
+        .services
+        .iter()
+        .filter_map(|s| {
+            Some((
+                (s.metadata.namespace.as_deref()?, s.metadata.name.as_deref()?),
+                s,
+            ))
+        })
+        .collect();
+    let (patches, clears) = status.decide(
+        &state,
+        |k| {
+            services
+                .get(&(k.namespace.as_str(), k.name.as_str()))
+                .copied()
+        },
+        settings.status_hostname,
+    );
+    let planned = Planned {
+        state,
+        changed,
+        fresh,
+        events,
+        status,
+        patches,
+        clears,
+    };
+    fx(config, config_event, Step::Plan(Box::new(planned)))
+}
+
+/// The config memory after reading `read`, and what to say about it.
+fn read_config(read: &ConfigRead, before: &ConfigMemory) -> (ConfigMemory, Option<ConfigNews>) {
+    let mut m = before.clone();
+    let why = match read {
+        ConfigRead::Valid(c) => {
+            let news = m.error.take().map(|_| ConfigNews::ValidAgain);
+            m.good = Some((**c).clone());
+            return (m, news);
+        }
+        ConfigRead::Missing if m.good.is_none() => {
+            let news = (!m.missing_said).then_some(ConfigNews::Missing);
+            m.missing_said = true;
+            return (m, news);
+        }
+        ConfigRead::Missing => "the ConfigMap is gone".to_string(),
+        ConfigRead::Invalid(why) => why.clone(),
+    };
+    if m.error.as_ref() == Some(&why) {
+        return (m, None);
+    }
+    m.error = Some(why.clone());
+    m.event_sent = false;
+    (m, Some(ConfigNews::Invalid(why)))
+}
+
+/// The problem of an invalid global config, in the state and in its Event.
+fn config_problem(config: &ConfigMemory, settings: &Settings) -> Option<Problem> {
+    let why = config.error.as_ref()?;
+    Some(Problem {
+        object: settings.config_name(),
+        reason: "InvalidConfig".into(),
+        message: if config.good.is_some() {
+            format!("{why}; the last good config stays in force")
+        } else {
+            format!("{why}; nothing is allocated until the config is valid")
+        },
+    })
+}
+
+impl ConfigNews {
+    /// The log line (drivers call this; the reconcile itself does not log).
+    pub fn log(&self, configmap: &str) {
+        match self {
+            ConfigNews::Missing => {
+                tracing::warn!(%configmap, "no global config yet; nothing is allocated until it exists")
+            }
+            ConfigNews::Invalid(why) => {
+                tracing::error!(%configmap, error = %why, "invalid global config; the last good one stays in force")
+            }
+            ConfigNews::ValidAgain => tracing::info!("the global config is valid again"),
+        }
+    }
+}
