@@ -11,8 +11,7 @@ use crate::events::Lookup;
 use crate::failing::FailureLog;
 use crate::files;
 use crate::reconcile::{
-    reconcile, ConfigNews, ConfigRead, Planned, Previous, Published, Role, Settings, Snapshot,
-    Step,
+    reconcile, ConfigNews, ConfigRead, Planned, Previous, Published, Role, Settings, Snapshot, Step,
 };
 use crate::sink::Sink;
 use crate::Error;
@@ -103,8 +102,8 @@ pub fn run(args: &FilesArgs, dir: &Path, state_path: &Path) -> Result<(), Error>
                 None
             }
         };
-        let due = last_run.elapsed() >= args.resync
-            || retry_at.is_some_and(|t| Instant::now() >= t);
+        let due =
+            last_run.elapsed() >= args.resync || retry_at.is_some_and(|t| Instant::now() >= t);
         if fp.is_some() && (fp != last_fp || due) {
             last_fp = fp;
             last_run = Instant::now();

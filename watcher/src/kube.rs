@@ -109,7 +109,9 @@ impl WriteFailures {
 
     /// One failed write of kind `write` with the label `code` (see [`code_label`]).
     pub fn count(&self, write: &'static str, code: String) {
-        self.0.get_or_create(&WriteFailureLabels { write, code }).inc();
+        self.0
+            .get_or_create(&WriteFailureLabels { write, code })
+            .inc();
     }
 
     /// The counter's value.
@@ -156,7 +158,7 @@ mod tests {
             never,
         )
         .await
-            .expect_err("times out");
+        .expect_err("times out");
         assert!(is_timeout(&e));
         assert_eq!(code_label(&e), "timeout");
         assert_eq!(describe(&e), "patching the status of a/b timed out");

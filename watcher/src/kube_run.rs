@@ -392,9 +392,9 @@ impl Loop {
             Step::WaitForState(why) => {
                 self.in_progress_since.get_or_insert_with(Instant::now);
                 tracing::info!(reason = %why, "the published state is being written; waiting");
-                self.metrics
-                    .readiness
-                    .not_ready(format!("leader: waiting for the state being written: {why}"));
+                self.metrics.readiness.not_ready(format!(
+                    "leader: waiting for the state being written: {why}"
+                ));
                 Some(RETRY)
             }
             Step::Plan(planned) => {

@@ -20,7 +20,6 @@ use kube::Api;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-
 /// The previous state as found in the cluster.
 #[derive(Debug)]
 pub enum StateLoad {

@@ -92,7 +92,10 @@ pub enum Published {
     Loaded(Box<State>),
     /// Being written (a shard does not match the index): why, and whether the driver has
     /// waited long enough for it.
-    InProgress { why: String, waited_enough: bool },
+    InProgress {
+        why: String,
+        waited_enough: bool,
+    },
     /// Present but unreadable: start from the Services' status.
     Unreadable(String),
 }
@@ -277,7 +280,10 @@ pub fn reconcile(snap: &Snapshot<'_>, prev: &Previous) -> Effects {
         .iter()
         .filter_map(|s| {
             Some((
-                (s.metadata.namespace.as_deref()?, s.metadata.name.as_deref()?),
+                (
+                    s.metadata.namespace.as_deref()?,
+                    s.metadata.name.as_deref()?,
+                ),
                 s,
             ))
         })
@@ -354,5 +360,330 @@ impl ConfigNews {
             }
             ConfigNews::ValidAgain => tracing::info!("the global config is valid again"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    const NS: &str = "k8slb-system";
+
+    /// uids by `Service ns/name` or `Node name`.
+    struct Uids(BTreeMap<String, String>);
+
+    impl Lookup for Uids {
+        fn service_uid(&self, ns: &str, name: &str) -> Option<String> {
+            self.0.get(&format!("Service {ns}/{name}")).cloned()
+        }
+        fn node_uid(&self, name: &str) -> Option<String> {
+            self.0.get(&format!("Node {name}")).cloned()
+        }
+    }
+
+    fn uids() -> Uids {
+        Uids(BTreeMap::from([
+            ("Service default/web".into(), "uid-web".into()),
+            ("Node lb1".into(), "uid-lb1".into()),
+        ]))
+    }
+
+    fn settings() -> Settings {
+        Settings {
+            plan: PlanOptions::default(),
+            namespace: NS.into(),
+            status_hostname: false,
+        }
+    }
+
+    fn config() -> ConfigRead {
+        let text = json!({"pools": {"default": {"network": "10.0.0.0/24", "range": "10.0.0.10-10.0.0.50"}}});
+        ConfigRead::Valid(Box::new(
+            k8slb_common::config::parse_global_config(&text.to_string()).expect("valid"),
+        ))
+    }
+
+    /// The LoadBalancer Service default/web at resourceVersion `rv`, its status showing
+    /// `ips`.
+    fn web(rv: &str, ips: &[&str]) -> Service {
+        let ingress: Vec<_> = ips
+            .iter()
+            .map(|ip| json!({"ip": ip, "ipMode": "Proxy"}))
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "default", "uid": "uid-web", "resourceVersion": rv},
+            "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}]},
+            "status": {"loadBalancer": {"ingress": ingress}},
+        }))
+        .expect("a Service")
+    }
+
+    fn lb1() -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": "lb1", "uid": "uid-lb1", "labels": {"type": "loadBalancer"}},
+            "status": {
+                "addresses": [{"type": "InternalIP", "address": "192.168.0.11"}],
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }))
+        .expect("a Node")
+    }
+
+    fn objects(services: Vec<Service>) -> Objects {
+        Objects {
+            services,
+            nodes: vec![lb1()],
+            ..Objects::default()
+        }
+    }
+
+    fn snapshot<'a>(
+        settings: &'a Settings,
+        uids: &'a Uids,
+        config: ConfigRead,
+        objects: Objects,
+    ) -> Snapshot<'a> {
+        Snapshot {
+            settings,
+            role: Role::Leader,
+            config,
+            config_uid: Some("uid-global".into()),
+            objects,
+            published: Published::None,
+            uids,
+        }
+    }
+
+    fn planned(fx: Effects) -> Planned {
+        match fx.step {
+            Step::Plan(p) => *p,
+            other => panic!("expected a plan, got {other:?}"),
+        }
+    }
+
+    /// The first plan of web, and the memory after it was published and its status written.
+    fn first(settings: &Settings, uids: &Uids) -> (Planned, Previous) {
+        let snap = snapshot(settings, uids, config(), objects(vec![web("1", &[])]));
+        let fx = reconcile(&snap, &Previous::default());
+        let mut prev = Previous {
+            config: fx.config.clone(),
+            ..Previous::default()
+        };
+        let p = planned(fx);
+        prev.state = Some(p.state.clone());
+        prev.status = p.status.clone();
+        for patch in &p.patches {
+            prev.status.memo.insert(
+                patch.key.clone(),
+                (patch.resource_version.clone(), patch.ingress.clone()),
+            );
+        }
+        (p, prev)
+    }
+
+    fn ip(s: &str) -> std::net::IpAddr {
+        s.parse().expect("an IP")
+    }
+
+    #[test]
+    fn the_first_plan_publishes_allocates_writes_status_and_says_so() {
+        let (s, u) = (settings(), uids());
+        let (p, _) = first(&s, &u);
+        assert!(p.changed);
+        assert_eq!(p.fresh, None);
+        let key = "default/web".parse().expect("a key");
+        assert_eq!(p.state.services[&key].ips, [ip("10.0.0.10")]);
+        let reasons: Vec<(&str, &str)> = p
+            .events
+            .iter()
+            .map(|n| (n.reason.as_str(), n.target.uid.as_str()))
+            .collect();
+        assert_eq!(reasons, [("IPAllocated", "uid-web")]);
+        assert_eq!(p.patches.len(), 1);
+        assert_eq!(p.patches[0].resource_version, "1");
+        assert_eq!(p.patches[0].ingress[0].ip.as_deref(), Some("10.0.0.10"));
+        assert_eq!(p.patches[0].ingress[0].ip_mode.as_deref(), Some("Proxy"));
+        assert!(p.clears.is_empty());
+    }
+
+    #[test]
+    fn the_same_world_again_has_no_effects() {
+        let (s, u) = (settings(), uids());
+        let (_, prev) = first(&s, &u);
+        // Our status write is not visible yet (same resourceVersion): not repeated.
+        let again = snapshot(&s, &u, config(), objects(vec![web("1", &[])]));
+        let p = planned(reconcile(&again, &prev));
+        assert!(!p.changed);
+        assert!(p.events.is_empty() && p.patches.is_empty() && p.clears.is_empty());
+        // Now visible: still nothing, and the memo forgets the write.
+        let seen = snapshot(&s, &u, config(), objects(vec![web("2", &["10.0.0.10"])]));
+        let p = planned(reconcile(&seen, &prev));
+        assert!(!p.changed);
+        assert!(p.events.is_empty() && p.patches.is_empty() && p.clears.is_empty());
+        assert!(p.status.memo.is_empty());
+    }
+
+    #[test]
+    fn a_service_that_leaves_the_claim_has_its_status_cleared() {
+        let (s, u) = (settings(), uids());
+        let (_, prev) = first(&s, &u);
+        let mut left = web("3", &["10.0.0.10"]);
+        left.spec.as_mut().expect("spec").type_ = Some("ClusterIP".into());
+        let snap = snapshot(&s, &u, config(), objects(vec![left]));
+        let p = planned(reconcile(&snap, &prev));
+        assert!(p.changed);
+        let reasons: Vec<&str> = p.events.iter().map(|n| n.reason.as_str()).collect();
+        assert_eq!(reasons, ["IPReleased"]);
+        assert!(p.patches.is_empty());
+        assert_eq!(p.clears.len(), 1);
+        assert_eq!(p.clears[0].resource_version, "3");
+        assert_eq!(p.clears[0].ips, [ip("10.0.0.10")]);
+        assert!(p.status.pending());
+
+        // Deleted rather than changed: nothing to clear, nothing pending.
+        let gone = snapshot(&s, &u, config(), objects(vec![]));
+        let p = planned(reconcile(&gone, &prev));
+        assert!(p.changed);
+        assert!(p.clears.is_empty());
+        assert!(!p.status.pending());
+    }
+
+    #[test]
+    fn an_invalid_config_keeps_the_last_good_one_and_reports_the_problem_once() {
+        let (s, u) = (settings(), uids());
+        let (_, mut prev) = first(&s, &u);
+        let bad = || ConfigRead::Invalid("pools: expected a map".into());
+        let snap = snapshot(&s, &u, bad(), objects(vec![web("2", &["10.0.0.10"])]));
+        let fx = reconcile(&snap, &prev);
+        assert!(!fx.config_valid);
+        assert_eq!(
+            fx.config_news,
+            Some(ConfigNews::Invalid("pools: expected a map".into()))
+        );
+        let note = fx.config_event.clone().expect("an Event on the ConfigMap");
+        assert_eq!(
+            (note.reason.as_str(), note.target.kind.as_str()),
+            ("InvalidConfig", "ConfigMap")
+        );
+        assert_eq!(note.target.uid, "uid-global");
+        prev.config = fx.config.clone();
+        let p = planned(fx);
+        let key = "default/web".parse().expect("a key");
+        assert_eq!(
+            p.state.services[&key].ips,
+            [ip("10.0.0.10")],
+            "planned with the last good config"
+        );
+        assert_eq!(
+            p.state.problems,
+            [Problem {
+                object: format!("ConfigMap {NS}/global"),
+                reason: "InvalidConfig".into(),
+                message: "pools: expected a map; the last good config stays in force".into(),
+            }]
+        );
+        assert!(p.changed, "the problem is in the state");
+
+        // The same error again: no news, no second Event.
+        prev.state = Some(p.state);
+        let fx = reconcile(&snap, &prev);
+        assert_eq!(fx.config_news, None);
+        assert!(fx.config_event.is_none());
+        assert!(!planned(fx).changed);
+
+        // Valid again: said once, the problem leaves the state.
+        let fixed = snapshot(&s, &u, config(), objects(vec![web("2", &["10.0.0.10"])]));
+        let fx = reconcile(&fixed, &prev);
+        assert_eq!(fx.config_news, Some(ConfigNews::ValidAgain));
+        let p = planned(fx);
+        assert!(p.changed && p.state.problems.is_empty());
+    }
+
+    #[test]
+    fn without_any_valid_config_nothing_is_planned() {
+        let (s, u) = (settings(), uids());
+        let snap = snapshot(&s, &u, ConfigRead::Missing, objects(vec![web("1", &[])]));
+        let fx = reconcile(&snap, &Previous::default());
+        assert_eq!(fx.config_news, Some(ConfigNews::Missing));
+        assert!(fx.config_event.is_none());
+        assert!(matches!(fx.step, Step::NoConfig));
+        // Said once.
+        let fx = reconcile(
+            &snap,
+            &Previous {
+                config: fx.config,
+                ..Previous::default()
+            },
+        );
+        assert_eq!(fx.config_news, None);
+
+        let bad = snapshot(
+            &s,
+            &u,
+            ConfigRead::Invalid("not JSON".into()),
+            objects(vec![]),
+        );
+        let fx = reconcile(&bad, &Previous::default());
+        assert!(matches!(fx.step, Step::NoConfig));
+        let note = fx.config_event.expect("an Event on the ConfigMap");
+        assert_eq!(
+            note.message,
+            "not JSON; nothing is allocated until the config is valid"
+        );
+    }
+
+    #[test]
+    fn a_follower_decides_nothing_but_remembers_the_config() {
+        let (s, u) = (settings(), uids());
+        let mut snap = snapshot(&s, &u, ConfigRead::Invalid("bad".into()), objects(vec![]));
+        snap.role = Role::Follower;
+        let fx = reconcile(&snap, &Previous::default());
+        assert!(matches!(fx.step, Step::Follow));
+        assert!(fx.config_event.is_none());
+        assert_eq!(fx.config.error.as_deref(), Some("bad"));
+        // On becoming the leader the Event is this leader's to send.
+        let mut prev = Previous {
+            config: fx.config,
+            ..Previous::default()
+        };
+        prev.new_leadership();
+        snap.role = Role::Leader;
+        let fx = reconcile(&snap, &prev);
+        assert!(fx.config_event.is_some());
+    }
+
+    #[test]
+    fn a_state_being_written_is_waited_for_then_planned_from_scratch() {
+        let (s, u) = (settings(), uids());
+        let mut snap = snapshot(&s, &u, config(), objects(vec![web("1", &[])]));
+        snap.published = Published::InProgress {
+            why: "shard 1 missing".into(),
+            waited_enough: false,
+        };
+        let fx = reconcile(&snap, &Previous::default());
+        assert!(matches!(fx.step, Step::WaitForState(ref w) if w == "shard 1 missing"));
+        snap.published = Published::InProgress {
+            why: "shard 1 missing".into(),
+            waited_enough: true,
+        };
+        let p = planned(reconcile(&snap, &Previous::default()));
+        assert_eq!(p.fresh, Some(Fresh::Incomplete("shard 1 missing".into())));
+        assert!(p.changed);
+    }
+
+    #[test]
+    fn a_new_leader_starts_from_what_is_published() {
+        let (s, u) = (settings(), uids());
+        let (first_plan, mut prev) = first(&s, &u);
+        prev.new_leadership();
+        assert!(prev.state.is_none() && prev.status == StatusMemory::default());
+        let mut snap = snapshot(&s, &u, config(), objects(vec![web("2", &["10.0.0.10"])]));
+        snap.published = Published::Loaded(Box::new(first_plan.state));
+        let p = planned(reconcile(&snap, &prev));
+        assert!(!p.changed, "the published state is current");
+        assert!(p.events.is_empty() && p.patches.is_empty());
     }
 }
