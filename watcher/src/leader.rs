@@ -10,6 +10,13 @@
 //!   else may take over, so two leaders never write at the same time.
 //! - On shutdown the leader releases the Lease (empty holder, duration 1 s) so a peer
 //!   takes over at once.
+//!
+//! Why not kube-lease-manager or kubert's `lease`: kube-lease-manager writes the Lease with
+//! server-side apply (a `patch` verb the RBAC does not grant, and a change of
+//! `docs/api-calls.md`) and judges expiry from the holder's timestamps with a tolerated skew,
+//! where this judges it on our clock alone; kubert's needs the Lease to exist (404
+//! otherwise), so something else would have to create it. Neither has the two ways to stop
+//! this one has (release on shutdown, release nothing on abandon) that the HA tests pin.
 
 use crate::failing::FailureLog;
 use crate::kube::{api_code, describe, timed_for, FIELD_MANAGER, WRITE_TIMEOUT};
