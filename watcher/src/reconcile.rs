@@ -238,18 +238,9 @@ pub fn reconcile(snap: &Snapshot<'_>, prev: &Previous) -> Effects {
         return fx(config, config_event, Step::NoConfig);
     };
 
-    let (previous, fresh) = match (&prev.state, &snap.published) {
-        (Some(s), _) => (Some(s), None),
-        (None, Published::None) => (None, None),
-        (None, Published::Loaded(s)) => (Some(&**s), None),
-        (None, Published::InProgress { why, waited_enough }) => {
-            if !waited_enough {
-                let why = why.clone();
-                return fx(config, config_event, Step::WaitForState(why));
-            }
-            (None, Some(Fresh::Incomplete(why.clone())))
-        }
-        (None, Published::Unreadable(why)) => (None, Some(Fresh::Unreadable(why.clone()))),
+    let (previous, fresh) = match previous_state(prev, &snap.published) {
+        Ok(found) => found,
+        Err(why) => return fx(config, config_event, Step::WaitForState(why)),
     };
 
     let mut state = plan(cfg, &settings.plan, &snap.objects, previous);
@@ -274,6 +265,45 @@ pub fn reconcile(snap: &Snapshot<'_>, prev: &Previous) -> Effects {
     } else {
         Vec::new()
     };
+    let (patches, clears) = decide_status(&mut status, &state, snap);
+    let planned = Planned {
+        state,
+        changed,
+        fresh,
+        events,
+        status,
+        patches,
+        clears,
+    };
+    fx(config, config_event, Step::Plan(Box::new(planned)))
+}
+
+/// The state to plan on: what this leader published, else what is published. Err: a
+/// state is being written; wait for it (why).
+fn previous_state<'a>(
+    prev: &'a Previous,
+    published: &'a Published,
+) -> Result<(Option<&'a State>, Option<Fresh>), String> {
+    Ok(match (&prev.state, published) {
+        (Some(s), _) => (Some(s), None),
+        (None, Published::None) => (None, None),
+        (None, Published::Loaded(s)) => (Some(&**s), None),
+        (None, Published::InProgress { why, waited_enough }) => {
+            if !waited_enough {
+                return Err(why.clone());
+            }
+            (None, Some(Fresh::Incomplete(why.clone())))
+        }
+        (None, Published::Unreadable(why)) => (None, Some(Fresh::Unreadable(why.clone()))),
+    })
+}
+
+/// The status writes and clears for `state`, against the Services as the snapshot has them.
+fn decide_status(
+    memory: &mut StatusMemory,
+    state: &State,
+    snap: &Snapshot<'_>,
+) -> (Vec<StatusPatch>, Vec<StatusClear>) {
     let services: HashMap<(&str, &str), &Service> = snap
         .objects
         .services
@@ -288,25 +318,15 @@ pub fn reconcile(snap: &Snapshot<'_>, prev: &Previous) -> Effects {
             ))
         })
         .collect();
-    let (patches, clears) = status.decide(
-        &state,
+    memory.decide(
+        state,
         |k| {
             services
                 .get(&(k.namespace.as_str(), k.name.as_str()))
                 .copied()
         },
-        settings.status_hostname,
-    );
-    let planned = Planned {
-        state,
-        changed,
-        fresh,
-        events,
-        status,
-        patches,
-        clears,
-    };
-    fx(config, config_event, Step::Plan(Box::new(planned)))
+        snap.settings.status_hostname,
+    )
 }
 
 /// The config memory after reading `read`, and what to say about it.
