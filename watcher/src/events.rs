@@ -265,8 +265,9 @@ impl Recorder {
                 identity,
                 counts: BTreeMap::new(),
             };
-            let rate = NonZeroU32::new(per_second.max(1)).unwrap_or(NonZeroU32::MIN);
-            let burst = rate.saturating_mul(NonZeroU32::new(2).unwrap_or(NonZeroU32::MIN));
+            // At least one a second; bursts of twice the rate.
+            let rate = NonZeroU32::new(per_second).unwrap_or(NonZeroU32::MIN);
+            let burst = rate.saturating_add(rate.get());
             let limiter = RateLimiter::direct(Quota::per_second(rate).allow_burst(burst));
             let mut failures = FailureLog::new("writing Events");
             loop {

@@ -94,8 +94,8 @@ impl Stores {
 
     /// Where the plan's objects come from: one [`Source`] per store. A new kind (Ingress,
     /// Gateway API) is one more store here.
-    pub fn sources(&self) -> [&dyn Source; 3] {
-        [&self.services, &self.slices, &self.nodes]
+    pub fn sources(&self) -> Vec<&dyn Source> {
+        vec![&self.services, &self.slices, &self.nodes]
     }
 
     /// The objects the plan reads, sorted by (namespace, name) so the input does not depend
