@@ -12,12 +12,12 @@
 //!
 //! The objects of a snapshot come from [`Source`]s: each fills its part of [`Objects`]. The
 //! Kubernetes driver's sources are its reflector stores (Services, EndpointSlices, Nodes:
-//! `kube_source::Stores::sources`), the files driver's is the directory. Ingress,
-//! IngressClass and Secret (issue 11) and the Gateway API kinds (issue 12) plug in here:
-//! a store that implements [`Source`] (filling a new field of `Objects` that the plan
-//! reads), listed in `Stores::sources` and read from the directory by `Objects`; neither
-//! driver's call of [`reconcile`] changes. Events about those objects need their uids: add
-//! a method to [`Lookup`].
+//! `kube_source::Stores::sources`); the files driver reads its whole directory at once
+//! (`Objects::read_paths`, which decodes every kind). Ingress, IngressClass and Secret
+//! (issue 11) and the Gateway API kinds (issue 12) plug in here: a new field of `Objects`
+//! that the plan reads, decoded from files by `Objects`, and a store that implements
+//! [`Source`] listed in `Stores::sources`; neither driver's call of [`reconcile`] changes.
+//! Events about those objects need their uids: add a method to [`Lookup`].
 
 use crate::events::{self, Lookup, Note};
 use crate::status::{StatusClear, StatusMemory, StatusPatch};
@@ -597,13 +597,14 @@ mod tests {
             [ip("10.0.0.10")],
             "planned with the last good config"
         );
+        // As published (whatever type a problem has inside).
         assert_eq!(
-            p.state.problems,
-            [Problem {
-                object: format!("ConfigMap {NS}/global"),
-                reason: "InvalidConfig".into(),
-                message: "pools: expected a map; the last good config stays in force".into(),
-            }]
+            serde_json::to_value(&p.state.problems).expect("JSON"),
+            json!([{
+                "object": format!("ConfigMap {NS}/global"),
+                "reason": "InvalidConfig",
+                "message": "pools: expected a map; the last good config stays in force",
+            }])
         );
         assert!(p.changed, "the problem is in the state");
 
