@@ -7,6 +7,7 @@
 //! says why, e.g. `not ready: leader: publishing the state failed: cannot apply ConfigMap
 //! k8slb-state: 403 Forbidden: ...`.
 
+use crate::kube::WriteFailures;
 use k8slb_common::problem::Reason;
 use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -21,14 +22,6 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
     pub result: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct WriteFailureLabels {
-    /// `publish`, `status` or `event`.
-    pub write: &'static str,
-    /// The HTTP code, `timeout` or `transport`: bounded.
-    pub code: String,
 }
 
 /// Whether the watcher does its job, and why (not): shared by the loop and `/readyz`.
@@ -105,7 +98,7 @@ pub struct Metrics {
     pub config_valid: Gauge,
     pub config_errors_total: Counter,
     /// Failed writes by kind and code (every attempt; the log says it once a minute).
-    pub write_failures_total: Family<WriteFailureLabels, Counter>,
+    pub write_failures_total: WriteFailures,
     pub readiness: Readiness,
     registry: Arc<Registry>,
 }
@@ -134,7 +127,7 @@ impl Metrics {
         let problems = Family::<ReasonLabel, Gauge>::default();
         let config_valid = Gauge::default();
         let config_errors_total = Counter::default();
-        let write_failures_total = Family::<WriteFailureLabels, Counter>::default();
+        let write_failures_total = WriteFailures::default();
         let ready = Gauge::default();
         r.register("plans", "Plans computed", plans_total.clone());
         r.register(
@@ -176,7 +169,7 @@ impl Metrics {
         r.register(
             "write_failures",
             "Failed API writes by kind (publish, status, event) and HTTP code",
-            write_failures_total.clone(),
+            write_failures_total.family(),
         );
         r.register(
             "ready",
@@ -253,21 +246,22 @@ impl Metrics {
         self.readiness.is_ready()
     }
 
+    /// 1 while the global config is valid; one more config error when `new_error`.
+    pub fn config(&self, valid: bool, new_error: bool) {
+        self.config_valid.set(i64::from(valid));
+        if new_error {
+            self.config_errors_total.inc();
+        }
+    }
+
     /// Counts one failed write of kind `write` (`publish`, `status`, `event`).
     pub fn write_failed(&self, write: &'static str, code: String) {
-        self.write_failures_total
-            .get_or_create(&WriteFailureLabels { write, code })
-            .inc();
+        self.write_failures_total.count(write, code);
     }
 
     /// Counter value of `write_failures_total{write, code}` (tests).
     pub fn write_failures(&self, write: &'static str, code: &str) -> u64 {
-        self.write_failures_total
-            .get_or_create(&WriteFailureLabels {
-                write,
-                code: code.to_string(),
-            })
-            .get()
+        self.write_failures_total.get(write, code)
     }
 }
 

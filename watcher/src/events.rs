@@ -7,13 +7,21 @@
 //!   for a state that did not change, so a tight loop cannot make a storm.
 //! - Aggregation: the Event name is `<object>.<hash of (uid, reason, message)>`, so the same
 //!   event again updates `count` and `lastTimestamp` of the existing object.
-//! - Rate: a token bucket ([`Recorder`]) bounds the writes per second; events wait in a
-//!   queue rather than being dropped (bounded at [`QUEUE_LIMIT`], then the oldest go).
+//! - Rate: a token bucket ([`Recorder`], governor's GCRA: bursts of twice the rate) bounds
+//!   the writes per second; events wait in a queue rather than being dropped (bounded at
+//!   [`QUEUE_LIMIT`], then the oldest go).
+//!
+//! Why not kube-runtime's `events::Recorder`: it writes `events.k8s.io/v1` Events (series,
+//! its own cache keyed by reference and reason), while k8slb writes `core/v1` Events with
+//! deterministic names and `count` bumps that `kubectl describe` and the seed's users read;
+//! switching changes the RBAC (`manifests/base/rbac.yml`), `docs/api-calls.md` and every
+//! consumer of the Events, and it has neither the leader gate nor the bounded queue below.
+//! A change of Event API is its own decision, not part of a refactoring.
 
 use crate::admin::{Metrics, ReasonLabel};
-use crate::failing::{code_label, describe, FailureLog};
-use crate::kube_run::api_code;
-use crate::publish_cm::{FIELD_MANAGER, WRITE_TIMEOUT};
+use crate::failing::FailureLog;
+use crate::kube::{api_code, code_label, describe, FIELD_MANAGER};
+use governor::{Quota, RateLimiter};
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -24,9 +32,9 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -85,8 +93,25 @@ fn service_target(look: &dyn Lookup, key: &ServiceKey) -> Option<Target> {
     })
 }
 
+/// The Event for a problem of the global ConfigMap `<namespace>/global` (uid `uid`): reported
+/// when it first appears, even before any plan (see [`crate::reconcile`]).
+pub fn config_note(namespace: &str, name: &str, uid: &str, p: &Problem) -> Note {
+    Note {
+        target: Target {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some(namespace.to_string()),
+            name: name.into(),
+            uid: uid.to_string(),
+        },
+        reason: p.reason.clone(),
+        action: "LoadConfig",
+        message: p.message.clone(),
+    }
+}
+
 /// The events for going from `prev` to `next`. Config problems are not here (they are
-/// reported even before any plan, see the run loop).
+/// reported even before any plan: [`config_note`]).
 pub fn diff(prev: &State, next: &State, look: &dyn Lookup) -> Vec<Note> {
     let mut out = Vec::new();
     for (key, ss) in &next.services {
@@ -202,8 +227,8 @@ fn problem_target(p: &Problem, look: &dyn Lookup) -> Option<Target> {
             name: name.to_string(),
             uid: look.node_uid(name.as_str())?,
         }),
-        // ConfigMap problems are reported by the run loop; an object without a valid
-        // name cannot exist in the API.
+        // ConfigMap problems: config_note. An object without a valid name cannot exist
+        // in the API; Ingress problems get their Events with the Ingress source.
         _ => None,
     }
 }
@@ -236,10 +261,10 @@ impl Recorder {
                 identity,
                 counts: BTreeMap::new(),
             };
-            let per_second = per_second.max(1);
-            let burst = f64::from(per_second) * 2.0;
-            let mut tokens = burst;
-            let mut last = tokio::time::Instant::now();
+            // At least one a second; bursts of twice the rate.
+            let rate = NonZeroU32::new(per_second).unwrap_or(NonZeroU32::MIN);
+            let burst = rate.saturating_add(rate.get());
+            let limiter = RateLimiter::direct(Quota::per_second(rate).allow_burst(burst));
             let mut failures = FailureLog::new("writing Events");
             loop {
                 let next = task.queue.lock().expect("event queue").pop_front();
@@ -249,20 +274,10 @@ impl Recorder {
                         _ = task.wake.notified() => continue,
                     }
                 };
-                let now = tokio::time::Instant::now();
-                tokens = (tokens + now.duration_since(last).as_secs_f64() * f64::from(per_second))
-                    .min(burst);
-                last = now;
-                if tokens < 1.0 {
-                    let wait = Duration::from_secs_f64((1.0 - tokens) / f64::from(per_second));
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(wait) => {}
-                    }
-                    tokens = 1.0;
-                    last = tokio::time::Instant::now();
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = limiter.until_ready() => {}
                 }
-                tokens -= 1.0;
                 if !leader.load(Ordering::SeqCst) {
                     continue;
                 }
@@ -409,8 +424,5 @@ impl Writer {
 async fn timed<T>(
     f: impl std::future::Future<Output = Result<T, kube::Error>>,
 ) -> Result<T, kube::Error> {
-    match tokio::time::timeout(WRITE_TIMEOUT, f).await {
-        Ok(r) => r,
-        Err(_) => Err(kube::Error::Service("timed out".into())),
-    }
+    crate::kube::timed(|| "writing the Event".into(), f).await
 }

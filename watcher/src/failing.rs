@@ -12,34 +12,6 @@ use tokio::time::Instant;
 /// How often a write that keeps failing is logged again.
 pub const REPEAT: Duration = Duration::from_secs(60);
 
-/// `403 Forbidden: configmaps "k8slb-state" is forbidden: ...` for an API error, the error's
-/// own line otherwise (transport errors, timeouts).
-pub fn describe(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => {
-            let reason = if s.reason.is_empty() {
-                String::new()
-            } else {
-                format!(" {}", s.reason)
-            };
-            if s.message.is_empty() {
-                format!("{}{reason}", s.code)
-            } else {
-                format!("{}{reason}: {}", s.code, s.message)
-            }
-        }
-        other => other.to_string(),
-    }
-}
-
-/// A bounded label for the failure metric: the HTTP code, or `transport`.
-pub fn code_label(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.code.to_string(),
-        _ => "transport".into(),
-    }
-}
-
 /// What to log after a failure or a success.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
@@ -175,24 +147,5 @@ mod tests {
         assert_eq!(f.on_success(t0 + s(126)), Report::Quiet);
         // A new episode starts over.
         assert_eq!(f.on_failure(t0 + s(127), 1), Report::Started);
-    }
-
-    #[test]
-    fn an_api_error_is_described_by_code_reason_and_message_only() {
-        let e = kube::Error::Api(
-            kube::core::Status::failure(
-                "configmaps \"k8slb-state\" is forbidden: User \"system:serviceaccount:k8slb-system:k8slb-watcher\" cannot patch resource \"configmaps\"",
-                "Forbidden",
-            )
-            .with_code(403)
-            .boxed(),
-        );
-        let d = describe(&e);
-        assert_eq!(
-            d,
-            "403 Forbidden: configmaps \"k8slb-state\" is forbidden: User \"system:serviceaccount:k8slb-system:k8slb-watcher\" cannot patch resource \"configmaps\""
-        );
-        assert!(!d.contains("Status {"), "{d}");
-        assert_eq!(code_label(&e), "403");
     }
 }

@@ -6,27 +6,28 @@
 //! 2. Start the leader election ([`crate::leader`]). Every replica keeps its stores warm;
 //!    only the leader plans, publishes, patches status and writes Events.
 //! 3. On a debounced tick (after the last change, bounded), a periodic resync, a leadership
-//!    change or a retry: read the config (an invalid one keeps the last good one in force),
-//!    take the previous state (what this leader published, or what the state ConfigMaps
-//!    hold), plan, publish if it changed ([`crate::publish_cm`]), then Events
-//!    ([`crate::events`]) for what changed and Service status ([`crate::status`]).
+//!    change or a retry: gather a snapshot (the config, the objects, and for a new leader
+//!    what the state ConfigMaps hold), let [`crate::reconcile`] decide, then execute: publish
+//!    if the state changed ([`crate::publish_cm`]), then Events ([`crate::events`]) for what
+//!    changed and Service status ([`crate::status`]).
 //!
 //! Without a valid config ever seen, nothing is published: an empty or partial input
 //! never becomes an empty state.
 
 use crate::admin::{self, Metrics, ReasonLabel};
-use crate::events::{self, Lookup, Note, Recorder, Target};
+use crate::events::Recorder;
 use crate::failing::FailureLog;
-use crate::kube_source::{ConfigRead, Stores, GLOBAL_CONFIGMAP};
+use crate::kube_source::Stores;
 use crate::leader::{self, LeaseConfig};
 use crate::publish_cm::{PublishCmError, Publisher, StateLoad};
+use crate::reconcile::{
+    reconcile, ConfigNews, ConfigRead, Fresh, Planned, Previous, Published, Role, Settings,
+    Snapshot, Step,
+};
 use crate::status::StatusWriter;
 use crate::Error;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8slb_common::config::GlobalConfig;
-use k8slb_common::plan::{plan, PlanOptions};
-use k8slb_common::state::{ObjRef, Problem, Reason, State};
-use kube::runtime::reflector::ObjectRef;
+use k8slb_common::plan::PlanOptions;
 use kube::{Api, Client};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,14 +36,6 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-/// The HTTP status code of an API error, if it is one.
-pub fn api_code(e: &kube::Error) -> Option<u16> {
-    match e {
-        kube::Error::Api(s) => Some(s.code),
-        _ => None,
-    }
-}
 
 /// Everything the Kubernetes loop needs besides the client.
 #[derive(Debug, Clone)]
@@ -158,34 +151,14 @@ pub async fn run(
     // stop at once without releasing anything, like a crashed process.
     let abandon = CancellationToken::new();
     let _abandon_on_drop = abandon.clone().drop_guard();
-    let election = if args.leader_election {
-        Some(tokio::spawn(leader::run(
-            client.clone(),
-            LeaseConfig {
-                namespace: args.namespace.clone(),
-                identity: args.identity.clone(),
-                duration: args.lease_duration,
-                renew: args.lease_renew,
-            },
-            leader_tx,
-            leader_flag.clone(),
-            election_stop.clone(),
-            abandon.clone(),
-        )))
-    } else {
-        leader_flag.store(true, Ordering::SeqCst);
-        leader_tx.send_replace(true);
-        // Keep the sender alive so `changed()` never fails.
-        let stop = election_stop.clone();
-        let gone = abandon.clone();
-        Some(tokio::spawn(async move {
-            tokio::select! {
-                _ = stop.cancelled() => {}
-                _ = gone.cancelled() => {}
-            }
-            drop(leader_tx);
-        }))
-    };
+    let election = spawn_election(
+        &client,
+        &args,
+        leader_tx,
+        leader_flag.clone(),
+        &election_stop,
+        &abandon,
+    );
     let recorder_stop = abandon.child_token();
     let recorder = Recorder::spawn(
         client.clone(),
@@ -200,27 +173,27 @@ pub async fn run(
             Api::<ConfigMap>::namespaced(client.clone(), &args.namespace),
             &args.namespace,
         ),
-        status: StatusWriter::new(client.clone(), args.status_hostname),
+        status: StatusWriter::new(client.clone()),
         stores,
         recorder,
         metrics: metrics.clone(),
         leader: leader_flag.clone(),
         was_leader: false,
-        published: None,
-        good_cfg: None,
-        cfg_error: None,
-        cfg_event_sent: false,
+        previous: Previous::default(),
         in_progress_since: None,
-        waiting_logged: false,
         publish_log: FailureLog::new("publishing the state"),
+        settings: Settings {
+            plan: args.plan.clone(),
+            namespace: args.namespace.clone(),
+            status_hostname: args.status_hostname,
+        },
         args: args.clone(),
     };
     let mut resync = tokio::time::interval(args.resync);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     resync.tick().await;
-    let mut retry: Option<Duration> = None;
-    'outer: loop {
-        retry = lp.tick(retry).await;
+    loop {
+        let retry = lp.tick().await;
         let retry_sleep = async {
             match retry {
                 Some(d) => tokio::time::sleep(d).await,
@@ -229,20 +202,7 @@ pub async fn run(
         };
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            _ = changed.notified() => {
-                let first = Instant::now();
-                loop {
-                    tokio::select! {
-                        _ = shutdown.cancelled() => break 'outer,
-                        _ = tokio::time::sleep(args.debounce) => break,
-                        _ = changed.notified() => {
-                            if first.elapsed() >= args.debounce_max {
-                                break;
-                            }
-                        }
-                    }
-                }
-            }
+            more = debounced(&changed, &args, &shutdown) => if !more { break },
             _ = resync.tick() => {}
             _ = leader_rx.changed() => {}
             _ = retry_sleep => {}
@@ -251,17 +211,74 @@ pub async fn run(
     tracing::info!("shutting down");
     metrics.readiness.not_ready("shutting down");
     election_stop.cancel();
-    if let Some(h) = election {
-        let _ = tokio::time::timeout(Duration::from_secs(10), h).await;
-    }
+    let _ = tokio::time::timeout(Duration::from_secs(10), election).await;
     leader_flag.store(false, Ordering::SeqCst);
     metrics.is_leader.set(0);
     recorder_stop.cancel();
     Ok(())
 }
 
+/// A change, then quiet for `debounce` (but no longer than `debounce_max` after the
+/// change). False: shut down meanwhile.
+async fn debounced(changed: &Notify, args: &KubeArgs, shutdown: &CancellationToken) -> bool {
+    changed.notified().await;
+    let first = Instant::now();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return false,
+            _ = tokio::time::sleep(args.debounce) => return true,
+            _ = changed.notified() => {
+                if first.elapsed() >= args.debounce_max {
+                    return true;
+                }
+            }
+        }
+    }
+}
+
+/// The leader election (or, without it, a task that says "leader" until stopped and keeps
+/// the sender alive so `changed()` never fails).
+fn spawn_election(
+    client: &Client,
+    args: &KubeArgs,
+    leader_tx: watch::Sender<bool>,
+    leader_flag: Arc<AtomicBool>,
+    stop: &CancellationToken,
+    abandon: &CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    if args.leader_election {
+        return tokio::spawn(leader::run(
+            client.clone(),
+            LeaseConfig {
+                namespace: args.namespace.clone(),
+                identity: args.identity.clone(),
+                duration: args.lease_duration,
+                renew: args.lease_renew,
+            },
+            leader_tx,
+            leader_flag,
+            stop.clone(),
+            abandon.clone(),
+        ));
+    }
+    leader_flag.store(true, Ordering::SeqCst);
+    leader_tx.send_replace(true);
+    let stop = stop.clone();
+    let gone = abandon.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = stop.cancelled() => {}
+            _ = gone.cancelled() => {}
+        }
+        drop(leader_tx);
+    })
+}
+
+/// The driver's side of each round: gathers a [`Snapshot`], calls [`reconcile`], executes
+/// the [`Effects`].
 struct Loop {
     args: KubeArgs,
+    settings: Settings,
     stores: Stores,
     publisher: Publisher,
     status: StatusWriter,
@@ -269,26 +286,11 @@ struct Loop {
     metrics: Metrics,
     leader: Arc<AtomicBool>,
     was_leader: bool,
-    /// What this leader published (None: take it from the cluster).
-    published: Option<State>,
-    good_cfg: Option<GlobalConfig>,
-    cfg_error: Option<String>,
-    cfg_event_sent: bool,
+    /// The reconcile's memory.
+    previous: Previous,
+    /// Since when the published state is seen being written (the wait's clock).
     in_progress_since: Option<Instant>,
-    waiting_logged: bool,
     publish_log: FailureLog,
-}
-
-impl Lookup for Stores {
-    fn service_uid(&self, ns: &str, name: &str) -> Option<String> {
-        let g = self.service(ns, name)?;
-        g.0.as_ref()
-            .map(|s| s.metadata.uid.clone())
-            .unwrap_or_else(|bad| bad.metadata.uid.clone())
-    }
-    fn node_uid(&self, name: &str) -> Option<String> {
-        self.nodes.get(&ObjectRef::new(name))?.metadata.uid.clone()
-    }
 }
 
 const RETRY: Duration = Duration::from_secs(1);
@@ -298,68 +300,52 @@ impl Loop {
         self.leader.load(Ordering::SeqCst)
     }
 
-    fn global_name(&self) -> String {
-        format!("ConfigMap {}/{GLOBAL_CONFIGMAP}", self.args.namespace)
-    }
-
-    fn read_config(&mut self) {
-        let why = match self.stores.config() {
-            ConfigRead::Valid(c) => {
-                if self.cfg_error.take().is_some() {
-                    tracing::info!("the global config is valid again");
-                }
-                for w in &c.warnings {
-                    tracing::warn!(warning = %w, "config");
-                }
-                self.metrics.config_valid.set(1);
-                self.good_cfg = Some(*c);
-                return;
+    /// The snapshot: the published state is read (decoded) only when the reconcile will
+    /// look at it, i.e. for a leader that does not remember what it published.
+    fn gather(&self, role: Role) -> Snapshot<'_> {
+        let config = self.stores.config();
+        if let ConfigRead::Valid(c) = &config {
+            for w in &c.warnings {
+                tracing::warn!(warning = %w, "config");
             }
-            ConfigRead::Missing if self.good_cfg.is_none() => {
-                if !self.waiting_logged {
-                    tracing::warn!(configmap = %self.global_name(), "no global config yet; nothing is allocated until it exists");
-                    self.waiting_logged = true;
-                }
-                self.metrics.config_valid.set(0);
-                return;
+        }
+        let published = if role == Role::Leader && self.previous.state.is_none() {
+            match self.stores.previous_state() {
+                StateLoad::None => Published::None,
+                StateLoad::Loaded(s) => Published::Loaded(s),
+                StateLoad::InProgress(why) => Published::InProgress {
+                    why,
+                    waited_enough: match self.in_progress_since {
+                        None => self.args.state_in_progress_grace.is_zero(),
+                        Some(t) => t.elapsed() >= self.args.state_in_progress_grace,
+                    },
+                },
+                StateLoad::Unreadable(why) => Published::Unreadable(why),
             }
-            ConfigRead::Missing => "the ConfigMap is gone".to_string(),
-            ConfigRead::Invalid(why) => why,
+        } else {
+            Published::None
         };
-        self.metrics.config_valid.set(0);
-        if self.cfg_error.as_ref() != Some(&why) {
-            tracing::error!(configmap = %self.global_name(), error = %why, "invalid global config; the last good one stays in force");
-            self.metrics.config_errors_total.inc();
-            self.cfg_error = Some(why);
-            self.cfg_event_sent = false;
+        Snapshot {
+            settings: &self.settings,
+            role,
+            config,
+            config_uid: self.stores.config_uid(),
+            objects: if role == Role::Leader {
+                self.stores.objects()
+            } else {
+                Default::default()
+            },
+            published,
+            uids: &self.stores,
         }
     }
 
-    fn config_problem(&self) -> Option<Problem> {
-        let why = self.cfg_error.as_ref()?;
-        Some(Problem {
-            object: ObjRef::ConfigMap {
-                namespace: self.args.namespace.clone(),
-                name: GLOBAL_CONFIGMAP.into(),
-            },
-            reason: Reason::InvalidConfig,
-            message: if self.good_cfg.is_some() {
-                format!("{why}; the last good config stays in force")
-            } else {
-                format!("{why}; nothing is allocated until the config is valid")
-            },
-        })
-    }
-
     /// One round. Returns when to retry (None: wait for a change).
-    async fn tick(&mut self, _last_retry: Option<Duration>) -> Option<Duration> {
+    async fn tick(&mut self) -> Option<Duration> {
         let leader = self.is_leader();
         if leader && !self.was_leader {
-            // Another watcher may have published since we last did.
-            self.published = None;
+            self.previous.new_leadership();
             self.publisher.reset_from(&self.stores.configmaps.state());
-            self.status.reset();
-            self.cfg_event_sent = false;
             // Ready again only once this leader has published (or found published) the
             // current state.
             self.metrics
@@ -369,89 +355,82 @@ impl Loop {
         // After the readiness reset: never "leading" with a follower's readiness.
         self.metrics.is_leader.set(i64::from(leader));
         self.was_leader = leader;
-        self.read_config();
-        if !leader {
-            // Only ticks after every store's first list: synced.
-            self.metrics
-                .readiness
-                .ready("follower: caches synced; ready to take over");
-            return None;
-        }
-        if let (Some(p), false) = (self.config_problem(), self.cfg_event_sent) {
-            if let Some(cm) = self.stores.configmap(GLOBAL_CONFIGMAP) {
-                self.recorder.record(Note {
-                    target: Target {
-                        api_version: "v1".into(),
-                        kind: "ConfigMap".into(),
-                        namespace: Some(self.args.namespace.clone()),
-                        name: GLOBAL_CONFIGMAP.into(),
-                        uid: cm.metadata.uid.clone().unwrap_or_default(),
-                    },
-                    reason: p.reason.clone(),
-                    action: "LoadConfig",
-                    message: p.message.clone(),
-                });
-            }
-            self.cfg_event_sent = true;
-        }
-        let Some(cfg) = self.good_cfg.clone() else {
-            // Never publish without a config.
-            self.metrics.readiness.not_ready(format!(
-                "leader: no valid global config ({}) yet; nothing is published",
-                self.global_name()
-            ));
-            return None;
-        };
-
-        let previous = match &self.published {
-            Some(p) => Some(p.clone()),
-            None => match self.stores.previous_state() {
-                StateLoad::None => None,
-                StateLoad::Loaded(s) => Some(*s),
-                StateLoad::InProgress(why) => {
-                    let since = *self.in_progress_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() < self.args.state_in_progress_grace {
-                        tracing::info!(reason = %why, "the published state is being written; waiting");
-                        self.metrics.readiness.not_ready(format!(
-                            "leader: waiting for the state being written: {why}"
-                        ));
-                        return Some(RETRY);
-                    }
-                    tracing::warn!(reason = %why, "the published state stays incomplete; starting from the Services' status");
-                    None
-                }
-                StateLoad::Unreadable(why) => {
-                    tracing::warn!(reason = %why, "the published state cannot be read; starting from the Services' status");
-                    None
-                }
-            },
-        };
-        self.in_progress_since = None;
+        let role = if leader { Role::Leader } else { Role::Follower };
 
         let started = std::time::Instant::now();
-        let objs = self.stores.objects();
-        let mut state = plan(&cfg, &self.args.plan, &objs, previous.as_ref());
-        if let Some(p) = self.config_problem() {
-            state.problems.push(p);
-            state.problems.sort();
-            state.problems.dedup();
+        let fx = {
+            let snapshot = self.gather(role);
+            reconcile(&snapshot, &self.previous)
+        };
+        self.previous.config = fx.config;
+        if let Some(news) = &fx.config_news {
+            news.log(&self.settings.config_name());
         }
+        self.metrics.config(
+            fx.config_valid,
+            matches!(fx.config_news, Some(ConfigNews::Invalid(_))),
+        );
+        if let Some(note) = fx.config_event {
+            self.recorder.record(note);
+        }
+        match fx.step {
+            Step::Follow => {
+                // Only ticks after every store's first list: synced.
+                self.metrics
+                    .readiness
+                    .ready("follower: caches synced; ready to take over");
+                None
+            }
+            Step::NoConfig => {
+                // Never publish without a config.
+                self.metrics.readiness.not_ready(format!(
+                    "leader: no valid global config ({}) yet; nothing is published",
+                    self.settings.config_name()
+                ));
+                None
+            }
+            Step::WaitForState(why) => {
+                self.in_progress_since.get_or_insert_with(Instant::now);
+                tracing::info!(reason = %why, "the published state is being written; waiting");
+                self.metrics.readiness.not_ready(format!(
+                    "leader: waiting for the state being written: {why}"
+                ));
+                Some(RETRY)
+            }
+            Step::Plan(planned) => {
+                self.in_progress_since = None;
+                self.execute(*planned, started).await
+            }
+        }
+    }
+
+    /// Publish (if the state changed), then Events and Service status.
+    async fn execute(&mut self, p: Planned, started: std::time::Instant) -> Option<Duration> {
+        match &p.fresh {
+            Some(Fresh::Incomplete(why)) => {
+                tracing::warn!(reason = %why, "the published state stays incomplete; starting from the Services' status")
+            }
+            Some(Fresh::Unreadable(why)) => {
+                tracing::warn!(reason = %why, "the published state cannot be read; starting from the Services' status")
+            }
+            None => {}
+        }
+        let state = p.state;
         self.metrics.plans_total.inc();
         self.metrics
             .plan_duration_seconds
             .observe(started.elapsed().as_secs_f64());
         self.metrics.problems.clear();
-        for p in &state.problems {
+        for problem in &state.problems {
             self.metrics
                 .problems
                 .get_or_create(&ReasonLabel {
-                    reason: p.reason.clone(),
+                    reason: problem.reason.clone(),
                 })
                 .inc();
         }
 
-        let mut retry = None;
-        if previous.as_ref() != Some(&state) {
+        if p.changed {
             let leader_flag = self.leader.clone();
             match self
                 .publisher
@@ -469,13 +448,9 @@ impl Loop {
                         took_ms = started.elapsed().as_millis() as u64,
                         "state published"
                     );
-                    let empty = State::empty(cfg.actor_config(&self.args.plan.cert_path));
-                    let prev = previous.as_ref().unwrap_or(&empty);
-                    for note in events::diff(prev, &state, &self.stores) {
+                    for note in p.events {
                         self.recorder.record(note);
                     }
-                    self.status.released(prev, &state);
-                    self.published = Some(state);
                 }
                 Err(PublishCmError::NotLeader) => {
                     self.metrics.publish("not_leader");
@@ -492,29 +467,26 @@ impl Loop {
                     return Some(RETRY);
                 }
             }
-        } else {
-            self.published = Some(state);
         }
-        let published = self.published.clone().expect("set above");
+        self.previous.state = Some(state);
+        self.previous.status = p.status;
         let leader_flag = self.leader.clone();
         let out = self
             .status
-            .reconcile(
-                &published,
-                &self.stores,
+            .execute(
+                &p.patches,
+                &p.clears,
+                &mut self.previous.status,
                 move || leader_flag.load(Ordering::SeqCst),
                 &self.metrics,
             )
             .await;
-        if out.failed > 0 || self.status.pending() {
-            retry = Some(RETRY);
-        }
         // Asked again: a lost lease after the publish leaves readiness to the next tick.
         if self.is_leader() {
             self.metrics
                 .readiness
                 .ready("leader: the current state is published");
         }
-        retry
+        (out.failed > 0 || self.previous.status.pending()).then_some(RETRY)
     }
 }

@@ -7,12 +7,14 @@
 //! only when a relist is complete, so a failed or partial list never shows up as missing
 //! objects.
 
-use crate::failing;
+use crate::events::Lookup;
+use crate::kube::describe;
 use crate::publish_cm::{self, StateLoad};
+use crate::reconcile::{self, ConfigRead, Source};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8slb_common::config::{parse_global_config, GlobalConfig};
+use k8slb_common::config::parse_global_config;
 use k8slb_common::objects::Objects;
 use k8slb_common::state::{ObjRef, Problem, Reason};
 use kube::core::DeserializeGuard;
@@ -29,7 +31,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// The name of the global ConfigMap and its key.
-pub const GLOBAL_CONFIGMAP: &str = "global";
+pub use crate::reconcile::GLOBAL_CONFIGMAP;
 pub const GLOBAL_KEY: &str = "config";
 
 pub type GuardedService = DeserializeGuard<Service>;
@@ -42,15 +44,6 @@ pub struct Stores {
     pub nodes: Store<Node>,
     pub configmaps: Store<ConfigMap>,
     pub namespace: String,
-}
-
-/// What the global ConfigMap says right now.
-#[derive(Debug)]
-pub enum ConfigRead {
-    Valid(Box<GlobalConfig>),
-    /// Present but invalid (or without the `config` key): why.
-    Invalid(String),
-    Missing,
 }
 
 impl Stores {
@@ -99,38 +92,23 @@ impl Stores {
         Ok(())
     }
 
+    /// Where the plan's objects come from: one [`Source`] per store. A new kind (Ingress,
+    /// Gateway API) is one more store here.
+    pub fn sources(&self) -> Vec<&dyn Source> {
+        vec![&self.services, &self.slices, &self.nodes]
+    }
+
     /// The objects the plan reads, sorted by (namespace, name) so the input does not depend
-    /// on store order. Undecodable Services become problems.
+    /// on store order. Undecodable Services become problems. (The plan reads the config
+    /// separately; it does not need the ConfigMaps.)
     pub fn objects(&self) -> Objects {
-        let mut objs = Objects::default();
-        for g in self.services.state() {
-            match &g.0 {
-                Ok(s) => objs.services.push(s.clone()),
-                Err(bad) => {
-                    let ns = bad.metadata.namespace.as_deref().unwrap_or_default();
-                    let name = bad.metadata.name.as_deref().unwrap_or_default();
-                    tracing::warn!(service = %format!("{ns}/{name}"), error = %bad.error, "skipping a Service that does not decode");
-                    // It keeps what the previous state gave it.
-                    if let Ok(key) = k8slb_common::names::ServiceKey::new(ns, name) {
-                        objs.held_services.push(key);
-                    }
-                    objs.problems.push(Problem {
-                        object: ObjRef::service(ns, name),
-                        reason: Reason::Undecodable,
-                        message: format!("skipped: this Service does not decode: {}", bad.error),
-                    });
-                }
-            }
-        }
-        objs.services.sort_by(|a, b| {
-            (&a.metadata.namespace, &a.metadata.name)
-                .cmp(&(&b.metadata.namespace, &b.metadata.name))
-        });
-        objs.slices = sorted(self.slices.state());
-        objs.nodes = sorted(self.nodes.state());
-        // The plan reads the config separately; it does not need the ConfigMaps.
-        objs.problems.sort();
-        objs
+        reconcile::gather(&self.sources())
+    }
+
+    /// The uid of the global ConfigMap, if it exists.
+    pub fn config_uid(&self) -> Option<String> {
+        self.configmap(GLOBAL_CONFIGMAP)
+            .map(|cm| cm.metadata.uid.clone().unwrap_or_default())
     }
 
     pub fn config(&self) -> ConfigRead {
@@ -168,6 +146,60 @@ impl Stores {
     }
 }
 
+/// Services, each decodable one as it is; one that does not decode is held (it keeps what
+/// the previous state gave it) and becomes a problem.
+impl Source for Store<GuardedService> {
+    fn add_to(&self, objs: &mut Objects) {
+        for g in self.state() {
+            match &g.0 {
+                Ok(s) => objs.services.push(s.clone()),
+                Err(bad) => {
+                    let ns = bad.metadata.namespace.as_deref().unwrap_or_default();
+                    let name = bad.metadata.name.as_deref().unwrap_or_default();
+                    tracing::warn!(service = %format!("{ns}/{name}"), error = %bad.error, "skipping a Service that does not decode");
+                    // It keeps what the previous state gave it.
+                    if let Ok(key) = k8slb_common::names::ServiceKey::new(ns, name) {
+                        objs.held_services.push(key);
+                    }
+                    objs.problems.push(Problem {
+                        object: ObjRef::service(ns, name),
+                        reason: Reason::Undecodable,
+                        message: format!("skipped: this Service does not decode: {}", bad.error),
+                    });
+                }
+            }
+        }
+        objs.services.sort_by(|a, b| {
+            (&a.metadata.namespace, &a.metadata.name)
+                .cmp(&(&b.metadata.namespace, &b.metadata.name))
+        });
+    }
+}
+
+impl Source for Store<EndpointSlice> {
+    fn add_to(&self, objs: &mut Objects) {
+        objs.slices = sorted(self.state());
+    }
+}
+
+impl Source for Store<Node> {
+    fn add_to(&self, objs: &mut Objects) {
+        objs.nodes = sorted(self.state());
+    }
+}
+
+impl Lookup for Stores {
+    fn service_uid(&self, ns: &str, name: &str) -> Option<String> {
+        let g = self.service(ns, name)?;
+        g.0.as_ref()
+            .map(|s| s.metadata.uid.clone())
+            .unwrap_or_else(|bad| bad.metadata.uid.clone())
+    }
+    fn node_uid(&self, name: &str) -> Option<String> {
+        self.nodes.get(&ObjectRef::new(name))?.metadata.uid.clone()
+    }
+}
+
 fn sorted<K: Resource + Clone>(items: Vec<Arc<K>>) -> Vec<K> {
     let mut v: Vec<K> = items.into_iter().map(|a| (*a).clone()).collect();
     v.sort_by(|a, b| {
@@ -197,14 +229,14 @@ fn watch_backoff() -> ResetTimerBackoff<watcher::ExponentialBackoff> {
 }
 
 /// A watch error in one line: the API server's code, reason and message (not the whole
-/// `Status` debug dump), as [`failing::describe`] does for writes.
+/// `Status` debug dump), as [`describe`] does for writes.
 fn describe_watch_error(e: &watcher::Error) -> String {
     match e {
-        watcher::Error::InitialListFailed(e) => format!("list failed: {}", failing::describe(e)),
+        watcher::Error::InitialListFailed(e) => format!("list failed: {}", describe(e)),
         watcher::Error::WatchStartFailed(e) => {
-            format!("watch start failed: {}", failing::describe(e))
+            format!("watch start failed: {}", describe(e))
         }
-        watcher::Error::WatchFailed(e) => format!("watch failed: {}", failing::describe(e)),
+        watcher::Error::WatchFailed(e) => format!("watch failed: {}", describe(e)),
         watcher::Error::WatchError(s) => {
             format!("watch error: {} {}: {}", s.code, s.reason, s.message)
         }

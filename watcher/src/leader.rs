@@ -10,9 +10,16 @@
 //!   else may take over, so two leaders never write at the same time.
 //! - On shutdown the leader releases the Lease (empty holder, duration 1 s) so a peer
 //!   takes over at once.
+//!
+//! Why not kube-lease-manager or kubert's `lease`: kube-lease-manager writes the Lease with
+//! server-side apply (a `patch` verb the RBAC does not grant, and a change of
+//! `docs/api-calls.md`) and judges expiry from the holder's timestamps with a tolerated skew,
+//! where this judges it on our clock alone; kubert's needs the Lease to exist (404
+//! otherwise), so something else would have to create it. Neither has the two ways to stop
+//! this one has (release on shutdown, release nothing on abandon) that the HA tests pin.
 
-use crate::kube_run::api_code;
-use crate::publish_cm::{FIELD_MANAGER, WRITE_TIMEOUT};
+use crate::failing::FailureLog;
+use crate::kube::{api_code, describe, timed_for, FIELD_MANAGER, WRITE_TIMEOUT};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
@@ -76,7 +83,7 @@ pub async fn run(
     // What we last saw of someone else's lease, and when it last changed (our clock).
     let mut observed: Option<(String, Instant)> = None;
     let mut last_renew: Option<Instant> = None;
-    let mut failures = crate::failing::FailureLog::new("the Lease request");
+    let mut failures = FailureLog::new("the Lease request");
     let set = |v: bool| {
         flag.store(v, Ordering::SeqCst);
         tx.send_if_modified(|old| {
@@ -114,11 +121,11 @@ pub async fn run(
             }
             Err(e) => {
                 if leading && last_renew.is_none_or(|t| t.elapsed() >= renew_deadline) {
-                    tracing::error!(identity = %cfg.identity, error = %crate::failing::describe(&e), "cannot renew the lease in time; stepping down");
+                    tracing::error!(identity = %cfg.identity, error = %describe(&e), "cannot renew the lease in time; stepping down");
                     last_renew = None;
                     set(false);
                 } else {
-                    failures.failed(1, &crate::failing::describe(&e));
+                    failures.failed(1, &describe(&e));
                 }
             }
         }
@@ -252,11 +259,14 @@ async fn release(api: &Api<Lease>, cfg: &LeaseConfig) -> Result<(), kube::Error>
         .map(|_| ())
 }
 
+/// A Lease request has at most 5 s: well within the renew deadline.
 async fn timed<T>(
     f: impl std::future::Future<Output = Result<T, kube::Error>>,
 ) -> Result<T, kube::Error> {
-    match tokio::time::timeout(WRITE_TIMEOUT.min(Duration::from_secs(5)), f).await {
-        Ok(r) => r,
-        Err(_) => Err(kube::Error::Service("lease request timed out".into())),
-    }
+    timed_for(
+        WRITE_TIMEOUT.min(Duration::from_secs(5)),
+        || "the lease request".into(),
+        f,
+    )
+    .await
 }

@@ -1,24 +1,33 @@
 //! k8slb watcher: from cluster objects (or files) to the published state.
 //!
 //! - [`cmd_plan`]: `k8slb-watcher plan`, one plan from files, printed;
-//! - [`run`]: `k8slb-watcher run`, the long-running loop;
-//! - [`files`]: the `files:<dir>` source (a directory of Kubernetes YAML);
-//! - [`sink`]: where the state goes (`file:<path>`, atomically replaced, or `configmap`);
-//! - [`kube_run`]: the Kubernetes source's loop, with [`kube_source`] (watchers and stores),
+//! - [`run`]: `k8slb-watcher run`: parses the flags and starts one of the two drivers;
+//! - [`reconcile`]: the one decision, pure: a snapshot and what was done before in, the
+//!   effects out (publish, Service status writes and clears, Events);
+//! - [`files_run`]: the files driver, with [`files`] (the `files:<dir>` source, a directory
+//!   of Kubernetes YAML) and [`sink`] (the state file, atomically replaced);
+//! - [`kube_run`]: the Kubernetes driver, with [`kube_source`] (watchers and stores),
 //!   [`publish_cm`] (the state ConfigMaps), [`status`] (Service status), [`events`],
-//!   [`leader`] (the Lease), [`admin`] (`/livez`, `/readyz`, `/metrics`) and [`failing`]
-//!   (writes that keep failing, logged once a minute).
+//!   [`leader`] (the Lease);
+//! - shared by the drivers: [`admin`] (`/livez`, `/readyz`, `/metrics`), [`failing`] (writes
+//!   that keep failing, logged once a minute) and the leaf [`kube`] (field manager, write
+//!   timeout, API error codes, the failed-write counter).
+//!
+//! No module imports one that imports it back (`watcher/tests/module_graph.rs`).
 
 pub mod admin;
 pub mod cmd_plan;
 pub mod events;
 pub mod failing;
 pub mod files;
+pub mod files_run;
+pub mod kube;
 pub mod kube_run;
 pub mod kube_source;
 pub mod leader;
 pub mod opts;
 pub mod publish_cm;
+pub mod reconcile;
 pub mod run;
 pub mod sink;
 pub mod status;

@@ -7,6 +7,7 @@
 //! Shards first, index last (the index is the commit point), then shards the index no
 //! longer references are deleted. A part whose bytes did not change is not written.
 
+use crate::kube::{api_code, code_label, describe, is_timeout, timed, FIELD_MANAGER};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ByteString;
@@ -18,12 +19,6 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::Api;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// The one field manager of every write the watcher makes.
-pub const FIELD_MANAGER: &str = "k8slb-watcher";
-/// Every write has this much time before it counts as failed.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The previous state as found in the cluster.
 #[derive(Debug)]
@@ -66,13 +61,13 @@ pub fn load(get: impl Fn(&str) -> Option<Arc<ConfigMap>>) -> StateLoad {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PublishCmError {
-    #[error("cannot apply ConfigMap {name}: {}", crate::failing::describe(.source))]
+    #[error("cannot apply ConfigMap {name}: {}", describe(.source))]
     Apply {
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("cannot delete the stale shard {name}: {}", crate::failing::describe(.source))]
+    #[error("cannot delete the stale shard {name}: {}", describe(.source))]
     DeleteShard {
         name: String,
         #[source]
@@ -98,7 +93,7 @@ impl PublishCmError {
     pub fn code(&self) -> String {
         match self {
             PublishCmError::Apply { source, .. } | PublishCmError::DeleteShard { source, .. } => {
-                crate::failing::code_label(source)
+                code_label(source)
             }
             PublishCmError::Timeout { .. } => "timeout".into(),
             PublishCmError::NotLeader => "not_leader".into(),
@@ -175,21 +170,21 @@ impl Publisher {
                 ..Default::default()
             };
             let pp = PatchParams::apply(FIELD_MANAGER).force();
-            match tokio::time::timeout(
-                WRITE_TIMEOUT,
+            match timed(
+                || format!("applying ConfigMap {name}"),
                 self.api.patch(&name, &pp, &Patch::Apply(&cm)),
             )
             .await
             {
-                Err(_) => {
+                Err(e) if is_timeout(&e) => {
                     self.written.remove(&name);
                     return Err(PublishCmError::Timeout { name });
                 }
-                Ok(Err(source)) => {
+                Err(source) => {
                     self.written.remove(&name);
                     return Err(PublishCmError::Apply { name, source });
                 }
-                Ok(Ok(_)) => {
+                Ok(_) => {
                     writes += 1;
                     self.written.insert(name, part.gzip.clone());
                 }
@@ -207,21 +202,21 @@ impl Publisher {
             if !still_leader() {
                 return Err(PublishCmError::NotLeader);
             }
-            match tokio::time::timeout(
-                WRITE_TIMEOUT,
+            match timed(
+                || format!("deleting ConfigMap {name}"),
                 self.api.delete(&name, &DeleteParams::default()),
             )
             .await
             {
-                Err(_) => return Err(PublishCmError::Timeout { name }),
-                Ok(Ok(_)) => {
+                Err(e) if is_timeout(&e) => return Err(PublishCmError::Timeout { name }),
+                Ok(_) => {
                     writes += 1;
                     self.written.remove(&name);
                 }
-                Ok(Err(e)) if crate::kube_run::api_code(&e) == Some(404) => {
+                Err(e) if api_code(&e) == Some(404) => {
                     self.written.remove(&name);
                 }
-                Ok(Err(source)) => return Err(PublishCmError::DeleteShard { name, source }),
+                Err(source) => return Err(PublishCmError::DeleteShard { name, source }),
             }
         }
         Ok(writes)

@@ -1,21 +1,20 @@
 //! `k8slb-watcher run`: keep the published state current.
 //!
-//! The loop is the same whatever the source: read every object, recompute the whole plan
-//! (sticky on the last published state), publish only when the state changed. A source
-//! that cannot be read this round publishes nothing (never an empty state), and an invalid
-//! global config keeps the last good one in force, with a problem in the state.
+//! The decision is the same whatever the source ([`crate::reconcile`]): read every object,
+//! recompute the whole plan (sticky on the last published state), publish only when the
+//! state changed. A source that cannot be read this round publishes nothing (never an
+//! empty state), and an invalid global config keeps the last good one in force, with a
+//! problem in the state. Two drivers gather the snapshots and execute the effects:
+//! [`crate::files_run`] and [`crate::kube_run`]; this module parses the flags and starts one.
 
-use crate::cmd_plan::config_from_objects;
+use crate::files_run::FilesArgs;
 use crate::kube_run::{KubeArgs, KubeFlags};
 use crate::opts::PlanFlags;
 use crate::sink::Sink;
-use crate::{files, Error};
-use k8slb_common::config::GlobalConfig;
+use crate::Error;
 pub use k8slb_common::logging::{init_logging, LogFormat};
-use k8slb_common::plan::plan;
-use k8slb_common::state::{ObjRef, Problem, Reason, State};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
@@ -70,7 +69,7 @@ pub fn main(args: RunArgs) -> Result<(), Error> {
     init_logging(args.log_format, &args.log_level).map_err(|e| Error::Usage(e.to_string()))?;
     match args.source.clone() {
         Source::Files(dir) => match &args.state_out {
-            Some(Sink::File(_)) => run_files(&args, &dir),
+            Some(Sink::File(path)) => crate::files_run::run(&files_args(&args), &dir, path),
             _ => Err(Error::Usage(
                 "--source files:<dir> needs --state-out file:<path>".into(),
             )),
@@ -81,6 +80,17 @@ pub fn main(args: RunArgs) -> Result<(), Error> {
                 "--source kubernetes publishes to --state-out configmap".into(),
             )),
         },
+    }
+}
+
+/// The files driver's settings from the flags.
+pub fn files_args(args: &RunArgs) -> FilesArgs {
+    FilesArgs {
+        plan: args.flags.plan_options(),
+        namespace: args.flags.namespace.clone(),
+        poll: Duration::from_millis(args.poll_ms.max(10)),
+        resync: Duration::from_secs(args.resync_s),
+        admin_addr: args.kube.admin_addr,
     }
 }
 
@@ -135,142 +145,4 @@ fn run_kubernetes(args: &RunArgs) -> Result<(), Error> {
         });
         crate::kube_run::run(config, kargs, crate::admin::Metrics::new(), shutdown).await
     })
-}
-
-fn run_files(args: &RunArgs, dir: &std::path::Path) -> Result<(), Error> {
-    if !dir.is_dir() {
-        return Err(Error::Input(format!(
-            "{} is not a directory",
-            dir.display()
-        )));
-    }
-    let opts = args.flags.plan_options();
-    let Some(sink) = args.state_out.as_ref() else {
-        return Err(Error::Usage("--state-out file:<path> is required".into()));
-    };
-    let Sink::File(state_path) = sink else {
-        return Err(Error::Usage(
-            "--source files:<dir> needs --state-out file:<path>".into(),
-        ));
-    };
-    let state_path = state_path.display().to_string();
-    // The admin port on a small runtime of its own; the loop stays a plain thread.
-    let metrics = crate::admin::Metrics::new();
-    let readiness = metrics.readiness.clone();
-    readiness.not_ready("files: the state is not written yet");
-    let admin_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("admin")
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Runtime(format!("cannot start the runtime: {e}")))?;
-    let addr = args.kube.admin_addr;
-    let bound = admin_rt
-        .block_on(crate::admin::serve(
-            addr,
-            metrics.clone(),
-            tokio_util::sync::CancellationToken::new(),
-        ))
-        .map_err(|e| Error::Usage(format!("cannot listen on {addr}: {e}")))?;
-    tracing::info!(addr = %bound, "admin server listening");
-    let mut write_log = crate::failing::FailureLog::new("writing the state file");
-    // A failed write is retried this soon, even without a change.
-    let mut retry_at: Option<Instant> = None;
-    let mut published: Option<State> = sink.load();
-    let mut good_cfg: Option<GlobalConfig> = None;
-    let mut last_fp = None;
-    let mut last_run = Instant::now();
-    tracing::info!(dir = %dir.display(), sticky = published.is_some(), "watching files");
-    loop {
-        let fp = match files::fingerprint(dir) {
-            Ok(fp) => Some(fp),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot list the source directory; keeping the last state");
-                None
-            }
-        };
-        let due = last_run.elapsed() >= Duration::from_secs(args.resync_s)
-            || retry_at.is_some_and(|t| Instant::now() >= t);
-        if fp.is_some() && (fp != last_fp || due) {
-            retry_at = None;
-            last_fp = fp;
-            last_run = Instant::now();
-            let started = Instant::now();
-            match files::read(dir) {
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot read the objects; keeping the last state");
-                    if !readiness.is_ready() {
-                        readiness.not_ready(format!("files: cannot read the objects: {e}"));
-                    }
-                }
-                Ok(objs) => {
-                    let mut cfg_problem = None;
-                    match config_from_objects(&objs, &args.flags.namespace) {
-                        Ok(cfg) => {
-                            for w in &cfg.warnings {
-                                tracing::warn!(warning = %w, "config");
-                            }
-                            good_cfg = Some(cfg);
-                        }
-                        Err(e) => {
-                            tracing::error!(error = %e, "invalid global config; the last good one stays in force");
-                            cfg_problem = Some(Problem {
-                                object: ObjRef::ConfigMap {
-                                    namespace: args.flags.namespace.clone(),
-                                    name: "global".into(),
-                                },
-                                reason: Reason::InvalidConfig,
-                                message: format!("{e}; the last good config stays in force"),
-                            });
-                        }
-                    }
-                    if good_cfg.is_none() {
-                        readiness
-                            .not_ready("files: no valid global config yet; nothing is written");
-                    }
-                    if let Some(cfg) = &good_cfg {
-                        let mut state = plan(cfg, &opts, &objs, published.as_ref());
-                        if let Some(p) = cfg_problem {
-                            state.problems.push(p);
-                            state.problems.sort();
-                        }
-                        if published.as_ref() != Some(&state) {
-                            match sink.write(&state) {
-                                Ok(()) => {
-                                    write_log.succeeded();
-                                    metrics.publish("ok");
-                                    readiness.ready(format!(
-                                        "files: the current state is written to {state_path}"
-                                    ));
-                                    tracing::info!(
-                                        services = state.services.len(),
-                                        vips = state.vips.len(),
-                                        problems = state.problems.len(),
-                                        took_ms = started.elapsed().as_millis() as u64,
-                                        "state published"
-                                    );
-                                    for p in &state.problems {
-                                        tracing::warn!(object = %p.object, reason = %p.reason, "{}", p.message);
-                                    }
-                                    published = Some(state);
-                                }
-                                Err(e) => {
-                                    let e = format!("cannot write {state_path}: {e}");
-                                    metrics.publish("error");
-                                    write_log.failed(1, &e);
-                                    readiness.not_ready(format!("files: {e}"));
-                                    retry_at = Some(Instant::now() + Duration::from_secs(1));
-                                }
-                            }
-                        } else {
-                            readiness.ready(format!(
-                                "files: the current state is written to {state_path}"
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(args.poll_ms.max(10)));
-    }
 }

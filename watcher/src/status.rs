@@ -9,11 +9,12 @@
 //! (ip, hostname, ipMode). A Service that leaves our claim has its status cleared only if
 //! it still exists and its status still shows an IP we gave it (never another
 //! controller's status).
+//!
+//! Which writes is decided without I/O ([`StatusMemory::decide`], called by the reconcile);
+//! [`StatusWriter`] only executes them.
 
-use crate::failing::{code_label, describe, FailureLog};
-use crate::kube_run::api_code;
-use crate::kube_source::Stores;
-use crate::publish_cm::{FIELD_MANAGER, WRITE_TIMEOUT};
+use crate::failing::FailureLog;
+use crate::kube::{api_code, code_label, describe, timed, FIELD_MANAGER};
 use k8s_openapi::api::core::v1::Service;
 use k8slb_common::names::ServiceKey;
 use k8slb_common::state::{IpMode, ServiceState, State};
@@ -106,42 +107,37 @@ fn shows_any(obs: &[Ingress], ips: &[IpAddr]) -> bool {
     })
 }
 
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Outcome {
-    pub patched: usize,
-    pub cleared: usize,
-    pub failed: usize,
+/// One status write the reconcile decided: set the ingress of `key` to `ingress`, on the
+/// condition that the Service is still at `resource_version`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusPatch {
+    pub key: ServiceKey,
+    pub resource_version: String,
+    pub ingress: Vec<Ingress>,
+    /// The IPs the ingress shows (for the log).
+    pub ips: Vec<IpAddr>,
 }
 
-pub struct StatusWriter {
-    client: Client,
-    hostname_form: bool,
+/// One status clear: the Service left our claim and its status still shows `ips`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusClear {
+    pub key: ServiceKey,
+    pub resource_version: String,
+    pub ips: Vec<IpAddr>,
+}
+
+/// What the status writes remember between rounds (pure data, decided on by
+/// [`StatusMemory::decide`], updated by the writer after each write).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct StatusMemory {
     /// Service -> (resourceVersion we patched from, what we wrote): while the store still
     /// shows that resourceVersion, our write is simply not visible yet; do not repeat it.
-    memo: HashMap<ServiceKey, (String, Vec<Ingress>)>,
+    pub memo: HashMap<ServiceKey, (String, Vec<Ingress>)>,
     /// Services that left our claim and whose status may still show our IPs.
-    pending_clears: BTreeMap<ServiceKey, Vec<IpAddr>>,
-    /// Status writes failing other than by conflict, logged once a minute.
-    failures: FailureLog,
+    pub pending_clears: BTreeMap<ServiceKey, Vec<IpAddr>>,
 }
 
-impl StatusWriter {
-    pub fn new(client: Client, hostname_form: bool) -> Self {
-        StatusWriter {
-            client,
-            hostname_form,
-            memo: HashMap::new(),
-            pending_clears: BTreeMap::new(),
-            failures: FailureLog::new("patching Service status"),
-        }
-    }
-
-    /// Forget everything (on becoming the leader).
-    pub fn reset(&mut self) {
-        self.memo.clear();
-        self.pending_clears.clear();
-    }
-
+impl StatusMemory {
     /// Record the IPs released between two published states.
     pub fn released(&mut self, previous: &State, next: &State) {
         for (key, old) in &previous.services {
@@ -165,32 +161,29 @@ impl StatusWriter {
             .retain(|k, _| next.services.get(k).is_none_or(|s| s.ips.is_empty()));
     }
 
-    /// Bring every claimed Service's status to what `state` says, and clear released ones.
-    pub async fn reconcile(
+    /// The writes that bring every claimed Service's status to what `state` says, and the
+    /// clears of released ones. `service` looks a Service up as last seen (None: gone or
+    /// undecodable). Forgets what no longer needs remembering.
+    pub fn decide<'s>(
         &mut self,
         state: &State,
-        stores: &Stores,
-        still_leader: impl Fn() -> bool,
-        metrics: &crate::admin::Metrics,
-    ) -> Outcome {
-        let mut out = Outcome::default();
-        // Failures other than conflicts (a 409 is expected: the next tick retries with
-        // fresh data), and the last one's description.
-        let mut errors = (0u64, String::new());
+        service: impl Fn(&ServiceKey) -> Option<&'s Service>,
+        hostname_form: bool,
+    ) -> (Vec<StatusPatch>, Vec<StatusClear>) {
+        let mut patches = Vec::new();
         let mut seen = Vec::new();
         for (key, ss) in &state.services {
             if ss.ips.is_empty() {
                 continue;
             }
-            let Some(g) = stores.service(key.namespace.as_str(), key.name.as_str()) else {
+            let Some(svc) = service(key) else {
                 continue;
             };
-            let Ok(svc) = &g.0 else { continue };
             if !ss.uid.is_empty() && svc.metadata.uid.as_deref() != Some(ss.uid.as_str()) {
                 continue; // re-created since the plan; the next tick sees it
             }
             seen.push(key.clone());
-            let want = desired(ss, self.hostname_form);
+            let want = desired(ss, hostname_form);
             if observed(svc) == want {
                 self.memo.remove(key);
                 continue;
@@ -199,23 +192,96 @@ impl StatusWriter {
             if self.memo.get(key) == Some(&(rv.clone(), want.clone())) {
                 continue; // written, not yet seen by the watch
             }
+            patches.push(StatusPatch {
+                key: key.clone(),
+                resource_version: rv,
+                ingress: want,
+                ips: ss.ips.clone(),
+            });
+        }
+        self.memo.retain(|k, _| seen.contains(k));
+
+        let mut clears = Vec::new();
+        self.pending_clears.retain(|key, ips| {
+            let Some(svc) = service(key) else {
+                return false; // deleted: nothing to clear
+            };
+            if !shows_any(&observed(svc), ips) {
+                return false; // not ours (any more)
+            }
+            clears.push(StatusClear {
+                key: key.clone(),
+                resource_version: svc.metadata.resource_version.clone().unwrap_or_default(),
+                ips: ips.clone(),
+            });
+            true
+        });
+        (patches, clears)
+    }
+
+    /// Whether released Services may still show our IPs (retry soon).
+    pub fn pending(&self) -> bool {
+        !self.pending_clears.is_empty()
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    pub patched: usize,
+    pub cleared: usize,
+    pub failed: usize,
+}
+
+/// Executes the status writes the reconcile decided.
+pub struct StatusWriter {
+    client: Client,
+    /// Status writes failing other than by conflict, logged once a minute.
+    failures: FailureLog,
+}
+
+impl StatusWriter {
+    pub fn new(client: Client) -> Self {
+        StatusWriter {
+            client,
+            failures: FailureLog::new("patching Service status"),
+        }
+    }
+
+    /// Write `patches`, then `clears`, asking `still_leader` before each, and record what
+    /// was written in `memory`.
+    pub async fn execute(
+        &mut self,
+        patches: &[StatusPatch],
+        clears: &[StatusClear],
+        memory: &mut StatusMemory,
+        still_leader: impl Fn() -> bool,
+        metrics: &crate::admin::Metrics,
+    ) -> Outcome {
+        let mut out = Outcome::default();
+        // Failures other than conflicts (a 409 is expected: the next tick retries with
+        // fresh data), and the last one's description.
+        let mut errors = (0u64, String::new());
+        for p in patches {
             if !still_leader() {
                 self.report(&out, errors);
                 return out;
             }
+            let key = &p.key;
             let body = json!({
-                "metadata": {"resourceVersion": rv},
-                "status": {"loadBalancer": {"ingress": want.iter().map(Ingress::to_json).collect::<Vec<_>>()}},
+                "metadata": {"resourceVersion": p.resource_version},
+                "status": {"loadBalancer": {"ingress": p.ingress.iter().map(Ingress::to_json).collect::<Vec<_>>()}},
             });
             match self
                 .patch(key.namespace.as_str(), key.name.as_str(), &body)
                 .await
             {
                 Ok(()) => {
-                    tracing::info!(service = %key, ips = ?ss.ips, "status updated");
+                    tracing::info!(service = %key, ips = ?p.ips, "status updated");
                     metrics.status_patch("ok");
                     out.patched += 1;
-                    self.memo.insert(key.clone(), (rv, want));
+                    memory
+                        .memo
+                        .insert(key.clone(), (p.resource_version.clone(), p.ingress.clone()));
                 }
                 Err(e) => {
                     out.failed += 1;
@@ -230,31 +296,13 @@ impl StatusWriter {
                 }
             }
         }
-        self.memo.retain(|k, _| seen.contains(k));
-
-        let clears: Vec<(ServiceKey, Vec<IpAddr>)> = self
-            .pending_clears
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        for (key, ips) in clears {
-            let svc = stores
-                .service(key.namespace.as_str(), key.name.as_str())
-                .and_then(|g| g.0.as_ref().ok().cloned());
-            let Some(svc) = svc else {
-                self.pending_clears.remove(&key); // deleted: nothing to clear
-                continue;
-            };
-            if !shows_any(&observed(&svc), &ips) {
-                self.pending_clears.remove(&key); // not ours (any more)
-                continue;
-            }
+        for c in clears {
             if !still_leader() {
                 break;
             }
-            let rv = svc.metadata.resource_version.clone().unwrap_or_default();
+            let key = &c.key;
             let body = json!({
-                "metadata": {"resourceVersion": rv},
+                "metadata": {"resourceVersion": c.resource_version},
                 "status": {"loadBalancer": {"ingress": null}},
             });
             match self
@@ -262,13 +310,13 @@ impl StatusWriter {
                 .await
             {
                 Ok(()) => {
-                    tracing::info!(service = %key, ips = ?ips, "status cleared");
+                    tracing::info!(service = %key, ips = ?c.ips, "status cleared");
                     metrics.status_patch("ok");
                     out.cleared += 1;
-                    self.pending_clears.remove(&key);
+                    memory.pending_clears.remove(key);
                 }
                 Err(e) if api_code(&e) == Some(404) => {
-                    self.pending_clears.remove(&key);
+                    memory.pending_clears.remove(key);
                 }
                 Err(e) => {
                     out.failed += 1;
@@ -297,27 +345,18 @@ impl StatusWriter {
         }
     }
 
-    pub fn pending(&self) -> bool {
-        !self.pending_clears.is_empty()
-    }
-
     async fn patch(&self, ns: &str, name: &str, body: &Value) -> Result<(), kube::Error> {
         let api: Api<Service> = Api::namespaced(self.client.clone(), ns);
         let pp = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..Default::default()
         };
-        match tokio::time::timeout(
-            WRITE_TIMEOUT,
+        timed(
+            || format!("patching the status of {ns}/{name}"),
             api.patch_status(name, &pp, &Patch::Merge(body)),
         )
         .await
-        {
-            Ok(r) => r.map(|_| ()),
-            Err(_) => Err(kube::Error::Service(
-                format!("patching the status of {ns}/{name} timed out").into(),
-            )),
-        }
+        .map(|_| ())
     }
 }
 

@@ -1,0 +1,210 @@
+//! `k8slb-watcher run --source files:<dir> --state-out file:<path>`: the files driver.
+//!
+//! Polls the directory's fingerprint ([`crate::files`]); on a change, a periodic resync or a
+//! retry it reads every object, lets [`crate::reconcile`] decide, and writes the state file
+//! when the state changed. There is no leader, no Service status and no Event here: only
+//! the state. `/readyz` says whether the file holds the current state.
+
+use crate::admin::Metrics;
+use crate::cmd_plan::config_from_objects;
+use crate::events::Lookup;
+use crate::failing::FailureLog;
+use crate::files;
+use crate::reconcile::{
+    reconcile, ConfigNews, ConfigRead, Planned, Previous, Published, Role, Settings, Snapshot, Step,
+};
+use crate::sink::Sink;
+use crate::Error;
+use k8slb_common::plan::PlanOptions;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Everything the files driver needs (from `run`'s flags).
+#[derive(Debug, Clone)]
+pub struct FilesArgs {
+    pub plan: PlanOptions,
+    /// The namespace of the global ConfigMap among the files.
+    pub namespace: String,
+    /// How often the directory is looked at.
+    pub poll: Duration,
+    /// A full round at least this often, even without a change.
+    pub resync: Duration,
+    pub admin_addr: SocketAddr,
+}
+
+/// Files carry no uids the watcher could write Events about (it writes none here).
+struct NoUids;
+
+impl Lookup for NoUids {
+    fn service_uid(&self, _: &str, _: &str) -> Option<String> {
+        None
+    }
+    fn node_uid(&self, _: &str) -> Option<String> {
+        None
+    }
+}
+
+/// Run until the process ends.
+pub fn run(args: &FilesArgs, dir: &Path, state_path: &Path) -> Result<(), Error> {
+    if !dir.is_dir() {
+        return Err(Error::Input(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
+    }
+    // The admin port on a small runtime of its own; the loop stays a plain thread.
+    let metrics = Metrics::new();
+    metrics
+        .readiness
+        .not_ready("files: the state is not written yet");
+    let admin_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("admin")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Runtime(format!("cannot start the runtime: {e}")))?;
+    let addr = args.admin_addr;
+    let bound = admin_rt
+        .block_on(crate::admin::serve(
+            addr,
+            metrics.clone(),
+            tokio_util::sync::CancellationToken::new(),
+        ))
+        .map_err(|e| Error::Usage(format!("cannot listen on {addr}: {e}")))?;
+    tracing::info!(addr = %bound, "admin server listening");
+    let sink = Sink::File(state_path.to_path_buf());
+    let mut driver = Driver {
+        settings: Settings {
+            plan: args.plan.clone(),
+            namespace: args.namespace.clone(),
+            status_hostname: false,
+        },
+        previous: Previous {
+            state: sink.load(),
+            ..Previous::default()
+        },
+        state_path: state_path.display().to_string(),
+        sink,
+        metrics,
+        write_log: FailureLog::new("writing the state file"),
+    };
+    // A failed write is retried this soon, even without a change.
+    let mut retry_at: Option<Instant> = None;
+    let mut last_fp = None;
+    let mut last_run = Instant::now();
+    tracing::info!(dir = %dir.display(), sticky = driver.previous.state.is_some(), "watching files");
+    loop {
+        let fp = match files::fingerprint(dir) {
+            Ok(fp) => Some(fp),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list the source directory; keeping the last state");
+                None
+            }
+        };
+        let due =
+            last_run.elapsed() >= args.resync || retry_at.is_some_and(|t| Instant::now() >= t);
+        if fp.is_some() && (fp != last_fp || due) {
+            last_fp = fp;
+            last_run = Instant::now();
+            retry_at = driver
+                .round(dir)
+                .then(|| Instant::now() + Duration::from_secs(1));
+        }
+        std::thread::sleep(args.poll);
+    }
+}
+
+struct Driver {
+    settings: Settings,
+    previous: Previous,
+    sink: Sink,
+    state_path: String,
+    metrics: Metrics,
+    write_log: FailureLog,
+}
+
+impl Driver {
+    /// One round. True: the write failed, retry soon.
+    fn round(&mut self, dir: &Path) -> bool {
+        let started = Instant::now();
+        let readiness = &self.metrics.readiness;
+        let objects = match files::read(dir) {
+            Ok(objects) => objects,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the objects; keeping the last state");
+                if !readiness.is_ready() {
+                    readiness.not_ready(format!("files: cannot read the objects: {e}"));
+                }
+                return false;
+            }
+        };
+        let config = match config_from_objects(&objects, &self.settings.namespace) {
+            Ok(c) => {
+                for w in &c.warnings {
+                    tracing::warn!(warning = %w, "config");
+                }
+                ConfigRead::Valid(Box::new(c))
+            }
+            Err(e) => ConfigRead::Invalid(e.to_string()),
+        };
+        let snapshot = Snapshot {
+            settings: &self.settings,
+            role: Role::Leader,
+            config,
+            config_uid: None,
+            objects,
+            published: Published::None,
+            uids: &NoUids,
+        };
+        let fx = reconcile(&snapshot, &self.previous);
+        self.previous.config = fx.config;
+        if let Some(news) = &fx.config_news {
+            news.log(&self.settings.config_name());
+        }
+        self.metrics.config(
+            fx.config_valid,
+            matches!(fx.config_news, Some(ConfigNews::Invalid(_))),
+        );
+        match fx.step {
+            Step::NoConfig => {
+                readiness.not_ready("files: no valid global config yet; nothing is written");
+                false
+            }
+            Step::Plan(p) => self.write(*p, started),
+            // A leader with nothing published elsewhere neither follows nor waits.
+            Step::Follow | Step::WaitForState(_) => false,
+        }
+    }
+
+    /// Write the state if it changed. True: the write failed.
+    fn write(&mut self, p: Planned, started: Instant) -> bool {
+        let readiness = &self.metrics.readiness;
+        let path = &self.state_path;
+        if p.changed {
+            if let Err(e) = self.sink.write(&p.state) {
+                let e = format!("cannot write {path}: {e}");
+                self.metrics.publish("error");
+                self.write_log.failed(1, &e);
+                readiness.not_ready(format!("files: {e}"));
+                return true;
+            }
+            self.write_log.succeeded();
+            self.metrics.publish("ok");
+            let state = &p.state;
+            tracing::info!(
+                services = state.services.len(),
+                vips = state.vips.len(),
+                problems = state.problems.len(),
+                took_ms = started.elapsed().as_millis() as u64,
+                "state published"
+            );
+            for p in &state.problems {
+                tracing::warn!(object = %p.object, reason = %p.reason, "{}", p.message);
+            }
+        }
+        readiness.ready(format!("files: the current state is written to {path}"));
+        self.previous.state = Some(p.state);
+        false
+    }
+}

@@ -1,0 +1,713 @@
+//! The watcher's one decision: [`reconcile`] takes a [`Snapshot`] of the world (the global
+//! config, the objects, this replica's role) and what was done before ([`Previous`]), and
+//! says what to do now ([`Effects`]): the state to publish, the Service status writes and
+//! clears, the Events. It is the only place that decides; it has no clock, no client and
+//! no I/O, so it is tested as a table (below).
+//!
+//! The two drivers gather snapshots and execute effects: [`crate::files_run`] (a directory
+//! of YAML, a state file) and [`crate::kube_run`] (watches, the state ConfigMaps, leader
+//! election, debounce, resync, write timeouts, readiness).
+//!
+//! # Sources
+//!
+//! The objects of a snapshot come from [`Source`]s: each fills its part of [`Objects`]. The
+//! Kubernetes driver's sources are its reflector stores (Services, EndpointSlices, Nodes:
+//! `kube_source::Stores::sources`); the files driver reads its whole directory at once
+//! (`Objects::read_paths`, which decodes every kind). Ingress, IngressClass and Secret
+//! (issue 11) and the Gateway API kinds (issue 12) plug in here: a new field of `Objects`
+//! that the plan reads, decoded from files by `Objects`, and a store that implements
+//! [`Source`] listed in `Stores::sources`; neither driver's call of [`reconcile`] changes.
+//! Events about those objects need their uids: add a method to [`Lookup`].
+
+use crate::events::{self, Lookup, Note};
+use crate::status::{StatusClear, StatusMemory, StatusPatch};
+use k8s_openapi::api::core::v1::Service;
+use k8slb_common::config::GlobalConfig;
+use k8slb_common::objects::Objects;
+use k8slb_common::plan::{plan, PlanOptions};
+use k8slb_common::state::{ObjRef, Problem, Reason, State};
+use std::collections::HashMap;
+
+/// The name of the global ConfigMap.
+pub const GLOBAL_CONFIGMAP: &str = "global";
+
+/// One source of the objects the plan reads (see the module's doc).
+pub trait Source {
+    /// Adds what this source holds to `objects` (a source that cannot be read this round
+    /// keeps its last complete view, or fails the whole snapshot: never a partial one).
+    fn add_to(&self, objects: &mut Objects);
+}
+
+/// The objects of every source, in a stable order (the plan must not depend on the order
+/// sources list things in).
+pub fn gather(sources: &[&dyn Source]) -> Objects {
+    let mut objects = Objects::default();
+    for s in sources {
+        s.add_to(&mut objects);
+    }
+    objects.problems.sort();
+    objects
+}
+
+/// What does not change during a run.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub plan: PlanOptions,
+    /// Our namespace: the global ConfigMap's.
+    pub namespace: String,
+    /// Service status in k8slb's `<ip>.sslip.io` hostname form instead of `{ip, ipMode}`.
+    pub status_hostname: bool,
+}
+
+impl Settings {
+    /// `ConfigMap <namespace>/global`, as problems and logs name it.
+    pub fn config_name(&self) -> String {
+        format!("ConfigMap {}/{GLOBAL_CONFIGMAP}", self.namespace)
+    }
+}
+
+/// What the global config says right now.
+#[derive(Debug, Clone)]
+pub enum ConfigRead {
+    Valid(Box<GlobalConfig>),
+    /// Present but invalid (or without the `config` key): why.
+    Invalid(String),
+    Missing,
+}
+
+/// This replica's part: only the leader writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Leader,
+    Follower,
+}
+
+/// The state published before, as found where it is published. Read only when
+/// [`Previous::state`] is `None` (a new leader, or nothing published yet).
+#[derive(Debug, Clone, Default)]
+pub enum Published {
+    /// Nothing was ever published.
+    #[default]
+    None,
+    Loaded(Box<State>),
+    /// Being written (a shard does not match the index): why, and whether the driver has
+    /// waited long enough for it.
+    InProgress {
+        why: String,
+        waited_enough: bool,
+    },
+    /// Present but unreadable: start from the Services' status.
+    Unreadable(String),
+}
+
+/// Everything the reconcile looks at, gathered by a driver.
+pub struct Snapshot<'a> {
+    pub settings: &'a Settings,
+    pub role: Role,
+    pub config: ConfigRead,
+    /// The uid of the global ConfigMap when it exists (its Events' target).
+    pub config_uid: Option<String>,
+    pub objects: Objects,
+    pub published: Published,
+    /// uids of the objects Events are about.
+    pub uids: &'a dyn Lookup,
+}
+
+/// What the global config was, as far as the next round needs to know.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigMemory {
+    /// The last valid config: it stays in force while the ConfigMap is invalid.
+    pub good: Option<GlobalConfig>,
+    /// Why the ConfigMap is not valid now.
+    pub error: Option<String>,
+    /// Whether this leader reported `error` with an Event.
+    pub event_sent: bool,
+    /// Whether "no global config yet" was said.
+    pub missing_said: bool,
+}
+
+/// What was done before: the reconcile's memory between rounds, kept by the driver.
+#[derive(Debug, Clone, Default)]
+pub struct Previous {
+    /// The state this leader published (None: take it from [`Snapshot::published`]).
+    pub state: Option<State>,
+    pub config: ConfigMemory,
+    pub status: StatusMemory,
+}
+
+impl Previous {
+    /// On becoming the leader: another watcher may have published since we last did, and
+    /// the Event for a bad config is this leader's to send.
+    pub fn new_leadership(&mut self) {
+        self.state = None;
+        self.status = StatusMemory::default();
+        self.config.event_sent = false;
+    }
+}
+
+/// What changed about the global config this round (for the log and the metrics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigNews {
+    /// No config has been seen yet (said once).
+    Missing,
+    /// A new reason why it is invalid.
+    Invalid(String),
+    /// Valid again after being invalid.
+    ValidAgain,
+}
+
+/// What the reconcile decided.
+#[derive(Debug)]
+pub struct Effects {
+    /// The config memory from now on (adopt it whatever happens).
+    pub config: ConfigMemory,
+    pub config_valid: bool,
+    pub config_news: Option<ConfigNews>,
+    /// An Event about the global ConfigMap, to record now.
+    pub config_event: Option<Note>,
+    pub step: Step,
+}
+
+/// The rest of the round.
+#[derive(Debug)]
+pub enum Step {
+    /// A follower: nothing to write; ready to take over.
+    Follow,
+    /// No valid config was ever seen: nothing is published (never an empty state).
+    NoConfig,
+    /// The published state is being written by someone: wait for it (retry soon).
+    WaitForState(String),
+    /// A plan.
+    Plan(Box<Planned>),
+}
+
+/// A planned round.
+#[derive(Debug)]
+pub struct Planned {
+    pub state: State,
+    /// Whether `state` differs from the previous one: publish it.
+    pub changed: bool,
+    /// Why the previous state was not used, if it was not (for the log).
+    pub fresh: Option<Fresh>,
+    /// Events for what changed: record them once `state` is published.
+    pub events: Vec<Note>,
+    /// The status memory once `state` is published (before the writes below).
+    pub status: StatusMemory,
+    /// Status writes and clears: once `state` is published (or found unchanged).
+    pub patches: Vec<StatusPatch>,
+    pub clears: Vec<StatusClear>,
+}
+
+/// Why a plan starts from the Services' status alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fresh {
+    /// The published state stayed incomplete past the wait.
+    Incomplete(String),
+    Unreadable(String),
+}
+
+/// The decision (see the module's doc).
+pub fn reconcile(snap: &Snapshot<'_>, prev: &Previous) -> Effects {
+    let settings = snap.settings;
+    let (mut config, config_news) = read_config(&snap.config, &prev.config);
+    let config_valid = matches!(snap.config, ConfigRead::Valid(_));
+    let fx = |config, config_event, step| Effects {
+        config,
+        config_valid,
+        config_news: config_news.clone(),
+        config_event,
+        step,
+    };
+    if snap.role == Role::Follower {
+        return fx(config, None, Step::Follow);
+    }
+    let problem = config_problem(&config, settings);
+    let mut config_event = None;
+    if let (Some(p), false) = (&problem, config.event_sent) {
+        if let Some(uid) = &snap.config_uid {
+            config_event = Some(events::config_note(
+                &settings.namespace,
+                GLOBAL_CONFIGMAP,
+                uid,
+                p,
+            ));
+        }
+        config.event_sent = true;
+    }
+    let Some(cfg) = &config.good else {
+        return fx(config, config_event, Step::NoConfig);
+    };
+
+    let (previous, fresh) = match previous_state(prev, &snap.published) {
+        Ok(found) => found,
+        Err(why) => return fx(config, config_event, Step::WaitForState(why)),
+    };
+
+    let mut state = plan(cfg, &settings.plan, &snap.objects, previous);
+    if let Some(p) = problem {
+        state.problems.push(p);
+        state.problems.sort();
+        state.problems.dedup();
+    }
+    let changed = previous != Some(&state);
+    let empty;
+    let before = match previous {
+        Some(p) => p,
+        None => {
+            empty = State::empty(cfg.actor_config(&settings.plan.cert_path));
+            &empty
+        }
+    };
+    let mut status = prev.status.clone();
+    let events = if changed {
+        status.released(before, &state);
+        events::diff(before, &state, snap.uids)
+    } else {
+        Vec::new()
+    };
+    let (patches, clears) = decide_status(&mut status, &state, snap);
+    let planned = Planned {
+        state,
+        changed,
+        fresh,
+        events,
+        status,
+        patches,
+        clears,
+    };
+    fx(config, config_event, Step::Plan(Box::new(planned)))
+}
+
+/// The state to plan on: what this leader published, else what is published. Err: a
+/// state is being written; wait for it (why).
+fn previous_state<'a>(
+    prev: &'a Previous,
+    published: &'a Published,
+) -> Result<(Option<&'a State>, Option<Fresh>), String> {
+    Ok(match (&prev.state, published) {
+        (Some(s), _) => (Some(s), None),
+        (None, Published::None) => (None, None),
+        (None, Published::Loaded(s)) => (Some(&**s), None),
+        (None, Published::InProgress { why, waited_enough }) => {
+            if !waited_enough {
+                return Err(why.clone());
+            }
+            (None, Some(Fresh::Incomplete(why.clone())))
+        }
+        (None, Published::Unreadable(why)) => (None, Some(Fresh::Unreadable(why.clone()))),
+    })
+}
+
+/// The status writes and clears for `state`, against the Services as the snapshot has them.
+fn decide_status(
+    memory: &mut StatusMemory,
+    state: &State,
+    snap: &Snapshot<'_>,
+) -> (Vec<StatusPatch>, Vec<StatusClear>) {
+    let services: HashMap<(&str, &str), &Service> = snap
+        .objects
+        .services
+        .iter()
+        .filter_map(|s| {
+            Some((
+                (
+                    s.metadata.namespace.as_deref()?,
+                    s.metadata.name.as_deref()?,
+                ),
+                s,
+            ))
+        })
+        .collect();
+    memory.decide(
+        state,
+        |k| {
+            services
+                .get(&(k.namespace.as_str(), k.name.as_str()))
+                .copied()
+        },
+        snap.settings.status_hostname,
+    )
+}
+
+/// The config memory after reading `read`, and what to say about it.
+fn read_config(read: &ConfigRead, before: &ConfigMemory) -> (ConfigMemory, Option<ConfigNews>) {
+    let mut m = before.clone();
+    let why = match read {
+        ConfigRead::Valid(c) => {
+            let news = m.error.take().map(|_| ConfigNews::ValidAgain);
+            m.good = Some((**c).clone());
+            return (m, news);
+        }
+        ConfigRead::Missing if m.good.is_none() => {
+            let news = (!m.missing_said).then_some(ConfigNews::Missing);
+            m.missing_said = true;
+            return (m, news);
+        }
+        ConfigRead::Missing => "the ConfigMap is gone".to_string(),
+        ConfigRead::Invalid(why) => why.clone(),
+    };
+    if m.error.as_ref() == Some(&why) {
+        return (m, None);
+    }
+    m.error = Some(why.clone());
+    m.event_sent = false;
+    (m, Some(ConfigNews::Invalid(why)))
+}
+
+/// The problem of an invalid global config, in the state and in its Event.
+fn config_problem(config: &ConfigMemory, settings: &Settings) -> Option<Problem> {
+    let why = config.error.as_ref()?;
+    Some(Problem {
+        object: ObjRef::ConfigMap {
+            namespace: settings.namespace.clone(),
+            name: GLOBAL_CONFIGMAP.into(),
+        },
+        reason: Reason::InvalidConfig,
+        message: if config.good.is_some() {
+            format!("{why}; the last good config stays in force")
+        } else {
+            format!("{why}; nothing is allocated until the config is valid")
+        },
+    })
+}
+
+impl ConfigNews {
+    /// The log line (drivers call this; the reconcile itself does not log).
+    pub fn log(&self, configmap: &str) {
+        match self {
+            ConfigNews::Missing => {
+                tracing::warn!(%configmap, "no global config yet; nothing is allocated until it exists")
+            }
+            ConfigNews::Invalid(why) => {
+                tracing::error!(%configmap, error = %why, "invalid global config; the last good one stays in force")
+            }
+            ConfigNews::ValidAgain => tracing::info!("the global config is valid again"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    const NS: &str = "k8slb-system";
+
+    /// uids by `Service ns/name` or `Node name`.
+    struct Uids(BTreeMap<String, String>);
+
+    impl Lookup for Uids {
+        fn service_uid(&self, ns: &str, name: &str) -> Option<String> {
+            self.0.get(&format!("Service {ns}/{name}")).cloned()
+        }
+        fn node_uid(&self, name: &str) -> Option<String> {
+            self.0.get(&format!("Node {name}")).cloned()
+        }
+    }
+
+    fn uids() -> Uids {
+        Uids(BTreeMap::from([
+            ("Service default/web".into(), "uid-web".into()),
+            ("Node lb1".into(), "uid-lb1".into()),
+        ]))
+    }
+
+    fn settings() -> Settings {
+        Settings {
+            plan: PlanOptions::default(),
+            namespace: NS.into(),
+            status_hostname: false,
+        }
+    }
+
+    fn config() -> ConfigRead {
+        let text = json!({"pools": {"default": {"network": "10.0.0.0/24", "range": "10.0.0.10-10.0.0.50"}}});
+        ConfigRead::Valid(Box::new(
+            k8slb_common::config::parse_global_config(&text.to_string()).expect("valid"),
+        ))
+    }
+
+    /// The LoadBalancer Service default/web at resourceVersion `rv`, its status showing
+    /// `ips`.
+    fn web(rv: &str, ips: &[&str]) -> Service {
+        let ingress: Vec<_> = ips
+            .iter()
+            .map(|ip| json!({"ip": ip, "ipMode": "Proxy"}))
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "default", "uid": "uid-web", "resourceVersion": rv},
+            "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}]},
+            "status": {"loadBalancer": {"ingress": ingress}},
+        }))
+        .expect("a Service")
+    }
+
+    fn lb1() -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": "lb1", "uid": "uid-lb1", "labels": {"type": "loadBalancer"}},
+            "status": {
+                "addresses": [{"type": "InternalIP", "address": "192.168.0.11"}],
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }))
+        .expect("a Node")
+    }
+
+    fn objects(services: Vec<Service>) -> Objects {
+        Objects {
+            services,
+            nodes: vec![lb1()],
+            ..Objects::default()
+        }
+    }
+
+    fn snapshot<'a>(
+        settings: &'a Settings,
+        uids: &'a Uids,
+        config: ConfigRead,
+        objects: Objects,
+    ) -> Snapshot<'a> {
+        Snapshot {
+            settings,
+            role: Role::Leader,
+            config,
+            config_uid: Some("uid-global".into()),
+            objects,
+            published: Published::None,
+            uids,
+        }
+    }
+
+    fn planned(fx: Effects) -> Planned {
+        match fx.step {
+            Step::Plan(p) => *p,
+            other => panic!("expected a plan, got {other:?}"),
+        }
+    }
+
+    /// The first plan of web, and the memory after it was published and its status written.
+    fn first(settings: &Settings, uids: &Uids) -> (Planned, Previous) {
+        let snap = snapshot(settings, uids, config(), objects(vec![web("1", &[])]));
+        let fx = reconcile(&snap, &Previous::default());
+        let mut prev = Previous {
+            config: fx.config.clone(),
+            ..Previous::default()
+        };
+        let p = planned(fx);
+        prev.state = Some(p.state.clone());
+        prev.status = p.status.clone();
+        for patch in &p.patches {
+            prev.status.memo.insert(
+                patch.key.clone(),
+                (patch.resource_version.clone(), patch.ingress.clone()),
+            );
+        }
+        (p, prev)
+    }
+
+    fn ip(s: &str) -> std::net::IpAddr {
+        s.parse().expect("an IP")
+    }
+
+    #[test]
+    fn the_first_plan_publishes_allocates_writes_status_and_says_so() {
+        let (s, u) = (settings(), uids());
+        let (p, _) = first(&s, &u);
+        assert!(p.changed);
+        assert_eq!(p.fresh, None);
+        let key = "default/web".parse().expect("a key");
+        assert_eq!(p.state.services[&key].ips, [ip("10.0.0.10")]);
+        let reasons: Vec<(&str, &str)> = p
+            .events
+            .iter()
+            .map(|n| (n.reason.as_str(), n.target.uid.as_str()))
+            .collect();
+        assert_eq!(reasons, [("IPAllocated", "uid-web")]);
+        assert_eq!(p.patches.len(), 1);
+        assert_eq!(p.patches[0].resource_version, "1");
+        assert_eq!(p.patches[0].ingress[0].ip.as_deref(), Some("10.0.0.10"));
+        assert_eq!(p.patches[0].ingress[0].ip_mode.as_deref(), Some("Proxy"));
+        assert!(p.clears.is_empty());
+    }
+
+    #[test]
+    fn the_same_world_again_has_no_effects() {
+        let (s, u) = (settings(), uids());
+        let (_, prev) = first(&s, &u);
+        // Our status write is not visible yet (same resourceVersion): not repeated.
+        let again = snapshot(&s, &u, config(), objects(vec![web("1", &[])]));
+        let p = planned(reconcile(&again, &prev));
+        assert!(!p.changed);
+        assert!(p.events.is_empty() && p.patches.is_empty() && p.clears.is_empty());
+        // Now visible: still nothing, and the memo forgets the write.
+        let seen = snapshot(&s, &u, config(), objects(vec![web("2", &["10.0.0.10"])]));
+        let p = planned(reconcile(&seen, &prev));
+        assert!(!p.changed);
+        assert!(p.events.is_empty() && p.patches.is_empty() && p.clears.is_empty());
+        assert!(p.status.memo.is_empty());
+    }
+
+    #[test]
+    fn a_service_that_leaves_the_claim_has_its_status_cleared() {
+        let (s, u) = (settings(), uids());
+        let (_, prev) = first(&s, &u);
+        let mut left = web("3", &["10.0.0.10"]);
+        left.spec.as_mut().expect("spec").type_ = Some("ClusterIP".into());
+        let snap = snapshot(&s, &u, config(), objects(vec![left]));
+        let p = planned(reconcile(&snap, &prev));
+        assert!(p.changed);
+        let reasons: Vec<&str> = p.events.iter().map(|n| n.reason.as_str()).collect();
+        assert_eq!(reasons, ["IPReleased"]);
+        assert!(p.patches.is_empty());
+        assert_eq!(p.clears.len(), 1);
+        assert_eq!(p.clears[0].resource_version, "3");
+        assert_eq!(p.clears[0].ips, [ip("10.0.0.10")]);
+        assert!(p.status.pending());
+
+        // Deleted rather than changed: nothing to clear, nothing pending.
+        let gone = snapshot(&s, &u, config(), objects(vec![]));
+        let p = planned(reconcile(&gone, &prev));
+        assert!(p.changed);
+        assert!(p.clears.is_empty());
+        assert!(!p.status.pending());
+    }
+
+    #[test]
+    fn an_invalid_config_keeps_the_last_good_one_and_reports_the_problem_once() {
+        let (s, u) = (settings(), uids());
+        let (_, mut prev) = first(&s, &u);
+        let bad = || ConfigRead::Invalid("pools: expected a map".into());
+        let snap = snapshot(&s, &u, bad(), objects(vec![web("2", &["10.0.0.10"])]));
+        let fx = reconcile(&snap, &prev);
+        assert!(!fx.config_valid);
+        assert_eq!(
+            fx.config_news,
+            Some(ConfigNews::Invalid("pools: expected a map".into()))
+        );
+        let note = fx.config_event.clone().expect("an Event on the ConfigMap");
+        assert_eq!(
+            (note.reason.as_str(), note.target.kind.as_str()),
+            ("InvalidConfig", "ConfigMap")
+        );
+        assert_eq!(note.target.uid, "uid-global");
+        prev.config = fx.config.clone();
+        let p = planned(fx);
+        let key = "default/web".parse().expect("a key");
+        assert_eq!(
+            p.state.services[&key].ips,
+            [ip("10.0.0.10")],
+            "planned with the last good config"
+        );
+        // As published (whatever type a problem has inside).
+        assert_eq!(
+            serde_json::to_value(&p.state.problems).expect("JSON"),
+            json!([{
+                "object": format!("ConfigMap {NS}/global"),
+                "reason": "InvalidConfig",
+                "message": "pools: expected a map; the last good config stays in force",
+            }])
+        );
+        assert!(p.changed, "the problem is in the state");
+
+        // The same error again: no news, no second Event.
+        prev.state = Some(p.state);
+        let fx = reconcile(&snap, &prev);
+        assert_eq!(fx.config_news, None);
+        assert!(fx.config_event.is_none());
+        assert!(!planned(fx).changed);
+
+        // Valid again: said once, the problem leaves the state.
+        let fixed = snapshot(&s, &u, config(), objects(vec![web("2", &["10.0.0.10"])]));
+        let fx = reconcile(&fixed, &prev);
+        assert_eq!(fx.config_news, Some(ConfigNews::ValidAgain));
+        let p = planned(fx);
+        assert!(p.changed && p.state.problems.is_empty());
+    }
+
+    #[test]
+    fn without_any_valid_config_nothing_is_planned() {
+        let (s, u) = (settings(), uids());
+        let snap = snapshot(&s, &u, ConfigRead::Missing, objects(vec![web("1", &[])]));
+        let fx = reconcile(&snap, &Previous::default());
+        assert_eq!(fx.config_news, Some(ConfigNews::Missing));
+        assert!(fx.config_event.is_none());
+        assert!(matches!(fx.step, Step::NoConfig));
+        // Said once.
+        let fx = reconcile(
+            &snap,
+            &Previous {
+                config: fx.config,
+                ..Previous::default()
+            },
+        );
+        assert_eq!(fx.config_news, None);
+
+        let bad = snapshot(
+            &s,
+            &u,
+            ConfigRead::Invalid("not JSON".into()),
+            objects(vec![]),
+        );
+        let fx = reconcile(&bad, &Previous::default());
+        assert!(matches!(fx.step, Step::NoConfig));
+        let note = fx.config_event.expect("an Event on the ConfigMap");
+        assert_eq!(
+            note.message,
+            "not JSON; nothing is allocated until the config is valid"
+        );
+    }
+
+    #[test]
+    fn a_follower_decides_nothing_but_remembers_the_config() {
+        let (s, u) = (settings(), uids());
+        let mut snap = snapshot(&s, &u, ConfigRead::Invalid("bad".into()), objects(vec![]));
+        snap.role = Role::Follower;
+        let fx = reconcile(&snap, &Previous::default());
+        assert!(matches!(fx.step, Step::Follow));
+        assert!(fx.config_event.is_none());
+        assert_eq!(fx.config.error.as_deref(), Some("bad"));
+        // On becoming the leader the Event is this leader's to send.
+        let mut prev = Previous {
+            config: fx.config,
+            ..Previous::default()
+        };
+        prev.new_leadership();
+        snap.role = Role::Leader;
+        let fx = reconcile(&snap, &prev);
+        assert!(fx.config_event.is_some());
+    }
+
+    #[test]
+    fn a_state_being_written_is_waited_for_then_planned_from_scratch() {
+        let (s, u) = (settings(), uids());
+        let mut snap = snapshot(&s, &u, config(), objects(vec![web("1", &[])]));
+        snap.published = Published::InProgress {
+            why: "shard 1 missing".into(),
+            waited_enough: false,
+        };
+        let fx = reconcile(&snap, &Previous::default());
+        assert!(matches!(fx.step, Step::WaitForState(ref w) if w == "shard 1 missing"));
+        snap.published = Published::InProgress {
+            why: "shard 1 missing".into(),
+            waited_enough: true,
+        };
+        let p = planned(reconcile(&snap, &Previous::default()));
+        assert_eq!(p.fresh, Some(Fresh::Incomplete("shard 1 missing".into())));
+        assert!(p.changed);
+    }
+
+    #[test]
+    fn a_new_leader_starts_from_what_is_published() {
+        let (s, u) = (settings(), uids());
+        let (first_plan, mut prev) = first(&s, &u);
+        prev.new_leadership();
+        assert!(prev.state.is_none() && prev.status == StatusMemory::default());
+        let mut snap = snapshot(&s, &u, config(), objects(vec![web("2", &["10.0.0.10"])]));
+        snap.published = Published::Loaded(Box::new(first_plan.state));
+        let p = planned(reconcile(&snap, &prev));
+        assert!(!p.changed, "the published state is current");
+        assert!(p.events.is_empty() && p.patches.is_empty());
+    }
+}
