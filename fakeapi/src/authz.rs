@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::query::query_bool;
 use crate::resources;
 use crate::store::{namespace_of, Store};
 
@@ -89,14 +90,6 @@ pub(crate) struct Attributes {
     pub subresource: String,
     pub namespace: String,
     pub name: String,
-}
-
-/// A query flag as the real server reads a boolean parameter: present and neither `0` nor
-/// `false` (any case) is true, the empty string included (`Convert_Slice_string_To_bool`).
-pub(crate) fn query_bool(params: &HashMap<String, String>, name: &str) -> bool {
-    params
-        .get(name)
-        .is_some_and(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
 }
 
 /// `content.IsPathSegmentName`: a name usable as one path segment.
@@ -471,7 +464,7 @@ pub(crate) fn authenticate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::parse_query;
+    use crate::query::parse_query;
     use serde_json::json;
 
     fn attrs(method: &str, url: &str) -> Attributes {

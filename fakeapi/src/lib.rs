@@ -129,6 +129,7 @@
 mod authz;
 mod error;
 mod patch;
+mod query;
 mod resources;
 mod selector;
 mod server;
@@ -234,7 +235,7 @@ pub struct RequestRecord {
 impl RequestRecord {
     /// A decoded query parameter.
     pub fn param(&self, name: &str) -> Option<String> {
-        server::parse_query(&self.query).remove(name)
+        query::parse_query(&self.query).remove(name)
     }
 
     /// Whether this was a watch request.

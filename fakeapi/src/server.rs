@@ -22,6 +22,7 @@ use tokio::time::{Instant, Interval};
 
 use crate::authz::{self, Attributes, Identity, User};
 use crate::error::ApiError;
+use crate::query::{self, parse_query};
 use crate::resources::{self, RESOURCES};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{Filter, PatchBody, PatchType, Store, Subresource, WatchItem, WriteOptions};
@@ -242,45 +243,10 @@ fn respond(result: Result<Value, ApiError>, ok: u16) -> Response<Body> {
     }
 }
 
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
-                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                    Some(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-pub(crate) fn parse_query(query: &str) -> HashMap<String, String> {
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| match p.split_once('=') {
-            Some((k, v)) => (percent_decode(k), percent_decode(v)),
-            None => (percent_decode(p), String::new()),
-        })
-        .collect()
-}
-
 /// A boolean query parameter, read as the real server reads it (so the verb the
 /// authorizer saw, `watch` or `list`, is what is served).
 fn flag(params: &HashMap<String, String>, name: &str) -> bool {
-    authz::query_bool(params, name)
+    query::query_bool(params, name)
 }
 
 /// Where a resource request points.
@@ -766,16 +732,6 @@ fn resource_list(group: &str, version: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn query_decoding() {
-        let q = parse_query("labelSelector=app%3Dweb%2Ctier+in+%28a%2Cb%29&watch=1&&limit=5");
-        assert_eq!(q["labelSelector"], "app=web,tier in (a,b)");
-        assert_eq!(q["watch"], "1");
-        assert_eq!(q["limit"], "5");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz"), "%zz");
-    }
 
     #[test]
     fn targets() {

@@ -1,22 +1,42 @@
 //! The watcher's modules, drawn from their `crate::` paths, form no cycle, and the leaf
-//! `kube` module imports no other watcher module.
+//! `kube` module imports no other watcher module; nor do the modules of the other crates
+//! of the workspace (a directory module such as common's `plan/` counts as one module).
 //!
 //! Run with `--nocapture` to see the graph (one `module -> imports` line per module).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+/// The `.rs` files under `dir`, each under the top-level module it belongs to (`plan/x.rs`
+/// and `plan.rs` both belong to `plan`), their texts joined.
+fn sources(dir: &Path, module: Option<&str>, files: &mut BTreeMap<String, String>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("entry").path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        let stem = p.file_stem().expect("stem").to_string_lossy().to_string();
+        let owner = module.map_or(stem.clone(), str::to_string);
+        if p.is_dir() {
+            // `src/bin/*` are crate roots of their own, not modules.
+            if module.is_none() && stem == "bin" {
+                continue;
+            }
+            sources(&p, Some(&owner), files);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            let text = std::fs::read_to_string(&p).expect("read");
+            let all = files.entry(owner).or_default();
+            all.push_str(&without_comments(&text));
+            all.push('\n');
+        }
+    }
+}
+
 /// Module name (file stem) -> the modules its source names through `crate::`.
 fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut files = BTreeMap::new();
-    for e in std::fs::read_dir(src).expect("watcher/src") {
-        let p = e.expect("entry").path();
-        if p.extension().is_some_and(|x| x == "rs") {
-            let stem = p.file_stem().expect("stem").to_string_lossy().to_string();
-            let text = std::fs::read_to_string(&p).expect("read");
-            files.insert(stem, without_comments(&text));
-        }
-    }
+    sources(src, None, &mut files);
     let modules: BTreeSet<String> = files
         .keys()
         .filter(|m| *m != "lib" && *m != "main")
@@ -142,6 +162,18 @@ fn the_watcher_modules_import_each_other_without_a_cycle() {
     assert!(g.len() > 5, "too few modules found: {g:?}");
     if let Some(c) = find_cycle(&g) {
         panic!("import cycle among watcher modules: {}", c.join(" -> "));
+    }
+}
+
+#[test]
+fn the_other_crates_modules_import_each_other_without_a_cycle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for krate in ["common", "actor", "fakeapi", "tests"] {
+        let g = graph(&root.join(krate).join("src"));
+        assert!(g.len() > 2, "{krate}: too few modules found: {g:?}");
+        if let Some(c) = find_cycle(&g) {
+            panic!("import cycle among {krate}'s modules: {}", c.join(" -> "));
+        }
     }
 }
 
