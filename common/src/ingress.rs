@@ -67,10 +67,9 @@ pub const DEFAULT_HTTPS_PORT: u16 = 443;
 /// Cookie name of `loadbalancer/stickiness: cookie` without `loadbalancer/stickiness-cookie`.
 pub const DEFAULT_COOKIE: &str = "K8SLB";
 
-/// Problem reasons of this module, in one place (to become variants of the common
-/// `Reason` enum).
+/// The problem reasons of this module, in one place, as the typed
+/// [`Reason`](crate::problem::Reason) values.
 pub mod reason {
-    //! The Ingress reasons, as the typed [`Reason`](crate::problem::Reason) values.
     use crate::problem::Reason;
     pub const INVALID_HOST: Reason = Reason::InvalidHost;
     pub const INVALID_PATH: Reason = Reason::InvalidPath;

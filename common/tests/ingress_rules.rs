@@ -365,7 +365,7 @@ fn the_older_ingress_keeps_a_host_and_path_and_the_newer_gets_a_problem() {
     );
     assert_eq!(
         reasons(&out),
-        [("Ingress default/newer".into(), reason::PATH_CONFLICT.into())]
+        [("Ingress default/newer".into(), reason::PATH_CONFLICT)]
     );
     assert!(
         out.problems[0].message.contains("default/older"),
@@ -390,7 +390,7 @@ fn the_older_ingress_keeps_a_host_and_path_and_the_newer_gets_a_problem() {
     assert_eq!(go(&out.routes, 80, "x.com", "/"), "s0");
     assert_eq!(
         reasons(&out),
-        [("Ingress default/b".into(), reason::PATH_CONFLICT.into())]
+        [("Ingress default/b".into(), reason::PATH_CONFLICT)]
     );
 }
 
@@ -402,10 +402,7 @@ fn the_oldest_default_backend_wins() {
     assert_eq!(go(&out.routes, 80, "any.host", "/"), "s0");
     assert_eq!(
         reasons(&out),
-        [(
-            "Ingress default/b".into(),
-            reason::DEFAULT_BACKEND_CONFLICT.into()
-        )]
+        [("Ingress default/b".into(), reason::DEFAULT_BACKEND_CONFLICT)]
     );
 }
 
@@ -680,7 +677,7 @@ fn custom_port_used_as_http_and_https_by_two_ingresses_is_a_conflict() {
     let out = World::new(vec![a, b]).run();
     assert_eq!(
         reasons(&out),
-        [("Ingress default/b".into(), reason::PORT_CONFLICT.into())]
+        [("Ingress default/b".into(), reason::PORT_CONFLICT)]
     );
     let l = out
         .routes
