@@ -33,9 +33,8 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{require_root_and, wait_until, ActorProc, Netns};
+use support::{holds, require_root_and, wait_until, ActorProc, Netns};
 
 const KEPT: &str = "198.18.7.100";
 const RELEASED: &str = "198.18.7.101";
@@ -87,20 +86,6 @@ fn state_json(vips: &[&str]) -> String {
         "problems": []
     }))
     .unwrap()
-}
-
-/// Whether the namespace holds `ip` on any interface ("not held" if `ip` fails).
-fn holds(ns: &str, ip: &str) -> bool {
-    Command::new("ip")
-        .args(["-n", ns, "-o", "addr", "show"])
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout).lines().any(|l| {
-                l.split_whitespace()
-                    .any(|w| w.starts_with(&format!("{ip}/")))
-            })
-        })
-        .unwrap_or(false)
 }
 
 /// Writes `state` where the actor of `dir` reads it (write + rename: never half a file).
