@@ -776,25 +776,10 @@ fn closest<'a>(k: &str, known: &[&'a str]) -> Option<&'a str> {
     let lower = k.to_ascii_lowercase();
     known
         .iter()
-        .map(|c| (levenshtein(&lower, &c.to_ascii_lowercase()), *c))
+        .map(|c| (strsim::levenshtein(&lower, &c.to_ascii_lowercase()), *c))
         .filter(|(d, _)| *d <= 2)
         .min()
         .map(|(_, c)| c)
-}
-
-fn levenshtein(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 #[cfg(test)]
