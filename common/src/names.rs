@@ -18,7 +18,7 @@ pub struct NameError {
     pub why: &'static str,
 }
 
-fn err(what: &'static str, value: &str, why: &'static str) -> NameError {
+pub(crate) fn err(what: &'static str, value: &str, why: &'static str) -> NameError {
     // Keep hostile values short and printable in messages.
     let mut v: String = value.chars().take(80).collect();
     if value.chars().count() > 80 {
@@ -46,6 +46,8 @@ fn is_dns_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(|l| is_dns_label(l, 63))
 }
 
+/// A newtype over `String` whose only constructor is `FromStr` (and serde, `TryFrom`
+/// through it); also used by [`crate::routes`].
 macro_rules! string_newtype {
     ($(#[$m:meta])* $name:ident, $what:literal, $check:expr, $why:literal) => {
         $(#[$m])*
@@ -66,7 +68,7 @@ macro_rules! string_newtype {
                 if check(s) {
                     Ok(Self(s.to_string()))
                 } else {
-                    Err(err($what, s, $why))
+                    Err($crate::names::err($what, s, $why))
                 }
             }
         }
@@ -98,6 +100,7 @@ macro_rules! string_newtype {
         }
     };
 }
+pub(crate) use string_newtype;
 
 string_newtype!(
     /// An IP pool's name: also a file name (`/etc/certs/<pool>.pem`) and part of VRRP

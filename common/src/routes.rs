@@ -38,67 +38,13 @@
 //! carry scheme, host, port, path and status. URL rewrite and header modifiers will be
 //! fields of [`RouteRule`] (filters), not new actions.
 
-use crate::names::{NameError, ObjectName, PoolName, ServiceKey};
+use crate::names::{err, string_newtype, NameError, ObjectName, PoolName, ServiceKey};
 use crate::state::Endpoint;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
-
-fn err(what: &'static str, value: &str, why: &'static str) -> NameError {
-    let mut v: String = value.chars().take(80).collect();
-    if value.chars().count() > 80 {
-        v.push('…');
-    }
-    NameError {
-        what,
-        value: v,
-        why,
-    }
-}
-
-/// A newtype over `String` whose only constructor is `FromStr` (and serde through it).
-macro_rules! checked_string {
-    ($(#[$m:meta])* $name:ident, $what:literal, $check:expr, $why:literal) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-        #[serde(transparent)]
-        pub struct $name(String);
-
-        impl $name {
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = NameError;
-            fn from_str(s: &str) -> Result<Self, NameError> {
-                let check: fn(&str) -> bool = $check;
-                if check(s) {
-                    Ok(Self(s.to_string()))
-                } else {
-                    Err(err($what, s, $why))
-                }
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                String::deserialize(d)?
-                    .parse()
-                    .map_err(serde::de::Error::custom)
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-    };
-}
 
 fn is_label(s: &str) -> bool {
     !s.is_empty()
@@ -113,7 +59,7 @@ fn is_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(is_label)
 }
 
-checked_string!(
+string_newtype!(
     /// A host name as the Ingress API and Gateway API accept it: an RFC 1123 subdomain in
     /// lowercase, or `*.` followed by one (a wildcard, which matches exactly one more
     /// label: `*.example.com` matches `a.example.com`, not `example.com` nor
@@ -158,7 +104,7 @@ fn is_path_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"-._~!*+,=:@&/".contains(&b)
 }
 
-checked_string!(
+string_newtype!(
     /// A URL path to match or redirect to: starts with `/`, at most 1024 bytes, only
     /// unreserved characters, `/` and `!*+,=:@&`; no empty, `.` or `..` segment (the
     /// Ingress API refuses `//`, `/./` and `/../` too). Percent-encoding, quotes,
@@ -205,7 +151,7 @@ fn is_token(s: &str, max: usize) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"-_.!*+^~".contains(&b))
 }
 
-checked_string!(
+string_newtype!(
     /// An HTTP header name (RFC 7230 token, narrowed, see [`is_token`]), at most 256 bytes.
     HeaderName,
     "header name",
@@ -213,7 +159,7 @@ checked_string!(
     "must be an HTTP token of letters, digits and -_.!*+^~"
 );
 
-checked_string!(
+string_newtype!(
     /// A cookie name for cookie stickiness (RFC 6265 token, narrowed), at most 64 bytes.
     CookieName,
     "cookie name",
@@ -221,7 +167,7 @@ checked_string!(
     "must be a cookie token of letters, digits and -_.!*+^~"
 );
 
-checked_string!(
+string_newtype!(
     /// A Secret name (RFC 1123 subdomain, lowercase).
     SecretName,
     "secret name",
