@@ -544,6 +544,7 @@ mod tests {
                 vrid: 7,
                 owner: None,
                 services: vec![],
+                ingress: false,
             },
         );
         Arc::new(s)

@@ -911,6 +911,7 @@ mod tests {
                 vrid: 71,
                 owner: None,
                 services: vec![],
+                ingress: false,
             },
         );
         s

@@ -499,6 +499,7 @@ mod tests {
             vrid: 1,
             owner: None,
             services: vec![],
+            ingress: false,
         };
         let vips: BTreeMap<IpAddr, VipState> = [
             ("198.18.1.10".parse().unwrap(), vip(&pool)),

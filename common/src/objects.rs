@@ -5,8 +5,9 @@
 //! a malformed Service must not stop every other Service from being served.
 
 use crate::problem::{Kind, ObjRef, Problem, Reason};
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,12 @@ pub struct Objects {
     pub slices: Vec<EndpointSlice>,
     pub nodes: Vec<Node>,
     pub configmaps: Vec<ConfigMap>,
+    pub ingresses: Vec<Ingress>,
+    pub ingress_classes: Vec<IngressClass>,
+    /// TLS Secrets that Ingresses reference. The plan reads only what
+    /// [`crate::ingress::SecretMeta`] says of them (type, validity), never the bytes;
+    /// the publisher hands the certificates to the nodes apart from the state.
+    pub secrets: Vec<Secret>,
     /// Documents that were skipped (unknown kind is not a problem; undecodable is).
     pub problems: Vec<Problem>,
     /// Services that exist but could not be decoded this time: they keep what the previous
@@ -75,7 +82,8 @@ impl Objects {
         }
         let kind = v.get("kind").and_then(Value::as_str).unwrap_or_default();
         match kind {
-            "List" | "ServiceList" | "EndpointSliceList" | "NodeList" | "ConfigMapList" => {
+            "List" | "ServiceList" | "EndpointSliceList" | "NodeList" | "ConfigMapList"
+            | "IngressList" | "IngressClassList" | "SecretList" => {
                 let item_kind = kind.strip_suffix("List").unwrap_or_default().to_string();
                 if let Some(Value::Array(items)) = v.get("items").cloned() {
                     for mut item in items {
@@ -105,6 +113,14 @@ impl Objects {
             "EndpointSlice" => push(&mut self.slices, &mut self.problems, v, Kind::EndpointSlice),
             "Node" => push(&mut self.nodes, &mut self.problems, v, Kind::Node),
             "ConfigMap" => push(&mut self.configmaps, &mut self.problems, v, Kind::ConfigMap),
+            "Ingress" => push(&mut self.ingresses, &mut self.problems, v, Kind::Ingress),
+            "IngressClass" => push(
+                &mut self.ingress_classes,
+                &mut self.problems,
+                v,
+                Kind::IngressClass,
+            ),
+            "Secret" => push(&mut self.secrets, &mut self.problems, v, Kind::Secret),
             _ => {} // other kinds (Deployments, ...) are not ours to read
         }
     }

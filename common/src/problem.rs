@@ -230,6 +230,8 @@ pub enum Kind {
     EndpointSlice,
     ConfigMap,
     Ingress,
+    IngressClass,
+    Secret,
 }
 
 impl Kind {
@@ -240,6 +242,8 @@ impl Kind {
             Kind::EndpointSlice => "EndpointSlice",
             Kind::ConfigMap => "ConfigMap",
             Kind::Ingress => "Ingress",
+            Kind::IngressClass => "IngressClass",
+            Kind::Secret => "Secret",
         }
     }
 
@@ -250,6 +254,8 @@ impl Kind {
             Kind::EndpointSlice,
             Kind::ConfigMap,
             Kind::Ingress,
+            Kind::IngressClass,
+            Kind::Secret,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)
@@ -319,7 +325,7 @@ impl ObjRef {
                     };
                 }
             }
-            Kind::EndpointSlice => {}
+            Kind::EndpointSlice | Kind::IngressClass | Kind::Secret => {}
         }
         ObjRef::Unnamed { kind, shown }
     }

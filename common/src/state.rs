@@ -16,6 +16,7 @@ use crate::names::{
     ConfigLine, Email, IfName, NodeName, PoolName, PortName, ServiceKey, SmtpServer,
 };
 pub use crate::problem::{ObjRef, Problem, Reason};
+use crate::routes::HttpRoutes;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -47,6 +48,16 @@ pub struct State {
     /// Every claimed Service, keyed `<namespace>/<name>`. Services that got no IP are
     /// here too (with empty `ips`), so their problems and frontends are visible.
     pub services: BTreeMap<ServiceKey, ServiceState>,
+    /// The L7 routes: every HTTP(S) listener of every VIP that serves Ingresses (and,
+    /// later, Gateway API routes), with their backends. Empty (and absent from the JSON)
+    /// when nothing is routed at L7.
+    #[serde(default, skip_serializing_if = "HttpRoutes::is_empty")]
+    pub http: HttpRoutes,
+    /// Every Ingress of our class, keyed `<namespace>/<name>`: its VIPs (what its
+    /// `status.loadBalancer.ingress` shows). Ingresses that got no IP are here too
+    /// (empty `ips`), so their problems are visible.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ingresses: BTreeMap<ServiceKey, IngressState>,
     /// Everything that went wrong, one entry per object and reason. Sorted.
     pub problems: Vec<Problem>,
 }
@@ -61,6 +72,8 @@ impl State {
             instances: Vec::new(),
             vips: BTreeMap::new(),
             services: BTreeMap::new(),
+            http: HttpRoutes::default(),
+            ingresses: BTreeMap::new(),
             problems: Vec::new(),
         }
     }
@@ -343,6 +356,22 @@ pub struct VipState {
     pub owner: Option<NodeName>,
     /// Services on this VIP (more than one when shared), sorted.
     pub services: Vec<ServiceKey>,
+    /// The VIP serves its pool's Ingresses (its listeners are in [`State::http`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ingress: bool,
+}
+
+/// An Ingress of our class, as planned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IngressState {
+    /// Its VIPs (the pool's ingress VIPs: one, or N with `loadbalancer/scale`), sorted.
+    pub ips: Vec<IpAddr>,
+    /// The pool (annotation `loadbalancer/pool`, default `default`), as written.
+    pub pool: String,
+    /// The Ingress's `metadata.uid`, so writers can tell a re-created Ingress apart.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -94,6 +94,8 @@ pub fn plan(
         instances,
         vips,
         services,
+        http: Default::default(),
+        ingresses: BTreeMap::new(),
         problems: problems.capped(),
     }
 }

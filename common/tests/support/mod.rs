@@ -139,6 +139,7 @@ pub fn objs(services: Vec<Service>, nodes: Vec<Node>, slices: Vec<EndpointSlice>
         configmaps: vec![],
         problems: vec![],
         held_services: vec![],
+        ..Default::default()
     }
 }
 
