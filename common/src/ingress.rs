@@ -58,7 +58,7 @@ pub const CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
 /// On an IngressClass: Ingresses without a class belong to it.
 pub const DEFAULT_CLASS_MARK: &str = "ingressclass.kubernetes.io/is-default-class";
 /// The only Secret type whose certificates are used.
-pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
+pub use crate::certs::TLS_SECRET_TYPE;
 /// Paths under this prefix are never redirected to HTTPS (ACME HTTP-01 challenges, which
 /// cert-manager answers before the certificate exists).
 pub const ACME_CHALLENGE_PREFIX: &str = "/.well-known/acme-challenge/";

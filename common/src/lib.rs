@@ -13,6 +13,7 @@
 //! - `logging` (feature `logging`): the one log setup of both binaries;
 //! - `fs` (feature `fs`): atomic file writes, the binaries' only way to replace a file.
 
+pub mod certs;
 pub mod config;
 #[cfg(feature = "fs")]
 pub mod fs;
