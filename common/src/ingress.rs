@@ -33,7 +33,7 @@
 //! value that does not parse skips its rule (or path, or TLS host) with a problem and
 //! never reaches the model. Annotations are validated like the Service ones.
 
-use crate::names::{ObjectName, PoolName, PortName, ServiceKey};
+use crate::names::{ObjectKey, ObjectName, PoolName, PortName, ServiceKey};
 use crate::problem::{ObjRef, Reason};
 use crate::routes::{
     BackendId, BackendState, CertFile, Certificate, CookieName, FixedStatus, Hostname, HttpPath,
@@ -136,8 +136,30 @@ pub struct VipRoutes {
     pub problems: Vec<Problem>,
 }
 
+/// `<ns>/<name>` of an Ingress, if its names are valid (Kubernetes checks them).
+pub fn key_of(ing: &Ingress) -> Option<ObjectKey> {
+    ObjectKey::new(ns_of(ing), name_of(ing)).ok()
+}
+
+impl SecretMeta {
+    /// What the plan may know of a Secret: its type and whether [`crate::certs::inspect`]
+    /// accepts it.
+    pub fn of(secret: &k8s_openapi::api::core::v1::Secret) -> SecretMeta {
+        SecretMeta {
+            namespace: secret
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            name: secret.metadata.name.clone().unwrap_or_default(),
+            type_: secret.type_.clone().unwrap_or_else(|| "Opaque".into()),
+            valid: crate::certs::inspect(secret).is_ok(),
+        }
+    }
+}
+
 /// `"Ingress <ns>/<name>"`, printable whatever the names hold.
-fn object(ing: &Ingress) -> ObjRef {
+pub fn object(ing: &Ingress) -> ObjRef {
     ObjRef::Ingress {
         namespace: short(ns_of(ing)),
         name: short(name_of(ing)),
@@ -605,6 +627,18 @@ pub fn routes_for_vip(
     input: &IngressInput<'_>,
     opts: &VipOptions,
 ) -> VipRoutes {
+    routes_for_vip_except(ingresses, input, opts, &BTreeMap::new())
+}
+
+/// [`routes_for_vip`] on a VIP whose `taken` ports (port → who holds it, e.g.
+/// `Service ns/name`) belong to others: an Ingress that wants one gets a
+/// [`reason::PORT_CONFLICT`] problem and is not served on it.
+pub fn routes_for_vip_except(
+    ingresses: &[&Ingress],
+    input: &IngressInput<'_>,
+    opts: &VipOptions,
+    taken: &BTreeMap<u16, String>,
+) -> VipRoutes {
     let idx = Index::new(input);
     let mut problems = BTreeSet::new();
     let mut listeners: BTreeMap<u16, Building> = BTreeMap::new();
@@ -628,6 +662,17 @@ pub fn routes_for_vip(
             ports.push((settings.https_port, ListenerProtocol::Https));
         }
         ports.retain(|&(port, protocol)| {
+            if let Some(holder) = taken.get(&port) {
+                problems.insert(problem(
+                    ing,
+                    reason::PORT_CONFLICT,
+                    format!(
+                        "port {port} of IP {} is used by {holder}; not served on it",
+                        opts.ip
+                    ),
+                ));
+                return false;
+            }
             let l = listeners.entry(port).or_insert_with(|| Building {
                 protocol,
                 owner: me.clone(),

@@ -220,6 +220,61 @@ impl<'de> Deserialize<'de> for ServiceKey {
     }
 }
 
+string_newtype!(
+    /// The name of an object whose names are RFC 1123 subdomains (Ingress, Secret, ...).
+    SubdomainName,
+    "object name",
+    is_dns_subdomain,
+    "must be an RFC 1123 subdomain: lowercase letters, digits, '-' and '.'"
+);
+
+/// `<namespace>/<name>` of an object whose name is a subdomain: an Ingress (and the
+/// Gateway API's routes). Its text form is that of [`ServiceKey`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub namespace: ObjectName,
+    pub name: SubdomainName,
+}
+
+impl ObjectKey {
+    pub fn new(namespace: &str, name: &str) -> Result<Self, NameError> {
+        Ok(Self {
+            namespace: namespace.parse()?,
+            name: name.parse()?,
+        })
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+impl FromStr for ObjectKey {
+    type Err = NameError;
+    fn from_str(s: &str) -> Result<Self, NameError> {
+        let (ns, name) = s
+            .split_once('/')
+            .ok_or_else(|| err("object key", s, "expected <namespace>/<name>"))?;
+        Self::new(ns, name)
+    }
+}
+
+impl Serialize for ObjectKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ObjectKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 /// A raw line of admin-supplied proxy configuration (k8slb's `haproxy.global[]` and the
 /// like). These come from the cluster admin's global ConfigMap, not from tenants, so their
 /// content is free-form; but a line can never smuggle in another line: CR, LF, NUL and

@@ -13,7 +13,7 @@
 //! under Kubernetes' 1 MiB object limit.
 
 use crate::names::{
-    ConfigLine, Email, IfName, NodeName, PoolName, PortName, ServiceKey, SmtpServer,
+    ConfigLine, Email, IfName, NodeName, ObjectKey, PoolName, PortName, ServiceKey, SmtpServer,
 };
 pub use crate::problem::{ObjRef, Problem, Reason};
 use crate::routes::HttpRoutes;
@@ -57,7 +57,7 @@ pub struct State {
     /// `status.loadBalancer.ingress` shows). Ingresses that got no IP are here too
     /// (empty `ips`), so their problems are visible.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub ingresses: BTreeMap<ServiceKey, IngressState>,
+    pub ingresses: BTreeMap<ObjectKey, IngressState>,
     /// Everything that went wrong, one entry per object and reason. Sorted.
     pub problems: Vec<Problem>,
 }

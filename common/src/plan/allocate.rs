@@ -3,7 +3,7 @@
 
 use super::ports::proto_name;
 use super::problems::Problems;
-use super::request::Request;
+use super::request::{Request, Tenant};
 use crate::config::{GlobalConfig, Pool};
 use crate::ipam::RangeSet;
 use crate::names::{PoolName, ServiceKey};
@@ -17,15 +17,15 @@ pub(super) struct Allocator {
     pub used: RangeSet,
     pub tenants: BTreeMap<IpAddr, Tenancy>,
     // Lookups only (never iterated): hash order cannot leak into the output.
-    by_service: HashMap<ServiceKey, Vec<IpAddr>>,
+    by_service: HashMap<Tenant, Vec<IpAddr>>,
 }
 
 pub(super) struct Tenancy {
     pub pool: PoolName,
-    /// (protocol, port) -> the Service using it.
-    pub ports: BTreeMap<(Protocol, u16), ServiceKey>,
-    /// Every Service on it (a Service with no ports still holds its IP).
-    pub services: BTreeSet<ServiceKey>,
+    /// (protocol, port) -> the tenant using it.
+    pub ports: BTreeMap<(Protocol, u16), Tenant>,
+    /// Every tenant on it (a Service with no ports still holds its IP).
+    pub services: BTreeSet<Tenant>,
     /// A tenant asked for this address by name (so others may share it).
     pub pinned: bool,
 }
@@ -33,7 +33,7 @@ pub(super) struct Tenancy {
 #[derive(Debug)]
 enum TakeError {
     PortConflict {
-        other: ServiceKey,
+        other: Tenant,
         proto: Protocol,
         port: u16,
     },
@@ -52,7 +52,7 @@ impl TakeError {
     fn message(&self, ip: IpAddr) -> String {
         match self {
             TakeError::PortConflict { other, proto, port } => format!(
-                "IP {ip} is already used by Service {other} on {}/{port}; a shared IP needs distinct ports",
+                "IP {ip} is already used by {other} on {}/{port}; a shared IP needs distinct ports",
                 proto_name(*proto)
             ),
             TakeError::OtherPool { pool } => {
@@ -82,15 +82,31 @@ pub(super) fn allocate(
 }
 
 impl Allocator {
-    pub fn of(&self, key: &ServiceKey) -> Vec<IpAddr> {
+    pub fn of(&self, key: &Tenant) -> Vec<IpAddr> {
         self.by_service.get(key).cloned().unwrap_or_default()
     }
 
+    /// The Services on `ip`, sorted.
     pub fn services_on(&self, ip: IpAddr) -> Vec<ServiceKey> {
         self.tenants
             .get(&ip)
-            .map(|t| t.services.iter().cloned().collect())
+            .map(|t| {
+                t.services
+                    .iter()
+                    .filter_map(|k| match k {
+                        Tenant::Service(k) => Some(k.clone()),
+                        Tenant::Ingress(_) => None,
+                    })
+                    .collect()
+            })
             .unwrap_or_default()
+    }
+
+    /// `ip` serves its pool's Ingresses.
+    pub fn has_ingress(&self, ip: IpAddr) -> bool {
+        self.tenants
+            .get(&ip)
+            .is_some_and(|t| t.services.iter().any(|k| matches!(k, Tenant::Ingress(_))))
     }
 
     fn take(&mut self, ip: IpAddr, pool: &Pool, r: &Request) -> Result<(), TakeError> {
@@ -154,7 +170,7 @@ impl Allocator {
                 }
             }
             let mut kept = old.clone();
-            kept.ips = self.of(key);
+            kept.ips = self.of(&Tenant::Service(key.clone()));
             kept.ips.sort();
             held.insert(key.clone(), kept);
         }
@@ -176,11 +192,11 @@ impl Allocator {
         let mut order: Vec<(&Request, Vec<IpAddr>, bool)> = Vec::new();
         for group in [&valid, &refused] {
             for &r in group.iter() {
-                let held = prev.services.get(&r.key).map(|s| s.ips.clone());
+                let held = r.key.previous_ips(prev);
                 order.push((r, held.unwrap_or_default(), false));
             }
             for &r in group.iter() {
-                let adopt = !r.is_refused(cfg) || !prev.services.contains_key(&r.key);
+                let adopt = !r.is_refused(cfg) || r.key.previous_ips(prev).is_none();
                 let ips = if adopt { r.status_ips.clone() } else { vec![] };
                 order.push((r, ips, true));
             }

@@ -36,6 +36,7 @@
 
 mod allocate;
 mod annotations;
+mod ingress;
 mod nodes;
 pub mod options;
 mod ports;
@@ -66,10 +67,16 @@ pub fn plan(
     let mut problems: problems::Problems = objs.problems.iter().cloned().collect();
     let nodes = nodes::lb_nodes(&objs.nodes, &opts.node_selector, &mut problems);
     let slices = ports::slice_index(objs);
-    let (requests, seen) = request::requests(objs, cfg, opts, &slices, &mut problems);
-
+    let (mut requests, seen) = request::requests(objs, cfg, opts, &slices, &mut problems);
     let empty = State::empty(cfg.actor_config(&opts.cert_path));
     let prev = previous.unwrap_or(&empty);
+    let (ingresses, ingress_requests) =
+        ingress::Ingresses::read(cfg, opts, objs, prev, &mut problems);
+    if !ingress_requests.is_empty() {
+        requests.extend(ingress_requests);
+        requests.sort_by(|a, b| (&a.created, &a.key).cmp(&(&b.created, &b.key)));
+    }
+
     let (alloc, held) = allocate::allocate(
         cfg,
         &requests,
@@ -78,6 +85,7 @@ pub fn plan(
         prev,
         &mut problems,
     );
+    let (http, ingresses) = ingresses.build(cfg, &alloc, &mut problems);
     let services = service_states(held, requests, &alloc, opts.provider);
     let (instances, vips) = vrrp::vrrp_plan(cfg, opts, &nodes, &alloc, prev, &mut problems);
 
@@ -94,8 +102,8 @@ pub fn plan(
         instances,
         vips,
         services,
-        http: Default::default(),
-        ingresses: BTreeMap::new(),
+        http,
+        ingresses,
         problems: problems.capped(),
     }
 }
@@ -115,10 +123,13 @@ fn service_states(
     };
     let mut services = held;
     for r in requests {
+        let request::Tenant::Service(key) = &r.key else {
+            continue;
+        };
         let mut ips = alloc.of(&r.key);
         ips.sort();
         services.insert(
-            r.key,
+            key.clone(),
             ServiceState {
                 ips,
                 pool: r.pool_text,

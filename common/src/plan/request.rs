@@ -11,16 +11,53 @@ use crate::ipam::parse_ip;
 use crate::names::{PoolName, ServiceKey};
 use crate::objects::Objects;
 use crate::problem::{ObjRef, Problem, Reason};
-use crate::state::{Family, PortState, Protocol};
+use crate::state::{Family, PortState, Protocol, State};
 use k8s_openapi::api::core::v1::{Service, ServiceSpec};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::{BTreeSet, HashSet};
 use std::net::IpAddr;
 
-/// One claimed Service, parsed.
+/// Who holds addresses: a Service, or the Ingresses of a pool (which share that pool's
+/// ingress VIP and claim its listener ports together).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) enum Tenant {
+    Service(ServiceKey),
+    Ingress(PoolName),
+}
+
+impl std::fmt::Display for Tenant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tenant::Service(k) => write!(f, "Service {k}"),
+            Tenant::Ingress(p) => write!(f, "the Ingresses of pool {p}"),
+        }
+    }
+}
+
+impl Tenant {
+    /// The addresses the previous state gave this tenant.
+    pub fn previous_ips(&self, prev: &State) -> Option<Vec<IpAddr>> {
+        match self {
+            Tenant::Service(k) => prev.services.get(k).map(|s| s.ips.clone()),
+            Tenant::Ingress(pool) => {
+                let ips: Vec<IpAddr> = prev
+                    .vips
+                    .iter()
+                    .filter(|(_, v)| v.ingress && &v.pool == pool)
+                    .map(|(ip, _)| *ip)
+                    .collect();
+                (!ips.is_empty()).then_some(ips)
+            }
+        }
+    }
+}
+
+/// One claimed Service (or the Ingresses of a pool), parsed.
 pub(super) struct Request {
-    pub key: ServiceKey,
+    pub key: Tenant,
+    /// What problems are about.
+    pub object: ObjRef,
     pub uid: String,
     pub created: Option<Time>,
     /// Pools that exist, in the order written.
@@ -57,7 +94,10 @@ pub(super) fn requests(
             problems.absorb(own);
             continue;
         };
-        if seen.insert(r.key.clone()) {
+        let Tenant::Service(key) = &r.key else {
+            unreachable!("a Service's request")
+        };
+        if seen.insert(key.clone()) {
             problems.absorb(own);
             requests.push(r);
         } else {
@@ -87,7 +127,7 @@ fn claimed<'s>(svc: &'s Service, cfg: &GlobalConfig) -> Option<&'s ServiceSpec> 
 
 impl Request {
     pub fn problem(&self, reason: Reason, message: String) -> Problem {
-        Problem::new(ObjRef::Service(self.key.clone()), reason, message)
+        Problem::new(self.object.clone(), reason, message)
     }
 
     /// The pool of this request whose network holds `ip`.
@@ -127,7 +167,8 @@ impl Request {
     /// A request that asks for nothing: a Service held as it was.
     pub fn empty(key: ServiceKey, uid: String, created: Option<Time>) -> Request {
         Request {
-            key,
+            object: ObjRef::Service(key.clone()),
+            key: Tenant::Service(key),
             uid,
             created,
             pools: vec![],
@@ -162,12 +203,12 @@ impl Request {
                 return None;
             }
         };
+        let ann = Annotations::read(svc, &key, problems);
         let mut req = Request::empty(
             key,
             svc.metadata.uid.clone().unwrap_or_default(),
             svc.metadata.creation_timestamp.clone(),
         );
-        let ann = Annotations::read(svc, &req.key, problems);
         req.read_pools(&ann, cfg, problems);
         req.read_statics(&ann, spec, problems);
         req.read_status(svc);
@@ -312,7 +353,7 @@ impl Request {
         let cx = PortContext {
             spec,
             ann,
-            object: ObjRef::Service(self.key.clone()),
+            object: self.object.clone(),
             provider: opts.provider,
             tls_on_some: tls_on_some(spec, ann),
             cert_pool: self.pools.first().cloned().or_else(|| {

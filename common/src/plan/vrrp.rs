@@ -64,7 +64,7 @@ pub(super) fn vrrp_plan(
                         vrid: 0,
                         owner: None,
                         services: alloc.services_on(ip),
-                        ingress: false,
+                        ingress: alloc.has_ingress(ip),
                     },
                 );
             }
@@ -237,7 +237,7 @@ fn finish(
                     vrid: i.vrid,
                     owner: i.members.first().cloned(),
                     services: alloc.services_on(*ip),
-                    ingress: false,
+                    ingress: alloc.has_ingress(*ip),
                 },
             );
         }

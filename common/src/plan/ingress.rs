@@ -1,0 +1,280 @@
+//! Ingresses in the plan. The Ingresses of a pool share that pool's **ingress VIP**: one
+//! tenant of the allocator ([`Tenant::Ingress`]), placed like a Service (sticky first,
+//! then the lowest free address of the pool's range), in the order of its oldest
+//! Ingress's creation. It holds the TCP ports its listeners use, so a Service that asks
+//! for the same address by name shares it only on other ports, as two Services would.
+//!
+//! **Ports are sticky too.** At allocation the tenant claims the default ports (80, 443)
+//! and the ports it served in the previous state (those its Ingresses still want); a port
+//! an Ingress adds later is served only if no Service holds it on that address, else that
+//! Ingress gets a `PortConflict` problem for it. So adding an Ingress never moves the VIP
+//! and never evicts a Service.
+//!
+//! A pool that does not exist, or that has no free address, is a problem on every
+//! Ingress of it; the routes of the others are built all the same.
+
+use super::allocate::Allocator;
+use super::options::PlanOptions;
+use super::problems::Problems;
+use super::request::{Request, Tenant};
+use crate::config::GlobalConfig;
+use crate::ingress::{
+    self, IngressInput, SecretMeta, Selection, VipOptions, DEFAULT_HTTPS_PORT, DEFAULT_HTTP_PORT,
+};
+use crate::ipam::parse_ip;
+use crate::names::{ObjectKey, PoolName};
+use crate::objects::Objects;
+use crate::problem::{Problem, Reason};
+use crate::routes::HttpRoutes;
+use crate::state::{Family, IngressState, Protocol, State};
+use k8s_openapi::api::networking::v1::Ingress;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// Our Ingresses, read before allocation.
+pub(super) struct Ingresses<'a> {
+    objs: &'a Objects,
+    selection: Selection<'a>,
+    secrets: Vec<SecretMeta>,
+    /// The ports the Ingresses of each existing pool want.
+    wanted: BTreeMap<PoolName, BTreeSet<u16>>,
+}
+
+impl<'a> Ingresses<'a> {
+    /// Select our Ingresses and make one allocation request per pool that has some.
+    pub fn read(
+        cfg: &GlobalConfig,
+        opts: &PlanOptions,
+        objs: &'a Objects,
+        prev: &State,
+        problems: &mut Problems,
+    ) -> (Self, Vec<Request>) {
+        let selection = ingress::select(&objs.ingresses, &objs.ingress_classes);
+        for p in &selection.problems {
+            problems.insert(p.clone());
+        }
+        let mut me = Ingresses {
+            objs,
+            selection,
+            secrets: objs.secrets.iter().map(SecretMeta::of).collect(),
+            wanted: BTreeMap::new(),
+        };
+        let mut requests = Vec::new();
+        if !opts.provider.has_proxy() {
+            for ing in me.selection.by_pool.values().flatten() {
+                problems.insert(Problem::new(
+                    ingress::object(ing),
+                    Reason::NothingToServe,
+                    format!(
+                        "Ingresses need a proxy (haproxy or nginx); this install runs {}, which serves Services only",
+                        opts.provider
+                    ),
+                ));
+            }
+            me.selection.by_pool.clear();
+            return (me, requests);
+        }
+        for (pool, ings) in &me.selection.by_pool {
+            let Some(p) = cfg.pools.get(pool) else {
+                for ing in ings {
+                    problems.insert(Problem::new(
+                        ingress::object(ing),
+                        Reason::UnknownPool,
+                        format!(
+                            "pool {pool} does not exist (pools: {}); not served",
+                            cfg.pools
+                                .keys()
+                                .map(|k| k.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ));
+                }
+                continue;
+            };
+            let draft = ingress::routes_for_vip(
+                ings,
+                &me.input(),
+                &me.vip_options(placeholder(p.family()), pool),
+            );
+            let wanted: BTreeSet<u16> = draft.routes.listeners.iter().map(|l| l.port).collect();
+            let tenant = Tenant::Ingress(pool.clone());
+            let before: BTreeSet<u16> = match tenant.previous_ips(prev) {
+                Some(ips) => prev
+                    .http
+                    .listeners
+                    .iter()
+                    .filter(|l| ips.contains(&l.ip))
+                    .map(|l| l.port)
+                    .chain([DEFAULT_HTTP_PORT, DEFAULT_HTTPS_PORT])
+                    .collect(),
+                None => wanted.clone(), // a new VIP: every port is free on it
+            };
+            let oldest = ings[0];
+            requests.push(Request {
+                key: tenant,
+                object: ingress::object(oldest),
+                uid: String::new(),
+                created: oldest.metadata.creation_timestamp.clone(),
+                pools: vec![pool.clone()],
+                pool_text: pool.to_string(),
+                statics: vec![],
+                status_ips: status_ips(ings),
+                ports: vec![],
+                port_keys: wanted
+                    .intersection(&before)
+                    .map(|p| (Protocol::Tcp, *p))
+                    .collect(),
+                refused: false,
+            });
+            me.wanted.insert(pool.clone(), wanted);
+        }
+        (me, requests)
+    }
+
+    fn input(&self) -> IngressInput<'_> {
+        IngressInput {
+            ingresses: &self.objs.ingresses,
+            classes: &self.objs.ingress_classes,
+            services: &self.objs.services,
+            slices: &self.objs.slices,
+            secrets: &self.secrets,
+        }
+    }
+
+    fn vip_options(&self, ip: IpAddr, pool: &PoolName) -> VipOptions {
+        VipOptions {
+            ip,
+            pool: pool.clone(),
+            // The pool's certificate is the default one; an actor on whose node the
+            // file does not exist serves the listener's first certificate instead.
+            pool_certificate: true,
+        }
+    }
+
+    /// After allocation: the routes of every ingress VIP and what each Ingress got.
+    pub fn build(
+        &self,
+        cfg: &GlobalConfig,
+        alloc: &Allocator,
+        problems: &mut Problems,
+    ) -> (HttpRoutes, BTreeMap<ObjectKey, IngressState>) {
+        let mut http = HttpRoutes::default();
+        let mut states = BTreeMap::new();
+        for (pool, ings) in &self.selection.by_pool {
+            let tenant = Tenant::Ingress(pool.clone());
+            let mut ips = alloc.of(&tenant);
+            ips.sort();
+            for ing in ings {
+                if let Some(key) = ingress::key_of(ing) {
+                    states.insert(
+                        key,
+                        IngressState {
+                            ips: ips.clone(),
+                            pool: pool.to_string(),
+                            uid: ing.metadata.uid.clone().unwrap_or_default(),
+                        },
+                    );
+                }
+            }
+            let Some(p) = cfg.pools.get(pool) else {
+                continue; // reported in `read`
+            };
+            if ips.is_empty() {
+                // No address: the translation's own problems are still worth telling.
+                let draft = ingress::routes_for_vip(
+                    ings,
+                    &self.input(),
+                    &self.vip_options(placeholder(p.family()), pool),
+                );
+                absorb(problems, draft.problems);
+                for ing in ings {
+                    problems.insert(Problem::new(
+                        ingress::object(ing),
+                        Reason::PoolExhausted,
+                        format!(
+                            "pool {pool} has no free address left in its range {}",
+                            p.range
+                        ),
+                    ));
+                }
+                continue;
+            }
+            for (i, ip) in ips.iter().enumerate() {
+                let taken = self.taken(alloc, &tenant, pool, *ip);
+                let built = ingress::routes_for_vip_except(
+                    ings,
+                    &self.input(),
+                    &self.vip_options(*ip, pool),
+                    &taken,
+                );
+                if i == 0 {
+                    absorb(problems, built.problems);
+                }
+                http.listeners.extend(built.routes.listeners);
+                for (id, b) in built.routes.backends {
+                    http.backends.entry(id).or_insert(b);
+                }
+            }
+        }
+        http.normalize();
+        (http, states)
+    }
+
+    /// The ports the Ingresses of `pool` want on `ip` that another tenant holds.
+    fn taken(
+        &self,
+        alloc: &Allocator,
+        tenant: &Tenant,
+        pool: &PoolName,
+        ip: IpAddr,
+    ) -> BTreeMap<u16, String> {
+        let Some(t) = alloc.tenants.get(&ip) else {
+            return BTreeMap::new();
+        };
+        self.wanted[pool]
+            .iter()
+            .filter_map(|p| {
+                t.ports
+                    .get(&(Protocol::Tcp, *p))
+                    .filter(|holder| *holder != tenant)
+                    .map(|holder| (*p, holder.to_string()))
+            })
+            .collect()
+    }
+}
+
+fn absorb(problems: &mut Problems, found: Vec<Problem>) {
+    for p in found {
+        problems.insert(p);
+    }
+}
+
+/// The address routes are drafted on before the VIP is known.
+fn placeholder(family: Family) -> IpAddr {
+    match family {
+        Family::V4 => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        Family::V6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    }
+}
+
+/// The addresses the status of the pool's Ingresses shows (oldest first): adopted when
+/// the state was lost, like a Service's.
+fn status_ips(ings: &[&Ingress]) -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    for ing in ings {
+        let shown = ing
+            .status
+            .iter()
+            .filter_map(|s| s.load_balancer.as_ref())
+            .flat_map(|lb| lb.ingress.iter().flatten())
+            .filter_map(|i| i.ip.as_deref())
+            .filter_map(|ip| parse_ip(ip).ok());
+        for ip in shown {
+            if !out.contains(&ip) {
+                out.push(ip);
+            }
+        }
+    }
+    out
+}
