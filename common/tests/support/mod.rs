@@ -162,3 +162,94 @@ pub fn problems_of(s: &State, key: &str) -> Vec<(String, String)> {
         .map(|p| (p.reason.to_string(), p.message.clone()))
         .collect()
 }
+
+/// An Ingress of class `k8slb` (`spec.ingressClassName`), with no rules yet.
+pub struct Ing(pub Value);
+
+pub fn ing(ns: &str, name: &str) -> Ing {
+    Ing(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": { "name": name, "namespace": ns, "uid": format!("uid-{ns}-{name}"), "annotations": {} },
+        "spec": { "ingressClassName": "k8slb", "rules": [] }
+    }))
+}
+
+impl Ing {
+    /// A rule: `host` (empty: any), path Prefix `path` to Service `svc` port `port`.
+    pub fn rule(mut self, host: &str, path: &str, svc: &str, port: i32) -> Self {
+        let mut r = json!({ "http": { "paths": [ { "path": path, "pathType": "Prefix",
+            "backend": { "service": { "name": svc, "port": { "number": port } } } } ] } });
+        if !host.is_empty() {
+            r["host"] = json!(host);
+        }
+        self.0["spec"]["rules"].as_array_mut().unwrap().push(r);
+        self
+    }
+    pub fn ann(mut self, k: &str, v: &str) -> Self {
+        self.0["metadata"]["annotations"][k] = json!(v);
+        self
+    }
+    pub fn pool(self, p: &str) -> Self {
+        self.ann("loadbalancer/pool", p)
+    }
+    pub fn class(mut self, c: &str) -> Self {
+        self.0["spec"]["ingressClassName"] = json!(c);
+        self
+    }
+    pub fn tls(mut self, secret: &str, hosts: &[&str]) -> Self {
+        let t = json!({ "secretName": secret, "hosts": hosts });
+        match self.0["spec"]["tls"].as_array_mut() {
+            Some(a) => a.push(t),
+            None => self.0["spec"]["tls"] = json!([t]),
+        }
+        self
+    }
+    pub fn created(mut self, sec: u32) -> Self {
+        self.0["metadata"]["creationTimestamp"] = json!(format!(
+            "2026-01-01T00:{:02}:{:02}Z",
+            sec / 60 % 60,
+            sec % 60
+        ));
+        self
+    }
+    pub fn status_ip(mut self, ip: &str) -> Self {
+        self.0["status"] = json!({ "loadBalancer": { "ingress": [ { "ip": ip } ] } });
+        self
+    }
+    pub fn build(self) -> k8s_openapi::api::networking::v1::Ingress {
+        serde_json::from_value(self.0).expect("fixture ingress decodes")
+    }
+}
+
+/// Our IngressClass `k8slb`.
+pub fn ingress_class() -> k8s_openapi::api::networking::v1::IngressClass {
+    serde_json::from_value(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+        "metadata": { "name": "k8slb" },
+        "spec": { "controller": "k8slb.io/ingress-controller" }
+    }))
+    .unwrap()
+}
+
+/// A backend Service (ClusterIP) for Ingress rules.
+pub fn backend_svc(ns: &str, name: &str, port: i32) -> Service {
+    svc(ns, name).type_("ClusterIP").port(port).build()
+}
+
+/// The planned Ingress `key`'s addresses.
+pub fn ingress_ips(s: &State, key: &str) -> Vec<String> {
+    s.ingresses
+        .get(&key.parse().unwrap())
+        .map(|v| v.ips.iter().map(|i| i.to_string()).collect())
+        .unwrap_or_default()
+}
+
+/// The problems of Ingress `key`: (reason, message).
+pub fn ingress_problems(s: &State, key: &str) -> Vec<(String, String)> {
+    let obj = format!("Ingress {key}");
+    s.problems
+        .iter()
+        .filter(|p| p.object.to_string() == obj)
+        .map(|p| (p.reason.to_string(), p.message.clone()))
+        .collect()
+}
