@@ -134,7 +134,7 @@ fn a_service_shares_the_ingress_vip_on_other_ports_only() {
     );
     let s = run(&c, &o, Some(&first));
     assert_eq!(vip_of(&s), vip);
-    assert_eq!(ips(&s, "default/ssh"), [vip.clone()]);
+    assert_eq!(ips(&s, "default/ssh"), vec![vip.clone()]);
     let v = &s.vips[&vip.parse().unwrap()];
     assert_eq!(v.services, ["default/ssh".parse().unwrap()]);
     assert!(ips(&s, "default/web").is_empty());
@@ -155,7 +155,7 @@ fn a_port_an_ingress_adds_that_a_service_holds_is_refused_for_that_ingress_alone
     let vip = vip_of(&first);
     let pinned = || svc("default", "alt").port(8080).ip(&vip).created(2).build();
     let second = run(&c, &with_ingresses(vec![pinned()], vec![a()]), Some(&first));
-    assert_eq!(ips(&second, "default/alt"), [vip.clone()]);
+    assert_eq!(ips(&second, "default/alt"), vec![vip.clone()]);
 
     let b = ing("default", "b")
         .rule("b.example", "/", "app", 80)
@@ -169,7 +169,7 @@ fn a_port_an_ingress_adds_that_a_service_holds_is_refused_for_that_ingress_alone
     assert_eq!(vip_of(&third), vip, "the ingress VIP did not move");
     assert_eq!(
         ips(&third, "default/alt"),
-        [vip.clone()],
+        vec![vip.clone()],
         "the Service kept it"
     );
     assert_eq!(ports_on(&third, &vip), [80]);
