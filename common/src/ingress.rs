@@ -265,6 +265,17 @@ pub fn select<'a>(ingresses: &'a [Ingress], classes: &[IngressClass]) -> Selecti
     out
 }
 
+/// `loadbalancer/scale` of an Ingress: how many VIPs its pool's Ingresses get (the
+/// largest asked for by one of them); 1 when absent or invalid (reported by the
+/// translation).
+pub fn scale_of(ing: &Ingress) -> u8 {
+    annotations(ing)
+        .into_iter()
+        .find(|(k, _)| k == "scale")
+        .and_then(|(_, v)| crate::scale::parse(&v).ok())
+        .unwrap_or(1)
+}
+
 /// `loadbalancer/*` annotations: (option lowercased, value trimmed).
 fn annotations(ing: &Ingress) -> Vec<(String, String)> {
     ing.metadata
@@ -287,6 +298,7 @@ const KNOWN_ANNOTATIONS: &[&str] = &[
     "https-port",
     "stickiness",
     "stickiness-cookie",
+    "scale",
 ];
 
 /// An Ingress's `loadbalancer/*` settings, validated.
@@ -351,6 +363,11 @@ impl Settings {
             let port = |v: &str| v.parse::<u16>().ok().filter(|p| *p != 0);
             match opt.as_str() {
                 "pool" => {} // read by `select`
+                "scale" => {
+                    if let Err(message) = crate::scale::parse(v) {
+                        problems.insert(problem(ing, reason::INVALID_ANNOTATION, message));
+                    }
+                }
                 "sslredirect" => match flag(v) {
                     Some(b) => s.ssl_redirect = b,
                     None => bad(problems, opt, v, "true or false"),

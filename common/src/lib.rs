@@ -27,4 +27,5 @@ pub mod plan;
 pub mod problem;
 pub mod publish;
 pub mod routes;
+pub mod scale;
 pub mod state;

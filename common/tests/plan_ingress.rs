@@ -347,3 +347,130 @@ fn a_secret_that_is_not_a_certificate_is_a_problem_and_serves_no_https() {
         "no Secret bytes in the state"
     );
 }
+
+fn owners_of(s: &State, ips: &[String]) -> Vec<String> {
+    ips.iter()
+        .map(|ip| {
+            s.vips[&ip.parse().unwrap()]
+                .owner
+                .as_ref()
+                .map(|o| o.to_string())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+#[test]
+fn scale_gives_an_ingress_pool_n_vips_owned_by_n_nodes_all_routed() {
+    let c = cfg(ONE_POOL);
+    let mut o = with_ingresses(
+        vec![],
+        vec![
+            ing("default", "a").rule("a.example", "/", "app", 80),
+            ing("default", "b")
+                .rule("b.example", "/", "app", 80)
+                .ann("loadbalancer/scale", "2"),
+        ],
+    );
+    o.nodes = nodes(3);
+    let s = run(&c, &o, None);
+    let vips = ingress_ips(&s, "default/a");
+    assert_eq!(vips, ["198.18.0.100", "198.18.0.101"]);
+    assert_eq!(ingress_ips(&s, "default/b"), vips);
+    let owners = owners_of(&s, &vips);
+    assert_ne!(owners[0], owners[1], "two VIPs, two owners: {owners:?}");
+    for ip in &vips {
+        assert_eq!(ports_on(&s, ip), [80], "{ip} serves the routes");
+    }
+    // Sticky, owners included.
+    let again = run(&c, &o, Some(&s));
+    assert_eq!(again, s);
+}
+
+#[test]
+fn scale_gives_a_service_n_addresses_on_distinct_nodes_and_shrinks_to_the_lowest() {
+    let c = cfg(ONE_POOL);
+    let mut o = objs(
+        vec![svc("default", "web")
+            .port(80)
+            .ann("loadbalancer/scale", "3")
+            .build()],
+        nodes(3),
+        vec![],
+    );
+    let s = run(&c, &o, None);
+    let got = ips(&s, "default/web");
+    assert_eq!(got, ["198.18.0.100", "198.18.0.101", "198.18.0.102"]);
+    let mut owners = owners_of(&s, &got);
+    owners.sort();
+    owners.dedup();
+    assert_eq!(owners.len(), 3, "{owners:?}");
+
+    o.services = vec![svc("default", "web")
+        .port(80)
+        .ann("loadbalancer/scale", "1")
+        .build()];
+    let shrunk = run(&c, &o, Some(&s));
+    assert_eq!(ips(&shrunk, "default/web"), ["198.18.0.100"]);
+}
+
+#[test]
+fn scale_is_refused_when_invalid_or_when_addresses_are_asked_for_by_name() {
+    let c = cfg(ONE_POOL);
+    let o = objs(
+        vec![
+            svc("default", "bad")
+                .port(80)
+                .ann("loadbalancer/scale", "99")
+                .build(),
+            svc("default", "pinned")
+                .port(80)
+                .ip("198.18.0.110")
+                .ann("loadbalancer/scale", "2")
+                .build(),
+        ],
+        nodes(2),
+        vec![],
+    );
+    let s = run(&c, &o, None);
+    assert_eq!(ips(&s, "default/bad").len(), 1);
+    assert_eq!(ips(&s, "default/pinned"), ["198.18.0.110"]);
+    for key in ["default/bad", "default/pinned"] {
+        assert!(
+            problems_of(&s, key)
+                .iter()
+                .any(|(r, m)| r == "InvalidAnnotation" && m.contains("loadbalancer/scale")),
+            "{key}: {:?}",
+            s.problems
+        );
+    }
+}
+
+#[test]
+fn scaled_addresses_go_to_distinct_nodes_even_when_one_node_is_much_less_loaded() {
+    let c = cfg(ONE_POOL);
+    let old = |n: &str| svc("default", n).port(80).build();
+    let before = run(
+        &c,
+        &objs(vec![old("a"), old("b"), old("c")], nodes(1), vec![]),
+        None,
+    );
+    let o = objs(
+        vec![
+            old("a"),
+            old("b"),
+            old("c"),
+            svc("default", "web")
+                .port(80)
+                .ann("loadbalancer/scale", "2")
+                .build(),
+        ],
+        nodes(2),
+        vec![],
+    );
+    let s = run(&c, &o, Some(&before));
+    let got = ips(&s, "default/web");
+    assert_eq!(got.len(), 2);
+    let owners = owners_of(&s, &got);
+    assert_ne!(owners[0], owners[1], "{owners:?}");
+}

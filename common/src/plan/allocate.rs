@@ -226,8 +226,8 @@ impl Allocator {
         let Some(pool) = pool else {
             return; // pool changed or gone, or the IP left the pool's network
         };
-        if r.has_ip_in(pool, &mine) {
-            return; // one address per pool
+        if r.has_all_in(pool, &mine) {
+            return; // one address per pool (or its scale)
         }
         if !refused && !r.statics.contains(&ip) && !r.dynamic_ok(Family::of(&ip), cfg) {
             return; // the request changed: the old address is released
@@ -316,16 +316,9 @@ impl Allocator {
                 if !r.dynamic_ok(pool.family(), cfg) {
                     continue;
                 }
-                let mine = self.of(&r.key);
-                if r.has_ip_in(pool, &mine) {
-                    continue;
-                }
                 let within = pool.range.allocatable();
-                match self.used.first_free(&within) {
-                    Some(ip) => {
-                        self.take(ip, pool, r).expect("a free address is free");
-                    }
-                    None => {
+                while !r.has_all_in(pool, &self.of(&r.key)) {
+                    let Some(ip) = self.used.first_free(&within) else {
                         problems.insert(r.problem(
                             Reason::PoolExhausted,
                             format!(
@@ -333,7 +326,9 @@ impl Allocator {
                                 pool.name, pool.range
                             ),
                         ));
-                    }
+                        break;
+                    };
+                    self.take(ip, pool, r).expect("a free address is free");
                 }
             }
         }

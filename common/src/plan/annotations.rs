@@ -18,6 +18,7 @@ const KNOWN_ANNOTATIONS: &[&str] = &[
     "nocheck",
     "stickiness",
     "proxy-protocol",
+    "scale",
 ];
 
 /// The annotations that make the address request: a problem with them explains why a

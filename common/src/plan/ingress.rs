@@ -126,6 +126,7 @@ impl<'a> Ingresses<'a> {
                     .map(|p| (Protocol::Tcp, *p))
                     .collect(),
                 refused: false,
+                scale: ings.iter().map(|i| ingress::scale_of(i)).max().unwrap_or(1),
             });
             me.wanted.insert(pool.clone(), wanted);
         }

@@ -71,6 +71,8 @@ pub(super) struct Request {
     /// invalid IP, a static IP outside its pools): nothing new is allocated, and what
     /// the Service already holds stays (bad input never loses an allocation).
     pub refused: bool,
+    /// How many addresses per pool (`loadbalancer/scale`, dynamic addresses only).
+    pub scale: u8,
 }
 
 /// The claimed Services in allocation order (creation time, then namespace/name), and
@@ -164,6 +166,15 @@ impl Request {
         ips.iter().any(|ip| pool.network.range().contains(*ip))
     }
 
+    /// Holds as many addresses of `pool` as it asks for (one, or its scale).
+    pub fn has_all_in(&self, pool: &Pool, ips: &[IpAddr]) -> bool {
+        let n = ips
+            .iter()
+            .filter(|ip| pool.network.range().contains(**ip))
+            .count();
+        n >= usize::from(self.scale.max(1))
+    }
+
     /// A request that asks for nothing: a Service held as it was.
     pub fn empty(key: ServiceKey, uid: String, created: Option<Time>) -> Request {
         Request {
@@ -178,6 +189,7 @@ impl Request {
             ports: vec![],
             port_keys: BTreeSet::new(),
             refused: false,
+            scale: 1,
         }
     }
 
@@ -212,6 +224,7 @@ impl Request {
         req.read_pools(&ann, cfg, problems);
         req.read_statics(&ann, spec, problems);
         req.read_status(svc);
+        req.read_scale(&ann, problems);
         let service_slices: &[&EndpointSlice] = slices
             .get(&(ns, name))
             .map(Vec::as_slice)
@@ -222,6 +235,20 @@ impl Request {
 
     /// `loadbalancer/pool` (default `default`): at most one pool per family, all known,
     /// or none at all (never half of what was asked, never the default instead).
+    /// `loadbalancer/scale`: N dynamic addresses per pool. Addresses asked for by name
+    /// are exactly those; scale does not add to them.
+    fn read_scale(&mut self, ann: &Annotations, problems: &mut Problems) {
+        let Some(v) = ann.get("scale") else { return };
+        match crate::scale::parse(v) {
+            Ok(n) if n > 1 && !self.statics.is_empty() => problems.insert(self.problem(
+                Reason::InvalidAnnotation,
+                format!("loadbalancer/scale: {n} applies to addresses allocated from the pool, not to addresses asked for by name; ignored"),
+            )),
+            Ok(n) => self.scale = n,
+            Err(message) => problems.insert(self.problem(Reason::InvalidAnnotation, message)),
+        }
+    }
+
     fn read_pools(&mut self, ann: &Annotations, cfg: &GlobalConfig, problems: &mut Problems) {
         let pool_text = ann.get("pool").unwrap_or("default").trim().to_string();
         self.pool_text = pool_text.clone();

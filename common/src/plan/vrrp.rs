@@ -53,7 +53,8 @@ pub(super) fn vrrp_plan(
     let mut vips = BTreeMap::new();
     for ip in orphans {
         let pool = &alloc.tenants[&ip].pool;
-        match instance_for(&mut insts, cfg, opts, nodes, pool, ip, problems) {
+        let avoid = sibling_owners(&insts, alloc, ip);
+        match instance_for(&mut insts, cfg, opts, nodes, pool, ip, &avoid, problems) {
             Some(i) => insts[i].vips.push(ip),
             // Unannounced: no node, or no VRID left.
             None => {
@@ -146,8 +147,26 @@ fn keep_previous_vips(insts: &mut [Inst], alloc: &Allocator, prev: &State) -> Ve
     orphans
 }
 
+/// The owners of the instances that already carry the other VIPs of the tenants of
+/// `ip` (a Service or the Ingresses of a pool with `loadbalancer/scale`): a new VIP of
+/// theirs goes to another node while one is left, so that all of them serve at once.
+fn sibling_owners(insts: &[Inst], alloc: &Allocator, ip: IpAddr) -> BTreeSet<NodeName> {
+    let Some(t) = alloc.tenants.get(&ip) else {
+        return BTreeSet::new();
+    };
+    t.services
+        .iter()
+        .flat_map(|tenant| alloc.of(tenant))
+        .filter(|sib| *sib != ip)
+        .filter_map(|sib| insts.iter().find(|i| i.vips.contains(&sib)))
+        .filter_map(|i| i.members.first().cloned())
+        .collect()
+}
+
 /// The instance a new VIP of `pool` goes to: the one of `pool` owned by the
-/// least-loaded node, made if there is none. None: no node, or no VRID left (a problem).
+/// least-loaded node not in `avoid` (any node when all are), made if there is none.
+/// None: no node, or no VRID left (a problem).
+#[allow(clippy::too_many_arguments)]
 fn instance_for(
     insts: &mut Vec<Inst>,
     cfg: &GlobalConfig,
@@ -155,9 +174,10 @@ fn instance_for(
     nodes: &BTreeMap<NodeName, LbNode>,
     pool: &PoolName,
     ip: IpAddr,
+    avoid: &BTreeSet<NodeName>,
     problems: &mut Problems,
 ) -> Option<usize> {
-    let owner = least_loaded(insts, nodes, pool)?;
+    let owner = least_loaded(insts, nodes, pool, avoid)?;
     if let Some(i) = insts
         .iter()
         .position(|i| &i.pool == pool && i.members.first() == Some(&owner))
@@ -199,11 +219,13 @@ fn instance_for(
     Some(insts.len() - 1)
 }
 
-/// Least-loaded node: fewest VIPs of this pool, then fewest VIPs, then name.
+/// Least-loaded node: not in `avoid` while another is left, then fewest VIPs of this
+/// pool, then fewest VIPs, then name.
 fn least_loaded(
     insts: &[Inst],
     nodes: &BTreeMap<NodeName, LbNode>,
     pool: &PoolName,
+    avoid: &BTreeSet<NodeName>,
 ) -> Option<NodeName> {
     let load = |n: &NodeName, same_pool: bool| -> usize {
         insts
@@ -214,7 +236,14 @@ fn least_loaded(
     };
     nodes
         .keys()
-        .min_by_key(|n| (load(n, true), load(n, false), (*n).clone()))
+        .min_by_key(|n| {
+            (
+                avoid.contains(*n),
+                load(n, true),
+                load(n, false),
+                (*n).clone(),
+            )
+        })
         .cloned()
 }
 
