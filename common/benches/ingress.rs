@@ -1,6 +1,8 @@
 //! `cargo bench -p k8slb-common --bench ingress`: Ingresses → routes of one VIP for
 //! 5,000 Ingresses with 20,000 host/path rules over 1,000 Services (10 endpoints each),
-//! a fifth of them with TLS; and the size of the route model (JSON, gzip).
+//! a fifth of them with TLS; the size of the route model (JSON, gzip); and the whole
+//! plan of that cluster (ingress VIP, routes, Secrets inspected) with the published
+//! state's largest object.
 
 use criterion::{criterion_group, Criterion};
 use k8s_openapi::api::core::v1::Service;
@@ -140,7 +142,106 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// A real certificate and key (the plan inspects every Secret).
+fn cert_pem() -> (String, String) {
+    let d = tempfile::tempdir().unwrap();
+    let (crt, key) = (d.path().join("c.pem"), d.path().join("k.pem"));
+    let ok = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", "/CN=bench.example"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&crt)
+        .output()
+        .expect("the bench needs the openssl command (apt install openssl)")
+        .status
+        .success();
+    assert!(ok, "openssl req failed");
+    (
+        std::fs::read_to_string(crt).unwrap(),
+        std::fs::read_to_string(key).unwrap(),
+    )
+}
+
+fn bench_plan(c: &mut Criterion) {
+    use base64::Engine;
+    use k8slb_common::config::parse_global_config;
+    use k8slb_common::plan::{plan, PlanOptions};
+    use k8slb_common::publish::{encode, MAX_OBJECT_BYTES};
+    let w = world(5000, 1000);
+    let (crt, key) = cert_pem();
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let mut objs = k8slb_common::objects::Objects {
+        ingresses: w.ingresses.clone(),
+        ingress_classes: w.classes.clone(),
+        services: w.services.clone(),
+        slices: w.slices.clone(),
+        ..Default::default()
+    };
+    for m in &w.secrets {
+        objs.secrets.push(
+            serde_json::from_value(json!({
+                "metadata": {"namespace": m.namespace, "name": m.name},
+                "type": "kubernetes.io/tls",
+                "data": {"tls.crt": b64(&crt), "tls.key": b64(&key)},
+            }))
+            .unwrap(),
+        );
+    }
+    for n in 1..=3 {
+        objs.nodes.push(
+            serde_json::from_value(json!({
+                "metadata": { "name": format!("lb{n}"), "labels": { "type": "loadBalancer" } },
+                "status": { "conditions": [ { "type": "Ready", "status": "True" } ],
+                            "addresses": [ { "type": "InternalIP", "address": format!("198.18.0.{n}") } ] }
+            }))
+            .unwrap(),
+        );
+    }
+    let cfg = parse_global_config(
+        r#"{ "pools": { "default": { "network": "198.18.0.0/24", "range": "198.18.0.100-198.18.0.200" } } }"#,
+    )
+    .unwrap();
+    let opts = PlanOptions::default();
+    let cold = plan(&cfg, &opts, &objs, None);
+    assert_eq!(cold.ingresses.len(), 5000);
+    assert!(
+        cold.problems.is_empty(),
+        "{:?}",
+        &cold.problems[..3.min(cold.problems.len())]
+    );
+    let parts = encode(&cold, MAX_OBJECT_BYTES);
+    let biggest = parts.iter().map(|p| p.gzip.len()).max().unwrap();
+    println!(
+        "plan of 5000 Ingresses (20000 paths, 1000 TLS Secrets inspected): pretty JSON {} KiB, published as {} object(s), largest {} KiB (limit {} KiB)",
+        cold.to_json().len() / 1024,
+        parts.len(),
+        biggest / 1024,
+        MAX_OBJECT_BYTES / 1024
+    );
+    let mut g = c.benchmark_group("plan_ingress");
+    g.sample_size(10);
+    g.bench_function("plan 5000 ingresses cold", |b| {
+        b.iter(|| plan(&cfg, &opts, black_box(&objs), None))
+    });
+    g.bench_function("plan 5000 ingresses warm", |b| {
+        b.iter(|| plan(&cfg, &opts, black_box(&objs), Some(&cold)))
+    });
+    g.bench_function("encode state 5000 ingresses", |b| {
+        b.iter(|| encode(black_box(&cold), MAX_OBJECT_BYTES))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_plan);
 
 fn main() {
     benches();

@@ -19,7 +19,8 @@ use super::problems::Problems;
 use super::request::{Request, Tenant};
 use crate::config::GlobalConfig;
 use crate::ingress::{
-    self, IngressInput, SecretMeta, Selection, VipOptions, DEFAULT_HTTPS_PORT, DEFAULT_HTTP_PORT,
+    self, IngressInput, SecretMeta, Selection, VipOptions, VipRoutes, DEFAULT_HTTPS_PORT,
+    DEFAULT_HTTP_PORT,
 };
 use crate::ipam::parse_ip;
 use crate::names::{ObjectKey, PoolName};
@@ -36,6 +37,9 @@ pub(super) struct Ingresses<'a> {
     objs: &'a Objects,
     selection: Selection<'a>,
     secrets: Vec<SecretMeta>,
+    /// The routes of each existing pool's Ingresses, drafted on an unspecified address;
+    /// the final ones when no port is taken on the VIP (the usual case).
+    drafts: BTreeMap<PoolName, VipRoutes>,
     /// The ports the Ingresses of each existing pool want.
     wanted: BTreeMap<PoolName, BTreeSet<u16>>,
 }
@@ -57,6 +61,7 @@ impl<'a> Ingresses<'a> {
             objs,
             selection,
             secrets: objs.secrets.iter().map(SecretMeta::of).collect(),
+            drafts: BTreeMap::new(),
             wanted: BTreeMap::new(),
         };
         let mut requests = Vec::new();
@@ -129,6 +134,7 @@ impl<'a> Ingresses<'a> {
                 scale: ings.iter().map(|i| ingress::scale_of(i)).max().unwrap_or(1),
             });
             me.wanted.insert(pool.clone(), wanted);
+            me.drafts.insert(pool.clone(), draft);
         }
         (me, requests)
     }
@@ -155,13 +161,14 @@ impl<'a> Ingresses<'a> {
 
     /// After allocation: the routes of every ingress VIP and what each Ingress got.
     pub fn build(
-        &self,
+        &mut self,
         cfg: &GlobalConfig,
         alloc: &Allocator,
         problems: &mut Problems,
     ) -> (HttpRoutes, BTreeMap<ObjectKey, IngressState>) {
         let mut http = HttpRoutes::default();
         let mut states = BTreeMap::new();
+        let mut drafts = std::mem::take(&mut self.drafts);
         for (pool, ings) in &self.selection.by_pool {
             let tenant = Tenant::Ingress(pool.clone());
             let mut ips = alloc.of(&tenant);
@@ -181,14 +188,10 @@ impl<'a> Ingresses<'a> {
             let Some(p) = cfg.pools.get(pool) else {
                 continue; // reported in `read`
             };
+            let mut draft = drafts.remove(pool);
             if ips.is_empty() {
                 // No address: the translation's own problems are still worth telling.
-                let draft = ingress::routes_for_vip(
-                    ings,
-                    &self.input(),
-                    &self.vip_options(placeholder(p.family()), pool),
-                );
-                absorb(problems, draft.problems);
+                absorb(problems, draft.map(|d| d.problems).unwrap_or_default());
                 for ing in ings {
                     problems.insert(Problem::new(
                         ingress::object(ing),
@@ -203,12 +206,26 @@ impl<'a> Ingresses<'a> {
             }
             for (i, ip) in ips.iter().enumerate() {
                 let taken = self.taken(alloc, &tenant, pool, *ip);
-                let built = ingress::routes_for_vip_except(
-                    ings,
-                    &self.input(),
-                    &self.vip_options(*ip, pool),
-                    &taken,
-                );
+                let built = if taken.is_empty() {
+                    // The draft is the answer: only its address changes (taken whole
+                    // for the last address, the usual single one).
+                    let mut b = if i + 1 == ips.len() {
+                        draft.take().unwrap_or_default()
+                    } else {
+                        draft.clone().unwrap_or_default()
+                    };
+                    for l in &mut b.routes.listeners {
+                        l.ip = *ip;
+                    }
+                    b
+                } else {
+                    ingress::routes_for_vip_except(
+                        ings,
+                        &self.input(),
+                        &self.vip_options(*ip, pool),
+                        &taken,
+                    )
+                };
                 if i == 0 {
                     absorb(problems, built.problems);
                 }

@@ -70,7 +70,7 @@ pub fn plan(
     let (mut requests, seen) = request::requests(objs, cfg, opts, &slices, &mut problems);
     let empty = State::empty(cfg.actor_config(&opts.cert_path));
     let prev = previous.unwrap_or(&empty);
-    let (ingresses, ingress_requests) =
+    let (mut ingresses, ingress_requests) =
         ingress::Ingresses::read(cfg, opts, objs, prev, &mut problems);
     if !ingress_requests.is_empty() {
         requests.extend(ingress_requests);
