@@ -250,3 +250,131 @@ fn files_source_follows_the_directory_and_keeps_the_last_good_config() {
     assert_eq!(v["services"]["default/api"]["ips"][0], "198.18.0.101");
     assert!(v["vips"].get("198.18.0.100").is_none());
 }
+
+/// A self-signed certificate and its key, PEM, made by the openssl command.
+fn self_signed(cn: &str) -> (String, String) {
+    let d = tempfile::tempdir().unwrap();
+    let (crt, key) = (d.path().join("c.pem"), d.path().join("k.pem"));
+    let out = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", &format!("/CN={cn}")])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&crt)
+        .output()
+        .expect("this test needs the openssl command (./scripts/install-deps.sh installs it)");
+    assert!(out.status.success(), "openssl: {:?}", out);
+    (
+        std::fs::read_to_string(crt).unwrap(),
+        std::fs::read_to_string(key).unwrap(),
+    )
+}
+
+#[test]
+fn plan_reads_ingresses_classes_and_tls_secrets_from_files() {
+    use base64::Engine;
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../actor/tests/fixtures/ingress");
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("config.json"), CONFIG).unwrap();
+    std::fs::write(d.path().join("objects.yaml"), OBJECTS).unwrap();
+    for f in ["services.yaml", "rancher-examples.yaml"] {
+        std::fs::copy(fixtures.join(f), d.path().join(f)).unwrap();
+    }
+    let (crt, key) = self_signed("secure.bar.com");
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    std::fs::write(
+        d.path().join("tls.yaml"),
+        format!(
+            r#"apiVersion: v1
+kind: Secret
+metadata: {{ namespace: default, name: good }}
+type: kubernetes.io/tls
+data: {{ tls.crt: {}, tls.key: {} }}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{ namespace: default, name: broken }}
+type: kubernetes.io/tls
+data: {{ tls.crt: {}, tls.key: {} }}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {{ namespace: default, name: secure, creationTimestamp: "2026-01-01T00:00:09Z" }}
+spec:
+  ingressClassName: k8slb
+  tls:
+  - {{ hosts: [secure.bar.com], secretName: good }}
+  - {{ hosts: [broken.bar.com], secretName: broken }}
+  rules:
+  - host: secure.bar.com
+    http: {{ paths: [ {{ path: /, pathType: Prefix, backend: {{ service: {{ name: nginx-service, port: {{ number: 80 }} }} }} }} ] }}
+"#,
+            b64(&crt),
+            b64(&key),
+            b64(&crt),
+            b64(&crt), // a certificate where the key should be
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = plan(&[
+        "--config",
+        d.path().join("config.json").to_str().unwrap(),
+        "--objects",
+        d.path().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // web (the oldest Service) keeps .100; the Ingresses share the next address.
+    let vip = "198.18.0.101";
+    assert_eq!(v["vips"][vip]["ingress"], true, "{}", v["vips"]);
+    for name in [
+        "ingress-custom-port",
+        "ingress-default-service",
+        "ingress-host-only",
+        "ingress-multiple-svcs",
+        "secure",
+    ] {
+        assert_eq!(v["ingresses"][format!("default/{name}")]["ips"][0], vip);
+    }
+    let listeners: Vec<(String, u64, String)> = v["http"]["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["ip"].as_str().unwrap().to_string(),
+                l["port"].as_u64().unwrap(),
+                l["protocol"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listeners,
+        [
+            (vip.to_string(), 80, "http".to_string()),
+            (vip.to_string(), 99, "http".to_string()),
+            (vip.to_string(), 443, "https".to_string()),
+        ]
+    );
+    let problems = v["problems"].as_array().unwrap();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p["object"] == "Ingress default/secure"
+                && p["reason"] == "SecretInvalid"
+                && p["message"].as_str().unwrap().contains("default/broken")),
+        "{problems:?}"
+    );
+    assert!(
+        !out.contains("PRIVATE KEY") && !out.contains(&b64(&key)[..40]),
+        "no key material in the state"
+    );
+}
