@@ -384,7 +384,8 @@ pub enum IpMode {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceState {
-    /// Allocated VIPs, canonical text (RFC 5952 for IPv6), one per family at most.
+    /// Allocated VIPs, canonical text (RFC 5952 for IPv6), sorted: one per pool, or N
+    /// with `loadbalancer/scale`.
     pub ips: Vec<IpAddr>,
     /// The pool (annotation `loadbalancer/pool`, default `default`); for a dual-stack
     /// Service with two pools, `"<v4pool>,<v6pool>"` as written.
