@@ -657,20 +657,83 @@ pub fn routes_for_vip_except(
     taken: &BTreeMap<u16, String>,
 ) -> VipRoutes {
     let idx = Index::new(input);
-    let mut problems = BTreeSet::new();
-    let mut listeners: BTreeMap<u16, Building> = BTreeMap::new();
-    let mut backends: BTreeMap<BackendId, (BackendState, Rc<str>)> = BTreeMap::new();
-
+    let mut t = Translation {
+        idx: &idx,
+        opts,
+        taken,
+        listeners: BTreeMap::new(),
+        backends: BTreeMap::new(),
+        problems: BTreeSet::new(),
+    };
     for ing in ingresses {
-        let me: Rc<str> = object(ing).to_string().into();
-        let ns = ns_of(ing);
-        let settings = Settings::read(ing, &mut problems);
-        let no_spec = Default::default();
-        let spec: &k8s_openapi::api::networking::v1::IngressSpec =
-            ing.spec.as_ref().unwrap_or(&no_spec);
-        let tls = tls_entries(ing, &idx, &mut problems);
+        t.add_ingress(ing);
+    }
+    t.finish()
+}
 
-        // The ports this Ingress serves on, and their protocols.
+/// The listeners of one VIP, built Ingress after Ingress (in precedence order: the
+/// first to claim a port, a host and path, a certificate or a backend's stickiness
+/// keeps it).
+struct Translation<'t, 'a> {
+    idx: &'t Index<'a>,
+    opts: &'t VipOptions,
+    taken: &'t BTreeMap<u16, String>,
+    listeners: BTreeMap<u16, Building>,
+    /// Backend → its state and the Ingress that set its stickiness.
+    backends: BTreeMap<BackendId, (BackendState, Rc<str>)>,
+    problems: BTreeSet<Problem>,
+}
+
+/// The Ingress being added.
+struct Current<'g> {
+    ing: &'g Ingress,
+    /// `Ingress <ns>/<name>`, as owners are named in conflict messages.
+    me: Rc<str>,
+    settings: Settings,
+    tls: Vec<TlsEntry>,
+    /// The ports it got, with their protocols.
+    ports: Vec<(u16, ListenerProtocol)>,
+    /// HTTP is redirected only to an HTTPS port this Ingress really got.
+    https_served: bool,
+}
+
+impl Translation<'_, '_> {
+    fn add_ingress(&mut self, ing: &Ingress) {
+        let me: Rc<str> = object(ing).to_string().into();
+        let settings = Settings::read(ing, &mut self.problems);
+        let tls = tls_entries(ing, self.idx, &mut self.problems);
+        let ports = self.claim_ports(ing, &me, &settings, &tls);
+        if ports.is_empty() {
+            self.problems.insert(problem(
+                ing,
+                reason::NOTHING_TO_SERVE,
+                "plain HTTP is off (loadbalancer/http: false) and no TLS certificate can be served; nothing is served".into(),
+            ));
+            return;
+        }
+        let cur = Current {
+            ing,
+            me,
+            https_served: ports.iter().any(|&(_, p)| p == ListenerProtocol::Https),
+            settings,
+            tls,
+            ports,
+        };
+        self.add_certificates(&cur);
+        self.add_rules(&cur);
+        self.add_default_backend(&cur);
+    }
+
+    /// The ports `ing` serves on: HTTP unless turned off, HTTPS when it has a
+    /// certificate; a port another tenant holds, or that an older Ingress uses with the
+    /// other protocol, is refused with a problem.
+    fn claim_ports(
+        &mut self,
+        ing: &Ingress,
+        me: &Rc<str>,
+        settings: &Settings,
+        tls: &[TlsEntry],
+    ) -> Vec<(u16, ListenerProtocol)> {
         let mut ports: Vec<(u16, ListenerProtocol)> = Vec::new();
         if settings.http {
             ports.push((settings.http_port, ListenerProtocol::Http));
@@ -679,18 +742,18 @@ pub fn routes_for_vip_except(
             ports.push((settings.https_port, ListenerProtocol::Https));
         }
         ports.retain(|&(port, protocol)| {
-            if let Some(holder) = taken.get(&port) {
-                problems.insert(problem(
+            if let Some(holder) = self.taken.get(&port) {
+                self.problems.insert(problem(
                     ing,
                     reason::PORT_CONFLICT,
                     format!(
                         "port {port} of IP {} is used by {holder}; not served on it",
-                        opts.ip
+                        self.opts.ip
                     ),
                 ));
                 return false;
             }
-            let l = listeners.entry(port).or_insert_with(|| Building {
+            let l = self.listeners.entry(port).or_insert_with(|| Building {
                 protocol,
                 owner: me.clone(),
                 hosts: BTreeMap::new(),
@@ -700,7 +763,7 @@ pub fn routes_for_vip_except(
                 hostless_cert: None,
             });
             if l.protocol != protocol {
-                problems.insert(problem(
+                self.problems.insert(problem(
                     ing,
                     reason::PORT_CONFLICT,
                     format!(
@@ -714,141 +777,50 @@ pub fn routes_for_vip_except(
             }
             true
         });
-        if ports.is_empty() {
-            problems.insert(problem(
-                ing,
-                reason::NOTHING_TO_SERVE,
-                "plain HTTP is off (loadbalancer/http: false) and no TLS certificate can be served; nothing is served".into(),
-            ));
-            continue;
-        }
+        ports
+    }
 
-        // HTTP is redirected only to an HTTPS port this Ingress really got.
-        let https_served = ports.iter().any(|&(_, p)| p == ListenerProtocol::Https);
-
-        // Certificates, for SNI.
-        for &(port, protocol) in &ports {
+    /// The certificates of `cur`'s TLS hosts on its HTTPS ports, for SNI.
+    fn add_certificates(&mut self, cur: &Current<'_>) {
+        for &(port, protocol) in &cur.ports {
             if protocol != ListenerProtocol::Https {
                 continue;
             }
-            let l = listeners.get_mut(&port).expect("inserted above");
-            for t in &tls {
+            let l = self.listeners.get_mut(&port).expect("claimed");
+            for t in &cur.tls {
                 if t.hosts.is_empty() && l.hostless_cert.is_none() {
                     l.hostless_cert = Some(t.file.clone());
                 }
                 for h in &t.hosts {
                     match l.certs.get(h) {
                         Some((f, owner)) if f != &t.file => {
-                            problems.insert(problem(
-                                ing,
+                            self.problems.insert(problem(
+                                cur.ing,
                                 reason::CERTIFICATE_CONFLICT,
                                 format!("host {h} already has a certificate on port {port} from {owner}; this Ingress's is not used for it"),
                             ));
                         }
                         Some(_) => {}
                         None => {
-                            l.certs.insert(h.clone(), (t.file.clone(), me.clone()));
+                            l.certs.insert(h.clone(), (t.file.clone(), cur.me.clone()));
                         }
                     }
                 }
             }
         }
+    }
 
-        // The paths.
-        let mut add = |host: Option<Hostname>,
-                       m: RouteMatch,
-                       action: RouteAction,
-                       problems: &mut BTreeSet<Problem>| {
-            for &(port, protocol) in &ports {
-                let l = listeners.get_mut(&port).expect("inserted above");
-                match l.claims.entry((host.clone(), m.clone())) {
-                    std::collections::hash_map::Entry::Occupied(o) if o.get() != &me => {
-                        let owner = o.get();
-                        problems.insert(problem(
-                            ing,
-                            reason::PATH_CONFLICT,
-                            format!(
-                                "host {} path {} on port {port} is already served for {owner} (older); not served for this Ingress",
-                                host.as_ref().map_or("*", Hostname::as_str),
-                                describe_match(&m)
-                            ),
-                        ));
-                        continue;
-                    }
-                    // The same path twice in one Ingress: the first.
-                    std::collections::hash_map::Entry::Occupied(_) => continue,
-                    std::collections::hash_map::Entry::Vacant(v) => {
-                        v.insert(me.clone());
-                    }
-                }
-                let redirect = protocol == ListenerProtocol::Http
-                    && settings.ssl_redirect
-                    && https_served
-                    && tls.iter().any(|t| t.covers(host.as_ref()))
-                    && !is_acme(&m);
-                let action = if redirect {
-                    RouteAction::Redirect(Redirect {
-                        scheme: Some(Scheme::Https),
-                        host: None,
-                        port: (settings.https_port != DEFAULT_HTTPS_PORT)
-                            .then_some(settings.https_port),
-                        path: None,
-                        status: RedirectStatus::PermanentRedirect308,
-                    })
-                } else {
-                    action.clone()
-                };
-                l.hosts.entry(host.clone()).or_default().push(RouteRule {
-                    matches: m.clone(),
-                    action,
-                });
-            }
-        };
-
-        let mut resolve = |b: &IngressBackend, problems: &mut BTreeSet<Problem>| match idx
-            .backend(ns, b)
-        {
-            Ok((id, port_name, slices)) => {
-                match backends.get(&id) {
-                    Some((st, owner)) if st.stickiness != settings.sticky && owner != &me => {
-                        problems.insert(problem(
-                            ing,
-                            reason::STICKINESS_CONFLICT,
-                            format!("backend {id} already has the stickiness of {owner} (older); this Ingress's is not applied"),
-                        ));
-                    }
-                    Some(_) => {}
-                    None => {
-                        backends.insert(
-                            id.clone(),
-                            (
-                                BackendState {
-                                    endpoints: endpoints(port_name.as_ref(), slices),
-                                    stickiness: settings.sticky.clone(),
-                                },
-                                me.clone(),
-                            ),
-                        );
-                    }
-                }
-                RouteAction::forward(id)
-            }
-            Err((why, message)) => {
-                problems.insert(problem(ing, why, message));
-                RouteAction::Respond {
-                    status: FixedStatus::ServiceUnavailable503,
-                }
-            }
-        };
-
-        for rule in spec.rules.iter().flatten() {
+    /// The rules' paths, each on every port of `cur`.
+    fn add_rules(&mut self, cur: &Current<'_>) {
+        let spec = cur.ing.spec.as_ref();
+        for rule in spec.and_then(|s| s.rules.as_ref()).into_iter().flatten() {
             let host = match rule.host.as_deref().unwrap_or("") {
                 "" => None,
                 h => match h.parse::<Hostname>() {
                     Ok(h) => Some(h),
                     Err(e) => {
-                        problems.insert(problem(
-                            ing,
+                        self.problems.insert(problem(
+                            cur.ing,
                             reason::INVALID_HOST,
                             format!("rule skipped: {e}"),
                         ));
@@ -858,67 +830,202 @@ pub fn routes_for_vip_except(
             };
             let Some(http) = &rule.http else { continue };
             for p in &http.paths {
-                let raw = p.path.as_deref().unwrap_or("");
-                let raw = if raw.is_empty() && p.path_type == "ImplementationSpecific" {
-                    "/"
-                } else {
-                    raw
+                let Some(m) = self.path_match(cur.ing, p) else {
+                    continue;
                 };
-                let path = match raw.parse::<HttpPath>() {
-                    Ok(p) => p,
-                    Err(e) => {
-                        problems.insert(problem(
-                            ing,
-                            reason::INVALID_PATH,
-                            format!("path skipped: {e}"),
-                        ));
-                        continue;
-                    }
-                };
-                let m = match p.path_type.as_str() {
-                    "Exact" => PathMatch::Exact(path),
-                    "Prefix" | "ImplementationSpecific" => PathMatch::prefix(&path),
-                    other => {
-                        problems.insert(problem(
-                            ing,
-                            reason::INVALID_PATH,
-                            format!("path skipped: pathType {:?} is not Exact, Prefix or ImplementationSpecific", short(other)),
-                        ));
-                        continue;
-                    }
-                };
-                let action = resolve(&p.backend, &mut problems);
-                add(host.clone(), RouteMatch { path: m }, action, &mut problems);
+                let action = self.resolve(cur, &p.backend);
+                self.add_route(cur, host.clone(), RouteMatch { path: m }, action);
             }
         }
+    }
 
-        if let Some(db) = &spec.default_backend {
-            let action = resolve(db, &mut problems);
-            for &(port, _) in &ports {
-                let l = listeners.get_mut(&port).expect("inserted above");
-                match &l.default_action {
-                    Some((_, owner)) if owner != &me => {
-                        problems.insert(problem(
-                            ing,
-                            reason::DEFAULT_BACKEND_CONFLICT,
-                            format!("port {port} already has the defaultBackend of {owner} (older); this one is not used"),
+    /// A path of a rule as a match, or a problem.
+    fn path_match(
+        &mut self,
+        ing: &Ingress,
+        p: &k8s_openapi::api::networking::v1::HTTPIngressPath,
+    ) -> Option<PathMatch> {
+        let raw = p.path.as_deref().unwrap_or("");
+        let raw = if raw.is_empty() && p.path_type == "ImplementationSpecific" {
+            "/"
+        } else {
+            raw
+        };
+        let path = match raw.parse::<HttpPath>() {
+            Ok(p) => p,
+            Err(e) => {
+                self.problems.insert(problem(
+                    ing,
+                    reason::INVALID_PATH,
+                    format!("path skipped: {e}"),
+                ));
+                return None;
+            }
+        };
+        match p.path_type.as_str() {
+            "Exact" => Some(PathMatch::Exact(path)),
+            "Prefix" | "ImplementationSpecific" => Some(PathMatch::prefix(&path)),
+            other => {
+                self.problems.insert(problem(
+                    ing,
+                    reason::INVALID_PATH,
+                    format!("path skipped: pathType {:?} is not Exact, Prefix or ImplementationSpecific", short(other)),
+                ));
+                None
+            }
+        }
+    }
+
+    /// One (host, match) of `cur` on each of its ports, unless an older Ingress claimed
+    /// it there; on HTTP, a redirect to HTTPS when the host has a certificate.
+    fn add_route(
+        &mut self,
+        cur: &Current<'_>,
+        host: Option<Hostname>,
+        m: RouteMatch,
+        action: RouteAction,
+    ) {
+        for &(port, protocol) in &cur.ports {
+            let l = self.listeners.get_mut(&port).expect("claimed");
+            match l.claims.entry((host.clone(), m.clone())) {
+                std::collections::hash_map::Entry::Occupied(o) if o.get() != &cur.me => {
+                    let owner = o.get();
+                    self.problems.insert(problem(
+                        cur.ing,
+                        reason::PATH_CONFLICT,
+                        format!(
+                            "host {} path {} on port {port} is already served for {owner} (older); not served for this Ingress",
+                            host.as_ref().map_or("*", Hostname::as_str),
+                            describe_match(&m)
+                        ),
+                    ));
+                    continue;
+                }
+                // The same path twice in one Ingress: the first.
+                std::collections::hash_map::Entry::Occupied(_) => continue,
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(cur.me.clone());
+                }
+            }
+            let s = &cur.settings;
+            let redirect = protocol == ListenerProtocol::Http
+                && s.ssl_redirect
+                && cur.https_served
+                && cur.tls.iter().any(|t| t.covers(host.as_ref()))
+                && !is_acme(&m);
+            let action = if redirect {
+                RouteAction::Redirect(Redirect {
+                    scheme: Some(Scheme::Https),
+                    host: None,
+                    port: (s.https_port != DEFAULT_HTTPS_PORT).then_some(s.https_port),
+                    path: None,
+                    status: RedirectStatus::PermanentRedirect308,
+                })
+            } else {
+                action.clone()
+            };
+            l.hosts.entry(host.clone()).or_default().push(RouteRule {
+                matches: m.clone(),
+                action,
+            });
+        }
+    }
+
+    /// Forward to the backend an Ingress names (recorded in the backend table, with
+    /// `cur`'s stickiness unless an older Ingress set it), or 503 with a problem.
+    fn resolve(&mut self, cur: &Current<'_>, b: &IngressBackend) -> RouteAction {
+        let ns = ns_of(cur.ing);
+        match self.idx.backend(ns, b) {
+            Ok((id, port_name, slices)) => {
+                match self.backends.get(&id) {
+                    Some((st, owner))
+                        if st.stickiness != cur.settings.sticky && owner != &cur.me =>
+                    {
+                        self.problems.insert(problem(
+                            cur.ing,
+                            reason::STICKINESS_CONFLICT,
+                            format!("backend {id} already has the stickiness of {owner} (older); this Ingress's is not applied"),
                         ));
                     }
                     Some(_) => {}
-                    None => l.default_action = Some((action.clone(), me.clone())),
+                    None => {
+                        self.backends.insert(
+                            id.clone(),
+                            (
+                                BackendState {
+                                    endpoints: endpoints(port_name.as_ref(), slices),
+                                    stickiness: cur.settings.sticky.clone(),
+                                },
+                                cur.me.clone(),
+                            ),
+                        );
+                    }
+                }
+                RouteAction::forward(id)
+            }
+            Err((why, message)) => {
+                self.problems.insert(problem(cur.ing, why, message));
+                RouteAction::Respond {
+                    status: FixedStatus::ServiceUnavailable503,
                 }
             }
         }
     }
 
-    let mut routes = HttpRoutes {
-        listeners: Vec::new(),
-        backends: backends.into_iter().map(|(k, (v, _))| (k, v)).collect(),
-    };
-    for (port, b) in listeners {
-        let tls = (b.protocol == ListenerProtocol::Https).then(|| {
+    /// `spec.defaultBackend`: the default action of each of `cur`'s ports that has none.
+    fn add_default_backend(&mut self, cur: &Current<'_>) {
+        let Some(db) = cur
+            .ing
+            .spec
+            .as_ref()
+            .and_then(|s| s.default_backend.as_ref())
+        else {
+            return;
+        };
+        let action = self.resolve(cur, db);
+        for &(port, _) in &cur.ports {
+            let l = self.listeners.get_mut(&port).expect("claimed");
+            match &l.default_action {
+                Some((_, owner)) if owner != &cur.me => {
+                    self.problems.insert(problem(
+                        cur.ing,
+                        reason::DEFAULT_BACKEND_CONFLICT,
+                        format!("port {port} already has the defaultBackend of {owner} (older); this one is not used"),
+                    ));
+                }
+                Some(_) => {}
+                None => l.default_action = Some((action.clone(), cur.me.clone())),
+            }
+        }
+    }
+
+    fn finish(self) -> VipRoutes {
+        let opts = self.opts;
+        let mut routes = HttpRoutes {
+            listeners: self
+                .listeners
+                .into_iter()
+                .map(|(port, b)| b.into_listener(opts, port))
+                .collect(),
+            backends: self
+                .backends
+                .into_iter()
+                .map(|(k, (v, _))| (k, v))
+                .collect(),
+        };
+        routes.normalize();
+        VipRoutes {
+            routes,
+            problems: self.problems.into_iter().collect(),
+        }
+    }
+}
+
+impl Building {
+    fn into_listener(self, opts: &VipOptions, port: u16) -> Listener {
+        let tls = (self.protocol == ListenerProtocol::Https).then(|| {
             let mut by_file: BTreeMap<CertFile, Vec<Hostname>> = BTreeMap::new();
-            for (h, (f, _)) in b.certs {
+            for (h, (f, _)) in self.certs {
                 by_file.entry(f).or_default().push(h);
             }
             ListenerTls {
@@ -931,16 +1038,16 @@ pub fn routes_for_vip_except(
                         pool: opts.pool.clone(),
                     })
                 } else {
-                    b.hostless_cert
+                    self.hostless_cert
                 },
             }
         });
         let mut l = Listener {
             ip: opts.ip,
             port,
-            protocol: b.protocol,
+            protocol: self.protocol,
             tls,
-            virtual_hosts: b
+            virtual_hosts: self
                 .hosts
                 .into_iter()
                 .map(|(host, rules)| {
@@ -949,15 +1056,10 @@ pub fn routes_for_vip_except(
                     v
                 })
                 .collect(),
-            default_action: b.default_action.map(|(a, _)| a),
+            default_action: self.default_action.map(|(a, _)| a),
         };
         l.sort_virtual_hosts();
-        routes.listeners.push(l);
-    }
-    routes.normalize();
-    VipRoutes {
-        routes,
-        problems: problems.into_iter().collect(),
+        l
     }
 }
 
