@@ -33,6 +33,7 @@
 //! value that does not parse skips its rule (or path, or TLS host) with a problem and
 //! never reaches the model. Annotations are validated like the Service ones.
 
+use crate::endpoints::endpoints;
 use crate::names::{ObjectKey, ObjectName, PoolName, PortName, ServiceKey};
 use crate::problem::{ObjRef, Reason};
 use crate::routes::{
@@ -40,7 +41,7 @@ use crate::routes::{
     HttpRoutes, Listener, ListenerProtocol, ListenerTls, PathMatch, Redirect, RedirectStatus,
     RouteAction, RouteMatch, RouteRule, Scheme, SecretName, Sticky, VirtualHost,
 };
-use crate::state::{Endpoint, Problem};
+use crate::state::Problem;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass};
@@ -427,7 +428,7 @@ impl Settings {
 /// Services and EndpointSlices indexed by (namespace, name).
 struct Index<'a> {
     services: HashMap<(&'a str, &'a str), &'a Service>,
-    slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
+    slices: crate::endpoints::SliceIndex<'a>,
     secrets: HashMap<(&'a str, &'a str), &'a SecretMeta>,
 }
 
@@ -439,18 +440,7 @@ impl<'a> Index<'a> {
             let name = s.metadata.name.as_deref().unwrap_or_default();
             services.entry((ns, name)).or_insert(s);
         }
-        let mut slices: HashMap<_, Vec<_>> = HashMap::new();
-        for s in input.slices {
-            let svc = s
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(crate::plan::SERVICE_NAME_LABEL));
-            if let Some(svc) = svc.filter(|_| s.address_type != "FQDN") {
-                let ns = s.metadata.namespace.as_deref().unwrap_or("default");
-                slices.entry((ns, svc.as_str())).or_default().push(s);
-            }
-        }
+        let slices = crate::endpoints::slice_index(input.slices);
         let secrets = input
             .secrets
             .iter()
@@ -556,51 +546,6 @@ impl<'a> Index<'a> {
             slices,
         ))
     }
-}
-
-/// Ready endpoints of one Service port, plus terminating-but-serving ones as draining.
-/// The same rule as the plan's Service endpoints (plan.rs `endpoints`, TCP only); kept
-/// here, not shared, while plan.rs is being split (to merge into one helper then).
-fn endpoints(name: Option<&PortName>, slices: &[&EndpointSlice]) -> Vec<Endpoint> {
-    let want = name.map(PortName::as_str).unwrap_or("");
-    let mut best: BTreeMap<(IpAddr, u16), bool> = BTreeMap::new();
-    for s in slices {
-        let Some(sp) = s.ports.as_deref().unwrap_or_default().iter().find(|p| {
-            p.name.as_deref().unwrap_or("") == want
-                && p.protocol.as_deref().unwrap_or("TCP") == "TCP"
-        }) else {
-            continue;
-        };
-        let Some(port) = sp
-            .port
-            .and_then(|p| u16::try_from(p).ok())
-            .filter(|p| *p != 0)
-        else {
-            continue;
-        };
-        for ep in &s.endpoints {
-            let c = ep.conditions.as_ref();
-            let ready = c.and_then(|c| c.ready).unwrap_or(true);
-            let terminating = c.and_then(|c| c.terminating).unwrap_or(false);
-            let serving = c.and_then(|c| c.serving).unwrap_or(ready);
-            let draining = if ready && !terminating {
-                false
-            } else if terminating && serving {
-                true
-            } else {
-                continue;
-            };
-            for a in &ep.addresses {
-                if let Ok(ip) = a.parse::<IpAddr>() {
-                    let e = best.entry((ip, port)).or_insert(draining);
-                    *e = *e && draining;
-                }
-            }
-        }
-    }
-    best.into_iter()
-        .map(|((ip, port), draining)| Endpoint { ip, port, draining })
-        .collect()
 }
 
 /// A listener being built.
@@ -953,7 +898,11 @@ impl Translation<'_, '_> {
                             id.clone(),
                             (
                                 BackendState {
-                                    endpoints: endpoints(port_name.as_ref(), slices),
+                                    endpoints: endpoints(
+                                        port_name.as_ref().map_or("", PortName::as_str),
+                                        "TCP",
+                                        slices,
+                                    ),
                                     stickiness: cur.settings.sticky.clone(),
                                 },
                                 cur.me.clone(),

@@ -15,6 +15,7 @@
 
 pub mod certs;
 pub mod config;
+pub mod endpoints;
 #[cfg(feature = "fs")]
 pub mod fs;
 pub mod ingress;

@@ -38,8 +38,8 @@
 //! carry scheme, host, port, path and status. URL rewrite and header modifiers will be
 //! fields of [`RouteRule`] (filters), not new actions.
 
+use crate::endpoints::Endpoint;
 use crate::names::{err, string_newtype, NameError, ObjectName, PoolName, ServiceKey};
-use crate::state::Endpoint;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;

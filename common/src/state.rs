@@ -12,6 +12,7 @@
 //! Size: see [`crate::publish`] for how the document is compressed and sharded to stay
 //! under Kubernetes' 1 MiB object limit.
 
+pub use crate::endpoints::Endpoint;
 use crate::names::{
     ConfigLine, Email, IfName, NodeName, ObjectKey, PoolName, PortName, ServiceKey, SmtpServer,
 };
@@ -463,14 +464,4 @@ pub struct PortState {
     /// Backends: ready endpoints, then terminating ones that still serve (draining).
     /// Sorted by (ip, port).
     pub endpoints: Vec<Endpoint>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Endpoint {
-    pub ip: IpAddr,
-    pub port: u16,
-    /// Terminating but still serving: finish current connections, take no new ones.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub draining: bool,
 }

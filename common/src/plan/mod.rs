@@ -44,9 +44,9 @@ mod problems;
 mod request;
 mod vrrp;
 
+pub use crate::endpoints::SERVICE_NAME_LABEL;
 pub use nodes::EXCLUDE_LABEL;
 pub use options::{NodeSelector, PlanOptions, Provider};
-pub use ports::SERVICE_NAME_LABEL;
 pub use problems::MAX_PROBLEMS_PER_OBJECT;
 pub use vrrp::{FIRST_BACKUP_PRIORITY, MAX_MEMBERS, OWNER_PRIORITY};
 
@@ -66,7 +66,7 @@ pub fn plan(
 ) -> State {
     let mut problems: problems::Problems = objs.problems.iter().cloned().collect();
     let nodes = nodes::lb_nodes(&objs.nodes, &opts.node_selector, &mut problems);
-    let slices = ports::slice_index(objs);
+    let slices = ports::slice_index(&objs.slices);
     let (mut requests, seen) = request::requests(objs, cfg, opts, &slices, &mut problems);
     let empty = State::empty(cfg.actor_config(&opts.cert_path));
     let prev = previous.unwrap_or(&empty);

@@ -4,38 +4,17 @@
 use super::annotations::Annotations;
 use super::options::Provider;
 use super::problems::{short, Problems};
+use crate::endpoints::endpoints;
 use crate::ipam::parse_ip;
 use crate::names::{PoolName, PortName};
-use crate::objects::Objects;
 use crate::problem::{cut, ObjRef, Problem, Reason};
-use crate::state::{Endpoint, Mode, PortState, Protocol, ProxyProtocol, Stickiness};
+use crate::state::{Mode, PortState, Protocol, ProxyProtocol, Stickiness};
 use k8s_openapi::api::core::v1::{ServicePort, ServiceSpec};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::IpAddr;
+use std::collections::BTreeSet;
 
-/// Label that ties an EndpointSlice to its Service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
-
-/// EndpointSlices by (namespace, Service name).
-pub(super) type SliceIndex<'o> = HashMap<(&'o str, &'o str), Vec<&'o EndpointSlice>>;
-
-pub(super) fn slice_index(objs: &Objects) -> SliceIndex<'_> {
-    let mut slices: SliceIndex = HashMap::new();
-    for s in &objs.slices {
-        let svc = s
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(SERVICE_NAME_LABEL));
-        if let Some(svc) = svc.filter(|_| s.address_type != "FQDN") {
-            let ns = s.metadata.namespace.as_deref().unwrap_or("default");
-            slices.entry((ns, svc.as_str())).or_default().push(s);
-        }
-    }
-    slices
-}
+pub(super) use crate::endpoints::{slice_index, SliceIndex};
 
 /// What every port of one Service shares.
 pub(super) struct PortContext<'a> {
@@ -110,7 +89,11 @@ pub(super) fn port_state(
         stickiness_timeout_s,
         proxy_protocol: proxy_protocol(cx, problems),
         source_ranges: source_ranges(cx, problems),
-        endpoints: endpoints(name.as_ref(), protocol, cx.slices),
+        endpoints: endpoints(
+            name.as_ref().map_or("", PortName::as_str),
+            proto_name(protocol),
+            cx.slices,
+        ),
     })
 }
 
@@ -348,61 +331,4 @@ fn parse_cidr(s: &str) -> Option<ipnet::IpNet> {
         return Some(n.trunc());
     }
     parse_ip(s).ok().map(ipnet::IpNet::from)
-}
-
-/// Backends of one Service port from its EndpointSlices: the slice port with the Service
-/// port's name (how the EndpointSlice controller resolves named and numbered targetPorts),
-/// ready endpoints, plus terminating-but-serving ones as draining.
-fn endpoints(
-    name: Option<&PortName>,
-    protocol: Protocol,
-    slices: &[&EndpointSlice],
-) -> Vec<Endpoint> {
-    let want = name.map(PortName::as_str).unwrap_or("");
-    let mut best: BTreeMap<(IpAddr, u16), bool> = BTreeMap::new(); // -> draining
-    for s in slices {
-        let Some(port) = slice_port(s, want, protocol) else {
-            continue;
-        };
-        for ep in &s.endpoints {
-            let Some(draining) = draining(ep) else {
-                continue;
-            };
-            for a in &ep.addresses {
-                if let Ok(ip) = a.parse::<IpAddr>() {
-                    let e = best.entry((ip, port)).or_insert(draining);
-                    *e = *e && draining;
-                }
-            }
-        }
-    }
-    best.into_iter()
-        .map(|((ip, port), draining)| Endpoint { ip, port, draining })
-        .collect()
-}
-
-/// The port number of the slice's port named `want` with `protocol`.
-fn slice_port(s: &EndpointSlice, want: &str, protocol: Protocol) -> Option<u16> {
-    let sp = s.ports.as_deref().unwrap_or_default().iter().find(|p| {
-        p.name.as_deref().unwrap_or("") == want
-            && p.protocol.as_deref().unwrap_or("TCP") == proto_name(protocol)
-    })?;
-    sp.port
-        .and_then(|p| u16::try_from(p).ok())
-        .filter(|p| *p != 0)
-}
-
-/// Some(false): ready; Some(true): terminating but serving; None: not a backend.
-fn draining(ep: &k8s_openapi::api::discovery::v1::Endpoint) -> Option<bool> {
-    let c = ep.conditions.as_ref();
-    let ready = c.and_then(|c| c.ready).unwrap_or(true);
-    let terminating = c.and_then(|c| c.terminating).unwrap_or(false);
-    let serving = c.and_then(|c| c.serving).unwrap_or(ready);
-    if ready && !terminating {
-        Some(false)
-    } else if terminating && serving {
-        Some(true)
-    } else {
-        None
-    }
 }
