@@ -1,0 +1,206 @@
+//! Ingresses end to end: Ingress documents in the files source → the watcher's plan (the
+//! pool's ingress VIP, the routes) → the actors render them into real HAProxy and nginx
+//! → requests from the client through the VIP reach the pods.
+//! Needs root, keepalived, haproxy, nginx and the built binaries; fails (never skips)
+//! without them.
+
+use k8slb_tests::objects::{svc, tcp};
+use k8slb_tests::system::{Options, System};
+use k8slb_tests::traffic::{self, Proto};
+use k8slb_tests::wait;
+use serde_json::{json, Value};
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(30);
+
+fn ingress_class() -> Value {
+    json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+        "metadata": {"name": "k8slb"},
+        "spec": {"controller": "k8slb.io/ingress-controller"}
+    })
+}
+
+/// A backend Service `app` (ClusterIP, port 80 → the backends' 8080) and its slice.
+fn apply_backend(sys: &System) {
+    let s = svc("default", "app").port(tcp("http", 80, 8080));
+    let mut v = s.to_value();
+    v["spec"]["type"] = json!("ClusterIP");
+    sys.apply("svc-default-app", &v).unwrap();
+    sys.apply("eps-default-app", &s.endpoints("app-1", &sys.backend_ips()))
+        .unwrap();
+    sys.apply("ingressclass-k8slb", &ingress_class()).unwrap();
+}
+
+fn ingress(name: &str, annotations: Value, spec: Value) -> Value {
+    json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"namespace": "default", "name": name, "annotations": annotations,
+                     "creationTimestamp": "2026-01-01T00:00:01Z"},
+        "spec": spec,
+    })
+}
+
+fn prefix(path: &str) -> Value {
+    json!({"path": path, "pathType": "Prefix",
+           "backend": {"service": {"name": "app", "port": {"number": 80}}}})
+}
+
+/// The addresses the state gives Ingress `key`.
+fn wait_ingress_ips(sys: &System, key: &str, n: usize) -> Vec<IpAddr> {
+    let mut ips = Vec::new();
+    wait::until(T, || {
+        let s = sys.state()?;
+        ips = s
+            .ingresses
+            .iter()
+            .find(|(k, _)| k.to_string() == key)
+            .map(|(_, i)| i.ips.clone())
+            .unwrap_or_default();
+        Ok(ips.len() == n)
+    })
+    .unwrap_or_else(|e| {
+        panic!(
+            "Ingress {key} got no {n} address(es): {e:#}; problems: {:?}",
+            sys.state().map(|s| s.problems).unwrap_or_default()
+        )
+    });
+    ips
+}
+
+/// `curl` from the client: the HTTP status of `url` with `Host: host`.
+fn status(sys: &System, host: &str, url: &str) -> String {
+    sys.lab
+        .run_in(
+            "client",
+            &[
+                "curl",
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "-m",
+                "3",
+                "-H",
+                &format!("Host: {host}"),
+                url,
+            ],
+        )
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+fn host_and_path_routing(proxy: &str) {
+    let mut sys =
+        System::start(Options::new(&format!("ing-{proxy}")).proxy(proxy)).expect("system");
+    apply_backend(&sys);
+    sys.apply(
+        "ing-shop",
+        &ingress(
+            "shop",
+            json!({}),
+            json!({"ingressClassName": "k8slb", "rules": [
+                {"host": "shop.example", "http": {"paths": [prefix("/api")]}},
+            ]}),
+        ),
+    )
+    .unwrap();
+    sys.apply(
+        "ing-custom",
+        &ingress(
+            "custom",
+            json!({"loadbalancer/http-port": "99"}),
+            json!({"ingressClassName": "k8slb", "rules": [
+                {"host": "foo.bar.com", "http": {"paths": [prefix("/foo")]}},
+            ]}),
+        ),
+    )
+    .unwrap();
+    let ip = wait_ingress_ips(&sys, "default/shop", 1)[0];
+    assert_eq!(wait_ingress_ips(&sys, "default/custom", 1), [ip]);
+    sys.wait_one_holder(ip, T).unwrap();
+    let base = format!("http://{ip}");
+    wait::until(T, || {
+        Ok(status(&sys, "shop.example", &format!("{base}/api/v1")) == "200")
+    })
+    .unwrap_or_else(|e| panic!("{proxy}: shop.example/api/v1 never answered 200: {e:#}"));
+    // Element-wise prefix, other hosts, the custom port.
+    assert_eq!(status(&sys, "shop.example", &format!("{base}/api")), "200");
+    assert_eq!(status(&sys, "shop.example", &format!("{base}/apix")), "404");
+    assert_eq!(status(&sys, "other.example", &format!("{base}/api")), "404");
+    assert_eq!(
+        status(&sys, "foo.bar.com", &format!("{base}:99/foo/x")),
+        "200"
+    );
+    assert_eq!(status(&sys, "foo.bar.com", &format!("{base}/foo/x")), "404");
+    // Both pods serve it.
+    let r = traffic::load_args(
+        &sys.lab,
+        "client",
+        Proto::Http,
+        SocketAddr::new(ip, 80),
+        &["-n", "100", "--host", "shop.example", "--path", "/api/x"],
+    )
+    .unwrap();
+    assert_eq!(r.failed, 0, "{proxy}: {r:?}");
+    assert!(
+        r.by_backend.len() == 2,
+        "{proxy}: both backends serve: {r:?}"
+    );
+    sys.lab.pass();
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn haproxy_routes_ingress_hosts_paths_and_a_custom_port_to_the_pods() {
+    host_and_path_routing("haproxy");
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn nginx_routes_ingress_hosts_paths_and_a_custom_port_to_the_pods() {
+    host_and_path_routing("nginx");
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn scale_two_serves_on_two_nodes_at_once_and_survives_one_nodes_loss() {
+    let mut sys = System::start(Options::new("ing-scale").lbs(3)).expect("system");
+    apply_backend(&sys);
+    sys.apply(
+        "ing-web",
+        &ingress(
+            "web",
+            json!({"loadbalancer/scale": "2"}),
+            json!({"ingressClassName": "k8slb", "defaultBackend":
+                {"service": {"name": "app", "port": {"number": 80}}}}),
+        ),
+    )
+    .unwrap();
+    let ips = wait_ingress_ips(&sys, "default/web", 2);
+    let holders: Vec<String> = ips
+        .iter()
+        .map(|ip| sys.wait_one_holder(*ip, T).unwrap())
+        .collect();
+    assert_ne!(holders[0], holders[1], "two VIPs on two nodes: {holders:?}");
+    for ip in &ips {
+        let url = format!("http://{ip}/any");
+        wait::until(T, || Ok(status(&sys, "x.example", &url) == "200"))
+            .unwrap_or_else(|e| panic!("{ip} never answered: {e:#}"));
+    }
+    // One node lost: its VIP moves to a survivor; both addresses still answer.
+    sys.lab.cut_link(&holders[0]).unwrap();
+    wait::until(T, || {
+        Ok(sys.holders(ips[0])?.iter().any(|h| *h != holders[0]))
+    })
+    .unwrap();
+    for ip in &ips {
+        let url = format!("http://{ip}/any");
+        wait::until(T, || Ok(status(&sys, "x.example", &url) == "200"))
+            .unwrap_or_else(|e| panic!("{ip} does not answer after the loss: {e:#}"));
+    }
+    sys.lab.restore_link(&holders[0]).unwrap();
+    sys.lab.pass();
+}
