@@ -30,6 +30,8 @@ pub struct Objects {
     /// Services that exist but could not be decoded this time: they keep what the previous
     /// state gave them (a malformed object must never lose, or give away, an allocation).
     pub held_services: Vec<crate::names::ServiceKey>,
+    /// The same for Ingresses: their pool keeps its ingress VIP.
+    pub held_ingresses: Vec<crate::names::ObjectKey>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -113,7 +115,18 @@ impl Objects {
             "EndpointSlice" => push(&mut self.slices, &mut self.problems, v, Kind::EndpointSlice),
             "Node" => push(&mut self.nodes, &mut self.problems, v, Kind::Node),
             "ConfigMap" => push(&mut self.configmaps, &mut self.problems, v, Kind::ConfigMap),
-            "Ingress" => push(&mut self.ingresses, &mut self.problems, v, Kind::Ingress),
+            "Ingress" => {
+                let key = v
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .zip(v.pointer("/metadata/name").and_then(Value::as_str))
+                    .and_then(|(ns, name)| crate::names::ObjectKey::new(ns, name).ok());
+                let before = self.ingresses.len();
+                push(&mut self.ingresses, &mut self.problems, v, Kind::Ingress);
+                if self.ingresses.len() == before {
+                    self.held_ingresses.extend(key);
+                }
+            }
             "IngressClass" => push(
                 &mut self.ingress_classes,
                 &mut self.problems,

@@ -474,3 +474,47 @@ fn scaled_addresses_go_to_distinct_nodes_even_when_one_node_is_much_less_loaded(
     let owners = owners_of(&s, &got);
     assert_ne!(owners[0], owners[1], "{owners:?}");
 }
+
+#[test]
+fn an_ingress_that_no_longer_decodes_keeps_its_pools_vip() {
+    let c = cfg(ONE_POOL);
+    let first = run(
+        &c,
+        &with_ingresses(
+            vec![],
+            vec![ing("default", "a").rule("a.example", "/", "app", 80)],
+        ),
+        None,
+    );
+    let vip = vip_of(&first);
+    // The same Ingress, now broken (rules is not a list), and a newer Service.
+    let mut o = with_ingresses(vec![svc("default", "web").port(80).build()], vec![]);
+    o.add_text(
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: { name: a, namespace: default }\nspec: { rules: 7 }\n",
+    )
+    .unwrap();
+    assert!(o.ingresses.is_empty());
+    let s = run(&c, &o, Some(&first));
+    assert_eq!(vip_of(&s), vip, "the ingress VIP is kept");
+    assert_eq!(ingress_ips(&s, "default/a"), vec![vip.clone()]);
+    assert_ne!(ips(&s, "default/web"), vec![vip.clone()], "not given away");
+    assert!(
+        s.problems
+            .iter()
+            .any(|p| p.reason.to_string() == "Undecodable"
+                && p.object.to_string().contains("default/a")),
+        "{:?}",
+        s.problems
+    );
+    // Fixed again: served as before, on the same address.
+    let fixed = run(
+        &c,
+        &with_ingresses(
+            vec![svc("default", "web").port(80).build()],
+            vec![ing("default", "a").rule("a.example", "/", "app", 80)],
+        ),
+        Some(&s),
+    );
+    assert_eq!(vip_of(&fixed), vip);
+    assert_eq!(ports_on(&fixed, &vip), [80]);
+}

@@ -42,6 +42,8 @@ pub(super) struct Ingresses<'a> {
     drafts: BTreeMap<PoolName, VipRoutes>,
     /// The ports the Ingresses of each existing pool want.
     wanted: BTreeMap<PoolName, BTreeSet<u16>>,
+    /// Ingresses that exist but did not decode, with what the previous state gave them.
+    held: BTreeMap<ObjectKey, IngressState>,
 }
 
 impl<'a> Ingresses<'a> {
@@ -63,6 +65,7 @@ impl<'a> Ingresses<'a> {
             secrets: objs.secrets.iter().map(SecretMeta::of).collect(),
             drafts: BTreeMap::new(),
             wanted: BTreeMap::new(),
+            held: BTreeMap::new(),
         };
         let mut requests = Vec::new();
         if !opts.provider.has_proxy() {
@@ -136,7 +139,61 @@ impl<'a> Ingresses<'a> {
             me.wanted.insert(pool.clone(), wanted);
             me.drafts.insert(pool.clone(), draft);
         }
+        me.hold_undecoded(cfg, prev, &mut requests);
         (me, requests)
+    }
+
+    /// An Ingress that exists but did not decode keeps what the previous state gave it,
+    /// and its pool keeps its ingress VIP (with no routes of its own) even when it was the
+    /// pool's last Ingress: bad input never loses an allocation.
+    fn hold_undecoded(&mut self, cfg: &GlobalConfig, prev: &State, requests: &mut Vec<Request>) {
+        let decoded: BTreeSet<ObjectKey> = self
+            .objs
+            .ingresses
+            .iter()
+            .filter_map(ingress::key_of)
+            .collect();
+        for key in &self.objs.held_ingresses {
+            let Some(old) = prev.ingresses.get(key) else {
+                continue;
+            };
+            if decoded.contains(key) {
+                continue;
+            }
+            self.held.insert(key.clone(), old.clone());
+            let Ok(pool) = old.pool.parse::<PoolName>() else {
+                continue;
+            };
+            let tenant = Tenant::Ingress(pool.clone());
+            if !cfg.pools.contains_key(&pool) || requests.iter().any(|r| r.key == tenant) {
+                continue;
+            }
+            let ports: BTreeSet<u16> = prev
+                .http
+                .listeners
+                .iter()
+                .filter(|l| old.ips.contains(&l.ip))
+                .map(|l| l.port)
+                .collect();
+            requests.push(Request {
+                key: tenant,
+                object: crate::problem::ObjRef::Ingress {
+                    namespace: key.namespace.to_string(),
+                    name: key.name.to_string(),
+                },
+                uid: old.uid.clone(),
+                created: None,
+                pools: vec![pool.clone()],
+                pool_text: pool.to_string(),
+                statics: vec![],
+                status_ips: vec![],
+                ports: vec![],
+                port_keys: ports.iter().map(|p| (Protocol::Tcp, *p)).collect(),
+                refused: false,
+                scale: u8::try_from(old.ips.len()).unwrap_or(1).max(1),
+            });
+            self.wanted.entry(pool).or_default();
+        }
     }
 
     fn input(&self) -> IngressInput<'_> {
@@ -234,6 +291,14 @@ impl<'a> Ingresses<'a> {
                     http.backends.entry(id).or_insert(b);
                 }
             }
+        }
+        for (key, old) in &self.held {
+            let mut kept = old.clone();
+            if let Ok(pool) = old.pool.parse::<PoolName>() {
+                kept.ips = alloc.of(&Tenant::Ingress(pool));
+                kept.ips.sort();
+            }
+            states.insert(key.clone(), kept);
         }
         http.normalize();
         (http, states)
