@@ -501,8 +501,7 @@ fn an_ingress_that_no_longer_decodes_keeps_its_pools_vip() {
     assert!(
         s.problems
             .iter()
-            .any(|p| p.reason.to_string() == "Undecodable"
-                && p.object.to_string().contains("default/a")),
+            .any(|p| p.reason == "Undecodable" && p.object.to_string().contains("default/a")),
         "{:?}",
         s.problems
     );
