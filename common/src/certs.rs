@@ -147,6 +147,40 @@ fn pem_labels(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The Secret certificates the state's HTTPS listeners name, by stem.
+pub fn used_by(state: &crate::state::State) -> std::collections::BTreeSet<CertFile> {
+    state
+        .http
+        .listeners
+        .iter()
+        .filter_map(|l| l.tls.as_ref())
+        .flat_map(|t| {
+            t.certificates
+                .iter()
+                .map(|c| &c.file)
+                .chain(t.default_certificate.as_ref())
+        })
+        .filter(|f| matches!(f, CertFile::Secret { .. }))
+        .cloned()
+        .collect()
+}
+
+/// What the nodes need for `state`: each certificate it names, from the Secret that
+/// [`inspect`] accepts, by stem. A named Secret that is missing or refused is left out
+/// (the plan reported it, and such a certificate is never named by the state).
+pub fn node_certs(
+    state: &crate::state::State,
+    secrets: &[Secret],
+) -> std::collections::BTreeMap<String, NodeCert> {
+    let used = used_by(state);
+    secrets
+        .iter()
+        .filter_map(|s| inspect(s).ok())
+        .filter(|c| used.contains(&c.file))
+        .map(|c| (c.file.stem(), c))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

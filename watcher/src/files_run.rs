@@ -31,6 +31,8 @@ pub struct FilesArgs {
     /// A full round at least this often, even without a change.
     pub resync: Duration,
     pub admin_addr: SocketAddr,
+    /// Where node certificates go (`--certs-out`), if anywhere.
+    pub certs_out: Option<std::path::PathBuf>,
 }
 
 /// Files carry no uids the watcher could write Events about (it writes none here).
@@ -88,6 +90,8 @@ pub fn run(args: &FilesArgs, dir: &Path, state_path: &Path) -> Result<(), Error>
         sink,
         metrics,
         write_log: FailureLog::new("writing the state file"),
+        certs_out: args.certs_out.clone(),
+        certs_log: FailureLog::new("writing the node certificates"),
     };
     // A failed write is retried this soon, even without a change.
     let mut retry_at: Option<Instant> = None;
@@ -122,6 +126,8 @@ struct Driver {
     state_path: String,
     metrics: Metrics,
     write_log: FailureLog,
+    certs_out: Option<std::path::PathBuf>,
+    certs_log: FailureLog,
 }
 
 impl Driver {
@@ -148,7 +154,7 @@ impl Driver {
             }
             Err(e) => ConfigRead::Invalid(e.to_string()),
         };
-        let snapshot = Snapshot {
+        let mut snapshot = Snapshot {
             settings: &self.settings,
             role: Role::Leader,
             config,
@@ -158,6 +164,7 @@ impl Driver {
             uids: &NoUids,
         };
         let fx = reconcile(&snapshot, &self.previous);
+        let secrets = std::mem::take(&mut snapshot.objects.secrets);
         self.previous.config = fx.config;
         if let Some(news) = &fx.config_news {
             news.log(&self.settings.config_name());
@@ -171,9 +178,43 @@ impl Driver {
                 readiness.not_ready("files: no valid global config yet; nothing is written");
                 false
             }
-            Step::Plan(p) => self.write(*p, started),
+            Step::Plan(p) => {
+                let failed = self.write(*p, started);
+                self.sync_certs(&secrets) || failed
+            }
             // A leader with nothing published elsewhere neither follows nor waits.
             Step::Follow | Step::WaitForState(_) => false,
+        }
+    }
+
+    /// The node certificates of the current state into `--certs-out`. True: it failed.
+    fn sync_certs(&mut self, secrets: &[k8s_openapi::api::core::v1::Secret]) -> bool {
+        let (Some(dir), Some(state)) = (&self.certs_out, &self.previous.state) else {
+            return false;
+        };
+        let certs = k8slb_common::certs::node_certs(state, secrets);
+        match crate::certs_dir::sync(dir, &certs) {
+            Ok(s) => {
+                self.certs_log.succeeded();
+                if !s.written.is_empty() || !s.removed.is_empty() {
+                    tracing::info!(
+                        dir = %dir.display(),
+                        written = ?s.written,
+                        removed = ?s.removed,
+                        "node certificates updated"
+                    );
+                }
+                false
+            }
+            Err(e) => {
+                let e = format!(
+                    "cannot write the node certificates to {}: {e}",
+                    dir.display()
+                );
+                self.certs_log.failed(1, &e);
+                self.metrics.readiness.not_ready(format!("files: {e}"));
+                true
+            }
         }
     }
 

@@ -45,6 +45,11 @@ pub struct RunArgs {
     /// ConfigMaps `k8slb-state*` in the namespace; the default with `--source kubernetes`).
     #[arg(long = "state-out", env = "K8SLB_STATE_OUT")]
     pub state_out: Option<Sink>,
+    /// Files source only: where to write the certificates the state's HTTPS listeners
+    /// name (`<dir>/<stem>.pem`, chain then key, mode 0600), for the actors' `--certs-dir`.
+    /// Without it, Ingress TLS from Secrets is planned but the nodes get no certificate.
+    #[arg(long = "certs-out", env = "K8SLB_CERTS_OUT")]
+    pub certs_out: Option<std::path::PathBuf>,
     /// How often the files source looks for changes, in milliseconds.
     #[arg(long, env = "K8SLB_POLL_MS", default_value_t = 100)]
     pub poll_ms: u64,
@@ -91,6 +96,7 @@ pub fn files_args(args: &RunArgs) -> FilesArgs {
         poll: Duration::from_millis(args.poll_ms.max(10)),
         resync: Duration::from_secs(args.resync_s),
         admin_addr: args.kube.admin_addr,
+        certs_out: args.certs_out.clone(),
     }
 }
 

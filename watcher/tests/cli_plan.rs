@@ -378,3 +378,80 @@ spec:
         "no key material in the state"
     );
 }
+
+fn tls_secret_doc(name: &str, crt: &str, key: &str) -> String {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{ namespace: default, name: {name} }}\ntype: kubernetes.io/tls\ndata: {{ tls.crt: {}, tls.key: {} }}\n",
+        b64(crt),
+        b64(key)
+    )
+}
+
+/// Waits until `path` holds `want` (or, with `None`, is gone).
+fn wait_file(path: &Path, want: Option<&str>, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(path).ok().as_deref() != want {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn files_source_writes_rotates_and_removes_node_certificates_0600() {
+    use std::os::unix::fs::PermissionsExt;
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../actor/tests/fixtures/ingress");
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("objects");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("global.yaml"), configmap(CONFIG)).unwrap();
+    std::fs::write(src.join("objects.yaml"), OBJECTS).unwrap();
+    std::fs::copy(fixtures.join("services.yaml"), src.join("services.yaml")).unwrap();
+    let (crt, key) = self_signed("secure.bar.com");
+    std::fs::write(src.join("secret.yaml"), tls_secret_doc("good", &crt, &key)).unwrap();
+    let ingress = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: { namespace: default, name: secure }\nspec:\n  ingressClassName: k8slb\n  tls: [ { hosts: [secure.bar.com], secretName: good } ]\n  rules: [ { host: secure.bar.com, http: { paths: [ { path: /, pathType: Prefix, backend: { service: { name: nginx-service, port: { number: 80 } } } } ] } } ]\n";
+    std::fs::write(src.join("ingress.yaml"), ingress).unwrap();
+    let state = d.path().join("state.json");
+    let certs = d.path().join("certs");
+    let log = d.path().join("watcher.log");
+    let _w = Kill(
+        Command::new(BIN)
+            .args(["run", "--source", &format!("files:{}", src.display())])
+            .args(["--state-out", &format!("file:{}", state.display())])
+            .args(["--certs-out", certs.to_str().unwrap()])
+            .args(["--admin-addr", "127.0.0.1:0"])
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let file = certs.join("default_good.pem");
+    wait_file(&file, Some(&format!("{crt}{key}")), "the node certificate");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&file), 0o600);
+    assert_eq!(mode(&certs), 0o700);
+
+    // cert-manager renews it: the new pair replaces the file (the state does not change).
+    let (crt2, key2) = self_signed("secure.bar.com");
+    std::fs::write(
+        src.join("secret.yaml"),
+        tls_secret_doc("good", &crt2, &key2),
+    )
+    .unwrap();
+    wait_file(
+        &file,
+        Some(&format!("{crt2}{key2}")),
+        "the renewed certificate",
+    );
+
+    // The Ingress goes: its certificate leaves the nodes.
+    std::fs::remove_file(src.join("ingress.yaml")).unwrap();
+    wait_file(&file, None, "the unused certificate to be removed");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !text.contains("PRIVATE KEY") && !text.contains(&key2[40..80]),
+        "key material in the log"
+    );
+}
