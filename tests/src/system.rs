@@ -339,6 +339,7 @@ impl System {
             } else {
                 let src = format!("files:{}", sys.objects_dir.display());
                 let out = format!("file:{}", sys.state_path.display());
+                let node_certs = sys.node_certs_dir().to_string_lossy().into_owned();
                 let p = sys.lab.spawn_in(
                     "client",
                     "watcher",
@@ -349,6 +350,8 @@ impl System {
                         &src,
                         "--state-out",
                         &out,
+                        "--certs-out",
+                        &node_certs,
                         "--proxy",
                         &opts.proxy,
                         "--cert-path",
@@ -372,6 +375,12 @@ impl System {
     }
 
     /// Starts (or restarts) the actor on an LB node.
+    /// Files mode: where the watcher writes the node certificates (`--certs-out`) that
+    /// the actors read.
+    pub fn node_certs_dir(&self) -> PathBuf {
+        self.lab.dir.join("node-certs")
+    }
+
     pub fn start_actor(&mut self, node: &str) -> Result<ProcId> {
         if self.opts.containers.is_some() {
             return self.start_actor_container(node);
