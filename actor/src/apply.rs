@@ -175,56 +175,6 @@ pub fn next_reload_at(last: Option<Instant>, min_interval: Duration) -> Option<I
     last.map(|t| t + min_interval)
 }
 
-/// Debounce bursts of changes: fire after `quiet` without changes, or `max` after the
-/// first change of the burst, whichever comes first.
-#[derive(Debug, Clone)]
-pub struct Debouncer {
-    pub quiet: Duration,
-    pub max: Duration,
-    first: Option<Instant>,
-    last: Option<Instant>,
-}
-
-impl Default for Debouncer {
-    /// The watcher already debounces its plan and publishes the state as one object:
-    /// 100 ms here only joins what arrives together (shards, quick successions).
-    fn default() -> Self {
-        Debouncer::new(Duration::from_millis(100), Duration::from_secs(1))
-    }
-}
-
-impl Debouncer {
-    pub fn new(quiet: Duration, max: Duration) -> Self {
-        Debouncer {
-            quiet,
-            max,
-            first: None,
-            last: None,
-        }
-    }
-    pub fn changed(&mut self, now: Instant) {
-        self.first.get_or_insert(now);
-        self.last = Some(now);
-    }
-    pub fn pending(&self) -> bool {
-        self.first.is_some()
-    }
-    /// True (and reset) when the burst is over.
-    pub fn fire(&mut self, now: Instant) -> bool {
-        match (self.first, self.last) {
-            (Some(f), Some(l))
-                if now.saturating_duration_since(l) >= self.quiet
-                    || now.saturating_duration_since(f) >= self.max =>
-            {
-                self.first = None;
-                self.last = None;
-                true
-            }
-            _ => false,
-        }
-    }
-}
-
 /// What happened to one daemon in an apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlotOutcome {
@@ -1297,30 +1247,6 @@ mod tests {
             decide(Some("a"), "b", true, cmds()),
             Step::Runtime(cmds().unwrap())
         );
-    }
-
-    #[test]
-    fn debouncer_quiet_and_max() {
-        let t0 = Instant::now();
-        let ms = Duration::from_millis;
-        assert_eq!(Debouncer::default().quiet, ms(100));
-        let mut d = Debouncer::new(ms(200), Duration::from_secs(1));
-        assert!(!d.fire(t0));
-        d.changed(t0);
-        assert!(!d.fire(t0 + ms(100)));
-        d.changed(t0 + ms(150));
-        assert!(!d.fire(t0 + ms(300)));
-        assert!(d.fire(t0 + ms(350)));
-        assert!(!d.pending());
-        // a steady stream of changes still fires after `max`
-        for i in 0..20 {
-            d.changed(t0 + ms(1000 + i * 100));
-            if d.fire(t0 + ms(1000 + i * 100)) {
-                assert_eq!(i, 10);
-                return;
-            }
-        }
-        panic!("never fired");
     }
 
     /// A daemon stand-in sharing its log with the test: `start` records what the
