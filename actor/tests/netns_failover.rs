@@ -25,7 +25,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{holds, require_root_and, ActorProc, Netns, StateJson};
+use support::state_json::StateJson;
+use support::{holds, require_root_and, ActorProc, Netns};
 
 const VIP: &str = "198.18.0.100";
 /// This file's namespaces are `k8slbf-<pid>-<n>`.

@@ -37,7 +37,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{children, comm, holds, require_root_and, wait_until, ActorProc, Netns, StateJson};
+use support::state_json::StateJson;
+use support::{children, comm, holds, require_root_and, wait_until, ActorProc, Netns};
 
 const VIP: &str = "198.18.6.10";
 const NS_PREFIX: &str = "k8slbk";

@@ -30,7 +30,8 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
-use support::{require_root_and, wait_until, ActorProc, Netns, StateJson, ACTOR};
+use support::state_json::StateJson;
+use support::{require_root_and, wait_until, ActorProc, Netns, ACTOR};
 
 /// This file's namespaces are `k8slbn-<pid>-<n>`.
 const NS_PREFIX: &str = "k8slbn";

@@ -21,9 +21,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{
-    pid_of, require_root_and, wait_until, ActorProc, Netns, NoKeepalived, StateJson, ACTOR,
-};
+use support::state_json::StateJson;
+use support::{pid_of, require_root_and, wait_until, ActorProc, Netns, NoKeepalived, ACTOR};
 
 /// This file's namespaces are `k8slbt-<pid>-<n>`.
 const NS_PREFIX: &str = "k8slbt";

@@ -34,7 +34,8 @@ mod support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::{holds, require_root_and, wait_until, ActorProc, Netns, StateJson};
+use support::state_json::StateJson;
+use support::{holds, require_root_and, wait_until, ActorProc, Netns};
 
 const KEPT: &str = "198.18.7.100";
 const RELEASED: &str = "198.18.7.101";
