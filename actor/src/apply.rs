@@ -1148,6 +1148,12 @@ fn reload_with(
     }
 }
 
+/// The renderer stand-in the integration tests use too (a `#[path]` inside `mod tests`
+/// would be looked up under `src/apply/tests/`).
+#[cfg(test)]
+#[path = "../tests/support/eps.rs"]
+mod test_eps;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1544,36 +1550,7 @@ mod tests {
         assert!(a.wants_apply());
     }
 
-    /// View = (keepalived part, endpoints): endpoint changes are runtime commands.
-    struct Eps(std::cell::Cell<(u8, [u16; 2])>);
-    impl NodeRenderer for Eps {
-        type View = (u8, [u16; 2]);
-        fn view(
-            &self,
-            _: &State,
-            _: &NodeContext,
-            _: Option<&Self::View>,
-        ) -> Result<Self::View, String> {
-            Ok(self.0.get())
-        }
-        fn render(&self, v: &Self::View) -> Result<Desired, String> {
-            Ok(Desired {
-                keepalived: format!("ka {}", v.0),
-                proxy: Some(format!("eps {:?}", v.1)),
-            })
-        }
-        fn runtime_diff(&self, old: &Self::View, new: &Self::View) -> Option<Vec<String>> {
-            Some(
-                (0..2)
-                    .filter(|&i| old.1[i] != new.1[i])
-                    .map(|i| format!("set s{i} {}", new.1[i]))
-                    .collect(),
-            )
-        }
-        fn same_outside_proxy(&self, old: &Self::View, new: &Self::View) -> bool {
-            old.0 == new.0
-        }
-    }
+    use super::test_eps::Eps;
 
     #[test]
     fn endpoint_changes_skip_render_and_the_file_follows_before_any_restart() {
@@ -1593,7 +1570,7 @@ mod tests {
             log: log.clone(),
         };
         let mut a = Applier::new(
-            Eps(std::cell::Cell::new((0, [1, 2]))),
+            Eps::new((0, [1, 2])),
             Box::new(fake(
                 DaemonKind::Keepalived,
                 Arc::new(AtomicBool::new(false)),
@@ -1610,7 +1587,7 @@ mod tests {
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
         let apply = |a: &mut Applier<Eps>, v: (u8, [u16; 2]), t: Instant| {
-            a.renderer().0.set(v);
+            a.renderer().view.set(v);
             a.apply(&state, &ctx, t).unwrap()
         };
         let done = |ka, proxy| Applied::Done {

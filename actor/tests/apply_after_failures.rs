@@ -7,49 +7,14 @@ use k8slb_actor::admin::Metrics;
 use k8slb_actor::apply::{Applied, Applier, Desired, NodeContext, NodeRenderer};
 use k8slb_actor::daemons::{Daemon, DaemonError, DaemonKind, Haproxy, Paths};
 use k8slb_common::state::State;
-use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// View = (keepalived part, two server slots). Endpoint changes are runtime commands.
-struct Eps {
-    view: Cell<(u8, [u16; 2])>,
-    fail_render: Cell<bool>,
-}
-
-impl NodeRenderer for Eps {
-    type View = (u8, [u16; 2]);
-    fn view(
-        &self,
-        _: &State,
-        _: &NodeContext,
-        _: Option<&Self::View>,
-    ) -> Result<Self::View, String> {
-        Ok(self.view.get())
-    }
-    fn render(&self, v: &Self::View) -> Result<Desired, String> {
-        if self.fail_render.get() {
-            return Err("render failed (stands in for any sync failure: ENOSPC, EIO)".into());
-        }
-        Ok(Desired {
-            keepalived: format!("ka {}", v.0),
-            proxy: Some(format!("eps {:?}", v.1)),
-        })
-    }
-    fn runtime_diff(&self, old: &Self::View, new: &Self::View) -> Option<Vec<String>> {
-        Some(
-            (0..2)
-                .filter(|&i| old.1[i] != new.1[i])
-                .map(|i| format!("set {i} {}", new.1[i]))
-                .collect(),
-        )
-    }
-    fn same_outside_proxy(&self, old: &Self::View, new: &Self::View) -> bool {
-        old.0 == new.0
-    }
-}
+#[path = "support/eps.rs"]
+mod eps;
+use eps::Eps;
 
 /// A daemon that models what it serves: on start/reload it loads its config file; the
 /// Runtime API changes single slots. `serves` is the truth the test compares with.
@@ -107,7 +72,8 @@ impl Daemon for Model {
         let s = s.as_mut().unwrap();
         for c in commands {
             let w: Vec<&str> = c.split(' ').collect();
-            s[w[1].parse::<usize>().unwrap()] = w[2].parse().unwrap();
+            let slot = w[1].trim_start_matches('s'); // `set s<i> <value>`
+            s[slot.parse::<usize>().unwrap()] = w[2].parse().unwrap();
         }
         Ok(())
     }
@@ -151,10 +117,7 @@ fn a_restart_from_a_stale_file_is_not_forgotten() {
         fail_reload: Arc::new(AtomicBool::new(false)),
     };
     let mut a = Applier::new(
-        Eps {
-            view: Cell::new((0, [1, 2])),
-            fail_render: Cell::new(false),
-        },
+        Eps::new((0, [1, 2])),
         Box::new(model(
             DaemonKind::Keepalived,
             Arc::new(AtomicBool::new(false)),
@@ -255,10 +218,7 @@ fn a_failed_keepalived_reload_does_not_leave_the_proxy_view_behind() {
         },
     };
     let mut a = Applier::new(
-        Eps {
-            view: Cell::new((0, [1, 2])),
-            fail_render: Cell::new(false),
-        },
+        Eps::new((0, [1, 2])),
         Box::new(model(DaemonKind::Keepalived)),
         Some(Box::new(model(DaemonKind::Haproxy))),
         Arc::new(Metrics::new()),
