@@ -1,4 +1,5 @@
-//! The admin server: `/livez`, `/readyz`, `/metrics` (axum).
+//! The actor's admin answers: `/livez`, `/readyz`, `/metrics` (the server itself is
+//! [`k8slb_common::admin`], shared with the watcher).
 //!
 //! Default address `0.0.0.0:9254` (`--admin-addr`): the actor runs with hostNetwork, and
 //! kubelet's HTTP probes go to the node address, so loopback would fail them. Port

@@ -1,4 +1,5 @@
-//! The admin port: `/livez`, `/readyz` and `/metrics` (Prometheus text format).
+//! The watcher's admin answers: `/livez`, `/readyz` and `/metrics` (Prometheus text
+//! format; the server itself is [`k8slb_common::admin`], shared with the actor).
 //!
 //! `/readyz` tells the truth about the watcher's job ([`Readiness`]): a follower is ready
 //! once its caches are synced (it can take over at once); a leader only once the current
