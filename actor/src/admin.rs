@@ -1,4 +1,5 @@
-//! The admin server: `/livez`, `/readyz`, `/metrics` (axum).
+//! The actor's admin answers: `/livez`, `/readyz`, `/metrics` (the server itself is
+//! [`k8slb_common::admin`], shared with the watcher).
 //!
 //! Default address `0.0.0.0:9254` (`--admin-addr`): the actor runs with hostNetwork, and
 //! kubelet's HTTP probes go to the node address, so loopback would fail them. Port
@@ -24,9 +25,7 @@
 //! the admin's pools and the state, never from client traffic.
 
 use crate::daemons::DaemonKind;
-use axum::{
-    extract::State as AxState, http::StatusCode, response::IntoResponse, routing::get, Router,
-};
+use k8slb_common::admin::{self, Admin, Probe};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -295,35 +294,24 @@ pub struct AdminState {
     pub health: Arc<Health>,
 }
 
-pub fn router(state: AdminState) -> Router {
-    Router::new()
-        .route("/livez", get(livez))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .with_state(state)
-}
-
-async fn livez(AxState(s): AxState<AdminState>) -> impl IntoResponse {
-    if s.health.is_live() {
-        (StatusCode::OK, "ok\n".to_string())
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "control loop stalled\n".to_string(),
-        )
+impl Admin for AdminState {
+    fn livez(&self) -> Probe {
+        if self.health.is_live() {
+            Probe::ok("ok\n")
+        } else {
+            Probe::failing("control loop stalled\n")
+        }
     }
-}
 
-async fn readyz(AxState(s): AxState<AdminState>) -> impl IntoResponse {
-    let err = s.health.last_error();
-    if s.health.is_ready() {
-        let body = match err {
-            Some(e) => format!("ok (last apply failed: {e})\n"),
-            None => "ok\n".into(),
-        };
-        (StatusCode::OK, body)
-    } else {
-        let why = s.health.not_ready();
+    fn readyz(&self) -> Probe {
+        let err = self.health.last_error();
+        if self.health.is_ready() {
+            return Probe::ok(match err {
+                Some(e) => format!("ok (last apply failed: {e})\n"),
+                None => "ok\n".into(),
+            });
+        }
+        let why = self.health.not_ready();
         let mut body = format!(
             "not ready: {}\n",
             why.as_deref()
@@ -335,31 +323,23 @@ async fn readyz(AxState(s): AxState<AdminState>) -> impl IntoResponse {
                 body.push_str(&format!("last apply failed: {e}\n"));
             }
         }
-        (StatusCode::SERVICE_UNAVAILABLE, body)
+        Probe::failing(body)
+    }
+
+    fn metrics(&self) -> String {
+        self.metrics.encode()
     }
 }
 
-async fn metrics(AxState(s): AxState<AdminState>) -> impl IntoResponse {
-    (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        s.metrics.encode(),
-    )
-}
-
-/// Bind `addr` and serve until `shutdown` resolves.
+/// Bind `addr` and serve until `shutdown` resolves (the server is
+/// [`k8slb_common::admin`]'s).
 pub async fn serve(
     addr: SocketAddr,
     state: AdminState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(addr = %listener.local_addr()?, "admin server listening");
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let (_, task) = admin::start(addr, Arc::new(state), shutdown).await?;
+    task.await.map_err(std::io::Error::other)
 }
 
 #[cfg(test)]

@@ -175,56 +175,6 @@ pub fn next_reload_at(last: Option<Instant>, min_interval: Duration) -> Option<I
     last.map(|t| t + min_interval)
 }
 
-/// Debounce bursts of changes: fire after `quiet` without changes, or `max` after the
-/// first change of the burst, whichever comes first.
-#[derive(Debug, Clone)]
-pub struct Debouncer {
-    pub quiet: Duration,
-    pub max: Duration,
-    first: Option<Instant>,
-    last: Option<Instant>,
-}
-
-impl Default for Debouncer {
-    /// The watcher already debounces its plan and publishes the state as one object:
-    /// 100 ms here only joins what arrives together (shards, quick successions).
-    fn default() -> Self {
-        Debouncer::new(Duration::from_millis(100), Duration::from_secs(1))
-    }
-}
-
-impl Debouncer {
-    pub fn new(quiet: Duration, max: Duration) -> Self {
-        Debouncer {
-            quiet,
-            max,
-            first: None,
-            last: None,
-        }
-    }
-    pub fn changed(&mut self, now: Instant) {
-        self.first.get_or_insert(now);
-        self.last = Some(now);
-    }
-    pub fn pending(&self) -> bool {
-        self.first.is_some()
-    }
-    /// True (and reset) when the burst is over.
-    pub fn fire(&mut self, now: Instant) -> bool {
-        match (self.first, self.last) {
-            (Some(f), Some(l))
-                if now.saturating_duration_since(l) >= self.quiet
-                    || now.saturating_duration_since(f) >= self.max =>
-            {
-                self.first = None;
-                self.last = None;
-                true
-            }
-            _ => false,
-        }
-    }
-}
-
 /// What happened to one daemon in an apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlotOutcome {
@@ -1198,6 +1148,12 @@ fn reload_with(
     }
 }
 
+/// The renderer stand-in the integration tests use too (a `#[path]` inside `mod tests`
+/// would be looked up under `src/apply/tests/`).
+#[cfg(test)]
+#[path = "../tests/support/eps.rs"]
+mod test_eps;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1297,30 +1253,6 @@ mod tests {
             decide(Some("a"), "b", true, cmds()),
             Step::Runtime(cmds().unwrap())
         );
-    }
-
-    #[test]
-    fn debouncer_quiet_and_max() {
-        let t0 = Instant::now();
-        let ms = Duration::from_millis;
-        assert_eq!(Debouncer::default().quiet, ms(100));
-        let mut d = Debouncer::new(ms(200), Duration::from_secs(1));
-        assert!(!d.fire(t0));
-        d.changed(t0);
-        assert!(!d.fire(t0 + ms(100)));
-        d.changed(t0 + ms(150));
-        assert!(!d.fire(t0 + ms(300)));
-        assert!(d.fire(t0 + ms(350)));
-        assert!(!d.pending());
-        // a steady stream of changes still fires after `max`
-        for i in 0..20 {
-            d.changed(t0 + ms(1000 + i * 100));
-            if d.fire(t0 + ms(1000 + i * 100)) {
-                assert_eq!(i, 10);
-                return;
-            }
-        }
-        panic!("never fired");
     }
 
     /// A daemon stand-in sharing its log with the test: `start` records what the
@@ -1618,36 +1550,7 @@ mod tests {
         assert!(a.wants_apply());
     }
 
-    /// View = (keepalived part, endpoints): endpoint changes are runtime commands.
-    struct Eps(std::cell::Cell<(u8, [u16; 2])>);
-    impl NodeRenderer for Eps {
-        type View = (u8, [u16; 2]);
-        fn view(
-            &self,
-            _: &State,
-            _: &NodeContext,
-            _: Option<&Self::View>,
-        ) -> Result<Self::View, String> {
-            Ok(self.0.get())
-        }
-        fn render(&self, v: &Self::View) -> Result<Desired, String> {
-            Ok(Desired {
-                keepalived: format!("ka {}", v.0),
-                proxy: Some(format!("eps {:?}", v.1)),
-            })
-        }
-        fn runtime_diff(&self, old: &Self::View, new: &Self::View) -> Option<Vec<String>> {
-            Some(
-                (0..2)
-                    .filter(|&i| old.1[i] != new.1[i])
-                    .map(|i| format!("set s{i} {}", new.1[i]))
-                    .collect(),
-            )
-        }
-        fn same_outside_proxy(&self, old: &Self::View, new: &Self::View) -> bool {
-            old.0 == new.0
-        }
-    }
+    use super::test_eps::Eps;
 
     #[test]
     fn endpoint_changes_skip_render_and_the_file_follows_before_any_restart() {
@@ -1667,7 +1570,7 @@ mod tests {
             log: log.clone(),
         };
         let mut a = Applier::new(
-            Eps(std::cell::Cell::new((0, [1, 2]))),
+            Eps::new((0, [1, 2])),
             Box::new(fake(
                 DaemonKind::Keepalived,
                 Arc::new(AtomicBool::new(false)),
@@ -1684,7 +1587,7 @@ mod tests {
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
         let apply = |a: &mut Applier<Eps>, v: (u8, [u16; 2]), t: Instant| {
-            a.renderer().0.set(v);
+            a.renderer().view.set(v);
             a.apply(&state, &ctx, t).unwrap()
         };
         let done = |ka, proxy| Applied::Done {

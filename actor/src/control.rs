@@ -23,14 +23,15 @@
 //! - a failed apply is retried after [`Timing::retry_failed_after`], a deferred one
 //!   (reload rate limit) at its instant, and a VIP held out by the hand-over hold-down
 //!   joins when it ends (`handover_until` of [`ApplyOutcome::Done`]);
-//! - the applied state is saved at once the first time, later [`Timing::save_quiet`]
-//!   after the last change and at most [`Timing::save_max`] after the first unsaved one;
+//! - the applied state is saved at once the first time, later debounced by
+//!   [`Timing::save`] ([`LAST_STATE_QUIET`] after the last change, at most
+//!   [`LAST_STATE_MAX`] after the first unsaved one);
 //! - keepalived exiting on its own removes the VIPs of every known state at once;
 //! - a state planned for another provider than this actor's is refused: logged once,
 //!   counted, and `/readyz` says why, while what was applied last keeps running;
 //! - at shutdown: keepalived first, then our VIPs, then the proxy.
 
-use crate::apply::Debouncer;
+use k8slb_common::debounce::Debouncer;
 use k8slb_common::state::{Provider, State};
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -52,10 +53,9 @@ pub struct Timing {
     pub observe_every: Duration,
     /// A failed apply is tried again after this long (sooner when a daemon restarts).
     pub retry_failed_after: Duration,
-    /// The applied state is saved this long after the last applied change ...
-    pub save_quiet: Duration,
-    /// ... and at most this long after the first unsaved one (changes that never stop).
-    pub save_max: Duration,
+    /// The applied state is saved `quiet` after the last applied change, and at most
+    /// `max` after the first unsaved one (changes that never stop).
+    pub save: Debouncer,
     /// Bursts of new states are joined by this debouncer.
     pub debounce: Debouncer,
 }
@@ -66,8 +66,7 @@ impl Default for Timing {
             poll_every: Duration::from_millis(50),
             observe_every: Duration::from_secs(2),
             retry_failed_after: Duration::from_secs(10),
-            save_quiet: LAST_STATE_QUIET,
-            save_max: LAST_STATE_MAX,
+            save: Debouncer::new(LAST_STATE_QUIET, LAST_STATE_MAX),
             debounce: Debouncer::default(),
         }
     }
@@ -267,10 +266,8 @@ pub struct Control {
     /// The provider of the refused state(s) planned for another provider.
     mismatch: Option<Provider>,
     held: BTreeSet<IpAddr>,
-    /// When to save `applied`: `save_quiet` after the last applied change, and at most
-    /// `save_max` after the first unsaved one.
-    save_due: Option<Instant>,
-    unsaved_since: Option<Instant>,
+    /// When to save `applied` (pending: an applied change is not saved yet).
+    saver: Debouncer,
 }
 
 impl Control {
@@ -279,6 +276,7 @@ impl Control {
         Control {
             provider,
             debouncer: timing.debounce.clone(),
+            saver: timing.save.clone(),
             timing,
             last_saved: last_saved.map(Arc::new),
             current: None,
@@ -291,8 +289,6 @@ impl Control {
             refused_text: None,
             mismatch: None,
             held: BTreeSet::new(),
-            save_due: None,
-            unsaved_since: None,
         }
     }
 
@@ -436,12 +432,11 @@ impl Control {
                 if let Some(s) = state {
                     if first {
                         out.push(Action::SaveLastState(s.clone()));
-                        (self.save_due, self.unsaved_since) = (None, None);
+                        self.saver.clear();
                     } else if changed {
                         // Debounced: for 10,000 Services the file is ~29 MB (50 ms to
                         // serialise, more to sync), too much for every endpoint change.
-                        self.save_due = Some(now + self.timing.save_quiet);
-                        self.unsaved_since.get_or_insert(now);
+                        self.saver.changed(now);
                     }
                     self.applied = Some(s);
                 }
@@ -475,15 +470,10 @@ impl Control {
             .map(|p| refusal(p, self.provider, self.applied.is_some()));
         out.push(Action::SetReadiness(refused.or(s.not_ready)));
         // Only a state that was applied as a whole is saved (not a newer one that failed).
-        let save = self.save_due.is_some_and(|t| now >= t)
-            || self
-                .unsaved_since
-                .is_some_and(|t| now >= t + self.timing.save_max);
-        if save {
+        if self.saver.fire(now) {
             if let Some(a) = &self.applied {
                 out.push(Action::SaveLastState(a.clone()));
             }
-            (self.save_due, self.unsaved_since) = (None, None);
         }
         if self.next_observe.is_none_or(|t| now >= t) {
             self.next_observe = Some(now + self.timing.observe_every);
@@ -507,7 +497,7 @@ impl Control {
     }
 
     fn shutdown(&mut self, out: &mut Vec<Action>) {
-        if self.save_due.is_some() {
+        if self.saver.pending() {
             if let Some(a) = &self.applied {
                 out.push(Action::SaveLastState(a.clone()));
             }
@@ -602,8 +592,7 @@ mod tests {
             poll_every: Duration::from_millis(50),
             observe_every: Duration::from_secs(2),
             retry_failed_after: Duration::from_secs(10),
-            save_quiet: Duration::from_secs(1),
-            save_max: Duration::from_secs(10),
+            save: Debouncer::new(Duration::from_secs(1), Duration::from_secs(10)),
             debounce: Debouncer::new(Duration::from_millis(100), Duration::from_secs(1)),
         }
     }
@@ -619,8 +608,46 @@ mod tests {
         })
     }
 
+    fn polled(s: &Arc<State>) -> Input {
+        Input::Polled(Poll::State(s.clone()))
+    }
+
+    fn unchanged() -> Input {
+        Input::Polled(Poll::Unchanged)
+    }
+
+    /// A supervision pass after which a daemon asks for an apply.
+    fn wants_apply() -> Input {
+        Input::Supervised(Supervised {
+            wants_apply: true,
+            ..Default::default()
+        })
+    }
+
+    /// One row of a table: at `ms`, this input, these action labels.
+    type Row<'a> = (u64, Input, &'a [&'a str]);
+
+    /// With `st(1)` saved: `st(2)` arrives, is applied at 100 ms and saved at once; `st(3)`
+    /// arrives at 150 ms (its burst is due at 250 ms).
+    fn two_applied_then_three_arrives() -> Vec<Row<'static>> {
+        vec![
+            (
+                0,
+                polled(&st(2, None)),
+                &["Log(NewState)", "RemoveStaleVips(2,1)", "Supervise"],
+            ),
+            (100, unchanged(), &["Apply(2, known 1)"]),
+            (
+                100,
+                done(true),
+                &["SaveLastState(2)", "SetError(none)", "Supervise"],
+            ),
+            (150, polled(&st(3, None)), &["Log(NewState)", "Supervise"]),
+        ]
+    }
+
     /// Feeds each row's input at `t0 + ms` and checks the labels of the actions.
-    fn table(ctl: &mut Control, rows: &[(u64, Input, &[&str])]) -> Vec<Vec<Action>> {
+    fn table(ctl: &mut Control, rows: &[Row<'_>]) -> Vec<Vec<Action>> {
         let t0 = t0();
         let mut all = Vec::new();
         for (i, (ms, input, want)) in rows.iter().enumerate() {
@@ -646,13 +673,13 @@ mod tests {
             &mut c,
             &[
                 (0, Input::Tick, &["PollSource"]),
-                (0, Input::Polled(Poll::Unchanged), &["Supervise"]),
+                (0, unchanged(), &["Supervise"]),
                 // Nothing to observe without a state.
                 (0, ready(), &["SetReadiness(ready)"]),
                 (50, Input::Tick, &["PollSource"]),
                 (
                     50,
-                    Input::Polled(Poll::State(a.clone())),
+                    polled(&a),
                     &["Log(NewState)", "RemoveStaleVips(10)", "Supervise"],
                 ),
                 // Observed every 2 s (the first look, at 0 ms, had no state).
@@ -660,9 +687,9 @@ mod tests {
                 // Not polled again before 100 ms; the 100 ms quiet is not over yet.
                 (90, Input::Tick, &["Supervise"]),
                 (100, Input::Tick, &["PollSource"]),
-                (100, Input::Polled(Poll::Unchanged), &["Supervise"]),
+                (100, unchanged(), &["Supervise"]),
                 (150, Input::Tick, &["PollSource"]),
-                (150, Input::Polled(Poll::Unchanged), &["Apply(10, known 0)"]),
+                (150, unchanged(), &["Apply(10, known 0)"]),
                 (
                     150,
                     done(true),
@@ -671,10 +698,10 @@ mod tests {
                 (150, ready(), &["SetReadiness(ready)"]),
                 // The same state again is not new.
                 (200, Input::Tick, &["PollSource"]),
-                (200, Input::Polled(Poll::State(a.clone())), &["Supervise"]),
+                (200, polled(&a), &["Supervise"]),
                 (200, ready(), &["SetReadiness(ready)"]),
                 (5000, Input::Tick, &["PollSource"]),
-                (5000, Input::Polled(Poll::Unchanged), &["Supervise"]),
+                (5000, unchanged(), &["Supervise"]),
                 (5000, ready(), &["SetReadiness(ready)", "ObserveVips(10)"]),
             ],
         );
@@ -744,21 +771,17 @@ mod tests {
             &[
                 (
                     0,
-                    Input::Polled(Poll::State(a.clone())),
+                    polled(&a),
                     &["Log(NewState)", "RemoveStaleVips(10)", "Supervise"],
                 ),
-                (100, Input::Polled(Poll::Unchanged), &["Apply(10, known 0)"]),
+                (100, unchanged(), &["Apply(10, known 0)"]),
                 (
                     100,
                     Input::Applied(ApplyOutcome::Failed("haproxy: check failed".into())),
                     &["SetError(some)", "Supervise"],
                 ),
-                (5000, Input::Polled(Poll::Unchanged), &["Supervise"]),
-                (
-                    10_100,
-                    Input::Polled(Poll::Unchanged),
-                    &["Apply(10, known 0)"],
-                ),
+                (5000, unchanged(), &["Supervise"]),
+                (10_100, unchanged(), &["Apply(10, known 0)"]),
                 (
                     10_100,
                     Input::Applied(ApplyOutcome::Done {
@@ -767,35 +790,19 @@ mod tests {
                     }),
                     &["SaveLastState(10)", "SetError(none)", "Supervise"],
                 ),
-                (12_000, Input::Polled(Poll::Unchanged), &["Supervise"]),
+                (12_000, unchanged(), &["Supervise"]),
                 // The hand-over hold-down ends: apply again (the VIP joins).
-                (
-                    12_100,
-                    Input::Polled(Poll::Unchanged),
-                    &["Apply(10, known 1)"],
-                ),
+                (12_100, unchanged(), &["Apply(10, known 1)"]),
                 (12_100, done(true), &["SetError(none)", "Supervise"]),
-                (
-                    12_200,
-                    Input::Polled(Poll::State(b.clone())),
-                    &["Log(NewState)", "Supervise"],
-                ),
-                (
-                    12_300,
-                    Input::Polled(Poll::Unchanged),
-                    &["Apply(11, known 1)"],
-                ),
+                (12_200, polled(&b), &["Log(NewState)", "Supervise"]),
+                (12_300, unchanged(), &["Apply(11, known 1)"]),
                 (
                     12_300,
                     Input::Applied(ApplyOutcome::Deferred(t(13_000))),
                     &["Supervise"],
                 ),
-                (12_900, Input::Polled(Poll::Unchanged), &["Supervise"]),
-                (
-                    13_000,
-                    Input::Polled(Poll::Unchanged),
-                    &["Apply(11, known 1)"],
-                ),
+                (12_900, unchanged(), &["Supervise"]),
+                (13_000, unchanged(), &["Apply(11, known 1)"]),
             ],
         );
         assert_eq!(c.applied(), Some(&a), "deferred: b is not applied yet");
@@ -811,18 +818,14 @@ mod tests {
         let mut rows: Vec<(u64, Input, Vec<String>)> = vec![
             (
                 0,
-                Input::Polled(Poll::State(st(1, None))),
+                polled(&st(1, None)),
                 vec![
                     "Log(NewState)".into(),
                     "RemoveStaleVips(1)".into(),
                     "Supervise".into(),
                 ],
             ),
-            (
-                100,
-                Input::Polled(Poll::Unchanged),
-                vec!["Apply(1, known 0)".into()],
-            ),
+            (100, unchanged(), vec!["Apply(1, known 0)".into()]),
             (
                 100,
                 done(true),
@@ -852,15 +855,11 @@ mod tests {
             };
             rows.push((
                 at,
-                Input::Polled(Poll::State(st(i, None))),
+                polled(&st(i, None)),
                 vec!["Log(NewState)".into(), "Supervise".into()],
             ));
             rows.push(supervised(at, i - 1));
-            rows.push((
-                at + 100,
-                Input::Polled(Poll::Unchanged),
-                vec![format!("Apply({i}, known 1)")],
-            ));
+            rows.push((at + 100, unchanged(), vec![format!("Apply({i}, known 1)")]));
             rows.push((
                 at + 100,
                 done(true),
@@ -889,56 +888,30 @@ mod tests {
 
     #[test]
     fn keepalived_exiting_removes_the_vips_of_every_known_state_and_a_restart_applies_again() {
-        let (saved, a, b) = (st(1, None), st(2, None), st(3, None));
-        let mut c = Control::new(Provider::Haproxy, timing(), Some((*saved).clone()));
-        table(
-            &mut c,
-            &[
-                (
-                    0,
-                    Input::Polled(Poll::State(a.clone())),
-                    &["Log(NewState)", "RemoveStaleVips(2,1)", "Supervise"],
-                ),
-                (100, Input::Polled(Poll::Unchanged), &["Apply(2, known 1)"]),
-                (
-                    100,
-                    done(true),
-                    &["SaveLastState(2)", "SetError(none)", "Supervise"],
-                ),
-                (
-                    150,
-                    Input::Polled(Poll::State(b.clone())),
-                    &["Log(NewState)", "Supervise"],
-                ),
-                (
-                    150,
-                    Input::Supervised(Supervised {
-                        keepalived_exited: true,
-                        wants_apply: false,
-                        not_ready: Some("keepalived not running: exited (signal 9)".into()),
-                    }),
-                    &[
-                        "RemoveVipsOfDeadKeepalived(2,3,1)",
-                        "SetReadiness(not ready)",
-                        "ObserveVips(3)",
-                    ],
-                ),
-                // b's burst is due at 250 ms.
-                (250, Input::Polled(Poll::Unchanged), &["Apply(3, known 2)"]),
-                (250, done(true), &["SetError(none)", "Supervise"]),
-                // A daemon back after a failed apply asks for an apply: debounced.
-                (
-                    300,
-                    Input::Supervised(Supervised {
-                        wants_apply: true,
-                        ..Default::default()
-                    }),
-                    &["SetReadiness(ready)"],
-                ),
-                (350, Input::Polled(Poll::Unchanged), &["Supervise"]),
-                (400, Input::Polled(Poll::Unchanged), &["Apply(3, known 2)"]),
-            ],
-        );
+        let mut c = Control::new(Provider::Haproxy, timing(), Some((*st(1, None)).clone()));
+        let mut rows = two_applied_then_three_arrives();
+        rows.extend([
+            (
+                150,
+                Input::Supervised(Supervised {
+                    keepalived_exited: true,
+                    wants_apply: false,
+                    not_ready: Some("keepalived not running: exited (signal 9)".into()),
+                }),
+                &[
+                    "RemoveVipsOfDeadKeepalived(2,3,1)",
+                    "SetReadiness(not ready)",
+                    "ObserveVips(3)",
+                ][..],
+            ),
+            (250, unchanged(), &["Apply(3, known 2)"]),
+            (250, done(true), &["SetError(none)", "Supervise"]),
+            // A daemon back after a failed apply asks for an apply: debounced.
+            (300, wants_apply(), &["SetReadiness(ready)"]),
+            (350, unchanged(), &["Supervise"]),
+            (400, unchanged(), &["Apply(3, known 2)"]),
+        ]);
+        table(&mut c, &rows);
     }
 
     #[test]
@@ -952,7 +925,7 @@ mod tests {
                 // Never applied: nothing is cleaned up or applied, readiness says why.
                 (
                     0,
-                    Input::Polled(Poll::State(nginx(1))),
+                    polled(&nginx(1)),
                     &[
                         "CountRefused",
                         "Log(ProviderMismatch)",
@@ -962,17 +935,13 @@ mod tests {
                 ),
                 (0, ready(), &["SetReadiness(not ready)"]),
                 // Another one: counted, not logged again.
-                (
-                    50,
-                    Input::Polled(Poll::State(nginx(2))),
-                    &["CountRefused", "Supervise"],
-                ),
-                (200, Input::Polled(Poll::Unchanged), &["Supervise"]),
+                (50, polled(&nginx(2)), &["CountRefused", "Supervise"]),
+                (200, unchanged(), &["Supervise"]),
                 (200, ready(), &["SetReadiness(not ready)"]),
                 // One for this actor: taken, and the refusal ends.
                 (
                     250,
-                    Input::Polled(Poll::State(haproxy(3))),
+                    polled(&haproxy(3)),
                     &[
                         "Log(ProviderMatchesAgain)",
                         "SetProviderMismatch(None)",
@@ -981,7 +950,7 @@ mod tests {
                         "Supervise",
                     ],
                 ),
-                (350, Input::Polled(Poll::Unchanged), &["Apply(3, known 0)"]),
+                (350, unchanged(), &["Apply(3, known 0)"]),
                 (
                     350,
                     done(true),
@@ -992,7 +961,7 @@ mod tests {
                 // current (a retry applies it, not the refused one).
                 (
                     400,
-                    Input::Polled(Poll::State(nginx(4))),
+                    polled(&nginx(4)),
                     &[
                         "CountRefused",
                         "Log(ProviderMismatch)",
@@ -1000,19 +969,12 @@ mod tests {
                         "Supervise",
                     ],
                 ),
-                (
-                    400,
-                    Input::Supervised(Supervised {
-                        wants_apply: true,
-                        ..Default::default()
-                    }),
-                    &["SetReadiness(not ready)"],
-                ),
-                (500, Input::Polled(Poll::Unchanged), &["Apply(3, known 1)"]),
+                (400, wants_apply(), &["SetReadiness(not ready)"]),
+                (500, unchanged(), &["Apply(3, known 1)"]),
                 // A state without the field (an older watcher) is not refused.
                 (
                     600,
-                    Input::Polled(Poll::State(st(5, None))),
+                    polled(&st(5, None)),
                     &[
                         "Log(ProviderMatchesAgain)",
                         "SetProviderMismatch(None)",
@@ -1097,44 +1059,26 @@ mod tests {
 
     #[test]
     fn shutdown_stops_keepalived_then_removes_the_vips_then_stops_the_proxy() {
-        let (saved, a, b) = (st(1, None), st(2, None), st(3, None));
-        let mut c = Control::new(Provider::Haproxy, timing(), Some((*saved).clone()));
-        table(
-            &mut c,
-            &[
-                (
-                    0,
-                    Input::Polled(Poll::State(a.clone())),
-                    &["Log(NewState)", "RemoveStaleVips(2,1)", "Supervise"],
-                ),
-                (100, Input::Polled(Poll::Unchanged), &["Apply(2, known 1)"]),
-                (
-                    100,
-                    done(true),
-                    &["SaveLastState(2)", "SetError(none)", "Supervise"],
-                ),
-                (
-                    150,
-                    Input::Polled(Poll::State(b)),
-                    &["Log(NewState)", "Supervise"],
-                ),
-                (250, Input::Polled(Poll::Unchanged), &["Apply(3, known 2)"]),
-                (250, done(true), &["SetError(none)", "Supervise"]),
-                // b was applied and not saved yet: saved first.
-                (
-                    300,
-                    Input::Shutdown,
-                    &[
-                        "SaveLastState(3)",
-                        "Log(ShuttingDown)",
-                        "StopKeepalived",
-                        "RemoveVips(3,1)",
-                        "StopProxy",
-                        "Log(Stopped)",
-                        "Exit",
-                    ],
-                ),
-            ],
-        );
+        let mut c = Control::new(Provider::Haproxy, timing(), Some((*st(1, None)).clone()));
+        let mut rows = two_applied_then_three_arrives();
+        rows.extend([
+            (250, unchanged(), &["Apply(3, known 2)"][..]),
+            (250, done(true), &["SetError(none)", "Supervise"]),
+            // 3 was applied and not saved yet: saved first.
+            (
+                300,
+                Input::Shutdown,
+                &[
+                    "SaveLastState(3)",
+                    "Log(ShuttingDown)",
+                    "StopKeepalived",
+                    "RemoveVips(3,1)",
+                    "StopProxy",
+                    "Log(Stopped)",
+                    "Exit",
+                ],
+            ),
+        ]);
+        table(&mut c, &rows);
     }
 }

@@ -4,52 +4,17 @@
 //! Each test states the invariant it checks.
 
 use k8slb_actor::admin::Metrics;
-use k8slb_actor::apply::{Applied, Applier, Desired, NodeContext, NodeRenderer};
+use k8slb_actor::apply::{Applied, Applier, ApplyError, Desired, NodeContext, NodeRenderer};
 use k8slb_actor::daemons::{Daemon, DaemonError, DaemonKind, Haproxy, Paths};
 use k8slb_common::state::State;
-use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// View = (keepalived part, two server slots). Endpoint changes are runtime commands.
-struct Eps {
-    view: Cell<(u8, [u16; 2])>,
-    fail_render: Cell<bool>,
-}
-
-impl NodeRenderer for Eps {
-    type View = (u8, [u16; 2]);
-    fn view(
-        &self,
-        _: &State,
-        _: &NodeContext,
-        _: Option<&Self::View>,
-    ) -> Result<Self::View, String> {
-        Ok(self.view.get())
-    }
-    fn render(&self, v: &Self::View) -> Result<Desired, String> {
-        if self.fail_render.get() {
-            return Err("render failed (stands in for any sync failure: ENOSPC, EIO)".into());
-        }
-        Ok(Desired {
-            keepalived: format!("ka {}", v.0),
-            proxy: Some(format!("eps {:?}", v.1)),
-        })
-    }
-    fn runtime_diff(&self, old: &Self::View, new: &Self::View) -> Option<Vec<String>> {
-        Some(
-            (0..2)
-                .filter(|&i| old.1[i] != new.1[i])
-                .map(|i| format!("set {i} {}", new.1[i]))
-                .collect(),
-        )
-    }
-    fn same_outside_proxy(&self, old: &Self::View, new: &Self::View) -> bool {
-        old.0 == new.0
-    }
-}
+#[path = "support/eps.rs"]
+mod eps;
+use eps::Eps;
 
 /// A daemon that models what it serves: on start/reload it loads its config file; the
 /// Runtime API changes single slots. `serves` is the truth the test compares with.
@@ -107,7 +72,8 @@ impl Daemon for Model {
         let s = s.as_mut().unwrap();
         for c in commands {
             let w: Vec<&str> = c.split(' ').collect();
-            s[w[1].parse::<usize>().unwrap()] = w[2].parse().unwrap();
+            let slot = w[1].trim_start_matches('s'); // `set s<i> <value>`
+            s[slot.parse::<usize>().unwrap()] = w[2].parse().unwrap();
         }
         Ok(())
     }
@@ -126,6 +92,68 @@ impl Daemon for Model {
     }
 }
 
+/// An applier over [`Eps`] and two [`Model`] daemons, with the switches the tests flip.
+struct Rig {
+    applier: Applier<Eps>,
+    /// What HAProxy serves (the truth the tests compare with).
+    serves: Arc<Mutex<Option<[u16; 2]>>>,
+    /// Set: HAProxy dies (seen at the next supervision).
+    proxy_died: Arc<AtomicBool>,
+    /// Set: keepalived's reloads fail.
+    keepalived_fails: Arc<AtomicBool>,
+    t0: Instant,
+    _dir: tempfile::TempDir,
+}
+
+impl Rig {
+    /// Both daemons down, the view (0, [1, 2]), no reload rate limit.
+    fn new() -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let serves = Arc::new(Mutex::new(None));
+        let proxy_died = Arc::new(AtomicBool::new(false));
+        let keepalived_fails = Arc::new(AtomicBool::new(false));
+        let model = |kind: DaemonKind| Model {
+            kind,
+            cfg: dir.path().join(format!("{kind}.conf")),
+            up: false,
+            died: match kind {
+                DaemonKind::Haproxy => proxy_died.clone(),
+                _ => Arc::new(AtomicBool::new(false)),
+            },
+            serves: match kind {
+                DaemonKind::Haproxy => serves.clone(),
+                _ => Arc::new(Mutex::new(None)),
+            },
+            fail_reload: match kind {
+                DaemonKind::Keepalived => keepalived_fails.clone(),
+                _ => Arc::new(AtomicBool::new(false)),
+            },
+        };
+        let mut applier = Applier::new(
+            Eps::new((0, [1, 2])),
+            Box::new(model(DaemonKind::Keepalived)),
+            Some(Box::new(model(DaemonKind::Haproxy))),
+            Arc::new(Metrics::new()),
+        );
+        applier.min_reload_interval = Duration::ZERO;
+        Rig {
+            applier,
+            serves,
+            proxy_died,
+            keepalived_fails,
+            t0: Instant::now(),
+            _dir: dir,
+        }
+    }
+}
+
+/// Applies the (empty) state at `t` with the renderer's view set to `v`.
+fn rig_apply(a: &mut Applier<Eps>, v: (u8, [u16; 2]), t: Instant) -> Result<Applied, ApplyError> {
+    let state = State::from_json(include_str!("fixtures/empty.json")).unwrap();
+    a.renderer().view.set(v);
+    a.apply(&state, &NodeContext::default(), t)
+}
+
 /// Invariant: whatever happens, once things settle HAProxy serves the endpoints of the
 /// view the applier believes it runs (else a later unchanged apply is a no-op forever).
 ///
@@ -135,45 +163,13 @@ impl Daemon for Model {
 /// file, the next sync succeeds and marks the file fresh without telling HAProxy.
 #[test]
 fn a_restart_from_a_stale_file_is_not_forgotten() {
-    let dir = tempfile::tempdir().unwrap();
-    let serves = Arc::new(Mutex::new(None));
-    let died = Arc::new(AtomicBool::new(false));
-    let model = |kind: DaemonKind, died: Arc<AtomicBool>| Model {
-        kind,
-        cfg: dir.path().join(format!("{kind}.conf")),
-        up: false,
-        died,
-        serves: if kind == DaemonKind::Haproxy {
-            serves.clone()
-        } else {
-            Arc::new(Mutex::new(None))
-        },
-        fail_reload: Arc::new(AtomicBool::new(false)),
-    };
-    let mut a = Applier::new(
-        Eps {
-            view: Cell::new((0, [1, 2])),
-            fail_render: Cell::new(false),
-        },
-        Box::new(model(
-            DaemonKind::Keepalived,
-            Arc::new(AtomicBool::new(false)),
-        )),
-        Some(Box::new(model(DaemonKind::Haproxy, died.clone()))),
-        Arc::new(Metrics::new()),
-    );
-    a.min_reload_interval = Duration::ZERO;
-    let state = State::from_json(include_str!("fixtures/empty.json")).unwrap();
-    let ctx = NodeContext::default();
-    let t0 = Instant::now();
-    let at = |ms: u64| t0 + Duration::from_millis(ms);
-    let apply = |a: &mut Applier<Eps>, v: (u8, [u16; 2]), t: Instant| {
-        a.renderer().view.set(v);
-        a.apply(&state, &ctx, t).unwrap()
-    };
+    let mut rig = Rig::new();
+    let (a, at) = (&mut rig.applier, |ms| rig.t0 + Duration::from_millis(ms));
+    let apply = |a: &mut Applier<Eps>, v, t| rig_apply(a, v, t).unwrap();
+    let (serves, died) = (&rig.serves, &rig.proxy_died);
 
-    apply(&mut a, (0, [1, 2]), at(0));
-    apply(&mut a, (0, [1, 3]), at(100)); // fast path: HAProxy [1, 3], file [1, 2]
+    apply(a, (0, [1, 2]), at(0));
+    apply(a, (0, [1, 3]), at(100)); // fast path: HAProxy [1, 3], file [1, 2]
     assert_eq!(*serves.lock().unwrap(), Some([1, 3]));
 
     died.store(true, Ordering::SeqCst);
@@ -192,7 +188,7 @@ fn a_restart_from_a_stale_file_is_not_forgotten() {
     a.supervise(at(1300));
     assert!(!a.proxy().unwrap().file_stale());
     // The same state again: believed unchanged.
-    let r = apply(&mut a, (0, [1, 3]), at(1400));
+    let r = apply(a, (0, [1, 3]), at(1400));
     assert!(matches!(r, Applied::Done { .. }));
     assert_eq!(
         *serves.lock().unwrap(),
@@ -235,58 +231,25 @@ fn daemon_stderr_survives_a_line_that_is_not_utf8() {
 /// must not diff from a view the proxy no longer runs).
 #[test]
 fn a_failed_keepalived_reload_does_not_leave_the_proxy_view_behind() {
-    let dir = tempfile::tempdir().unwrap();
-    let serves = Arc::new(Mutex::new(None));
-    let ka_fails = Arc::new(AtomicBool::new(false));
-    let model = |kind: DaemonKind| Model {
-        kind,
-        cfg: dir.path().join(format!("{kind}.conf")),
-        up: false,
-        died: Arc::new(AtomicBool::new(false)),
-        serves: if kind == DaemonKind::Haproxy {
-            serves.clone()
-        } else {
-            Arc::new(Mutex::new(None))
-        },
-        fail_reload: if kind == DaemonKind::Keepalived {
-            ka_fails.clone()
-        } else {
-            Arc::new(AtomicBool::new(false))
-        },
-    };
-    let mut a = Applier::new(
-        Eps {
-            view: Cell::new((0, [1, 2])),
-            fail_render: Cell::new(false),
-        },
-        Box::new(model(DaemonKind::Keepalived)),
-        Some(Box::new(model(DaemonKind::Haproxy))),
-        Arc::new(Metrics::new()),
-    );
-    a.min_reload_interval = Duration::ZERO;
-    let state = State::from_json(include_str!("fixtures/empty.json")).unwrap();
-    let ctx = NodeContext::default();
-    let t0 = Instant::now();
-    let at = |ms: u64| t0 + Duration::from_millis(ms);
-    let apply = |a: &mut Applier<Eps>, v: (u8, [u16; 2]), t: Instant| {
-        a.renderer().view.set(v);
-        a.apply(&state, &ctx, t)
-    };
-    apply(&mut a, (0, [1, 2]), at(0)).unwrap();
+    let mut rig = Rig::new();
+    let (a, at) = (&mut rig.applier, |ms| rig.t0 + Duration::from_millis(ms));
+    let apply = rig_apply;
+    let (serves, ka_fails) = (&rig.serves, &rig.keepalived_fails);
+    apply(a, (0, [1, 2]), at(0)).unwrap();
     ka_fails.store(true, Ordering::SeqCst);
     // keepalived's part and an endpoint change: the proxy goes first (runtime), then
     // keepalived's reload fails.
-    assert!(apply(&mut a, (1, [1, 3]), at(100)).is_err());
+    assert!(apply(a, (1, [1, 3]), at(100)).is_err());
     assert_eq!(*serves.lock().unwrap(), Some([1, 3]));
     // A failed reload keeps the node not ready (and says why), also when the same
     // state is applied again and fails again.
     let why = a.not_ready().unwrap_or_default();
     assert!(why.starts_with("keepalived: reload failed: "), "{why:?}");
-    assert!(apply(&mut a, (1, [1, 3]), at(150)).is_err());
+    assert!(apply(a, (1, [1, 3]), at(150)).is_err());
     assert!(a.not_ready().is_some());
     ka_fails.store(false, Ordering::SeqCst);
     // Back to the old state.
-    apply(&mut a, (0, [1, 2]), at(200)).unwrap();
+    apply(a, (0, [1, 2]), at(200)).unwrap();
     assert_eq!(a.not_ready(), None, "the reload succeeded: ready again");
     assert_eq!(
         *serves.lock().unwrap(),

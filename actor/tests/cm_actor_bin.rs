@@ -9,31 +9,21 @@
 //! Waits are bounded ([`WAIT`]); nothing asserts on durations.
 
 use base64::Engine;
-use k8slb_common::config::parse_global_config;
 use k8slb_common::publish;
 use k8slb_common::state::State;
 use k8slb_fakeapi::FakeApi;
 use serde_json::json;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+mod support;
+
+use support::actor_bin::{free_addr, http_get, keepalived_stub, state_without_vips, ActorBin};
 
 const NS: &str = "k8slb-system";
 const WAIT: Duration = Duration::from_secs(60);
-
-/// A state without VIPs whose rendered keepalived.conf differs per `email` (the actor
-/// saves `last-state.json` when an apply changes a config).
-fn state(email: &str) -> State {
-    let cfg = parse_global_config(&format!(
-        r#"{{"pools":{{"default":{{"network":"198.51.100.0/24","range":"198.51.100.240-198.51.100.249","interface":"lo"}}}},
-            "keepalived":{{"email":"{email}","emailFrom":"lb@example.com","emailServer":"smtp.example.com"}}}}"#
-    ))
-    .unwrap();
-    State::empty(cfg.actor_config(&Default::default()))
-}
 
 fn publish(api: &FakeApi, s: &State) {
     let parts = publish::encode(s, publish::MAX_OBJECT_BYTES);
@@ -47,115 +37,38 @@ fn publish(api: &FakeApi, s: &State) {
     }
 }
 
-fn keepalived_stub(dir: &Path) -> PathBuf {
-    let path = dir.join("keepalived-stub");
-    std::fs::write(
-        &path,
-        r#"#!/bin/sh
-for a in "$@"; do [ "$a" = "-t" ] && exit 0; done
-while [ $# -gt 0 ]; do
-  case "$1" in -p) shift; echo $$ > "$1";; -r) shift; echo $$ > "$1";; esac
-  shift
-done
-trap '' HUP
-trap 'exit 0' TERM INT
-while :; do sleep 1 & wait $!; done
-"#,
+/// One `k8slb-actor run --state configmap` on node `lb-1` with the actor's ServiceAccount
+/// and RBAC, its admin port on `admin`, its log in `<name>.log`.
+fn start_actor(api: &FakeApi, dir: &Path, admin: SocketAddr, name: &str) -> ActorBin {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_k8slb-actor"));
+    cmd.args([
+        "run",
+        "--state",
+        "configmap",
+        "--node",
+        "lb-1",
+        "--proxy",
+        "kubeproxy",
+    ])
+    .arg("--work-dir")
+    .arg(dir.join("work"))
+    .arg("--admin-addr")
+    .arg(admin.to_string())
+    .arg("--keepalived-bin")
+    .arg(keepalived_stub(dir))
+    // The actor runs as its ServiceAccount, with the manifests' RBAC.
+    .env(
+        "KUBECONFIG",
+        api.kubeconfig_for_service_account(NS, "actor"),
     )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
-}
-
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
-/// One `k8slb-actor run`, in a process group of its own (its daemons inherit it). On
-/// drop it is stopped as the kubelet stops it (SIGTERM: it stops its daemons itself),
-/// then whatever is left of the group is SIGKILLed, so no test (not even one that
-/// panics, nor one that SIGKILLs the actor on purpose) leaves a keepalived stand-in
-/// behind.
-struct Actor {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Actor {
-    fn start(api: &FakeApi, dir: &Path, admin: SocketAddr, name: &str) -> Actor {
-        let log = dir.join(format!("{name}.log"));
-        let child = Command::new(env!("CARGO_BIN_EXE_k8slb-actor"))
-            .args([
-                "run",
-                "--state",
-                "configmap",
-                "--node",
-                "lb-1",
-                "--proxy",
-                "kubeproxy",
-            ])
-            .arg("--work-dir")
-            .arg(dir.join("work"))
-            .arg("--admin-addr")
-            .arg(admin.to_string())
-            .arg("--keepalived-bin")
-            .arg(keepalived_stub(dir))
-            // The actor runs as its ServiceAccount, with the manifests' RBAC.
-            .env(
-                "KUBECONFIG",
-                api.kubeconfig_for_service_account(NS, "actor"),
-            )
-            .env("K8SLB_NAMESPACE", NS)
-            .env("LOG_LEVEL", "info")
-            .env_remove("K8SLB_STATE")
-            .process_group(0)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Actor { child, log }
-    }
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-    fn stop(&mut self) -> std::process::ExitStatus {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-        self.child.wait().unwrap()
-    }
-}
-
-impl Drop for Actor {
-    fn drop(&mut self) {
-        let group = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGTERM);
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    .env("K8SLB_NAMESPACE", NS)
+    .env("LOG_LEVEL", "info")
+    .env_remove("K8SLB_STATE");
+    ActorBin::spawn(cmd, dir.join(format!("{name}.log")))
 }
 
 fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    out.split_whitespace().nth(1)?.parse().ok()
+    http_get(addr, path).map(|(status, _)| status)
 }
 
 fn saved(dir: &Path) -> Option<State> {
@@ -163,7 +76,7 @@ fn saved(dir: &Path) -> Option<State> {
     State::from_json(&text).ok()
 }
 
-async fn wait_until(what: &str, actor: &Actor, mut f: impl FnMut() -> bool) {
+async fn wait_until(what: &str, actor: &ActorBin, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + WAIT;
     while !f() {
         assert!(
@@ -191,15 +104,15 @@ async fn actor_follows_configmaps_and_restarts_from_last_state_without_the_api()
     let api = api_with_manifests().await;
     let dir = tempfile::tempdir().unwrap();
     let (a, b, c) = (
-        state("a@example.com"),
-        state("b@example.com"),
-        state("c@example.com"),
+        state_without_vips("a@example.com"),
+        state_without_vips("b@example.com"),
+        state_without_vips("c@example.com"),
     );
     assert!(a != b && b != c);
     publish(&api, &a);
 
     let admin = free_addr();
-    let mut actor = Actor::start(&api, dir.path(), admin, "first");
+    let mut actor = start_actor(&api, dir.path(), admin, "first");
     wait_until("state a applied", &actor, || {
         saved(dir.path()) == Some(a.clone())
     })
@@ -222,7 +135,7 @@ async fn actor_follows_configmaps_and_restarts_from_last_state_without_the_api()
     drop(actor);
 
     let admin = free_addr();
-    let actor = Actor::start(&api, dir.path(), admin, "second");
+    let actor = start_actor(&api, dir.path(), admin, "second");
     wait_until("ready from last-state.json", &actor, || {
         http_status(admin, "/readyz") == Some(200)
     })
@@ -267,10 +180,10 @@ fn read_pid(path: &Path) -> Option<u32> {
 async fn a_keepalived_left_by_a_killed_actor_is_stopped_by_the_next_actor() {
     let api = api_with_manifests().await;
     let dir = tempfile::tempdir().unwrap();
-    publish(&api, &state("a@example.com"));
+    publish(&api, &state_without_vips("a@example.com"));
     let pid_file = k8slb_actor::daemons::Paths::new(dir.path().join("work")).keepalived_pid();
 
-    let mut first = Actor::start(&api, dir.path(), free_addr(), "first");
+    let mut first = start_actor(&api, dir.path(), free_addr(), "first");
     wait_until("the first actor's keepalived runs", &first, || {
         read_pid(&pid_file).is_some_and(running)
     })
@@ -285,7 +198,7 @@ async fn a_keepalived_left_by_a_killed_actor_is_stopped_by_the_next_actor() {
         first.log()
     );
 
-    let second = Actor::start(&api, dir.path(), free_addr(), "second");
+    let second = start_actor(&api, dir.path(), free_addr(), "second");
     wait_until("the leftover keepalived is stopped", &second, || {
         !running(left)
     })

@@ -25,6 +25,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::state_json::StateJson;
 use support::{holds, require_root_and, ActorProc, Netns};
 
 const VIP: &str = "198.18.0.100";
@@ -48,40 +49,11 @@ fn wait_until(timeout: Duration, f: impl FnMut() -> bool) -> bool {
 }
 
 fn state_json() -> String {
-    let port = serde_json::json!({
-        "protocol": "TCP", "port": 8080, "mode": "tcp", "tls": false, "redirect": false,
-        "backendTls": false, "check": false, "stickiness": "none", "stickinessTimeoutS": 10800,
-        "sourceRanges": [], "endpoints": [ { "ip": "198.18.0.1", "port": 9001 } ]
-    });
-    serde_json::to_string_pretty(&serde_json::json!({
-        "version": 1,
-        "config": {
-            "pools": {
-                "default": { "network": "198.18.0.0/24", "prefixLen": 24, "family": "v4", "first": "198.18.0.100" }
-            },
-            "keepalived": { "advertIntMs": 100, "unicast": false, "preempt": false,
-                "emailServerTimeoutS": 30, "garpRepeat": 1, "garpMasterDelayS": 1 },
-            "haproxy": { "global": [], "defaults": ["timeout connect 1s", "timeout client 5s", "timeout server 5s"],
-                "tcpfront": [], "httpfront": [], "tcpback": [], "httpback": [] },
-            "nginx": { "global": [], "http": [], "proxy": [], "upstream": [], "stream": [] },
-            "certPath": "/etc/certs"
-        },
-        "nodes": {
-            "node1": { "addresses": ["198.18.0.1"] },
-            "node2": { "addresses": ["198.18.0.2"] }
-        },
-        "instances": [ {
-            "vrid": 60, "name": "k8slb_default_60", "pool": "default", "family": "v4",
-            "members": [ { "node": "node1", "priority": 150 }, { "node": "node2", "priority": 100 } ],
-            "vips": [VIP]
-        } ],
-        "vips": { VIP: { "pool": "default", "vrid": 60, "owner": "node1", "services": ["default/web"] } },
-        "services": {
-            "default/web": { "ips": [VIP], "pool": "default", "ipMode": "Proxy", "ports": [port] }
-        },
-        "problems": []
-    }))
-    .unwrap()
+    StateJson::pool("198.18.0.0/24", "198.18.0.100", 60)
+        .node("node1", "198.18.0.1")
+        .node("node2", "198.18.0.2")
+        .service("default/web", VIP, &[8080], ("198.18.0.1", 9001))
+        .json()
 }
 
 /// (time since the start of sampling, node1 holds the VIP, node2 holds it)

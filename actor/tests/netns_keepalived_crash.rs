@@ -37,6 +37,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::state_json::StateJson;
 use support::{children, comm, holds, require_root_and, wait_until, ActorProc, Netns};
 
 const VIP: &str = "198.18.6.10";
@@ -48,42 +49,10 @@ fn state_json() -> String {
 
 /// The state with `default/web` listening on `ports`.
 fn state_json_ports(ports: &[u16]) -> String {
-    let port: Vec<serde_json::Value> = ports
-        .iter()
-        .map(|p| {
-            serde_json::json!({
-                "protocol": "TCP", "port": p, "mode": "tcp", "tls": false, "redirect": false,
-                "backendTls": false, "check": false, "stickiness": "none", "stickinessTimeoutS": 10800,
-                "sourceRanges": [], "endpoints": [ { "ip": "198.18.6.2", "port": 9001 } ]
-            })
-        })
-        .collect();
-    serde_json::to_string_pretty(&serde_json::json!({
-        "version": 1,
-        "config": {
-            "pools": {
-                "default": { "network": "198.18.6.0/24", "prefixLen": 24, "family": "v4", "first": "198.18.6.0" }
-            },
-            "keepalived": { "advertIntMs": 100, "unicast": false, "preempt": false,
-                "emailServerTimeoutS": 30, "garpRepeat": 1, "garpMasterDelayS": 1 },
-            "haproxy": { "global": [], "defaults": ["timeout connect 1s", "timeout client 5s", "timeout server 5s"],
-                "tcpfront": [], "httpfront": [], "tcpback": [], "httpback": [] },
-            "nginx": { "global": [], "http": [], "proxy": [], "upstream": [], "stream": [] },
-            "certPath": "/etc/certs"
-        },
-        "nodes": { "n1": { "addresses": ["198.18.6.2"] } },
-        "instances": [ {
-            "vrid": 61, "name": "k8slb_default_61", "pool": "default", "family": "v4",
-            "members": [ { "node": "n1", "priority": 150 } ],
-            "vips": [VIP]
-        } ],
-        "vips": { VIP: { "pool": "default", "vrid": 61, "owner": "n1", "services": ["default/web"] } },
-        "services": {
-            "default/web": { "ips": [VIP], "pool": "default", "ipMode": "Proxy", "ports": port }
-        },
-        "problems": []
-    }))
-    .unwrap()
+    StateJson::pool("198.18.6.0/24", "198.18.6.0", 61)
+        .node("n1", "198.18.6.2")
+        .service("default/web", VIP, ports, ("198.18.6.2", 9001))
+        .json()
 }
 
 fn is_keepalived(pid: u32) -> bool {

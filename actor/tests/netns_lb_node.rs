@@ -30,6 +30,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
+use support::state_json::StateJson;
 use support::{require_root_and, wait_until, ActorProc, Netns, ACTOR};
 
 /// This file's namespaces are `k8slbn-<pid>-<n>`.
@@ -40,36 +41,10 @@ const ADMIN: &str = "127.0.0.1:9254";
 /// One node `n1` (198.18.7.2 on eth0), one VIP, one TCP Service on port 8080 whose
 /// endpoint is `backend` (an address:port in the namespace).
 fn state(backend: (&str, u16)) -> State {
-    let port = serde_json::json!({
-        "protocol": "TCP", "port": 8080, "mode": "tcp", "tls": false, "redirect": false,
-        "backendTls": false, "check": false, "stickiness": "none", "stickinessTimeoutS": 10800,
-        "sourceRanges": [], "endpoints": [ { "ip": backend.0, "port": backend.1 } ]
-    });
-    let json = serde_json::json!({
-        "version": 1,
-        "config": {
-            "pools": {
-                "default": { "network": "198.18.7.0/24", "prefixLen": 24, "family": "v4", "first": "198.18.7.10" }
-            },
-            "keepalived": { "advertIntMs": 100, "unicast": false, "preempt": false,
-                "emailServerTimeoutS": 30, "garpRepeat": 1, "garpMasterDelayS": 1 },
-            "haproxy": { "global": [], "defaults": ["timeout connect 1s", "timeout client 5s", "timeout server 5s"],
-                "tcpfront": [], "httpfront": [], "tcpback": [], "httpback": [] },
-            "nginx": { "global": [], "http": [], "proxy": [], "upstream": [], "stream": [] },
-            "certPath": "/etc/certs"
-        },
-        "nodes": { "n1": { "addresses": ["198.18.7.2"] } },
-        "instances": [ {
-            "vrid": 71, "name": "k8slb_default_71", "pool": "default", "family": "v4",
-            "members": [ { "node": "n1", "priority": 150 } ], "vips": [VIP]
-        } ],
-        "vips": { VIP: { "pool": "default", "vrid": 71, "owner": "n1", "services": ["default/web"] } },
-        "services": {
-            "default/web": { "ips": [VIP], "pool": "default", "ipMode": "Proxy", "ports": [port] }
-        },
-        "problems": []
-    });
-    State::from_json(&json.to_string()).unwrap()
+    StateJson::pool("198.18.7.0/24", "198.18.7.10", 71)
+        .node("n1", "198.18.7.2")
+        .service("default/web", VIP, &[8080], backend)
+        .state()
 }
 
 fn start_actor(ns: &Netns, dir: &Path) -> ActorProc {

@@ -21,6 +21,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::state_json::StateJson;
 use support::{pid_of, require_root_and, wait_until, ActorProc, Netns, NoKeepalived, ACTOR};
 
 /// This file's namespaces are `k8slbt-<pid>-<n>`.
@@ -301,33 +302,10 @@ impl RenderNext for Applier<TestRenderer> {
 // the whole actor: stale VIP cleanup before keepalived, restart after SIGKILL, SIGTERM
 
 fn actor_state() -> String {
-    r#"{
-  "version": 1,
-  "config": {
-    "pools": {
-      "default": { "network": "198.18.5.0/24", "prefixLen": 24, "family": "v4", "first": "198.18.5.0" }
-    },
-    "keepalived": { "advertIntMs": 100, "unicast": false, "preempt": false, "emailServerTimeoutS": 30, "garpRepeat": 1, "garpMasterDelayS": 1 },
-    "haproxy": { "global": [], "defaults": ["timeout connect 1s", "timeout client 5s", "timeout server 5s"], "tcpfront": [], "httpfront": [], "tcpback": [], "httpback": [] },
-    "nginx": { "global": [], "http": [], "proxy": [], "upstream": [], "stream": [] },
-    "certPath": "/etc/certs"
-  },
-  "nodes": { "n1": { "addresses": ["198.18.5.2"] } },
-  "instances": [
-    { "vrid": 51, "name": "k8slb_default_51", "pool": "default", "family": "v4",
-      "members": [ { "node": "n1", "priority": 150 } ], "vips": ["198.18.5.10"] }
-  ],
-  "vips": { "198.18.5.10": { "pool": "default", "vrid": 51, "owner": "n1", "services": ["default/web"] } },
-  "services": {
-    "default/web": { "ips": ["198.18.5.10"], "pool": "default", "ipMode": "Proxy",
-      "ports": [ { "protocol": "TCP", "port": 8080, "mode": "tcp", "tls": false, "redirect": false,
-        "backendTls": false, "check": false, "stickiness": "none", "stickinessTimeoutS": 10800,
-        "sourceRanges": [], "endpoints": [ { "ip": "198.18.5.2", "port": 9001 } ] } ] }
-  },
-  "problems": []
-}
-"#
-    .to_string()
+    StateJson::pool("198.18.5.0/24", "198.18.5.0", 51)
+        .node("n1", "198.18.5.2")
+        .service("default/web", "198.18.5.10", &[8080], ("198.18.5.2", 9001))
+        .json()
 }
 
 fn start_actor(ns: &Netns, dir: &Path, log_name: &str) -> ActorProc {

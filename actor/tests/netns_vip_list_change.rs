@@ -34,6 +34,7 @@ mod support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
+use support::state_json::StateJson;
 use support::{holds, require_root_and, wait_until, ActorProc, Netns};
 
 const KEPT: &str = "198.18.7.100";
@@ -41,51 +42,13 @@ const RELEASED: &str = "198.18.7.101";
 const NS_PREFIX: &str = "k8slbl";
 
 fn state_json(vips: &[&str]) -> String {
-    let port = serde_json::json!({
-        "protocol": "TCP", "port": 8080, "mode": "tcp", "tls": false, "redirect": false,
-        "backendTls": false, "check": false, "stickiness": "none", "stickinessTimeoutS": 10800,
-        "sourceRanges": [], "endpoints": [ { "ip": "198.18.7.1", "port": 9001 } ]
-    });
-    let mut services = serde_json::Map::new();
-    let mut vip_states = serde_json::Map::new();
+    let mut s = StateJson::pool("198.18.7.0/24", "198.18.7.100", 62)
+        .node("n1", "198.18.7.1")
+        .node("n2", "198.18.7.2");
     for (i, v) in vips.iter().enumerate() {
-        let key = format!("default/web{i}");
-        services.insert(
-            key.clone(),
-            serde_json::json!({ "ips": [v], "pool": "default", "ipMode": "Proxy", "ports": [port] }),
-        );
-        vip_states.insert(
-            v.to_string(),
-            serde_json::json!({ "pool": "default", "vrid": 62, "owner": "n1", "services": [key] }),
-        );
+        s = s.service(&format!("default/web{i}"), v, &[8080], ("198.18.7.1", 9001));
     }
-    serde_json::to_string_pretty(&serde_json::json!({
-        "version": 1,
-        "config": {
-            "pools": {
-                "default": { "network": "198.18.7.0/24", "prefixLen": 24, "family": "v4", "first": "198.18.7.100" }
-            },
-            "keepalived": { "advertIntMs": 100, "unicast": false, "preempt": false,
-                "emailServerTimeoutS": 30, "garpRepeat": 1, "garpMasterDelayS": 1 },
-            "haproxy": { "global": [], "defaults": ["timeout connect 1s", "timeout client 5s", "timeout server 5s"],
-                "tcpfront": [], "httpfront": [], "tcpback": [], "httpback": [] },
-            "nginx": { "global": [], "http": [], "proxy": [], "upstream": [], "stream": [] },
-            "certPath": "/etc/certs"
-        },
-        "nodes": {
-            "n1": { "addresses": ["198.18.7.1"] },
-            "n2": { "addresses": ["198.18.7.2"] }
-        },
-        "instances": [ {
-            "vrid": 62, "name": "k8slb_default_62", "pool": "default", "family": "v4",
-            "members": [ { "node": "n1", "priority": 150 }, { "node": "n2", "priority": 100 } ],
-            "vips": vips
-        } ],
-        "vips": vip_states,
-        "services": services,
-        "problems": []
-    }))
-    .unwrap()
+    s.json()
 }
 
 /// Writes `state` where the actor of `dir` reads it (write + rename: never half a file).

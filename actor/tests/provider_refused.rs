@@ -7,24 +7,20 @@
 //!
 //! Waits are bounded ([`WAIT`]); nothing asserts on durations.
 
-use k8slb_common::config::parse_global_config;
+mod support;
+
 use k8slb_common::state::{Provider, State};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
+use support::actor_bin::{free_addr, http_get, keepalived_stub, state_without_vips, ActorBin};
 
 const WAIT: Duration = Duration::from_secs(60);
 
 /// A state without VIPs, planned for `provider`; `email` makes states differ.
 fn state(provider: Provider, email: &str) -> State {
-    let cfg = parse_global_config(&format!(
-        r#"{{"pools":{{"default":{{"network":"198.51.100.0/24","range":"198.51.100.240-198.51.100.249","interface":"lo"}}}},
-            "keepalived":{{"email":"{email}","emailFrom":"lb@example.com","emailServer":"smtp.example.com"}}}}"#
-    ))
-    .unwrap();
-    let mut s = State::empty(cfg.actor_config(&Default::default()));
+    let mut s = state_without_vips(email);
     s.provider = Some(provider);
     s
 }
@@ -36,73 +32,7 @@ fn publish(path: &Path, s: &State) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
-/// keepalived stand-in: `-t` succeeds; otherwise writes its pid file and stays up.
-fn keepalived_stub(dir: &Path) -> PathBuf {
-    let path = dir.join("keepalived-stub");
-    std::fs::write(
-        &path,
-        r#"#!/bin/sh
-for a in "$@"; do [ "$a" = "-t" ] && exit 0; done
-while [ $# -gt 0 ]; do
-  case "$1" in -p) shift; echo $$ > "$1";; -r) shift; echo $$ > "$1";; esac
-  shift
-done
-trap '' HUP
-trap 'exit 0' TERM INT
-while :; do sleep 1 & wait $!; done
-"#,
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
-}
-
-struct Actor {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Actor {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Actor {
-    fn drop(&mut self) {
-        // SIGTERM first: the actor stops its keepalived stand-in on the way out.
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `(status, body)` of `GET path`.
-fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    let status = out.split_whitespace().nth(1)?.parse().ok()?;
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
-    Some((status, body))
-}
-
-fn wait_until(what: &str, actor: &Actor, mut f: impl FnMut() -> bool) {
+fn wait_until(what: &str, actor: &ActorBin, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + WAIT;
     while !f() {
         assert!(
@@ -115,7 +45,7 @@ fn wait_until(what: &str, actor: &Actor, mut f: impl FnMut() -> bool) {
 }
 
 fn metric(admin: SocketAddr, line: &str) -> bool {
-    get(admin, "/metrics").is_some_and(|(_, m)| m.lines().any(|l| l == line))
+    http_get(admin, "/metrics").is_some_and(|(_, m)| m.lines().any(|l| l == line))
 }
 
 const REFUSED: &str = "the state was planned for provider";
@@ -125,13 +55,9 @@ fn a_state_planned_for_another_provider_is_refused_on_readyz_in_the_log_and_in_m
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.json");
     publish(&path, &state(Provider::Haproxy, "a@example.com"));
-    let admin = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let log = dir.path().join("actor.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_k8slb-actor"))
-        .args(["run", "--node", "lb-1", "--proxy", "kubeproxy", "--state"])
+    let admin = free_addr();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_k8slb-actor"));
+    cmd.args(["run", "--node", "lb-1", "--proxy", "kubeproxy", "--state"])
         .arg(format!("file:{}", path.display()))
         .arg("--work-dir")
         .arg(dir.path().join("work"))
@@ -142,17 +68,13 @@ fn a_state_planned_for_another_provider_is_refused_on_readyz_in_the_log_and_in_m
         .env("LOG_LEVEL", "info")
         .env_remove("PROXY")
         .env_remove("LOG_FORMAT")
-        .env_remove("K8SLB_STATE")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let actor = Actor { child, log };
+        .env_remove("K8SLB_STATE");
+    let actor = ActorBin::spawn(cmd, dir.path().join("actor.log"));
     let keepalived_conf = dir.path().join("work/keepalived.conf");
 
     // Never applied: 503 with the reason; nothing rendered.
     wait_until("refused on /readyz", &actor, || {
-        get(admin, "/readyz").is_some_and(|(status, body)| {
+        http_get(admin, "/readyz").is_some_and(|(status, body)| {
             status == 503
                 && body.contains(
                     "the state was planned for provider haproxy, but this actor runs kubeproxy",
@@ -176,7 +98,7 @@ fn a_state_planned_for_another_provider_is_refused_on_readyz_in_the_log_and_in_m
     let good = state(Provider::Kubeproxy, "c@example.com");
     publish(&path, &good);
     wait_until("ready", &actor, || {
-        get(admin, "/readyz").is_some_and(|(status, _)| status == 200)
+        http_get(admin, "/readyz").is_some_and(|(status, _)| status == 200)
     });
     assert!(!metric(
         admin,
@@ -188,7 +110,7 @@ fn a_state_planned_for_another_provider_is_refused_on_readyz_in_the_log_and_in_m
     // Applied, then one planned for nginx: refused, and what runs stays.
     publish(&path, &state(Provider::Nginx, "d@example.com"));
     wait_until("refused again on /readyz", &actor, || {
-        get(admin, "/readyz").is_some_and(|(status, body)| {
+        http_get(admin, "/readyz").is_some_and(|(status, body)| {
             status == 503
                 && body.contains(
                     "the state was planned for provider nginx, but this actor runs kubeproxy",

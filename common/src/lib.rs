@@ -9,12 +9,20 @@
 //! - [`state`]: the published state document;
 //! - [`routes`]: the L7 route model (listeners, hosts, rules, backends), source-neutral;
 //! - [`ingress`]: Ingresses -> routes, pure;
+//! - [`endpoints`]: EndpointSlices -> backends (the plan's Services and the routes);
+//! - [`certs`]: how TLS Secrets reach the nodes apart from the state;
+//! - [`scale`]: `loadbalancer/scale`;
 //! - [`publish`]: how the state is compressed and sharded for ConfigMaps;
+//! - [`debounce`]: bursts of changes joined, as a pure timing state machine (both binaries);
 //! - `logging` (feature `logging`): the one log setup of both binaries;
-//! - `fs` (feature `fs`): atomic file writes, the binaries' only way to replace a file.
+//! - `fs` (feature `fs`): atomic file writes, the binaries' only way to replace a file;
+//! - `admin` (feature `admin`): the admin HTTP server (`/livez`, `/readyz`, `/metrics`).
 
+#[cfg(feature = "admin")]
+pub mod admin;
 pub mod certs;
 pub mod config;
+pub mod debounce;
 pub mod endpoints;
 #[cfg(feature = "fs")]
 pub mod fs;

@@ -1,5 +1,17 @@
-//! Patch formats: JSON merge patch (RFC 7386), JSON patch (RFC 6902), and the field sets
+//! Patch formats: JSON merge patch (RFC 7386) and JSON patch (RFC 6902) through the
+//! `json-patch` crate (the one kube-rs itself uses for `Patch::Json`), and the field sets
 //! behind the simplified server-side apply.
+//!
+//! What stays hand-written here, and why:
+//! - **strategic merge patch** is served as a plain merge patch (see `store.rs`): a real
+//!   one merges lists by their `patchMergeKey` from the OpenAPI schema, which neither
+//!   `json-patch` nor this fake has. k8slb never sends one (it writes with server-side
+//!   apply and merge patches), so a client that relies on list merging is not served
+//!   truthfully here;
+//! - **server-side apply's managed fields** ([`leaf_paths`], [`to_fields_v1`],
+//!   [`from_fields_v1`], [`remove_path`]): `json-patch` knows documents, not field
+//!   ownership. These model `fieldsV1` with atomic lists, enough for the conflicts and
+//!   field removals k8slb's writes meet.
 
 use std::collections::BTreeSet;
 
@@ -7,146 +19,18 @@ use serde_json::{Map, Value};
 
 /// RFC 7386: objects merge recursively, `null` deletes, everything else replaces.
 pub(crate) fn merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Object(patch) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    if let Value::Object(target) = target {
-        for (k, v) in patch {
-            if v.is_null() {
-                target.remove(k);
-            } else {
-                merge_patch(target.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-    }
+    ::json_patch::merge(target, patch);
 }
 
-fn parse_pointer(path: &str) -> Result<Vec<String>, String> {
-    if path.is_empty() {
-        return Ok(Vec::new());
-    }
-    let rest = path
-        .strip_prefix('/')
-        .ok_or_else(|| format!("invalid JSON pointer {path:?}"))?;
-    Ok(rest
-        .split('/')
-        .map(|s| s.replace("~1", "/").replace("~0", "~"))
-        .collect())
-}
-
-fn walk_mut<'a>(doc: &'a mut Value, segs: &[String]) -> Result<&'a mut Value, String> {
-    let mut cur = doc;
-    for seg in segs {
-        cur = match cur {
-            Value::Object(m) => m.get_mut(seg),
-            Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get_mut(i)),
-            _ => None,
-        }
-        .ok_or_else(|| format!("path segment {seg:?} not found"))?;
-    }
-    Ok(cur)
-}
-
-fn add(doc: &mut Value, segs: &[String], value: Value) -> Result<(), String> {
-    let Some((last, parent)) = segs.split_last() else {
-        *doc = value;
-        return Ok(());
-    };
-    match walk_mut(doc, parent)? {
-        Value::Object(m) => {
-            m.insert(last.clone(), value);
-            Ok(())
-        }
-        Value::Array(a) => {
-            if last == "-" {
-                a.push(value);
-                return Ok(());
-            }
-            let i: usize = last
-                .parse()
-                .map_err(|_| format!("bad array index {last:?}"))?;
-            if i > a.len() {
-                return Err(format!("array index {i} out of bounds"));
-            }
-            a.insert(i, value);
-            Ok(())
-        }
-        _ => Err("parent of the target is not a container".to_string()),
-    }
-}
-
-fn remove(doc: &mut Value, segs: &[String]) -> Result<Value, String> {
-    let (last, parent) = segs
-        .split_last()
-        .ok_or_else(|| "cannot remove the whole document".to_string())?;
-    match walk_mut(doc, parent)? {
-        Value::Object(m) => m
-            .remove(last)
-            .ok_or_else(|| format!("unable to remove nonexistent key: {last}")),
-        Value::Array(a) => {
-            let i: usize = last
-                .parse()
-                .map_err(|_| format!("bad array index {last:?}"))?;
-            if i >= a.len() {
-                return Err(format!("array index {i} out of bounds"));
-            }
-            Ok(a.remove(i))
-        }
-        _ => Err("parent of the target is not a container".to_string()),
-    }
-}
-
-/// RFC 6902: add, remove, replace, move, copy, test.
+/// RFC 6902: add, remove, replace, move, copy, test. All or nothing: on an error `doc` is
+/// as it was. The error says which operation failed and why.
 pub(crate) fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
-    let ops = ops.as_array().ok_or("a JSON patch must be an array")?;
-    for op in ops {
-        let name = op
-            .get("op")
-            .and_then(Value::as_str)
-            .ok_or("operation without \"op\"")?;
-        let path = parse_pointer(
-            op.get("path")
-                .and_then(Value::as_str)
-                .ok_or("operation without \"path\"")?,
-        )?;
-        let value = || {
-            op.get("value")
-                .cloned()
-                .ok_or_else(|| format!("{name} without \"value\""))
-        };
-        let from = || {
-            op.get("from")
-                .and_then(Value::as_str)
-                .ok_or_else(|| format!("{name} without \"from\""))
-                .and_then(parse_pointer)
-        };
-        match name {
-            "add" => add(doc, &path, value()?)?,
-            "remove" => {
-                remove(doc, &path)?;
-            }
-            "replace" => *walk_mut(doc, &path)? = value()?,
-            "test" => {
-                if *walk_mut(doc, &path)? != value()? {
-                    return Err(format!("testing value at {:?} failed", path.join("/")));
-                }
-            }
-            "move" => {
-                let v = remove(doc, &from()?)?;
-                add(doc, &path, v)?;
-            }
-            "copy" => {
-                let v = walk_mut(doc, &from()?)?.clone();
-                add(doc, &path, v)?;
-            }
-            other => return Err(format!("unknown JSON patch operation {other:?}")),
-        }
+    if !ops.is_array() {
+        return Err("a JSON patch must be an array".into());
     }
-    Ok(())
+    let ops: ::json_patch::Patch =
+        serde_json::from_value(ops.clone()).map_err(|e| format!("invalid operation: {e}"))?;
+    ::json_patch::patch(doc, &ops).map_err(|e| e.to_string())
 }
 
 /// A field path: object keys from the root. Lists are atomic (owned as a whole).
@@ -277,6 +161,70 @@ mod tests {
             &json!([{"op": "replace", "path": "/nope", "value": 1}])
         )
         .is_err());
+    }
+
+    #[test]
+    fn a_json_patch_that_fails_is_refused_whole_and_says_why() {
+        let before = json!({"metadata": {"labels": {"a": "1"}}, "spec": {"ports": [80]}});
+        let cases = [
+            (json!({"op": "add"}), "must be an array"),
+            (
+                json!([{"op": "frobnicate", "path": "/spec"}]),
+                "invalid operation",
+            ),
+            (json!([{"op": "add", "value": 1}]), "invalid operation"),
+            (
+                json!([{"op": "add", "path": "/spec/x"}]),
+                "invalid operation",
+            ),
+            (
+                json!([{"op": "move", "path": "/spec/x"}]),
+                "invalid operation",
+            ),
+            (
+                json!([
+                    {"op": "add", "path": "/metadata/labels/b", "value": "2"},
+                    {"op": "test", "path": "/metadata/labels/a", "value": "9"},
+                ]),
+                "value did not match",
+            ),
+            (
+                json!([
+                    {"op": "remove", "path": "/metadata/labels/a"},
+                    {"op": "remove", "path": "/metadata/labels/a"},
+                ]),
+                "path is invalid",
+            ),
+            (
+                json!([{"op": "add", "path": "/spec/ports/5", "value": 1}]),
+                "path is invalid",
+            ),
+            (
+                json!([{"op": "move", "from": "/spec", "path": "/spec/inner"}]),
+                "inside itself",
+            ),
+        ];
+        for (ops, why) in cases {
+            let mut doc = before.clone();
+            let e = json_patch(&mut doc, &ops).expect_err(&ops.to_string());
+            assert!(e.contains(why), "{ops}: {e}");
+            assert_eq!(doc, before, "{ops} left a half-patched document");
+        }
+    }
+
+    #[test]
+    fn json_patch_moves_and_appends() {
+        let mut doc = json!({"a": {"x": 1}, "l": [1]});
+        json_patch(
+            &mut doc,
+            &json!([
+                {"op": "move", "from": "/a/x", "path": "/b"},
+                {"op": "add", "path": "/l/0", "value": 0},
+                {"op": "add", "path": "/l/-", "value": 2},
+            ]),
+        )
+        .unwrap();
+        assert_eq!(doc, json!({"a": {}, "b": 1, "l": [0, 1, 2]}));
     }
 
     #[test]

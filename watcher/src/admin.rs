@@ -1,4 +1,5 @@
-//! The admin port: `/livez`, `/readyz` and `/metrics` (Prometheus text format).
+//! The watcher's admin answers: `/livez`, `/readyz` and `/metrics` (Prometheus text
+//! format; the server itself is [`k8slb_common::admin`], shared with the actor).
 //!
 //! `/readyz` tells the truth about the watcher's job ([`Readiness`]): a follower is ready
 //! once its caches are synced (it can take over at once); a leader only once the current
@@ -8,6 +9,7 @@
 //! k8slb-state: 403 Forbidden: ...`.
 
 use crate::kube::WriteFailures;
+use k8slb_common::admin::{self, Admin, Probe};
 use k8slb_common::problem::Reason;
 use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -273,58 +275,31 @@ pub const EVENT_REASONS: &[Reason] = &[
     Reason::InvalidConfig,
 ];
 
-/// Serve the admin port until `shutdown`. Returns the bound address (port 0 picks one).
+impl Admin for Metrics {
+    /// The watcher is live while it answers at all.
+    fn livez(&self) -> Probe {
+        Probe::ok("ok\n")
+    }
+
+    fn readyz(&self) -> Probe {
+        match self.readiness.get() {
+            (true, why) => Probe::ok(format!("ready: {why}\n")),
+            (false, why) => Probe::failing(format!("not ready: {why}\n")),
+        }
+    }
+
+    fn metrics(&self) -> String {
+        self.encode()
+    }
+}
+
+/// Serve the admin port until `shutdown` (the server is [`k8slb_common::admin`]'s).
+/// Returns the bound address (port 0 picks one).
 pub async fn serve(
     addr: SocketAddr,
     metrics: Metrics,
     shutdown: CancellationToken,
 ) -> std::io::Result<SocketAddr> {
-    use axum::http::StatusCode;
-    use axum::routing::get;
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let local = listener.local_addr()?;
-    let m_ready = metrics.clone();
-    let m_metrics = metrics.clone();
-    let app = axum::Router::new()
-        .route("/livez", get(|| async { "ok\n" }))
-        .route(
-            "/readyz",
-            get(move || {
-                let (ready, why) = m_ready.readiness.get();
-                async move {
-                    if ready {
-                        (StatusCode::OK, format!("ready: {why}\n"))
-                    } else {
-                        (
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            format!("not ready: {why}\n"),
-                        )
-                    }
-                }
-            }),
-        )
-        .route(
-            "/metrics",
-            get(move || {
-                let body = m_metrics.encode();
-                async move {
-                    (
-                        [(
-                            axum::http::header::CONTENT_TYPE,
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        )],
-                        body,
-                    )
-                }
-            }),
-        );
-    tokio::spawn(async move {
-        let r = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await;
-        if let Err(e) = r {
-            tracing::error!(error = %e, "admin server failed");
-        }
-    });
+    let (local, _task) = admin::start(addr, Arc::new(metrics), shutdown.cancelled_owned()).await?;
     Ok(local)
 }

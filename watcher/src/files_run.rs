@@ -67,14 +67,13 @@ pub fn run(args: &FilesArgs, dir: &Path, state_path: &Path) -> Result<(), Error>
         .build()
         .map_err(|e| Error::Runtime(format!("cannot start the runtime: {e}")))?;
     let addr = args.admin_addr;
-    let bound = admin_rt
+    admin_rt
         .block_on(crate::admin::serve(
             addr,
             metrics.clone(),
             tokio_util::sync::CancellationToken::new(),
         ))
         .map_err(|e| Error::Usage(format!("cannot listen on {addr}: {e}")))?;
-    tracing::info!(addr = %bound, "admin server listening");
     let sink = Sink::File(state_path.to_path_buf());
     let mut driver = Driver {
         settings: Settings {

@@ -27,6 +27,7 @@ use crate::reconcile::{
 use crate::status::StatusWriter;
 use crate::Error;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8slb_common::debounce::Debouncer;
 use k8slb_common::plan::PlanOptions;
 use kube::{Api, Client};
 use std::net::SocketAddr;
@@ -126,10 +127,9 @@ pub async fn run(
     let client = Client::try_from(config)
         .map_err(|e| Error::Runtime(format!("cannot build the Kubernetes client: {e}")))?;
     if let Some(addr) = args.admin_addr {
-        let bound = admin::serve(addr, metrics.clone(), shutdown.clone())
+        admin::serve(addr, metrics.clone(), shutdown.clone())
             .await
             .map_err(|e| Error::Usage(format!("cannot listen on {addr}: {e}")))?;
-        tracing::info!(addr = %bound, "admin server listening");
     }
     let changed = Arc::new(Notify::new());
     let stores_stop = shutdown.child_token();
@@ -219,21 +219,25 @@ pub async fn run(
 }
 
 /// A change, then quiet for `debounce` (but no longer than `debounce_max` after the
-/// change). False: shut down meanwhile.
+/// change), as decided by the shared [`Debouncer`]. False: shut down meanwhile. A burst
+/// interrupted by another wake-up (resync, leadership, retry) is forgotten: that tick
+/// plans with everything the burst brought.
 async fn debounced(changed: &Notify, args: &KubeArgs, shutdown: &CancellationToken) -> bool {
     changed.notified().await;
-    let first = Instant::now();
-    loop {
+    let mut burst = Debouncer::new(args.debounce, args.debounce_max);
+    burst.changed(std::time::Instant::now());
+    while let Some(due) = burst.due() {
         tokio::select! {
             _ = shutdown.cancelled() => return false,
-            _ = tokio::time::sleep(args.debounce) => return true,
-            _ = changed.notified() => {
-                if first.elapsed() >= args.debounce_max {
+            _ = tokio::time::sleep_until(Instant::from_std(due)) => {
+                if burst.fire(std::time::Instant::now()) {
                     return true;
                 }
             }
+            _ = changed.notified() => burst.changed(std::time::Instant::now()),
         }
     }
+    true
 }
 
 /// The leader election (or, without it, a task that says "leader" until stopped and keeps

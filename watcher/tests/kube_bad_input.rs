@@ -23,41 +23,23 @@ async fn each_problem_gives_its_event_and_leaves_the_others_alone() {
     let good = wait_for("good gets an IP", || ingress_ip(&api, "default", "good")).await;
 
     // Unknown pool.
-    api.put_object(with_annotation(
-        svc("default", "unknown"),
-        "loadbalancer/pool",
-        "nope",
-    ));
+    api.put_object(svc("default", "unknown").pool("nope"));
     // Pool exhausted: `small` has two addresses.
     for n in ["ex1", "ex2", "ex3"] {
-        api.put_object(with_annotation(
-            svc("default", n),
-            "loadbalancer/pool",
-            "small",
-        ));
+        api.put_object(svc("default", n).pool("small"));
         tokio::time::sleep(std::time::Duration::from_millis(300)).await; // creation order
     }
     // Conflicting static IPs (same port on the same address).
-    let mut s1 = svc("default", "static1");
-    s1["spec"]["loadBalancerIP"] = json!("10.0.0.40");
-    api.put_object(s1);
+    api.put_object(svc("default", "static1").lb_ip("10.0.0.40"));
     wait_for("static1 gets its IP", || {
         (ingress_ip(&api, "default", "static1").as_deref() == Some("10.0.0.40")).then_some(())
     })
     .await;
-    let mut s2 = svc("default", "static2");
-    s2["spec"]["loadBalancerIP"] = json!("10.0.0.40");
-    api.put_object(s2);
+    api.put_object(svc("default", "static2").lb_ip("10.0.0.40"));
     // Outside the pool.
-    let mut s3 = svc("default", "outside");
-    s3["spec"]["loadBalancerIP"] = json!("172.16.0.1");
-    api.put_object(s3);
+    api.put_object(svc("default", "outside").lb_ip("172.16.0.1"));
     // Invalid annotation value.
-    api.put_object(with_annotation(
-        svc("default", "badann"),
-        "loadbalancer/ssl",
-        "perhaps",
-    ));
+    api.put_object(svc("default", "badann").ann("loadbalancer/ssl", "perhaps"));
     // A Service that does not decode (the fake stores what it is given).
     let mut bad = svc("default", "malformed");
     bad["spec"]["ports"] = json!(7);
@@ -131,11 +113,7 @@ async fn each_problem_gives_its_event_and_leaves_the_others_alone() {
         (w.metrics.plans_total.get() >= plans + 2).then_some(())
     })
     .await;
-    api.put_object(with_annotation(
-        svc("default", "probe"),
-        "loadbalancer/pool",
-        "nope",
-    ));
+    api.put_object(svc("default", "probe").pool("nope"));
     wait_for("UnknownPool event on probe", || {
         has_event(&api, "probe", "UnknownPool").then_some(())
     })

@@ -13,11 +13,7 @@ async fn services_get_ips_status_state_and_events() {
     api.put_object(svc("default", "web"));
     api.put_object(slice("default", "web", &["10.244.0.5", "10.244.0.6"]));
     api.create_namespace("shop");
-    api.put_object(with_annotation(
-        svc("shop", "api"),
-        "loadbalancer/pool",
-        "small",
-    ));
+    api.put_object(svc("shop", "api").pool("small"));
     let w = start(&api, "w1");
 
     let web = wait_for("web gets an IP", || {
@@ -155,10 +151,11 @@ async fn delete_type_change_and_class_change_release_exactly_that_ip() {
     assert!(!has_event(&api, "d", "IPReleased"));
 
     // Another controller's status on a Service of another class is never cleared.
-    let mut e = svc("default", "e");
-    e["spec"]["loadBalancerClass"] = json!("other.example/lb");
-    e["status"] = json!({"loadBalancer": {"ingress": [{"ip": "10.0.0.99"}]}});
-    api.put_object(e);
+    api.put_object(
+        svc("default", "e")
+            .class("other.example/lb")
+            .status_ingress(json!([{"ip": "10.0.0.99"}])),
+    );
     // A new Service reuses the lowest free address: a's.
     api.put_object(svc("default", "f"));
     let f = wait_for("f gets an IP", || ingress_ip(&api, "default", "f")).await;
@@ -176,9 +173,9 @@ async fn status_hostname_writes_the_legacy_form_and_reads_it_back() {
     let api = k8slb_fakeapi::FakeApi::start().await;
     seed_cluster(&api);
     // A Service that k8slb already served: its hostname-form status is honoured.
-    let mut old = svc("default", "old");
-    old["status"] = json!({"loadBalancer": {"ingress": [{"hostname": "10.0.0.33.sslip.io"}]}});
-    api.put_object(old);
+    api.put_object(
+        svc("default", "old").status_ingress(json!([{"hostname": "10.0.0.33.sslip.io"}])),
+    );
     api.put_object(svc("default", "new"));
     let mut a = args("w1");
     a.status_hostname = true;
@@ -213,9 +210,11 @@ async fn services_created_in_the_same_second_are_ordered_by_name() {
     let api = k8slb_fakeapi::FakeApi::start().await;
     seed_cluster(&api);
     for name in ["c", "b", "a"] {
-        let mut s = with_annotation(svc("default", name), "loadbalancer/pool", "small");
-        s["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
-        let stored = api.put_object(s);
+        let stored = api.put_object(
+            svc("default", name)
+                .pool("small")
+                .created("2026-01-01T00:00:00Z"),
+        );
         assert_eq!(
             stored["metadata"]["creationTimestamp"],
             "2026-01-01T00:00:00Z"

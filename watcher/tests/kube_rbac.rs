@@ -142,11 +142,7 @@ async fn event_aggregation_is_allowed() {
     init_logs();
     let api = k8slb_fakeapi::FakeApi::start().await;
     seed_cluster(&api);
-    api.put_object(with_annotation(
-        svc("default", "lost"),
-        "loadbalancer/pool",
-        "nope",
-    ));
+    api.put_object(svc("default", "lost").pool("nope"));
     let w1 = start(&api, "w1");
     wait_for("the UnknownPool Event", || {
         has_event(&api, "lost", "UnknownPool").then_some(())
@@ -157,17 +153,9 @@ async fn event_aggregation_is_allowed() {
     // then break it the same way again, so w2 reports the same problem (same Event name).
     let w2 = start(&api, "w2");
     wait_for("w2 leads", || w2.metrics.leading().then_some(())).await;
-    api.put_object(with_annotation(
-        svc("default", "lost"),
-        "loadbalancer/pool",
-        "default",
-    ));
+    api.put_object(svc("default", "lost").pool("default"));
     wait_for("repaired", || ingress_ip(&api, "default", "lost")).await;
-    api.put_object(with_annotation(
-        svc("default", "lost"),
-        "loadbalancer/pool",
-        "nope",
-    ));
+    api.put_object(svc("default", "lost").pool("nope"));
     let counts = wait_for("the Event aggregated", || {
         let e: Vec<_> = events_for(&api, "lost")
             .into_iter()

@@ -1,12 +1,17 @@
 //! Helpers shared by the root tests that run in network namespaces (`netns_runtime`,
 //! `netns_failover`) and the `runtime` bench: the root / binary check, `sh`, a [`Netns`]
 //! that kills everything inside it and deletes itself on drop (also on panic),
-//! `wait_until`, a guard for one `k8slb-actor run` process, and a keepalived stand-in.
+//! `wait_until`, a guard for one `k8slb-actor run` process, a keepalived stand-in, and
+//! the state documents they hand to the actor ([`state_json::StateJson`]); for the tests that run
+//! the actor binary without root, its guard ([`actor_bin::ActorBin`]) and helpers.
 //!
 //! Each test file compiles this module on its own (`mod support;`), so a helper only one
 //! of them uses is dead code in the other: hence the `allow(dead_code)` below.
 
 #![allow(dead_code)]
+
+pub mod actor_bin;
+pub mod state_json;
 
 use k8slb_actor::daemons::{Daemon, DaemonError, DaemonKind};
 use std::os::unix::fs::PermissionsExt;

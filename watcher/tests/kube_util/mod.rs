@@ -151,7 +151,8 @@ pub fn node(name: &str, ip: &str) -> Value {
     })
 }
 
-/// A LoadBalancer Service with one TCP port 80.
+/// A LoadBalancer Service with one TCP port 80, to refine with [`SvcFixture`]:
+/// `svc("default", "web").pool("small").lb_ip("10.0.0.40")`.
 pub fn svc(ns: &str, name: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Service",
@@ -161,9 +162,46 @@ pub fn svc(ns: &str, name: &str) -> Value {
     })
 }
 
-pub fn with_annotation(mut v: Value, k: &str, val: &str) -> Value {
-    v["metadata"]["annotations"][k] = json!(val);
-    v
+/// Chainable refinements of a Service fixture (a JSON object, as the fake API server
+/// stores it).
+pub trait SvcFixture: Sized {
+    /// `metadata.annotations[k] = v`.
+    fn ann(self, k: &str, v: &str) -> Self;
+    /// `spec.loadBalancerIP`.
+    fn lb_ip(self, ip: &str) -> Self;
+    /// `spec.loadBalancerClass`.
+    fn class(self, class: &str) -> Self;
+    /// `metadata.creationTimestamp` (RFC 3339).
+    fn created(self, at: &str) -> Self;
+    /// `status.loadBalancer.ingress`, as another controller or an earlier k8slb wrote it.
+    fn status_ingress(self, ingress: Value) -> Self;
+    /// The `loadbalancer/pool` annotation.
+    fn pool(self, pool: &str) -> Self {
+        self.ann("loadbalancer/pool", pool)
+    }
+}
+
+impl SvcFixture for Value {
+    fn ann(mut self, k: &str, v: &str) -> Self {
+        self["metadata"]["annotations"][k] = json!(v);
+        self
+    }
+    fn lb_ip(mut self, ip: &str) -> Self {
+        self["spec"]["loadBalancerIP"] = json!(ip);
+        self
+    }
+    fn class(mut self, class: &str) -> Self {
+        self["spec"]["loadBalancerClass"] = json!(class);
+        self
+    }
+    fn created(mut self, at: &str) -> Self {
+        self["metadata"]["creationTimestamp"] = json!(at);
+        self
+    }
+    fn status_ingress(mut self, ingress: Value) -> Self {
+        self["status"] = json!({ "loadBalancer": { "ingress": ingress } });
+        self
+    }
 }
 
 pub fn slice(ns: &str, svc: &str, ips: &[&str]) -> Value {
