@@ -11,7 +11,7 @@
 //! - [`ingress`]: Ingresses -> routes, pure;
 //! - [`endpoints`]: EndpointSlices -> backends (the plan's Services and the routes);
 //! - [`certs`]: how TLS Secrets reach the nodes apart from the state;
-//! - [`scale`]: `loadbalancer/scale`;
+//! - [`scale`]: N addresses per pool (`loadbalancer/scale`);
 //! - [`publish`]: how the state is compressed and sharded for ConfigMaps;
 //! - [`debounce`]: bursts of changes joined, as a pure timing state machine (both binaries);
 //! - `logging` (feature `logging`): the one log setup of both binaries;
