@@ -1,7 +1,8 @@
 //! `k8slb-actor render`: write this node's configs into a directory.
 //!
-//! Writes exactly `keepalived.conf` and `haproxy.cfg` or `nginx.conf` (nothing for
-//! kubeproxy) into `--out`, and nothing else. Interfaces are not detected here: every pool
+//! Writes `keepalived.conf` and `haproxy.cfg` or `nginx.conf` (nothing for kubeproxy)
+//! into `--out`, and, when the state routes Ingresses on HAProxy, the map and crt-list
+//! files that haproxy.cfg names, under `--out`/routes. Interfaces are not detected here: every pool
 //! of an instance this node is a member of needs `interface` in the state or an
 //! `--interface <pool>=<ifname>`.
 
@@ -34,6 +35,10 @@ pub struct RenderArgs {
     /// nginx.conf.tera); missing files use the embedded templates.
     #[arg(long, env = "K8SLB_TEMPLATES")]
     pub templates: Option<PathBuf>,
+    /// Where the node's certificates of TLS Secrets are (`<dir>/<stem>.pem`), as written
+    /// into the routes' HTTPS listeners.
+    #[arg(long, env = "K8SLB_CERTS_DIR", default_value = "/run/k8slb/certs")]
+    pub certs_dir: PathBuf,
     /// HAProxy master/stats socket path written into haproxy.cfg (Runtime API).
     #[arg(
         long,
@@ -104,6 +109,12 @@ pub fn run(args: RenderArgs) -> anyhow::Result<()> {
             args.node
         );
     }
+    opts.secret_cert_dir = args.certs_dir.clone();
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let out = std::path::absolute(&args.out)
+        .with_context(|| format!("the absolute path of {}", args.out.display()))?;
+    opts.routes_dir = out.join("routes");
     let v = view(&state, &args.node, &opts).context("building this node's view")?;
     for s in &v.skipped {
         eprintln!(
@@ -117,9 +128,18 @@ pub fn run(args: RenderArgs) -> anyhow::Result<()> {
     for n in &v.notes {
         eprintln!("k8slb-actor: note: {n}");
     }
-    let Rendered { keepalived, proxy } = renderer.render(&v).context("rendering")?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
+    let Rendered {
+        keepalived,
+        proxy,
+        files,
+    } = renderer.render(&v).context("rendering")?;
+    if !files.is_empty() {
+        std::fs::create_dir_all(&opts.routes_dir)
+            .with_context(|| format!("creating {}", opts.routes_dir.display()))?;
+    }
+    for (path, text) in &files {
+        std::fs::write(path, text).with_context(|| format!("writing {path}"))?;
+    }
     let write = |name: &str, text: &str| -> anyhow::Result<()> {
         let path = args.out.join(name);
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))

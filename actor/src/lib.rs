@@ -45,6 +45,7 @@ pub mod handover;
 pub mod haproxy_rt;
 pub mod init;
 pub mod render;
+pub mod render_error;
 pub mod render_http;
 pub mod run;
 pub mod state_source;

@@ -11,14 +11,15 @@
 //! [`runtime_diff`] turns the latter into Runtime API commands. keepalived.conf changes
 //! are also detected by comparing its rendered text.
 
-use crate::view::{HaproxyView, KeepalivedView, NginxView, NodeView, Skipped};
+use crate::view::{Backend, HaproxyView, KeepalivedView, NginxView, NodeView, Skipped};
 use k8slb_common::names::ConfigLine;
 use k8slb_common::names::NodeName;
 use k8slb_common::state::Provider;
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tera::{Context, Tera};
@@ -36,32 +37,7 @@ const KEEPALIVED: &str = "keepalived.conf.tera";
 const HAPROXY: &str = "haproxy.cfg.tera";
 const NGINX: &str = "nginx.conf.tera";
 
-#[derive(Debug, thiserror::Error)]
-pub enum RenderError {
-    #[error("reading template {path:?}")]
-    ReadTemplate {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("parsing template {name}: {detail}")]
-    ParseTemplate { name: String, detail: String },
-    #[error("rendering {name}: {detail}")]
-    Render { name: &'static str, detail: String },
-    #[error("the view has no {0} part (proxy kind mismatch)")]
-    MissingPart(&'static str),
-}
-
-impl RenderError {
-    pub fn category(&self) -> &'static str {
-        match self {
-            RenderError::ReadTemplate { .. } => "ReadTemplate",
-            RenderError::ParseTemplate { .. } => "ParseTemplate",
-            RenderError::Render { .. } => "Render",
-            RenderError::MissingPart(_) => "MissingPart",
-        }
-    }
-}
+pub use crate::render_error::RenderError;
 
 /// The full error chain of a tera error on one line (tera hides the cause in `source`).
 fn chain(e: &tera::Error) -> String {
@@ -79,6 +55,8 @@ fn chain(e: &tera::Error) -> String {
 #[derive(Debug, Clone)]
 pub struct Renderer {
     tera: Tera,
+    /// The routes' templates (Ingresses): always the embedded ones.
+    http: crate::render_http::HttpRenderer,
     /// Size of the last proxy config rendered: the next output buffer starts at this
     /// capacity instead of doubling its way up to ~20 MB for 10,000 Services.
     last_len: Arc<AtomicUsize>,
@@ -90,6 +68,9 @@ pub struct Rendered {
     pub keepalived: String,
     /// haproxy.cfg or nginx.conf; `None` for kubeproxy.
     pub proxy: Option<String>,
+    /// Files the proxy config names (the routes' HAProxy map and crt-list files): full
+    /// path → content. Written before the config is checked.
+    pub files: BTreeMap<String, String>,
 }
 
 impl Rendered {
@@ -276,7 +257,12 @@ fn haproxy_ctx(
     )
 }
 
-fn nginx_ctx(node: &NodeName, nx: &NginxView, skipped: &[Skipped]) -> Result<Context, RenderError> {
+fn nginx_ctx(
+    node: &NodeName,
+    nx: &NginxView,
+    skipped: &[Skipped],
+    routes: String,
+) -> Result<Context, RenderError> {
     let NginxView {
         pid_file,
         global,
@@ -313,7 +299,11 @@ fn nginx_ctx(node: &NodeName, nx: &NginxView, skipped: &[Skipped]) -> Result<Con
         node,
         "nx",
         to_value(NGINX, &head)?,
-        vec![("http_servers", h), ("stream_servers", st)],
+        vec![
+            ("http_servers", h),
+            ("stream_servers", st),
+            ("routes", Value::String(routes)),
+        ],
         skipped,
     )
 }
@@ -358,6 +348,7 @@ impl Renderer {
         }
         Ok(Renderer {
             tera,
+            http: crate::render_http::HttpRenderer::embedded()?,
             last_len: Arc::default(),
         })
     }
@@ -396,28 +387,52 @@ impl Renderer {
 
     /// haproxy.cfg / nginx.conf, `None` for kubeproxy.
     pub fn render_proxy(&self, view: &NodeView) -> Result<Option<String>, RenderError> {
+        self.render_proxy_and_files(view).map(|(text, _)| text)
+    }
+
+    /// The proxy config with the routes in it, and the files it names.
+    fn render_proxy_and_files(
+        &self,
+        view: &NodeView,
+    ) -> Result<(Option<String>, BTreeMap<String, String>), RenderError> {
         match view.proxy {
             Provider::Haproxy => {
                 let hp = view
                     .haproxy
                     .as_ref()
                     .ok_or(RenderError::MissingPart("haproxy"))?;
+                let routes = match &view.http {
+                    Some(h) => Some(self.http.haproxy(&h.routes, &h.opts, &h.backends)?),
+                    None => None,
+                };
                 let ctx = haproxy_ctx(&view.node, hp, &view.skipped)?;
                 let out = self.one_sized(HAPROXY, &ctx);
                 drop_later(ctx);
-                out.map(Some)
+                let mut text = out?;
+                let mut files = BTreeMap::new();
+                if let Some(r) = routes {
+                    // Frontends and backends are top-level sections: after the rest.
+                    text.push('\n');
+                    text.push_str(&r.text);
+                    files = r.files;
+                }
+                Ok((Some(text), files))
             }
             Provider::Nginx => {
                 let nx = view
                     .nginx
                     .as_ref()
                     .ok_or(RenderError::MissingPart("nginx"))?;
-                let ctx = nginx_ctx(&view.node, nx, &view.skipped)?;
+                let routes = match &view.http {
+                    Some(h) => self.http.nginx(&h.routes, &h.opts)?.text,
+                    None => String::new(),
+                };
+                let ctx = nginx_ctx(&view.node, nx, &view.skipped, routes)?;
                 let out = self.one_sized(NGINX, &ctx);
                 drop_later(ctx);
-                out.map(Some)
+                out.map(|t| (Some(t), BTreeMap::new()))
             }
-            Provider::Kubeproxy => Ok(None),
+            Provider::Kubeproxy => Ok((None, BTreeMap::new())),
         }
     }
 
@@ -425,7 +440,7 @@ impl Renderer {
     pub fn render(&self, view: &NodeView) -> Result<Rendered, RenderError> {
         let (keepalived, proxy) = std::thread::scope(|s| {
             let ka = s.spawn(|| self.render_keepalived(view));
-            let proxy = self.render_proxy(view);
+            let proxy = self.render_proxy_and_files(view);
             let ka = ka.join().unwrap_or_else(|_| {
                 Err(RenderError::Render {
                     name: KEEPALIVED,
@@ -434,9 +449,11 @@ impl Renderer {
             });
             (ka, proxy)
         });
+        let (proxy, files) = proxy?;
         Ok(Rendered {
             keepalived: keepalived?,
-            proxy: proxy?,
+            proxy,
+            files,
         })
     }
 }
@@ -519,8 +536,10 @@ pub fn is_structural(config: Config, old: &NodeView, new: &NodeView) -> bool {
                 || old.proxy != new.proxy
                 || old.skipped != new.skipped
                 || match (&old.haproxy, &new.haproxy) {
-                    (Some(o), Some(n)) => !same_haproxy_structure(o, n),
-                    (None, None) => old.nginx != new.nginx,
+                    (Some(o), Some(n)) => {
+                        !same_haproxy_structure(o, n) || !same_routes_structure(old, new)
+                    }
+                    (None, None) => old.nginx != new.nginx || old.http != new.http,
                     _ => true,
                 }
         }
@@ -540,8 +559,33 @@ fn same_haproxy_structure(a: &HaproxyView, b: &HaproxyView) -> bool {
         && a.tcpback == b.tcpback
         && a.httpback == b.httpback
         && a.frontends == b.frontends
-        && a.backends.len() == b.backends.len()
-        && a.backends.iter().zip(&b.backends).all(|(x, y)| {
+        && same_backends(&a.backends, &b.backends)
+}
+
+/// The routes part of [`is_structural`] for HAProxy: everything but the endpoints of
+/// the route backends (their slot contents); the slot count is structural.
+fn same_routes_structure(old: &NodeView, new: &NodeView) -> bool {
+    match (&old.http, &new.http) {
+        (None, None) => true,
+        (Some(a), Some(b)) => {
+            a.opts == b.opts
+                && a.routes.listeners == b.routes.listeners
+                && a.routes.backends.len() == b.routes.backends.len()
+                && a.routes
+                    .backends
+                    .iter()
+                    .zip(&b.routes.backends)
+                    .all(|((ia, sa), (ib, sb))| ia == ib && sa.stickiness == sb.stickiness)
+                && same_backends(&a.backends, &b.backends)
+        }
+        _ => false,
+    }
+}
+
+/// Same names, modes, options and slot counts.
+fn same_backends(a: &[Backend], b: &[Backend]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
             x.name == y.name
                 && x.mode == y.mode
                 && x.stick_source == y.stick_source
@@ -561,7 +605,15 @@ pub fn runtime_diff(old: &NodeView, new: &NodeView) -> Option<Vec<RuntimeCommand
     match (&old.haproxy, &new.haproxy) {
         (Some(o), Some(n)) => {
             let mut cmds = Vec::new();
-            for (bo, bn) in o.backends.iter().zip(&n.backends) {
+            let routes = |v: &NodeView| {
+                v.http
+                    .as_ref()
+                    .map(|h| h.backends.clone())
+                    .unwrap_or_default()
+            };
+            let (ro, rn) = (routes(old), routes(new));
+            let pairs = o.backends.iter().zip(&n.backends).chain(ro.iter().zip(&rn));
+            for (bo, bn) in pairs {
                 if bo.slots == bn.slots {
                     continue;
                 }

@@ -22,18 +22,18 @@
 //! that fits is a Runtime API change ([`crate::render::runtime_diff`] compares them the
 //! same way once they are part of the view), not a reload.
 
-use crate::render::RenderError;
-use crate::view::{assign_slots, safe_path, Backend, StickSource, PLACEHOLDER};
+use crate::render_error::RenderError;
+use crate::view::{
+    route_backend_name, route_backends, safe_path, Backend, StickSource, PLACEHOLDER,
+};
 use k8slb_common::names::ConfigLine;
 use k8slb_common::routes::{
-    BackendId, CertFile, HttpRoutes, Listener, ListenerProtocol, PathMatch, Redirect, RouteAction,
-    Sticky, VirtualHost,
+    CertFile, HttpRoutes, Listener, ListenerProtocol, PathMatch, Redirect, RouteAction, Sticky,
+    VirtualHost,
 };
-use k8slb_common::state::Mode;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
 use tera::{Context, Tera};
 
 pub const HAPROXY_ROUTES: &str = "haproxy-routes.cfg.tera";
@@ -49,39 +49,7 @@ pub const TEMPLATES: [(&str, &str); 2] = [
     ),
 ];
 
-/// Where files are on the node, and the admin's proxy lines.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpRenderOptions {
-    /// The pools' certificates (`<dir>/<pool>.pem`, nginx also `.key`): the state's `certPath`.
-    pub pool_cert_dir: PathBuf,
-    /// The Secrets' certificates, written by the actor: `<dir>/<namespace>_<name>.pem`.
-    pub secret_cert_dir: PathBuf,
-    /// Where the actor writes HAProxy's crt-list and map files ([`HaproxyRoutes::files`]).
-    pub files_dir: PathBuf,
-    /// Admin `haproxy.httpfront` / `haproxy.httpback` lines.
-    pub httpfront: Vec<ConfigLine>,
-    pub httpback: Vec<ConfigLine>,
-    /// Admin `nginx.http` lines (read only to see whether they size the server names
-    /// hash themselves), `nginx.proxy` and `nginx.upstream` lines.
-    pub nginx_http: Vec<ConfigLine>,
-    pub nginx_proxy: Vec<ConfigLine>,
-    pub nginx_upstream: Vec<ConfigLine>,
-}
-
-impl Default for HttpRenderOptions {
-    fn default() -> Self {
-        HttpRenderOptions {
-            pool_cert_dir: "/etc/certs".into(),
-            secret_cert_dir: "/run/k8slb/certs".into(),
-            files_dir: "/run/k8slb/routes".into(),
-            httpfront: Vec::new(),
-            httpback: Vec::new(),
-            nginx_http: Vec::new(),
-            nginx_proxy: Vec::new(),
-            nginx_upstream: Vec::new(),
-        }
-    }
-}
+pub use crate::view::HttpRenderOptions;
 
 /// The HAProxy part.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,13 +94,6 @@ fn path_err(e: crate::view::ViewError) -> RenderError {
 /// `198.18.0.10` → `198_18_0_10`, `fd00::1` → `fd00__1`.
 fn ip_slug(ip: IpAddr) -> String {
     ip.to_string().replace(['.', ':'], "_")
-}
-
-fn backend_name(id: &BackendId) -> String {
-    format!(
-        "rtb_{}_{}_{}",
-        id.service.namespace, id.service.name, id.port
-    )
 }
 
 /// `*.foo-bar.com` → `^[^.]+[.]foo-bar[.]com$` (labels hold only `[a-z0-9-]`).
@@ -246,7 +207,7 @@ impl Actions {
         if let RouteAction::Forward { backends } = action {
             let live: Vec<_> = backends.iter().filter(|b| b.weight > 0).collect();
             if let [one] = live.as_slice() {
-                return backend_name(&one.id);
+                return route_backend_name(&one.id);
             }
         }
         let key = serde_json::to_string(action).expect("an action serialises");
@@ -270,7 +231,7 @@ impl Actions {
                         .map(|b| {
                             below += u32::from(b.weight);
                             HpSplit {
-                                backend: backend_name(&b.id),
+                                backend: route_backend_name(&b.id),
                                 below,
                             }
                         })
@@ -424,37 +385,6 @@ fn hp_frontend(
     }))
 }
 
-fn hp_backends(routes: &HttpRoutes, prev: &[Backend]) -> Vec<Backend> {
-    let prev: HashMap<&str, &Backend> = prev.iter().map(|b| (b.name.as_str(), b)).collect();
-    let v6 = routes.listeners.iter().any(|l| l.ip.is_ipv6());
-    routes
-        .backends
-        .iter()
-        .map(|(id, st)| {
-            let name = backend_name(id);
-            let eps: Vec<(SocketAddr, bool)> = st
-                .endpoints
-                .iter()
-                .map(|e| (SocketAddr::new(e.ip, e.port), e.draining))
-                .collect();
-            let slots = assign_slots(&eps, prev.get(name.as_str()).copied());
-            Backend {
-                mode: Mode::Http,
-                stick_source: matches!(st.stickiness, Some(Sticky::Source)).then_some(
-                    StickSource {
-                        table_type: if v6 { "ipv6" } else { "ip" },
-                        expire_s: 10800,
-                    },
-                ),
-                cookie: matches!(st.stickiness, Some(Sticky::Cookie { .. })),
-                server_opts: " check".into(),
-                slots,
-                name,
-            }
-        })
-        .collect()
-}
-
 // ---------------------------------------------------------------------------------------
 // nginx
 
@@ -532,7 +462,7 @@ fn nx_action(action: &RouteAction, notes: &mut Vec<String>, what: &str) -> NxLoc
             match live.as_slice() {
                 [one] => NxLocation {
                     kind: "forward",
-                    upstream: backend_name(&one.id),
+                    upstream: route_backend_name(&one.id),
                     ..Default::default()
                 },
                 [] => NxLocation {
@@ -667,7 +597,7 @@ fn nx_upstreams(routes: &HttpRoutes, notes: &mut Vec<String>) -> Vec<NxUpstream>
         .backends
         .iter()
         .map(|(id, st)| {
-            let name = backend_name(id);
+            let name = route_backend_name(id);
             if matches!(st.stickiness, Some(Sticky::Cookie { .. })) {
                 notes.push(format!(
                     "{id}: nginx has no cookie stickiness; using the client address"
@@ -785,12 +715,12 @@ impl HttpRenderer {
                 frontends.push(f);
             }
         }
-        let backends = hp_backends(routes, prev);
+        let backends = route_backends(routes, prev);
         let cookie_names: HashMap<String, String> = routes
             .backends
             .iter()
             .filter_map(|(id, st)| match &st.stickiness {
-                Some(Sticky::Cookie { name }) => Some((backend_name(id), name.to_string())),
+                Some(Sticky::Cookie { name }) => Some((route_backend_name(id), name.to_string())),
                 _ => None,
             })
             .collect();

@@ -111,6 +111,11 @@ pub struct RunArgs {
     /// Where configs, pid files, sockets and the last applied state live.
     #[arg(long, env = "K8SLB_WORK_DIR", default_value = "/var/lib/k8slb")]
     pub work_dir: PathBuf,
+    /// Where the certificates of TLS Secrets are for the routes' HTTPS listeners
+    /// (`<dir>/<stem>.pem`, chain then key, 0600): the standalone watcher's
+    /// `--certs-out`. Keep it on a tmpfs.
+    #[arg(long, env = "K8SLB_CERTS_DIR", default_value = "/run/k8slb/certs")]
+    pub certs_dir: PathBuf,
     /// Address of /livez, /readyz and /metrics.
     #[arg(long, env = "K8SLB_ADMIN_ADDR", default_value = "0.0.0.0:9254")]
     pub admin_addr: SocketAddr,
@@ -223,6 +228,8 @@ impl NodeRenderer for RealRenderer {
     }
     fn render(&self, view: &NodeView) -> Result<Desired, String> {
         let r = self.renderer.render(view).map_err(|e| e.to_string())?;
+        // The files the proxy config names exist before it is checked.
+        sync_route_files(&self.base.routes_dir, &r.files)?;
         Ok(Desired {
             keepalived: r.keepalived,
             proxy: r.proxy,
@@ -242,6 +249,32 @@ impl NodeRenderer for RealRenderer {
         crate::handover::hold_out(&mut view.keepalived, vips);
         view
     }
+}
+
+/// Make `dir` hold exactly `files` (full paths inside it → content): each written
+/// whole, the rest removed. Nothing to do (and no directory) without routes.
+fn sync_route_files(dir: &Path, files: &BTreeMap<String, String>) -> Result<(), String> {
+    let err = |what: &str, p: &Path, e: std::io::Error| format!("{what} {}: {e}", p.display());
+    if files.is_empty() && !dir.exists() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir).map_err(|e| err("creating", dir, e))?;
+    for (path, text) in files {
+        let p = Path::new(path);
+        if p.parent() != Some(dir) {
+            return Err(format!("route file {path} is not in {}", dir.display()));
+        }
+        if std::fs::read(p).ok().as_deref() != Some(text.as_bytes()) {
+            k8slb_common::fs::write_atomic(p, text.as_bytes()).map_err(|e| err("writing", p, e))?;
+        }
+    }
+    for e in std::fs::read_dir(dir).map_err(|e| err("listing", dir, e))? {
+        let p = e.map_err(|e| err("listing", dir, e))?.path();
+        if !files.contains_key(p.to_string_lossy().as_ref()) {
+            std::fs::remove_file(&p).map_err(|e| err("removing", &p, e))?;
+        }
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------
@@ -777,6 +810,10 @@ fn view_options(args: &RunArgs, paths: &Paths, metrics: &Metrics) -> anyhow::Res
     };
     base.interfaces = args.interfaces.iter().cloned().collect();
     base.track_file = paths.proxy_health();
+    base.secret_cert_dir = std::path::absolute(&args.certs_dir)
+        .with_context(|| format!("--certs-dir {}", args.certs_dir.display()))?;
+    base.routes_dir = std::path::absolute(paths.work_dir.join("routes"))
+        .context("the routes directory under --work-dir")?;
     base.priority_overrides = crate::cmd_render::priority_overrides(std::env::vars())
         .context("PRIORITY<n> environment")?;
     match daemons::raise_open_files_limit() {

@@ -24,6 +24,7 @@
 
 use crate::fdlimit::{self, FdBudget, HaproxyFds};
 use k8slb_common::names::{ConfigLine, Email, IfName, NodeName, PoolName, ServiceKey, SmtpServer};
+use k8slb_common::routes::{BackendId, HttpRoutes, Sticky};
 use k8slb_common::state::{Family, Mode, Protocol, Provider, ProxyProtocol, State, Stickiness};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -74,6 +75,11 @@ pub struct ViewOptions {
     /// note), never raised ([`crate::fdlimit`]). `None`: rendered as configured (the
     /// `render` command, snapshots).
     pub fd_budget: Option<FdBudget>,
+    /// Where the node's certificates of TLS Secrets are (`<dir>/<stem>.pem`), for the
+    /// routes' HTTPS listeners.
+    pub secret_cert_dir: PathBuf,
+    /// Where the actor writes the routes' HAProxy map and crt-list files.
+    pub routes_dir: PathBuf,
 }
 
 impl ViewOptions {
@@ -92,6 +98,8 @@ impl ViewOptions {
             node_addresses: Vec::new(),
             track_file: PathBuf::from("/run/k8slb/proxy-health"),
             fd_budget: None,
+            secret_cert_dir: PathBuf::from("/run/k8slb/certs"),
+            routes_dir: PathBuf::from("/run/k8slb/routes"),
         }
     }
 }
@@ -151,6 +159,19 @@ pub struct NodeView {
     /// Other things worth a log line (never rendered).
     #[serde(skip)]
     pub notes: Vec<String>,
+    /// The L7 routes this node's proxy serves (Ingresses), if any.
+    #[serde(skip)]
+    pub http: Option<HttpPart>,
+}
+
+/// The routes part of a node's view: the model as served, where its files are, and (for
+/// HAProxy) its backends with their server slots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpPart {
+    pub routes: HttpRoutes,
+    pub opts: HttpRenderOptions,
+    /// HAProxy only: the route backends, slots kept from the previous view.
+    pub backends: Vec<Backend>,
 }
 
 impl NodeView {
@@ -611,6 +632,7 @@ pub fn view_with_previous(
         ),
         Provider::Kubeproxy => (None, None),
     };
+    let http = http_part(state, opts, previous.and_then(|p| p.http.as_ref()))?;
     Ok(NodeView {
         node: node.clone(),
         proxy: opts.proxy,
@@ -619,7 +641,121 @@ pub fn view_with_previous(
         nginx,
         skipped,
         notes,
+        http,
     })
+}
+
+/// The routes of the state for this node's proxy: every listener (a backup must be
+/// ready to take any VIP), none for kubeproxy.
+fn http_part(
+    state: &State,
+    opts: &ViewOptions,
+    previous: Option<&HttpPart>,
+) -> Result<Option<HttpPart>, ViewError> {
+    if state.http.is_empty() || !opts.proxy.has_proxy() {
+        return Ok(None);
+    }
+    let cfg = &state.config;
+    let o = HttpRenderOptions {
+        pool_cert_dir: PathBuf::from(cfg.cert_path.as_str()),
+        secret_cert_dir: opts.secret_cert_dir.clone(),
+        files_dir: opts.routes_dir.clone(),
+        httpfront: cfg.haproxy.httpfront.clone(),
+        httpback: cfg.haproxy.httpback.clone(),
+        nginx_http: cfg.nginx.http.clone(),
+        nginx_proxy: cfg.nginx.proxy.clone(),
+        nginx_upstream: cfg.nginx.upstream.clone(),
+    };
+    safe_path("secret certificate directory", &o.secret_cert_dir)?;
+    safe_path("routes directory", &o.files_dir)?;
+    let backends = match opts.proxy {
+        Provider::Haproxy => route_backends(
+            &state.http,
+            previous.map(|p| p.backends.as_slice()).unwrap_or_default(),
+        ),
+        _ => Vec::new(),
+    };
+    Ok(Some(HttpPart {
+        routes: state.http.clone(),
+        opts: o,
+        backends,
+    }))
+}
+
+/// Where files are on the node, and the admin's proxy lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpRenderOptions {
+    /// The pools' certificates (`<dir>/<pool>.pem`, nginx also `.key`): the state's `certPath`.
+    pub pool_cert_dir: PathBuf,
+    /// The Secrets' certificates, written by the actor: `<dir>/<namespace>_<name>.pem`.
+    pub secret_cert_dir: PathBuf,
+    /// Where the actor writes HAProxy's crt-list and map files ([`HaproxyRoutes::files`]).
+    pub files_dir: PathBuf,
+    /// Admin `haproxy.httpfront` / `haproxy.httpback` lines.
+    pub httpfront: Vec<ConfigLine>,
+    pub httpback: Vec<ConfigLine>,
+    /// Admin `nginx.http` lines (read only to see whether they size the server names
+    /// hash themselves), `nginx.proxy` and `nginx.upstream` lines.
+    pub nginx_http: Vec<ConfigLine>,
+    pub nginx_proxy: Vec<ConfigLine>,
+    pub nginx_upstream: Vec<ConfigLine>,
+}
+
+impl Default for HttpRenderOptions {
+    fn default() -> Self {
+        HttpRenderOptions {
+            pool_cert_dir: "/etc/certs".into(),
+            secret_cert_dir: "/run/k8slb/certs".into(),
+            files_dir: "/run/k8slb/routes".into(),
+            httpfront: Vec::new(),
+            httpback: Vec::new(),
+            nginx_http: Vec::new(),
+            nginx_proxy: Vec::new(),
+            nginx_upstream: Vec::new(),
+        }
+    }
+}
+
+/// The HAProxy backend (and nginx upstream) of a route backend: `rtb_<ns>_<name>_<port>`
+/// (Services' are `be_...`).
+pub fn route_backend_name(id: &BackendId) -> String {
+    format!(
+        "rtb_{}_{}_{}",
+        id.service.namespace, id.service.name, id.port
+    )
+}
+
+/// The HAProxy backends of `routes` with their server slots, `prev`'s slots kept (what
+/// the node's view holds, so that an endpoint change is a Runtime API change).
+pub fn route_backends(routes: &HttpRoutes, prev: &[Backend]) -> Vec<Backend> {
+    let prev: HashMap<&str, &Backend> = prev.iter().map(|b| (b.name.as_str(), b)).collect();
+    let v6 = routes.listeners.iter().any(|l| l.ip.is_ipv6());
+    routes
+        .backends
+        .iter()
+        .map(|(id, st)| {
+            let name = route_backend_name(id);
+            let eps: Vec<(SocketAddr, bool)> = st
+                .endpoints
+                .iter()
+                .map(|e| (SocketAddr::new(e.ip, e.port), e.draining))
+                .collect();
+            let slots = assign_slots(&eps, prev.get(name.as_str()).copied());
+            Backend {
+                mode: Mode::Http,
+                stick_source: matches!(st.stickiness, Some(Sticky::Source)).then_some(
+                    StickSource {
+                        table_type: if v6 { "ipv6" } else { "ip" },
+                        expire_s: 10800,
+                    },
+                ),
+                cookie: matches!(st.stickiness, Some(Sticky::Cookie { .. })),
+                server_opts: " check".into(),
+                slots,
+                name,
+            }
+        })
+        .collect()
 }
 
 /// `ms` as seconds with the fewest decimals (`100` -> `0.1`, `1000` -> `1`).
@@ -776,7 +912,7 @@ fn keepalived_view(
             interface,
             priority,
             owner,
-            nopreempt: !cfg.preempt,
+            nopreempt: !(cfg.preempt || inst.preempt),
             unicast,
             anchor: anchor(inst.family, inst.vrid),
             vips,

@@ -330,6 +330,13 @@ pub struct VrrpInstance {
     pub members: Vec<Member>,
     /// VIPs carried by this instance, sorted.
     pub vips: Vec<IpAddr>,
+    /// The owner takes the VIPs back when it can (VRRP preemption), whatever
+    /// `keepalived.preempt` says: set when a VIP here is one of several of a scaled
+    /// Service or pool of Ingresses (`loadbalancer/scale`), whose point is that each is
+    /// served by its own node. Without it, the node whose keepalived starts the instance
+    /// first keeps it, and the N addresses can end up on one node.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub preempt: bool,
 }
 
 impl VrrpInstance {

@@ -382,6 +382,17 @@ fn scale_gives_an_ingress_pool_n_vips_owned_by_n_nodes_all_routed() {
     for ip in &vips {
         assert_eq!(ports_on(&s, ip), [80], "{ip} serves the routes");
     }
+    // Each owner takes its VIP back (preemption), or the first node to start both
+    // instances would keep both addresses.
+    for i in &s.instances {
+        assert!(i.preempt, "instance {} of a scaled VIP preempts", i.vrid);
+    }
+    let unscaled = run(
+        &c,
+        &with_ingresses(vec![], vec![ing("default", "a").rule("", "/", "app", 80)]),
+        None,
+    );
+    assert!(unscaled.instances.iter().all(|i| !i.preempt));
     // Sticky, owners included.
     let again = run(&c, &o, Some(&s));
     assert_eq!(again, s);

@@ -402,6 +402,7 @@ impl System {
         let work = self.lab.dir.join(format!("{node}-work"));
         std::fs::create_dir_all(&work)?;
         let work = work.to_string_lossy().into_owned();
+        let certs = self.node_certs_dir().to_string_lossy().into_owned();
         let p = self.lab.spawn_in_env(
             node,
             "actor",
@@ -416,6 +417,8 @@ impl System {
                 &self.opts.proxy,
                 "--work-dir",
                 &work,
+                "--certs-dir",
+                &certs,
                 "--admin-addr",
                 ADMIN_ADDR,
             ],

@@ -180,11 +180,24 @@ fn scale_two_serves_on_two_nodes_at_once_and_survives_one_nodes_loss() {
     )
     .unwrap();
     let ips = wait_ingress_ips(&sys, "default/web", 2);
-    let holders: Vec<String> = ips
+    // The plan gives the two VIPs two owners; VRRP puts each on its owner.
+    let state = sys.state().unwrap();
+    let owners: Vec<String> = ips
         .iter()
-        .map(|ip| sys.wait_one_holder(*ip, T).unwrap())
+        .map(|ip| state.vips[ip].owner.as_ref().unwrap().to_string())
         .collect();
-    assert_ne!(holders[0], holders[1], "two VIPs on two nodes: {holders:?}");
+    assert_ne!(owners[0], owners[1], "two owners: {owners:?}");
+    let mut holders: Vec<String> = Vec::new();
+    wait::until(T, || {
+        holders = ips
+            .iter()
+            .map(|ip| sys.wait_one_holder(*ip, T))
+            .collect::<Result<_, _>>()?;
+        Ok(holders == owners)
+    })
+    .unwrap_or_else(|e| {
+        panic!("the VIPs are not on their owners {owners:?} but on {holders:?}: {e:#}")
+    });
     for ip in &ips {
         let url = format!("http://{ip}/any");
         wait::until(T, || Ok(status(&sys, "x.example", &url) == "200"))

@@ -284,10 +284,26 @@ fn finish(
                     priority: priority(k),
                 })
                 .collect(),
+            preempt: i.vips.iter().any(|ip| is_scaled(alloc, *ip)),
             vips: i.vips,
         });
     }
     out
+}
+
+/// `ip` is one of several addresses a tenant holds in its pool (`loadbalancer/scale`).
+fn is_scaled(alloc: &Allocator, ip: IpAddr) -> bool {
+    let Some(t) = alloc.tenants.get(&ip) else {
+        return false;
+    };
+    t.services.iter().any(|tenant| {
+        alloc
+            .of(tenant)
+            .iter()
+            .filter(|other| alloc.tenants.get(other).is_some_and(|o| o.pool == t.pool))
+            .count()
+            > 1
+    })
 }
 
 /// The priority of the `k`th member (0: the owner).
