@@ -414,6 +414,7 @@ impl Renderer {
                     // Frontends and backends are top-level sections: after the rest.
                     text.push('\n');
                     text.push_str(&r.text);
+                    text.push_str(&cert_versions(view));
                     files = r.files;
                 }
                 Ok((Some(text), files))
@@ -424,7 +425,7 @@ impl Renderer {
                     .as_ref()
                     .ok_or(RenderError::MissingPart("nginx"))?;
                 let routes = match &view.http {
-                    Some(h) => self.http.nginx(&h.routes, &h.opts)?.text,
+                    Some(h) => self.http.nginx(&h.routes, &h.opts)?.text + &cert_versions(view),
                     None => String::new(),
                 };
                 let ctx = nginx_ctx(&view.node, nx, &view.skipped, routes)?;
@@ -560,6 +561,34 @@ fn same_haproxy_structure(a: &HaproxyView, b: &HaproxyView) -> bool {
         && a.httpback == b.httpback
         && a.frontends == b.frontends
         && same_backends(&a.backends, &b.backends)
+}
+
+/// One comment line per Secret certificate the routes use, with its content version: a
+/// renewed certificate changes the config, so the proxy reloads and serves it (the file
+/// name alone does not change).
+fn cert_versions(view: &NodeView) -> String {
+    let Some(h) = &view.http else {
+        return String::new();
+    };
+    let files: std::collections::BTreeSet<&k8slb_common::routes::CertFile> = h
+        .routes
+        .listeners
+        .iter()
+        .filter_map(|l| l.tls.as_ref())
+        .flat_map(|t| {
+            t.certificates
+                .iter()
+                .map(|c| &c.file)
+                .chain(&t.default_certificate)
+        })
+        .filter(|f| !f.version().is_empty())
+        .collect();
+    // A line of its own even if the text before it does not end its last line.
+    files
+        .iter()
+        .map(|f| format!("\n# certificate {} version {}", f.stem(), f.version()))
+        .chain((!files.is_empty()).then(|| "\n".to_string()))
+        .collect()
 }
 
 /// The routes part of [`is_structural`] for HAProxy: everything but the endpoints of

@@ -405,13 +405,21 @@ struct NxUpstream {
     server_lines: String,
 }
 
+/// The files of a server's certificate: a pool's are `<pool>.pem` and `<pool>.key` (as
+/// for Services); a Secret's is one `<stem>.pem` holding the chain and then the key
+/// (nginx reads the key from the same file).
+#[derive(Serialize)]
+struct NxTls {
+    cert: String,
+    key: String,
+}
+
 #[derive(Serialize)]
 struct NxServer {
     listen: String,
     default: bool,
     server_name: String,
-    /// Certificate path without `.pem` / `.key`.
-    tls: Option<String>,
+    tls: Option<NxTls>,
     /// The locations, pre-rendered by [`nx_location_lines`] (a 5,000-host render spent
     /// most of its time in a template loop over them).
     location_lines: String,
@@ -535,7 +543,17 @@ fn nx_server(
                     .or_else(|| t.certificates.first().map(|c| &c.file)),
             });
             match cert {
-                Some(f) => Some(cert_path(f, o)?),
+                Some(f) => {
+                    let base = cert_path(f, o)?;
+                    let key = match f {
+                        CertFile::Pool { .. } => format!("{base}.key"),
+                        CertFile::Secret { .. } => format!("{base}.pem"),
+                    };
+                    Some(NxTls {
+                        cert: format!("{base}.pem"),
+                        key,
+                    })
+                }
                 None => {
                     notes.push(format!("{what}: HTTPS without a certificate; not rendered"));
                     return Ok(None);

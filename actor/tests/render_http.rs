@@ -66,6 +66,7 @@ fn read(objs: &mut Objects, file: &Path) {
                 name: v["metadata"]["name"].as_str().unwrap().into(),
                 type_: v["type"].as_str().unwrap().into(),
                 valid: true,
+                version: String::new(),
             }),
             other => panic!("{file:?}: unexpected kind {other:?}"),
         }

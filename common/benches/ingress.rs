@@ -77,6 +77,7 @@ fn world(n: usize, services: usize) -> World {
                 name: secret,
                 type_: "kubernetes.io/tls".into(),
                 valid: true,
+                version: String::new(),
             });
         }
         w.ingresses.push(

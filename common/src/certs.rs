@@ -33,12 +33,7 @@ pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
 /// hex digits of FNV-1a 64 of the stem (a stem can be longer than a name may be, and
 /// holds `_`, which a name may not).
 pub fn node_secret_name(stem: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in stem.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("k8slb-cert-{h:016x}")
+    format!("k8slb-cert-{}", chain_version(stem))
 }
 
 /// A certificate the nodes need: the chain and the key, PEM. `Debug` never prints the key.
@@ -95,13 +90,14 @@ pub fn inspect(secret: &Secret) -> Result<NodeCert, CertError> {
     }
     let ns = secret.metadata.namespace.as_deref().unwrap_or("default");
     let name = secret.metadata.name.as_deref().unwrap_or_default();
-    let file = CertFile::Secret {
+    let mut file = CertFile::Secret {
         namespace: ns
             .parse()
             .map_err(|e| CertError::Invalid(format!("namespace: {e}")))?,
         name: name
             .parse()
             .map_err(|e| CertError::Invalid(format!("name: {e}")))?,
+        version: String::new(),
     };
     let field = |k: &str| -> Result<String, CertError> {
         let data = secret
@@ -128,11 +124,25 @@ pub fn inspect(secret: &Secret) -> Result<NodeCert, CertError> {
             "tls.key must hold exactly one PEM private key".into(),
         ));
     }
+    if let CertFile::Secret { version, .. } = &mut file {
+        *version = chain_version(&chain_pem);
+    }
     Ok(NodeCert {
         file,
         chain_pem,
         key_pem,
     })
+}
+
+/// The version of a certificate chain: 16 hex digits of FNV-1a 64 over its PEM text. A
+/// change detector over public data (the chain, never the key), not a security check.
+pub fn chain_version(chain_pem: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in chain_pem.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
 }
 
 /// The labels of the PEM blocks of `text` (`-----BEGIN <label>-----`).

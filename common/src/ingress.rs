@@ -100,6 +100,8 @@ pub struct SecretMeta {
     pub name: String,
     pub type_: String,
     pub valid: bool,
+    /// The certificate chain's version ([`crate::certs::chain_version`]) when valid.
+    pub version: String,
 }
 
 /// The objects the translation reads.
@@ -146,6 +148,7 @@ impl SecretMeta {
     /// What the plan may know of a Secret: its type and whether [`crate::certs::inspect`]
     /// accepts it.
     pub fn of(secret: &k8s_openapi::api::core::v1::Secret) -> SecretMeta {
+        let inspected = crate::certs::inspect(secret);
         SecretMeta {
             namespace: secret
                 .metadata
@@ -154,7 +157,10 @@ impl SecretMeta {
                 .unwrap_or_else(|| "default".into()),
             name: secret.metadata.name.clone().unwrap_or_default(),
             type_: secret.type_.clone().unwrap_or_else(|| "Opaque".into()),
-            valid: crate::certs::inspect(secret).is_ok(),
+            valid: inspected.is_ok(),
+            version: inspected
+                .map(|c| c.file.version().to_string())
+                .unwrap_or_default(),
         }
     }
 }
@@ -1027,7 +1033,7 @@ fn tls_entries(ing: &Ingress, idx: &Index<'_>, problems: &mut BTreeSet<Problem>)
             ));
             continue;
         };
-        match idx.secrets.get(&(ns, raw)) {
+        let version = match idx.secrets.get(&(ns, raw)) {
             None => {
                 problems.insert(problem(
                     ing,
@@ -1057,8 +1063,8 @@ fn tls_entries(ing: &Ingress, idx: &Index<'_>, problems: &mut BTreeSet<Problem>)
                 ));
                 continue;
             }
-            Some(_) => {}
-        }
+            Some(s) => s.version.clone(),
+        };
         let mut hosts = Vec::new();
         for h in t.hosts.iter().flatten() {
             match h.parse::<Hostname>() {
@@ -1078,7 +1084,11 @@ fn tls_entries(ing: &Ingress, idx: &Index<'_>, problems: &mut BTreeSet<Problem>)
         hosts.sort();
         hosts.dedup();
         out.push(TlsEntry {
-            file: CertFile::Secret { namespace, name },
+            file: CertFile::Secret {
+                namespace,
+                name,
+                version,
+            },
             hosts,
         });
     }

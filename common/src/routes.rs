@@ -186,16 +186,31 @@ pub enum CertFile {
     Secret {
         namespace: ObjectName,
         name: SecretName,
+        /// Which content: a digest of the certificate chain (public data, never of the
+        /// key), so a renewed certificate is a change of the state, and of the configs
+        /// that name it. Empty when unknown.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        version: String,
     },
 }
 
 impl CertFile {
+    /// The content version of a Secret's certificate (empty for a pool's).
+    pub fn version(&self) -> &str {
+        match self {
+            CertFile::Pool { .. } => "",
+            CertFile::Secret { version, .. } => version,
+        }
+    }
+
     /// The file stem under its directory: `<pool>` or `<namespace>_<name>` (neither part
     /// can hold `_` nor `/`, so distinct Secrets never share a stem).
     pub fn stem(&self) -> String {
         match self {
             CertFile::Pool { pool } => pool.to_string(),
-            CertFile::Secret { namespace, name } => format!("{namespace}_{name}"),
+            CertFile::Secret {
+                namespace, name, ..
+            } => format!("{namespace}_{name}"),
         }
     }
 }

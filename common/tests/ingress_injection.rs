@@ -54,6 +54,7 @@ fn hostile_hosts_paths_and_names_never_reach_the_model() {
             name: secret.clone(),
             type_: "kubernetes.io/tls".into(),
             valid: true,
+            version: String::new(),
         }];
         let services = vec![svc.clone()];
         let input = IngressInput {

@@ -122,6 +122,7 @@ impl World {
             name: name.into(),
             type_: type_.into(),
             valid,
+            version: String::new(),
         };
         World {
             ingresses: ingresses

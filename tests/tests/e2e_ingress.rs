@@ -217,3 +217,153 @@ fn scale_two_serves_on_two_nodes_at_once_and_survives_one_nodes_loss() {
     sys.lab.restore_link(&holders[0]).unwrap();
     sys.lab.pass();
 }
+
+/// A self-signed certificate for `cn` made by openssl in `dir`: (chain PEM, key PEM).
+fn self_signed(dir: &std::path::Path, cn: &str, tag: &str) -> (String, String) {
+    let (crt, key) = (
+        dir.join(format!("{tag}.crt")),
+        dir.join(format!("{tag}.key")),
+    );
+    let out = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", &format!("/CN={cn}")])
+        .args(["-addext", &format!("subjectAltName=DNS:{cn}")])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&crt)
+        .output()
+        .expect("openssl (./scripts/install-deps.sh installs it)");
+    assert!(out.status.success(), "openssl: {out:?}");
+    (
+        std::fs::read_to_string(crt).unwrap(),
+        std::fs::read_to_string(key).unwrap(),
+    )
+}
+
+fn tls_secret(name: &str, crt: &str, key: &str) -> Value {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"namespace": "default", "name": name},
+        "data": {"tls.crt": b64(crt), "tls.key": b64(key)},
+    })
+}
+
+/// The SHA-256 fingerprint of the certificate `ip:443` serves for `sni`, from the client.
+fn served_fingerprint(sys: &System, ip: IpAddr, sni: &str) -> String {
+    let script = format!(
+        "openssl s_client -connect {ip}:443 -servername {sni} </dev/null 2>/dev/null | openssl x509 -noout -fingerprint -sha256"
+    );
+    sys.lab
+        .run_in("client", &["sh", "-c", &script])
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+fn fingerprint(pem: &str) -> String {
+    let mut child = std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-fingerprint", "-sha256"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(pem.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn tls_from_a_secret_redirect_and_renewal(proxy: &str) {
+    let mut sys =
+        System::start(Options::new(&format!("ing-tls-{proxy}")).proxy(proxy)).expect("system");
+    apply_backend(&sys);
+    let d = tempfile::tempdir().unwrap();
+    let (crt, key) = self_signed(d.path(), "secure.example", "one");
+    sys.apply("secret-secure", &tls_secret("secure", &crt, &key))
+        .unwrap();
+    sys.apply(
+        "ing-secure",
+        &ingress(
+            "secure",
+            json!({}),
+            json!({"ingressClassName": "k8slb",
+                   "tls": [{"hosts": ["secure.example"], "secretName": "secure"}],
+                   "rules": [{"host": "secure.example", "http": {"paths": [prefix("/")]}}]}),
+        ),
+    )
+    .unwrap();
+    let ip = wait_ingress_ips(&sys, "default/secure", 1)[0];
+    sys.wait_one_holder(ip, T).unwrap();
+    let https = |path: &str| {
+        sys.lab
+            .run_in(
+                "client",
+                &[
+                    "curl",
+                    "-sk",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
+                    "-m",
+                    "3",
+                    "--resolve",
+                    &format!("secure.example:443:{ip}"),
+                    &format!("https://secure.example{path}"),
+                ],
+            )
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    };
+    wait::until(T, || Ok(https("/x") == "200"))
+        .unwrap_or_else(|e| panic!("{proxy}: https://secure.example/x never answered 200: {e:#}"));
+    assert_eq!(
+        served_fingerprint(&sys, ip, "secure.example"),
+        fingerprint(&crt)
+    );
+    // Plain HTTP for a TLS host is redirected to HTTPS.
+    assert_eq!(
+        status(&sys, "secure.example", &format!("http://{ip}/x")),
+        "308"
+    );
+
+    // cert-manager renews the Secret: the new certificate is served.
+    let (crt2, key2) = self_signed(d.path(), "secure.example", "two");
+    sys.apply("secret-secure", &tls_secret("secure", &crt2, &key2))
+        .unwrap();
+    let want = fingerprint(&crt2);
+    let mut got = String::new();
+    wait::until(T, || {
+        got = served_fingerprint(&sys, ip, "secure.example");
+        Ok(got == want)
+    })
+    .unwrap_or_else(|e| panic!("{proxy}: the renewed certificate is not served ({got}): {e:#}"));
+    assert_eq!(https("/y"), "200");
+    sys.lab.pass();
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn haproxy_serves_an_ingress_certificate_from_its_secret_redirects_and_serves_the_renewed_one() {
+    tls_from_a_secret_redirect_and_renewal("haproxy");
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn nginx_serves_an_ingress_certificate_from_its_secret_redirects_and_serves_the_renewed_one() {
+    tls_from_a_secret_redirect_and_renewal("nginx");
+}

@@ -56,6 +56,7 @@ mod tests {
         let file = CertFile::Secret {
             namespace: "default".parse().unwrap(),
             name: name.parse().unwrap(),
+            version: String::new(),
         };
         (
             file.stem(),
