@@ -367,3 +367,70 @@ fn haproxy_serves_an_ingress_certificate_from_its_secret_redirects_and_serves_th
 fn nginx_serves_an_ingress_certificate_from_its_secret_redirects_and_serves_the_renewed_one() {
     tls_from_a_secret_redirect_and_renewal("nginx");
 }
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn ingress_backend_endpoint_churn_under_load_is_zero_reloads_and_zero_failures() {
+    use k8slb_tests::objects::endpoint_slice;
+    use k8slb_tests::traffic::Steady;
+    let mut sys = System::start(Options::new("ing-churn").backends(3)).expect("system");
+    apply_backend(&sys);
+    sys.apply(
+        "ing-web",
+        &ingress(
+            "web",
+            json!({}),
+            json!({"ingressClassName": "k8slb", "defaultBackend":
+                {"service": {"name": "app", "port": {"number": 80}}}}),
+        ),
+    )
+    .unwrap();
+    let ip = wait_ingress_ips(&sys, "default/web", 1)[0];
+    let target = SocketAddr::new(ip, 80);
+    sys.wait_serving(Proto::Http, target, T).unwrap();
+    sys.wait_one_holder(ip, T).unwrap();
+    let reloads_before = sys
+        .settled_haproxy_reloads(Duration::from_millis(1500), T)
+        .unwrap();
+    let load = traffic::start_load(
+        &mut sys.lab,
+        "client",
+        "load",
+        Proto::Http,
+        target,
+        Steady {
+            rate: 200.0,
+            concurrency: 4,
+            max: Duration::from_secs(60),
+        },
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let app = svc("default", "app").port(tcp("http", 80, 8080));
+    let be: Vec<IpAddr> = sys.backend_ips();
+    let sets: Vec<Vec<(IpAddr, bool)>> = vec![
+        vec![(be[0], true), (be[1], true)],
+        vec![(be[0], true), (be[1], false), (be[2], true)],
+        vec![(be[2], true)],
+        vec![(be[0], true), (be[1], true), (be[2], true)],
+    ];
+    for set in &sets {
+        sys.apply("eps-default-app", &endpoint_slice(&app, "app-1", set))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    let reloads_after = sys
+        .settled_haproxy_reloads(Duration::from_millis(1500), T)
+        .unwrap();
+    let r = load.stop_load(&mut sys.lab).unwrap();
+    eprintln!(
+        "load during Ingress backend churn: {r:?}; reloads {reloads_before} -> {reloads_after}"
+    );
+    assert!(r.ok > 300, "too little load went through: {r:?}");
+    assert_eq!(r.failed, 0, "requests failed during the churn: {r:?}");
+    assert_eq!(
+        reloads_after, reloads_before,
+        "an endpoint change of an Ingress backend reloaded HAProxy"
+    );
+    sys.lab.pass();
+}
