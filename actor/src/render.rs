@@ -415,6 +415,10 @@ impl Renderer {
                     text.push('\n');
                     text.push_str(&r.text);
                     text.push_str(&cert_versions(view));
+                    // HAProxy reads map and crt-list files only when it loads its
+                    // config: a change in them alone must change the config, or a new
+                    // host or path would wait for an unrelated reload.
+                    text.push_str(&files_version(&r.files));
                     files = r.files;
                 }
                 Ok((Some(text), files))
@@ -561,6 +565,21 @@ fn same_haproxy_structure(a: &HaproxyView, b: &HaproxyView) -> bool {
         && a.httpback == b.httpback
         && a.frontends == b.frontends
         && same_backends(&a.backends, &b.backends)
+}
+
+/// A comment line with a digest of the route files' names and contents.
+fn files_version(files: &BTreeMap<String, String>) -> String {
+    if files.is_empty() {
+        return String::new();
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (name, text) in files {
+        for b in name.bytes().chain([0]).chain(text.bytes()).chain([0]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    format!("\n# route files version {h:016x}\n")
 }
 
 /// One comment line per Secret certificate the routes use, with its content version: a

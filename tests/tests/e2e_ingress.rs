@@ -434,3 +434,30 @@ fn ingress_backend_endpoint_churn_under_load_is_zero_reloads_and_zero_failures()
     );
     sys.lab.pass();
 }
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn an_ingress_added_later_is_served_on_the_same_vip() {
+    let mut sys = System::start(Options::new("ing-later")).expect("system");
+    apply_backend(&sys);
+    let one = |name: &str, host: &str| {
+        ingress(
+            name,
+            json!({}),
+            json!({"ingressClassName": "k8slb", "rules": [
+                {"host": host, "http": {"paths": [prefix("/")]}}]}),
+        )
+    };
+    sys.apply("ing-a", &one("a", "a.example")).unwrap();
+    let ip = wait_ingress_ips(&sys, "default/a", 1)[0];
+    sys.wait_one_holder(ip, T).unwrap();
+    let url = format!("http://{ip}/");
+    wait::until(T, || Ok(status(&sys, "a.example", &url) == "200")).unwrap();
+    assert_eq!(status(&sys, "b.example", &url), "404");
+    sys.apply("ing-b", &one("b", "b.example")).unwrap();
+    assert_eq!(wait_ingress_ips(&sys, "default/b", 1), [ip]);
+    wait::until(T, || Ok(status(&sys, "b.example", &url) == "200"))
+        .unwrap_or_else(|e| panic!("the later Ingress is not served: {e:#}"));
+    assert_eq!(status(&sys, "a.example", &url), "200");
+    sys.lab.pass();
+}
