@@ -16,6 +16,8 @@
 #     K8SLB_BENCH_SOAK_S=600       how long faults keep coming (seconds)
 #     K8SLB_SOAK_SEED=<n>          replays a run's fault plan (the seed is printed)
 #     K8SLB_SOAK_API_OUTAGE_S=60   K8SLB_SOAK_LBS=3   K8SLB_SOAK_RECOVERY_S=15
+#   ./scripts/bench.sh ingress     only the Ingress convergence: a new Ingress host -> its first
+#                                  200 through the ingress VIP (p50 of 4; the first VIP apart)
 #   ./scripts/bench.sh saturation  false VRRP failovers with every core busy (nproc burners in
 #                                  each LB node): advert_int 0.1 s and 0.05 s, then link-cut
 #                                  failover at 0.05 s, then 0.05 s with keepalived under SCHED_RR.

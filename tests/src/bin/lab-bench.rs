@@ -82,11 +82,39 @@ fn main() {
         None | Some("all") => bench_main(),
         Some("soak") => soak_main(),
         Some("saturation") => saturation_main(),
+        Some("ingress") => ingress_main(),
         Some(other) => {
-            eprintln!("lab-bench: unknown mode {other:?} (none, soak or saturation)");
+            eprintln!("lab-bench: unknown mode {other:?} (none, soak, saturation or ingress)");
             std::process::exit(64);
         }
     }
+}
+
+/// `lab-bench ingress`: only the Ingress convergence (a lab of its own).
+fn ingress_main() {
+    let mut out = Out {
+        keys: Map::new(),
+        errors: Map::new(),
+    };
+    let r = (|| -> Result<()> {
+        let mut sys = System::start(Options::new("bench-ing").backends(3))?;
+        let client_ns = sys.lab.host("client").ns.clone();
+        sys.lab
+            .sysctl(&client_ns, "net.ipv4.conf.all.arp_accept", "1")?;
+        let conv = ingress_convergence(&mut out, &mut sys)?;
+        out.keys
+            .insert("ingress_convergence_ms_p50".into(), round(p50(&conv)));
+        out.keys
+            .insert("ingress_convergence_ms_max".into(), round(max(&conv)));
+        sys.lab.pass();
+        Ok(())
+    })();
+    out.record("ingress", r);
+    if !out.errors.is_empty() {
+        out.keys
+            .insert("errors".into(), Value::Object(out.errors.clone()));
+    }
+    println!("{}", Value::Object(out.keys));
 }
 
 fn bench_main() {
