@@ -157,10 +157,14 @@ fn pem_labels(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The Secret certificates the state's HTTPS listeners name, by stem.
+/// The Secret certificates the state's HTTPS listeners name.
 pub fn used_by(state: &crate::state::State) -> std::collections::BTreeSet<CertFile> {
-    state
-        .http
+    used_by_routes(&state.http)
+}
+
+/// The Secret certificates `routes`' HTTPS listeners name.
+pub fn used_by_routes(routes: &crate::routes::HttpRoutes) -> std::collections::BTreeSet<CertFile> {
+    routes
         .listeners
         .iter()
         .filter_map(|l| l.tls.as_ref())

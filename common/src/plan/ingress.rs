@@ -69,35 +69,31 @@ impl<'a> Ingresses<'a> {
         };
         let mut requests = Vec::new();
         if !opts.provider.has_proxy() {
-            for ing in me.selection.by_pool.values().flatten() {
-                problems.insert(Problem::new(
-                    ingress::object(ing),
-                    Reason::NothingToServe,
-                    format!(
-                        "Ingresses need a proxy (haproxy or nginx); this install runs {}, which serves Services only",
-                        opts.provider
-                    ),
-                ));
-            }
+            let all: Vec<&Ingress> = me.selection.by_pool.values().flatten().copied().collect();
+            on_each(
+                problems,
+                &all,
+                Reason::NothingToServe,
+                &format!(
+                    "Ingresses need a proxy (haproxy or nginx); this install runs {}, which serves Services only",
+                    opts.provider
+                ),
+            );
             me.selection.by_pool.clear();
             return (me, requests);
         }
         for (pool, ings) in &me.selection.by_pool {
             let Some(p) = cfg.pools.get(pool) else {
-                for ing in ings {
-                    problems.insert(Problem::new(
-                        ingress::object(ing),
-                        Reason::UnknownPool,
-                        format!(
-                            "pool {pool} does not exist (pools: {}); not served",
-                            cfg.pools
-                                .keys()
-                                .map(|k| k.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    ));
-                }
+                let known: Vec<&str> = cfg.pools.keys().map(|k| k.as_str()).collect();
+                on_each(
+                    problems,
+                    ings,
+                    Reason::UnknownPool,
+                    &format!(
+                        "pool {pool} does not exist (pools: {}); not served",
+                        known.join(", ")
+                    ),
+                );
                 continue;
             };
             let draft = ingress::routes_for_vip(
@@ -249,16 +245,15 @@ impl<'a> Ingresses<'a> {
             if ips.is_empty() {
                 // No address: the translation's own problems are still worth telling.
                 absorb(problems, draft.map(|d| d.problems).unwrap_or_default());
-                for ing in ings {
-                    problems.insert(Problem::new(
-                        ingress::object(ing),
-                        Reason::PoolExhausted,
-                        format!(
-                            "pool {pool} has no free address left in its range {}",
-                            p.range
-                        ),
-                    ));
-                }
+                on_each(
+                    problems,
+                    ings,
+                    Reason::PoolExhausted,
+                    &format!(
+                        "pool {pool} has no free address left in its range {}",
+                        p.range
+                    ),
+                );
                 continue;
             }
             for (i, ip) in ips.iter().enumerate() {
@@ -324,6 +319,17 @@ impl<'a> Ingresses<'a> {
                     .map(|holder| (*p, holder.to_string()))
             })
             .collect()
+    }
+}
+
+/// The same problem on each of `ings`.
+fn on_each(problems: &mut Problems, ings: &[&Ingress], reason: Reason, message: &str) {
+    for ing in ings {
+        problems.insert(Problem::new(
+            ingress::object(ing),
+            reason.clone(),
+            message.to_string(),
+        ));
     }
 }
 

@@ -460,16 +460,7 @@ fn ingress_convergence(out: &mut Out, sys: &mut System) -> Result<Vec<f64>> {
                 })?;
                 vip = Some(ips[0]);
                 let t = SocketAddr::new(ips[0], 80);
-                k8slb_tests::wait::until(T, || {
-                    let r = traffic::load_args(
-                        &sys.lab,
-                        "client",
-                        Proto::Http,
-                        t,
-                        &["-n", "1", "--timeout-ms", "300", "--host", &host],
-                    )?;
-                    Ok(r.ok == 1)
-                })?;
+                wait_host_answers(sys, t, &host)?;
                 return Ok(t0.elapsed().as_secs_f64() * 1000.0);
             };
             let t = SocketAddr::new(ip, 80);
@@ -497,16 +488,7 @@ fn ingress_convergence(out: &mut Out, sys: &mut System) -> Result<Vec<f64>> {
             std::thread::sleep(Duration::from_millis(200));
             let written = spawned.elapsed().as_secs_f64() * 1000.0;
             sys.apply(&format!("ing-bench{i}"), &ing)?;
-            k8slb_tests::wait::until(T, || {
-                let r = traffic::load_args(
-                    &sys.lab,
-                    "client",
-                    Proto::Http,
-                    t,
-                    &["-n", "1", "--timeout-ms", "300", "--host", &host],
-                )?;
-                Ok(r.ok == 1)
-            })?;
+            wait_host_answers(sys, t, &host)?;
             let p = probe.stop_probe(&mut sys.lab)?;
             let first = p.first_ok_ms.context("the probe saw no answer")?;
             Ok((first - written).max(0.0))
@@ -524,6 +506,20 @@ fn ingress_convergence(out: &mut Out, sys: &mut System) -> Result<Vec<f64>> {
         }
     }
     Ok(conv)
+}
+
+/// Waits until one request for `host` through `t` succeeds.
+fn wait_host_answers(sys: &System, t: SocketAddr, host: &str) -> Result<()> {
+    k8slb_tests::wait::until(T, || {
+        let r = traffic::load_args(
+            &sys.lab,
+            "client",
+            Proto::Http,
+            t,
+            &["-n", "1", "--timeout-ms", "300", "--host", host],
+        )?;
+        Ok(r.ok == 1)
+    })
 }
 
 fn wrk(sys: &System, url: &str, secs: u64) -> Result<f64> {
