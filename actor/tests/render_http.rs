@@ -9,7 +9,9 @@
 //! - `nginx -t` on that state's nginx.conf with the routes part inside `http { }`, in a
 //!   network namespace made by the test (nginx binds the VIPs; `ip_nonlocal_bind`).
 //!
-//! Needs root and `apt-get install -y haproxy nginx openssl iproute2`: missing ones FAIL.
+//! The daemon checks and the traffic tests need root (listed as ignored, with the reason, by
+//! plain `cargo test`; `./scripts/test.sh` runs them) and `apt-get install -y haproxy nginx
+//! openssl iproute2 curl`: missing ones FAIL.
 //! Update snapshots with `INSTA_UPDATE=always` (or `cargo insta review`).
 
 mod support;
@@ -203,7 +205,8 @@ fn run_check(what: &str, cmd: &mut Command, text: &str) {
 }
 
 /// Render `routes` for both proxies, snapshot, and check with the real daemons.
-fn check(name: &str, routes: &HttpRoutes) {
+/// The route model and both renders of `routes`, against their snapshots `<name>.*`.
+fn snapshots(name: &str, routes: &HttpRoutes) {
     insta::assert_snapshot!(
         format!("{name}.routes"),
         serde_json::to_string_pretty(routes).unwrap()
@@ -224,9 +227,14 @@ fn check(name: &str, routes: &HttpRoutes) {
         format!("{name}.notes"),
         [hp.notes, nx.notes].concat().join("\n")
     );
+}
 
-    // Through the real daemons: certificates and crt-lists in a temp dir.
+/// The renders of `routes` through the real daemons' own checks: `haproxy -c` and
+/// `nginx -t`, with certificates and crt-lists in a temp dir (root: a network namespace).
+fn daemon_checks(routes: &HttpRoutes) {
     support::require_root_and(&["haproxy", "nginx", "openssl"]);
+    let r = HttpRenderer::embedded().unwrap();
+    let state = base_state();
     let dir = tempfile::Builder::new()
         .prefix("k8slb-rthttp")
         .tempdir()
@@ -296,32 +304,45 @@ fn insert_into_http(conf: &str, part: &str) -> String {
     format!("{}\n{}{}", &conf[..end], part, &conf[end..])
 }
 
-#[test]
-fn rancher_examples() {
-    check("rancher-examples", &routes_of("rancher-examples"));
+/// Two tests per case: `<case>::renders_as_its_snapshots` (no root) and
+/// `<case>::passes_the_daemons_own_checks` (root: listed as ignored, with the reason, by
+/// plain `cargo test`; `./scripts/test.sh` runs it).
+macro_rules! cases {
+    ($($(#[$doc:meta])* $case:ident: $name:literal from $routes:expr;)*) => {$(
+        $(#[$doc])*
+        mod $case {
+            use super::*;
+
+            #[test]
+            fn renders_as_its_snapshots() {
+                snapshots($name, &$routes);
+            }
+
+            #[test]
+            #[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
+            fn passes_the_daemons_own_checks() {
+                daemon_checks(&$routes);
+            }
+        }
+    )*};
 }
 
-/// A valid 243-character host name: nginx's default hash bucket (64 bytes) would refuse
-/// the whole config; the routes size the hash themselves.
-#[test]
-fn long_host_names_do_not_break_nginx() {
-    check("long-host", &routes_of("long-host"));
+cases! {
+    rancher_examples: "rancher-examples" from routes_of("rancher-examples");
+    /// A valid 243-character host name: nginx's default hash bucket (64 bytes) would refuse
+    /// the whole config; the routes size the hash themselves.
+    long_host_names_do_not_break_nginx: "long-host" from routes_of("long-host");
+    precedence_hosts_paths_and_a_missing_service: "precedence" from routes_of("precedence");
+    tls_sni_redirect_and_stickiness: "tls-sni" from routes_of("tls-sni");
+    /// What Ingress never produces but the model holds for Gateway API: a weighted split, a
+    /// redirect with host, port, path and status, a fixed status, an IPv6 VIP.
+    model_only_split_redirect_and_ipv6: "model-only" from model_only_routes();
+    /// Hosts and paths crafted to break out of the config (see `hostile_..._never_reach`).
+    hostile_hosts_paths_and_annotations: "hostile" from routes_of("hostile");
 }
 
-#[test]
-fn precedence_hosts_paths_and_a_missing_service() {
-    check("precedence", &routes_of("precedence"));
-}
-
-#[test]
-fn tls_sni_redirect_and_stickiness() {
-    check("tls-sni", &routes_of("tls-sni"));
-}
-
-/// What Ingress never produces but the model holds for Gateway API: a weighted split, a
-/// redirect with host, port, path and status, a fixed status, an IPv6 VIP.
-#[test]
-fn model_only_split_redirect_and_ipv6() {
+/// The routes of the `model-only` case, built by hand.
+fn model_only_routes() -> HttpRoutes {
     let a: BackendId = "default/nginx-service:80".parse().unwrap();
     let b: BackendId = "default/nginx-service1:8080".parse().unwrap();
     let ep = |ip: &str, port| Endpoint {
@@ -333,7 +354,7 @@ fn model_only_split_redirect_and_ipv6() {
         matches: RouteMatch { path: m },
         action,
     };
-    let routes = HttpRoutes {
+    HttpRoutes {
         listeners: vec![Listener {
             ip: "fd00:18::10".parse().unwrap(),
             port: 80,
@@ -395,8 +416,7 @@ fn model_only_split_redirect_and_ipv6() {
         ]
         .into_iter()
         .collect(),
-    };
-    check("model-only", &routes);
+    }
 }
 
 /// Slots are kept across renders: an endpoint change keeps the other endpoints' slots and
@@ -652,6 +672,7 @@ fn traffic(fixture: &str, requests: &[Req]) {
 }
 
 #[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
 fn real_proxies_route_precedence_as_the_model_says() {
     traffic(
         "precedence",
@@ -673,6 +694,7 @@ fn real_proxies_route_precedence_as_the_model_says() {
 }
 
 #[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
 fn real_proxies_route_the_rancher_examples_as_the_model_says() {
     traffic(
         "rancher-examples",
@@ -690,6 +712,7 @@ fn real_proxies_route_the_rancher_examples_as_the_model_says() {
 }
 
 #[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
 fn real_proxies_serve_tls_by_sni_and_redirect_as_the_model_says() {
     traffic(
         "tls-sni",
@@ -714,7 +737,6 @@ fn real_proxies_serve_tls_by_sni_and_redirect_as_the_model_says() {
 #[test]
 fn hostile_hosts_paths_and_annotations_never_reach_a_rendered_file() {
     let routes = routes_of("hostile");
-    check("hostile", &routes);
     let r = HttpRenderer::embedded().unwrap();
     let o = HttpRenderOptions::default();
     let hp = r.haproxy(&routes, &o, &[]).unwrap();
