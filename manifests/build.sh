@@ -5,12 +5,16 @@
 #   manifests/overlays/<proxy>/     + the global config of that proxy, PROXY, and (nginx
 #                                     only) the ip_nonlocal_bind init container, the extra
 #                                     capabilities and nginx's volumes
+#   manifests/components/ingress/   serving Ingresses: the IngressClass, the RBAC for
+#                                     Ingresses and TLS Secrets, watcher --ingress; used by
+#                                     manifests/overlays/<proxy>-ingress (haproxy, nginx)
 #
 # Each file is a three-line header followed by exactly `kubectl kustomize
-# manifests/overlays/<proxy>`. The image tag is the crate version: `newTag` in each
-# overlay's kustomization.yaml is rewritten to v<workspace version in Cargo.toml>.
+# manifests/overlays/<variant>`. The image tag is the crate version: `newTag` in each
+# proxy overlay's kustomization.yaml is rewritten to v<workspace version in Cargo.toml>
+# (the -ingress overlays take it from their proxy's).
 #
-#   manifests/build.sh           set the image tags, write the three files
+#   manifests/build.sh           set the image tags, write the five files
 #   manifests/build.sh --check   change nothing; exit 1 if a tag is not the crate version
 #                                or a checked-in file differs from what kustomize renders
 #
@@ -21,6 +25,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 proxies="haproxy nginx kubeproxy"
+variants="$proxies haproxy-ingress nginx-ingress"
 
 if ! command -v kubectl >/dev/null 2>&1; then
     echo "manifests/build.sh: kubectl not found: it renders the manifests (kubectl kustomize); install kubectl" >&2
@@ -60,7 +65,9 @@ for proxy in $proxies; do
             echo "set the image tag of manifests/overlays/$proxy to $version"
         fi
     fi
+done
 
+for proxy in $variants; do
     out="$here/k8slb-$proxy.yml"
     rendered=$(mktemp)
     trap 'rm -f "$rendered"' EXIT

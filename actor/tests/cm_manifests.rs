@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const PROXIES: [&str; 3] = ["haproxy", "nginx", "kubeproxy"];
+/// The variants that serve Ingresses (`manifests/k8slb-<proxy>-ingress.yml`).
+const INGRESS_VARIANTS: [&str; 2] = ["haproxy-ingress", "nginx-ingress"];
 const NS: &str = "k8slb-system";
 
 fn root() -> PathBuf {
@@ -90,7 +92,7 @@ fn checked_in_manifests_match_build_sh() {
 
 #[test]
 fn every_document_is_a_named_object_of_a_served_version() {
-    for proxy in PROXIES {
+    for proxy in PROXIES.iter().chain(&INGRESS_VARIANTS) {
         let docs = docs(proxy);
         assert!(docs.len() >= 10, "{proxy}: {} documents", docs.len());
         let mut seen = BTreeSet::new();
@@ -104,7 +106,13 @@ fn every_document_is_a_named_object_of_a_served_version() {
             if ["Deployment", "DaemonSet"].contains(&kind) {
                 assert_eq!(api, "apps/v1");
             }
-            let cluster_scoped = ["Namespace", "ClusterRole", "ClusterRoleBinding"].contains(&kind);
+            let cluster_scoped = [
+                "Namespace",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "IngressClass",
+            ]
+            .contains(&kind);
             if cluster_scoped {
                 assert!(get(d, "metadata.namespace").is_null(), "{kind} {name}");
             } else {
@@ -318,18 +326,26 @@ fn workloads_are_wired_as_documented() {
 /// ClusterRoleBinding: any namespace or cluster-scoped objects) or the namespace.
 type Grant = (String, String, String, String, String);
 
-/// Parse the tables of docs/api-calls.md: `| verbs | group/version resource | scope | why |`.
+/// Parse the tables of docs/api-calls.md: `| verbs | group/version resource | scope | why |`,
+/// under `## <binary>` (every variant) or `## <binary> --ingress` (the Ingress variants
+/// only; taken when `ingress`).
 /// Verbs: comma-separated, parenthesised remarks ignored. Resource: the first word is
 /// the group/version (`v1` is the core group), the resource is in backticks. Scope: a
 /// cell starting with "namespace" is the k8slb namespace; anything else (cluster,
 /// all namespaces, the involved object's namespace) needs a ClusterRole.
-fn documented() -> BTreeSet<Grant> {
+fn documented(ingress: bool) -> BTreeSet<Grant> {
     let text = std::fs::read_to_string(root().join("docs/api-calls.md")).unwrap();
     let mut out = BTreeSet::new();
     let mut binary: Option<String> = None;
     for line in text.lines() {
         if let Some(h) = line.strip_prefix("## ") {
-            binary = Some(h.trim().to_string());
+            let mut words = h.split_whitespace();
+            let bin = words.next().unwrap_or_default().to_string();
+            binary = match words.next() {
+                None => Some(bin),
+                Some("--ingress") => ingress.then_some(bin),
+                Some(other) => panic!("docs/api-calls.md: unknown variant {other} in {line}"),
+            };
             continue;
         }
         let Some(bin) = &binary else { continue };
@@ -434,20 +450,57 @@ fn granted(docs: &[Value]) -> BTreeSet<Grant> {
 
 #[test]
 fn rbac_grants_exactly_the_documented_calls() {
-    let documented = documented();
     for bin in ["k8slb-watcher", "k8slb-actor"] {
         assert!(
-            documented.iter().any(|g| g.0 == bin),
+            documented(false).iter().any(|g| g.0 == bin),
             "docs/api-calls.md has no rows for {bin}"
         );
     }
-    for proxy in PROXIES {
+    let variants = PROXIES
+        .iter()
+        .map(|p| (*p, false))
+        .chain(INGRESS_VARIANTS.iter().map(|p| (*p, true)));
+    for (proxy, ingress) in variants {
+        let documented = documented(ingress);
         let granted = granted(&docs(proxy));
         let missing: Vec<_> = documented.difference(&granted).collect();
         let extra: Vec<_> = granted.difference(&documented).collect();
         assert!(
             missing.is_empty() && extra.is_empty(),
             "k8slb-{proxy}.yml RBAC vs docs/api-calls.md\n  documented, not granted: {missing:#?}\n  granted, not documented: {extra:#?}"
+        );
+    }
+}
+
+/// Only the Ingress variants grant anything on Secrets; there, the actor reads the
+/// Secrets of its namespace only, and nothing cluster-wide.
+#[test]
+fn only_the_ingress_variants_touch_secrets() {
+    for proxy in PROXIES {
+        let granted = granted(&docs(proxy));
+        let secrets: Vec<_> = granted.iter().filter(|g| g.3 == "secrets").collect();
+        assert!(secrets.is_empty(), "{proxy}: {secrets:?}");
+    }
+    for proxy in INGRESS_VARIANTS {
+        let granted = granted(&docs(proxy));
+        let actor: Vec<_> = granted
+            .iter()
+            .filter(|g| g.0 == "k8slb-actor" && g.3 == "secrets")
+            .collect();
+        assert!(!actor.is_empty(), "{proxy}");
+        for g in actor {
+            assert_eq!(g.1, NS, "{proxy}: {g:?}");
+            assert!(["list", "watch"].contains(&g.4.as_str()), "{proxy}: {g:?}");
+        }
+        let docs = docs(proxy);
+        let class = find(&docs, "IngressClass", "k8slb");
+        assert_eq!(s(class, "spec.controller"), "k8slb.io/ingress-controller");
+        let watcher = find(&docs, "Deployment", "watcher");
+        let env = env_of(get(watcher, "spec.template.spec.containers.0"));
+        assert_eq!(
+            env["K8SLB_INGRESS"]["value"].as_str(),
+            Some("true"),
+            "{proxy}"
         );
     }
 }
@@ -471,7 +524,7 @@ fn the_actor_only_reads_configmaps_in_its_namespace() {
 /// the binary can use, and the call it was meant for is refused.
 #[test]
 fn rules_limited_by_name_grant_only_verbs_that_name_an_object() {
-    for proxy in PROXIES {
+    for proxy in PROXIES.iter().chain(&INGRESS_VARIANTS) {
         let docs = docs(proxy);
         for role in docs
             .iter()

@@ -16,6 +16,9 @@ pub(crate) struct Resource {
     /// Create resets `status` (Services, Pods, Ingresses); Nodes keep it.
     pub clear_status_on_create: bool,
     pub short_names: &'static [&'static str],
+    /// Fields a field selector may name besides `metadata.name` and `metadata.namespace`
+    /// (each kind's `AddFieldLabelConversionFunc` in kube-apiserver; the rest are refused).
+    pub field_labels: &'static [&'static str],
 }
 
 impl Resource {
@@ -54,7 +57,13 @@ const fn core(
         status_subresource: false,
         clear_status_on_create: false,
         short_names,
+        field_labels: &[],
     }
+}
+
+const fn selectable(mut r: Resource, fields: &'static [&'static str]) -> Resource {
+    r.field_labels = fields;
+    r
 }
 
 const fn with_status(mut r: Resource, clear_on_create: bool) -> Resource {
@@ -70,15 +79,55 @@ const fn grouped(mut r: Resource, group: &'static str) -> Resource {
 
 pub(crate) static RESOURCES: &[Resource] = &[
     with_status(
-        core("namespaces", "namespace", "Namespace", false, &["ns"]),
+        selectable(
+            core("namespaces", "namespace", "Namespace", false, &["ns"]),
+            &["status.phase"],
+        ),
         false,
     ),
     with_status(core("services", "service", "Service", true, &["svc"]), true),
-    with_status(core("nodes", "node", "Node", false, &["no"]), false),
-    with_status(core("pods", "pod", "Pod", true, &["po"]), true),
+    with_status(
+        selectable(
+            core("nodes", "node", "Node", false, &["no"]),
+            &["spec.unschedulable"],
+        ),
+        false,
+    ),
+    with_status(
+        selectable(
+            core("pods", "pod", "Pod", true, &["po"]),
+            &[
+                "spec.nodeName",
+                "spec.restartPolicy",
+                "spec.schedulerName",
+                "spec.serviceAccountName",
+                "spec.hostNetwork",
+                "status.phase",
+                "status.podIP",
+                "status.podIPs",
+                "status.nominatedNodeName",
+            ],
+        ),
+        true,
+    ),
     core("configmaps", "configmap", "ConfigMap", true, &["cm"]),
-    core("secrets", "secret", "Secret", true, &[]),
-    core("events", "event", "Event", true, &["ev"]),
+    selectable(core("secrets", "secret", "Secret", true, &[]), &["type"]),
+    selectable(
+        core("events", "event", "Event", true, &["ev"]),
+        &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+    ),
     core("endpoints", "endpoints", "Endpoints", true, &["ep"]),
     grouped(
         core(

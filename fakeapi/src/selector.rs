@@ -96,7 +96,9 @@ impl LabelSelector {
 }
 
 /// A parsed field selector: `path=value`, `path==value`, `path!=value`, comma-separated.
-/// Any dotted path into the object is accepted (the real server allows only a few per kind).
+/// As kube-apiserver, only `metadata.name`, `metadata.namespace` and the kind's own
+/// selectable fields are accepted ([`FieldSelector::supported_by`]); any other field is
+/// `400 field label not supported` (a watch on it would never start on a real cluster).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct FieldSelector(Vec<(Vec<String>, String, bool)>);
 
@@ -119,6 +121,22 @@ impl FieldSelector {
             reqs.push((path, value.trim().to_string(), equal));
         }
         Ok(Self(reqs))
+    }
+
+    /// Refuses a field the resource cannot be selected by, as the API server does: the
+    /// generic `metadata.name` and `metadata.namespace`, and the kind's `extra` fields.
+    pub fn supported_by(self, extra: &[&str]) -> Result<Self, ApiError> {
+        for (path, _, _) in &self.0 {
+            let label = path.join(".");
+            if !["metadata.name", "metadata.namespace"].contains(&label.as_str())
+                && !extra.contains(&label.as_str())
+            {
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {label}"
+                )));
+            }
+        }
+        Ok(self)
     }
 
     pub fn matches(&self, obj: &Value) -> bool {
@@ -191,5 +209,18 @@ mod tests {
             );
         }
         assert!(FieldSelector::parse("metadata.name").is_err());
+    }
+
+    #[test]
+    fn only_the_kinds_selectable_fields_are_accepted() {
+        let secrets = &["type"][..];
+        let ok = |sel: &str, extra: &[&str]| FieldSelector::parse(sel).unwrap().supported_by(extra);
+        assert!(ok("metadata.name=a,metadata.namespace!=b", &[]).is_ok());
+        assert!(ok("type=kubernetes.io/tls", secrets).is_ok());
+        let err = ok("type=kubernetes.io/tls", &[]).unwrap_err();
+        assert_eq!(err.code, 400);
+        assert_eq!(err.message, "field label not supported: type");
+        assert!(ok("data.x=y", secrets).is_err());
+        assert!(ok("metadata.labels.app=web", secrets).is_err());
     }
 }

@@ -380,7 +380,8 @@ fn filter_from(
         res,
         namespace,
         labels: LabelSelector::parse(params.get("labelSelector").map_or("", String::as_str))?,
-        fields: FieldSelector::parse(params.get("fieldSelector").map_or("", String::as_str))?,
+        fields: FieldSelector::parse(params.get("fieldSelector").map_or("", String::as_str))?
+            .supported_by(crate::resources::RESOURCES[res].field_labels)?,
     })
 }
 

@@ -343,8 +343,8 @@ fn terminating(ns: &Value) -> bool {
         || ns.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating")
 }
 
-/// The strategy validation the fake does beyond names: a ConfigMap's size, and that a
-/// core/v1 Event lives in the namespace of the object it is about.
+/// The strategy validation the fake does beyond names: a ConfigMap's size, a TLS Secret's
+/// two keys, and that a core/v1 Event lives in the namespace of the object it is about.
 fn validate_object(res: &Resource, obj: &Value, creating: bool) -> Result<(), ApiError> {
     let name = name_of(obj);
     if res.group.is_empty() && res.plural == "configmaps" {
@@ -375,6 +375,28 @@ fn validate_object(res: &Resource, obj: &Value, creating: bool) -> Result<(), Ap
                 &format!("Too long: must have at most {MAX_CONFIGMAP_BYTES} bytes"),
                 "FieldValueTooLong",
             ));
+        }
+    }
+    // A kubernetes.io/tls Secret must carry both halves (core validation,
+    // ValidateSecret): the first missing one is reported.
+    if res.group.is_empty()
+        && res.plural == "secrets"
+        && obj.get("type").and_then(Value::as_str) == Some("kubernetes.io/tls")
+    {
+        for key in ["tls.crt", "tls.key"] {
+            let present = obj
+                .pointer(&format!("/data/{}", key.replace('/', "~1")))
+                .is_some()
+                || obj.get("stringData").and_then(|d| d.get(key)).is_some();
+            if !present {
+                return Err(ApiError::invalid_detail(
+                    res,
+                    name,
+                    &format!("data[{key}]"),
+                    "Required value",
+                    "FieldValueRequired",
+                ));
+            }
         }
     }
     if creating && res.group.is_empty() && res.plural == "events" {
@@ -1515,6 +1537,32 @@ mod tests {
             .delete(svc_res(), "default", "web", None, &opts)
             .unwrap();
         assert_eq!(deleted["metadata"]["resourceVersion"], (rv + 1).to_string());
+    }
+
+    #[test]
+    fn a_tls_secret_needs_both_keys() {
+        let mut store = Store::new(100);
+        let opts = WriteOptions::default();
+        let res = crate::resources::find("", "v1", "secrets").unwrap();
+        let secret = |data: Value| json!({"metadata": {"name": "web-tls"}, "type": "kubernetes.io/tls", "data": data});
+        let err = store
+            .create(
+                res,
+                "default",
+                secret(json!({"tls.crt": "Y2VydA=="})),
+                &opts,
+            )
+            .unwrap_err();
+        assert_eq!(err.code, 422);
+        assert_eq!(
+            err.message,
+            "Secret \"web-tls\" is invalid: data[tls.key]: Required value"
+        );
+        let both = json!({"tls.crt": "Y2VydA==", "tls.key": "a2V5"});
+        store.create(res, "default", secret(both), &opts).unwrap();
+        // Other types need neither.
+        let opaque = json!({"metadata": {"name": "o"}, "type": "Opaque", "data": {}});
+        store.create(res, "default", opaque, &opts).unwrap();
     }
 
     #[test]

@@ -28,6 +28,9 @@ impl Lookup for Uids {
     fn node_uid(&self, name: &str) -> Option<String> {
         Some(format!("uid-{name}"))
     }
+    fn ingress_uid(&self, _: &str, name: &str) -> Option<String> {
+        Some(format!("uid-{name}"))
+    }
 }
 
 fn objects(ips: Option<&k8slb_common::state::State>) -> Objects {

@@ -32,6 +32,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -80,6 +81,18 @@ impl Note {
 pub trait Lookup {
     fn service_uid(&self, ns: &str, name: &str) -> Option<String>;
     fn node_uid(&self, name: &str) -> Option<String>;
+    /// None also when Ingresses are not served.
+    fn ingress_uid(&self, ns: &str, name: &str) -> Option<String>;
+}
+
+fn ingress_target(look: &dyn Lookup, ns: &str, name: &str) -> Option<Target> {
+    Some(Target {
+        api_version: "networking.k8s.io/v1".into(),
+        kind: "Ingress".into(),
+        namespace: Some(ns.into()),
+        name: name.into(),
+        uid: look.ingress_uid(ns, name)?,
+    })
 }
 
 fn service_target(look: &dyn Lookup, key: &ServiceKey) -> Option<Target> {
@@ -114,61 +127,37 @@ pub fn config_note(namespace: &str, name: &str, uid: &str, p: &Problem) -> Note 
 /// reported even before any plan: [`config_note`]).
 pub fn diff(prev: &State, next: &State, look: &dyn Lookup) -> Vec<Note> {
     let mut out = Vec::new();
-    for (key, ss) in &next.services {
-        let old: &[std::net::IpAddr] = prev
-            .services
-            .get(key)
-            .map(|s| s.ips.as_slice())
-            .unwrap_or_default();
-        if !ss.ips.is_empty() && ss.ips != old {
-            if let Some(t) = service_target(look, key) {
-                let ips: Vec<String> = ss.ips.iter().map(|i| i.to_string()).collect();
-                let owners: Vec<String> = ss
-                    .ips
-                    .iter()
-                    .filter_map(|ip| next.vips.get(ip)?.owner.as_ref().map(|o| o.to_string()))
-                    .collect();
-                let served = if owners.is_empty() {
-                    "no load-balancer node yet".to_string()
-                } else {
-                    format!("served by node {}", owners.join(", "))
-                };
-                out.push(Note {
-                    target: t,
-                    reason: Reason::IpAllocated,
-                    action: "Allocate",
-                    message: format!(
-                        "Assigned IP {} from pool {} ({served})",
-                        ips.join(", "),
-                        ss.pool
-                    ),
-                });
-            }
-        }
-    }
-    for (key, old) in &prev.services {
-        let now: &[std::net::IpAddr] = next
-            .services
-            .get(key)
-            .map(|s| s.ips.as_slice())
-            .unwrap_or_default();
-        let gone: Vec<String> = old
-            .ips
-            .iter()
-            .filter(|ip| !now.contains(ip))
-            .map(|i| i.to_string())
-            .collect();
-        if gone.is_empty() {
+    let none: &[IpAddr] = &[];
+    // Allocations and releases, of Services, then of Ingresses.
+    let services = next.services.keys().chain(prev.services.keys());
+    for key in services.collect::<BTreeSet<_>>() {
+        let before = prev.services.get(key);
+        let after = next.services.get(key);
+        let Some(t) = service_target(look, key) else {
             continue;
-        }
-        if let Some(t) = service_target(look, key) {
-            out.push(Note {
-                target: t,
-                reason: Reason::IpReleased,
-                action: "Release",
-                message: format!("Released IP {}", gone.join(", ")),
-            });
-        }
+        };
+        allocation_notes(
+            &mut out,
+            &t,
+            before.map_or(none, |s| &s.ips),
+            after.map(|s| (s.ips.as_slice(), s.pool.as_str())),
+            next,
+        );
+    }
+    let ingresses = next.ingresses.keys().chain(prev.ingresses.keys());
+    for key in ingresses.collect::<BTreeSet<_>>() {
+        let before = prev.ingresses.get(key);
+        let after = next.ingresses.get(key);
+        let Some(t) = ingress_target(look, key.namespace.as_str(), key.name.as_str()) else {
+            continue;
+        };
+        allocation_notes(
+            &mut out,
+            &t,
+            before.map_or(none, |s| &s.ips),
+            after.map(|s| (s.ips.as_slice(), s.pool.as_str())),
+            next,
+        );
     }
     // VIP owner changes.
     for (ip, v) in &next.vips {
@@ -188,15 +177,19 @@ pub fn diff(prev: &State, next: &State, look: &dyn Lookup) -> Vec<Note> {
             .as_ref()
             .map(|n| n.to_string())
             .unwrap_or_else(|| "none".into());
-        for key in &v.services {
-            if let Some(t) = service_target(look, key) {
-                out.push(Note {
-                    target: t,
-                    reason: Reason::NodeChanged,
-                    action: "Announce",
-                    message: format!("VIP {ip} is now {now} (was {was})"),
-                });
-            }
+        let on_ip = next
+            .ingresses
+            .iter()
+            .filter(|(_, i)| i.ips.contains(ip))
+            .filter_map(|(k, _)| ingress_target(look, k.namespace.as_str(), k.name.as_str()));
+        let targets = v.services.iter().filter_map(|k| service_target(look, k));
+        for t in targets.chain(on_ip) {
+            out.push(Note {
+                target: t,
+                reason: Reason::NodeChanged,
+                action: "Announce",
+                message: format!("VIP {ip} is now {now} (was {was})"),
+            });
         }
     }
     // Problems that are new (or whose message changed).
@@ -227,9 +220,53 @@ fn problem_target(p: &Problem, look: &dyn Lookup) -> Option<Target> {
             name: name.to_string(),
             uid: look.node_uid(name.as_str())?,
         }),
+        ObjRef::Ingress { namespace, name } => ingress_target(look, namespace, name),
         // ConfigMap problems: config_note. An object without a valid name cannot exist
-        // in the API; Ingress problems get their Events with the Ingress source.
+        // in the API.
         _ => None,
+    }
+}
+
+/// IPAllocated when an object's IPs changed to a non-empty list (`after`: its IPs and
+/// pool now), IPReleased for each IP it no longer has.
+fn allocation_notes(
+    out: &mut Vec<Note>,
+    target: &Target,
+    before: &[IpAddr],
+    after: Option<(&[IpAddr], &str)>,
+    next: &State,
+) {
+    let now = after.map_or(&[][..], |(ips, _)| ips);
+    if let Some((ips, pool)) = after.filter(|(ips, _)| !ips.is_empty() && *ips != before) {
+        let owners: Vec<String> = ips
+            .iter()
+            .filter_map(|ip| next.vips.get(ip)?.owner.as_ref().map(|o| o.to_string()))
+            .collect();
+        let served = if owners.is_empty() {
+            "no load-balancer node yet".to_string()
+        } else {
+            format!("served by node {}", owners.join(", "))
+        };
+        let ips: Vec<String> = ips.iter().map(|i| i.to_string()).collect();
+        out.push(Note {
+            target: target.clone(),
+            reason: Reason::IpAllocated,
+            action: "Allocate",
+            message: format!("Assigned IP {} from pool {pool} ({served})", ips.join(", ")),
+        });
+    }
+    let gone: Vec<String> = before
+        .iter()
+        .filter(|ip| !now.contains(ip))
+        .map(|i| i.to_string())
+        .collect();
+    if !gone.is_empty() {
+        out.push(Note {
+            target: target.clone(),
+            reason: Reason::IpReleased,
+            action: "Release",
+            message: format!("Released IP {}", gone.join(", ")),
+        });
     }
 }
 

@@ -34,7 +34,7 @@ pub struct FailureLog {
 }
 
 impl FailureLog {
-    /// `what` names the write in the log: "publishing the state", "patching Service status".
+    /// `what` names the write in the log: "publishing the state", "patching status".
     pub fn new(what: &'static str) -> Self {
         FailureLog {
             what,

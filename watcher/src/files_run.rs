@@ -45,6 +45,9 @@ impl Lookup for NoUids {
     fn node_uid(&self, _: &str) -> Option<String> {
         None
     }
+    fn ingress_uid(&self, _: &str, _: &str) -> Option<String> {
+        None
+    }
 }
 
 /// Run until the process ends.

@@ -9,7 +9,8 @@
 //!    change or a retry: gather a snapshot (the config, the objects, and for a new leader
 //!    what the state ConfigMaps hold), let [`crate::reconcile`] decide, then execute: publish
 //!    if the state changed ([`crate::publish_cm`]), then Events ([`crate::events`]) for what
-//!    changed and Service status ([`crate::status`]).
+//!    changed and Service and Ingress status ([`crate::status`]); with `--ingress`, the
+//!    node certificate Secrets ([`crate::node_secrets`]) around the publish.
 //!
 //! Without a valid config ever seen, nothing is published: an empty or partial input
 //! never becomes an empty state.
@@ -19,6 +20,7 @@ use crate::events::Recorder;
 use crate::failing::FailureLog;
 use crate::kube_source::Stores;
 use crate::leader::{self, LeaseConfig};
+use crate::node_secrets::{self, NodeSecretWriter};
 use crate::publish_cm::{PublishCmError, Publisher, StateLoad};
 use crate::reconcile::{
     reconcile, ConfigNews, ConfigRead, Fresh, Planned, Previous, Published, Role, Settings,
@@ -51,6 +53,9 @@ pub struct KubeArgs {
     pub debounce_max: Duration,
     /// Write k8slb's `<ip>.sslip.io` hostname form instead of `{ip, ipMode}`.
     pub status_hostname: bool,
+    /// Serve Ingresses: watch Ingresses, IngressClasses and TLS Secrets, write Ingress
+    /// status and the node certificate Secrets.
+    pub ingress: bool,
     pub leader_election: bool,
     pub identity: String,
     pub lease_duration: Duration,
@@ -73,6 +78,7 @@ impl KubeArgs {
             debounce: Duration::from_millis(100),
             debounce_max: Duration::from_secs(1),
             status_hostname: false,
+            ingress: false,
             leader_election: true,
             identity: identity.to_string(),
             lease_duration: Duration::from_secs(15),
@@ -91,6 +97,12 @@ pub struct KubeFlags {
     /// instead of `{ip, ipMode}` (for clusters older than 1.30).
     #[arg(long, env = "K8SLB_STATUS_HOSTNAME", default_value_t = false)]
     pub status_hostname: bool,
+    /// Serve the Ingresses of our IngressClass: watch Ingresses, IngressClasses and the
+    /// Secrets of type kubernetes.io/tls, write Ingress status, and give the LB nodes the
+    /// certificates (Secrets in our namespace). Needs the RBAC of the `-ingress` install
+    /// variant (manifests/k8slb-<proxy>-ingress.yml); the others grant no Secret access.
+    #[arg(long, env = "K8SLB_INGRESS", default_value_t = false)]
+    pub ingress: bool,
     /// Elect a leader with the Lease `k8slb-watcher` (turn off only with one replica).
     #[arg(long, env = "K8SLB_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
@@ -134,7 +146,13 @@ pub async fn run(
     let changed = Arc::new(Notify::new());
     let stores_stop = shutdown.child_token();
     let _stores_stop_on_drop = stores_stop.clone().drop_guard();
-    let stores = Stores::spawn(&client, &args.namespace, changed.clone(), &stores_stop);
+    let stores = Stores::spawn(
+        &client,
+        &args.namespace,
+        args.ingress,
+        changed.clone(),
+        &stores_stop,
+    );
     tracing::info!(namespace = %args.namespace, identity = %args.identity, "waiting for the initial lists");
     tokio::select! {
         _ = shutdown.cancelled() => return Ok(()),
@@ -174,6 +192,7 @@ pub async fn run(
             &args.namespace,
         ),
         status: StatusWriter::new(client.clone()),
+        node_secrets: NodeSecretWriter::new(client.clone(), &args.namespace),
         stores,
         recorder,
         metrics: metrics.clone(),
@@ -286,6 +305,7 @@ struct Loop {
     stores: Stores,
     publisher: Publisher,
     status: StatusWriter,
+    node_secrets: NodeSecretWriter,
     recorder: Recorder,
     metrics: Metrics,
     leader: Arc<AtomicBool>,
@@ -434,6 +454,20 @@ impl Loop {
                 .inc();
         }
 
+        // The certificates the state names reach the nodes before the state does.
+        let cert_writes = self.node_cert_writes(&state);
+        let mut failed = 0;
+        if !cert_writes.apply.is_empty() {
+            let leader_flag = self.leader.clone();
+            failed += self
+                .node_secrets
+                .apply(
+                    &cert_writes,
+                    move || leader_flag.load(Ordering::SeqCst),
+                    &self.metrics,
+                )
+                .await;
+        }
         if p.changed {
             let leader_flag = self.leader.clone();
             match self
@@ -472,6 +506,18 @@ impl Loop {
                 }
             }
         }
+        // ... and those it no longer names leave after it.
+        if !cert_writes.delete.is_empty() {
+            let leader_flag = self.leader.clone();
+            failed += self
+                .node_secrets
+                .delete(
+                    &cert_writes,
+                    move || leader_flag.load(Ordering::SeqCst),
+                    &self.metrics,
+                )
+                .await;
+        }
         self.previous.state = Some(state);
         self.previous.status = p.status;
         let leader_flag = self.leader.clone();
@@ -491,6 +537,15 @@ impl Loop {
                 .readiness
                 .ready("leader: the current state is published");
         }
-        (out.failed > 0 || self.previous.status.pending()).then_some(RETRY)
+        (out.failed + failed > 0 || self.previous.status.pending()).then_some(RETRY)
+    }
+
+    /// The node certificate Secret writes for `state` (none without `--ingress`).
+    fn node_cert_writes(&self, state: &k8slb_common::state::State) -> node_secrets::Writes {
+        let Some(i) = &self.stores.ingress else {
+            return node_secrets::Writes::default();
+        };
+        let desired = k8slb_common::certs::node_certs(state, &i.user_secrets());
+        node_secrets::decide(&desired, &self.stores.node_cert_secrets())
     }
 }

@@ -3,7 +3,9 @@
 //! Services (all namespaces, each wrapped in a [`DeserializeGuard`] so one Service that
 //! does not decode is skipped with a problem rather than stopping the stream), EndpointSlices
 //! (all namespaces), Nodes, and the ConfigMaps of our namespace (`global` and the state
-//! objects). Each watcher retries with kube's default backoff; a reflector swaps its store
+//! objects); with `--ingress`, also Ingresses (all namespaces, guarded like Services),
+//! IngressClasses and the Secrets of type `kubernetes.io/tls` (all namespaces: see
+//! [`IngressStores`] for why not fewer). Each watcher retries with kube's default backoff; a reflector swaps its store
 //! only when a relist is complete, so a failed or partial list never shows up as missing
 //! objects.
 
@@ -12,10 +14,13 @@ use crate::kube::describe;
 use crate::publish_cm::{self, StateLoad};
 use crate::reconcile::{self, ConfigRead, Source};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8slb_common::certs::{NODE_CERT_LABEL, TLS_SECRET_TYPE};
 use k8slb_common::config::parse_global_config;
 use k8slb_common::objects::Objects;
+use k8slb_common::problem::Kind;
 use k8slb_common::state::{ObjRef, Problem, Reason};
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -35,6 +40,7 @@ pub use crate::reconcile::GLOBAL_CONFIGMAP;
 pub const GLOBAL_KEY: &str = "config";
 
 pub type GuardedService = DeserializeGuard<Service>;
+pub type GuardedIngress = DeserializeGuard<Ingress>;
 
 /// Read handles on every store.
 #[derive(Clone)]
@@ -43,7 +49,28 @@ pub struct Stores {
     pub slices: Store<EndpointSlice>,
     pub nodes: Store<Node>,
     pub configmaps: Store<ConfigMap>,
+    /// With `--ingress` only.
+    pub ingress: Option<IngressStores>,
     pub namespace: String,
+}
+
+/// What serving Ingresses reads besides the Services' stores.
+///
+/// The Secrets: every `kubernetes.io/tls` Secret of the cluster (a field selector on
+/// `type`, which the API server supports for Secrets), though the plan uses only those our
+/// Ingresses name. RBAC cannot grant "the Secrets some Ingress names" (a rule names
+/// resources by name, fixed at install), and one watch per referenced Secret would be
+/// thousands of watches on a large cluster; so the grant is all TLS Secrets' list/watch,
+/// and only in the install variant that serves Ingresses (`k8slb-<proxy>-ingress.yml`).
+/// The node certificate Secrets this watcher writes in its own namespace are in this store
+/// too (they are `kubernetes.io/tls`): they are told apart by their label and never read as
+/// a user's certificate.
+#[derive(Clone)]
+pub struct IngressStores {
+    pub ingresses: Store<GuardedIngress>,
+    pub classes: Store<IngressClass>,
+    pub secrets: Store<Secret>,
+    namespace: String,
 }
 
 impl Stores {
@@ -51,34 +78,64 @@ impl Stores {
     pub fn spawn(
         client: &Client,
         namespace: &str,
+        ingress: bool,
         changed: Arc<Notify>,
         shutdown: &CancellationToken,
     ) -> Stores {
+        let all = watcher::Config::default();
         Stores {
             services: spawn_one(
                 Api::<GuardedService>::all(client.clone()),
+                all.clone(),
                 "services",
                 &changed,
                 shutdown,
             ),
             slices: spawn_one(
                 Api::<EndpointSlice>::all(client.clone()),
+                all.clone(),
                 "endpointslices",
                 &changed,
                 shutdown,
             ),
             nodes: spawn_one(
                 Api::<Node>::all(client.clone()),
+                all.clone(),
                 "nodes",
                 &changed,
                 shutdown,
             ),
             configmaps: spawn_one(
                 Api::<ConfigMap>::namespaced(client.clone(), namespace),
+                all.clone(),
                 "configmaps",
                 &changed,
                 shutdown,
             ),
+            ingress: ingress.then(|| IngressStores {
+                ingresses: spawn_one(
+                    Api::<GuardedIngress>::all(client.clone()),
+                    all.clone(),
+                    "ingresses",
+                    &changed,
+                    shutdown,
+                ),
+                classes: spawn_one(
+                    Api::<IngressClass>::all(client.clone()),
+                    all.clone(),
+                    "ingressclasses",
+                    &changed,
+                    shutdown,
+                ),
+                secrets: spawn_one(
+                    Api::<Secret>::all(client.clone()),
+                    all.fields(&format!("type={TLS_SECRET_TYPE}")),
+                    "secrets",
+                    &changed,
+                    shutdown,
+                ),
+                namespace: namespace.to_string(),
+            }),
             namespace: namespace.to_string(),
         }
     }
@@ -89,13 +146,36 @@ impl Stores {
         self.slices.wait_until_ready().await?;
         self.nodes.wait_until_ready().await?;
         self.configmaps.wait_until_ready().await?;
+        if let Some(i) = &self.ingress {
+            i.ingresses.wait_until_ready().await?;
+            i.classes.wait_until_ready().await?;
+            i.secrets.wait_until_ready().await?;
+        }
         Ok(())
     }
 
-    /// Where the plan's objects come from: one [`Source`] per store. A new kind (Ingress,
-    /// Gateway API) is one more store here.
+    /// Where the plan's objects come from: one [`Source`] per store. A new kind (Gateway
+    /// API) is one more store here.
     pub fn sources(&self) -> Vec<&dyn Source> {
-        vec![&self.services, &self.slices, &self.nodes]
+        let mut v: Vec<&dyn Source> = vec![&self.services, &self.slices, &self.nodes];
+        if let Some(i) = &self.ingress {
+            v.push(i);
+        }
+        v
+    }
+
+    /// The node certificate Secrets that exist now (in our namespace, with our label), by
+    /// name. Empty without `--ingress`.
+    pub fn node_cert_secrets(&self) -> std::collections::BTreeMap<String, Arc<Secret>> {
+        let Some(i) = &self.ingress else {
+            return Default::default();
+        };
+        i.secrets
+            .state()
+            .into_iter()
+            .filter(|s| i.is_node_cert(s))
+            .filter_map(|s| Some((s.metadata.name.clone()?, s)))
+            .collect()
     }
 
     /// The objects the plan reads, sorted by (namespace, name) so the input does not depend
@@ -176,6 +256,60 @@ impl Source for Store<GuardedService> {
     }
 }
 
+/// Ingresses as Services are (an undecodable one is held: its pool keeps its VIP),
+/// IngressClasses, and the users' TLS Secrets (not our node certificate Secrets).
+impl Source for IngressStores {
+    fn add_to(&self, objs: &mut Objects) {
+        for g in self.ingresses.state() {
+            match &g.0 {
+                Ok(i) => objs.ingresses.push(i.clone()),
+                Err(bad) => {
+                    let ns = bad.metadata.namespace.as_deref().unwrap_or_default();
+                    let name = bad.metadata.name.as_deref().unwrap_or_default();
+                    tracing::warn!(ingress = %format!("{ns}/{name}"), error = %bad.error, "skipping an Ingress that does not decode");
+                    if let Ok(key) = k8slb_common::names::ObjectKey::new(ns, name) {
+                        objs.held_ingresses.push(key);
+                    }
+                    objs.problems.push(Problem::new(
+                        ObjRef::named(Kind::Ingress, format!("{ns}/{name}")),
+                        Reason::Undecodable,
+                        format!("skipped: this Ingress does not decode: {}", bad.error),
+                    ));
+                }
+            }
+        }
+        objs.ingresses.sort_by(|a, b| {
+            (&a.metadata.namespace, &a.metadata.name)
+                .cmp(&(&b.metadata.namespace, &b.metadata.name))
+        });
+        objs.ingress_classes = sorted(self.classes.state());
+        objs.secrets = self.user_secrets();
+    }
+}
+
+impl IngressStores {
+    /// The users' TLS Secrets (not our node certificate Secrets), sorted.
+    pub fn user_secrets(&self) -> Vec<Secret> {
+        let users: Vec<Arc<Secret>> = self
+            .secrets
+            .state()
+            .into_iter()
+            .filter(|s| !self.is_node_cert(s))
+            .collect();
+        sorted(users)
+    }
+
+    /// One of the node certificate Secrets this watcher writes.
+    fn is_node_cert(&self, s: &Secret) -> bool {
+        s.metadata.namespace.as_deref() == Some(self.namespace.as_str())
+            && s.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(NODE_CERT_LABEL))
+                .is_some_and(|v| v == "true")
+    }
+}
+
 impl Source for Store<EndpointSlice> {
     fn add_to(&self, objs: &mut Objects) {
         objs.slices = sorted(self.state());
@@ -197,6 +331,16 @@ impl Lookup for Stores {
     }
     fn node_uid(&self, name: &str) -> Option<String> {
         self.nodes.get(&ObjectRef::new(name))?.metadata.uid.clone()
+    }
+    fn ingress_uid(&self, ns: &str, name: &str) -> Option<String> {
+        let g = self
+            .ingress
+            .as_ref()?
+            .ingresses
+            .get(&ObjectRef::new(name).within(ns))?;
+        g.0.as_ref()
+            .map(|i| i.metadata.uid.clone())
+            .unwrap_or_else(|bad| bad.metadata.uid.clone())
     }
 }
 
@@ -246,6 +390,7 @@ fn describe_watch_error(e: &watcher::Error) -> String {
 
 fn spawn_one<K>(
     api: Api<K>,
+    config: watcher::Config,
     what: &'static str,
     changed: &Arc<Notify>,
     shutdown: &CancellationToken,
@@ -255,10 +400,7 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default()).backoff(watch_backoff()),
-    );
+    let stream = reflector::reflector(writer, watcher(api, config).backoff(watch_backoff()));
     let changed = changed.clone();
     let shutdown = shutdown.clone();
     tokio::spawn(async move {

@@ -26,6 +26,7 @@ pub mod kube;
 pub mod kube_run;
 pub mod kube_source;
 pub mod leader;
+pub mod node_secrets;
 pub mod opts;
 pub mod publish_cm;
 pub mod reconcile;

@@ -20,8 +20,10 @@
 //! Events about those objects need their uids: add a method to [`Lookup`].
 
 use crate::events::{self, Lookup, Note};
-use crate::status::{StatusClear, StatusMemory, StatusPatch};
+use crate::status::{Seen, StatusClear, StatusMemory, StatusPatch, Target};
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8slb_common::config::GlobalConfig;
 use k8slb_common::objects::Objects;
 use k8slb_common::plan::{plan, PlanOptions};
@@ -299,6 +301,10 @@ fn previous_state<'a>(
 }
 
 /// The status writes and clears for `state`, against the Services as the snapshot has them.
+fn meta_key(m: &ObjectMeta) -> Option<(&str, &str)> {
+    Some((m.namespace.as_deref()?, m.name.as_deref()?))
+}
+
 fn decide_status(
     memory: &mut StatusMemory,
     state: &State,
@@ -308,28 +314,28 @@ fn decide_status(
         .objects
         .services
         .iter()
-        .filter_map(|s| {
-            Some((
-                (
-                    s.metadata.namespace.as_deref()?,
-                    s.metadata.name.as_deref()?,
-                ),
-                s,
-            ))
-        })
+        .filter_map(|s| Some((meta_key(&s.metadata)?, s)))
+        .collect();
+    let ingresses: HashMap<(&str, &str), &Ingress> = snap
+        .objects
+        .ingresses
+        .iter()
+        .filter_map(|i| Some((meta_key(&i.metadata)?, i)))
         .collect();
     memory.decide(
         state,
-        |k| {
-            services
+        |t| match t {
+            Target::Service(k) => services
                 .get(&(k.namespace.as_str(), k.name.as_str()))
-                .copied()
+                .map(|s| Seen::service(s)),
+            Target::Ingress(k) => ingresses
+                .get(&(k.namespace.as_str(), k.name.as_str()))
+                .map(|i| Seen::ingress(i)),
         },
         snap.settings.status_hostname,
     )
 }
 
-/// The config memory after reading `read`, and what to say about it.
 fn read_config(read: &ConfigRead, before: &ConfigMemory) -> (ConfigMemory, Option<ConfigNews>) {
     let mut m = before.clone();
     let why = match read {
@@ -404,6 +410,9 @@ mod tests {
         }
         fn node_uid(&self, name: &str) -> Option<String> {
             self.0.get(&format!("Node {name}")).cloned()
+        }
+        fn ingress_uid(&self, ns: &str, name: &str) -> Option<String> {
+            self.0.get(&format!("Ingress {ns}/{name}")).cloned()
         }
     }
 

@@ -111,6 +111,7 @@ pub fn kube_args(args: &RunArgs) -> KubeArgs {
         debounce: Duration::from_millis(k.debounce_ms.max(1)),
         debounce_max: Duration::from_secs(1).max(Duration::from_millis(k.debounce_ms)),
         status_hostname: k.status_hostname,
+        ingress: k.ingress,
         leader_election: k.leader_elect,
         identity,
         lease_duration: Duration::from_secs(k.lease_duration_s.max(2)),

@@ -1,14 +1,15 @@
-//! Service status: `status.loadBalancer.ingress` = one entry per VIP, `{ip, ipMode}` (or
-//! k8slb's `{hostname: "<ip>.sslip.io"}` with `--status-hostname`), written through the
+//! Service and Ingress status: `status.loadBalancer.ingress` = one entry per VIP,
+//! `{ip, ipMode}` for a Service, `{ip}` for an Ingress (or k8slb's
+//! `{hostname: "<ip>.sslip.io"}` with `--status-hostname`), written through the
 //! status subresource with a JSON merge patch that carries the observed
 //! `metadata.resourceVersion` as a precondition: a Service that changed since we looked
 //! gives 409 and is retried on the next tick with fresh data, so we never overwrite a
 //! status we did not see.
 //!
 //! Only differences are written: the desired ingress is compared with the observed one
-//! (ip, hostname, ipMode). A Service that leaves our claim has its status cleared only if
-//! it still exists and its status still shows an IP we gave it (never another
-//! controller's status).
+//! (ip, hostname, ipMode). A Service or an Ingress that leaves our claim (an Ingress that
+//! leaves our class, say) has its status cleared only if it still exists and its status
+//! still shows an IP we gave it (never another controller's status).
 //!
 //! Which writes is decided without I/O ([`StatusMemory::decide`], called by the reconcile);
 //! [`StatusWriter`] only executes them.
@@ -16,8 +17,9 @@
 use crate::failing::FailureLog;
 use crate::kube::{api_code, code_label, describe, timed, FIELD_MANAGER};
 use k8s_openapi::api::core::v1::Service;
-use k8slb_common::names::ServiceKey;
-use k8slb_common::state::{IpMode, ServiceState, State};
+use k8s_openapi::api::networking::v1::Ingress as IngressObject;
+use k8slb_common::names::{ObjectKey, ServiceKey};
+use k8slb_common::state::{IpMode, State};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};
@@ -48,14 +50,87 @@ impl Ingress {
     }
 }
 
+/// An object whose status we write.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Target {
+    Service(ServiceKey),
+    Ingress(ObjectKey),
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Service(k) => write!(f, "Service {k}"),
+            Target::Ingress(k) => write!(f, "Ingress {k}"),
+        }
+    }
+}
+
+/// An object as last seen, as far as status writes look at it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub uid: Option<String>,
+    pub resource_version: String,
+    pub ingress: Vec<Ingress>,
+}
+
+impl Seen {
+    pub fn service(svc: &Service) -> Seen {
+        let ingress = svc
+            .status
+            .as_ref()
+            .and_then(|s| s.load_balancer.as_ref())
+            .and_then(|l| l.ingress.as_ref())
+            .map(|v| {
+                v.iter()
+                    .map(|i| Ingress {
+                        ip: i.ip.clone(),
+                        hostname: i.hostname.clone(),
+                        ip_mode: i.ip_mode.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Seen {
+            uid: svc.metadata.uid.clone(),
+            resource_version: svc.metadata.resource_version.clone().unwrap_or_default(),
+            ingress,
+        }
+    }
+
+    pub fn ingress(ing: &IngressObject) -> Seen {
+        let ingress = ing
+            .status
+            .as_ref()
+            .and_then(|s| s.load_balancer.as_ref())
+            .and_then(|l| l.ingress.as_ref())
+            .map(|v| {
+                v.iter()
+                    .map(|i| Ingress {
+                        ip: i.ip.clone(),
+                        hostname: i.hostname.clone(),
+                        ip_mode: None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Seen {
+            uid: ing.metadata.uid.clone(),
+            resource_version: ing.metadata.resource_version.clone().unwrap_or_default(),
+            ingress,
+        }
+    }
+}
+
 /// k8slb's hostname form: `<ip>.sslip.io`, IPv6 with '-' for ':'.
 pub fn sslip(ip: &IpAddr) -> String {
     format!("{}.sslip.io", ip.to_string().replace(':', "-"))
 }
 
-pub fn desired(ss: &ServiceState, hostname_form: bool) -> Vec<Ingress> {
-    ss.ips
-        .iter()
+/// The status entries for `ips`: `ip_mode` is the Service's (None for an Ingress, whose
+/// status has no ipMode).
+pub fn desired(ips: &[IpAddr], ip_mode: Option<IpMode>, hostname_form: bool) -> Vec<Ingress> {
+    ips.iter()
         .map(|ip| {
             if hostname_form {
                 Ingress {
@@ -67,34 +142,17 @@ pub fn desired(ss: &ServiceState, hostname_form: bool) -> Vec<Ingress> {
                 Ingress {
                     ip: Some(ip.to_string()),
                     hostname: None,
-                    ip_mode: Some(
-                        match ss.ip_mode {
+                    ip_mode: ip_mode.map(|m| {
+                        match m {
                             IpMode::Proxy => "Proxy",
                             IpMode::Vip => "VIP",
                         }
-                        .to_string(),
-                    ),
+                        .to_string()
+                    }),
                 }
             }
         })
         .collect()
-}
-
-pub fn observed(svc: &Service) -> Vec<Ingress> {
-    svc.status
-        .as_ref()
-        .and_then(|s| s.load_balancer.as_ref())
-        .and_then(|l| l.ingress.as_ref())
-        .map(|v| {
-            v.iter()
-                .map(|i| Ingress {
-                    ip: i.ip.clone(),
-                    hostname: i.hostname.clone(),
-                    ip_mode: i.ip_mode.clone(),
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Whether an observed status shows one of `ips` (either form).
@@ -111,7 +169,7 @@ fn shows_any(obs: &[Ingress], ips: &[IpAddr]) -> bool {
 /// condition that the Service is still at `resource_version`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatusPatch {
-    pub key: ServiceKey,
+    pub key: Target,
     pub resource_version: String,
     pub ingress: Vec<Ingress>,
     /// The IPs the ingress shows (for the log).
@@ -121,7 +179,7 @@ pub struct StatusPatch {
 /// One status clear: the Service left our claim and its status still shows `ips`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatusClear {
-    pub key: ServiceKey,
+    pub key: Target,
     pub resource_version: String,
     pub ips: Vec<IpAddr>,
 }
@@ -132,86 +190,112 @@ pub struct StatusClear {
 pub struct StatusMemory {
     /// Service -> (resourceVersion we patched from, what we wrote): while the store still
     /// shows that resourceVersion, our write is simply not visible yet; do not repeat it.
-    pub memo: HashMap<ServiceKey, (String, Vec<Ingress>)>,
-    /// Services that left our claim and whose status may still show our IPs.
-    pub pending_clears: BTreeMap<ServiceKey, Vec<IpAddr>>,
+    pub memo: HashMap<Target, (String, Vec<Ingress>)>,
+    /// Objects that left our claim and whose status may still show our IPs.
+    pub pending_clears: BTreeMap<Target, Vec<IpAddr>>,
+}
+
+/// What `state` claims: each object with IPs, its IPs, its uid when known, and the status
+/// entries it should show.
+fn claims(state: &State, hostname_form: bool) -> Vec<(Target, &[IpAddr], &str, Vec<Ingress>)> {
+    let services = state.services.iter().map(|(k, s)| {
+        (
+            Target::Service(k.clone()),
+            s.ips.as_slice(),
+            s.uid.as_str(),
+            desired(&s.ips, Some(s.ip_mode), hostname_form),
+        )
+    });
+    let ingresses = state.ingresses.iter().map(|(k, i)| {
+        (
+            Target::Ingress(k.clone()),
+            i.ips.as_slice(),
+            i.uid.as_str(),
+            desired(&i.ips, None, hostname_form),
+        )
+    });
+    services
+        .chain(ingresses)
+        .filter(|(_, ips, _, _)| !ips.is_empty())
+        .collect()
+}
+
+/// The IPs of every object `state` claims.
+fn claimed_ips(state: &State) -> BTreeMap<Target, &[IpAddr]> {
+    let services = state
+        .services
+        .iter()
+        .map(|(k, s)| (Target::Service(k.clone()), s.ips.as_slice()));
+    let ingresses = state
+        .ingresses
+        .iter()
+        .map(|(k, i)| (Target::Ingress(k.clone()), i.ips.as_slice()));
+    services
+        .chain(ingresses)
+        .filter(|(_, ips)| !ips.is_empty())
+        .collect()
 }
 
 impl StatusMemory {
     /// Record the IPs released between two published states.
     pub fn released(&mut self, previous: &State, next: &State) {
-        for (key, old) in &previous.services {
-            let now: &[IpAddr] = next
-                .services
-                .get(key)
-                .map(|s| s.ips.as_slice())
-                .unwrap_or_default();
-            let gone: Vec<IpAddr> = old
-                .ips
-                .iter()
-                .filter(|ip| !now.contains(ip))
-                .copied()
-                .collect();
-            if !gone.is_empty() && now.is_empty() {
-                self.pending_clears.insert(key.clone(), gone);
+        let now = claimed_ips(next);
+        for (key, old) in claimed_ips(previous) {
+            if !now.contains_key(&key) {
+                self.pending_clears.insert(key, old.to_vec());
             }
         }
-        // A Service that is claimed again is the normal path's business.
-        self.pending_clears
-            .retain(|k, _| next.services.get(k).is_none_or(|s| s.ips.is_empty()));
+        // An object that is claimed again is the normal path's business.
+        self.pending_clears.retain(|k, _| !now.contains_key(k));
     }
 
-    /// The writes that bring every claimed Service's status to what `state` says, and the
-    /// clears of released ones. `service` looks a Service up as last seen (None: gone or
+    /// The writes that bring every claimed object's status to what `state` says, and the
+    /// clears of released ones. `seen` looks an object up as last seen (None: gone or
     /// undecodable). Forgets what no longer needs remembering.
-    pub fn decide<'s>(
+    pub fn decide(
         &mut self,
         state: &State,
-        service: impl Fn(&ServiceKey) -> Option<&'s Service>,
+        seen: impl Fn(&Target) -> Option<Seen>,
         hostname_form: bool,
     ) -> (Vec<StatusPatch>, Vec<StatusClear>) {
         let mut patches = Vec::new();
-        let mut seen = Vec::new();
-        for (key, ss) in &state.services {
-            if ss.ips.is_empty() {
-                continue;
-            }
-            let Some(svc) = service(key) else {
+        let mut kept = Vec::new();
+        for (key, ips, uid, want) in claims(state, hostname_form) {
+            let Some(obj) = seen(&key) else {
                 continue;
             };
-            if !ss.uid.is_empty() && svc.metadata.uid.as_deref() != Some(ss.uid.as_str()) {
+            if !uid.is_empty() && obj.uid.as_deref() != Some(uid) {
                 continue; // re-created since the plan; the next tick sees it
             }
-            seen.push(key.clone());
-            let want = desired(ss, hostname_form);
-            if observed(svc) == want {
-                self.memo.remove(key);
+            kept.push(key.clone());
+            if obj.ingress == want {
+                self.memo.remove(&key);
                 continue;
             }
-            let rv = svc.metadata.resource_version.clone().unwrap_or_default();
-            if self.memo.get(key) == Some(&(rv.clone(), want.clone())) {
+            let rv = obj.resource_version;
+            if self.memo.get(&key) == Some(&(rv.clone(), want.clone())) {
                 continue; // written, not yet seen by the watch
             }
             patches.push(StatusPatch {
-                key: key.clone(),
+                key,
                 resource_version: rv,
                 ingress: want,
-                ips: ss.ips.clone(),
+                ips: ips.to_vec(),
             });
         }
-        self.memo.retain(|k, _| seen.contains(k));
+        self.memo.retain(|k, _| kept.contains(k));
 
         let mut clears = Vec::new();
         self.pending_clears.retain(|key, ips| {
-            let Some(svc) = service(key) else {
+            let Some(obj) = seen(key) else {
                 return false; // deleted: nothing to clear
             };
-            if !shows_any(&observed(svc), ips) {
+            if !shows_any(&obj.ingress, ips) {
                 return false; // not ours (any more)
             }
             clears.push(StatusClear {
                 key: key.clone(),
-                resource_version: svc.metadata.resource_version.clone().unwrap_or_default(),
+                resource_version: obj.resource_version,
                 ips: ips.clone(),
             });
             true
@@ -219,7 +303,7 @@ impl StatusMemory {
         (patches, clears)
     }
 
-    /// Whether released Services may still show our IPs (retry soon).
+    /// Whether released objects may still show our IPs (retry soon).
     pub fn pending(&self) -> bool {
         !self.pending_clears.is_empty()
     }
@@ -243,7 +327,7 @@ impl StatusWriter {
     pub fn new(client: Client) -> Self {
         StatusWriter {
             client,
-            failures: FailureLog::new("patching Service status"),
+            failures: FailureLog::new("patching status"),
         }
     }
 
@@ -271,12 +355,9 @@ impl StatusWriter {
                 "metadata": {"resourceVersion": p.resource_version},
                 "status": {"loadBalancer": {"ingress": p.ingress.iter().map(Ingress::to_json).collect::<Vec<_>>()}},
             });
-            match self
-                .patch(key.namespace.as_str(), key.name.as_str(), &body)
-                .await
-            {
+            match self.patch(key, &body).await {
                 Ok(()) => {
-                    tracing::info!(service = %key, ips = ?p.ips, "status updated");
+                    tracing::info!(object = %key, ips = ?p.ips, "status updated");
                     metrics.status_patch("ok");
                     out.patched += 1;
                     memory
@@ -287,11 +368,11 @@ impl StatusWriter {
                     out.failed += 1;
                     if api_code(&e) == Some(409) {
                         metrics.status_patch("conflict");
-                        tracing::debug!(service = %key, "status changed since we looked; retrying");
+                        tracing::debug!(object = %key, "status changed since we looked; retrying");
                     } else {
                         metrics.status_patch("error");
                         metrics.write_failed("status", code_label(&e));
-                        errors = (errors.0 + 1, format!("Service {key}: {}", describe(&e)));
+                        errors = (errors.0 + 1, format!("{key}: {}", describe(&e)));
                     }
                 }
             }
@@ -305,12 +386,9 @@ impl StatusWriter {
                 "metadata": {"resourceVersion": c.resource_version},
                 "status": {"loadBalancer": {"ingress": null}},
             });
-            match self
-                .patch(key.namespace.as_str(), key.name.as_str(), &body)
-                .await
-            {
+            match self.patch(key, &body).await {
                 Ok(()) => {
-                    tracing::info!(service = %key, ips = ?c.ips, "status cleared");
+                    tracing::info!(object = %key, ips = ?c.ips, "status cleared");
                     metrics.status_patch("ok");
                     out.cleared += 1;
                     memory.pending_clears.remove(key);
@@ -322,11 +400,11 @@ impl StatusWriter {
                     out.failed += 1;
                     if api_code(&e) == Some(409) {
                         metrics.status_patch("conflict");
-                        tracing::debug!(service = %key, "status changed since we looked; retrying");
+                        tracing::debug!(object = %key, "status changed since we looked; retrying");
                     } else {
                         metrics.status_patch("error");
                         metrics.write_failed("status", code_label(&e));
-                        errors = (errors.0 + 1, format!("Service {key}: {}", describe(&e)));
+                        errors = (errors.0 + 1, format!("{key}: {}", describe(&e)));
                     }
                 }
             }
@@ -345,18 +423,25 @@ impl StatusWriter {
         }
     }
 
-    async fn patch(&self, ns: &str, name: &str, body: &Value) -> Result<(), kube::Error> {
-        let api: Api<Service> = Api::namespaced(self.client.clone(), ns);
+    async fn patch(&self, target: &Target, body: &Value) -> Result<(), kube::Error> {
         let pp = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..Default::default()
         };
-        timed(
-            || format!("patching the status of {ns}/{name}"),
-            api.patch_status(name, &pp, &Patch::Merge(body)),
-        )
-        .await
-        .map(|_| ())
+        let patch = Patch::Merge(body);
+        let what = || format!("patching the status of {target}");
+        match target {
+            Target::Service(k) => {
+                let api: Api<Service> = Api::namespaced(self.client.clone(), k.namespace.as_str());
+                timed(what, api.patch_status(k.name.as_str(), &pp, &patch)).await?;
+            }
+            Target::Ingress(k) => {
+                let api: Api<IngressObject> =
+                    Api::namespaced(self.client.clone(), k.namespace.as_str());
+                timed(what, api.patch_status(k.name.as_str(), &pp, &patch)).await?;
+            }
+        }
+        Ok(())
     }
 }
 

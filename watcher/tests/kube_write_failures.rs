@@ -28,7 +28,7 @@ async fn failing_writes_are_logged_when_they_start_and_recover_and_counted_each_
     })
     .await;
     wait_for("status recovered", || {
-        logs.has("patching Service status", "works again")
+        logs.has("patching status", "works again")
             .then_some(())
     })
     .await;
@@ -46,7 +46,7 @@ async fn failing_writes_are_logged_when_they_start_and_recover_and_counted_each_
 
     for (what, failures, kind) in [
         ("publishing the state", 3, "publish"),
-        ("patching Service status", 4, "status"),
+        ("patching status", 4, "status"),
         ("writing Events", 1, "event"),
     ] {
         let lines = logs.about(what);
