@@ -30,7 +30,8 @@ pub struct KubeApi {
 }
 
 impl KubeApi {
-    /// Starts the fake API server and installs `manifests/k8slb-<proxy>.yml` in it.
+    /// Starts the fake API server and installs `manifests/k8slb-<proxy>.yml` in it
+    /// (`proxy` may name a variant: `haproxy-ingress`).
     pub fn start(proxy: &str) -> Result<KubeApi> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -138,6 +139,36 @@ impl KubeApi {
                 let ip = i["ip"].as_str()?.parse().ok()?;
                 Some((ip, i["ipMode"].as_str().unwrap_or_default().to_string()))
             })
+            .collect()
+    }
+
+    /// The state the watcher published (the `k8slb-state*` ConfigMaps), decoded as an
+    /// actor decodes it.
+    pub fn state(&self) -> Result<k8slb_common::state::State> {
+        use base64::Engine;
+        let payload = |name: &str| -> Option<Vec<u8>> {
+            let cm = self.api.get_object(&format!(
+                "/api/v1/namespaces/{K8SLB_NAMESPACE}/configmaps/{name}"
+            ))?;
+            let b = cm.pointer("/binaryData/state.json.gz")?.as_str()?;
+            base64::engine::general_purpose::STANDARD.decode(b).ok()
+        };
+        let index = payload("k8slb-state").context("no state ConfigMap k8slb-state")?;
+        k8slb_common::publish::decode(&index, |suffix| payload(&format!("k8slb-state{suffix}")))
+            .map_err(|e| anyhow::anyhow!("the published state does not decode: {e}"))
+    }
+
+    /// The Ingress's `status.loadBalancer.ingress`: the ip (or hostname) of each entry.
+    pub fn ingress_status(&self, namespace: &str, name: &str) -> Vec<String> {
+        let path = format!("/apis/networking.k8s.io/v1/namespaces/{namespace}/ingresses/{name}");
+        let Some(ing) = self.api.get_object(&path) else {
+            return Vec::new();
+        };
+        ing["status"]["loadBalancer"]["ingress"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|i| Some(i["ip"].as_str().or(i["hostname"].as_str())?.to_string()))
             .collect()
     }
 

@@ -49,6 +49,9 @@ pub struct Options {
     /// `--source kubernetes` (state published as ConfigMaps) and the actors with
     /// `--state configmap`. Otherwise the files source and a state file.
     pub kube: bool,
+    /// With `kube`: install the Ingress variant (`manifests/k8slb-<proxy>-ingress.yml`)
+    /// and run the watcher with `--ingress`. (The files source always reads Ingresses.)
+    pub ingress: bool,
     /// Run the actors and the watcher from the k8slb image under podman, each with its
     /// workload's security context from the generated manifest (see [`crate::container`]),
     /// instead of as plain processes. Files source only.
@@ -67,6 +70,7 @@ impl Options {
             start_watcher: true,
             preload: Vec::new(),
             kube: false,
+            ingress: false,
             containers: None,
         }
     }
@@ -76,6 +80,12 @@ impl Options {
     }
     pub fn kube(mut self) -> Self {
         self.kube = true;
+        self
+    }
+    /// The Kubernetes path serving Ingresses (implies [`Options::kube`]).
+    pub fn kube_ingress(mut self) -> Self {
+        self.kube = true;
+        self.ingress = true;
         self
     }
     pub fn preload(mut self, svc: crate::objects::Svc) -> Self {
@@ -233,7 +243,12 @@ impl System {
             state_path = dir.join("state.json");
         }
         let kube = if opts.kube {
-            let k = crate::kube::KubeApi::start(&opts.proxy)?;
+            let variant = if opts.ingress {
+                format!("{}-ingress", opts.proxy)
+            } else {
+                opts.proxy.clone()
+            };
+            let k = crate::kube::KubeApi::start(&variant)?;
             for h in ["client".to_string()]
                 .into_iter()
                 .chain((1..=opts.lbs).map(|i| format!("lb{i}")))
@@ -290,23 +305,27 @@ impl System {
             let certs = sys.cert_dir.to_string_lossy().into_owned();
             if let Some(k) = &sys.kube {
                 let kubeconfig = k.watcher_kubeconfig().to_string_lossy().into_owned();
+                let mut args = vec![
+                    w.as_str(),
+                    "run",
+                    "--source",
+                    "kubernetes",
+                    "--proxy",
+                    &opts.proxy,
+                    "--cert-path",
+                    &certs,
+                    "--leader-elect",
+                    "false",
+                    "--admin-addr",
+                    "127.0.0.1:9253",
+                ];
+                if opts.ingress {
+                    args.push("--ingress");
+                }
                 let p = sys.lab.spawn_in_env(
                     "client",
                     "watcher",
-                    &[
-                        &w,
-                        "run",
-                        "--source",
-                        "kubernetes",
-                        "--proxy",
-                        &opts.proxy,
-                        "--cert-path",
-                        &certs,
-                        "--leader-elect",
-                        "false",
-                        "--admin-addr",
-                        "127.0.0.1:9253",
-                    ],
+                    &args,
                     &[("KUBECONFIG", &kubeconfig)],
                 )?;
                 sys.watcher = Some(p);
@@ -522,9 +541,10 @@ impl System {
 
     /// The current published state (files source only; in kube mode, read the Services'
     /// status through [`System::kube`]).
+    /// The published state: the state file, or in kube mode the state ConfigMaps.
     pub fn state(&self) -> Result<State> {
-        if self.kube.is_some() {
-            bail!("System::state reads the state file; in kube mode read Service status");
+        if let Some(k) = &self.kube {
+            return k.state();
         }
         let text = std::fs::read_to_string(&self.state_path)?;
         Ok(State::from_json(&text)?)

@@ -93,8 +93,12 @@ fn status(sys: &System, host: &str, url: &str) -> String {
 }
 
 fn host_and_path_routing(proxy: &str) {
-    let mut sys =
-        System::start(Options::new(&format!("ing-{proxy}")).proxy(proxy)).expect("system");
+    host_and_path_routing_with(Options::new(&format!("ing-{proxy}")).proxy(proxy));
+}
+
+fn host_and_path_routing_with(opts: Options) {
+    let proxy = opts.proxy.clone();
+    let mut sys = System::start(opts).expect("system");
     apply_backend(&sys);
     sys.apply(
         "ing-shop",
@@ -149,7 +153,19 @@ fn host_and_path_routing(proxy: &str) {
         r.by_backend.len() == 2,
         "{proxy}: both backends serve: {r:?}"
     );
+    if let Some(kube) = &sys.kube {
+        // What `kubectl get ingress` shows, and every call within the variant's RBAC.
+        assert_eq!(kube.ingress_status("default", "shop"), [ip.to_string()]);
+        assert_eq!(kube.ingress_status("default", "custom"), [ip.to_string()]);
+        assert_eq!(kube.refused_requests(), Vec::<String>::new());
+    }
     sys.lab.pass();
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn kubernetes_path_routes_ingresses_through_haproxy_and_writes_their_status() {
+    host_and_path_routing_with(Options::new("ing-kube").kube_ingress());
 }
 
 #[test]

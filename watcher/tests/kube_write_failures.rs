@@ -28,8 +28,7 @@ async fn failing_writes_are_logged_when_they_start_and_recover_and_counted_each_
     })
     .await;
     wait_for("status recovered", || {
-        logs.has("patching status", "works again")
-            .then_some(())
+        logs.has("patching status", "works again").then_some(())
     })
     .await;
     assert!(ingress_ip(&api, "default", "s0").is_some());
