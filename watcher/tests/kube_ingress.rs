@@ -155,6 +155,37 @@ async fn a_problem_of_an_ingress_is_an_event_on_it() {
     w.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_ingresses_claiming_a_host_and_path_the_older_wins_and_the_newer_gets_an_event() {
+    init_logs();
+    let api = k8slb_fakeapi::FakeApi::start().await;
+    seed(&api);
+    let mut old = ing("zz-old", Some("k8slb"), "shop.example.com");
+    old["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+    let mut new = ing("aa-new", Some("k8slb"), "shop.example.com");
+    new["metadata"]["creationTimestamp"] = json!("2026-06-01T00:00:00Z");
+    api.put_object(old);
+    api.put_object(new);
+    let w = start_ingress(&api);
+    let (_, message, _) = wait_for("PathConflict on the newer Ingress", || {
+        events_for(&api, "aa-new")
+            .into_iter()
+            .find(|e| e.0 == "PathConflict")
+    })
+    .await;
+    assert!(message.contains("zz-old"), "{message}");
+    wait_for("the older one is served", || {
+        has_event(&api, "zz-old", "IPAllocated").then_some(())
+    })
+    .await;
+    let older: Vec<_> = events_for(&api, "zz-old")
+        .into_iter()
+        .filter(|e| e.0 == "PathConflict")
+        .collect();
+    assert!(older.is_empty(), "{older:?}");
+    w.stop().await;
+}
+
 /// A self-signed certificate and its key, PEM, made by the openssl command.
 fn self_signed(cn: &str) -> (String, String) {
     let d = tempfile::tempdir().unwrap();
