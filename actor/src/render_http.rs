@@ -393,6 +393,8 @@ struct NxCtx<'a> {
     /// `server_names_hash_*` lines sized for these server names (see [`nx_hash_lines`]).
     hash_lines: Vec<String>,
     upstreams: Vec<NxUpstream>,
+    /// `split_clients` blocks ([`NxSplits`]).
+    split_blocks: Vec<String>,
     servers: Vec<NxServer>,
     proxy_lines: &'a [ConfigLine],
     upstream_lines: &'a [ConfigLine],
@@ -463,7 +465,47 @@ struct NxLocation {
     status: u16,
 }
 
-fn nx_action(action: &RouteAction, notes: &mut Vec<String>, what: &str) -> NxLocation {
+/// The traffic splits of a render: one `split_clients` block per distinct set of
+/// (upstream, weight), shared by every location that splits the same way.
+#[derive(Default)]
+struct NxSplits {
+    by_backends: BTreeMap<Vec<(String, u16)>, String>,
+    /// The `split_clients` blocks, in the order their variables were named.
+    blocks: Vec<String>,
+}
+
+impl NxSplits {
+    /// The variable that names the upstream of one request split by `weights` (each
+    /// weight > 0, at least two): `split_clients` on `$request_id` (random per request),
+    /// each upstream's share in hundredths of a percent, the last one `*` (the rest).
+    fn variable(&mut self, weights: Vec<(String, u16)>) -> String {
+        if let Some(v) = self.by_backends.get(&weights) {
+            return v.clone();
+        }
+        let var = format!("$k8slb_split_{}", self.blocks.len());
+        let total: u64 = weights.iter().map(|(_, w)| u64::from(*w)).sum();
+        let mut block = format!("split_clients \"${{request_id}}\" {var} {{");
+        let last = weights.len() - 1;
+        for (i, (upstream, w)) in weights.iter().enumerate() {
+            if i == last {
+                block.push_str(&format!("\n    * {upstream};"));
+            } else {
+                let hundredths = u64::from(*w) * 10_000 / total;
+                block.push_str(&format!(
+                    "\n    {}.{:02}% {upstream};",
+                    hundredths / 100,
+                    hundredths % 100
+                ));
+            }
+        }
+        block.push_str("\n  }");
+        self.blocks.push(block);
+        self.by_backends.insert(weights, var.clone());
+        var
+    }
+}
+
+fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
     match action {
         RouteAction::Forward { backends } => {
             let live: Vec<_> = backends.iter().filter(|b| b.weight > 0).collect();
@@ -478,16 +520,17 @@ fn nx_action(action: &RouteAction, notes: &mut Vec<String>, what: &str) -> NxLoc
                     status: 500,
                     ..Default::default()
                 },
-                _ => {
-                    notes.push(format!(
-                        "{what}: nginx does not split traffic between backends yet; answers 500"
-                    ));
-                    NxLocation {
-                        kind: "respond",
-                        status: 500,
-                        ..Default::default()
-                    }
-                }
+                several => NxLocation {
+                    kind: "forward",
+                    // proxy_pass through a variable naming an upstream group.
+                    upstream: splits.variable(
+                        several
+                            .iter()
+                            .map(|b| (route_backend_name(&b.id), b.weight))
+                            .collect(),
+                    ),
+                    ..Default::default()
+                },
             }
         }
         RouteAction::Redirect(rd) => {
@@ -521,6 +564,7 @@ fn nx_server(
     v: Option<&VirtualHost>,
     o: &HttpRenderOptions,
     notes: &mut Vec<String>,
+    splits: &mut NxSplits,
 ) -> Result<Option<NxServer>, RenderError> {
     let listen = SocketAddr::new(l.ip, l.port).to_string();
     let host = v.and_then(|v| v.host.as_ref());
@@ -565,7 +609,7 @@ fn nx_server(
     let mut exact: BTreeSet<String> = BTreeSet::new();
     let mut root = false;
     for r in v.map(|v| v.rules.as_slice()).unwrap_or_default() {
-        let act = nx_action(&r.action, notes, &what);
+        let act = nx_action(&r.action, splits);
         let loc = |path: String| NxLocation {
             path,
             kind: act.kind,
@@ -597,7 +641,7 @@ fn nx_server(
         let default = l.default_action.clone().unwrap_or(RouteAction::Respond {
             status: k8slb_common::routes::FixedStatus::NotFound404,
         });
-        let mut d = nx_action(&default, notes, &what);
+        let mut d = nx_action(&default, splits);
         d.path = "/".into();
         locations.push(d);
     }
@@ -774,12 +818,13 @@ impl HttpRenderer {
         let mut notes = Vec::new();
         let upstreams = nx_upstreams(routes, &mut notes);
         let mut servers = Vec::new();
+        let mut splits = NxSplits::default();
         for l in &routes.listeners {
             for v in &l.virtual_hosts {
-                servers.extend(nx_server(l, Some(v), o, &mut notes)?);
+                servers.extend(nx_server(l, Some(v), o, &mut notes, &mut splits)?);
             }
             if !l.virtual_hosts.iter().any(|v| v.host.is_none()) {
-                servers.extend(nx_server(l, None, o, &mut notes)?);
+                servers.extend(nx_server(l, None, o, &mut notes, &mut splits)?);
             }
         }
         let hash_lines = nx_hash_lines(&servers, o, &mut notes);
@@ -788,6 +833,7 @@ impl HttpRenderer {
             NxCtx {
                 hash_lines,
                 upstreams,
+                split_blocks: splits.blocks,
                 servers,
                 proxy_lines: &o.nginx_proxy,
                 upstream_lines: &o.nginx_upstream,
