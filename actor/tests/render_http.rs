@@ -745,7 +745,7 @@ fn real_proxies_split_traffic_by_weight() {
             .unwrap();
         let o = traffic_options(dir.path());
         let (ns, _child) = serve(proxy, &routes, &o, dir.path());
-        let url = format!("http://split.example.com/x");
+        let url = "http://split.example.com/x".to_string();
         let out = ns
             .cmd("curl")
             .args(["-s", "--max-time", "60", "-w", "\n", "--resolve"])
