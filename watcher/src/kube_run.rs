@@ -146,11 +146,13 @@ pub async fn run(
     let changed = Arc::new(Notify::new());
     let stores_stop = shutdown.child_token();
     let _stores_stop_on_drop = stores_stop.clone().drop_guard();
+    metrics.readiness.not_ready("waiting for the initial lists");
     let stores = Stores::spawn(
         &client,
         &args.namespace,
         args.ingress,
         changed.clone(),
+        &metrics.readiness,
         &stores_stop,
     );
     tracing::info!(namespace = %args.namespace, identity = %args.identity, "waiting for the initial lists");

@@ -9,6 +9,7 @@
 //! only when a relist is complete, so a failed or partial list never shows up as missing
 //! objects.
 
+use crate::admin::Readiness;
 use crate::events::Lookup;
 use crate::kube::describe;
 use crate::publish_cm::{self, StateLoad};
@@ -80,59 +81,47 @@ impl Stores {
         namespace: &str,
         ingress: bool,
         changed: Arc<Notify>,
+        readiness: &Readiness,
         shutdown: &CancellationToken,
     ) -> Stores {
         let all = watcher::Config::default();
+        let w = Spawner {
+            changed: &changed,
+            readiness,
+            shutdown,
+        };
         Stores {
-            services: spawn_one(
+            services: w.spawn(
                 Api::<GuardedService>::all(client.clone()),
                 all.clone(),
                 "services",
-                &changed,
-                shutdown,
             ),
-            slices: spawn_one(
+            slices: w.spawn(
                 Api::<EndpointSlice>::all(client.clone()),
                 all.clone(),
                 "endpointslices",
-                &changed,
-                shutdown,
             ),
-            nodes: spawn_one(
-                Api::<Node>::all(client.clone()),
-                all.clone(),
-                "nodes",
-                &changed,
-                shutdown,
-            ),
-            configmaps: spawn_one(
+            nodes: w.spawn(Api::<Node>::all(client.clone()), all.clone(), "nodes"),
+            configmaps: w.spawn(
                 Api::<ConfigMap>::namespaced(client.clone(), namespace),
                 all.clone(),
                 "configmaps",
-                &changed,
-                shutdown,
             ),
             ingress: ingress.then(|| IngressStores {
-                ingresses: spawn_one(
+                ingresses: w.spawn(
                     Api::<GuardedIngress>::all(client.clone()),
                     all.clone(),
                     "ingresses",
-                    &changed,
-                    shutdown,
                 ),
-                classes: spawn_one(
+                classes: w.spawn(
                     Api::<IngressClass>::all(client.clone()),
                     all.clone(),
                     "ingressclasses",
-                    &changed,
-                    shutdown,
                 ),
-                secrets: spawn_one(
+                secrets: w.spawn(
                     Api::<Secret>::all(client.clone()),
                     all.fields(&format!("type={TLS_SECRET_TYPE}")),
                     "secrets",
-                    &changed,
-                    shutdown,
                 ),
                 namespace: namespace.to_string(),
             }),
@@ -388,11 +377,38 @@ fn describe_watch_error(e: &watcher::Error) -> String {
     }
 }
 
+/// What every watch task shares.
+struct Spawner<'a> {
+    changed: &'a Arc<Notify>,
+    /// Told why, while a watch has not completed its first list (a missing RBAC grant
+    /// shows up here, not only in the log).
+    readiness: &'a Readiness,
+    shutdown: &'a CancellationToken,
+}
+
+impl Spawner<'_> {
+    fn spawn<K>(&self, api: Api<K>, config: watcher::Config, what: &'static str) -> Store<K>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    {
+        spawn_one(
+            api,
+            config,
+            what,
+            self.changed,
+            self.readiness.clone(),
+            self.shutdown,
+        )
+    }
+}
+
 fn spawn_one<K>(
     api: Api<K>,
     config: watcher::Config,
     what: &'static str,
     changed: &Arc<Notify>,
+    readiness: Readiness,
     shutdown: &CancellationToken,
 ) -> Store<K>
 where
@@ -406,6 +422,7 @@ where
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         let mut failing = false;
+        let mut listed = false;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
@@ -419,12 +436,21 @@ where
                         }
                         match ev {
                             watcher::Event::Init | watcher::Event::InitApply(_) => {}
+                            watcher::Event::InitDone => {
+                                listed = true;
+                                changed.notify_one();
+                            }
                             _ => changed.notify_one(),
                         }
                     }
                     Some(Err(e)) => {
                         // The stream backs off by itself; log the first error of a run.
                         let error = describe_watch_error(&e);
+                        if !listed {
+                            readiness.not_ready(format!(
+                                "waiting for the initial list of {what}: {error}"
+                            ));
+                        }
                         if !failing {
                             tracing::warn!(resource = what, %error, "watch failed; retrying with backoff, the store keeps its last complete view");
                         } else {

@@ -186,6 +186,24 @@ async fn of_two_ingresses_claiming_a_host_and_path_the_older_wins_and_the_newer_
     w.stop().await;
 }
 
+/// `--ingress` under the RBAC of a variant without it: the Ingress watches are refused,
+/// and /readyz says so (not only the log).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serving_ingresses_without_their_rbac_is_not_ready_and_says_why() {
+    init_logs();
+    let api = k8slb_fakeapi::FakeApi::start().await;
+    seed_cluster(&api); // manifests/k8slb-haproxy.yml: no Ingress grants
+    let w = start_ingress(&api);
+    let why = wait_for("readiness names the refused list", || {
+        let (ready, why) = w.metrics.readiness.get();
+        assert!(!ready, "ready without being able to list Ingresses: {why}");
+        why.contains("initial list of").then_some(why)
+    })
+    .await;
+    assert!(why.contains("403") || why.contains("forbidden"), "{why}");
+    w.kill().await;
+}
+
 /// A self-signed certificate and its key, PEM, made by the openssl command.
 fn self_signed(cn: &str) -> (String, String) {
     let d = tempfile::tempdir().unwrap();
