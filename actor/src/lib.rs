@@ -36,6 +36,7 @@ macro_rules! say {
 
 pub mod admin;
 pub mod apply;
+pub mod cert_source;
 pub mod cmd_render;
 pub mod control;
 pub mod daemons;

@@ -208,6 +208,9 @@ impl NodeRenderer for RealRenderer {
                 .or_insert_with(|| i.clone());
         }
         opts.node_addresses = ctx.node_addresses.clone();
+        if !state.http.is_empty() {
+            opts.secret_certs = Some(k8slb_common::certs::files::present(&opts.secret_cert_dir));
+        }
         let v = view::view_with_previous(state, &self.node, &opts, previous)
             .map_err(|e| e.to_string())?;
         // Each note once, when it appears (not again on every apply or retry).
@@ -296,6 +299,13 @@ pub struct LoopConfig {
     /// The periods and delays of [`Control`].
     pub timing: Timing,
     pub stop_grace: Duration,
+    /// The TLS Secrets' certificate directory (`--certs-dir`): a change there (a
+    /// certificate arrived, was renewed or removed) is applied like a new state.
+    pub certs_dir: Option<PathBuf>,
+    /// Told (once) when a state that names a TLS Secret's certificate is applied: the
+    /// node certificate Secrets are watched only from then on, so an actor of an install
+    /// variant without Ingresses (and without the RBAC to read Secrets) never asks.
+    pub certs_wanted: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl LoopConfig {
@@ -309,6 +319,8 @@ impl LoopConfig {
             tick: Duration::from_millis(50),
             timing: Timing::default(),
             stop_grace: Duration::from_secs(5),
+            certs_dir: None,
+            certs_wanted: None,
         }
     }
 }
@@ -505,6 +517,7 @@ pub fn control_loop<R: NodeRenderer>(
         health,
         metrics,
         cfg: &cfg,
+        certs_seen: cfg.certs_dir.as_deref().and_then(dir_modified),
     };
     loop {
         let now = Instant::now();
@@ -519,6 +532,11 @@ pub fn control_loop<R: NodeRenderer>(
         }
         std::thread::sleep(cfg.tick);
     }
+}
+
+/// When `dir` was last modified (None: it does not exist).
+fn dir_modified(dir: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(dir).and_then(|m| m.modified()).ok()
 }
 
 /// Leftovers of an earlier actor of this work dir.
@@ -550,6 +568,9 @@ struct Driver<'a, R: NodeRenderer> {
     health: Arc<Health>,
     metrics: Arc<Metrics>,
     cfg: &'a LoopConfig,
+    /// The certificate directory's modification time when last looked at (it changes
+    /// when a file is renamed into it or removed).
+    certs_seen: Option<std::time::SystemTime>,
 }
 
 impl<R: NodeRenderer> Driver<'_, R> {
@@ -571,6 +592,20 @@ impl<R: NodeRenderer> Driver<'_, R> {
         Flow::Continue
     }
 
+    /// Whether the certificate directory changed since the last look.
+    fn certs_changed(&mut self) -> bool {
+        let Some(dir) = self.cfg.certs_dir.as_deref() else {
+            return false;
+        };
+        let now = dir_modified(dir);
+        if now == self.certs_seen {
+            return false;
+        }
+        self.certs_seen = now;
+        tracing::debug!(dir = %dir.display(), "the certificate directory changed; applying again");
+        true
+    }
+
     /// Carry out `action`; its answer, if it has one.
     fn exec(&mut self, action: Action, now: Instant) -> Option<Input> {
         match action {
@@ -579,6 +614,11 @@ impl<R: NodeRenderer> Driver<'_, R> {
                 remove_vips(self.ops, &refs(&states), &self.cfg.node);
             }
             Action::Apply { state, known_vips } => {
+                if let Some(w) = &self.cfg.certs_wanted {
+                    if !k8slb_common::certs::used_by(&state).is_empty() {
+                        w.notify_one();
+                    }
+                }
                 let addrs = self.ops.addresses().unwrap_or_else(|e| {
                     tracing::error!(error = %e, "could not list addresses");
                     Vec::new()
@@ -605,9 +645,10 @@ impl<R: NodeRenderer> Driver<'_, R> {
                 let keepalived_ran = self.applier.keepalived().daemon().is_running();
                 self.applier.supervise(now);
                 let keepalived_runs = self.applier.keepalived().daemon().is_running();
+                let certs_changed = self.certs_changed();
                 return Some(Input::Supervised(Supervised {
                     keepalived_exited: keepalived_exited(keepalived_ran, keepalived_runs),
-                    wants_apply: self.applier.wants_apply(),
+                    wants_apply: self.applier.wants_apply() || certs_changed,
                     not_ready: self.applier.not_ready(),
                 }));
             }
@@ -741,6 +782,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     let mut cfg = LoopConfig::new(args.node.clone(), args.proxy, paths, args.state.clone());
     cfg.forced_interfaces = args.interfaces.iter().cloned().collect();
+    let certs_dir = std::path::absolute(&args.certs_dir)
+        .with_context(|| format!("--certs-dir {}", args.certs_dir.display()))?;
+    cfg.certs_dir = Some(certs_dir.clone());
 
     // The Kubernetes client only for the ConfigMap source. Building it reads the
     // in-cluster config (or KUBECONFIG) and makes no request: an unreachable API server
@@ -751,6 +795,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         )?),
         StateSource::File(_) => None,
     };
+    // The node certificate Secrets into --certs-dir (in the files mode the watcher's
+    // --certs-out writes that directory). Stops with the runtime.
+    if let Some(c) = &client {
+        let wanted = Arc::new(tokio::sync::Notify::new());
+        cfg.certs_wanted = Some(wanted.clone());
+        let (c, ns) = (c.clone(), args.namespace.clone());
+        tokio::spawn(async move {
+            wanted.notified().await;
+            tracing::info!(namespace = %ns, "the state names TLS Secrets' certificates: watching the node certificate Secrets");
+            crate::cert_source::follow(c, ns, certs_dir).await;
+        });
+    }
     let source = open_source(
         &args.state,
         client,

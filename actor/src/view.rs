@@ -24,10 +24,10 @@
 
 use crate::fdlimit::{self, FdBudget, HaproxyFds};
 use k8slb_common::names::{ConfigLine, Email, IfName, NodeName, PoolName, ServiceKey, SmtpServer};
-use k8slb_common::routes::{BackendId, HttpRoutes, Sticky};
+use k8slb_common::routes::{BackendId, CertFile, HttpRoutes, Sticky};
 use k8slb_common::state::{Family, Mode, Protocol, Provider, ProxyProtocol, State, Stickiness};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
@@ -80,6 +80,13 @@ pub struct ViewOptions {
     pub secret_cert_dir: PathBuf,
     /// Where the actor writes the routes' HAProxy map and crt-list files.
     pub routes_dir: PathBuf,
+    /// The certificates of TLS Secrets on this node (stem → version, as
+    /// `k8slb_common::certs::files::present` reads `secret_cert_dir`). A certificate the
+    /// state names that is not here, or not in the version the state names, is left out
+    /// of its listener (its hosts get the listener's default certificate, with a note)
+    /// rather than naming a file the proxy cannot load, which would fail the whole
+    /// config. `None`: not checked (`k8slb-actor render`, snapshots).
+    pub secret_certs: Option<BTreeMap<String, String>>,
 }
 
 impl ViewOptions {
@@ -100,6 +107,7 @@ impl ViewOptions {
             fd_budget: None,
             secret_cert_dir: PathBuf::from("/run/k8slb/certs"),
             routes_dir: PathBuf::from("/run/k8slb/routes"),
+            secret_certs: None,
         }
     }
 }
@@ -632,7 +640,12 @@ pub fn view_with_previous(
         ),
         Provider::Kubeproxy => (None, None),
     };
-    let http = http_part(state, opts, previous.and_then(|p| p.http.as_ref()))?;
+    let http = http_part(
+        state,
+        opts,
+        previous.and_then(|p| p.http.as_ref()),
+        &mut notes,
+    )?;
     Ok(NodeView {
         node: node.clone(),
         proxy: opts.proxy,
@@ -651,6 +664,7 @@ fn http_part(
     state: &State,
     opts: &ViewOptions,
     previous: Option<&HttpPart>,
+    notes: &mut Vec<String>,
 ) -> Result<Option<HttpPart>, ViewError> {
     if state.http.is_empty() || !opts.proxy.has_proxy() {
         return Ok(None);
@@ -675,11 +689,56 @@ fn http_part(
         ),
         _ => Vec::new(),
     };
+    let mut routes = state.http.clone();
+    if let Some(present) = &opts.secret_certs {
+        without_absent_certs(&mut routes, present, notes);
+    }
     Ok(Some(HttpPart {
-        routes: state.http.clone(),
+        routes,
         opts: o,
         backends,
     }))
+}
+
+/// Leave out of `routes` every Secret certificate that `present` (stem → version) does not
+/// hold in the version named, with a note each. Pool certificates are the admin's files
+/// and are not checked here.
+fn without_absent_certs(
+    routes: &mut HttpRoutes,
+    present: &BTreeMap<String, String>,
+    notes: &mut Vec<String>,
+) {
+    let usable = |f: &CertFile| match f {
+        CertFile::Pool { .. } => true,
+        CertFile::Secret { .. } => present
+            .get(&f.stem())
+            .is_some_and(|v| f.version().is_empty() || v == f.version()),
+    };
+    let mut absent = BTreeSet::new();
+    for l in &mut routes.listeners {
+        let Some(tls) = &mut l.tls else { continue };
+        tls.certificates.retain(|c| {
+            let ok = usable(&c.file);
+            if !ok {
+                absent.insert(c.file.clone());
+            }
+            ok
+        });
+        if tls.default_certificate.as_ref().is_some_and(|f| !usable(f)) {
+            absent.extend(tls.default_certificate.take());
+        }
+    }
+    for f in absent {
+        let why = match present.get(&f.stem()) {
+            None => "is not on this node yet".to_string(),
+            Some(v) => format!("is on this node in version {v}, not {}", f.version()),
+        };
+        notes.push(format!(
+            "the certificate of Secret {} (version {}) {why}: its hosts get the default certificate until it arrives",
+            f.stem().replacen('_', "/", 1),
+            f.version()
+        ));
+    }
 }
 
 /// Where files are on the node, and the admin's proxy lines.

@@ -849,3 +849,107 @@ fn hostile_hosts_paths_and_annotations_never_reach_a_rendered_file() {
     }
     assert!(lists.contains("good.example.com") && nx.text.contains("location ^~ /ok/"));
 }
+
+/// The tls-sni routes as the actor's view sees them when only `present` (stem → version)
+/// is in its certificate directory.
+fn viewed_with_certs(present: &[(&str, &str)]) -> (HttpRoutes, Vec<String>) {
+    let routes = versioned_tls_sni();
+    let mut state = base_state();
+    state.http = routes;
+    let mut vo = ViewOptions::new(Provider::Haproxy);
+    vo.interfaces
+        .insert("default".parse().unwrap(), "eth0".parse().unwrap());
+    vo.secret_certs = Some(
+        present
+            .iter()
+            .map(|(s, v)| (s.to_string(), v.to_string()))
+            .collect(),
+    );
+    let v = view(&state, &"lb-1".parse().unwrap(), &vo).unwrap();
+    (v.http.unwrap().routes, v.notes)
+}
+
+/// The tls-sni routes with a version on each Secret certificate (as the plan gives them
+/// from real Secrets).
+fn versioned_tls_sni() -> HttpRoutes {
+    let mut routes = routes_of("tls-sni");
+    let set = |f: &mut k8slb_common::routes::CertFile| {
+        if let k8slb_common::routes::CertFile::Secret { version, .. } = f {
+            *version = "1111111111111111".into();
+        }
+    };
+    for l in &mut routes.listeners {
+        if let Some(t) = &mut l.tls {
+            t.certificates.iter_mut().for_each(|c| set(&mut c.file));
+            t.default_certificate.iter_mut().for_each(set);
+        }
+    }
+    routes
+}
+
+fn secret_certs(routes: &HttpRoutes) -> Vec<(String, String)> {
+    k8slb_common::certs::used_by_routes(routes)
+        .into_iter()
+        .map(|f| (f.stem(), f.version().to_string()))
+        .collect()
+}
+
+/// A certificate the state names that is not on the node (its Secret has not arrived), or
+/// not in the version named (a renewal on its way), is left out of its listener with a
+/// note; the others stay. Never a config naming a file the proxy cannot load.
+#[test]
+fn a_certificate_not_on_the_node_in_its_version_is_left_out_with_a_note() {
+    let all = secret_certs(&versioned_tls_sni());
+    assert!(
+        all.len() >= 2,
+        "the fixture names two Secret certificates: {all:?}"
+    );
+    let as_named: Vec<(&str, &str)> = all.iter().map(|(s, v)| (s.as_str(), v.as_str())).collect();
+    let (routes, notes) = viewed_with_certs(&as_named);
+    assert_eq!(
+        secret_certs(&routes),
+        all,
+        "every certificate present: all kept"
+    );
+    assert!(
+        notes.iter().all(|n| !n.contains("certificate of Secret")),
+        "{notes:?}"
+    );
+
+    let (first, second) = (&all[0], &all[1]);
+    let (routes, notes) = viewed_with_certs(&[(second.0.as_str(), second.1.as_str())]);
+    assert_eq!(secret_certs(&routes), std::slice::from_ref(second));
+    let missing = notes
+        .iter()
+        .find(|n| n.contains(&first.0.replacen('_', "/", 1)))
+        .unwrap_or_else(|| panic!("no note about {}: {notes:?}", first.0));
+    assert!(missing.contains("is not on this node yet"), "{missing}");
+
+    let (routes, notes) = viewed_with_certs(&[
+        (first.0.as_str(), "0000000000000000"),
+        (second.0.as_str(), second.1.as_str()),
+    ]);
+    assert_eq!(secret_certs(&routes), std::slice::from_ref(second));
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("in version 0000000000000000")),
+        "{notes:?}"
+    );
+}
+
+/// The same through the real daemons: the config without the absent certificate is one
+/// HAProxy and nginx accept.
+#[test]
+#[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
+fn a_config_without_an_absent_certificate_passes_the_daemons_own_checks() {
+    let all = secret_certs(&versioned_tls_sni());
+    let (routes, _) = viewed_with_certs(&[(all[1].0.as_str(), all[1].1.as_str())]);
+    let r = HttpRenderer::embedded().unwrap();
+    let hp = r
+        .haproxy(&routes, &HttpRenderOptions::default(), &[])
+        .unwrap();
+    let lists: String = hp.files.values().cloned().collect();
+    assert!(!lists.contains(&format!("{}.pem", all[0].0)), "{lists}");
+    daemon_checks(&routes);
+}

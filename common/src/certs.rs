@@ -195,9 +195,210 @@ pub fn node_certs(
         .collect()
 }
 
+/// The stem's Secret: `<namespace>_<name>` back into its parts, validated as the state
+/// validates them (so a stem from an annotation can name nothing outside a directory).
+pub fn secret_of_stem(stem: &str) -> Option<(crate::names::ObjectName, crate::routes::SecretName)> {
+    let (ns, name) = stem.split_once('_')?;
+    Some((ns.parse().ok()?, name.parse().ok()?))
+}
+
+/// What a node certificate directory sync changed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Synced {
+    pub written: Vec<String>,
+    pub removed: Vec<String>,
+}
+
+/// The node certificate files: `<dir>/<stem>.pem` (the chain, then the key, mode 0600) and
+/// `<dir>/<stem>.version` (the chain's [`chain_version`], so a reader knows which
+/// certificate a file holds without parsing it: a renewal is a new version, and a file
+/// that is not there yet, or still the old one, is told apart from the one the state
+/// names). The `.pem` is replaced before the `.version`, so a `.version` never names
+/// content that is not in place. The directory is made 0700. (Feature `fs`.)
+#[cfg(feature = "fs")]
+pub mod files {
+    use super::{NodeCert, Synced};
+    use std::collections::BTreeMap;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    use std::path::Path;
+
+    fn ensure_dir(dir: &Path) -> std::io::Result<()> {
+        if !dir.is_dir() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+        }
+        Ok(())
+    }
+
+    fn write_0600(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        crate::fs::write_atomic(path, bytes)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+    }
+
+    /// Write the new and changed certificates of `certs` (stem → certificate); remove
+    /// nothing.
+    pub fn write(dir: &Path, certs: &BTreeMap<String, NodeCert>) -> std::io::Result<Vec<String>> {
+        ensure_dir(dir)?;
+        let mut written = Vec::new();
+        for (stem, cert) in certs {
+            let pem_path = dir.join(format!("{stem}.pem"));
+            let version_path = dir.join(format!("{stem}.version"));
+            let pem = cert.pem();
+            let version = cert.file.version();
+            let same = std::fs::read(&pem_path).ok().as_deref() == Some(pem.as_bytes())
+                && std::fs::read(&version_path).ok().as_deref() == Some(version.as_bytes());
+            if same {
+                continue;
+            }
+            write_0600(&pem_path, pem.as_bytes())?;
+            write_0600(&version_path, version.as_bytes())?;
+            written.push(stem.clone());
+        }
+        Ok(written)
+    }
+
+    /// Remove the certificate files whose stem is not in `keep`.
+    pub fn remove_unused<T>(
+        dir: &Path,
+        keep: &BTreeMap<String, T>,
+    ) -> std::io::Result<Vec<String>> {
+        let mut removed = Vec::new();
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(removed),
+            Err(e) => return Err(e),
+        };
+        for e in entries {
+            let name = e?.file_name().to_string_lossy().into_owned();
+            let stem = name
+                .strip_suffix(".pem")
+                .or_else(|| name.strip_suffix(".version"));
+            if let Some(stem) = stem {
+                if !keep.contains_key(stem) {
+                    std::fs::remove_file(dir.join(&name))?;
+                    if name.ends_with(".pem") {
+                        removed.push(stem.to_string());
+                    }
+                }
+            }
+        }
+        removed.sort();
+        Ok(removed)
+    }
+
+    /// Make `dir` hold exactly `certs`.
+    pub fn sync(dir: &Path, certs: &BTreeMap<String, NodeCert>) -> std::io::Result<Synced> {
+        let written = write(dir, certs)?;
+        let removed = remove_unused(dir, certs)?;
+        Ok(Synced { written, removed })
+    }
+
+    /// The certificates in `dir`: stem → version, for each `<stem>.pem` with its
+    /// `<stem>.version`. A missing or unreadable directory is empty.
+    pub fn present(dir: &Path) -> BTreeMap<String, String> {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return BTreeMap::new();
+        };
+        let mut out = BTreeMap::new();
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(stem) = name.strip_suffix(".version") else {
+                continue;
+            };
+            if !dir.join(format!("{stem}.pem")).is_file() {
+                continue;
+            }
+            if let Ok(v) = std::fs::read_to_string(dir.join(&name)) {
+                out.insert(stem.to_string(), v.trim().to_string());
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cert(name: &str, body: &str) -> (String, NodeCert) {
+        let file = CertFile::Secret {
+            namespace: "default".parse().unwrap(),
+            name: name.parse().unwrap(),
+            version: chain_version(&format!("CHAIN {body}\n")),
+        };
+        (
+            file.stem(),
+            NodeCert {
+                file,
+                chain_pem: format!("CHAIN {body}\n"),
+                key_pem: format!("KEY {body}\n"),
+            },
+        )
+    }
+
+    #[test]
+    #[cfg(feature = "fs")]
+    fn node_files_are_0600_replaced_when_changed_removed_when_unused_and_versioned() {
+        use std::collections::BTreeMap;
+        use std::os::unix::fs::PermissionsExt;
+        use std::path::Path;
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("certs");
+        let first: BTreeMap<_, _> = [cert("a", "1"), cert("b", "1")].into();
+        let s = files::sync(&dir, &first).unwrap();
+        assert_eq!(s.written, ["default_a", "default_b"]);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&dir.join("default_a.pem")), 0o600);
+        assert_eq!(mode(&dir.join("default_a.version")), 0o600);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("default_a.pem")).unwrap(),
+            "CHAIN 1\nKEY 1\n"
+        );
+        let present = files::present(&dir);
+        assert_eq!(present["default_a"], first["default_a"].file.version());
+        assert_eq!(present.len(), 2);
+        // Unchanged: nothing written.
+        assert_eq!(files::sync(&dir, &first).unwrap(), Synced::default());
+        // a renewed, b gone.
+        let second: BTreeMap<_, _> = [cert("a", "2")].into();
+        let s = files::sync(&dir, &second).unwrap();
+        assert_eq!(
+            (s.written, s.removed),
+            (vec!["default_a".to_string()], vec!["default_b".to_string()])
+        );
+        assert!(!dir.join("default_b.pem").exists() && !dir.join("default_b.version").exists());
+        assert_eq!(
+            files::present(&dir)["default_a"],
+            second["default_a"].file.version()
+        );
+        // A .pem without its .version is not a certificate the state can use.
+        std::fs::remove_file(dir.join("default_a.version")).unwrap();
+        assert!(files::present(&dir).is_empty());
+        assert!(files::present(&d.path().join("missing")).is_empty());
+    }
+
+    #[test]
+    fn a_stem_is_a_namespace_and_a_secret_name_or_nothing() {
+        let (ns, name) = secret_of_stem("default_web-tls").unwrap();
+        assert_eq!((ns.as_str(), name.as_str()), ("default", "web-tls"));
+        for bad in [
+            "",
+            "default",
+            "_web",
+            "default_",
+            "../x_y",
+            "a_b/c",
+            "a_../../etc",
+            "A_b",
+            "a_b c",
+            "a_b\n",
+        ] {
+            assert!(secret_of_stem(bad).is_none(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn node_secret_names_are_valid_and_distinct() {

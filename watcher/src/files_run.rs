@@ -16,6 +16,7 @@ use crate::reconcile::{
 use crate::sink::Sink;
 use crate::Error;
 use k8slb_common::plan::PlanOptions;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -181,43 +182,71 @@ impl Driver {
                 false
             }
             Step::Plan(p) => {
+                // The certificates the new state names are in place before it is, and
+                // those it no longer names leave after it.
+                let certs = self.write_certs(&p.state, &secrets);
                 let failed = self.write(*p, started);
-                self.sync_certs(&secrets) || failed
+                self.remove_unused_certs(certs.as_ref()) || failed || certs.is_none()
             }
             // A leader with nothing published elsewhere neither follows nor waits.
             Step::Follow | Step::WaitForState(_) => false,
         }
     }
 
-    /// The node certificates of the current state into `--certs-out`. True: it failed.
-    fn sync_certs(&mut self, secrets: &[k8s_openapi::api::core::v1::Secret]) -> bool {
-        let (Some(dir), Some(state)) = (&self.certs_out, &self.previous.state) else {
+    /// The node certificates `state` names, written into `--certs-out` (new and renewed
+    /// ones; nothing removed). None: the write failed (said in the log and `/readyz`).
+    fn write_certs(
+        &mut self,
+        state: &k8slb_common::state::State,
+        secrets: &[k8s_openapi::api::core::v1::Secret],
+    ) -> Option<BTreeMap<String, k8slb_common::certs::NodeCert>> {
+        let dir = self.certs_out.clone()?;
+        let certs = k8slb_common::certs::node_certs(state, secrets);
+        match k8slb_common::certs::files::write(&dir, &certs) {
+            Ok(written) => {
+                if !written.is_empty() {
+                    tracing::info!(dir = %dir.display(), ?written, "node certificates written");
+                }
+                Some(certs)
+            }
+            Err(e) => {
+                self.certs_failed(&dir, &e);
+                None
+            }
+        }
+    }
+
+    /// Remove the node certificates no longer named (after the state is written). True:
+    /// it failed.
+    fn remove_unused_certs(
+        &mut self,
+        certs: Option<&BTreeMap<String, k8slb_common::certs::NodeCert>>,
+    ) -> bool {
+        let (Some(dir), Some(certs)) = (self.certs_out.clone(), certs) else {
             return false;
         };
-        let certs = k8slb_common::certs::node_certs(state, secrets);
-        match crate::certs_dir::sync(dir, &certs) {
-            Ok(s) => {
+        match k8slb_common::certs::files::remove_unused(&dir, certs) {
+            Ok(removed) => {
                 self.certs_log.succeeded();
-                if !s.written.is_empty() || !s.removed.is_empty() {
-                    tracing::info!(
-                        dir = %dir.display(),
-                        written = ?s.written,
-                        removed = ?s.removed,
-                        "node certificates updated"
-                    );
+                if !removed.is_empty() {
+                    tracing::info!(dir = %dir.display(), ?removed, "node certificates removed");
                 }
                 false
             }
             Err(e) => {
-                let e = format!(
-                    "cannot write the node certificates to {}: {e}",
-                    dir.display()
-                );
-                self.certs_log.failed(1, &e);
-                self.metrics.readiness.not_ready(format!("files: {e}"));
+                self.certs_failed(&dir, &e);
                 true
             }
         }
+    }
+
+    fn certs_failed(&mut self, dir: &Path, e: &std::io::Error) {
+        let e = format!(
+            "cannot write the node certificates to {}: {e}",
+            dir.display()
+        );
+        self.certs_log.failed(1, &e);
+        self.metrics.readiness.not_ready(format!("files: {e}"));
     }
 
     /// Write the state if it changed. True: the write failed.

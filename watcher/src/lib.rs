@@ -16,7 +16,6 @@
 //! No module imports one that imports it back (`watcher/tests/module_graph.rs`).
 
 pub mod admin;
-pub mod certs_dir;
 pub mod cmd_plan;
 pub mod events;
 pub mod failing;
