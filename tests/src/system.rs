@@ -400,6 +400,11 @@ impl System {
         self.lab.dir.join("node-certs")
     }
 
+    /// Kube mode: where the actor on `node` writes the node certificates (`--certs-dir`).
+    pub fn actor_certs_dir(&self, node: &str) -> PathBuf {
+        self.lab.dir.join(format!("{node}-certs"))
+    }
+
     pub fn start_actor(&mut self, node: &str) -> Result<ProcId> {
         if self.opts.containers.is_some() {
             return self.start_actor_container(node);
@@ -421,7 +426,14 @@ impl System {
         let work = self.lab.dir.join(format!("{node}-work"));
         std::fs::create_dir_all(&work)?;
         let work = work.to_string_lossy().into_owned();
-        let certs = self.node_certs_dir().to_string_lossy().into_owned();
+        // Files mode: the watcher's --certs-out; kube mode: each actor its own (it writes
+        // the node certificate Secrets there itself).
+        let certs = match &self.kube {
+            Some(_) => self.actor_certs_dir(node),
+            None => self.node_certs_dir(),
+        }
+        .to_string_lossy()
+        .into_owned();
         let p = self.lab.spawn_in_env(
             node,
             "actor",

@@ -304,8 +304,14 @@ fn fingerprint(pem: &str) -> String {
 }
 
 fn tls_from_a_secret_redirect_and_renewal(proxy: &str) {
-    let mut sys =
-        System::start(Options::new(&format!("ing-tls-{proxy}")).proxy(proxy)).expect("system");
+    tls_from_a_secret_redirect_and_renewal_with(
+        Options::new(&format!("ing-tls-{proxy}")).proxy(proxy),
+    );
+}
+
+fn tls_from_a_secret_redirect_and_renewal_with(opts: Options) {
+    let proxy = opts.proxy.clone();
+    let mut sys = System::start(opts).expect("system");
     apply_backend(&sys);
     let d = tempfile::tempdir().unwrap();
     let (crt, key) = self_signed(d.path(), "secure.example", "one");
@@ -369,7 +375,29 @@ fn tls_from_a_secret_redirect_and_renewal(proxy: &str) {
     })
     .unwrap_or_else(|e| panic!("{proxy}: the renewed certificate is not served ({got}): {e:#}"));
     assert_eq!(https("/y"), "200");
+    if let Some(kube) = &sys.kube {
+        // Each actor wrote the node certificate 0600 (from the watcher's node Secret),
+        // and nothing any binary did was refused by the variant's RBAC.
+        use std::os::unix::fs::PermissionsExt;
+        for node in ["lb1", "lb2"] {
+            let f = sys.actor_certs_dir(node).join("default_secure.pem");
+            let mode = std::fs::metadata(&f)
+                .unwrap_or_else(|e| panic!("{}: {e}", f.display()))
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{}", f.display());
+            let text = std::fs::read_to_string(&f).unwrap();
+            assert!(text.starts_with(&crt2), "{node} holds the renewed chain");
+        }
+        assert_eq!(kube.refused_requests(), Vec::<String>::new());
+    }
     sys.lab.pass();
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn kubernetes_path_serves_an_ingress_certificate_from_its_secret_redirects_and_the_renewed_one() {
+    tls_from_a_secret_redirect_and_renewal_with(Options::new("ing-tls-kube").kube_ingress());
 }
 
 #[test]
