@@ -190,8 +190,8 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use k8s_openapi::ByteString;
 
-    const CHAIN: &str = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
-    const KEY: &str = "-----BEGIN PRIVATE KEY-----\nBBBB\n-----END PRIVATE KEY-----\n";
+    const CHAIN: &str = include_str!("../../common/tests/fixtures/certs/ec.crt");
+    const KEY: &str = include_str!("../../common/tests/fixtures/certs/ec.key");
 
     fn secret(stem: &str, name: Option<&str>, chain: &str) -> Secret {
         Secret {
@@ -232,7 +232,7 @@ mod tests {
         ];
         for s in refused {
             let why = node_cert(&s).unwrap_err();
-            assert!(!why.contains("BBBB"), "{why}");
+            assert!(!why.contains(KEY.lines().nth(1).unwrap()), "{why}");
         }
         let mut unlabelled = secret("default_web-tls", None, CHAIN);
         unlabelled.metadata.labels = None;

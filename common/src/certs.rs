@@ -124,6 +124,7 @@ pub fn inspect(secret: &Secret) -> Result<NodeCert, CertError> {
             "tls.key must hold exactly one PEM private key".into(),
         ));
     }
+    keys_match(&chain_pem, &key_pem)?;
     if let CertFile::Secret { version, .. } = &mut file {
         *version = chain_version(&chain_pem);
     }
@@ -132,6 +133,49 @@ pub fn inspect(secret: &Secret) -> Result<NodeCert, CertError> {
         chain_pem,
         key_pem,
     })
+}
+
+/// That the first certificate of `chain_pem` parses as X.509 and carries the public key
+/// of `key_pem` (rustls' `CertifiedKey::keys_match`, over the ring provider: RSA, ECDSA
+/// P-256 and P-384, Ed25519). An EC P-521 key, which HAProxy and nginx serve but ring
+/// cannot load, is accepted unchecked (the proxy's own check is then the only one); any
+/// other key ring cannot load is refused. Messages never quote key material.
+fn keys_match(chain_pem: &str, key_pem: &str) -> Result<(), CertError> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(chain_pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|_| CertError::Invalid("tls.crt is not valid PEM".into()))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+        .map_err(|_| CertError::Invalid("tls.key is not a valid PEM private key".into()))?;
+    let signing = match rustls::crypto::ring::sign::any_supported_type(&key) {
+        Ok(k) => k,
+        Err(_) if is_p521(key.secret_der()) => return Ok(()),
+        Err(_) => {
+            return Err(CertError::Invalid(
+                "tls.key is not an RSA, ECDSA (P-256, P-384, P-521) or Ed25519 private key".into(),
+            ))
+        }
+    };
+    let certified = rustls::sign::CertifiedKey::new(chain, signing);
+    match certified.keys_match() {
+        Ok(()) => Ok(()),
+        Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) => {
+            Err(CertError::Invalid(
+                "the key in tls.key does not match the certificate in tls.crt".into(),
+            ))
+        }
+        Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => Ok(()),
+        Err(_) => Err(CertError::Invalid(
+            "the first certificate of tls.crt does not parse as X.509".into(),
+        )),
+    }
+}
+
+/// Whether a private key's DER names the curve secp521r1 (OID 1.3.132.0.35).
+fn is_p521(der: &[u8]) -> bool {
+    const OID: [u8; 7] = [0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x23];
+    der.windows(OID.len()).any(|w| w == OID)
 }
 
 /// The version of a certificate chain: 16 hex digits of FNV-1a 64 over its PEM text. A
@@ -378,6 +422,89 @@ mod tests {
         std::fs::remove_file(dir.join("default_a.version")).unwrap();
         assert!(files::present(&dir).is_empty());
         assert!(files::present(&d.path().join("missing")).is_empty());
+    }
+
+    fn fixture(name: &str) -> String {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/certs")
+            .join(name);
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    fn tls_secret(crt: &str, key: &str) -> Secret {
+        use k8s_openapi::ByteString;
+        Secret {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some("web-tls".into()),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+            type_: Some(TLS_SECRET_TYPE.into()),
+            data: Some(
+                [
+                    ("tls.crt".to_string(), ByteString(crt.as_bytes().to_vec())),
+                    ("tls.key".to_string(), ByteString(key.as_bytes().to_vec())),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        }
+    }
+
+    /// (certificate, key, accepted?) with real keys: matching pairs of every key form are
+    /// accepted, a swapped key or garbage is refused, and no message quotes the key.
+    #[test]
+    fn the_key_must_match_the_certificate() {
+        let garbage_cert = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        let garbage_key = "-----BEGIN PRIVATE KEY-----\nBBBB\n-----END PRIVATE KEY-----\n";
+        let cases: Vec<(String, String, Result<(), &str>)> = vec![
+            (fixture("ec.crt"), fixture("ec.key"), Ok(())),
+            (fixture("ec.crt"), fixture("ec-sec1.key"), Ok(())),
+            (fixture("rsa.crt"), fixture("rsa.key"), Ok(())),
+            (fixture("rsa.crt"), fixture("rsa-pkcs1.key"), Ok(())),
+            // A chain: the leaf first (the key is the leaf's).
+            (
+                fixture("ec.crt") + &fixture("other-ec.crt"),
+                fixture("ec.key"),
+                Ok(()),
+            ),
+            // P-521: ring cannot compare it; the proxies serve it.
+            (fixture("p521.crt"), fixture("p521.key"), Ok(())),
+            (
+                fixture("ec.crt"),
+                fixture("other-ec.key"),
+                Err("does not match"),
+            ),
+            (fixture("rsa.crt"), fixture("ec.key"), Err("does not match")),
+            (
+                fixture("other-ec.crt") + &fixture("ec.crt"),
+                fixture("ec.key"),
+                Err("does not match"),
+            ),
+            (
+                garbage_cert.to_string(),
+                fixture("ec.key"),
+                Err("does not parse as X.509"),
+            ),
+            (
+                fixture("ec.crt"),
+                garbage_key.to_string(),
+                Err("is not an RSA, ECDSA"),
+            ),
+        ];
+        for (i, (crt, key, want)) in cases.iter().enumerate() {
+            let got = inspect(&tls_secret(crt, key));
+            match (want, &got) {
+                (Ok(()), Ok(c)) => assert_eq!(c.chain_pem, *crt, "case {i}"),
+                (Err(part), Err(e)) => {
+                    let msg = e.to_string();
+                    assert!(msg.contains(part), "case {i}: {msg}");
+                    let body = key.lines().nth(1).unwrap_or_default();
+                    assert!(!msg.contains(body), "case {i} quotes the key: {msg}");
+                }
+                _ => panic!("case {i}: want {want:?}, got {got:?}"),
+            }
+        }
     }
 
     #[test]
