@@ -92,10 +92,51 @@ pub fn answer_is_error(answer: &str) -> bool {
     MARKERS.iter().any(|m| answer.contains(m))
 }
 
+/// The prefix of the pseudo-command `<UPDATE_CERT><certificate path>` in a command list
+/// ([`crate::render::RuntimeCommand::UpdateCert`]): [`apply_commands`] carries it out
+/// with [`update_cert`].
+pub const UPDATE_CERT: &str = "k8slb-update-ssl-cert ";
+
+/// Replace the certificate HAProxy loaded from `cert` (a path of its config) with the
+/// file's current content, hitless: `set ssl cert <cert> <<` + the PEM, then
+/// `commit ssl cert <cert>`. If either is refused (a key that does not match, a path the
+/// config does not name), the transaction is aborted so nothing half-done stays open,
+/// and the refusal is returned (the caller reloads instead). The file is read here, and
+/// neither the command nor an error ever holds its content.
+pub fn update_cert(socket: &Path, cert: &str) -> Result<(), RuntimeError> {
+    let pem = std::fs::read_to_string(cert).map_err(|source| RuntimeError::Io {
+        path: PathBuf::from(cert),
+        source,
+    })?;
+    // The payload ends at the first empty line: none inside it.
+    let payload: Vec<&str> = pem.lines().filter(|l| !l.trim().is_empty()).collect();
+    let set = format!("set ssl cert {cert} <<\n{}\n", payload.join("\n"));
+    let refused = |command: String, answer: &str| RuntimeError::Refused {
+        command,
+        answer: answer.trim().to_string(),
+    };
+    let answer = send(socket, &set)?;
+    if answer_is_error(&answer) || !answer.contains("Transaction") {
+        let _ = send(socket, &format!("abort ssl cert {cert}"));
+        return Err(refused(format!("set ssl cert {cert}"), &answer));
+    }
+    let commit = format!("commit ssl cert {cert}");
+    let answer = send(socket, &commit)?;
+    if answer_is_error(&answer) || !answer.contains("Success!") {
+        let _ = send(socket, &format!("abort ssl cert {cert}"));
+        return Err(refused(commit, &answer));
+    }
+    Ok(())
+}
+
 /// Apply `commands` one connection each; stop at the first refusal.
 /// Returns how many commands were applied.
 pub fn apply_commands(path: &Path, commands: &[String]) -> Result<usize, RuntimeError> {
     for c in commands {
+        if let Some(cert) = c.strip_prefix(UPDATE_CERT) {
+            update_cert(path, cert)?;
+            continue;
+        }
         let answer = send(path, c)?;
         if answer_is_error(&answer) {
             return Err(RuntimeError::Refused {

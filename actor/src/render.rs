@@ -14,6 +14,7 @@
 use crate::view::{Backend, HaproxyView, KeepalivedView, NginxView, NodeView, Skipped};
 use k8slb_common::names::ConfigLine;
 use k8slb_common::names::NodeName;
+use k8slb_common::routes::{CertFile, HttpRoutes, Listener};
 use k8slb_common::state::Provider;
 use serde::Serialize;
 use serde_json::Value;
@@ -486,6 +487,11 @@ pub enum RuntimeCommand {
         server: String,
         weight: u16,
     },
+    /// A renewed certificate of a TLS Secret, hitless: `set ssl cert <path> <<` with the
+    /// file's content (read when sent: the command never holds key material), then
+    /// `commit ssl cert <path>`; `abort ssl cert <path>` if either is refused
+    /// ([`crate::haproxy_rt::update_cert`]).
+    UpdateCert { path: String },
 }
 
 impl RuntimeCommand {
@@ -512,6 +518,9 @@ impl RuntimeCommand {
                 server,
                 weight,
             } => format!("set weight {backend}/{server} {weight}"),
+            RuntimeCommand::UpdateCert { path } => {
+                format!("{}{path}", crate::haproxy_rt::UPDATE_CERT)
+            }
         }
     }
 }
@@ -617,7 +626,7 @@ fn same_routes_structure(old: &NodeView, new: &NodeView) -> bool {
         (None, None) => true,
         (Some(a), Some(b)) => {
             a.opts == b.opts
-                && a.routes.listeners == b.routes.listeners
+                && listeners_but_cert_versions(&a.routes) == listeners_but_cert_versions(&b.routes)
                 && a.routes.backends.len() == b.routes.backends.len()
                 && a.routes
                     .backends
@@ -628,6 +637,49 @@ fn same_routes_structure(old: &NodeView, new: &NodeView) -> bool {
         }
         _ => false,
     }
+}
+
+/// The listeners with every certificate's version blanked: a renewed certificate (same
+/// file, new content) is a Runtime API update for HAProxy, not a new structure.
+fn listeners_but_cert_versions(routes: &HttpRoutes) -> Vec<Listener> {
+    let blank = |f: &mut CertFile| {
+        if let CertFile::Secret { version, .. } = f {
+            version.clear();
+        }
+    };
+    let mut ls = routes.listeners.clone();
+    for l in &mut ls {
+        if let Some(t) = &mut l.tls {
+            t.certificates.iter_mut().for_each(|c| blank(&mut c.file));
+            t.default_certificate.iter_mut().for_each(blank);
+        }
+    }
+    ls
+}
+
+/// The certificate updates from `old` to `new` (HAProxy): each Secret certificate both
+/// name whose version changed, by the path HAProxy loaded it from.
+fn cert_updates(old: &NodeView, new: &NodeView) -> Vec<RuntimeCommand> {
+    let (Some(o), Some(n)) = (&old.http, &new.http) else {
+        return Vec::new();
+    };
+    let versions = |r: &HttpRoutes| -> BTreeMap<String, CertFile> {
+        k8slb_common::certs::used_by_routes(r)
+            .into_iter()
+            .map(|f| (f.stem(), f))
+            .collect()
+    };
+    let before = versions(&o.routes);
+    versions(&n.routes)
+        .into_iter()
+        .filter(|(stem, f)| before.get(stem).is_some_and(|b| b.version() != f.version()))
+        .filter_map(|(_, f)| {
+            let path = crate::render_http::cert_path(&f, &n.opts).ok()?;
+            Some(RuntimeCommand::UpdateCert {
+                path: format!("{path}.pem"),
+            })
+        })
+        .collect()
 }
 
 /// Same names, modes, options and slot counts.
@@ -696,6 +748,7 @@ pub fn runtime_diff(old: &NodeView, new: &NodeView) -> Option<Vec<RuntimeCommand
                     }
                 }
             }
+            cmds.extend(cert_updates(old, new));
             Some(cmds)
         }
         // nginx (unchanged, or it would be structural) and kubeproxy: nothing to send.

@@ -101,7 +101,10 @@ fn one_label_regex(suffix: &str) -> String {
     format!("^[^.]+{}$", suffix.replace('.', "[.]"))
 }
 
-fn cert_path(f: &CertFile, o: &HttpRenderOptions) -> Result<String, RenderError> {
+/// Where `f` is on the node, without the extension (`.pem`; nginx also `.key` for a
+/// pool's): the path HAProxy's `crt` / crt-list names, and so the name of its certificate
+/// in HAProxy's store (`set ssl cert <path>.pem`).
+pub fn cert_path(f: &CertFile, o: &HttpRenderOptions) -> Result<String, RenderError> {
     let dir = match f {
         CertFile::Pool { .. } => &o.pool_cert_dir,
         CertFile::Secret { .. } => &o.secret_cert_dir,

@@ -953,3 +953,87 @@ fn a_config_without_an_absent_certificate_passes_the_daemons_own_checks() {
     assert!(!lists.contains(&format!("{}.pem", all[0].0)), "{lists}");
     daemon_checks(&routes);
 }
+
+/// Two views of the tls-sni routes for `proxy`, the second with `change` applied to the
+/// state's routes.
+fn tls_views(
+    proxy: Provider,
+    change: impl Fn(&mut HttpRoutes),
+) -> (k8slb_actor::view::NodeView, k8slb_actor::view::NodeView) {
+    let mut a = base_state();
+    a.http = versioned_tls_sni();
+    let mut b = a.clone();
+    change(&mut b.http);
+    let mut vo = ViewOptions::new(proxy);
+    vo.interfaces
+        .insert("default".parse().unwrap(), "eth0".parse().unwrap());
+    let node = "lb-1".parse().unwrap();
+    (view(&a, &node, &vo).unwrap(), view(&b, &node, &vo).unwrap())
+}
+
+fn renew(stem: &'static str) -> impl Fn(&mut HttpRoutes) {
+    move |r: &mut HttpRoutes| {
+        for l in &mut r.listeners {
+            if let Some(t) = &mut l.tls {
+                let files = t
+                    .certificates
+                    .iter_mut()
+                    .map(|c| &mut c.file)
+                    .chain(t.default_certificate.as_mut());
+                for f in files {
+                    if f.stem() == stem {
+                        if let k8slb_common::routes::CertFile::Secret { version, .. } = f {
+                            *version = "2222222222222222".into();
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A renewed certificate (same file, new version) is a Runtime API update for HAProxy
+/// (`UpdateCert` of the path its config loaded), a reload for nginx; anything else about
+/// the certificates (one more, one less) is a reload for both.
+#[test]
+fn a_renewed_certificate_is_a_runtime_update_for_haproxy_and_a_reload_for_nginx() {
+    use k8slb_actor::render::{is_structural, runtime_diff, Config, RuntimeCommand};
+    let stem = "default_foo";
+    let (a, b) = tls_views(Provider::Haproxy, renew(stem));
+    assert!(!is_structural(Config::Proxy, &a, &b));
+    let cmds = runtime_diff(&a, &b).expect("a Runtime API change");
+    assert_eq!(
+        cmds,
+        [RuntimeCommand::UpdateCert {
+            path: format!("/run/k8slb/certs/{stem}.pem")
+        }]
+    );
+    // The command line names the file, never its content.
+    assert_eq!(
+        cmds[0].to_cli(),
+        format!(
+            "{}/run/k8slb/certs/{stem}.pem",
+            k8slb_actor::haproxy_rt::UPDATE_CERT
+        )
+    );
+
+    let (a, b) = tls_views(Provider::Nginx, renew(stem));
+    assert!(
+        is_structural(Config::Proxy, &a, &b),
+        "nginx reloads for a renewal"
+    );
+
+    let drop_one = |r: &mut HttpRoutes| {
+        for l in &mut r.listeners {
+            if let Some(t) = &mut l.tls {
+                t.certificates.retain(|c| c.file.stem() != "default_foo");
+            }
+        }
+    };
+    let (a, b) = tls_views(Provider::Haproxy, drop_one);
+    assert!(is_structural(Config::Proxy, &a, &b));
+    assert_eq!(runtime_diff(&a, &b), None);
+    // Unchanged: nothing to send.
+    let (a, b) = tls_views(Provider::Haproxy, |_| {});
+    assert_eq!(runtime_diff(&a, &b), Some(vec![]));
+}

@@ -43,6 +43,8 @@ pub struct ProbeResult {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Proto {
     Http,
+    /// HTTP over TLS (any certificate accepted; `--host` is the SNI).
+    Https,
     Tcp,
     Udp,
 }
@@ -51,6 +53,7 @@ impl Proto {
     pub fn as_str(self) -> &'static str {
         match self {
             Proto::Http => "http",
+            Proto::Https => "https",
             Proto::Tcp => "tcp",
             Proto::Udp => "udp",
         }
@@ -171,28 +174,38 @@ pub fn start_load(
     target: SocketAddr,
     steady: Steady,
 ) -> Result<Background> {
+    start_load_args(lab, host, name, proto, target, steady, &[])
+}
+
+/// [`start_load`] with more lab-client flags (`--host`, `--path`).
+pub fn start_load_args(
+    lab: &mut Lab,
+    host: &str,
+    name: &str,
+    proto: Proto,
+    target: SocketAddr,
+    steady: Steady,
+    extra: &[&str],
+) -> Result<Background> {
     let t = target.to_string();
     let r = steady.rate.to_string();
     let c = steady.concurrency.to_string();
     let d = steady.max.as_millis().to_string();
-    spawn_client(
-        lab,
-        host,
-        name,
-        &[
-            "load",
-            "--proto",
-            proto.as_str(),
-            "--target",
-            &t,
-            "--rate",
-            &r,
-            "--concurrency",
-            &c,
-            "--duration-ms",
-            &d,
-        ],
-    )
+    let mut args = vec![
+        "load",
+        "--proto",
+        proto.as_str(),
+        "--target",
+        &t,
+        "--rate",
+        &r,
+        "--concurrency",
+        &c,
+        "--duration-ms",
+        &d,
+    ];
+    args.extend_from_slice(extra);
+    spawn_client(lab, host, name, &args)
 }
 
 impl Background {

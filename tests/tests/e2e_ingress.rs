@@ -479,6 +479,80 @@ fn ingress_backend_endpoint_churn_under_load_is_zero_reloads_and_zero_failures()
     sys.lab.pass();
 }
 
+/// cert-manager renews a certificate while HTTPS requests keep coming: HAProxy takes the
+/// new one over its Runtime API (`set ssl cert` + `commit ssl cert`), without a reload and
+/// without a failed handshake or request, and new handshakes get the new certificate.
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn a_renewed_certificate_reaches_haproxy_under_load_without_a_reload_or_a_failed_request() {
+    use k8slb_tests::traffic::Steady;
+    let mut sys = System::start(Options::new("ing-renew")).expect("system");
+    apply_backend(&sys);
+    let d = tempfile::tempdir().unwrap();
+    let (crt, key) = self_signed(d.path(), "secure.example", "one");
+    sys.apply("secret-secure", &tls_secret("secure", &crt, &key))
+        .unwrap();
+    sys.apply(
+        "ing-secure",
+        &ingress(
+            "secure",
+            json!({}),
+            json!({"ingressClassName": "k8slb",
+                   "tls": [{"hosts": ["secure.example"], "secretName": "secure"}],
+                   "rules": [{"host": "secure.example", "http": {"paths": [prefix("/")]}}]}),
+        ),
+    )
+    .unwrap();
+    let ip = wait_ingress_ips(&sys, "default/secure", 1)[0];
+    sys.wait_one_holder(ip, T).unwrap();
+    let first = fingerprint(&crt);
+    wait::until(T, || {
+        Ok(served_fingerprint(&sys, ip, "secure.example") == first)
+    })
+    .expect("the first certificate is served");
+    let before = sys
+        .settled_haproxy_reloads(Duration::from_millis(1500), T)
+        .unwrap();
+    let load = traffic::start_load_args(
+        &mut sys.lab,
+        "client",
+        "renew-load",
+        Proto::Https,
+        SocketAddr::new(ip, 443),
+        Steady {
+            rate: 200.0,
+            concurrency: 4,
+            max: Duration::from_secs(60),
+        },
+        &["--host", "secure.example", "--path", "/x"],
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let (crt2, key2) = self_signed(d.path(), "secure.example", "two");
+    sys.apply("secret-secure", &tls_secret("secure", &crt2, &key2))
+        .unwrap();
+    let second = fingerprint(&crt2);
+    let mut got = String::new();
+    wait::until(T, || {
+        got = served_fingerprint(&sys, ip, "secure.example");
+        Ok(got == second)
+    })
+    .unwrap_or_else(|e| panic!("the renewed certificate is not served ({got}): {e:#}"));
+    std::thread::sleep(Duration::from_millis(700));
+    let r = load.stop_load(&mut sys.lab).unwrap();
+    let after = sys
+        .settled_haproxy_reloads(Duration::from_millis(1500), T)
+        .unwrap();
+    eprintln!("HTTPS load during a certificate renewal: {r:?}; reloads {before} -> {after}");
+    assert!(r.ok > 200, "too little load went through: {r:?}");
+    assert_eq!(
+        r.failed, 0,
+        "handshakes or requests failed during the renewal: {r:?}"
+    );
+    assert_eq!(after, before, "the renewal reloaded HAProxy");
+    sys.lab.pass();
+}
+
 #[test]
 #[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
 fn an_ingress_added_later_is_served_on_the_same_vip() {
