@@ -6,36 +6,8 @@
 mod support;
 
 use k8slb_actor::haproxy_rt::{update_cert, RuntimeError};
+use k8slb_common::testing::self_signed;
 use std::path::Path;
-use std::process::Command;
-
-fn self_signed(dir: &Path, tag: &str) -> (String, String) {
-    let (crt, key) = (
-        dir.join(format!("{tag}.crt")),
-        dir.join(format!("{tag}.key")),
-    );
-    let out = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-        ])
-        .args(["-nodes", "-days", "2", "-subj", &format!("/CN={tag}")])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&crt)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "openssl: {out:?}");
-    (
-        std::fs::read_to_string(crt).unwrap(),
-        std::fs::read_to_string(key).unwrap(),
-    )
-}
 
 fn served_cn(ns: &support::Netns) -> String {
     let out = ns
@@ -62,8 +34,8 @@ fn a_certificate_is_replaced_hitless_and_a_mismatched_key_is_refused_and_aborted
     support::require_root_and(&["haproxy", "openssl"]);
     let d = tempfile::tempdir().unwrap();
     let dir = d.path();
-    let (c1, k1) = self_signed(dir, "one");
-    let (c2, k2) = self_signed(dir, "two");
+    let (c1, k1) = self_signed("one");
+    let (c2, k2) = self_signed("two");
     let cert = dir.join("default_site.pem");
     std::fs::write(&cert, format!("{c1}{k1}")).unwrap();
     let list = dir.join("list");

@@ -38,3 +38,5 @@ pub mod publish;
 pub mod routes;
 pub mod scale;
 pub mod state;
+#[cfg(feature = "testing")]
+pub mod testing;

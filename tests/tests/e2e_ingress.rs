@@ -4,6 +4,7 @@
 //! Needs root, keepalived, haproxy, nginx and the built binaries; fails (never skips)
 //! without them.
 
+use k8slb_common::testing::self_signed;
 use k8slb_tests::objects::{svc, tcp};
 use k8slb_tests::system::{Options, System};
 use k8slb_tests::traffic::{self, Proto};
@@ -234,36 +235,6 @@ fn scale_two_serves_on_two_nodes_at_once_and_survives_one_nodes_loss() {
     sys.lab.pass();
 }
 
-/// A self-signed certificate for `cn` made by openssl in `dir`: (chain PEM, key PEM).
-fn self_signed(dir: &std::path::Path, cn: &str, tag: &str) -> (String, String) {
-    let (crt, key) = (
-        dir.join(format!("{tag}.crt")),
-        dir.join(format!("{tag}.key")),
-    );
-    let out = std::process::Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-        ])
-        .args(["-nodes", "-days", "2", "-subj", &format!("/CN={cn}")])
-        .args(["-addext", &format!("subjectAltName=DNS:{cn}")])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&crt)
-        .output()
-        .expect("openssl (./scripts/install-deps.sh installs it)");
-    assert!(out.status.success(), "openssl: {out:?}");
-    (
-        std::fs::read_to_string(crt).unwrap(),
-        std::fs::read_to_string(key).unwrap(),
-    )
-}
-
 fn tls_secret(name: &str, crt: &str, key: &str) -> Value {
     use base64::Engine;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
@@ -313,8 +284,7 @@ fn tls_from_a_secret_redirect_and_renewal_with(opts: Options) {
     let proxy = opts.proxy.clone();
     let mut sys = System::start(opts).expect("system");
     apply_backend(&sys);
-    let d = tempfile::tempdir().unwrap();
-    let (crt, key) = self_signed(d.path(), "secure.example", "one");
+    let (crt, key) = self_signed("secure.example");
     sys.apply("secret-secure", &tls_secret("secure", &crt, &key))
         .unwrap();
     sys.apply(
@@ -364,7 +334,7 @@ fn tls_from_a_secret_redirect_and_renewal_with(opts: Options) {
     );
 
     // cert-manager renews the Secret: the new certificate is served.
-    let (crt2, key2) = self_signed(d.path(), "secure.example", "two");
+    let (crt2, key2) = self_signed("secure.example");
     sys.apply("secret-secure", &tls_secret("secure", &crt2, &key2))
         .unwrap();
     let want = fingerprint(&crt2);
@@ -488,8 +458,7 @@ fn a_renewed_certificate_reaches_haproxy_under_load_without_a_reload_or_a_failed
     use k8slb_tests::traffic::Steady;
     let mut sys = System::start(Options::new("ing-renew")).expect("system");
     apply_backend(&sys);
-    let d = tempfile::tempdir().unwrap();
-    let (crt, key) = self_signed(d.path(), "secure.example", "one");
+    let (crt, key) = self_signed("secure.example");
     sys.apply("secret-secure", &tls_secret("secure", &crt, &key))
         .unwrap();
     sys.apply(
@@ -528,7 +497,7 @@ fn a_renewed_certificate_reaches_haproxy_under_load_without_a_reload_or_a_failed
     )
     .unwrap();
     std::thread::sleep(Duration::from_millis(700));
-    let (crt2, key2) = self_signed(d.path(), "secure.example", "two");
+    let (crt2, key2) = self_signed("secure.example");
     sys.apply("secret-secure", &tls_secret("secure", &crt2, &key2))
         .unwrap();
     let second = fingerprint(&crt2);

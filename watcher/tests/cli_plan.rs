@@ -1,5 +1,6 @@
 //! `k8slb-watcher plan` and `run --source files:` as a user runs them: the real binary.
 
+use k8slb_common::testing::self_signed;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -249,33 +250,6 @@ fn files_source_follows_the_directory_and_keeps_the_last_good_config() {
     });
     assert_eq!(v["services"]["default/api"]["ips"][0], "198.18.0.101");
     assert!(v["vips"].get("198.18.0.100").is_none());
-}
-
-/// A self-signed certificate and its key, PEM, made by the openssl command.
-fn self_signed(cn: &str) -> (String, String) {
-    let d = tempfile::tempdir().unwrap();
-    let (crt, key) = (d.path().join("c.pem"), d.path().join("k.pem"));
-    let out = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-        ])
-        .args(["-nodes", "-days", "2", "-subj", &format!("/CN={cn}")])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&crt)
-        .output()
-        .expect("this test needs the openssl command (./scripts/install-deps.sh installs it)");
-    assert!(out.status.success(), "openssl: {:?}", out);
-    (
-        std::fs::read_to_string(crt).unwrap(),
-        std::fs::read_to_string(key).unwrap(),
-    )
 }
 
 #[test]

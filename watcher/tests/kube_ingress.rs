@@ -6,9 +6,9 @@
 mod kube_util;
 
 use k8slb_common::certs::{node_secret_name, NODE_CERT_LABEL, NODE_CERT_STEM_ANNOTATION};
+use k8slb_common::testing::self_signed;
 use kube_util::*;
 use serde_json::{json, Value};
-use std::process::Command;
 
 fn ingress_manifest() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/k8slb-haproxy-ingress.yml")
@@ -202,33 +202,6 @@ async fn serving_ingresses_without_their_rbac_is_not_ready_and_says_why() {
     .await;
     assert!(why.contains("403") || why.contains("forbidden"), "{why}");
     w.kill().await;
-}
-
-/// A self-signed certificate and its key, PEM, made by the openssl command.
-fn self_signed(cn: &str) -> (String, String) {
-    let d = tempfile::tempdir().unwrap();
-    let (crt, key) = (d.path().join("c.pem"), d.path().join("k.pem"));
-    let out = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-        ])
-        .args(["-nodes", "-days", "2", "-subj", &format!("/CN={cn}")])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&crt)
-        .output()
-        .expect("this test needs the openssl command (./scripts/install-deps.sh installs it)");
-    assert!(out.status.success(), "openssl: {out:?}");
-    (
-        std::fs::read_to_string(crt).unwrap(),
-        std::fs::read_to_string(key).unwrap(),
-    )
 }
 
 fn tls_secret(name: &str, crt: &str, key: &str) -> Value {
