@@ -59,6 +59,13 @@ pub struct State {
     /// (empty `ips`), so their problems are visible.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub ingresses: BTreeMap<ObjectKey, IngressState>,
+    /// Released addresses and the VRID of the instance they were in, while that VRID is
+    /// in use or free: an address allocated again goes back to that VRID. An LB node that
+    /// still runs an older state (its state watch reconnecting after an API outage) may
+    /// still hold the address in that instance; in the same VRID, VRRP elects one holder,
+    /// where in another instance both nodes would hold it at once. Absent when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub released: BTreeMap<IpAddr, u8>,
     /// Everything that went wrong, one entry per object and reason. Sorted.
     pub problems: Vec<Problem>,
 }
@@ -75,6 +82,7 @@ impl State {
             services: BTreeMap::new(),
             http: HttpRoutes::default(),
             ingresses: BTreeMap::new(),
+            released: BTreeMap::new(),
             problems: Vec::new(),
         }
     }

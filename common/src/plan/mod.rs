@@ -87,7 +87,8 @@ pub fn plan(
     );
     let (http, ingresses) = ingresses.build(cfg, &alloc, &mut problems);
     let services = service_states(held, requests, &alloc, opts.provider);
-    let (instances, vips) = vrrp::vrrp_plan(cfg, opts, &nodes, &alloc, prev, &mut problems);
+    let (instances, vips, released) =
+        vrrp::vrrp_plan(cfg, opts, &nodes, &alloc, prev, &mut problems);
 
     let mut config = cfg.actor_config(&opts.cert_path);
     if opts.provider == Provider::Kubeproxy {
@@ -104,6 +105,7 @@ pub fn plan(
         services,
         http,
         ingresses,
+        released,
         problems: problems.capped(),
     }
 }

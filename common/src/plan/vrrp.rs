@@ -2,6 +2,10 @@
 //! in priority order, the first is the owner. A VIP stays in its instance for life; a
 //! new VIP goes to an instance owned by the least-loaded node. VRIDs are kept and never
 //! reused while in use.
+//!
+//! An address keeps its VRID across a release and a new allocation too
+//! ([`State::released`]): a node still running an older state may hold it in its old
+//! instance, and only within one VRID does VRRP make sure one node holds it.
 
 use super::allocate::Allocator;
 use super::options::PlanOptions;
@@ -37,9 +41,39 @@ pub(super) fn vrrp_plan(
     alloc: &Allocator,
     prev: &State,
     problems: &mut Problems,
-) -> (Vec<VrrpInstance>, BTreeMap<IpAddr, VipState>) {
+) -> (
+    Vec<VrrpInstance>,
+    BTreeMap<IpAddr, VipState>,
+    BTreeMap<IpAddr, u8>,
+) {
     let mut insts = previous_instances(cfg, opts, nodes, prev);
-    let orphans = keep_previous_vips(&mut insts, alloc, prev);
+    let mut orphans = keep_previous_vips(&mut insts, alloc, prev);
+    let released = released(prev, alloc);
+    // An address allocated again goes back to its VRID: into that instance if it is
+    // kept (and of the same pool), or into a new instance with that VRID if it is free.
+    orphans.retain(|ip| {
+        let Some(&vrid) = released.get(ip) else {
+            return true;
+        };
+        let pool = &alloc.tenants[ip].pool;
+        if let Some(i) = insts.iter().position(|i| i.vrid == vrid) {
+            if &insts[i].pool == pool {
+                insts[i].vips.push(*ip);
+                return false;
+            }
+            return true;
+        }
+        if vrid <= opts.vrid_offset {
+            return true;
+        }
+        let avoid = sibling_owners(&insts, alloc, *ip);
+        let Some(owner) = least_loaded(&insts, nodes, pool, &avoid) else {
+            return true;
+        };
+        insts.push(new_instance(cfg, nodes, pool, vrid, &owner));
+        insts.last_mut().expect("pushed").vips.push(*ip);
+        false
+    });
     if !orphans.is_empty() && nodes.is_empty() {
         problems.insert(Problem::new(
             ObjRef::Config,
@@ -72,7 +106,50 @@ pub(super) fn vrrp_plan(
         }
     }
     let instances = finish(insts, alloc, &mut vips);
-    (instances, vips)
+    // Remembered: released addresses not allocated now, whose VRID no other pool's
+    // instance took.
+    let remembered = released
+        .into_iter()
+        .filter(|(ip, vrid)| {
+            !vips.contains_key(ip)
+                && instances
+                    .iter()
+                    .find(|i| i.vrid == *vrid)
+                    .is_none_or(|i| Some(&i.pool) == prev_pool(prev, *ip).as_ref())
+        })
+        .collect();
+    (instances, vips, remembered)
+}
+
+/// The released addresses: those of `prev`'s VIPs that are not allocated now, and those
+/// `prev` remembered, with their VRIDs (a VIP's own VRID wins).
+fn released(prev: &State, alloc: &Allocator) -> BTreeMap<IpAddr, u8> {
+    let mut out: BTreeMap<IpAddr, u8> = prev
+        .released
+        .iter()
+        .filter(|(ip, _)| !prev.vips.contains_key(ip))
+        .map(|(ip, v)| (*ip, *v))
+        .collect();
+    for (ip, v) in &prev.vips {
+        if v.vrid != 0 {
+            out.insert(*ip, v.vrid);
+        }
+    }
+    out.retain(|ip, _| !alloc.tenants.contains_key(ip) || !prev.vips.contains_key(ip));
+    out
+}
+
+/// The pool of the instance `prev` had `ip` in (as a VIP or remembered).
+fn prev_pool(prev: &State, ip: IpAddr) -> Option<PoolName> {
+    let vrid = prev
+        .vips
+        .get(&ip)
+        .map(|v| v.vrid)
+        .or_else(|| prev.released.get(&ip).copied())?;
+    prev.instances
+        .iter()
+        .find(|i| i.vrid == vrid)
+        .map(|i| i.pool.clone())
 }
 
 /// The previous instances whose pool still exists, with members that are still LB nodes
@@ -197,11 +274,23 @@ fn instance_for(
         ));
         return None;
     };
-    // Backups rotate after the owner so that failovers spread out.
+    insts.push(new_instance(cfg, nodes, pool, vrid, &owner));
+    Some(insts.len() - 1)
+}
+
+/// A new instance of `pool` with `vrid`, owned by `owner`; the backups rotate after the
+/// owner so that failovers spread out.
+fn new_instance(
+    cfg: &GlobalConfig,
+    nodes: &BTreeMap<NodeName, LbNode>,
+    pool: &PoolName,
+    vrid: u8,
+    owner: &NodeName,
+) -> Inst {
     let names: Vec<&NodeName> = nodes.keys().collect();
     let at = names
         .iter()
-        .position(|n| **n == owner)
+        .position(|n| *n == owner)
         .expect("owner is a node");
     let members = names[at..]
         .iter()
@@ -209,14 +298,13 @@ fn instance_for(
         .take(MAX_MEMBERS)
         .map(|n| (*n).clone())
         .collect();
-    insts.push(Inst {
+    Inst {
         vrid,
         pool: pool.clone(),
         family: cfg.pools[pool].family(),
         members,
         vips: vec![],
-    });
-    Some(insts.len() - 1)
+    }
 }
 
 /// Least-loaded node: not in `avoid` while another is left, then fewest VIPs of this
