@@ -366,6 +366,7 @@ pub mod files {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "fs")]
     fn cert(name: &str, body: &str) -> (String, NodeCert) {
         let file = CertFile::Secret {
             namespace: "default".parse().unwrap(),

@@ -26,6 +26,7 @@ pub mod debounce;
 pub mod endpoints;
 #[cfg(feature = "fs")]
 pub mod fs;
+pub mod gateway;
 pub mod ingress;
 pub mod ipam;
 #[cfg(feature = "logging")]

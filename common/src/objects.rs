@@ -32,6 +32,11 @@ pub struct Objects {
     pub held_services: Vec<crate::names::ServiceKey>,
     /// The same for Ingresses: their pool keeps its ingress VIP.
     pub held_ingresses: Vec<crate::names::ObjectKey>,
+    /// Gateway API (`gateway.networking.k8s.io`, standard channel).
+    pub gateway_classes: Vec<crate::gateway::types::GatewayClass>,
+    pub gateways: Vec<crate::gateway::types::Gateway>,
+    pub http_routes: Vec<crate::gateway::types::HttpRoute>,
+    pub reference_grants: Vec<crate::gateway::types::ReferenceGrant>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -85,7 +90,8 @@ impl Objects {
         let kind = v.get("kind").and_then(Value::as_str).unwrap_or_default();
         match kind {
             "List" | "ServiceList" | "EndpointSliceList" | "NodeList" | "ConfigMapList"
-            | "IngressList" | "IngressClassList" | "SecretList" => {
+            | "IngressList" | "IngressClassList" | "SecretList" | "GatewayClassList"
+            | "GatewayList" | "HTTPRouteList" | "ReferenceGrantList" => {
                 let item_kind = kind.strip_suffix("List").unwrap_or_default().to_string();
                 if let Some(Value::Array(items)) = v.get("items").cloned() {
                     for mut item in items {
@@ -94,6 +100,13 @@ impl Objects {
                         if let Value::Object(m) = &mut item {
                             if !item_kind.is_empty() && !m.contains_key("kind") {
                                 m.insert("kind".into(), Value::String(item_kind.clone()));
+                                // A typed list's items are of its group and version.
+                                if let Some(av) = v
+                                    .get("apiVersion")
+                                    .filter(|_| !m.contains_key("apiVersion"))
+                                {
+                                    m.insert("apiVersion".into(), av.clone());
+                                }
                             }
                             self.add_value(item);
                         }
@@ -134,6 +147,34 @@ impl Objects {
                 Kind::IngressClass,
             ),
             "Secret" => push(&mut self.secrets, &mut self.problems, v, Kind::Secret),
+            // Gateway API kinds only from their group (other groups reuse the names).
+            "GatewayClass" | "Gateway" | "HTTPRoute" | "ReferenceGrant"
+                if v.get("apiVersion")
+                    .and_then(Value::as_str)
+                    .is_some_and(|a| a.starts_with("gateway.networking.k8s.io/")) =>
+            {
+                match kind {
+                    "GatewayClass" => push(
+                        &mut self.gateway_classes,
+                        &mut self.problems,
+                        v,
+                        Kind::GatewayClass,
+                    ),
+                    "Gateway" => push(&mut self.gateways, &mut self.problems, v, Kind::Gateway),
+                    "HTTPRoute" => push(
+                        &mut self.http_routes,
+                        &mut self.problems,
+                        v,
+                        Kind::HttpRoute,
+                    ),
+                    _ => push(
+                        &mut self.reference_grants,
+                        &mut self.problems,
+                        v,
+                        Kind::ReferenceGrant,
+                    ),
+                }
+            }
             _ => {} // other kinds (Deployments, ...) are not ours to read
         }
     }

@@ -232,6 +232,10 @@ pub enum Kind {
     Ingress,
     IngressClass,
     Secret,
+    GatewayClass,
+    Gateway,
+    HttpRoute,
+    ReferenceGrant,
 }
 
 impl Kind {
@@ -244,6 +248,10 @@ impl Kind {
             Kind::Ingress => "Ingress",
             Kind::IngressClass => "IngressClass",
             Kind::Secret => "Secret",
+            Kind::GatewayClass => "GatewayClass",
+            Kind::Gateway => "Gateway",
+            Kind::HttpRoute => "HTTPRoute",
+            Kind::ReferenceGrant => "ReferenceGrant",
         }
     }
 
@@ -256,6 +264,10 @@ impl Kind {
             Kind::Ingress,
             Kind::IngressClass,
             Kind::Secret,
+            Kind::GatewayClass,
+            Kind::Gateway,
+            Kind::HttpRoute,
+            Kind::ReferenceGrant,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)
@@ -325,7 +337,13 @@ impl ObjRef {
                     };
                 }
             }
-            Kind::EndpointSlice | Kind::IngressClass | Kind::Secret => {}
+            Kind::EndpointSlice
+            | Kind::IngressClass
+            | Kind::Secret
+            | Kind::GatewayClass
+            | Kind::Gateway
+            | Kind::HttpRoute
+            | Kind::ReferenceGrant => {}
         }
         ObjRef::Unnamed { kind, shown }
     }

@@ -391,6 +391,21 @@ impl RouteMatch {
         self.path.matches(path)
     }
 
+    /// 0 for an Exact path, 1 for a Prefix (Exact matches win).
+    pub fn path_rank(&self) -> u8 {
+        match &self.path {
+            PathMatch::Exact(_) => 0,
+            PathMatch::Prefix(_) => 1,
+        }
+    }
+
+    /// The path's length (longer prefixes win).
+    pub fn path_len(&self) -> usize {
+        match &self.path {
+            PathMatch::Exact(p) | PathMatch::Prefix(p) => p.as_str().len(),
+        }
+    }
+
     fn precedence(&self) -> (u8, std::cmp::Reverse<usize>, &str) {
         match &self.path {
             PathMatch::Exact(p) => (0, std::cmp::Reverse(p.as_str().len()), p.as_str()),

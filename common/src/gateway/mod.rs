@@ -1,0 +1,975 @@
+//! Gateway API (issue 12) into the route model: our GatewayClasses, their Gateways'
+//! HTTP and HTTPS listeners on the addresses the plan gives each Gateway, and the
+//! HTTPRoutes attached to them, with the status conditions the specification defines.
+//! Pure: the plan (allocation) and the watcher (watches, status writes) call it.
+//!
+//! What is translated today, and what is refused with a condition rather than served
+//! wrongly:
+//!
+//! - **GatewayClass** with `controllerName: k8slb.io/gateway-controller`: `Accepted`.
+//! - **Gateway** of such a class: `Accepted`; `Programmed` once it has an address.
+//!   Listeners `HTTP` and `HTTPS` (`tls.mode` Terminate, `certificateRefs` to Secrets of
+//!   type `kubernetes.io/tls`, across namespaces only with a ReferenceGrant). `TLS`, `TCP`
+//!   and `UDP` listeners are `Accepted: False` (`UnsupportedProtocol`) for now. Two
+//!   listeners on one port with different protocols are `Conflicted` (`ProtocolConflict`).
+//! - **HTTPRoute**: `parentRefs` (with `sectionName` and `port`), `allowedRoutes`
+//!   (namespaces `Same` and `All`; `Selector` needs Namespace labels, which the plan does
+//!   not read yet, so it allows nothing: `NotAllowedByListeners`), hostname intersection
+//!   with the listener's, path matches `Exact` and `PathPrefix`, `backendRefs` to Services
+//!   with weights (`RefNotPermitted` across namespaces without a ReferenceGrant,
+//!   `BackendNotFound`), the `RequestRedirect` filter. A rule with a header, query or
+//!   method match or another filter makes the route `Accepted: False`
+//!   (`UnsupportedValue`): the proxies do not render those matches yet, and a route served
+//!   without its matches would send traffic where its author did not mean it to go.
+//! - **Precedence** (HTTPRoute spec): Exact path before Prefix, longer prefixes first;
+//!   then the older route, then `<namespace>/<name>`, then rule and match order. The most
+//!   specific hostname wins; a request whose host matches a hostname but none of its rules
+//!   gets 404 (no fall-through to a wildcard's rules).
+
+pub mod types;
+
+use crate::endpoints::{endpoints, slice_index, Endpoint};
+use crate::ingress::SecretMeta;
+use crate::names::{ObjectKey, ServiceKey};
+use crate::routes::{
+    BackendId, BackendState, CertFile, Certificate, FixedStatus, Hostname, HttpPath, HttpRoutes,
+    Listener, ListenerProtocol, ListenerTls, PathMatch, Redirect, RedirectStatus, RouteAction,
+    RouteMatch, RouteRule, Scheme, VirtualHost, WeightedBackend,
+};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use types::{Gateway, GatewayClass, GatewayListener, HttpRoute, ParentRef, ReferenceGrant};
+
+/// Our GatewayClass `spec.controllerName`.
+pub const CONTROLLER: &str = "k8slb.io/gateway-controller";
+
+/// One status condition, as the API writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub type_: &'static str,
+    pub status: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Condition {
+    fn new(
+        type_: &'static str,
+        status: bool,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
+        Condition {
+            type_,
+            status,
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// A listener's status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerStatus {
+    pub name: String,
+    pub attached_routes: u32,
+    pub supported_kinds: Vec<&'static str>,
+    pub conditions: Vec<Condition>,
+}
+
+/// A Gateway's status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayStatus {
+    pub addresses: Vec<IpAddr>,
+    pub conditions: Vec<Condition>,
+    pub listeners: Vec<ListenerStatus>,
+}
+
+/// An HTTPRoute's status for one parent (a Gateway of ours).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentStatus {
+    pub gateway: ObjectKey,
+    pub section_name: Option<String>,
+    pub conditions: Vec<Condition>,
+}
+
+/// The objects and the addresses the plan gave each Gateway.
+#[derive(Debug, Clone, Copy)]
+pub struct GatewayInput<'a> {
+    pub classes: &'a [GatewayClass],
+    pub gateways: &'a [Gateway],
+    pub routes: &'a [HttpRoute],
+    pub grants: &'a [ReferenceGrant],
+    pub services: &'a [Service],
+    pub slices: &'a [EndpointSlice],
+    pub secrets: &'a [SecretMeta],
+    pub addresses: &'a BTreeMap<ObjectKey, Vec<IpAddr>>,
+}
+
+/// What the Gateway API objects make: the routes to serve and every status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GatewayOutput {
+    pub routes: HttpRoutes,
+    /// Our GatewayClasses' conditions, by name.
+    pub classes: BTreeMap<String, Vec<Condition>>,
+    pub gateways: BTreeMap<ObjectKey, GatewayStatus>,
+    pub http_routes: BTreeMap<ObjectKey, Vec<ParentStatus>>,
+}
+
+fn key(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<ObjectKey> {
+    ObjectKey::new(
+        meta.namespace.as_deref().unwrap_or("default"),
+        meta.name.as_deref()?,
+    )
+    .ok()
+}
+
+/// Oldest first, then `<namespace>/<name>` (the spec's tie-breaks).
+fn age(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> (Option<String>, String, String) {
+    (
+        meta.creation_timestamp.as_ref().map(|t| t.0.to_string()),
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+/// The names of our GatewayClasses, with their conditions.
+pub fn our_classes(classes: &[GatewayClass]) -> BTreeMap<String, Vec<Condition>> {
+    classes
+        .iter()
+        .filter(|c| c.spec.controller_name == CONTROLLER)
+        .filter_map(|c| {
+            let name = c.metadata.name.clone()?;
+            let cond = match &c.spec.parameters_ref {
+                None => Condition::new("Accepted", true, "Accepted", "k8slb serves this class"),
+                Some(p) => Condition::new(
+                    "Accepted",
+                    false,
+                    "InvalidParameters",
+                    format!(
+                        "parametersRef {}/{} is not supported yet: Gateways of this class use their own addresses or the default pool",
+                        p.kind, p.name
+                    ),
+                ),
+            };
+            Some((name, vec![cond]))
+        })
+        .collect()
+}
+
+/// A hostname as the listener or route gives it: validated, lowercase.
+fn hostname(s: &str) -> Option<Hostname> {
+    s.parse().ok()
+}
+
+/// The hostnames a route serves on a listener: the intersection of the listener's
+/// hostname (`None`: any) with the route's (`[]`: any). `None` in the result is "any";
+/// an empty result means no intersection.
+pub fn intersect(listener: Option<&Hostname>, route: &[Hostname]) -> Vec<Option<Hostname>> {
+    match (listener, route.is_empty()) {
+        (None, true) => vec![None],
+        (None, false) => route.iter().cloned().map(Some).collect(),
+        (Some(l), true) => vec![Some(l.clone())],
+        (Some(l), false) => {
+            let mut out = BTreeSet::new();
+            for r in route {
+                if r == l || (l.is_wildcard() && !r.is_wildcard() && l.matches(r.as_str())) {
+                    out.insert(r.clone());
+                } else if r.is_wildcard() && !l.is_wildcard() && r.matches(l.as_str()) {
+                    out.insert(l.clone());
+                } else if l.is_wildcard() && r.is_wildcard() {
+                    // The more specific of two wildcards, if one contains the other.
+                    let (ls, rs) = (&l.as_str()[1..], &r.as_str()[1..]);
+                    if rs.ends_with(ls) {
+                        out.insert(r.clone());
+                    } else if ls.ends_with(rs) {
+                        out.insert(l.clone());
+                    }
+                }
+            }
+            out.into_iter().map(Some).collect()
+        }
+    }
+}
+
+/// Whether a ReferenceGrant in `to_ns` lets `from_kind` objects of `from_ns` refer to the
+/// `to_kind` (core group) object `name`.
+fn granted(
+    grants: &[ReferenceGrant],
+    from_kind: &str,
+    from_ns: &str,
+    to_kind: &str,
+    to_ns: &str,
+    name: &str,
+) -> bool {
+    grants.iter().any(|g| {
+        g.metadata.namespace.as_deref() == Some(to_ns)
+            && g.spec
+                .from
+                .iter()
+                .any(|f| f.group == types::GROUP && f.kind == from_kind && f.namespace == from_ns)
+            && g.spec.to.iter().any(|t| {
+                t.group.is_empty()
+                    && t.kind == to_kind
+                    && t.name.as_deref().is_none_or(|n| n == name)
+            })
+    })
+}
+
+/// One listener of one Gateway, as far as routes attach to it.
+struct Lst<'a> {
+    gateway: ObjectKey,
+    spec: &'a GatewayListener,
+    hostname: Option<Hostname>,
+    protocol: Option<ListenerProtocol>,
+    tls: Option<ListenerTls>,
+    /// The route namespaces it allows: None = any.
+    same_ns_only: Option<String>,
+    allows_selector: bool,
+    allows_http_route: bool,
+    attached: u32,
+    conditions: Vec<Condition>,
+}
+
+/// The spec's precedence: path rank (Exact first), longer paths first, the route's age
+/// and name, the rule's and the match's index.
+type PrecedenceKey = (
+    u8,
+    std::cmp::Reverse<usize>,
+    (Option<String>, String, String),
+    usize,
+    usize,
+);
+
+/// A rule ready to go into a virtual host, with its sort key.
+struct Placed {
+    /// (listener index, hostname)
+    at: (usize, Option<Hostname>),
+    key: PrecedenceKey,
+    rule: RouteRule,
+}
+
+/// Translate (see the module's doc).
+pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
+    let mut out = GatewayOutput {
+        classes: our_classes(input.classes),
+        ..Default::default()
+    };
+    let accepted: BTreeSet<&str> = out
+        .classes
+        .iter()
+        .filter(|(_, c)| c.iter().all(|c| c.status))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let mut gateways: Vec<&Gateway> = input
+        .gateways
+        .iter()
+        .filter(|g| accepted.contains(g.spec.gateway_class_name.as_str()))
+        .collect();
+    gateways.sort_by_key(|g| age(&g.metadata));
+
+    // Listeners.
+    let mut lsts: Vec<Lst<'_>> = Vec::new();
+    for g in &gateways {
+        let Some(gk) = key(&g.metadata) else { continue };
+        let mut protocols: BTreeMap<i32, BTreeSet<&str>> = BTreeMap::new();
+        for l in &g.spec.listeners {
+            protocols
+                .entry(l.port)
+                .or_default()
+                .insert(l.protocol.as_str());
+        }
+        for l in &g.spec.listeners {
+            lsts.push(listener(input, &gk, l, protocols[&l.port].len() > 1));
+        }
+    }
+
+    // Routes.
+    let services = service_index(input.services);
+    let slices = slice_index(input.slices);
+    let mut backends: BTreeMap<BackendId, BackendState> = BTreeMap::new();
+    let mut placed: Vec<Placed> = Vec::new();
+    let mut routes: Vec<&HttpRoute> = input.routes.iter().collect();
+    routes.sort_by_key(|r| age(&r.metadata));
+    for r in routes {
+        let Some(rk) = key(&r.metadata) else { continue };
+        let rns = rk.namespace.as_str().to_string();
+        let mut parents = Vec::new();
+        for p in &r.spec.parent_refs {
+            let Some(gk) = parent_gateway(p, &rns) else {
+                continue;
+            };
+            if !gateways
+                .iter()
+                .any(|g| key(&g.metadata).as_ref() == Some(&gk))
+            {
+                continue; // not one of ours: another controller's to report
+            }
+            let (conds, attach) = attach(&mut lsts, &gk, p, r, &rns);
+            let mut conditions = conds;
+            if !attach.is_empty() {
+                // The rules, once per attached (listener, hostname).
+                let (rules, refs, unsupported) =
+                    rules_of(input, r, &rns, &services, &slices, &mut backends);
+                if let Some(why) = unsupported {
+                    conditions = vec![Condition::new("Accepted", false, "UnsupportedValue", why)];
+                } else {
+                    for at in attach {
+                        for (ri, mi, rule) in &rules {
+                            placed.push(Placed {
+                                at: at.clone(),
+                                key: (
+                                    rule.matches.path_rank(),
+                                    std::cmp::Reverse(rule.matches.path_len()),
+                                    age(&r.metadata),
+                                    *ri,
+                                    *mi,
+                                ),
+                                rule: rule.clone(),
+                            });
+                        }
+                    }
+                }
+                conditions.push(refs);
+            }
+            parents.push(ParentStatus {
+                gateway: gk,
+                section_name: p.section_name.clone(),
+                conditions,
+            });
+        }
+        if !parents.is_empty() {
+            out.http_routes.insert(rk, parents);
+        }
+    }
+
+    // The model: every address of each Gateway × each of its usable listeners.
+    placed.sort_by(|a, b| a.key.cmp(&b.key));
+    let mut listeners: BTreeMap<(IpAddr, u16), Listener> = BTreeMap::new();
+    for (li, l) in lsts.iter().enumerate() {
+        let Some(protocol) = l.protocol else { continue };
+        let Ok(port) = u16::try_from(l.spec.port) else {
+            continue;
+        };
+        let ips = input.addresses.get(&l.gateway).cloned().unwrap_or_default();
+        for ip in ips {
+            let entry = listeners.entry((ip, port)).or_insert_with(|| Listener {
+                ip,
+                port,
+                protocol,
+                tls: l.tls.clone(),
+                virtual_hosts: Vec::new(),
+                default_action: None,
+            });
+            for p in placed.iter().filter(|p| p.at.0 == li) {
+                let host = p.at.1.clone();
+                match entry.virtual_hosts.iter_mut().find(|v| v.host == host) {
+                    Some(v) => v.rules.push(p.rule.clone()),
+                    None => entry.virtual_hosts.push(VirtualHost {
+                        host,
+                        rules: vec![p.rule.clone()],
+                    }),
+                }
+            }
+        }
+    }
+    let mut routes = HttpRoutes {
+        listeners: listeners.into_values().collect(),
+        backends,
+    };
+    for l in &mut routes.listeners {
+        l.sort_virtual_hosts();
+    }
+    routes.backends.retain(|id, _| {
+        routes.listeners.iter().any(|l| {
+            l.virtual_hosts.iter().any(|v| {
+                v.rules.iter().any(|r| {
+                    matches!(&r.action, RouteAction::Forward { backends } if backends.iter().any(|b| &b.id == id))
+                })
+            })
+        })
+    });
+    out.routes = routes;
+
+    // Gateway statuses.
+    for g in &gateways {
+        let Some(gk) = key(&g.metadata) else { continue };
+        let addresses = input.addresses.get(&gk).cloned().unwrap_or_default();
+        let ls: Vec<ListenerStatus> = lsts
+            .iter()
+            .filter(|l| l.gateway == gk)
+            .map(|l| ListenerStatus {
+                name: l.spec.name.clone(),
+                attached_routes: l.attached,
+                supported_kinds: if l.protocol.is_some() {
+                    vec!["HTTPRoute"]
+                } else {
+                    vec![]
+                },
+                conditions: l.conditions.clone(),
+            })
+            .collect();
+        let programmed = if addresses.is_empty() {
+            Condition::new(
+                "Programmed",
+                false,
+                "AddressNotAssigned",
+                "no address from the pool yet",
+            )
+        } else {
+            Condition::new(
+                "Programmed",
+                true,
+                "Programmed",
+                "served on its addresses by the LB nodes",
+            )
+        };
+        out.gateways.insert(
+            gk,
+            GatewayStatus {
+                addresses,
+                conditions: vec![
+                    Condition::new("Accepted", true, "Accepted", "k8slb serves this Gateway"),
+                    programmed,
+                ],
+                listeners: ls,
+            },
+        );
+    }
+    out
+}
+
+fn parent_gateway(p: &ParentRef, route_ns: &str) -> Option<ObjectKey> {
+    if p.group.as_deref().unwrap_or(types::GROUP) != types::GROUP
+        || p.kind.as_deref().unwrap_or("Gateway") != "Gateway"
+    {
+        return None;
+    }
+    ObjectKey::new(p.namespace.as_deref().unwrap_or(route_ns), &p.name).ok()
+}
+
+fn listener<'a>(
+    input: &GatewayInput<'_>,
+    gk: &ObjectKey,
+    l: &'a GatewayListener,
+    conflicted: bool,
+) -> Lst<'a> {
+    let mut conditions = Vec::new();
+    let mut protocol = match l.protocol.as_str() {
+        "HTTP" => Some(ListenerProtocol::Http),
+        "HTTPS" => Some(ListenerProtocol::Https),
+        other => {
+            conditions.push(Condition::new(
+                "Accepted",
+                false,
+                "UnsupportedProtocol",
+                format!("protocol {other} is not served yet (HTTP and HTTPS are)"),
+            ));
+            None
+        }
+    };
+    let hostname = match &l.hostname {
+        None => None,
+        Some(h) => match hostname(h) {
+            Some(h) => Some(h),
+            None => {
+                conditions.push(Condition::new(
+                    "Accepted",
+                    false,
+                    "UnsupportedValue",
+                    "invalid hostname",
+                ));
+                protocol = None;
+                None
+            }
+        },
+    };
+    if conflicted && protocol.is_some() {
+        conditions.push(Condition::new(
+            "Conflicted",
+            true,
+            "ProtocolConflict",
+            format!(
+                "another listener uses port {} with another protocol",
+                l.port
+            ),
+        ));
+        protocol = None;
+    }
+    if !(1..=65535).contains(&l.port) {
+        conditions.push(Condition::new(
+            "Accepted",
+            false,
+            "PortUnavailable",
+            "port out of range",
+        ));
+        protocol = None;
+    }
+    let mut tls = None;
+    if protocol == Some(ListenerProtocol::Https) {
+        match tls_of(input, gk, l) {
+            Ok(t) => tls = Some(t),
+            Err((reason, why)) => {
+                conditions.push(Condition::new("ResolvedRefs", false, reason, why));
+                protocol = None;
+            }
+        }
+    }
+    let ns = l
+        .allowed_routes
+        .as_ref()
+        .and_then(|a| a.namespaces.as_ref());
+    let from = ns.and_then(|n| n.from.as_deref()).unwrap_or("Same");
+    let kinds = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref());
+    let allows_http_route = kinds.is_none_or(|k| {
+        k.iter().any(|k| {
+            k.kind == "HTTPRoute" && k.group.as_deref().unwrap_or(types::GROUP) == types::GROUP
+        })
+    });
+    if protocol.is_some() {
+        if !conditions.iter().any(|c| c.type_ == "ResolvedRefs") {
+            conditions.push(Condition::new(
+                "ResolvedRefs",
+                true,
+                "ResolvedRefs",
+                "every reference resolved",
+            ));
+        }
+        conditions.push(Condition::new("Accepted", true, "Accepted", "served"));
+        conditions.push(Condition::new("Programmed", true, "Programmed", "served"));
+    }
+    Lst {
+        gateway: gk.clone(),
+        spec: l,
+        hostname,
+        protocol,
+        tls,
+        same_ns_only: (from == "Same").then(|| gk.namespace.to_string()),
+        allows_selector: from == "Selector",
+        allows_http_route,
+        attached: 0,
+        conditions,
+    }
+}
+
+fn tls_of(
+    input: &GatewayInput<'_>,
+    gk: &ObjectKey,
+    l: &GatewayListener,
+) -> Result<ListenerTls, (&'static str, String)> {
+    let Some(t) = &l.tls else {
+        return Err((
+            "InvalidCertificateRef",
+            "an HTTPS listener needs tls.certificateRefs".into(),
+        ));
+    };
+    if t.mode.as_deref().unwrap_or("Terminate") != "Terminate" {
+        return Err((
+            "UnsupportedValue",
+            "tls.mode Passthrough is served by TLS listeners, not HTTPS".into(),
+        ));
+    }
+    let mut certificates = Vec::new();
+    for c in &t.certificate_refs {
+        let ns = c.namespace.as_deref().unwrap_or(gk.namespace.as_str());
+        if !c.group.as_deref().unwrap_or("").is_empty()
+            || c.kind.as_deref().unwrap_or("Secret") != "Secret"
+        {
+            return Err((
+                "InvalidCertificateRef",
+                format!("{} is not a Secret", c.name),
+            ));
+        }
+        if ns != gk.namespace.as_str()
+            && !granted(
+                input.grants,
+                "Gateway",
+                gk.namespace.as_str(),
+                "Secret",
+                ns,
+                &c.name,
+            )
+        {
+            return Err((
+                "RefNotPermitted",
+                format!(
+                    "Secret {ns}/{} is in another namespace and no ReferenceGrant allows it",
+                    c.name
+                ),
+            ));
+        }
+        let Some(s) = input
+            .secrets
+            .iter()
+            .find(|s| s.namespace == ns && s.name == c.name)
+        else {
+            return Err((
+                "InvalidCertificateRef",
+                format!("Secret {ns}/{} does not exist", c.name),
+            ));
+        };
+        if !s.valid {
+            return Err((
+                "InvalidCertificateRef",
+                format!(
+                    "Secret {ns}/{} is not a valid kubernetes.io/tls certificate",
+                    c.name
+                ),
+            ));
+        }
+        let (Ok(namespace), Ok(name)) = (ns.parse(), c.name.parse()) else {
+            return Err(("InvalidCertificateRef", "invalid Secret name".into()));
+        };
+        certificates.push(Certificate {
+            file: CertFile::Secret {
+                namespace,
+                name,
+                version: s.version.clone(),
+            },
+            hosts: Vec::new(),
+        });
+    }
+    if certificates.is_empty() {
+        return Err((
+            "InvalidCertificateRef",
+            "an HTTPS listener needs tls.certificateRefs".into(),
+        ));
+    }
+    let default_certificate = Some(certificates[0].file.clone());
+    Ok(ListenerTls {
+        certificates,
+        default_certificate,
+    })
+}
+
+/// Attach a route to the listeners `p` selects: (the route's conditions for this parent,
+/// the (listener, hostname)s it is served on).
+fn attach(
+    lsts: &mut [Lst<'_>],
+    gk: &ObjectKey,
+    p: &ParentRef,
+    r: &HttpRoute,
+    rns: &str,
+) -> (Vec<Condition>, Vec<(usize, Option<Hostname>)>) {
+    let route_hosts: Vec<Hostname> = r
+        .spec
+        .hostnames
+        .iter()
+        .filter_map(|h| hostname(h))
+        .collect();
+    if route_hosts.len() != r.spec.hostnames.len() {
+        return (
+            vec![Condition::new(
+                "Accepted",
+                false,
+                "UnsupportedValue",
+                "a hostname is not a valid RFC 1123 host name",
+            )],
+            vec![],
+        );
+    }
+    let mut candidates = 0;
+    let mut allowed = 0;
+    let mut at = Vec::new();
+    for (i, l) in lsts.iter_mut().enumerate() {
+        if &l.gateway != gk
+            || p.section_name.as_deref().is_some_and(|s| s != l.spec.name)
+            || p.port.is_some_and(|port| port != l.spec.port)
+        {
+            continue;
+        }
+        candidates += 1;
+        if l.protocol.is_none()
+            || !l.allows_http_route
+            || l.allows_selector
+            || l.same_ns_only.as_deref().is_some_and(|ns| ns != rns)
+        {
+            continue;
+        }
+        allowed += 1;
+        let hosts = intersect(l.hostname.as_ref(), &route_hosts);
+        if hosts.is_empty() {
+            continue;
+        }
+        l.attached += 1;
+        at.extend(hosts.into_iter().map(|h| (i, h)));
+    }
+    let cond = if candidates == 0 {
+        Condition::new(
+            "Accepted",
+            false,
+            "NoMatchingParent",
+            "no listener of the Gateway matches sectionName/port",
+        )
+    } else if allowed == 0 {
+        Condition::new(
+            "Accepted",
+            false,
+            "NotAllowedByListeners",
+            "no listener allows routes from this namespace and of this kind",
+        )
+    } else if at.is_empty() {
+        Condition::new(
+            "Accepted",
+            false,
+            "NoMatchingListenerHostname",
+            "no listener hostname intersects the route's hostnames",
+        )
+    } else {
+        Condition::new("Accepted", true, "Accepted", "attached")
+    };
+    (vec![cond], at)
+}
+
+fn service_index(services: &[Service]) -> BTreeMap<(String, String), &Service> {
+    services
+        .iter()
+        .filter_map(|s| Some(((s.metadata.namespace.clone()?, s.metadata.name.clone()?), s)))
+        .collect()
+}
+
+/// The rules of a route: (rule index, match index, rule), the ResolvedRefs condition, and
+/// why the route cannot be served, if it cannot.
+#[allow(clippy::type_complexity)]
+fn rules_of(
+    input: &GatewayInput<'_>,
+    r: &HttpRoute,
+    rns: &str,
+    services: &BTreeMap<(String, String), &Service>,
+    slices: &crate::endpoints::SliceIndex<'_>,
+    backends: &mut BTreeMap<BackendId, BackendState>,
+) -> (Vec<(usize, usize, RouteRule)>, Condition, Option<String>) {
+    let mut out = Vec::new();
+    let mut refs = Condition::new(
+        "ResolvedRefs",
+        true,
+        "ResolvedRefs",
+        "every reference resolved",
+    );
+    for (ri, rule) in r.spec.rules.iter().enumerate() {
+        // The action.
+        let mut action = None;
+        for f in &rule.filters {
+            match (f.type_.as_str(), &f.request_redirect) {
+                ("RequestRedirect", Some(rd)) => match redirect(rd) {
+                    Ok(a) => action = Some(a),
+                    Err(why) => return (vec![], refs, Some(why)),
+                },
+                (t, _) => return (vec![], refs, Some(format!("filter {t} is not served yet"))),
+            }
+        }
+        let action = match action {
+            Some(a) => a,
+            None => {
+                let mut weighted = Vec::new();
+                let mut invalid = false;
+                for b in &rule.backend_refs {
+                    match backend(input, b, rns, services, slices, backends) {
+                        Ok(Some(w)) => weighted.push(w),
+                        Ok(None) => {}
+                        Err((reason, why)) => {
+                            invalid = true;
+                            if refs.status {
+                                refs = Condition::new("ResolvedRefs", false, reason, why);
+                            }
+                        }
+                    }
+                }
+                if invalid || weighted.is_empty() {
+                    // The spec: requests to an invalid backend get 500.
+                    RouteAction::Respond {
+                        status: FixedStatus::InternalServerError500,
+                    }
+                } else {
+                    RouteAction::Forward { backends: weighted }
+                }
+            }
+        };
+        let matches = if rule.matches.is_empty() {
+            vec![types::HttpRouteMatch::default()]
+        } else {
+            rule.matches.clone()
+        };
+        for (mi, m) in matches.iter().enumerate() {
+            if !m.headers.is_empty() || !m.query_params.is_empty() || m.method.is_some() {
+                return (
+                    vec![],
+                    refs,
+                    Some("header, query parameter and method matches are not served yet".into()),
+                );
+            }
+            let path = m.path.clone().unwrap_or_default();
+            let value = path.value.as_deref().unwrap_or("/");
+            let Ok(p) = value.parse::<HttpPath>() else {
+                return (
+                    vec![],
+                    refs,
+                    Some(format!(
+                        "path {:?} is not a valid URL path",
+                        value.chars().take(80).collect::<String>()
+                    )),
+                );
+            };
+            let pm = match path.type_.as_deref().unwrap_or("PathPrefix") {
+                "PathPrefix" => PathMatch::prefix(&p),
+                "Exact" => PathMatch::Exact(p),
+                t => {
+                    return (
+                        vec![],
+                        refs,
+                        Some(format!("path match type {t} is not served")),
+                    )
+                }
+            };
+            out.push((
+                ri,
+                mi,
+                RouteRule {
+                    matches: RouteMatch { path: pm },
+                    action: action.clone(),
+                },
+            ));
+        }
+    }
+    (out, refs, None)
+}
+
+fn redirect(rd: &types::RequestRedirect) -> Result<RouteAction, String> {
+    let scheme = match rd.scheme.as_deref() {
+        None => None,
+        Some("http") => Some(Scheme::Http),
+        Some("https") => Some(Scheme::Https),
+        Some(s) => return Err(format!("redirect scheme {s:?} is not http or https")),
+    };
+    let host = match &rd.hostname {
+        None => None,
+        Some(h) => Some(
+            hostname(h)
+                .filter(|h| !h.is_wildcard())
+                .ok_or("invalid redirect hostname")?,
+        ),
+    };
+    let port = match rd.port {
+        None => None,
+        Some(p) => Some(
+            u16::try_from(p)
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or("invalid redirect port")?,
+        ),
+    };
+    let path = match &rd.path {
+        None => None,
+        Some(m) if m.type_ == "ReplaceFullPath" => Some(
+            m.replace_full_path
+                .as_deref()
+                .unwrap_or("/")
+                .parse::<HttpPath>()
+                .map_err(|_| "invalid redirect path".to_string())?,
+        ),
+        Some(m) => return Err(format!("redirect path {} is not served yet", m.type_)),
+    };
+    let status = match rd.status_code.unwrap_or(302) {
+        301 => RedirectStatus::MovedPermanently301,
+        302 => RedirectStatus::Found302,
+        c => return Err(format!("redirect status {c} is not 301 or 302")),
+    };
+    Ok(RouteAction::Redirect(Redirect {
+        scheme,
+        host,
+        port,
+        path,
+        status,
+    }))
+}
+
+/// A backendRef as a weighted backend (`Ok(None)`: weight 0), or why it is invalid.
+fn backend(
+    input: &GatewayInput<'_>,
+    b: &types::HttpBackendRef,
+    rns: &str,
+    services: &BTreeMap<(String, String), &Service>,
+    slices: &crate::endpoints::SliceIndex<'_>,
+    backends: &mut BTreeMap<BackendId, BackendState>,
+) -> Result<Option<WeightedBackend>, (&'static str, String)> {
+    if !b.group.as_deref().unwrap_or("").is_empty()
+        || b.kind.as_deref().unwrap_or("Service") != "Service"
+    {
+        return Err((
+            "InvalidKind",
+            format!("backend {} is not a Service", b.name),
+        ));
+    }
+    let ns = b.namespace.as_deref().unwrap_or(rns);
+    if ns != rns && !granted(input.grants, "HTTPRoute", rns, "Service", ns, &b.name) {
+        return Err((
+            "RefNotPermitted",
+            format!(
+                "Service {ns}/{} is in another namespace and no ReferenceGrant allows it",
+                b.name
+            ),
+        ));
+    }
+    let Some(svc) = services.get(&(ns.to_string(), b.name.clone())) else {
+        return Err((
+            "BackendNotFound",
+            format!("Service {ns}/{} does not exist", b.name),
+        ));
+    };
+    let Some(port) = b.port else {
+        return Err((
+            "UnsupportedValue",
+            format!("backend {ns}/{} has no port", b.name),
+        ));
+    };
+    let sp = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .and_then(|ps| {
+            ps.iter()
+                .find(|p| p.port == port && p.protocol.as_deref().unwrap_or("TCP") == "TCP")
+        });
+    let Some(sp) = sp else {
+        return Err((
+            "BackendNotFound",
+            format!("Service {ns}/{} has no TCP port {port}", b.name),
+        ));
+    };
+    let weight = b.weight.unwrap_or(1);
+    if weight == 0 {
+        return Ok(None);
+    }
+    let Ok(service) = ServiceKey::new(ns, &b.name) else {
+        return Err(("BackendNotFound", "invalid Service name".into()));
+    };
+    let Ok(port16) = u16::try_from(port) else {
+        return Err(("UnsupportedValue", "port out of range".into()));
+    };
+    let id = BackendId {
+        service,
+        port: port16,
+    };
+    backends.entry(id.clone()).or_insert_with(|| {
+        let eps: Vec<Endpoint> = endpoints(
+            sp.name.as_deref().unwrap_or(""),
+            "TCP",
+            slices
+                .get(&(ns, b.name.as_str()))
+                .map(Vec::as_slice)
+                .unwrap_or_default(),
+        );
+        BackendState {
+            endpoints: eps,
+            stickiness: None,
+        }
+    });
+    Ok(Some(WeightedBackend {
+        id,
+        weight: u16::try_from(weight.clamp(1, 1_000_000)).unwrap_or(u16::MAX),
+    }))
+}

@@ -1,0 +1,540 @@
+//! Gateway API into the route model (`k8slb_common::gateway`), as the specification
+//! documents it: class acceptance, listener conditions, route attachment
+//! (`parentRefs`, `allowedRoutes`, hostname intersection), matching precedence,
+//! weighted backends, redirects, ReferenceGrant, and the refusals that keep a route the
+//! proxies cannot serve exactly from being served wrongly. Objects are YAML, decoded as
+//! the files source decodes them. The reference router (`HttpRoutes::route`) answers
+//! "where does this request go".
+
+mod support;
+
+use k8slb_common::gateway::{intersect, translate, Condition, GatewayInput, GatewayOutput};
+use k8slb_common::ingress::SecretMeta;
+use k8slb_common::objects::Objects;
+use k8slb_common::routes::{Hostname, RouteAction};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use support::*;
+
+const VIP: &str = "198.18.0.50";
+
+const CLASS: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: k8slb }
+spec: { controllerName: k8slb.io/gateway-controller }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: other }
+spec: { controllerName: example.com/other }
+"#;
+
+const GATEWAY: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: http, port: 80, protocol: HTTP, allowedRoutes: { namespaces: { from: All } } }
+  - { name: apps, port: 8080, protocol: HTTP, hostname: "*.example.com" }
+"#;
+
+/// Objects from YAML texts (each may hold several documents).
+fn objects(texts: &[&str]) -> Objects {
+    let mut o = Objects::default();
+    for t in texts {
+        o.add_text(t).unwrap();
+    }
+    assert!(o.problems.is_empty(), "{:?}", o.problems);
+    o.services = ["a", "b", "c"]
+        .iter()
+        .flat_map(|n| ["default", "infra"].map(|ns| backend_svc(ns, n, 80)))
+        .collect();
+    o.slices = ["a", "b", "c"]
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| {
+            let ip = format!("10.244.0.{}", i + 1);
+            ["default", "infra"]
+                .map(|ns| slice(ns, n, "x", None, 8080, &[(ip.as_str(), true, true, false)]))
+        })
+        .collect();
+    o
+}
+
+fn run(o: &Objects, secrets: &[SecretMeta]) -> GatewayOutput {
+    let addresses: BTreeMap<_, _> = o
+        .gateways
+        .iter()
+        .map(|g| {
+            (
+                k8slb_common::names::ObjectKey::new(
+                    g.metadata.namespace.as_deref().unwrap(),
+                    g.metadata.name.as_deref().unwrap(),
+                )
+                .unwrap(),
+                vec![VIP.parse::<IpAddr>().unwrap()],
+            )
+        })
+        .collect();
+    translate(&GatewayInput {
+        classes: &o.gateway_classes,
+        gateways: &o.gateways,
+        routes: &o.http_routes,
+        grants: &o.reference_grants,
+        services: &o.services,
+        slices: &o.slices,
+        secrets,
+        addresses: &addresses,
+    })
+}
+
+/// Where a request goes: the backend Services by name (weights dropped), `redirect`, or
+/// the fixed status.
+fn goes(out: &GatewayOutput, port: u16, host: &str, path: &str) -> String {
+    match out.routes.route(VIP.parse().unwrap(), port, host, path) {
+        None => "404".into(),
+        Some(RouteAction::Forward { backends }) => backends
+            .iter()
+            .map(|b| format!("{}", b.id.service.name))
+            .collect::<Vec<_>>()
+            .join("+"),
+        Some(RouteAction::Redirect(r)) => format!(
+            "redirect {} {}",
+            r.status.code(),
+            r.host.as_ref().map_or("", |h| h.as_str())
+        ),
+        Some(RouteAction::Respond { status }) => status.code().to_string(),
+    }
+}
+
+fn cond<'a>(conds: &'a [Condition], t: &str) -> &'a Condition {
+    conds
+        .iter()
+        .find(|c| c.type_ == t)
+        .unwrap_or_else(|| panic!("no {t} in {conds:?}"))
+}
+
+fn route_cond(out: &GatewayOutput, route: &str, t: &str) -> (bool, &'static str) {
+    let parents = &out.http_routes[&route.parse().unwrap()];
+    let c = cond(&parents[0].conditions, t);
+    (c.status, c.reason)
+}
+
+#[test]
+fn only_our_classes_are_accepted_and_their_gateways_programmed() {
+    let o = objects(&[CLASS, GATEWAY]);
+    let out = run(&o, &[]);
+    assert_eq!(out.classes.keys().collect::<Vec<_>>(), ["k8slb"]);
+    assert!(cond(&out.classes["k8slb"], "Accepted").status);
+    let gw = &out.gateways[&"infra/gw".parse().unwrap()];
+    assert!(cond(&gw.conditions, "Accepted").status);
+    assert_eq!(cond(&gw.conditions, "Programmed").reason, "Programmed");
+    assert_eq!(gw.listeners.len(), 2);
+    assert!(gw
+        .listeners
+        .iter()
+        .all(|l| l.supported_kinds == ["HTTPRoute"]));
+    // Another controller's Gateway gets nothing from us.
+    let mut o2 = objects(&[CLASS, GATEWAY]);
+    o2.gateways[0].spec.gateway_class_name = "other".into();
+    assert!(run(&o2, &[]).gateways.is_empty());
+}
+
+#[test]
+fn precedence_exact_then_longest_prefix_then_oldest_route_then_rule_order() {
+    let routes = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: old, namespace: default, creationTimestamp: "2026-01-01T00:00:00Z" }
+spec:
+  parentRefs: [{ name: gw, namespace: infra, sectionName: http }]
+  rules:
+  - matches: [{ path: { type: PathPrefix, value: /api } }]
+    backendRefs: [{ name: a, port: 80 }]
+  - matches: [{ path: { type: PathPrefix, value: / } }]
+    backendRefs: [{ name: a, port: 80 }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: new, namespace: default, creationTimestamp: "2026-06-01T00:00:00Z" }
+spec:
+  parentRefs: [{ name: gw, namespace: infra, sectionName: http }]
+  rules:
+  - matches: [{ path: { type: PathPrefix, value: /api } }]
+    backendRefs: [{ name: b, port: 80 }]
+  - matches: [{ path: { type: Exact, value: /api } }, { path: { type: PathPrefix, value: /api/v2 } }]
+    backendRefs: [{ name: c, port: 80 }]
+"#;
+    let out = run(&objects(&[CLASS, GATEWAY, routes]), &[]);
+    // (path, where it goes, why)
+    let table = [
+        (
+            "/api",
+            "c",
+            "Exact beats any prefix, even of an older route",
+        ),
+        ("/api/v2/x", "c", "the longest prefix wins"),
+        ("/api/v1", "a", "same prefix: the older route wins"),
+        (
+            "/apix",
+            "a",
+            "element-wise prefix: /api does not match /apix; / does",
+        ),
+        ("/", "a", "the catch-all"),
+    ];
+    for (path, want, why) in table {
+        assert_eq!(goes(&out, 80, "any.host", path), want, "{path}: {why}");
+    }
+    for r in ["default/old", "default/new"] {
+        assert_eq!(route_cond(&out, r, "Accepted"), (true, "Accepted"));
+        assert_eq!(route_cond(&out, r, "ResolvedRefs"), (true, "ResolvedRefs"));
+    }
+    let gw = &out.gateways[&"infra/gw".parse().unwrap()];
+    assert_eq!(gw.listeners[0].attached_routes, 2);
+    assert_eq!(gw.listeners[1].attached_routes, 0, "sectionName: http only");
+}
+
+#[test]
+fn hostnames_intersect_as_the_spec_says() {
+    let h = |s: &str| s.parse::<Hostname>().unwrap();
+    let show = |v: Vec<Option<Hostname>>| {
+        v.into_iter()
+            .map(|h| h.map_or("*any*".to_string(), |h| h.to_string()))
+            .collect::<Vec<_>>()
+    };
+    // (listener, route hostnames, result)
+    let table: Vec<(Option<&str>, Vec<&str>, Vec<&str>)> = vec![
+        (None, vec![], vec!["*any*"]),
+        (None, vec!["foo.example.com"], vec!["foo.example.com"]),
+        (Some("foo.example.com"), vec![], vec!["foo.example.com"]),
+        (
+            Some("*.example.com"),
+            vec!["foo.example.com"],
+            vec!["foo.example.com"],
+        ),
+        (
+            Some("foo.example.com"),
+            vec!["*.example.com"],
+            vec!["foo.example.com"],
+        ),
+        (
+            Some("*.example.com"),
+            vec!["*.foo.example.com"],
+            vec!["*.foo.example.com"],
+        ),
+        (Some("*.example.com"), vec!["bar.other.com"], vec![]),
+        // A wildcard matches one label only (k8slb's hostnames, as Ingress's).
+        (Some("*.example.com"), vec!["a.b.example.com"], vec![]),
+        (
+            Some("*.example.com"),
+            vec!["a.example.com", "b.example.com", "x.org"],
+            vec!["a.example.com", "b.example.com"],
+        ),
+    ];
+    for (l, r, want) in table {
+        let rh: Vec<Hostname> = r.iter().map(|s| h(s)).collect();
+        assert_eq!(
+            show(intersect(l.map(h).as_ref(), &rh)),
+            want,
+            "{l:?} x {r:?}"
+        );
+    }
+}
+
+#[test]
+fn attachment_honours_allowed_routes_section_names_and_hostnames() {
+    let routes = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: same-ns-only, namespace: default }
+spec:
+  parentRefs: [{ name: gw, namespace: infra, sectionName: apps }]
+  hostnames: [shop.example.com]
+  rules: [{ backendRefs: [{ name: a, port: 80 }] }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: apps, namespace: infra }
+spec:
+  parentRefs: [{ name: gw, sectionName: apps }]
+  hostnames: [shop.example.com, shop.other.org]
+  rules: [{ backendRefs: [{ name: b, port: 80 }] }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: elsewhere, namespace: infra }
+spec:
+  parentRefs: [{ name: gw, sectionName: apps }]
+  hostnames: [x.other.org]
+  rules: [{ backendRefs: [{ name: b, port: 80 }] }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: no-section, namespace: infra }
+spec:
+  parentRefs: [{ name: gw, sectionName: nope }]
+  rules: [{ backendRefs: [{ name: b, port: 80 }] }]
+"#;
+    let out = run(&objects(&[CLASS, GATEWAY, routes]), &[]);
+    assert_eq!(
+        route_cond(&out, "default/same-ns-only", "Accepted"),
+        (false, "NotAllowedByListeners"),
+        "apps allows routes of its own namespace only (the default)"
+    );
+    assert_eq!(
+        route_cond(&out, "infra/apps", "Accepted"),
+        (true, "Accepted")
+    );
+    assert_eq!(
+        route_cond(&out, "infra/elsewhere", "Accepted"),
+        (false, "NoMatchingListenerHostname")
+    );
+    assert_eq!(
+        route_cond(&out, "infra/no-section", "Accepted"),
+        (false, "NoMatchingParent")
+    );
+    assert_eq!(goes(&out, 8080, "shop.example.com", "/"), "b");
+    assert_eq!(
+        goes(&out, 8080, "shop.other.org", "/"),
+        "404",
+        "outside the listener's hostname"
+    );
+    assert_eq!(
+        goes(&out, 80, "shop.example.com", "/"),
+        "404",
+        "not attached to http"
+    );
+}
+
+#[test]
+fn weights_redirects_and_backend_references() {
+    let routes = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: r, namespace: default }
+spec:
+  parentRefs: [{ name: gw, namespace: infra, port: 80 }]
+  rules:
+  - matches: [{ path: { value: /split } }]
+    backendRefs: [{ name: a, port: 80, weight: 90 }, { name: b, port: 80, weight: 10 }, { name: c, port: 80, weight: 0 }]
+  - matches: [{ path: { value: /old } }]
+    filters: [{ type: RequestRedirect, requestRedirect: { hostname: new.example.com, statusCode: 301 } }]
+  - matches: [{ path: { value: /cross } }]
+    backendRefs: [{ name: a, namespace: infra, port: 80 }]
+  - matches: [{ path: { value: /missing } }]
+    backendRefs: [{ name: nope, port: 80 }]
+"#;
+    let out = run(&objects(&[CLASS, GATEWAY, routes]), &[]);
+    assert_eq!(
+        goes(&out, 80, "h", "/split/x"),
+        "a+b",
+        "weight 0 gets nothing"
+    );
+    match out.routes.route(VIP.parse().unwrap(), 80, "h", "/split") {
+        Some(RouteAction::Forward { backends }) => {
+            let w: Vec<u16> = backends.iter().map(|b| b.weight).collect();
+            assert_eq!(w, [90, 10]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(goes(&out, 80, "h", "/old"), "redirect 301 new.example.com");
+    assert_eq!(
+        goes(&out, 80, "h", "/cross"),
+        "500",
+        "cross-namespace without a grant"
+    );
+    assert_eq!(
+        goes(&out, 80, "h", "/missing"),
+        "500",
+        "the spec: an invalid backend is 500"
+    );
+    let (ok, reason) = route_cond(&out, "default/r", "ResolvedRefs");
+    assert!(!ok);
+    assert_eq!(reason, "RefNotPermitted", "the first refused reference");
+    // The backends carry their endpoints.
+    let a = out
+        .routes
+        .backends
+        .iter()
+        .find(|(id, _)| id.to_string() == "default/a:80")
+        .unwrap()
+        .1;
+    assert_eq!(a.endpoints.len(), 1);
+    assert_eq!(a.endpoints[0].port, 8080);
+
+    // With a ReferenceGrant in infra for HTTPRoutes of default: served.
+    let grant = r#"
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: { name: allow-default, namespace: infra }
+spec:
+  from: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: default }]
+  to: [{ group: "", kind: Service }]
+"#;
+    let out = run(&objects(&[CLASS, GATEWAY, routes, grant]), &[]);
+    assert_eq!(goes(&out, 80, "h", "/cross"), "a");
+    assert_eq!(
+        route_cond(&out, "default/r", "ResolvedRefs"),
+        (false, "BackendNotFound"),
+        "now only the missing Service is refused"
+    );
+}
+
+#[test]
+fn https_listeners_take_certificates_from_secrets_within_reference_grants() {
+    let gw = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - name: https
+    port: 443
+    protocol: HTTPS
+    tls: { certificateRefs: [{ name: site-tls }] }
+  - name: other-ns
+    port: 8443
+    protocol: HTTPS
+    tls: { certificateRefs: [{ name: site-tls, namespace: certs }] }
+  - name: missing
+    port: 9443
+    protocol: HTTPS
+    tls: { certificateRefs: [{ name: nope }] }
+  - { name: tcp, port: 5432, protocol: TCP }
+  - { name: clash, port: 443, protocol: HTTP }
+"#;
+    let secret = |ns: &str| SecretMeta {
+        namespace: ns.into(),
+        name: "site-tls".into(),
+        type_: "kubernetes.io/tls".into(),
+        valid: true,
+        version: "0123456789abcdef".into(),
+    };
+    let out = run(&objects(&[CLASS, gw]), &[secret("infra"), secret("certs")]);
+    let st = &out.gateways[&"infra/gw".parse().unwrap()];
+    let l = |name: &str| st.listeners.iter().find(|l| l.name == name).unwrap();
+    assert_eq!(
+        cond(&l("other-ns").conditions, "ResolvedRefs").reason,
+        "RefNotPermitted"
+    );
+    assert_eq!(
+        cond(&l("missing").conditions, "ResolvedRefs").reason,
+        "InvalidCertificateRef"
+    );
+    assert_eq!(
+        cond(&l("tcp").conditions, "Accepted").reason,
+        "UnsupportedProtocol"
+    );
+    // Port 443 has HTTPS and HTTP listeners: both conflicted, neither served.
+    assert_eq!(
+        cond(&l("clash").conditions, "Conflicted").reason,
+        "ProtocolConflict"
+    );
+    assert_eq!(
+        cond(&l("https").conditions, "Conflicted").reason,
+        "ProtocolConflict"
+    );
+    assert!(
+        out.routes.listeners.is_empty(),
+        "{:?}",
+        out.routes.listeners
+    );
+
+    // Without the clash, the HTTPS listener is served with its Secret's certificate.
+    let gw2 = gw.replace("  - { name: clash, port: 443, protocol: HTTP }\n", "");
+    let out = run(&objects(&[CLASS, &gw2]), &[secret("infra")]);
+    let https = out
+        .routes
+        .listeners
+        .iter()
+        .find(|l| l.port == 443)
+        .expect("the HTTPS listener");
+    let tls = https.tls.as_ref().unwrap();
+    assert_eq!(tls.certificates[0].file.stem(), "infra_site-tls");
+    assert_eq!(tls.certificates[0].file.version(), "0123456789abcdef");
+}
+
+/// What the proxies cannot serve exactly is refused, never served without it: a route
+/// with a header match, and hostile hostnames and paths.
+#[test]
+fn unsupported_and_hostile_routes_are_refused_with_a_reason() {
+    let routes = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: headers, namespace: infra }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+  - matches: [{ path: { value: /h }, headers: [{ name: x-canary, value: "1" }] }]
+    backendRefs: [{ name: b, port: 80 }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: evil-host, namespace: infra }
+spec:
+  parentRefs: [{ name: gw }]
+  hostnames: ["evil.com;\n  return 200 owned"]
+  rules: [{ backendRefs: [{ name: b, port: 80 }] }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: evil-path, namespace: infra }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+  - matches: [{ path: { value: "/a b{lua}" } }]
+    backendRefs: [{ name: b, port: 80 }]
+"#;
+    let out = run(&objects(&[CLASS, GATEWAY, routes]), &[]);
+    for r in ["infra/headers", "infra/evil-host", "infra/evil-path"] {
+        assert_eq!(
+            route_cond(&out, r, "Accepted"),
+            (false, "UnsupportedValue"),
+            "{r}"
+        );
+    }
+    let json = serde_json::to_string(&out.routes).unwrap();
+    for bad in ["evil", "owned", "lua", "/h", "a b"] {
+        assert!(!json.contains(bad), "{bad} reached the model: {json}");
+    }
+}
+
+/// The files source reads the Gateway API kinds from their group only; one that does not
+/// decode is a problem, never fatal, and names from another group are not ours.
+#[test]
+fn gateway_kinds_decode_from_their_group_and_a_bad_one_is_a_problem() {
+    let mut o = Objects::default();
+    o.add_text(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: broken, namespace: infra }
+spec: { gatewayClassName: 42, listeners: "nope" }
+---
+apiVersion: example.com/v1
+kind: Gateway
+metadata: { name: someone-elses }
+spec: {}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRouteList
+items:
+- metadata: { name: r, namespace: default }
+  spec: { parentRefs: [{ name: gw }] }
+"#,
+    )
+    .unwrap();
+    assert!(o.gateways.is_empty());
+    assert_eq!(o.http_routes.len(), 1);
+    assert_eq!(o.problems.len(), 1, "{:?}", o.problems);
+    assert_eq!(o.problems[0].reason, "Undecodable");
+    assert!(
+        o.problems[0].message.contains("Gateway"),
+        "{:?}",
+        o.problems[0]
+    );
+}
