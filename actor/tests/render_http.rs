@@ -873,18 +873,29 @@ fn viewed_with_certs(present: &[(&str, &str)]) -> (HttpRoutes, Vec<String>) {
 /// from real Secrets).
 fn versioned_tls_sni() -> HttpRoutes {
     let mut routes = routes_of("tls-sni");
-    let set = |f: &mut k8slb_common::routes::CertFile| {
-        if let k8slb_common::routes::CertFile::Secret { version, .. } = f {
-            *version = "1111111111111111".into();
-        }
-    };
+    set_secret_versions(&mut routes, |_| true, "1111111111111111");
+    routes
+}
+
+/// Set the version of every Secret certificate of `routes` whose stem `which` accepts.
+fn set_secret_versions(routes: &mut HttpRoutes, which: impl Fn(&str) -> bool, to: &str) {
     for l in &mut routes.listeners {
         if let Some(t) = &mut l.tls {
-            t.certificates.iter_mut().for_each(|c| set(&mut c.file));
-            t.default_certificate.iter_mut().for_each(set);
+            let files = t
+                .certificates
+                .iter_mut()
+                .map(|c| &mut c.file)
+                .chain(t.default_certificate.as_mut());
+            for f in files {
+                let stem = f.stem();
+                if let k8slb_common::routes::CertFile::Secret { version, .. } = f {
+                    if which(&stem) {
+                        *version = to.into();
+                    }
+                }
+            }
         }
     }
-    routes
 }
 
 fn secret_certs(routes: &HttpRoutes) -> Vec<(String, String)> {
@@ -972,24 +983,7 @@ fn tls_views(
 }
 
 fn renew(stem: &'static str) -> impl Fn(&mut HttpRoutes) {
-    move |r: &mut HttpRoutes| {
-        for l in &mut r.listeners {
-            if let Some(t) = &mut l.tls {
-                let files = t
-                    .certificates
-                    .iter_mut()
-                    .map(|c| &mut c.file)
-                    .chain(t.default_certificate.as_mut());
-                for f in files {
-                    if f.stem() == stem {
-                        if let k8slb_common::routes::CertFile::Secret { version, .. } = f {
-                            *version = "2222222222222222".into();
-                        }
-                    }
-                }
-            }
-        }
-    }
+    move |r: &mut HttpRoutes| set_secret_versions(r, |s| s == stem, "2222222222222222")
 }
 
 /// A renewed certificate (same file, new version) is a Runtime API update for HAProxy

@@ -274,16 +274,11 @@ fn fingerprint(pem: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-fn tls_from_a_secret_redirect_and_renewal(proxy: &str) {
-    tls_from_a_secret_redirect_and_renewal_with(
-        Options::new(&format!("ing-tls-{proxy}")).proxy(proxy),
-    );
-}
-
-fn tls_from_a_secret_redirect_and_renewal_with(opts: Options) {
-    let proxy = opts.proxy.clone();
-    let mut sys = System::start(opts).expect("system");
-    apply_backend(&sys);
+/// The backend, a TLS Secret `secure` (a new self-signed certificate for
+/// `secure.example`) and an Ingress serving `secure.example` with it; waits until its VIP
+/// has one holder. Returns the VIP and the certificate.
+fn secure_ingress(sys: &System) -> (IpAddr, String) {
+    apply_backend(sys);
     let (crt, key) = self_signed("secure.example");
     sys.apply("secret-secure", &tls_secret("secure", &crt, &key))
         .unwrap();
@@ -298,8 +293,21 @@ fn tls_from_a_secret_redirect_and_renewal_with(opts: Options) {
         ),
     )
     .unwrap();
-    let ip = wait_ingress_ips(&sys, "default/secure", 1)[0];
+    let ip = wait_ingress_ips(sys, "default/secure", 1)[0];
     sys.wait_one_holder(ip, T).unwrap();
+    (ip, crt)
+}
+
+fn tls_from_a_secret_redirect_and_renewal(proxy: &str) {
+    tls_from_a_secret_redirect_and_renewal_with(
+        Options::new(&format!("ing-tls-{proxy}")).proxy(proxy),
+    );
+}
+
+fn tls_from_a_secret_redirect_and_renewal_with(opts: Options) {
+    let proxy = opts.proxy.clone();
+    let mut sys = System::start(opts).expect("system");
+    let (ip, crt) = secure_ingress(&sys);
     let https = |path: &str| {
         sys.lab
             .run_in(
@@ -457,23 +465,7 @@ fn ingress_backend_endpoint_churn_under_load_is_zero_reloads_and_zero_failures()
 fn a_renewed_certificate_reaches_haproxy_under_load_without_a_reload_or_a_failed_request() {
     use k8slb_tests::traffic::Steady;
     let mut sys = System::start(Options::new("ing-renew")).expect("system");
-    apply_backend(&sys);
-    let (crt, key) = self_signed("secure.example");
-    sys.apply("secret-secure", &tls_secret("secure", &crt, &key))
-        .unwrap();
-    sys.apply(
-        "ing-secure",
-        &ingress(
-            "secure",
-            json!({}),
-            json!({"ingressClassName": "k8slb",
-                   "tls": [{"hosts": ["secure.example"], "secretName": "secure"}],
-                   "rules": [{"host": "secure.example", "http": {"paths": [prefix("/")]}}]}),
-        ),
-    )
-    .unwrap();
-    let ip = wait_ingress_ips(&sys, "default/secure", 1)[0];
-    sys.wait_one_holder(ip, T).unwrap();
+    let (ip, crt) = secure_ingress(&sys);
     let first = fingerprint(&crt);
     wait::until(T, || {
         Ok(served_fingerprint(&sys, ip, "secure.example") == first)

@@ -127,35 +127,34 @@ pub fn config_note(namespace: &str, name: &str, uid: &str, p: &Problem) -> Note 
 /// reported even before any plan: [`config_note`]).
 pub fn diff(prev: &State, next: &State, look: &dyn Lookup) -> Vec<Note> {
     let mut out = Vec::new();
-    let none: &[IpAddr] = &[];
-    // Allocations and releases, of Services, then of Ingresses.
+    // Allocations and releases, of Services, then of Ingresses: (target, IPs before,
+    // (IPs, pool) now).
+    let ips_pool = |ips: &'_ [IpAddr], pool: &'_ str| (ips.to_vec(), pool.to_string());
     let services = next.services.keys().chain(prev.services.keys());
-    for key in services.collect::<BTreeSet<_>>() {
-        let before = prev.services.get(key);
-        let after = next.services.get(key);
-        let Some(t) = service_target(look, key) else {
-            continue;
-        };
-        allocation_notes(
-            &mut out,
-            &t,
-            before.map_or(none, |s| &s.ips),
-            after.map(|s| (s.ips.as_slice(), s.pool.as_str())),
-            next,
-        );
-    }
+    let service_changes = services.collect::<BTreeSet<_>>().into_iter().map(|k| {
+        (
+            service_target(look, k),
+            prev.services.get(k).map(|s| s.ips.clone()),
+            next.services.get(k).map(|s| ips_pool(&s.ips, &s.pool)),
+        )
+    });
     let ingresses = next.ingresses.keys().chain(prev.ingresses.keys());
-    for key in ingresses.collect::<BTreeSet<_>>() {
-        let before = prev.ingresses.get(key);
-        let after = next.ingresses.get(key);
-        let Some(t) = ingress_target(look, key.namespace.as_str(), key.name.as_str()) else {
-            continue;
-        };
+    let ingress_changes = ingresses.collect::<BTreeSet<_>>().into_iter().map(|k| {
+        (
+            ingress_target(look, k.namespace.as_str(), k.name.as_str()),
+            prev.ingresses.get(k).map(|s| s.ips.clone()),
+            next.ingresses.get(k).map(|s| ips_pool(&s.ips, &s.pool)),
+        )
+    });
+    for (target, before, after) in service_changes.chain(ingress_changes) {
+        let Some(t) = target else { continue };
         allocation_notes(
             &mut out,
             &t,
-            before.map_or(none, |s| &s.ips),
-            after.map(|s| (s.ips.as_slice(), s.pool.as_str())),
+            before.as_deref().unwrap_or_default(),
+            after
+                .as_ref()
+                .map(|(ips, pool)| (ips.as_slice(), pool.as_str())),
             next,
         );
     }

@@ -75,50 +75,44 @@ pub struct Seen {
 }
 
 impl Seen {
-    pub fn service(svc: &Service) -> Seen {
-        let ingress = svc
-            .status
-            .as_ref()
-            .and_then(|s| s.load_balancer.as_ref())
-            .and_then(|l| l.ingress.as_ref())
-            .map(|v| {
-                v.iter()
-                    .map(|i| Ingress {
-                        ip: i.ip.clone(),
-                        hostname: i.hostname.clone(),
-                        ip_mode: i.ip_mode.clone(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+    fn new(
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+        ingress: Vec<Ingress>,
+    ) -> Seen {
         Seen {
-            uid: svc.metadata.uid.clone(),
-            resource_version: svc.metadata.resource_version.clone().unwrap_or_default(),
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
             ingress,
         }
     }
 
-    pub fn ingress(ing: &IngressObject) -> Seen {
-        let ingress = ing
+    pub fn service(svc: &Service) -> Seen {
+        let entries = svc
             .status
             .as_ref()
             .and_then(|s| s.load_balancer.as_ref())
-            .and_then(|l| l.ingress.as_ref())
-            .map(|v| {
-                v.iter()
-                    .map(|i| Ingress {
-                        ip: i.ip.clone(),
-                        hostname: i.hostname.clone(),
-                        ip_mode: None,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        Seen {
-            uid: ing.metadata.uid.clone(),
-            resource_version: ing.metadata.resource_version.clone().unwrap_or_default(),
-            ingress,
-        }
+            .and_then(|l| l.ingress.as_ref());
+        let ingress = entries.into_iter().flatten().map(|i| Ingress {
+            ip: i.ip.clone(),
+            hostname: i.hostname.clone(),
+            ip_mode: i.ip_mode.clone(),
+        });
+        Seen::new(&svc.metadata, ingress.collect())
+    }
+
+    /// An Ingress's status has no ipMode.
+    pub fn ingress(ing: &IngressObject) -> Seen {
+        let entries = ing
+            .status
+            .as_ref()
+            .and_then(|s| s.load_balancer.as_ref())
+            .and_then(|l| l.ingress.as_ref());
+        let ingress = entries.into_iter().flatten().map(|i| Ingress {
+            ip: i.ip.clone(),
+            hostname: i.hostname.clone(),
+            ip_mode: None,
+        });
+        Seen::new(&ing.metadata, ingress.collect())
     }
 }
 
