@@ -56,8 +56,11 @@ pub(super) fn vrrp_plan(
             return true;
         };
         let pool = &alloc.tenants[ip].pool;
+        // A scaled tenant's VIPs stay on distinct owners: that rule comes first.
+        let avoid = sibling_owners(&insts, alloc, *ip);
         if let Some(i) = insts.iter().position(|i| i.vrid == vrid) {
-            if &insts[i].pool == pool {
+            let owner_free = insts[i].members.first().is_none_or(|o| !avoid.contains(o));
+            if &insts[i].pool == pool && owner_free {
                 insts[i].vips.push(*ip);
                 return false;
             }
@@ -66,7 +69,6 @@ pub(super) fn vrrp_plan(
         if vrid <= opts.vrid_offset {
             return true;
         }
-        let avoid = sibling_owners(&insts, alloc, *ip);
         let Some(owner) = least_loaded(&insts, nodes, pool, &avoid) else {
             return true;
         };
