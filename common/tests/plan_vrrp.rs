@@ -217,22 +217,42 @@ fn a_released_address_does_not_put_two_vips_of_a_scaled_service_on_one_node() {
     // Two nodes, three VIPs: s0 and s2 share the first node's instance.
     let s0 = run(
         &c,
-        &objs(vec![s(0).build(), s(1).build(), s(2).build()], nodes(2), vec![]),
+        &objs(
+            vec![s(0).build(), s(1).build(), s(2).build()],
+            nodes(2),
+            vec![],
+        ),
         None,
     );
     let vip = |st: &State, k: &str| st.services[&k.parse().unwrap()].ips.clone();
     let owner = |st: &State, ip: &std::net::IpAddr| st.vips[ip].owner.clone().unwrap();
     let (x0, x2) = (vip(&s0, "default/s0")[0], vip(&s0, "default/s2")[0]);
-    assert_eq!(owner(&s0, &x0), owner(&s0, &x2), "the fixture: one instance for both");
+    assert_eq!(
+        owner(&s0, &x0),
+        owner(&s0, &x2),
+        "the fixture: one instance for both"
+    );
     // s0 goes: x0 is remembered in that instance's VRID.
-    let s1 = run(&c, &objs(vec![s(1).build(), s(2).build()], nodes(2), vec![]), Some(&s0));
+    let s1 = run(
+        &c,
+        &objs(vec![s(1).build(), s(2).build()], nodes(2), vec![]),
+        Some(&s0),
+    );
     assert!(s1.released.contains_key(&x0));
     // s2 scales to 2 and gets x0 back: not on the node that has x2.
     let scaled = s(2).ann("loadbalancer/scale", "2").build();
-    let s2 = run(&c, &objs(vec![s(1).build(), scaled], nodes(2), vec![]), Some(&s1));
+    let s2 = run(
+        &c,
+        &objs(vec![s(1).build(), scaled], nodes(2), vec![]),
+        Some(&s1),
+    );
     check_instances(&s2, 0);
     let ips = vip(&s2, "default/s2");
     assert_eq!(ips.len(), 2, "{ips:?}");
     assert!(ips.contains(&x0), "{ips:?}");
-    assert_ne!(owner(&s2, &ips[0]), owner(&s2, &ips[1]), "two VIPs, two owners");
+    assert_ne!(
+        owner(&s2, &ips[0]),
+        owner(&s2, &ips[1]),
+        "two VIPs, two owners"
+    );
 }
