@@ -535,6 +535,7 @@ mod tests {
                 owner: None,
                 services: vec![],
                 ingress: false,
+                gateways: vec![],
             },
         );
         Arc::new(s)

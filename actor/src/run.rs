@@ -1005,6 +1005,7 @@ mod tests {
                 owner: None,
                 services: vec![],
                 ingress: false,
+                gateways: vec![],
             },
         );
         s

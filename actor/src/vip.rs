@@ -500,6 +500,7 @@ mod tests {
             owner: None,
             services: vec![],
             ingress: false,
+            gateways: vec![],
         };
         let vips: BTreeMap<IpAddr, VipState> = [
             ("198.18.1.10".parse().unwrap(), vip(&pool)),

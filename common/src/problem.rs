@@ -123,6 +123,20 @@ reasons! {
     InvalidPool = "InvalidPool",
     NothingToServe = "NothingToServe",
     DuplicateIngress = "DuplicateIngress",
+    // Gateway API: the specification's condition reasons, for the conditions that say
+    // something is not served (see `gateway`).
+    InvalidParameters = "InvalidParameters",
+    UnsupportedAddress = "UnsupportedAddress",
+    PortUnavailable = "PortUnavailable",
+    ProtocolConflict = "ProtocolConflict",
+    InvalidCertificateRef = "InvalidCertificateRef",
+    RefNotPermitted = "RefNotPermitted",
+    InvalidKind = "InvalidKind",
+    BackendNotFound = "BackendNotFound",
+    NoMatchingParent = "NoMatchingParent",
+    NotAllowedByListeners = "NotAllowedByListeners",
+    NoMatchingListenerHostname = "NoMatchingListenerHostname",
+    UnsupportedValue = "UnsupportedValue",
     // Events that are not problems.
     IpAllocated = "IPAllocated",
     IpReleased = "IPReleased",
@@ -287,6 +301,12 @@ pub enum ObjRef {
     Config,
     /// `Ingress <ns>/<name>` (both as Kubernetes accepted them, escaped and cut for display).
     Ingress { namespace: String, name: String },
+    /// `Gateway <ns>/<name>`.
+    Gateway { namespace: String, name: String },
+    /// `HTTPRoute <ns>/<name>`.
+    HttpRoute { namespace: String, name: String },
+    /// `GatewayClass <name>`.
+    GatewayClass { name: String },
     /// An object whose name is not a valid name of its kind (or did not decode): `shown`
     /// is the name as printed, escaped and cut. No Event can be about it.
     Unnamed { kind: Kind, shown: String },
@@ -337,13 +357,17 @@ impl ObjRef {
                     };
                 }
             }
-            Kind::EndpointSlice
-            | Kind::IngressClass
-            | Kind::Secret
-            | Kind::GatewayClass
-            | Kind::Gateway
-            | Kind::HttpRoute
-            | Kind::ReferenceGrant => {}
+            Kind::Gateway | Kind::HttpRoute => {
+                if let Some((ns, name)) = shown.split_once('/') {
+                    let (namespace, name) = (ns.to_string(), name.to_string());
+                    return match kind {
+                        Kind::Gateway => ObjRef::Gateway { namespace, name },
+                        _ => ObjRef::HttpRoute { namespace, name },
+                    };
+                }
+            }
+            Kind::GatewayClass => return ObjRef::GatewayClass { name: shown },
+            Kind::EndpointSlice | Kind::IngressClass | Kind::Secret | Kind::ReferenceGrant => {}
         }
         ObjRef::Unnamed { kind, shown }
     }
@@ -356,6 +380,9 @@ impl ObjRef {
             ObjRef::Node(n) => ["Node ", n.as_str(), "", "", ""],
             ObjRef::ConfigMap { namespace, name } => ["ConfigMap ", namespace, "/", name, ""],
             ObjRef::Ingress { namespace, name } => ["Ingress ", namespace, "/", name, ""],
+            ObjRef::Gateway { namespace, name } => ["Gateway ", namespace, "/", name, ""],
+            ObjRef::HttpRoute { namespace, name } => ["HTTPRoute ", namespace, "/", name, ""],
+            ObjRef::GatewayClass { name } => ["GatewayClass ", name, "", "", ""],
             ObjRef::Config => ["Config k8slb", "", "", "", ""],
             ObjRef::Unnamed { kind, shown } => [kind.as_str(), " ", shown, "", ""],
             ObjRef::Other(s) => [s, "", "", "", ""],

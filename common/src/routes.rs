@@ -241,6 +241,28 @@ impl HttpRoutes {
         l.route(host, path)
     }
 
+    /// Add another source's routes. Listeners are on distinct (ip, port)s (the allocator
+    /// gives each tenant its ports); were one not, the one already here is kept. A
+    /// backend both name is one backend (same Service, same port, same endpoints).
+    pub fn merge(&mut self, other: HttpRoutes) {
+        if other.is_empty() {
+            return;
+        }
+        for l in other.listeners {
+            if !self
+                .listeners
+                .iter()
+                .any(|m| m.ip == l.ip && m.port == l.port)
+            {
+                self.listeners.push(l);
+            }
+        }
+        for (id, b) in other.backends {
+            self.backends.entry(id).or_insert(b);
+        }
+        self.normalize();
+    }
+
     /// Sort listeners by (ip, port). Sources call it once after building.
     pub fn normalize(&mut self) {
         self.listeners.sort_by_key(|l| (l.ip, l.port));

@@ -59,6 +59,11 @@ pub struct State {
     /// (empty `ips`), so their problems are visible.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub ingresses: BTreeMap<ObjectKey, IngressState>,
+    /// Every Gateway of one of our GatewayClasses, keyed `<namespace>/<name>`: its
+    /// addresses (what its `status.addresses` shows; its listeners are in [`State::http`]).
+    /// Gateways that got no address are here too (empty `ips`). Absent when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gateways: BTreeMap<ObjectKey, GatewayState>,
     /// Released addresses and the VRID of the instance they were in, while that VRID is
     /// in use or free: an address allocated again goes back to that VRID. An LB node that
     /// still runs an older state (its state watch reconnecting after an API outage) may
@@ -82,6 +87,7 @@ impl State {
             services: BTreeMap::new(),
             http: HttpRoutes::default(),
             ingresses: BTreeMap::new(),
+            gateways: BTreeMap::new(),
             released: BTreeMap::new(),
             problems: Vec::new(),
         }
@@ -375,6 +381,10 @@ pub struct VipState {
     /// The VIP serves its pool's Ingresses (its listeners are in [`State::http`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ingress: bool,
+    /// The Gateways on this VIP (one, unless a Gateway asked for a shared address by
+    /// name), sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gateways: Vec<ObjectKey>,
 }
 
 /// An Ingress of our class, as planned.
@@ -386,6 +396,18 @@ pub struct IngressState {
     /// The pool (annotation `loadbalancer/pool`, default `default`), as written.
     pub pool: String,
     /// The Ingress's `metadata.uid`, so writers can tell a re-created Ingress apart.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+}
+
+/// A Gateway of one of our GatewayClasses, as planned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayState {
+    /// Its addresses, sorted.
+    pub ips: Vec<IpAddr>,
+    /// Its pool (annotation `loadbalancer/pool`, default `default`), as written.
+    pub pool: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uid: String,
 }

@@ -88,6 +88,7 @@ fn run(o: &Objects, secrets: &[SecretMeta]) -> GatewayOutput {
         slices: &o.slices,
         secrets,
         addresses: &addresses,
+        unavailable: &BTreeMap::new(),
     })
 }
 

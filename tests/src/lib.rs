@@ -5,6 +5,7 @@
 //! - [`traffic`]: lab-backend / lab-client, probes and loads.
 //! - [`objects`]: the Kubernetes YAML the files source reads.
 //! - [`system`]: a whole k8slb deployment in a lab (watcher + actors + backends).
+//! - [`l7`]: HTTP statuses, served certificates and TLS Secrets for the L7 tests.
 //! - [`kube`]: the fake API server and its relays, for the Kubernetes path.
 //! - [`soak`]: the chaos soak and the VIP sampler (who holds which VIP, every 20 ms).
 //! - [`container`]: the k8slb image under podman, with the manifests' security contexts.
@@ -12,6 +13,7 @@
 pub mod bins;
 pub mod container;
 pub mod kube;
+pub mod l7;
 pub mod lab;
 pub mod traffic;
 pub mod wait;

@@ -5,6 +5,7 @@
 //! without them.
 
 use k8slb_common::testing::self_signed;
+use k8slb_tests::l7::{fingerprint, served_fingerprint, status, tls_secret};
 use k8slb_tests::objects::{svc, tcp};
 use k8slb_tests::system::{Options, System};
 use k8slb_tests::traffic::{self, Proto};
@@ -68,29 +69,6 @@ fn wait_ingress_ips(sys: &System, key: &str, n: usize) -> Vec<IpAddr> {
         )
     });
     ips
-}
-
-/// `curl` from the client: the HTTP status of `url` with `Host: host`.
-fn status(sys: &System, host: &str, url: &str) -> String {
-    sys.lab
-        .run_in(
-            "client",
-            &[
-                "curl",
-                "-s",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                "-m",
-                "3",
-                "-H",
-                &format!("Host: {host}"),
-                url,
-            ],
-        )
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default()
 }
 
 fn host_and_path_routing(proxy: &str) {
@@ -235,53 +213,17 @@ fn scale_two_serves_on_two_nodes_at_once_and_survives_one_nodes_loss() {
     sys.lab.pass();
 }
 
-fn tls_secret(name: &str, crt: &str, key: &str) -> Value {
-    use base64::Engine;
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-        "metadata": {"namespace": "default", "name": name},
-        "data": {"tls.crt": b64(crt), "tls.key": b64(key)},
-    })
-}
-
-/// The SHA-256 fingerprint of the certificate `ip:443` serves for `sni`, from the client.
-fn served_fingerprint(sys: &System, ip: IpAddr, sni: &str) -> String {
-    let script = format!(
-        "openssl s_client -connect {ip}:443 -servername {sni} </dev/null 2>/dev/null | openssl x509 -noout -fingerprint -sha256"
-    );
-    sys.lab
-        .run_in("client", &["sh", "-c", &script])
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default()
-}
-
-fn fingerprint(pem: &str) -> String {
-    let mut child = std::process::Command::new("openssl")
-        .args(["x509", "-noout", "-fingerprint", "-sha256"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(pem.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 /// The backend, a TLS Secret `secure` (a new self-signed certificate for
 /// `secure.example`) and an Ingress serving `secure.example` with it; waits until its VIP
 /// has one holder. Returns the VIP and the certificate.
 fn secure_ingress(sys: &System) -> (IpAddr, String) {
     apply_backend(sys);
     let (crt, key) = self_signed("secure.example");
-    sys.apply("secret-secure", &tls_secret("secure", &crt, &key))
-        .unwrap();
+    sys.apply(
+        "secret-secure",
+        &tls_secret("default", "secure", &crt, &key),
+    )
+    .unwrap();
     sys.apply(
         "ing-secure",
         &ingress(
@@ -332,7 +274,7 @@ fn tls_from_a_secret_redirect_and_renewal_with(opts: Options) {
     wait::until(T, || Ok(https("/x") == "200"))
         .unwrap_or_else(|e| panic!("{proxy}: https://secure.example/x never answered 200: {e:#}"));
     assert_eq!(
-        served_fingerprint(&sys, ip, "secure.example"),
+        served_fingerprint(&sys, ip, 443, "secure.example"),
         fingerprint(&crt)
     );
     // Plain HTTP for a TLS host is redirected to HTTPS.
@@ -343,12 +285,15 @@ fn tls_from_a_secret_redirect_and_renewal_with(opts: Options) {
 
     // cert-manager renews the Secret: the new certificate is served.
     let (crt2, key2) = self_signed("secure.example");
-    sys.apply("secret-secure", &tls_secret("secure", &crt2, &key2))
-        .unwrap();
+    sys.apply(
+        "secret-secure",
+        &tls_secret("default", "secure", &crt2, &key2),
+    )
+    .unwrap();
     let want = fingerprint(&crt2);
     let mut got = String::new();
     wait::until(T, || {
-        got = served_fingerprint(&sys, ip, "secure.example");
+        got = served_fingerprint(&sys, ip, 443, "secure.example");
         Ok(got == want)
     })
     .unwrap_or_else(|e| panic!("{proxy}: the renewed certificate is not served ({got}): {e:#}"));
@@ -468,7 +413,7 @@ fn a_renewed_certificate_reaches_haproxy_under_load_without_a_reload_or_a_failed
     let (ip, crt) = secure_ingress(&sys);
     let first = fingerprint(&crt);
     wait::until(T, || {
-        Ok(served_fingerprint(&sys, ip, "secure.example") == first)
+        Ok(served_fingerprint(&sys, ip, 443, "secure.example") == first)
     })
     .expect("the first certificate is served");
     let before = sys
@@ -490,12 +435,15 @@ fn a_renewed_certificate_reaches_haproxy_under_load_without_a_reload_or_a_failed
     .unwrap();
     std::thread::sleep(Duration::from_millis(700));
     let (crt2, key2) = self_signed("secure.example");
-    sys.apply("secret-secure", &tls_secret("secure", &crt2, &key2))
-        .unwrap();
+    sys.apply(
+        "secret-secure",
+        &tls_secret("default", "secure", &crt2, &key2),
+    )
+    .unwrap();
     let second = fingerprint(&crt2);
     let mut got = String::new();
     wait::until(T, || {
-        got = served_fingerprint(&sys, ip, "secure.example");
+        got = served_fingerprint(&sys, ip, 443, "secure.example");
         Ok(got == second)
     })
     .unwrap_or_else(|e| panic!("the renewed certificate is not served ({got}): {e:#}"));

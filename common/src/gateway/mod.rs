@@ -106,6 +106,10 @@ pub struct GatewayInput<'a> {
     pub slices: &'a [EndpointSlice],
     pub secrets: &'a [SecretMeta],
     pub addresses: &'a BTreeMap<ObjectKey, Vec<IpAddr>>,
+    /// The ports of a Gateway's addresses that another tenant (a Service sharing an
+    /// address by name) holds, with who holds them: those listeners are
+    /// `PortUnavailable`.
+    pub unavailable: &'a BTreeMap<ObjectKey, BTreeMap<u16, String>>,
 }
 
 /// What the Gateway API objects make: the routes to serve and every status.
@@ -506,6 +510,20 @@ fn listener<'a>(
             false,
             "PortUnavailable",
             "port out of range",
+        ));
+        protocol = None;
+    } else if let Some(holder) = u16::try_from(l.port)
+        .ok()
+        .and_then(|p| input.unavailable.get(gk)?.get(&p))
+    {
+        conditions.push(Condition::new(
+            "Accepted",
+            false,
+            "PortUnavailable",
+            format!(
+                "port {} of the Gateway's address is used by {holder}",
+                l.port
+            ),
         ));
         protocol = None;
     }

@@ -48,6 +48,26 @@ pub struct Gateway {
     #[serde(default)]
     pub metadata: ObjectMeta,
     pub spec: GatewaySpec,
+    /// Read for `status.addresses` only: what a Gateway already shows is adopted when
+    /// the state was lost, like a Service's `status.loadBalancer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<GatewayStatusDoc>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayStatusDoc {
+    #[serde(default)]
+    pub addresses: Vec<GatewayAddress>,
+}
+
+/// `spec.infrastructure` (standard since v1.1): its annotations are where a Gateway
+/// names its pool (`loadbalancer/pool`), as its metadata annotations may too.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayInfrastructure {
+    #[serde(default)]
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -58,6 +78,8 @@ pub struct GatewaySpec {
     pub listeners: Vec<GatewayListener>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<GatewayAddress>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infrastructure: Option<GatewayInfrastructure>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@ use super::problems::Problems;
 use super::request::{Request, Tenant};
 use crate::config::{GlobalConfig, Pool};
 use crate::ipam::RangeSet;
-use crate::names::{PoolName, ServiceKey};
+use crate::names::{ObjectKey, PoolName, ServiceKey};
 use crate::problem::Reason;
 use crate::state::{Family, Protocol, ServiceState, State};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -95,7 +95,23 @@ impl Allocator {
                     .iter()
                     .filter_map(|k| match k {
                         Tenant::Service(k) => Some(k.clone()),
-                        Tenant::Ingress(_) => None,
+                        Tenant::Ingress(_) | Tenant::Gateway(_) => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The Gateways on `ip`, sorted.
+    pub fn gateways_on(&self, ip: IpAddr) -> Vec<ObjectKey> {
+        self.tenants
+            .get(&ip)
+            .map(|t| {
+                t.services
+                    .iter()
+                    .filter_map(|k| match k {
+                        Tenant::Gateway(k) => Some(k.clone()),
+                        _ => None,
                     })
                     .collect()
             })

@@ -36,6 +36,7 @@
 
 mod allocate;
 mod annotations;
+mod gateway;
 mod ingress;
 mod nodes;
 pub mod options;
@@ -72,8 +73,11 @@ pub fn plan(
     let prev = previous.unwrap_or(&empty);
     let (mut ingresses, ingress_requests) =
         ingress::Ingresses::read(cfg, opts, objs, prev, &mut problems);
-    if !ingress_requests.is_empty() {
+    let (gateways, gateway_requests) =
+        gateway::Gateways::read(cfg, opts, objs, prev, &mut problems);
+    if !ingress_requests.is_empty() || !gateway_requests.is_empty() {
         requests.extend(ingress_requests);
+        requests.extend(gateway_requests);
         requests.sort_by(|a, b| (&a.created, &a.key).cmp(&(&b.created, &b.key)));
     }
 
@@ -85,7 +89,9 @@ pub fn plan(
         prev,
         &mut problems,
     );
-    let (http, ingresses) = ingresses.build(cfg, &alloc, &mut problems);
+    let (mut http, ingresses) = ingresses.build(cfg, &alloc, &mut problems);
+    let (gateway_http, gateways) = gateways.build(&alloc, &mut problems);
+    http.merge(gateway_http);
     let services = service_states(held, requests, &alloc, opts.provider);
     let (instances, vips, released) =
         vrrp::vrrp_plan(cfg, opts, &nodes, &alloc, prev, &mut problems);
@@ -105,6 +111,7 @@ pub fn plan(
         services,
         http,
         ingresses,
+        gateways,
         released,
         problems: problems.capped(),
     }

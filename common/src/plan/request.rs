@@ -8,7 +8,7 @@ use super::ports::{port_state, proto_name, tls_on_some, PortContext, SliceIndex}
 use super::problems::Problems;
 use crate::config::{GlobalConfig, Pool};
 use crate::ipam::parse_ip;
-use crate::names::{PoolName, ServiceKey};
+use crate::names::{ObjectKey, PoolName, ServiceKey};
 use crate::objects::Objects;
 use crate::problem::{ObjRef, Problem, Reason};
 use crate::state::{Family, PortState, Protocol, State};
@@ -24,6 +24,8 @@ use std::net::IpAddr;
 pub(super) enum Tenant {
     Service(ServiceKey),
     Ingress(PoolName),
+    /// A Gateway: its listeners' ports.
+    Gateway(ObjectKey),
 }
 
 impl std::fmt::Display for Tenant {
@@ -31,6 +33,7 @@ impl std::fmt::Display for Tenant {
         match self {
             Tenant::Service(k) => write!(f, "Service {k}"),
             Tenant::Ingress(p) => write!(f, "the Ingresses of pool {p}"),
+            Tenant::Gateway(k) => write!(f, "Gateway {k}"),
         }
     }
 }
@@ -49,6 +52,7 @@ impl Tenant {
                     .collect();
                 (!ips.is_empty()).then_some(ips)
             }
+            Tenant::Gateway(k) => prev.gateways.get(k).map(|g| g.ips.clone()),
         }
     }
 }

@@ -102,6 +102,7 @@ pub(super) fn vrrp_plan(
                         owner: None,
                         services: alloc.services_on(ip),
                         ingress: alloc.has_ingress(ip),
+                        gateways: alloc.gateways_on(ip),
                     },
                 );
             }
@@ -357,6 +358,7 @@ fn finish(
                     owner: i.members.first().cloned(),
                     services: alloc.services_on(*ip),
                     ingress: alloc.has_ingress(*ip),
+                    gateways: alloc.gateways_on(*ip),
                 },
             );
         }

@@ -1,0 +1,351 @@
+//! Gateways in the plan. Each Gateway of one of our GatewayClasses is a tenant of the
+//! allocator ([`Tenant::Gateway`]), placed like a Service: sticky first (the previous
+//! state, then its `status.addresses`), then the addresses it asks for in
+//! `spec.addresses` (type `IPAddress`), then the lowest free address of its pool's range,
+//! in the order of creation. Its pool is the annotation `loadbalancer/pool` (on the
+//! Gateway or in its `spec.infrastructure.annotations`), `default` without one.
+//!
+//! It holds the TCP ports of its HTTP and HTTPS listeners. As for Ingresses, **ports are
+//! sticky**: an existing Gateway claims the ports it served in the previous state (those
+//! it still wants); a listener added later on a port that a Service sharing the address
+//! by name already holds is `PortUnavailable`, and the Gateway keeps its address.
+//!
+//! After allocation, [`crate::gateway::translate`] turns the Gateways and their routes
+//! into the route model on those addresses; every condition that says something is not
+//! served becomes a problem on its object (and so an Event and a log line).
+
+use super::allocate::Allocator;
+use super::options::PlanOptions;
+use super::problems::Problems;
+use super::request::{Request, Tenant};
+use crate::config::GlobalConfig;
+use crate::gateway::types::Gateway;
+use crate::gateway::{self, Condition, GatewayInput, GatewayOutput};
+use crate::ingress::SecretMeta;
+use crate::ipam::parse_ip;
+use crate::names::{ObjectKey, PoolName};
+use crate::objects::Objects;
+use crate::problem::{ObjRef, Problem, Reason};
+use crate::routes::HttpRoutes;
+use crate::state::{GatewayState, Protocol, State};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The annotation that names a Gateway's pool.
+const POOL_ANNOTATION: &str = "loadbalancer/pool";
+
+/// Our Gateways, read before allocation.
+pub(super) struct Gateways<'a> {
+    objs: &'a Objects,
+    /// Each Gateway of an accepted class of ours, with its pool as written.
+    ours: Vec<(ObjectKey, String, String)>,
+    /// The ports each Gateway's listeners want.
+    wanted: BTreeMap<ObjectKey, BTreeSet<u16>>,
+}
+
+fn key(g: &Gateway) -> Option<ObjectKey> {
+    ObjectKey::new(
+        g.metadata.namespace.as_deref().unwrap_or("default"),
+        g.metadata.name.as_deref()?,
+    )
+    .ok()
+}
+
+fn object(k: &ObjectKey) -> ObjRef {
+    ObjRef::Gateway {
+        namespace: k.namespace.to_string(),
+        name: k.name.to_string(),
+    }
+}
+
+/// The ports a Gateway's listeners serve (HTTP and HTTPS today), valid ones only.
+fn listener_ports(g: &Gateway) -> BTreeSet<u16> {
+    g.spec
+        .listeners
+        .iter()
+        .filter(|l| matches!(l.protocol.as_str(), "HTTP" | "HTTPS"))
+        .filter_map(|l| u16::try_from(l.port).ok().filter(|p| *p > 0))
+        .collect()
+}
+
+impl<'a> Gateways<'a> {
+    /// Select our Gateways and make one allocation request for each.
+    pub fn read(
+        cfg: &GlobalConfig,
+        opts: &PlanOptions,
+        objs: &'a Objects,
+        prev: &State,
+        problems: &mut Problems,
+    ) -> (Self, Vec<Request>) {
+        let mut me = Gateways {
+            objs,
+            ours: Vec::new(),
+            wanted: BTreeMap::new(),
+        };
+        let mut requests = Vec::new();
+        if objs.gateways.is_empty() {
+            return (me, requests);
+        }
+        let classes = gateway::our_classes(&objs.gateway_classes);
+        let accepted: BTreeSet<&str> = classes
+            .iter()
+            .filter(|(_, c)| c.iter().all(|c| c.status))
+            .map(|(n, _)| n.as_str())
+            .collect();
+        let mut seen = BTreeSet::new();
+        for g in &objs.gateways {
+            if !accepted.contains(g.spec.gateway_class_name.as_str()) {
+                continue;
+            }
+            let Some(k) = key(g) else { continue };
+            if !seen.insert(k.clone()) {
+                continue;
+            }
+            if !opts.provider.has_proxy() {
+                problems.insert(Problem::new(
+                    object(&k),
+                    Reason::NothingToServe,
+                    format!(
+                        "Gateways need a proxy (haproxy or nginx); this install runs {}, which serves Services only",
+                        opts.provider
+                    ),
+                ));
+                continue;
+            }
+            let r = request(cfg, g, &k, prev, problems);
+            me.wanted.insert(k.clone(), listener_ports(g));
+            me.ours.push((k, r.pool_text.clone(), r.uid.clone()));
+            requests.push(r);
+        }
+        (me, requests)
+    }
+
+    /// After allocation: the translated routes on every Gateway's addresses, what each
+    /// Gateway got, and every condition that refuses something as a problem.
+    pub fn build(
+        &self,
+        alloc: &Allocator,
+        problems: &mut Problems,
+    ) -> (HttpRoutes, BTreeMap<ObjectKey, GatewayState>) {
+        let mut addresses = BTreeMap::new();
+        let mut unavailable: BTreeMap<ObjectKey, BTreeMap<u16, String>> = BTreeMap::new();
+        let mut states = BTreeMap::new();
+        for (k, pool, uid) in &self.ours {
+            let tenant = Tenant::Gateway(k.clone());
+            let mut ips = alloc.of(&tenant);
+            ips.sort();
+            for ip in &ips {
+                let Some(t) = alloc.tenants.get(ip) else {
+                    continue;
+                };
+                for p in &self.wanted[k] {
+                    if let Some(holder) = t.ports.get(&(Protocol::Tcp, *p)) {
+                        if holder != &tenant {
+                            unavailable
+                                .entry(k.clone())
+                                .or_default()
+                                .insert(*p, holder.to_string());
+                        }
+                    }
+                }
+            }
+            addresses.insert(k.clone(), ips.clone());
+            states.insert(
+                k.clone(),
+                GatewayState {
+                    ips,
+                    pool: pool.clone(),
+                    uid: uid.clone(),
+                },
+            );
+        }
+        if states.is_empty() {
+            return (HttpRoutes::default(), states);
+        }
+        let secrets: Vec<SecretMeta> = self.objs.secrets.iter().map(SecretMeta::of).collect();
+        let out = gateway::translate(&GatewayInput {
+            classes: &self.objs.gateway_classes,
+            gateways: &self.objs.gateways,
+            routes: &self.objs.http_routes,
+            grants: &self.objs.reference_grants,
+            services: &self.objs.services,
+            slices: &self.objs.slices,
+            secrets: &secrets,
+            addresses: &addresses,
+            unavailable: &unavailable,
+        });
+        report(&out, problems);
+        (out.routes, states)
+    }
+}
+
+/// One Gateway's allocation request.
+fn request(
+    cfg: &GlobalConfig,
+    g: &Gateway,
+    k: &ObjectKey,
+    prev: &State,
+    problems: &mut Problems,
+) -> Request {
+    let annotated = g
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(POOL_ANNOTATION))
+        .or_else(|| {
+            g.spec
+                .infrastructure
+                .as_ref()
+                .and_then(|i| i.annotations.get(POOL_ANNOTATION))
+        });
+    let pool_text = annotated.cloned().unwrap_or_else(|| "default".into());
+    let mut refused = false;
+    let mut pools = Vec::new();
+    let mut problem = |reason: Reason, message: String| {
+        problems.insert(Problem::new(object(k), reason, message));
+    };
+    match pool_text.parse::<PoolName>() {
+        Ok(p) if cfg.pools.contains_key(&p) => pools.push(p),
+        Ok(p) => {
+            let known: Vec<&str> = cfg.pools.keys().map(|k| k.as_str()).collect();
+            problem(
+                Reason::UnknownPool,
+                format!(
+                    "pool {p} does not exist (pools: {}); nothing new is allocated",
+                    known.join(", ")
+                ),
+            );
+            refused = true;
+        }
+        Err(e) => {
+            problem(
+                Reason::InvalidPool,
+                format!("{POOL_ANNOTATION}: {e}; nothing new is allocated"),
+            );
+            refused = true;
+        }
+    }
+    let mut statics = Vec::new();
+    for a in &g.spec.addresses {
+        match a.type_.as_deref() {
+            None | Some("IPAddress") => match parse_ip(&a.value) {
+                Ok(ip) => statics.push(ip),
+                Err(e) => {
+                    problem(
+                        Reason::InvalidIp,
+                        format!("spec.addresses: {e}; nothing new is allocated"),
+                    );
+                    refused = true;
+                }
+            },
+            Some(t) => {
+                problem(
+                    Reason::UnsupportedAddress,
+                    format!(
+                        "spec.addresses: type {:?} is not supported (IPAddress is); nothing new is allocated",
+                        crate::problem::cut(t, 40)
+                    ),
+                );
+                refused = true;
+            }
+        }
+    }
+    if refused {
+        // Nothing new for a request refused as written (never a surprise address);
+        // what it holds stays (see `allocate`).
+        pools.clear();
+    }
+    let wanted = listener_ports(g);
+    let tenant = Tenant::Gateway(k.clone());
+    let port_keys = match tenant.previous_ips(prev) {
+        Some(ips) => {
+            let before: BTreeSet<u16> = prev
+                .http
+                .listeners
+                .iter()
+                .filter(|l| ips.contains(&l.ip))
+                .map(|l| l.port)
+                .collect();
+            wanted.intersection(&before).copied().collect()
+        }
+        None => wanted,
+    };
+    Request {
+        key: tenant,
+        object: object(k),
+        uid: g.metadata.uid.clone().unwrap_or_default(),
+        created: g.metadata.creation_timestamp.clone(),
+        pools,
+        pool_text,
+        statics,
+        status_ips: g
+            .status
+            .iter()
+            .flat_map(|s| &s.addresses)
+            .filter(|a| a.type_.as_deref().is_none_or(|t| t == "IPAddress"))
+            .filter_map(|a| parse_ip(&a.value).ok())
+            .collect(),
+        ports: vec![],
+        port_keys: port_keys
+            .into_iter()
+            .map(|p| (Protocol::Tcp, p))
+            .collect::<BTreeSet<_>>(),
+        refused,
+        scale: 1,
+    }
+}
+
+/// Every condition that says something is not served, as a problem on its object.
+fn report(out: &GatewayOutput, problems: &mut Problems) {
+    let mut add = |object: ObjRef, what: String, c: &Condition| {
+        let refusing = match c.type_ {
+            "Conflicted" => c.status,
+            "Accepted" | "ResolvedRefs" => !c.status,
+            _ => false,
+        };
+        if refusing {
+            problems.insert(Problem::new(
+                object,
+                c.reason.parse().unwrap_or_else(|never| match never {}),
+                format!("{what}{}", c.message),
+            ));
+        }
+    };
+    for (name, conds) in &out.classes {
+        for c in conds {
+            add(
+                ObjRef::GatewayClass { name: name.clone() },
+                String::new(),
+                c,
+            );
+        }
+    }
+    for (k, st) in &out.gateways {
+        for c in &st.conditions {
+            add(object(k), String::new(), c);
+        }
+        for l in &st.listeners {
+            for c in &l.conditions {
+                add(object(k), format!("listener {}: ", l.name), c);
+            }
+        }
+    }
+    for (k, parents) in &out.http_routes {
+        for p in parents {
+            let section = p
+                .section_name
+                .as_deref()
+                .map(|s| format!("/{s}"))
+                .unwrap_or_default();
+            for c in &p.conditions {
+                add(
+                    ObjRef::HttpRoute {
+                        namespace: k.namespace.to_string(),
+                        name: k.name.to_string(),
+                    },
+                    format!("on Gateway {}{section}: ", p.gateway),
+                    c,
+                );
+            }
+        }
+    }
+}

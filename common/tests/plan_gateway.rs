@@ -1,0 +1,330 @@
+//! Gateways in the plan: each Gateway of our class is a tenant of the allocator like a
+//! Service (sticky, its pool by annotation, `spec.addresses` by name, its listener ports
+//! checked against Services on a shared address), its routes are in `state.http` next to
+//! the Ingresses', and every refusing condition is a problem on its object.
+
+mod support;
+
+use k8slb_common::objects::Objects;
+use k8slb_common::plan::{plan, PlanOptions, Provider};
+use k8slb_common::routes::RouteAction;
+use k8slb_common::state::State;
+use support::*;
+
+const POOLS: &str = r#"{ "pools": {
+    "default": { "network": "198.18.0.0/24", "range": "198.18.0.100-198.18.0.120" },
+    "other": { "network": "198.18.1.0/24", "range": "198.18.1.100-198.18.1.120" } } }"#;
+
+const CLASS: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: k8slb }
+spec: { controllerName: k8slb.io/gateway-controller }
+"#;
+
+/// A Gateway `infra/<name>` of class k8slb with an HTTP listener on `port`, created at
+/// second `created`, with `extra` appended to its spec (YAML, indented two spaces).
+fn gateway(name: &str, port: u16, created: u32, extra: &str) -> String {
+    format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: {name}
+  namespace: infra
+  uid: uid-{name}
+  creationTimestamp: "2026-01-01T00:00:{created:02}Z"
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - {{ name: http, port: {port}, protocol: HTTP, allowedRoutes: {{ namespaces: {{ from: All }} }} }}
+{extra}
+"#
+    )
+}
+
+/// An HTTPRoute `default/<name>` on Gateway infra/<gateway>, `/` to Service `backend`:80.
+fn route(name: &str, gateway: &str, backend: &str) -> String {
+    format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{ name: {name}, namespace: default }}
+spec:
+  parentRefs: [ {{ name: {gateway}, namespace: infra }} ]
+  hostnames: [ app.example.com ]
+  rules:
+  - backendRefs: [ {{ name: {backend}, port: 80 }} ]
+"#
+    )
+}
+
+fn objects(services: Vec<k8s_openapi::api::core::v1::Service>, texts: &[&str]) -> Objects {
+    let mut o = objs(services, nodes(2), vec![]);
+    o.services.push(backend_svc("default", "app", 80));
+    for t in texts {
+        o.add_text(t).unwrap();
+    }
+    assert!(o.problems.is_empty(), "{:?}", o.problems);
+    o
+}
+
+fn gateway_ips(s: &State, key: &str) -> Vec<String> {
+    s.gateways
+        .get(&key.parse().unwrap())
+        .map(|g| g.ips.iter().map(|i| i.to_string()).collect())
+        .unwrap_or_default()
+}
+
+fn problems_on(s: &State, object: &str) -> Vec<(String, String)> {
+    s.problems
+        .iter()
+        .filter(|p| p.object.to_string() == object)
+        .map(|p| (p.reason.to_string(), p.message.clone()))
+        .collect()
+}
+
+fn ports_on(s: &State, ip: &str) -> Vec<u16> {
+    s.http
+        .listeners
+        .iter()
+        .filter(|l| l.ip.to_string() == ip)
+        .map(|l| l.port)
+        .collect()
+}
+
+#[test]
+fn a_gateway_gets_its_own_address_serves_its_routes_and_keeps_the_address() {
+    let c = cfg(POOLS);
+    let gw = gateway("gw", 80, 5, "");
+    let rt = route("web", "gw", "app");
+    let o = objects(
+        vec![svc("default", "svc").port(80).created(1).build()],
+        &[CLASS, &gw, &rt],
+    );
+    let s = run(&c, &o, None);
+    assert_eq!(ips(&s, "default/svc"), ["198.18.0.100"]);
+    assert_eq!(gateway_ips(&s, "infra/gw"), ["198.18.0.101"]);
+    let vip = &s.vips[&"198.18.0.101".parse().unwrap()];
+    assert_eq!(vip.gateways.len(), 1, "{vip:?}");
+    assert!(vip.services.is_empty() && !vip.ingress, "{vip:?}");
+    assert!(vip.owner.is_some(), "{vip:?}");
+    assert_eq!(ports_on(&s, "198.18.0.101"), [80]);
+    let action = s
+        .http
+        .route("198.18.0.101".parse().unwrap(), 80, "app.example.com", "/x")
+        .expect("the route is served");
+    match action {
+        RouteAction::Forward { backends } => {
+            assert_eq!(backends[0].id.to_string(), "default/app:80")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+
+    // A Service older than the Gateway, added later, does not take its address; the
+    // state is stable.
+    let o2 = objects(
+        vec![
+            svc("default", "svc").port(80).created(1).build(),
+            svc("default", "early").port(80).created(0).build(),
+        ],
+        &[CLASS, &gw, &rt],
+    );
+    let s2 = run(&c, &o2, Some(&s));
+    assert_eq!(gateway_ips(&s2, "infra/gw"), ["198.18.0.101"]);
+    assert_eq!(ips(&s2, "default/early"), ["198.18.0.102"]);
+    assert_eq!(run(&c, &o2, Some(&s2)), s2, "a no-op recompute is a no-op");
+
+    // Lost state: the Gateway's status.addresses is adopted.
+    let shown = gateway(
+        "gw",
+        80,
+        5,
+        "status:\n  addresses: [ { type: IPAddress, value: 198.18.0.110 } ]",
+    );
+    let s3 = run(&c, &objects(vec![], &[CLASS, &shown, &rt]), None);
+    assert_eq!(gateway_ips(&s3, "infra/gw"), ["198.18.0.110"]);
+
+    // Deleted: the address is released, nothing of it is served.
+    let s4 = run(&c, &objects(vec![], &[CLASS, &rt]), Some(&s));
+    assert!(s4.gateways.is_empty() && s4.http.is_empty(), "{s4:?}");
+    assert!(!s4.vips.contains_key(&"198.18.0.101".parse().unwrap()));
+}
+
+#[test]
+fn a_gateway_pool_comes_from_its_annotation_or_infrastructure_and_addresses_by_name() {
+    let c = cfg(POOLS);
+    let by_annotation = gateway("a", 80, 1, "").replace(
+        "  uid: uid-a\n",
+        "  uid: uid-a\n  annotations: { loadbalancer/pool: other }\n",
+    );
+    let by_infrastructure = gateway(
+        "b",
+        80,
+        2,
+        "  infrastructure: { annotations: { loadbalancer/pool: other } }",
+    );
+    let by_address = gateway(
+        "c",
+        80,
+        3,
+        "  addresses: [ { type: IPAddress, value: 198.18.0.115 } ]",
+    );
+    let s = run(
+        &c,
+        &objects(
+            vec![],
+            &[CLASS, &by_annotation, &by_infrastructure, &by_address],
+        ),
+        None,
+    );
+    assert_eq!(gateway_ips(&s, "infra/a"), ["198.18.1.100"]);
+    assert_eq!(gateway_ips(&s, "infra/b"), ["198.18.1.101"]);
+    assert_eq!(gateway_ips(&s, "infra/c"), ["198.18.0.115"]);
+    assert_eq!(s.gateways[&"infra/a".parse().unwrap()].pool, "other");
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+}
+
+#[test]
+fn a_refused_address_request_is_a_problem_and_never_loses_the_address_held() {
+    let c = cfg(POOLS);
+    let good = gateway("gw", 80, 1, "");
+    let s = run(&c, &objects(vec![], &[CLASS, &good]), None);
+    assert_eq!(gateway_ips(&s, "infra/gw"), ["198.18.0.100"]);
+    for (extra, reason) in [
+        (
+            "  addresses: [ { type: Hostname, value: lb.example.com } ]",
+            "UnsupportedAddress",
+        ),
+        (
+            "  addresses: [ { type: IPAddress, value: \"198.18.0.300\" } ]",
+            "InvalidIp",
+        ),
+        (
+            "  infrastructure: { annotations: { loadbalancer/pool: nope } }",
+            "UnknownPool",
+        ),
+        (
+            "  infrastructure: { annotations: { loadbalancer/pool: \"a\\nb\" } }",
+            "InvalidPool",
+        ),
+    ] {
+        let bad = gateway("gw", 80, 1, extra);
+        let s2 = run(&c, &objects(vec![], &[CLASS, &bad]), Some(&s));
+        assert_eq!(gateway_ips(&s2, "infra/gw"), ["198.18.0.100"], "{extra}");
+        let p = problems_on(&s2, "Gateway infra/gw");
+        assert!(p.iter().any(|(r, _)| r == reason), "{extra}: {p:?}");
+        // A new Gateway refused the same way gets nothing.
+        let s3 = run(&c, &objects(vec![], &[CLASS, &bad]), None);
+        assert!(gateway_ips(&s3, "infra/gw").is_empty(), "{extra}");
+    }
+}
+
+#[test]
+fn a_listener_on_a_port_a_sharing_service_holds_is_port_unavailable_and_the_gateway_stays() {
+    let c = cfg(POOLS);
+    let gw = gateway("gw", 80, 1, "");
+    let rt = route("web", "gw", "app");
+    let s = run(&c, &objects(vec![], &[CLASS, &gw, &rt]), None);
+    assert_eq!(gateway_ips(&s, "infra/gw"), ["198.18.0.100"]);
+    // A Service asks for the Gateway's address by name, on another port: shared.
+    let sharing = svc("default", "dns")
+        .port(9000)
+        .ip("198.18.0.100")
+        .created(9)
+        .build();
+    let s2 = run(
+        &c,
+        &objects(vec![sharing.clone()], &[CLASS, &gw, &rt]),
+        Some(&s),
+    );
+    assert_eq!(ips(&s2, "default/dns"), ["198.18.0.100"]);
+    // The Gateway then adds a listener on that port: that listener is not served.
+    let grown = gateway("gw", 80, 1, "").replace(
+        "  listeners:\n",
+        "  listeners:\n  - { name: extra, port: 9000, protocol: HTTP }\n",
+    );
+    let s3 = run(
+        &c,
+        &objects(vec![sharing], &[CLASS, &grown, &rt]),
+        Some(&s2),
+    );
+    assert_eq!(gateway_ips(&s3, "infra/gw"), ["198.18.0.100"]);
+    assert_eq!(ips(&s3, "default/dns"), ["198.18.0.100"]);
+    assert_eq!(ports_on(&s3, "198.18.0.100"), [80]);
+    let p = problems_on(&s3, "Gateway infra/gw");
+    assert!(
+        p.iter().any(|(r, m)| r == "PortUnavailable"
+            && m.contains("listener extra")
+            && m.contains("Service default/dns")),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn refusing_conditions_are_problems_on_their_objects() {
+    let c = cfg(POOLS);
+    let gw = gateway("gw", 80, 1, "");
+    let missing = route("broken", "gw", "nothere");
+    let s = run(&c, &objects(vec![], &[CLASS, &gw, &missing]), None);
+    let p = problems_on(&s, "HTTPRoute default/broken");
+    assert!(
+        p.iter()
+            .any(|(r, m)| r == "BackendNotFound" && m.starts_with("on Gateway infra/gw: ")),
+        "{p:?}"
+    );
+    // Served as the spec says: 500 for the rule whose backend is missing.
+    let action = s
+        .http
+        .route("198.18.0.100".parse().unwrap(), 80, "app.example.com", "/")
+        .unwrap();
+    assert!(
+        matches!(action, RouteAction::Respond { status } if status.code() == 500),
+        "{action:?}"
+    );
+}
+
+#[test]
+fn gateways_of_other_classes_are_not_ours_and_kubeproxy_serves_none() {
+    let c = cfg(POOLS);
+    let theirs =
+        gateway("gw", 80, 1, "").replace("gatewayClassName: k8slb", "gatewayClassName: other");
+    let s = run(&c, &objects(vec![], &[CLASS, &theirs]), None);
+    assert!(
+        s.gateways.is_empty() && s.vips.is_empty() && s.problems.is_empty(),
+        "{s:?}"
+    );
+
+    let ours = gateway("gw", 80, 1, "");
+    let o = objects(vec![], &[CLASS, &ours]);
+    let opts = PlanOptions {
+        provider: Provider::Kubeproxy,
+        ..Default::default()
+    };
+    let s = plan(&c, &opts, &o, None);
+    assert!(s.gateways.is_empty() && s.vips.is_empty(), "{s:?}");
+    let p = problems_on(&s, "Gateway infra/gw");
+    assert!(p.iter().any(|(r, _)| r == "NothingToServe"), "{p:?}");
+}
+
+#[test]
+fn a_gateway_and_the_ingresses_of_its_pool_are_on_different_addresses() {
+    let c = cfg(POOLS);
+    let gw = gateway("gw", 80, 5, "");
+    let rt = route("web", "gw", "app");
+    let mut o = objects(vec![], &[CLASS, &gw, &rt]);
+    o.ingresses = vec![ing("default", "i")
+        .rule("i.example.com", "/", "app", 80)
+        .created(1)
+        .build()];
+    o.ingress_classes = vec![ingress_class()];
+    let s = run(&c, &o, None);
+    let ingress_vip: Vec<_> = s.vips.iter().filter(|(_, v)| v.ingress).collect();
+    assert_eq!(ingress_vip.len(), 1);
+    assert_eq!(ingress_vip[0].0.to_string(), "198.18.0.100");
+    assert_eq!(gateway_ips(&s, "infra/gw"), ["198.18.0.101"]);
+    assert_eq!(ports_on(&s, "198.18.0.100"), [80], "no TLS: HTTP only");
+    assert_eq!(ports_on(&s, "198.18.0.101"), [80]);
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+}
