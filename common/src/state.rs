@@ -410,6 +410,10 @@ pub struct GatewayState {
     pub pool: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uid: String,
+    /// Ports of its addresses that another tenant holds (a Service that shares the
+    /// address by name), with who: those listeners are `PortUnavailable`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unavailable: BTreeMap<u16, String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

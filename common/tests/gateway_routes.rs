@@ -459,6 +459,76 @@ spec:
     assert_eq!(tls.certificates[0].file.version(), "0123456789abcdef");
 }
 
+/// HTTPS listeners of one Gateway that share a port, one per hostname, each with its own
+/// Secret: a client gets the certificate of the listener its server name matches (SNI),
+/// the hostname-less listener's for any other name; one Secret named by two listeners
+/// serves both hostnames.
+#[test]
+fn https_listeners_sharing_a_port_choose_their_certificates_by_sni() {
+    let gw = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - name: a
+    port: 443
+    protocol: HTTPS
+    hostname: a.example.com
+    tls: { certificateRefs: [{ name: a-tls }] }
+  - name: wild
+    port: 443
+    protocol: HTTPS
+    hostname: "*.example.org"
+    tls: { certificateRefs: [{ name: b-tls }] }
+  - name: any
+    port: 443
+    protocol: HTTPS
+    tls: { certificateRefs: [{ name: any-tls }] }
+  - name: c
+    port: 443
+    protocol: HTTPS
+    hostname: c.example.com
+    tls: { certificateRefs: [{ name: a-tls }] }
+"#;
+    let secret = |name: &str| SecretMeta {
+        namespace: "infra".into(),
+        name: name.into(),
+        type_: "kubernetes.io/tls".into(),
+        valid: true,
+        version: "0123456789abcdef".into(),
+    };
+    let out = run(
+        &objects(&[CLASS, gw]),
+        &[secret("a-tls"), secret("b-tls"), secret("any-tls")],
+    );
+    let st = &out.gateways[&"infra/gw".parse().unwrap()];
+    for l in &st.listeners {
+        assert!(
+            cond(&l.conditions, "Programmed").status,
+            "{}: {:?}",
+            l.name,
+            l.conditions
+        );
+    }
+    let https: Vec<_> = out
+        .routes
+        .listeners
+        .iter()
+        .filter(|l| l.port == 443)
+        .collect();
+    assert_eq!(https.len(), 1, "one listener per address and port");
+    let tls = https[0].tls.as_ref().unwrap();
+    let stem = |sn: &str| tls.certificate_for(sn).map(|f| f.stem().to_string());
+    assert_eq!(stem("a.example.com").as_deref(), Some("infra_a-tls"));
+    assert_eq!(stem("c.example.com").as_deref(), Some("infra_a-tls"));
+    assert_eq!(stem("x.example.org").as_deref(), Some("infra_b-tls"));
+    assert_eq!(stem("other.example.net").as_deref(), Some("infra_any-tls"));
+    assert_eq!(stem("").as_deref(), Some("infra_any-tls"));
+    assert_eq!(tls.certificates.len(), 3, "{:?}", tls.certificates);
+}
+
 /// What the proxies cannot serve exactly is refused, never served without it: a route
 /// with a header match, and hostile hostnames and paths.
 #[test]
@@ -472,6 +542,18 @@ spec:
   rules:
   - matches: [{ path: { value: /h }, headers: [{ name: x-canary, value: "1" }] }]
     backendRefs: [{ name: b, port: 80 }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: backend-filter, namespace: infra }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+  - matches: [{ path: { value: /bf } }]
+    backendRefs:
+    - name: b
+      port: 80
+      filters: [{ type: RequestHeaderModifier, requestHeaderModifier: { set: [{ name: x-bf, value: "1" }] } }]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -491,7 +573,12 @@ spec:
     backendRefs: [{ name: b, port: 80 }]
 "#;
     let out = run(&objects(&[CLASS, GATEWAY, routes]), &[]);
-    for r in ["infra/headers", "infra/evil-host", "infra/evil-path"] {
+    for r in [
+        "infra/headers",
+        "infra/backend-filter",
+        "infra/evil-host",
+        "infra/evil-path",
+    ] {
         assert_eq!(
             route_cond(&out, r, "Accepted"),
             (false, "UnsupportedValue"),
@@ -499,7 +586,7 @@ spec:
         );
     }
     let json = serde_json::to_string(&out.routes).unwrap();
-    for bad in ["evil", "owned", "lua", "/h", "a b"] {
+    for bad in ["evil", "owned", "lua", "/h", "/bf", "a b"] {
         assert!(!json.contains(bad), "{bad} reached the model: {json}");
     }
 }

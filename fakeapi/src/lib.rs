@@ -52,7 +52,9 @@
 //!
 //! core/v1 Services, Nodes, Pods, ConfigMaps, Secrets, Events, Endpoints, Namespaces;
 //! discovery.k8s.io/v1 EndpointSlices; events.k8s.io/v1 Events; coordination.k8s.io/v1 Leases;
-//! networking.k8s.io/v1 Ingresses and IngressClasses; core/v1 ServiceAccounts; apps/v1
+//! networking.k8s.io/v1 Ingresses and IngressClasses; gateway.networking.k8s.io/v1
+//! GatewayClasses, Gateways and HTTPRoutes (with `/status`) and v1beta1 ReferenceGrants,
+//! once [`FakeApi::install_gateway_api_crds`] installed them; core/v1 ServiceAccounts; apps/v1
 //! Deployments and DaemonSets (stored, not run); rbac.authorization.k8s.io/v1 Roles,
 //! RoleBindings, ClusterRoles and ClusterRoleBindings. Services, Nodes, Pods, Namespaces,
 //! Ingresses, Deployments and DaemonSets have a `/status` subresource. Adding a kind is one
@@ -301,6 +303,7 @@ impl FakeApi {
             running: Mutex::new(None),
             authorization: options.authorization,
             tokens: Mutex::new(tokens),
+            crds: std::sync::atomic::AtomicBool::new(false),
         });
         spawn_server(&shared, listener);
         Ok(FakeApi {
@@ -432,6 +435,17 @@ impl FakeApi {
         lock(&self.shared.store)
             .put(object)
             .unwrap_or_else(|e| panic!("FakeApi::put_object: {e}"))
+    }
+
+    /// Install (or, with `false`, remove) the Gateway API CRDs (standard channel:
+    /// GatewayClass, Gateway, HTTPRoute v1, ReferenceGrant v1beta1). A new fake has none,
+    /// as a new cluster has none: their paths are 404 and discovery does not list
+    /// `gateway.networking.k8s.io`. Removing them keeps the objects stored (a real
+    /// server deletes them with the CRD; no test relies on either).
+    pub fn install_gateway_api_crds(&self, installed: bool) {
+        self.shared
+            .crds
+            .store(installed, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The object at an API path such as `/api/v1/namespaces/default/services/web` or

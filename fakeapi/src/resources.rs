@@ -19,6 +19,10 @@ pub(crate) struct Resource {
     /// Fields a field selector may name besides `metadata.name` and `metadata.namespace`
     /// (each kind's `AddFieldLabelConversionFunc` in kube-apiserver; the rest are refused).
     pub field_labels: &'static [&'static str],
+    /// Defined by a CustomResourceDefinition that a cluster may not have: served only
+    /// once [`crate::FakeApi::install_gateway_api_crds`] installed it (404 before, as for
+    /// any path the server does not know).
+    pub crd: bool,
 }
 
 impl Resource {
@@ -58,8 +62,29 @@ const fn core(
         clear_status_on_create: false,
         short_names,
         field_labels: &[],
+        crd: false,
     }
 }
+
+/// A Gateway API kind (standard channel, CRDs the user installs).
+const fn gateway_api(
+    version: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    status: bool,
+) -> Resource {
+    let mut r = grouped(core(plural, singular, kind, namespaced, &[]), GATEWAY_GROUP);
+    r.version = version;
+    r.status_subresource = status;
+    // A CRD's status subresource: create and main-resource writes ignore `status`.
+    r.clear_status_on_create = status;
+    r.crd = true;
+    r
+}
+
+pub(crate) const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
 
 const fn selectable(mut r: Resource, fields: &'static [&'static str]) -> Resource {
     r.field_labels = fields;
@@ -191,6 +216,25 @@ pub(crate) static RESOURCES: &[Resource] = &[
         core("clusterroles", "clusterrole", "ClusterRole", false, &[]),
         "rbac.authorization.k8s.io",
     ),
+    gateway_api(
+        "v1",
+        "gatewayclasses",
+        "gatewayclass",
+        "GatewayClass",
+        false,
+        true,
+    ),
+    gateway_api("v1", "gateways", "gateway", "Gateway", true, true),
+    gateway_api("v1", "httproutes", "httproute", "HTTPRoute", true, true),
+    // The standard channel serves ReferenceGrant as v1beta1 (v1 only from v1.6).
+    gateway_api(
+        "v1beta1",
+        "referencegrants",
+        "referencegrant",
+        "ReferenceGrant",
+        true,
+        false,
+    ),
     grouped(
         core(
             "clusterrolebindings",
@@ -233,10 +277,11 @@ pub(crate) fn find_loose(name: &str) -> Option<usize> {
     })
 }
 
-/// The group/versions served, in discovery order (core first).
-pub(crate) fn groups() -> Vec<(&'static str, &'static str)> {
+/// The group/versions served, in discovery order (core first); CRD-defined ones only
+/// when `crds` (installed).
+pub(crate) fn groups(crds: bool) -> Vec<(&'static str, &'static str)> {
     let mut out: Vec<(&str, &str)> = Vec::new();
-    for r in RESOURCES {
+    for r in RESOURCES.iter().filter(|r| crds || !r.crd) {
         if !out.contains(&(r.group, r.version)) {
             out.push((r.group, r.version));
         }

@@ -80,6 +80,8 @@ pub(crate) struct Shared {
     pub authorization: Authorization,
     /// Bearer token -> who it stands for.
     pub tokens: Mutex<HashMap<String, Identity>>,
+    /// The Gateway API CRDs are installed: their resources are served.
+    pub crds: std::sync::atomic::AtomicBool,
 }
 
 /// Who is asking, and what for.
@@ -264,6 +266,15 @@ pub(crate) enum Target {
     },
 }
 
+impl Target {
+    /// The resource (row of `RESOURCES`) it is about.
+    pub(crate) fn res(&self) -> usize {
+        match self {
+            Target::Collection { res, .. } | Target::Object { res, .. } => *res,
+        }
+    }
+}
+
 /// Parses the part of a path after `/api/v1` or `/apis/<group>/<version>`.
 pub(crate) fn parse_target(group: &str, version: &str, rest: &[&str]) -> Option<Target> {
     if let ["namespaces", ns, plural, tail @ ..] = rest {
@@ -331,6 +342,7 @@ async fn route(
     caller: &Caller,
 ) -> Response<Body> {
     let params = parse_query(query);
+    let crds = shared.crds.load(std::sync::atomic::Ordering::SeqCst);
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let get = req.method() == Method::GET;
     match segs.as_slice() {
@@ -344,16 +356,18 @@ async fn route(
                 "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": shared.addr.to_string()}],
             }),
         ),
-        ["apis"] if get => json_response(200, &group_list()),
-        ["apis", group] if get => match group_info(group) {
+        ["apis"] if get => json_response(200, &group_list(crds)),
+        ["apis", group] if get => match group_info(group, crds) {
             Some(v) => json_response(200, &v),
             None => error_response(&ApiError::path_not_found(path)),
         },
         ["api", "v1"] if get => json_response(200, &resource_list("", "v1")),
-        ["apis", group, version] if get && resources::groups().contains(&(*group, *version)) => {
+        ["apis", group, version]
+            if get && resources::groups(crds).contains(&(*group, *version)) =>
+        {
             json_response(200, &resource_list(group, version))
         }
-        _ => match parse_api_path(path) {
+        _ => match parse_api_path(path).filter(|t| crds || !RESOURCES[t.res()].crd) {
             Some(target) => resource_request(shared, req, target, &params, caller).await,
             None => error_response(&ApiError::path_not_found(path)),
         },
@@ -674,25 +688,33 @@ fn version_info() -> Value {
     })
 }
 
-fn group_json(group: &str, version: &str) -> Value {
-    let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
-    json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
+/// A group with every version it serves, the first listed preferred (as the real
+/// discovery lists them).
+fn group_json(group: &str, crds: bool) -> Value {
+    let versions: Vec<Value> = resources::groups(crds)
+        .into_iter()
+        .filter(|(g, _)| *g == group)
+        .map(|(_, v)| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+        .collect();
+    json!({"name": group, "preferredVersion": versions[0].clone(), "versions": versions})
 }
 
-fn group_list() -> Value {
-    let groups: Vec<Value> = resources::groups()
-        .into_iter()
-        .filter(|(g, _)| !g.is_empty())
-        .map(|(g, v)| group_json(g, v))
-        .collect();
+fn group_list(crds: bool) -> Value {
+    let mut names: Vec<&str> = Vec::new();
+    for (g, _) in resources::groups(crds) {
+        if !g.is_empty() && !names.contains(&g) {
+            names.push(g);
+        }
+    }
+    let groups: Vec<Value> = names.into_iter().map(|g| group_json(g, crds)).collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
-fn group_info(group: &str) -> Option<Value> {
-    let (g, v) = resources::groups()
-        .into_iter()
-        .find(|(g, _)| !g.is_empty() && *g == group)?;
-    let mut info = group_json(g, v);
+fn group_info(group: &str, crds: bool) -> Option<Value> {
+    if group.is_empty() || !resources::groups(crds).iter().any(|(g, _)| *g == group) {
+        return None;
+    }
+    let mut info = group_json(group, crds);
     info["kind"] = json!("APIGroup");
     info["apiVersion"] = json!("v1");
     Some(info)

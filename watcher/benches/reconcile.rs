@@ -87,6 +87,7 @@ fn bench(c: &mut Criterion) {
         objects: objs.clone(),
         published: Published::None,
         uids: &Uids,
+        now: None,
     };
     let warm = Previous {
         state: Some(first.clone()),

@@ -165,6 +165,7 @@ impl Driver {
             objects,
             published: Published::None,
             uids: &NoUids,
+            now: None,
         };
         let fx = reconcile(&snapshot, &self.previous);
         let secrets = std::mem::take(&mut snapshot.objects.secrets);

@@ -18,6 +18,8 @@
 use crate::admin::{self, Metrics, ReasonLabel};
 use crate::events::Recorder;
 use crate::failing::FailureLog;
+use crate::gateway_api::{GatewayDiscovery, GatewayResources};
+use crate::gateway_status::GatewayStatusWriter;
 use crate::kube_source::Stores;
 use crate::leader::{self, LeaseConfig};
 use crate::node_secrets::{self, NodeSecretWriter};
@@ -56,6 +58,11 @@ pub struct KubeArgs {
     /// Serve Ingresses: watch Ingresses, IngressClasses and TLS Secrets, write Ingress
     /// status and the node certificate Secrets.
     pub ingress: bool,
+    /// Serve the Gateway API too (with `ingress`): when the cluster has its CRDs, watch
+    /// GatewayClasses, Gateways, HTTPRoutes and ReferenceGrants and write their status.
+    pub gateway_api: bool,
+    /// How often a watcher started without the Gateway API CRDs looks for them (30 s).
+    pub gateway_api_check: Duration,
     pub leader_election: bool,
     pub identity: String,
     pub lease_duration: Duration,
@@ -79,6 +86,8 @@ impl KubeArgs {
             debounce_max: Duration::from_secs(1),
             status_hostname: false,
             ingress: false,
+            gateway_api: false,
+            gateway_api_check: Duration::from_secs(30),
             leader_election: true,
             identity: identity.to_string(),
             lease_duration: Duration::from_secs(15),
@@ -103,6 +112,19 @@ pub struct KubeFlags {
     /// variant (manifests/k8slb-<proxy>-ingress.yml); the others grant no Secret access.
     #[arg(long, env = "K8SLB_INGRESS", default_value_t = false)]
     pub ingress: bool,
+    /// Serve the Gateway API (gateway.networking.k8s.io: GatewayClasses of controller
+    /// k8slb.io/gateway-controller, their Gateways, HTTPRoutes and ReferenceGrants) on
+    /// the same floating IPs, and write their status. Needs `--ingress` (the Secrets of
+    /// HTTPS listeners) and that install variant's RBAC. Without the Gateway API CRDs in
+    /// the cluster, it says so in the log and serves the rest; when they are installed
+    /// later, the watcher exits to be restarted and serve them.
+    #[arg(
+        long,
+        env = "K8SLB_GATEWAY_API",
+        default_value_t = false,
+        requires = "ingress"
+    )]
+    pub gateway_api: bool,
     /// Elect a leader with the Lease `k8slb-watcher` (turn off only with one replica).
     #[arg(long, env = "K8SLB_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
@@ -147,10 +169,33 @@ pub async fn run(
     let stores_stop = shutdown.child_token();
     let _stores_stop_on_drop = stores_stop.clone().drop_guard();
     metrics.readiness.not_ready("waiting for the initial lists");
+    let gateway = if args.gateway_api {
+        match discover_gateway_api(&client, &metrics, &shutdown).await {
+            Some(GatewayDiscovery::Found(r)) => {
+                tracing::info!(
+                    gatewayclasses = %r.classes.api_version,
+                    gateways = %r.gateways.api_version,
+                    httproutes = %r.routes.api_version,
+                    referencegrants = %r.grants.as_ref().map_or("not served".into(), |g| g.api_version.clone()),
+                    "serving the Gateway API"
+                );
+                Some(*r)
+            }
+            Some(GatewayDiscovery::Absent(why)) => {
+                tracing::warn!(reason = %why, "the Gateway API CRDs (gateway.networking.k8s.io) are not installed: Gateways are not served; Services and Ingresses are. Once they are installed, this watcher restarts to serve them");
+                spawn_gateway_api_check(&client, args.gateway_api_check, &shutdown);
+                None
+            }
+            None => return Ok(()), // shut down meanwhile
+        }
+    } else {
+        None
+    };
     let stores = Stores::spawn(
         &client,
         &args.namespace,
         args.ingress,
+        gateway,
         changed.clone(),
         &metrics.readiness,
         &stores_stop,
@@ -194,6 +239,10 @@ pub async fn run(
             &args.namespace,
         ),
         status: StatusWriter::new(client.clone()),
+        gateway_status: stores
+            .gateway
+            .as_ref()
+            .map(|g| GatewayStatusWriter::new(client.clone(), g.resources.clone())),
         node_secrets: NodeSecretWriter::new(client.clone(), &args.namespace),
         stores,
         recorder,
@@ -237,6 +286,56 @@ pub async fn run(
     metrics.is_leader.set(0);
     recorder_stop.cancel();
     Ok(())
+}
+
+/// Discovery of the Gateway API, retried (not ready meanwhile) while the API server
+/// cannot answer. None: shut down meanwhile.
+async fn discover_gateway_api(
+    client: &Client,
+    metrics: &Metrics,
+    shutdown: &CancellationToken,
+) -> Option<GatewayDiscovery> {
+    let mut log = FailureLog::new("discovering the Gateway API");
+    loop {
+        match GatewayResources::discover(client).await {
+            Ok(d) => {
+                log.succeeded();
+                return Some(d);
+            }
+            Err(e) => {
+                let why = crate::kube::describe(&e);
+                metrics
+                    .readiness
+                    .not_ready(format!("discovering the Gateway API: {why}"));
+                log.failed(1, &why);
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+        }
+    }
+}
+
+/// While the Gateway API CRDs are absent: look every `every`; once they are installed, say
+/// so and shut down, to be restarted (by the Deployment) watching them. Planning without
+/// them is not an option meanwhile: their objects would be unknown, not absent.
+fn spawn_gateway_api_check(client: &Client, every: Duration, shutdown: &CancellationToken) {
+    let client = client.clone();
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            if let Ok(GatewayDiscovery::Found(_)) = GatewayResources::discover(&client).await {
+                tracing::warn!("the Gateway API CRDs are installed now: exiting to be restarted and serve them");
+                shutdown.cancel();
+                return;
+            }
+        }
+    });
 }
 
 /// A change, then quiet for `debounce` (but no longer than `debounce_max` after the
@@ -307,6 +406,7 @@ struct Loop {
     stores: Stores,
     publisher: Publisher,
     status: StatusWriter,
+    gateway_status: Option<GatewayStatusWriter>,
     node_secrets: NodeSecretWriter,
     recorder: Recorder,
     metrics: Metrics,
@@ -363,6 +463,11 @@ impl Loop {
             },
             published,
             uids: &self.stores,
+            now: self.stores.gateway.as_ref().map(|_| {
+                k8s_openapi::jiff::Timestamp::now()
+                    .strftime("%Y-%m-%dT%H:%M:%SZ")
+                    .to_string()
+            }),
         }
     }
 
@@ -522,6 +627,7 @@ impl Loop {
         }
         self.previous.state = Some(state);
         self.previous.status = p.status;
+        self.previous.gateway_status = p.gateway_status;
         let leader_flag = self.leader.clone();
         let out = self
             .status
@@ -533,6 +639,17 @@ impl Loop {
                 &self.metrics,
             )
             .await;
+        if let Some(w) = &mut self.gateway_status {
+            let leader_flag = self.leader.clone();
+            failed += w
+                .execute(
+                    &p.gateway_writes,
+                    &mut self.previous.gateway_status,
+                    move || leader_flag.load(Ordering::SeqCst),
+                    &self.metrics,
+                )
+                .await;
+        }
         // Asked again: a lost lease after the publish leaves readiness to the next tick.
         if self.is_leader() {
             self.metrics

@@ -11,6 +11,7 @@
 
 use crate::admin::Readiness;
 use crate::events::Lookup;
+use crate::gateway_api::GatewayResources;
 use crate::kube::describe;
 use crate::publish_cm::{self, StateLoad};
 use crate::reconcile::{self, ConfigRead, Source};
@@ -23,6 +24,7 @@ use k8slb_common::config::parse_global_config;
 use k8slb_common::objects::Objects;
 use k8slb_common::problem::Kind;
 use k8slb_common::state::{ObjRef, Problem, Reason};
+use kube::api::{ApiResource, DynamicObject};
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::ResetTimerBackoff;
@@ -52,7 +54,19 @@ pub struct Stores {
     pub configmaps: Store<ConfigMap>,
     /// With `--ingress` only.
     pub ingress: Option<IngressStores>,
+    /// With `--gateway-api`, when the cluster has the Gateway API CRDs.
+    pub gateway: Option<GatewayStores>,
     pub namespace: String,
+}
+
+/// The Gateway API stores (see [`GatewayResources`]).
+#[derive(Clone)]
+pub struct GatewayStores {
+    pub resources: GatewayResources,
+    pub classes: Store<DynamicObject>,
+    pub gateways: Store<DynamicObject>,
+    pub routes: Store<DynamicObject>,
+    pub grants: Option<Store<DynamicObject>>,
 }
 
 /// What serving Ingresses reads besides the Services' stores.
@@ -80,6 +94,7 @@ impl Stores {
         client: &Client,
         namespace: &str,
         ingress: bool,
+        gateway: Option<GatewayResources>,
         changed: Arc<Notify>,
         readiness: &Readiness,
         shutdown: &CancellationToken,
@@ -125,6 +140,16 @@ impl Stores {
                 ),
                 namespace: namespace.to_string(),
             }),
+            gateway: gateway.map(|r| GatewayStores {
+                classes: w.spawn_dynamic(client, &r.classes, "gatewayclasses"),
+                gateways: w.spawn_dynamic(client, &r.gateways, "gateways"),
+                routes: w.spawn_dynamic(client, &r.routes, "httproutes"),
+                grants: r
+                    .grants
+                    .as_ref()
+                    .map(|g| w.spawn_dynamic(client, g, "referencegrants")),
+                resources: r,
+            }),
             namespace: namespace.to_string(),
         }
     }
@@ -140,6 +165,14 @@ impl Stores {
             i.classes.wait_until_ready().await?;
             i.secrets.wait_until_ready().await?;
         }
+        if let Some(g) = &self.gateway {
+            g.classes.wait_until_ready().await?;
+            g.gateways.wait_until_ready().await?;
+            g.routes.wait_until_ready().await?;
+            if let Some(r) = &g.grants {
+                r.wait_until_ready().await?;
+            }
+        }
         Ok(())
     }
 
@@ -149,6 +182,9 @@ impl Stores {
         let mut v: Vec<&dyn Source> = vec![&self.services, &self.slices, &self.nodes];
         if let Some(i) = &self.ingress {
             v.push(i);
+        }
+        if let Some(g) = &self.gateway {
+            v.push(g);
         }
         v
     }
@@ -299,6 +335,39 @@ impl IngressStores {
     }
 }
 
+/// Gateway API objects, decoded as the files source decodes them (one that does not
+/// decode is skipped with a problem).
+impl Source for GatewayStores {
+    fn add_to(&self, objs: &mut Objects) {
+        let r = &self.resources;
+        let stores = [
+            (&self.classes, &r.classes),
+            (&self.gateways, &r.gateways),
+            (&self.routes, &r.routes),
+        ]
+        .into_iter()
+        .chain(self.grants.as_ref().zip(r.grants.as_ref()));
+        for (store, ar) in stores {
+            let mut items = store.state();
+            items.sort_by(|a, b| {
+                (&a.metadata.namespace, &a.metadata.name)
+                    .cmp(&(&b.metadata.namespace, &b.metadata.name))
+            });
+            for o in items {
+                match serde_json::to_value(&*o) {
+                    Ok(mut v) => {
+                        // List items of built-in kinds come without them; be sure.
+                        v["apiVersion"] = ar.api_version.clone().into();
+                        v["kind"] = ar.kind.clone().into();
+                        objs.add_value(v)
+                    }
+                    Err(e) => tracing::warn!(error = %e, "a Gateway API object does not serialise"),
+                }
+            }
+        }
+    }
+}
+
 impl Source for Store<EndpointSlice> {
     fn add_to(&self, objs: &mut Objects) {
         objs.slices = sorted(self.state());
@@ -387,6 +456,24 @@ struct Spawner<'a> {
 }
 
 impl Spawner<'_> {
+    /// A store of one Gateway API kind (found by discovery), all namespaces.
+    fn spawn_dynamic(
+        &self,
+        client: &Client,
+        ar: &ApiResource,
+        what: &'static str,
+    ) -> Store<DynamicObject> {
+        spawn_with(
+            Api::<DynamicObject>::all_with(client.clone(), ar),
+            watcher::Config::default(),
+            reflector::store::Writer::new(ar.clone()),
+            what,
+            self.changed,
+            self.readiness.clone(),
+            self.shutdown,
+        )
+    }
+
     fn spawn<K>(&self, api: Api<K>, config: watcher::Config, what: &'static str) -> Store<K>
     where
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -415,7 +502,31 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
-    let (reader, writer) = reflector::store();
+    spawn_with(
+        api,
+        config,
+        reflector::store::Writer::default(),
+        what,
+        changed,
+        readiness,
+        shutdown,
+    )
+}
+
+fn spawn_with<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    writer: reflector::store::Writer<K>,
+    what: &'static str,
+    changed: &Arc<Notify>,
+    readiness: Readiness,
+    shutdown: &CancellationToken,
+) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    let reader = writer.as_reader();
     let stream = reflector::reflector(writer, watcher(api, config).backoff(watch_backoff()));
     let changed = changed.clone();
     let shutdown = shutdown.clone();

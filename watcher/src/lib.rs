@@ -21,6 +21,8 @@ pub mod events;
 pub mod failing;
 pub mod files;
 pub mod files_run;
+pub mod gateway_api;
+pub mod gateway_status;
 pub mod kube;
 pub mod kube_run;
 pub mod kube_source;

@@ -20,6 +20,7 @@
 //! Events about those objects need their uids: add a method to [`Lookup`].
 
 use crate::events::{self, Lookup, Note};
+use crate::gateway_status::{self, GwMemory, GwWrite};
 use crate::status::{Seen, StatusClear, StatusMemory, StatusPatch, Target};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
@@ -113,6 +114,10 @@ pub struct Snapshot<'a> {
     pub published: Published,
     /// uids of the objects Events are about.
     pub uids: &'a dyn Lookup,
+    /// The time, for the `lastTransitionTime` of Gateway API conditions that change
+    /// (RFC 3339); `None`: no Gateway API status is written (the files source, or the
+    /// cluster has no Gateway API). The only clock reading the reconcile sees, as data.
+    pub now: Option<String>,
 }
 
 /// What the global config was, as far as the next round needs to know.
@@ -135,6 +140,7 @@ pub struct Previous {
     pub state: Option<State>,
     pub config: ConfigMemory,
     pub status: StatusMemory,
+    pub gateway_status: GwMemory,
 }
 
 impl Previous {
@@ -143,6 +149,7 @@ impl Previous {
     pub fn new_leadership(&mut self) {
         self.state = None;
         self.status = StatusMemory::default();
+        self.gateway_status = GwMemory::default();
         self.config.event_sent = false;
     }
 }
@@ -198,6 +205,10 @@ pub struct Planned {
     /// Status writes and clears: once `state` is published (or found unchanged).
     pub patches: Vec<StatusPatch>,
     pub clears: Vec<StatusClear>,
+    /// Gateway API status writes (with [`Snapshot::now`] only), after the others, and
+    /// the memory of them once done.
+    pub gateway_writes: Vec<GwWrite>,
+    pub gateway_status: GwMemory,
 }
 
 /// Why a plan starts from the Services' status alone.
@@ -268,6 +279,16 @@ pub fn reconcile(snap: &Snapshot<'_>, prev: &Previous) -> Effects {
         Vec::new()
     };
     let (patches, clears) = decide_status(&mut status, &state, snap);
+    let mut gateway_status = prev.gateway_status.clone();
+    let gateway_writes = match &snap.now {
+        Some(now) => gateway_status::decide(
+            &k8slb_common::plan::gateway_status(&snap.objects, &state),
+            &snap.objects,
+            now,
+            &mut gateway_status,
+        ),
+        None => Vec::new(),
+    };
     let planned = Planned {
         state,
         changed,
@@ -276,6 +297,8 @@ pub fn reconcile(snap: &Snapshot<'_>, prev: &Previous) -> Effects {
         status,
         patches,
         clears,
+        gateway_writes,
+        gateway_status,
     };
     fx(config, config_event, Step::Plan(Box::new(planned)))
 }
@@ -486,6 +509,7 @@ mod tests {
             objects,
             published: Published::None,
             uids,
+            now: None,
         }
     }
 

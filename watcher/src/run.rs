@@ -112,6 +112,8 @@ pub fn kube_args(args: &RunArgs) -> KubeArgs {
         debounce_max: Duration::from_secs(1).max(Duration::from_millis(k.debounce_ms)),
         status_hostname: k.status_hostname,
         ingress: k.ingress,
+        gateway_api: k.gateway_api,
+        gateway_api_check: Duration::from_secs(30),
         leader_election: k.leader_elect,
         identity,
         lease_duration: Duration::from_secs(k.lease_duration_s.max(2)),

@@ -92,6 +92,7 @@ pub struct GatewayStatus {
 pub struct ParentStatus {
     pub gateway: ObjectKey,
     pub section_name: Option<String>,
+    pub port: Option<i32>,
     pub conditions: Vec<Condition>,
 }
 
@@ -343,6 +344,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
             parents.push(ParentStatus {
                 gateway: gk,
                 section_name: p.section_name.clone(),
+                port: p.port,
                 conditions,
             });
         }
@@ -354,6 +356,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
     // The model: every address of each Gateway × each of its usable listeners.
     placed.sort_by(|a, b| a.key.cmp(&b.key));
     let mut listeners: BTreeMap<(IpAddr, u16), Listener> = BTreeMap::new();
+    let mut default_from_any_host: BTreeMap<(IpAddr, u16), bool> = BTreeMap::new();
     for (li, l) in lsts.iter().enumerate() {
         let Some(protocol) = l.protocol else { continue };
         let Ok(port) = u16::try_from(l.spec.port) else {
@@ -365,10 +368,14 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
                 ip,
                 port,
                 protocol,
-                tls: l.tls.clone(),
+                tls: None,
                 virtual_hosts: Vec::new(),
                 default_action: None,
             });
+            if let Some(t) = &l.tls {
+                let any = default_from_any_host.entry((ip, port)).or_default();
+                merge_tls(&mut entry.tls, any, t, l.hostname.is_none());
+            }
             for p in placed.iter().filter(|p| p.at.0 == li) {
                 let host = p.at.1.clone();
                 match entry.virtual_hosts.iter_mut().find(|v| v.host == host) {
@@ -529,7 +536,7 @@ fn listener<'a>(
     }
     let mut tls = None;
     if protocol == Some(ListenerProtocol::Https) {
-        match tls_of(input, gk, l) {
+        match tls_of(input, gk, l, hostname.as_ref()) {
             Ok(t) => tls = Some(t),
             Err((reason, why)) => {
                 conditions.push(Condition::new("ResolvedRefs", false, reason, why));
@@ -574,10 +581,47 @@ fn listener<'a>(
     }
 }
 
+/// Adds the TLS of one HTTPS listener to the listener of its address and port, which
+/// several Gateway listeners (one per hostname) may share: the certificates are chosen by
+/// SNI (one Secret named by two listeners serves both hostnames); the default
+/// certificate, for a server name no listener names, is the first of the first listener
+/// without a hostname, else of the first listener.
+fn merge_tls(
+    into: &mut Option<ListenerTls>,
+    from_any_host: &mut bool,
+    t: &ListenerTls,
+    any_host: bool,
+) {
+    let Some(have) = into else {
+        *into = Some(t.clone());
+        *from_any_host = any_host;
+        return;
+    };
+    for c in &t.certificates {
+        match have.certificates.iter_mut().find(|h| h.file == c.file) {
+            Some(h) => {
+                // A listener without a hostname adds none: it is served as the default.
+                h.hosts.extend(c.hosts.iter().cloned());
+                h.hosts.sort();
+                h.hosts.dedup();
+            }
+            None => have.certificates.push(c.clone()),
+        }
+    }
+    have.certificates.sort_by(|a, b| a.file.cmp(&b.file));
+    if any_host && !*from_any_host {
+        have.default_certificate = t.default_certificate.clone();
+        *from_any_host = true;
+    }
+}
+
+/// The TLS of an HTTPS listener: its certificates, chosen by SNI for its `hostname` (any
+/// server name when it has none).
 fn tls_of(
     input: &GatewayInput<'_>,
     gk: &ObjectKey,
     l: &GatewayListener,
+    hostname: Option<&Hostname>,
 ) -> Result<ListenerTls, (&'static str, String)> {
     let Some(t) = &l.tls else {
         return Err((
@@ -648,7 +692,7 @@ fn tls_of(
                 name,
                 version: s.version.clone(),
             },
-            hosts: Vec::new(),
+            hosts: hostname.into_iter().cloned().collect(),
         });
     }
     if certificates.is_empty() {
@@ -779,6 +823,15 @@ fn rules_of(
                 },
                 (t, _) => return (vec![], refs, Some(format!("filter {t} is not served yet"))),
             }
+        }
+        // A backend's own filters are not served either: refused, never ignored (the
+        // request would reach the backend without them).
+        if let Some(f) = rule.backend_refs.iter().flat_map(|b| &b.filters).next() {
+            return (
+                vec![],
+                refs,
+                Some(format!("backendRefs filter {} is not served yet", f.type_)),
+            );
         }
         let action = match action {
             Some(a) => a,

@@ -21,6 +21,9 @@ pub struct GatewayClass {
     #[serde(default)]
     pub metadata: ObjectMeta,
     pub spec: GatewayClassSpec,
+    /// As observed (the status writer keeps its conditions' transition times).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -48,17 +51,29 @@ pub struct Gateway {
     #[serde(default)]
     pub metadata: ObjectMeta,
     pub spec: GatewaySpec,
-    /// Read for `status.addresses` only: what a Gateway already shows is adopted when
-    /// the state was lost, like a Service's `status.loadBalancer`.
+    /// As observed: its `addresses` are adopted when the state was lost (like a
+    /// Service's `status.loadBalancer`), its conditions keep their transition times.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<GatewayStatusDoc>,
+    pub status: Option<serde_json::Value>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GatewayStatusDoc {
-    #[serde(default)]
-    pub addresses: Vec<GatewayAddress>,
+impl Gateway {
+    /// `status.addresses` of type IPAddress (or untyped), as written.
+    pub fn status_addresses(&self) -> Vec<&str> {
+        self.status
+            .as_ref()
+            .and_then(|s| s.get("addresses"))
+            .and_then(|a| a.as_array())
+            .into_iter()
+            .flatten()
+            .filter(|a| {
+                a.get("type")
+                    .and_then(|t| t.as_str())
+                    .is_none_or(|t| t == "IPAddress")
+            })
+            .filter_map(|a| a.get("value")?.as_str())
+            .collect()
+    }
 }
 
 /// `spec.infrastructure` (standard since v1.1): its annotations are where a Gateway
@@ -163,6 +178,9 @@ pub struct HttpRoute {
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: HttpRouteSpec,
+    /// As observed: other controllers' `parents` entries are kept as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

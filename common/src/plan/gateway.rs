@@ -126,7 +126,6 @@ impl<'a> Gateways<'a> {
         alloc: &Allocator,
         problems: &mut Problems,
     ) -> (HttpRoutes, BTreeMap<ObjectKey, GatewayState>) {
-        let mut addresses = BTreeMap::new();
         let mut unavailable: BTreeMap<ObjectKey, BTreeMap<u16, String>> = BTreeMap::new();
         let mut states = BTreeMap::new();
         for (k, pool, uid) in &self.ours {
@@ -148,34 +147,60 @@ impl<'a> Gateways<'a> {
                     }
                 }
             }
-            addresses.insert(k.clone(), ips.clone());
             states.insert(
                 k.clone(),
                 GatewayState {
                     ips,
                     pool: pool.clone(),
                     uid: uid.clone(),
+                    unavailable: unavailable.remove(k).unwrap_or_default(),
                 },
             );
         }
         if states.is_empty() {
             return (HttpRoutes::default(), states);
         }
-        let secrets: Vec<SecretMeta> = self.objs.secrets.iter().map(SecretMeta::of).collect();
-        let out = gateway::translate(&GatewayInput {
-            classes: &self.objs.gateway_classes,
-            gateways: &self.objs.gateways,
-            routes: &self.objs.http_routes,
-            grants: &self.objs.reference_grants,
-            services: &self.objs.services,
-            slices: &self.objs.slices,
-            secrets: &secrets,
-            addresses: &addresses,
-            unavailable: &unavailable,
-        });
+        let out = translate(self.objs, &states);
         report(&out, problems);
         (out.routes, states)
     }
+}
+
+/// The translation of `objs` on the addresses (and with the unavailable ports) `gateways`
+/// gives.
+fn translate(objs: &Objects, gateways: &BTreeMap<ObjectKey, GatewayState>) -> GatewayOutput {
+    let addresses = gateways
+        .iter()
+        .map(|(k, g)| (k.clone(), g.ips.clone()))
+        .collect();
+    let unavailable = gateways
+        .iter()
+        .map(|(k, g)| (k.clone(), g.unavailable.clone()))
+        .collect();
+    let secrets: Vec<SecretMeta> = objs.secrets.iter().map(SecretMeta::of).collect();
+    gateway::translate(&GatewayInput {
+        classes: &objs.gateway_classes,
+        gateways: &objs.gateways,
+        routes: &objs.http_routes,
+        grants: &objs.reference_grants,
+        services: &objs.services,
+        slices: &objs.slices,
+        secrets: &secrets,
+        addresses: &addresses,
+        unavailable: &unavailable,
+    })
+}
+
+/// The Gateway API statuses `state` implies for `objs` (the objects it was planned
+/// from): what the watcher writes to GatewayClasses, Gateways and HTTPRoutes. The same
+/// translation as the plan's, on the addresses the state gave.
+pub fn gateway_status(objs: &Objects, state: &State) -> GatewayOutput {
+    if objs.gateways.is_empty() && objs.gateway_classes.is_empty() {
+        return GatewayOutput::default();
+    }
+    let mut out = translate(objs, &state.gateways);
+    out.routes = HttpRoutes::default();
+    out
 }
 
 /// One Gateway's allocation request.
@@ -278,11 +303,9 @@ fn request(
         pool_text,
         statics,
         status_ips: g
-            .status
-            .iter()
-            .flat_map(|s| &s.addresses)
-            .filter(|a| a.type_.as_deref().is_none_or(|t| t == "IPAddress"))
-            .filter_map(|a| parse_ip(&a.value).ok())
+            .status_addresses()
+            .into_iter()
+            .filter_map(|a| parse_ip(a).ok())
             .collect(),
         ports: vec![],
         port_keys: port_keys

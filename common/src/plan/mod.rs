@@ -46,6 +46,7 @@ mod request;
 mod vrrp;
 
 pub use crate::endpoints::SERVICE_NAME_LABEL;
+pub use gateway::gateway_status;
 pub use nodes::EXCLUDE_LABEL;
 pub use options::{NodeSelector, PlanOptions, Provider};
 pub use problems::MAX_PROBLEMS_PER_OBJECT;

@@ -1,0 +1,428 @@
+//! Gateway API status, as the specification defines it: our GatewayClasses' conditions;
+//! each Gateway's `addresses`, conditions and listeners (`attachedRoutes`,
+//! `supportedKinds`, conditions); each HTTPRoute's `parents` entry for every Gateway of
+//! ours it names (other controllers' entries are kept as they are, ours are removed when
+//! the route no longer names a Gateway of ours).
+//!
+//! What to write is decided without I/O ([`decide`]): the desired status fields are built
+//! from the plan's translation ([`k8slb_common::plan::gateway_status`]) and compared with
+//! what the object shows; a condition whose status did not change keeps its
+//! `lastTransitionTime`, so a steady state writes nothing. Every condition carries the
+//! object's `metadata.generation` as `observedGeneration`. [`GatewayStatusWriter`]
+//! executes the writes as JSON merge patches of the status subresource, with the
+//! observed `resourceVersion` as a precondition (409: the next tick retries on fresh
+//! data; another controller's `parents` entries are never overwritten unseen).
+
+use crate::failing::FailureLog;
+use crate::gateway_api::GatewayResources;
+use crate::kube::{api_code, code_label, describe};
+use k8slb_common::gateway::types::GROUP;
+use k8slb_common::gateway::{Condition, GatewayOutput, ListenerStatus, ParentStatus, CONTROLLER};
+use k8slb_common::names::ObjectKey;
+use k8slb_common::objects::Objects;
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+
+/// An object whose Gateway API status we write.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GwTarget {
+    GatewayClass(String),
+    Gateway(ObjectKey),
+    HttpRoute(ObjectKey),
+}
+
+impl std::fmt::Display for GwTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GwTarget::GatewayClass(n) => write!(f, "GatewayClass {n}"),
+            GwTarget::Gateway(k) => write!(f, "Gateway {k}"),
+            GwTarget::HttpRoute(k) => write!(f, "HTTPRoute {k}"),
+        }
+    }
+}
+
+/// One status write: set these fields of `status` on the condition that the object is
+/// still at `resource_version`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GwWrite {
+    pub target: GwTarget,
+    pub resource_version: String,
+    pub status: Value,
+}
+
+/// What was written and not yet seen (target → the resourceVersion it was written
+/// from): while the store still shows that resourceVersion, the write is simply not
+/// visible yet (and another write from it could only be refused: its precondition is
+/// stale).
+#[derive(Debug, Default, Clone)]
+pub struct GwMemory(HashMap<GwTarget, String>);
+
+impl GwMemory {
+    /// `w` was written.
+    pub fn written(&mut self, w: &GwWrite) {
+        self.0.insert(w.target.clone(), w.resource_version.clone());
+    }
+}
+
+/// The conditions as the API writes them, keeping the observed `lastTransitionTime` of a
+/// condition whose status did not change.
+fn conditions(conds: &[Condition], generation: i64, observed: Option<&Value>, now: &str) -> Value {
+    let observed: &[Value] = observed
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let status = |b: bool| if b { "True" } else { "False" };
+    Value::Array(
+        conds
+            .iter()
+            .map(|c| {
+                let since = observed
+                    .iter()
+                    .find(|o| {
+                        o.get("type").and_then(Value::as_str) == Some(c.type_)
+                            && o.get("status").and_then(Value::as_str) == Some(status(c.status))
+                    })
+                    .and_then(|o| o.get("lastTransitionTime").cloned())
+                    .unwrap_or_else(|| json!(now));
+                json!({
+                    "type": c.type_,
+                    "status": status(c.status),
+                    "reason": c.reason,
+                    "message": c.message,
+                    "observedGeneration": generation,
+                    "lastTransitionTime": since,
+                })
+            })
+            .collect(),
+    )
+}
+
+fn generation(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> i64 {
+    meta.generation.unwrap_or(0)
+}
+
+fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<ObjectKey> {
+    ObjectKey::new(meta.namespace.as_deref()?, meta.name.as_deref()?).ok()
+}
+
+/// `status.<field>` of an observed status, if any.
+fn field<'a>(status: Option<&'a Value>, name: &str) -> Option<&'a Value> {
+    status.and_then(|s| s.get(name))
+}
+
+fn listeners(ls: &[ListenerStatus], generation: i64, observed: Option<&Value>, now: &str) -> Value {
+    let observed: &[Value] = observed
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    Value::Array(
+        ls.iter()
+            .map(|l| {
+                let seen = observed
+                    .iter()
+                    .find(|o| o.get("name").and_then(Value::as_str) == Some(l.name.as_str()));
+                json!({
+                    "name": l.name,
+                    "attachedRoutes": l.attached_routes,
+                    "supportedKinds": l.supported_kinds.iter()
+                        .map(|k| json!({"group": GROUP, "kind": k}))
+                        .collect::<Vec<_>>(),
+                    "conditions": conditions(&l.conditions, generation, seen.and_then(|s| s.get("conditions")), now),
+                })
+            })
+            .collect(),
+    )
+}
+
+fn parent_ref(p: &ParentStatus) -> Value {
+    let mut r = json!({
+        "group": GROUP,
+        "kind": "Gateway",
+        "namespace": p.gateway.namespace.as_str(),
+        "name": p.gateway.name.as_str(),
+    });
+    if let Some(s) = &p.section_name {
+        r["sectionName"] = json!(s);
+    }
+    if let Some(port) = p.port {
+        r["port"] = json!(port);
+    }
+    r
+}
+
+fn is_ours(entry: &Value) -> bool {
+    entry.get("controllerName").and_then(Value::as_str) == Some(CONTROLLER)
+}
+
+/// The writes that bring every status to what `out` says (see the module's doc). `now`
+/// is the time a changed condition transitioned (RFC 3339).
+pub fn decide(
+    out: &GatewayOutput,
+    objs: &Objects,
+    now: &str,
+    memory: &mut GwMemory,
+) -> Vec<GwWrite> {
+    let mut wanted: Vec<(GwTarget, String, Value, Value)> = Vec::new();
+    for c in &objs.gateway_classes {
+        let Some(name) = c.metadata.name.clone() else {
+            continue;
+        };
+        let Some(conds) = out.classes.get(&name) else {
+            continue; // another controller's class
+        };
+        let obs = c.status.as_ref();
+        let want = json!({
+            "conditions": conditions(conds, generation(&c.metadata), field(obs, "conditions"), now),
+        });
+        let seen =
+            json!({ "conditions": field(obs, "conditions").cloned().unwrap_or(Value::Null) });
+        let rv = c.metadata.resource_version.clone().unwrap_or_default();
+        wanted.push((GwTarget::GatewayClass(name), rv, want, seen));
+    }
+    for g in &objs.gateways {
+        let Some(k) = key_of(&g.metadata) else {
+            continue;
+        };
+        let Some(st) = out.gateways.get(&k) else {
+            continue;
+        };
+        let obs = g.status.as_ref();
+        let gen = generation(&g.metadata);
+        let want = json!({
+            "addresses": st.addresses.iter()
+                .map(|ip| json!({"type": "IPAddress", "value": ip.to_string()}))
+                .collect::<Vec<_>>(),
+            "conditions": conditions(&st.conditions, gen, field(obs, "conditions"), now),
+            "listeners": listeners(&st.listeners, gen, field(obs, "listeners"), now),
+        });
+        let seen = json!({
+            "addresses": field(obs, "addresses").cloned().unwrap_or(Value::Null),
+            "conditions": field(obs, "conditions").cloned().unwrap_or(Value::Null),
+            "listeners": field(obs, "listeners").cloned().unwrap_or(Value::Null),
+        });
+        let rv = g.metadata.resource_version.clone().unwrap_or_default();
+        wanted.push((GwTarget::Gateway(k), rv, want, seen));
+    }
+    for r in &objs.http_routes {
+        let Some(k) = key_of(&r.metadata) else {
+            continue;
+        };
+        let obs = r.status.as_ref();
+        let observed: Vec<Value> = field(obs, "parents")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let ours = out.http_routes.get(&k);
+        if ours.is_none() && !observed.iter().any(is_ours) {
+            continue; // never ours
+        }
+        let gen = generation(&r.metadata);
+        let mut parents: Vec<Value> = observed.iter().filter(|e| !is_ours(e)).cloned().collect();
+        for p in ours.into_iter().flatten() {
+            let pref = parent_ref(p);
+            let seen = observed
+                .iter()
+                .find(|e| is_ours(e) && e.get("parentRef") == Some(&pref));
+            parents.push(json!({
+                "parentRef": pref,
+                "controllerName": CONTROLLER,
+                "conditions": conditions(&p.conditions, gen, seen.and_then(|s| s.get("conditions")), now),
+            }));
+        }
+        let want = json!({ "parents": parents });
+        let seen = json!({ "parents": observed });
+        let rv = r.metadata.resource_version.clone().unwrap_or_default();
+        wanted.push((GwTarget::HttpRoute(k), rv, want, seen));
+    }
+
+    let mut writes = Vec::new();
+    let mut kept = Vec::new();
+    for (target, rv, want, seen) in wanted {
+        kept.push(target.clone());
+        if want == seen {
+            memory.0.remove(&target);
+            continue;
+        }
+        if memory.0.get(&target) == Some(&rv) {
+            continue; // written, not yet seen by the watch
+        }
+        writes.push(GwWrite {
+            target,
+            resource_version: rv,
+            status: want,
+        });
+    }
+    memory.0.retain(|k, _| kept.contains(k));
+    writes
+}
+
+/// Executes the Gateway API status writes.
+pub struct GatewayStatusWriter {
+    client: Client,
+    resources: GatewayResources,
+    failures: FailureLog,
+}
+
+impl GatewayStatusWriter {
+    pub fn new(client: Client, resources: GatewayResources) -> Self {
+        GatewayStatusWriter {
+            client,
+            resources,
+            failures: FailureLog::new("patching Gateway API status"),
+        }
+    }
+
+    /// Write `writes`, asking `still_leader` before each; returns how many failed.
+    pub async fn execute(
+        &mut self,
+        writes: &[GwWrite],
+        memory: &mut GwMemory,
+        still_leader: impl Fn() -> bool,
+        metrics: &crate::admin::Metrics,
+    ) -> usize {
+        let mut failed = 0;
+        let mut errors = (0u64, String::new());
+        for w in writes {
+            if !still_leader() {
+                break;
+            }
+            let (api, name) = match &w.target {
+                GwTarget::GatewayClass(n) => (
+                    Api::<DynamicObject>::all_with(self.client.clone(), &self.resources.classes),
+                    n.clone(),
+                ),
+                GwTarget::Gateway(k) => (
+                    Api::<DynamicObject>::namespaced_with(
+                        self.client.clone(),
+                        k.namespace.as_str(),
+                        &self.resources.gateways,
+                    ),
+                    k.name.to_string(),
+                ),
+                GwTarget::HttpRoute(k) => (
+                    Api::<DynamicObject>::namespaced_with(
+                        self.client.clone(),
+                        k.namespace.as_str(),
+                        &self.resources.routes,
+                    ),
+                    k.name.to_string(),
+                ),
+            };
+            let body = json!({
+                "metadata": {"resourceVersion": w.resource_version},
+                "status": w.status,
+            });
+            let (params, patch) = (PatchParams::default(), Patch::Merge(&body));
+            let call = api.patch_status(&name, &params, &patch);
+            match crate::kube::timed(|| format!("patching the status of {}", w.target), call).await
+            {
+                Ok(_) => {
+                    tracing::info!(object = %w.target, "Gateway API status updated");
+                    metrics.status_patch("ok");
+                    memory.written(w);
+                }
+                Err(e) if api_code(&e) == Some(409) => {
+                    failed += 1;
+                    metrics.status_patch("conflict");
+                    tracing::debug!(object = %w.target, "status changed since we looked; retrying");
+                }
+                Err(e) if api_code(&e) == Some(404) => {
+                    // Deleted since: nothing to write.
+                }
+                Err(e) => {
+                    failed += 1;
+                    metrics.status_patch("error");
+                    metrics.write_failed("status", code_label(&e));
+                    errors = (errors.0 + 1, format!("{}: {}", w.target, describe(&e)));
+                }
+            }
+        }
+        if errors.0 > 0 {
+            self.failures.failed(errors.0, &errors.1);
+        } else if !writes.is_empty() && failed == 0 {
+            self.failures.succeeded();
+        }
+        failed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn objects(texts: &[&str]) -> Objects {
+        let mut o = Objects::default();
+        for t in texts {
+            o.add_text(t).unwrap();
+        }
+        o
+    }
+
+    const CLASS: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: k8slb, generation: 3, resourceVersion: "7" }
+spec: { controllerName: k8slb.io/gateway-controller }
+"#;
+
+    fn accepted(status: bool) -> GatewayOutput {
+        let mut out = GatewayOutput::default();
+        out.classes.insert(
+            "k8slb".into(),
+            vec![Condition {
+                type_: "Accepted",
+                status,
+                reason: if status {
+                    "Accepted"
+                } else {
+                    "InvalidParameters"
+                },
+                message: "m".into(),
+            }],
+        );
+        out
+    }
+
+    #[test]
+    fn a_condition_keeps_its_transition_time_until_its_status_changes() {
+        let mut mem = GwMemory::default();
+        let o = objects(&[CLASS]);
+        let w = decide(&accepted(true), &o, "2026-11-24T08:00:00Z", &mut mem);
+        assert_eq!(w.len(), 1);
+        let c = &w[0].status["conditions"][0];
+        assert_eq!(c["lastTransitionTime"], "2026-11-24T08:00:00Z");
+        assert_eq!(c["observedGeneration"], 3);
+        assert_eq!(w[0].resource_version, "7");
+        mem.written(&w[0]);
+        // Not seen yet (same resourceVersion): not written again.
+        assert!(decide(&accepted(true), &o, "2026-11-24T08:00:05Z", &mut mem).is_empty());
+
+        // Seen: nothing to write, whatever the clock says.
+        let seen = CLASS.replace("\"7\" }", "\"8\" }")
+            + &format!("status: {}\n", serde_json::json!({"conditions": [c]}));
+        let o = objects(&[&seen]);
+        assert!(decide(&accepted(true), &o, "2026-11-24T09:00:00Z", &mut mem).is_empty());
+        // The status flips: a new transition time.
+        let w = decide(&accepted(false), &o, "2026-11-24T09:00:00Z", &mut mem);
+        assert_eq!(
+            w[0].status["conditions"][0]["lastTransitionTime"],
+            "2026-11-24T09:00:00Z"
+        );
+        assert_eq!(w[0].status["conditions"][0]["status"], "False");
+    }
+
+    #[test]
+    fn a_route_that_never_named_a_gateway_of_ours_is_never_written() {
+        let route = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: r, namespace: default, resourceVersion: "1" }
+spec: { parentRefs: [ { name: theirs } ] }
+status: { parents: [ { parentRef: { name: theirs }, controllerName: example.com/x, conditions: [] } ] }
+"#;
+        let mut mem = GwMemory::default();
+        assert!(decide(&GatewayOutput::default(), &objects(&[route]), "t", &mut mem).is_empty());
+    }
+}

@@ -1,0 +1,284 @@
+//! The watcher serving the Gateway API (`--ingress --gateway-api`) against the fake API
+//! server, as its ServiceAccount with the RBAC of the Ingress install variant
+//! (`manifests/k8slb-haproxy-ingress.yml`): without the CRDs it serves the rest and says
+//! why; with them, Gateways get their addresses and the specification's status on
+//! GatewayClasses, Gateways and HTTPRoutes (another controller's entries untouched).
+
+mod kube_util;
+
+use kube_util::*;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const GW: &str = "gateway.networking.k8s.io";
+
+/// The watcher's log lines, captured once for this test binary (both tests log).
+fn logs() -> &'static Capture {
+    static LOGS: std::sync::OnceLock<Capture> = std::sync::OnceLock::new();
+    LOGS.get_or_init(Capture::install)
+}
+
+/// A log line whose message holds every one of `parts`.
+fn logged(parts: &[&str]) -> bool {
+    logs().lines().iter().any(|l| {
+        let m = l["fields"]["message"].as_str().unwrap_or_default();
+        parts.iter().all(|p| m.contains(p))
+    })
+}
+
+fn ingress_manifest() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/k8slb-haproxy-ingress.yml")
+}
+
+/// k8slb from the Ingress variant, two LB nodes, the default pools, a backend `default/web`.
+fn seed(api: &k8slb_fakeapi::FakeApi) {
+    api.load_manifests(ingress_manifest())
+        .unwrap_or_else(|e| panic!("loading the manifests: {e}"));
+    api.put_object(node("lb1", "192.168.0.1"));
+    api.put_object(node("lb2", "192.168.0.2"));
+    api.put_object(global(pools_default()));
+    let mut web = svc("default", "web");
+    web["spec"]["type"] = json!("ClusterIP");
+    api.put_object(web);
+    api.put_object(slice("default", "web", &["10.244.0.5", "10.244.0.6"]));
+}
+
+fn start_gateway(api: &k8slb_fakeapi::FakeApi) -> Watcher {
+    let mut a = args("w1");
+    a.ingress = true;
+    a.gateway_api = true;
+    a.gateway_api_check = Duration::from_millis(300);
+    start_with(api, a)
+}
+
+fn class() -> Value {
+    json!({"apiVersion": format!("{GW}/v1"), "kind": "GatewayClass",
+           "metadata": {"name": "k8slb"},
+           "spec": {"controllerName": "k8slb.io/gateway-controller"}})
+}
+
+fn gateway() -> Value {
+    json!({"apiVersion": format!("{GW}/v1"), "kind": "Gateway",
+           "metadata": {"name": "gw", "namespace": "default"},
+           "spec": {"gatewayClassName": "k8slb", "listeners": [
+               {"name": "http", "port": 80, "protocol": "HTTP"},
+               {"name": "tcp", "port": 5432, "protocol": "TCP"}]}})
+}
+
+fn route(name: &str, backend: &str) -> Value {
+    json!({"apiVersion": format!("{GW}/v1"), "kind": "HTTPRoute",
+           "metadata": {"name": name, "namespace": "default"},
+           "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["web.example.com"],
+                    "rules": [{"backendRefs": [{"name": backend, "port": 80}]}]}})
+}
+
+fn get(api: &k8slb_fakeapi::FakeApi, path: &str) -> Value {
+    api.get_object(&format!("/apis/{GW}/v1/{path}"))
+        .unwrap_or_else(|| panic!("{path} exists"))
+}
+
+/// `(type, status, reason)` of a conditions array.
+fn conds(v: &Value) -> Vec<(String, String, String)> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+            (s("type"), s("status"), s("reason"))
+        })
+        .collect()
+}
+
+fn has(v: &Value, type_: &str, status: &str, reason: &str) -> bool {
+    conds(v)
+        .iter()
+        .any(|(t, s, r)| t == type_ && s == status && r == reason)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_crds_services_are_served_and_the_watcher_restarts_once_they_exist() {
+    logs();
+    let api = k8slb_fakeapi::FakeApi::start().await;
+    seed(&api);
+    api.put_object(svc("default", "lb"));
+    let w = start_gateway(&api);
+    let ip = wait_for("the Service gets its IP", || {
+        ingress_ip(&api, "default", "lb")
+    })
+    .await;
+    assert_eq!(ip, "10.0.0.10");
+    wait_for("the log says the CRDs are missing", || {
+        logged(&["the Gateway API CRDs", "not installed"]).then_some(())
+    })
+    .await;
+    wait_for("ready", || w.metrics.readiness.is_ready().then_some(())).await;
+    assert_eq!(api.refused_requests(), Vec::<String>::new());
+
+    // Installed later: the watcher exits cleanly, to be restarted by its Deployment.
+    api.install_gateway_api_crds(true);
+    let done = tokio::time::timeout(Duration::from_secs(20), w.task)
+        .await
+        .expect("the watcher exits once the CRDs exist")
+        .expect("no panic");
+    done.expect("a clean exit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateways_get_addresses_and_the_specifications_status_within_the_variants_rbac() {
+    logs();
+    let api = k8slb_fakeapi::FakeApi::start().await;
+    api.install_gateway_api_crds(true);
+    seed(&api);
+    api.put_object(class());
+    // Another controller's class: never touched.
+    api.put_object(
+        json!({"apiVersion": format!("{GW}/v1"), "kind": "GatewayClass",
+        "metadata": {"name": "other"}, "spec": {"controllerName": "example.com/other"}}),
+    );
+    api.put_object(gateway());
+    let mut r = route("web", "web");
+    // Another controller's entry in the route's status: kept as it is.
+    let theirs = json!({"parentRef": {"name": "their-gw"}, "controllerName": "example.com/other",
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                        "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+    r["status"] = json!({"parents": [theirs.clone()]});
+    api.put_object(r);
+    api.put_object(route("missing", "nope"));
+    let w = start_gateway(&api);
+
+    let gw = wait_for("the Gateway's status shows its address", || {
+        let g = get(&api, "namespaces/default/gateways/gw");
+        (g.pointer("/status/addresses/0/value").is_some()).then_some(g)
+    })
+    .await;
+    assert_eq!(
+        gw["status"]["addresses"],
+        json!([{"type": "IPAddress", "value": "10.0.0.10"}])
+    );
+    assert!(
+        has(&gw["status"]["conditions"], "Accepted", "True", "Accepted"),
+        "{gw:#}"
+    );
+    assert!(
+        has(
+            &gw["status"]["conditions"],
+            "Programmed",
+            "True",
+            "Programmed"
+        ),
+        "{gw:#}"
+    );
+    let listeners = gw["status"]["listeners"].as_array().unwrap();
+    let http = listeners.iter().find(|l| l["name"] == "http").unwrap();
+    assert_eq!(http["attachedRoutes"], 2, "{http:#}");
+    assert_eq!(
+        http["supportedKinds"],
+        json!([{"group": GW, "kind": "HTTPRoute"}])
+    );
+    assert!(
+        has(&http["conditions"], "Programmed", "True", "Programmed"),
+        "{http:#}"
+    );
+    let tcp = listeners.iter().find(|l| l["name"] == "tcp").unwrap();
+    assert!(
+        has(
+            &tcp["conditions"],
+            "Accepted",
+            "False",
+            "UnsupportedProtocol"
+        ),
+        "{tcp:#}"
+    );
+    for c in gw["status"]["conditions"].as_array().unwrap() {
+        assert_eq!(
+            c["observedGeneration"], gw["metadata"]["generation"],
+            "{c:#}"
+        );
+        assert!(
+            c["lastTransitionTime"]
+                .as_str()
+                .is_some_and(|t| t.ends_with('Z')),
+            "{c:#}"
+        );
+    }
+
+    let class_status = wait_for("our class is Accepted", || {
+        let c = get(&api, "gatewayclasses/k8slb");
+        has(&c["status"]["conditions"], "Accepted", "True", "Accepted").then_some(c)
+    })
+    .await;
+    assert!(class_status["status"]["conditions"].is_array());
+    assert!(get(&api, "gatewayclasses/other")
+        .get("status")
+        .is_none_or(|s| s.get("conditions").is_none()));
+
+    let web = wait_for("the route's parent status", || {
+        let r = get(&api, "namespaces/default/httproutes/web");
+        (r["status"]["parents"].as_array().map_or(0, Vec::len) == 2).then_some(r)
+    })
+    .await;
+    let parents = web["status"]["parents"].as_array().unwrap();
+    assert_eq!(
+        parents[0], theirs,
+        "another controller's entry is kept as it was"
+    );
+    assert_eq!(parents[1]["controllerName"], "k8slb.io/gateway-controller");
+    assert_eq!(
+        parents[1]["parentRef"],
+        json!({"group": GW, "kind": "Gateway", "namespace": "default", "name": "gw"})
+    );
+    assert!(has(
+        &parents[1]["conditions"],
+        "Accepted",
+        "True",
+        "Accepted"
+    ));
+    assert!(has(
+        &parents[1]["conditions"],
+        "ResolvedRefs",
+        "True",
+        "ResolvedRefs"
+    ));
+    let missing = wait_for("the broken route's status", || {
+        let r = get(&api, "namespaces/default/httproutes/missing");
+        r.pointer("/status/parents/0").cloned()
+    })
+    .await;
+    assert!(
+        has(
+            &missing["conditions"],
+            "ResolvedRefs",
+            "False",
+            "BackendNotFound"
+        ),
+        "{missing:#}"
+    );
+
+    // The state has the Gateway and its routes; a steady state writes nothing more.
+    let st = state(&api).expect("a published state");
+    assert_eq!(
+        st.gateways[&"default/gw".parse().unwrap()].ips,
+        ["10.0.0.10".parse::<std::net::IpAddr>().unwrap()]
+    );
+    assert!(st.http.listeners.iter().any(|l| l.port == 80));
+    let rv = get(&api, "namespaces/default/gateways/gw")["metadata"]["resourceVersion"].clone();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        get(&api, "namespaces/default/gateways/gw")["metadata"]["resourceVersion"],
+        rv,
+        "no write without a change"
+    );
+
+    // The route leaves our Gateway: our entry goes, theirs stays.
+    let mut moved = get(&api, "namespaces/default/httproutes/web");
+    moved["spec"]["parentRefs"] = json!([{"name": "their-gw"}]);
+    api.put_object(moved);
+    let web = wait_for("our entry removed", || {
+        let r = get(&api, "namespaces/default/httproutes/web");
+        (r["status"]["parents"].as_array().map_or(0, Vec::len) == 1).then_some(r)
+    })
+    .await;
+    assert_eq!(web["status"]["parents"][0], theirs);
+    assert_eq!(api.refused_requests(), Vec::<String>::new());
+    w.stop().await;
+}
