@@ -36,7 +36,7 @@ fn routes() -> HttpRoutes {
     let virtual_hosts = (0..5000usize)
         .map(|i| {
             let rule = |m: PathMatch| RouteRule {
-                matches: RouteMatch { path: m },
+                matches: RouteMatch::on_path(m),
                 action: RouteAction::forward(ids[i % ids.len()].clone()),
             };
             let mut v = VirtualHost {

@@ -28,8 +28,8 @@ use crate::view::{
 };
 use k8slb_common::names::ConfigLine;
 use k8slb_common::routes::{
-    CertFile, HttpRoutes, Listener, ListenerProtocol, PathMatch, Redirect, RouteAction, Sticky,
-    VirtualHost,
+    CertFile, HttpRoutes, Listener, ListenerProtocol, PathMatch, Redirect, RouteAction, RouteMatch,
+    Sticky, VirtualHost,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -136,10 +136,58 @@ struct HpFrontend {
     prefix_map: Option<String>,
     /// The id of the any-host virtual host.
     any_vh: Option<String>,
+    /// The rules of the virtual hosts that match on more than the path (method,
+    /// headers, query), in precedence order: one ACL line each, tried in order.
+    cond_rules: Vec<HpCond>,
+    /// The query parameters those rules match on: each one's first occurrence is set
+    /// to `txn.k8slb_q_<name>` before them.
+    query_names: BTreeSet<String>,
     /// The default action's value (a backend name or an action id).
     default: String,
     /// The distinct non-forward actions.
     actions: Vec<HpAction>,
+}
+
+/// One line of a conditional virtual host: `value` (see [`HpFrontend::default`]) if every
+/// ACL of `acl` holds.
+#[derive(Serialize)]
+struct HpCond {
+    value: String,
+    acl: String,
+}
+
+/// The ACLs of a rule of virtual host `vh` that matches on more than the path: one
+/// string per alternative (an element-wise Prefix is "the path itself, or below it").
+/// Every piece is a validated name or value: a `FieldValue` holds no quote, backslash,
+/// `$` or `%`, so it may stand between double quotes; `--` ends the flags, so a value
+/// that begins with `-` is a value.
+fn hp_cond_acls(vh: &str, m: &RouteMatch) -> Vec<String> {
+    let mut rest = String::new();
+    if let Some(method) = m.method {
+        rest.push_str(&format!(" {{ method {} }}", method.as_str()));
+    }
+    for h in &m.headers {
+        rest.push_str(&format!(
+            " {{ req.fhdr({},1) -m str -- \"{}\" }}",
+            h.name, h.value
+        ));
+    }
+    for q in &m.query {
+        // The first occurrence (set by the frontend: an ACL on url_param would match any).
+        rest.push_str(&format!(
+            " {{ var(txn.k8slb_q_{}) -m str -- \"{}\" }}",
+            q.name, q.value
+        ));
+    }
+    let vh = format!("{{ var(txn.k8slb_vh) -m str {vh} }}");
+    match &m.path {
+        PathMatch::Exact(p) => vec![format!("{vh} {{ var(txn.k8slb_path) -m str {p} }}{rest}")],
+        PathMatch::Prefix(p) if p.as_str() == "/" => vec![format!("{vh}{rest}")],
+        PathMatch::Prefix(p) => vec![
+            format!("{vh} {{ var(txn.k8slb_path) -m str {p} }}{rest}"),
+            format!("{vh} {{ var(txn.k8slb_path) -m beg {p}/ }}{rest}"),
+        ],
+    }
 }
 
 #[derive(Serialize)]
@@ -321,6 +369,8 @@ fn hp_frontend(
     let (mut hosts, mut wildcards, mut exact) = (String::new(), String::new(), String::new());
     let mut prefixes: Vec<(String, String)> = Vec::new();
     let mut any_vh = None;
+    let mut cond_rules = Vec::new();
+    let mut query_names = BTreeSet::new();
     for (i, v) in l.virtual_hosts.iter().enumerate() {
         let id = format!("v{}", i + 1);
         match &v.host {
@@ -335,6 +385,21 @@ fn hp_frontend(
                 map.push_str(&id);
                 map.push('\n');
             }
+        }
+        if v.rules.iter().any(|r| r.matches.is_conditional()) {
+            // Matches beyond the path: every rule of this host is an ACL line, tried in
+            // precedence order (a map key holds one action; these hosts are few).
+            for r in &v.rules {
+                let value = actions.value(&r.action, notes, &name);
+                query_names.extend(r.matches.query.iter().map(|q| q.name.to_string()));
+                for acl in hp_cond_acls(&id, &r.matches) {
+                    cond_rules.push(HpCond {
+                        value: value.clone(),
+                        acl,
+                    });
+                }
+            }
+            continue;
         }
         let mut seen_exact: BTreeSet<&str> = BTreeSet::new();
         let mut seen_prefix: BTreeSet<&str> = BTreeSet::new();
@@ -382,6 +447,8 @@ fn hp_frontend(
         exact_map: map("exact.map", exact),
         prefix_map: map("prefix.map", prefix),
         any_vh,
+        cond_rules,
+        query_names,
         default,
         actions: actions.list,
         name,
@@ -438,7 +505,14 @@ fn nx_location_lines(locations: &[NxLocation], proxy_lines: &[ConfigLine]) -> St
         out.push_str(&loc.path);
         out.push_str(" {");
         match loc.kind {
-            "forward" => {
+            "forward" | "pick" => {
+                for (value, r) in &loc.returns {
+                    out.push_str(&format!(
+                        "\n      if ({} = {value}) {{ {} }}",
+                        loc.upstream,
+                        nx_return(r)
+                    ));
+                }
                 for l in proxy_lines {
                     out.push_str("\n      ");
                     out.push_str(l.as_str());
@@ -447,10 +521,10 @@ fn nx_location_lines(locations: &[NxLocation], proxy_lines: &[ConfigLine]) -> St
                 out.push_str(&loc.upstream);
                 out.push(';');
             }
-            "redirect" => {
-                out.push_str(&format!("\n      return {} {};", loc.status, loc.location));
+            _ => {
+                out.push_str("\n      ");
+                out.push_str(&nx_return(loc));
             }
-            _ => out.push_str(&format!("\n      return {};", loc.status)),
         }
         out.push_str("\n    }");
     }
@@ -461,11 +535,22 @@ fn nx_location_lines(locations: &[NxLocation], proxy_lines: &[ConfigLine]) -> St
 struct NxLocation {
     /// `= /p`, `^~ /p/` or `/`.
     path: String,
-    /// forward | redirect | respond
+    /// forward | redirect | respond | pick (see [`nx_conditional_locations`])
     kind: &'static str,
+    /// forward: the upstream or split variable; pick: the picking variable.
     upstream: String,
     location: String,
     status: u16,
+    /// pick: the values of the picking variable that return (a redirect or a status).
+    returns: Vec<(String, NxLocation)>,
+}
+
+/// `return <status>[ <url>];` of a redirect or respond location.
+fn nx_return(loc: &NxLocation) -> String {
+    match loc.kind {
+        "redirect" => format!("return {} {};", loc.status, loc.location),
+        _ => format!("return {};", loc.status),
+    }
 }
 
 /// The traffic splits of a render: one `split_clients` block per distinct set of
@@ -473,8 +558,29 @@ struct NxLocation {
 #[derive(Default)]
 struct NxSplits {
     by_backends: BTreeMap<Vec<(String, u16)>, String>,
-    /// The `split_clients` blocks, in the order their variables were named.
+    /// The `split_clients` and `map` blocks, in the order their variables were named.
     blocks: Vec<String>,
+    /// Conditions (method, headers, query of a [`RouteMatch`]) → the `map` variable that
+    /// is `1` when a request meets them, else `0`.
+    conds: HashMap<String, String>,
+    /// (condition variables, values) → the `map` variable that picks a location's value.
+    picks: HashMap<String, String>,
+}
+
+/// `value` as a case-sensitive nginx regex source that matches exactly `1<value>`: every
+/// character but letters and digits is escaped with `\` (PCRE takes an escaped
+/// non-alphanumeric character literally; nginx keeps such a `\` inside double quotes).
+/// A `FieldValue` holds no `"`, `'` nor `\`, so the quoted string stays closed.
+fn nx_exact_after_one(value: &str) -> String {
+    let mut out = String::from("~^1");
+    for c in value.chars() {
+        if !c.is_ascii_alphanumeric() {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('$');
+    out
 }
 
 impl NxSplits {
@@ -506,6 +612,184 @@ impl NxSplits {
         self.by_backends.insert(weights, var.clone());
         var
     }
+}
+
+impl NxSplits {
+    /// The variable that is `1` when a request meets the method, header and query
+    /// conditions of `m` (its path is the location's), else `0`: a chain of `map`s, one
+    /// per condition, each matching `<previous 0 or 1><the request's value>` against
+    /// `1<wanted value>` (case-sensitive regex: nginx matches map strings ignoring case).
+    fn condition(&mut self, m: &RouteMatch) -> String {
+        let key = serde_json::to_string(&(&m.method, &m.headers, &m.query))
+            .expect("conditions serialise");
+        if let Some(v) = self.conds.get(&key) {
+            return v.clone();
+        }
+        let n = self.conds.len();
+        let mut links: Vec<(String, String)> = Vec::new();
+        if let Some(method) = m.method {
+            links.push(("$request_method".into(), method.as_str().into()));
+        }
+        for h in &m.headers {
+            links.push((
+                format!("$http_{}", h.name.as_str().replace('-', "_")),
+                h.value.to_string(),
+            ));
+        }
+        for q in &m.query {
+            links.push((format!("$arg_{}", q.name), q.value.to_string()));
+        }
+        let mut prev = "1".to_string();
+        let last = links.len() - 1;
+        for (i, (source, want)) in links.iter().enumerate() {
+            let var = if i == last {
+                format!("$k8slb_m{n}")
+            } else {
+                format!("$k8slb_m{n}_{i}")
+            };
+            self.blocks.push(format!(
+                "map \"{prev}{source}\" {var} {{\n    \"{}\" 1;\n    default 0;\n  }}",
+                nx_exact_after_one(want)
+            ));
+            prev = var;
+        }
+        self.conds.insert(key, prev.clone());
+        prev
+    }
+
+    /// The variable that picks, for a request, the value of the first of `conds`
+    /// (condition variable, value) it meets, else `default`.
+    fn pick(&mut self, conds: &[(String, String)], default: &str) -> String {
+        let key = serde_json::to_string(&(conds, default)).expect("picks serialise");
+        if let Some(v) = self.picks.get(&key) {
+            return v.clone();
+        }
+        let var = format!("$k8slb_l{}", self.picks.len());
+        let source: String = conds.iter().map(|(c, _)| c.as_str()).collect();
+        let mut block = format!("map \"{source}\" {var} {{");
+        for (i, (_, value)) in conds.iter().enumerate() {
+            block.push_str(&format!("\n    \"~^{}1\" {value};", "0".repeat(i)));
+        }
+        block.push_str(&format!("\n    default {default};\n  }}"));
+        self.blocks.push(block);
+        self.picks.insert(key, var.clone());
+        var
+    }
+}
+
+/// Which requests an nginx location of a virtual host receives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum NxClass {
+    /// `location = /p`
+    Exact(String),
+    /// `location ^~ /p/`
+    Under(String),
+    /// `location /`: what no other location takes.
+    Root,
+}
+
+impl NxClass {
+    /// Can a request this location receives match `p`? (For `Under`, every such request
+    /// does: nginx gives the longer prefixes and the exact paths their own locations.)
+    fn covered_by(&self, p: &PathMatch) -> bool {
+        match (self, p) {
+            (NxClass::Exact(path), p) => p.matches(path),
+            (NxClass::Under(path), PathMatch::Prefix(q)) => {
+                let q = q.as_str();
+                q == "/" || q == path || path.starts_with(&format!("{q}/"))
+            }
+            (NxClass::Root, PathMatch::Prefix(q)) => q.as_str() == "/",
+            (_, PathMatch::Exact(_)) => false,
+        }
+    }
+
+    fn location(&self) -> String {
+        match self {
+            NxClass::Exact(p) => format!("= {p}"),
+            NxClass::Under(p) => format!("^~ {p}/"),
+            NxClass::Root => "/".into(),
+        }
+    }
+}
+
+/// The locations of a virtual host whose rules match on more than the path. Each
+/// location tries, in precedence order, the rules that can match the requests it
+/// receives (a rule's path decides which locations, its conditions are `map`
+/// variables), up to the first rule without conditions, else the listener's default:
+/// a `map` picks the upstream (or the split variable) of the first rule met, and each
+/// redirect or fixed answer among them is an `if (...) { return ...; }` (return is
+/// what nginx documents as safe inside `if`).
+fn nx_conditional_locations(
+    rules: &[k8slb_common::routes::RouteRule],
+    default: &RouteAction,
+    splits: &mut NxSplits,
+) -> Vec<NxLocation> {
+    let mut classes: Vec<NxClass> = Vec::new();
+    let add = |c: NxClass, classes: &mut Vec<NxClass>| {
+        if !classes.contains(&c) {
+            classes.push(c);
+        }
+    };
+    for r in rules {
+        match &r.matches.path {
+            PathMatch::Exact(p) => add(NxClass::Exact(p.to_string()), &mut classes),
+            PathMatch::Prefix(p) if p.as_str() == "/" => add(NxClass::Root, &mut classes),
+            PathMatch::Prefix(p) => {
+                add(NxClass::Exact(p.to_string()), &mut classes);
+                add(NxClass::Under(p.to_string()), &mut classes);
+            }
+        }
+    }
+    add(NxClass::Root, &mut classes);
+    let mut out = Vec::new();
+    for class in classes {
+        let mut tried: Vec<(&RouteMatch, &RouteAction)> = Vec::new();
+        let mut last = default;
+        for r in rules.iter().filter(|r| class.covered_by(&r.matches.path)) {
+            if !r.matches.is_conditional() {
+                last = &r.action;
+                break;
+            }
+            tried.push((&r.matches, &r.action));
+        }
+        if tried.is_empty() {
+            let mut loc = nx_action(last, splits);
+            loc.path = class.location();
+            out.push(loc);
+            continue;
+        }
+        // The value of each action: its upstream (or split variable), or `act<i>` for a
+        // redirect or a fixed answer, which an `if` returns.
+        let mut returns: Vec<(String, NxLocation)> = Vec::new();
+        let mut value = |a: &RouteAction, splits: &mut NxSplits| {
+            let loc = nx_action(a, splits);
+            if loc.kind == "forward" {
+                return loc.upstream;
+            }
+            if let Some((v, _)) = returns.iter().find(|(_, l)| {
+                l.kind == loc.kind && l.status == loc.status && l.location == loc.location
+            }) {
+                return v.clone();
+            }
+            let v = format!("act{}", returns.len());
+            returns.push((v.clone(), loc));
+            v
+        };
+        let conds: Vec<(String, String)> = tried
+            .iter()
+            .map(|(m, a)| (splits.condition(m), value(a, splits)))
+            .collect();
+        let fallback = value(last, splits);
+        let var = splits.pick(&conds, &fallback);
+        out.push(NxLocation {
+            path: class.location(),
+            kind: "pick",
+            upstream: var,
+            returns,
+            ..Default::default()
+        });
+    }
+    out
 }
 
 fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
@@ -608,6 +892,19 @@ fn nx_server(
             }
         }
     };
+    let default_action = l.default_action.clone().unwrap_or(RouteAction::Respond {
+        status: k8slb_common::routes::FixedStatus::NotFound404,
+    });
+    if let Some(v) = v.filter(|v| v.rules.iter().any(|r| r.matches.is_conditional())) {
+        let locations = nx_conditional_locations(&v.rules, &default_action, splits);
+        return Ok(Some(NxServer {
+            listen,
+            default: host.is_none(),
+            server_name,
+            tls,
+            location_lines: nx_location_lines(&locations, &o.nginx_proxy),
+        }));
+    }
     let mut locations = Vec::new();
     let mut exact: BTreeSet<String> = BTreeSet::new();
     let mut root = false;
@@ -619,6 +916,7 @@ fn nx_server(
             upstream: act.upstream.clone(),
             location: act.location.clone(),
             status: act.status,
+            returns: Vec::new(),
         };
         match &r.matches.path {
             PathMatch::Exact(p) => {
@@ -641,10 +939,7 @@ fn nx_server(
         }
     }
     if !root {
-        let default = l.default_action.clone().unwrap_or(RouteAction::Respond {
-            status: k8slb_common::routes::FixedStatus::NotFound404,
-        });
-        let mut d = nx_action(&default, splits);
+        let mut d = nx_action(&default_action, splits);
         d.path = "/".into();
         locations.push(d);
     }

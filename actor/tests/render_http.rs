@@ -25,7 +25,7 @@ use k8slb_actor::view::{view, ViewOptions};
 use k8slb_common::ingress::{routes_for_vip, select, IngressInput, SecretMeta, VipOptions};
 use k8slb_common::routes::{
     BackendId, BackendState, FixedStatus, HttpRoutes, Listener, ListenerProtocol, PathMatch,
-    Redirect, RedirectStatus, RouteAction, RouteMatch, RouteRule, Scheme, VirtualHost,
+    Redirect, RedirectStatus, Request, RouteAction, RouteMatch, RouteRule, Scheme, VirtualHost,
     WeightedBackend,
 };
 use k8slb_common::state::Provider;
@@ -111,6 +111,53 @@ fn routes_of(fixture: &str) -> HttpRoutes {
             .collect::<Vec<_>>()
             .join("\n")
     );
+    out.routes
+}
+
+/// The routes of a Gateway API fixture (`tests/fixtures/gateway/<fixture>.yaml`, with the
+/// Services of `ingress/services.yaml`) on the VIP, through the Gateway translation; its
+/// problems are a snapshot too, and every route must be Accepted.
+fn gateway_routes_of(fixture: &str) -> HttpRoutes {
+    let mut objs = k8slb_common::objects::Objects::default();
+    for f in [
+        fixtures().join("ingress/services.yaml"),
+        fixtures().join(format!("gateway/{fixture}.yaml")),
+    ] {
+        objs.add_text(&std::fs::read_to_string(&f).unwrap())
+            .unwrap_or_else(|e| panic!("{f:?}: {e}"));
+    }
+    let addresses = objs
+        .gateways
+        .iter()
+        .map(|g| {
+            let key = k8slb_common::names::ObjectKey::new(
+                g.metadata.namespace.as_deref().unwrap(),
+                g.metadata.name.as_deref().unwrap(),
+            )
+            .unwrap();
+            (key, vec![VIP.parse().unwrap()])
+        })
+        .collect();
+    let out = k8slb_common::gateway::translate(&k8slb_common::gateway::GatewayInput {
+        classes: &objs.gateway_classes,
+        gateways: &objs.gateways,
+        routes: &objs.http_routes,
+        grants: &objs.reference_grants,
+        services: &objs.services,
+        slices: &objs.slices,
+        secrets: &[],
+        addresses: &addresses,
+        unavailable: &Default::default(),
+    });
+    for (route, parents) in &out.http_routes {
+        for p in parents {
+            assert!(
+                p.conditions.iter().all(|c| c.status),
+                "{route}: {:?}",
+                p.conditions
+            );
+        }
+    }
     out.routes
 }
 
@@ -339,6 +386,9 @@ cases! {
     model_only_split_redirect_and_ipv6: "model-only" from model_only_routes();
     /// Hosts and paths crafted to break out of the config (see `hostile_..._never_reach`).
     hostile_hosts_paths_and_annotations: "hostile" from routes_of("hostile");
+    /// Gateway API matches on method, headers and query parameters (HAProxy: ACL lines
+    /// for those hosts, maps for the others; nginx: `map` variables per location).
+    gateway_method_header_and_query_matches: "gateway-conditions" from gateway_routes_of("conditions");
 }
 
 /// The routes of the `model-only` case, built by hand.
@@ -351,7 +401,7 @@ fn model_only_routes() -> HttpRoutes {
         draining: false,
     };
     let rule = |m: PathMatch, action| RouteRule {
-        matches: RouteMatch { path: m },
+        matches: RouteMatch::on_path(m),
         action,
     };
     HttpRoutes {
@@ -471,12 +521,18 @@ fn endpoint_churn_changes_only_server_slots() {
 /// `<code> <location>` for a redirect, `<code>` otherwise; plus the certificate's CN for
 /// HTTPS.
 fn expected(routes: &HttpRoutes, port: u16, https: bool, host: &str, path: &str) -> String {
+    expected_for(routes, port, https, &Request::get(host, path))
+}
+
+/// [`expected`] for a whole request.
+fn expected_for(routes: &HttpRoutes, port: u16, https: bool, req: &Request<'_>) -> String {
+    let (host, path) = (req.host, req.path);
     let l = routes
         .listeners
         .iter()
         .find(|l| l.port == port)
         .expect("a listener on the port");
-    let got = match l.route(host, path) {
+    let got = match l.route_request(req) {
         None => "404".to_string(),
         Some(RouteAction::Respond { status }) => status.code().to_string(),
         Some(RouteAction::Redirect(rd)) => format!(
@@ -505,20 +561,37 @@ fn expected(routes: &HttpRoutes, port: u16, https: bool, host: &str, path: &str)
 
 /// `curl` from inside the namespace, in the shape of [`expected`].
 fn request(ns: &support::Netns, port: u16, https: bool, host: &str, path: &str) -> String {
+    request_for(ns, port, https, &Request::get(host, path))
+}
+
+/// [`request`] for a whole request (method, headers, query).
+fn request_for(ns: &support::Netns, port: u16, https: bool, req: &Request<'_>) -> String {
+    let (host, path) = (req.host, req.path);
     let scheme = if https { "https" } else { "http" };
-    let out = ns
-        .cmd("curl")
-        .args([
-            "-sv",
-            "-k",
-            "--max-time",
-            "5",
-            "-w",
-            "\n%{http_code} %{redirect_url}",
-        ])
+    let query: Vec<String> = req.query.iter().map(|(n, v)| format!("{n}={v}")).collect();
+    let query = if query.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", query.join("&"))
+    };
+    let mut cmd = ns.cmd("curl");
+    cmd.args([
+        "-sv",
+        "-k",
+        "--max-time",
+        "5",
+        "-w",
+        "\n%{http_code} %{redirect_url}",
+        "-X",
+        req.method,
+    ]);
+    for (n, v) in req.headers {
+        cmd.arg("-H").arg(format!("{n}: {v}"));
+    }
+    let out = cmd
         .arg("--resolve")
         .arg(format!("{host}:{port}:{VIP}"))
-        .arg(format!("{scheme}://{host}:{port}{path}"))
+        .arg(format!("{scheme}://{host}:{port}{path}{query}"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -715,9 +788,7 @@ fn real_proxies_split_traffic_by_weight() {
             virtual_hosts: vec![VirtualHost {
                 host: Some("split.example.com".parse().unwrap()),
                 rules: vec![RouteRule {
-                    matches: RouteMatch {
-                        path: PathMatch::Prefix("/".parse().unwrap()),
-                    },
+                    matches: RouteMatch::on_path(PathMatch::Prefix("/".parse().unwrap())),
                     action: RouteAction::Forward {
                         backends: vec![
                             WeightedBackend {
@@ -789,6 +860,105 @@ fn real_proxies_route_precedence_as_the_model_says() {
             (80, false, "other.org", "/health/"),
         ],
     );
+}
+
+/// Requests with methods, headers and query strings through the real HAProxy and nginx
+/// answer as the reference router says (and the test's expectations pin a few of them,
+/// so a router that ignored the conditions would fail too).
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_route_method_header_and_query_matches_as_the_model_says() {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    let routes = gateway_routes_of("conditions");
+    let app = "app.example.com";
+    let canary: &[(&str, &str)] = &[("X-Env", "canary")];
+    let both: &[(&str, &str)] = &[("x-env", "canary"), ("X-User", "id:7 (beta)")];
+    let r = |method, host, path, headers, query| Request {
+        host,
+        path,
+        method,
+        headers,
+        query,
+    };
+    let requests: Vec<(Request<'_>, Option<&str>)> = vec![
+        (
+            r("GET", app, "/api", canary, &[]),
+            Some("200 nginx-service1"),
+        ),
+        (r("GET", app, "/api/x", both, &[]), Some("200 api")),
+        (r("POST", app, "/api/x", canary, &[]), Some("200 api")),
+        (
+            r("GET", app, "/api", &[("x-env", "Canary")], &[]),
+            Some("200 nginx-service"),
+        ),
+        (
+            r("GET", app, "/api", &[], &[("v", "2")]),
+            Some("200 nginx-service1"),
+        ),
+        (
+            r("GET", app, "/api", &[], &[("v", "1"), ("v", "2")]),
+            Some("200 nginx-service"),
+        ),
+        (r("GET", app, "/api/y", &[("x-move", "-now")], &[]), None),
+        (
+            r("GET", app, "/apix", canary, &[]),
+            Some("200 nginx-service"),
+        ),
+        (
+            r("GET", app, "/login", &[], &[("sso", "on")]),
+            Some("200 api"),
+        ),
+        (
+            r("POST", app, "/login", &[], &[("sso", "on")]),
+            Some("200 nginx-service"),
+        ),
+        (
+            r("GET", app, "/login/x", &[], &[("sso", "on")]),
+            Some("200 nginx-service"),
+        ),
+        (r("GET", app, "/", canary, &[]), Some("200 nginx-service")),
+        (
+            r("GET", "plain.example.com", "/api/z", canary, &[]),
+            Some("200 api"),
+        ),
+        (
+            r("GET", "plain.example.com", "/other", &[], &[]),
+            Some("404"),
+        ),
+        (
+            r("GET", "cond.example.com", "/x", &[("x-team", "a")], &[]),
+            Some("200 nginx-service"),
+        ),
+        (
+            r("GET", "cond.example.com", "/x", &[("x-team", "b")], &[]),
+            Some("404"),
+        ),
+        // The first occurrence of a header counts.
+        (
+            r("GET", app, "/api", &[("x-env", "x"), ("x-env", "canary")], &[]),
+            Some("200 nginx-service"),
+        ),
+    ];
+    let want: Vec<String> = requests
+        .iter()
+        .map(|(req, _)| expected_for(&routes, 80, false, req))
+        .collect();
+    for ((req, pinned), want) in requests.iter().zip(&want) {
+        if let Some(p) = pinned {
+            assert_eq!(want, p, "the model: {req:?}");
+        }
+    }
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtcond")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        let (ns, _child) = serve(proxy, &routes, &o, dir.path());
+        for ((req, _), want) in requests.iter().zip(&want) {
+            assert_eq!(&request_for(&ns, 80, false, req), want, "{proxy}: {req:?}");
+        }
+    }
 }
 
 #[test]

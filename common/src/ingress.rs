@@ -785,7 +785,7 @@ impl Translation<'_, '_> {
                     continue;
                 };
                 let action = self.resolve(cur, &p.backend);
-                self.add_route(cur, host.clone(), RouteMatch { path: m }, action);
+                self.add_route(cur, host.clone(), RouteMatch::on_path(m), action);
             }
         }
     }

@@ -160,6 +160,52 @@ string_newtype!(
 );
 
 string_newtype!(
+    /// A header name to match on or to set: lowercase letters, digits and `-`, at most
+    /// 256 bytes (header names are case-insensitive; this is their canonical form).
+    /// Narrower than an RFC 7230 token on purpose: nginx reaches a header through the
+    /// variable `$http_<name with - as _>` and by default ignores header names with `_`
+    /// or other punctuation, so only these names match alike on HAProxy and nginx.
+    FieldName,
+    "header name",
+    |s| !s.is_empty()
+        && s.len() <= 256
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+    "must be lowercase letters, digits and '-'"
+);
+
+string_newtype!(
+    /// A query parameter name to match on: letters, digits and `_`, at most 256 bytes
+    /// (nginx reaches it as the variable `$arg_<name>`, which allows nothing else).
+    QueryName,
+    "query parameter name",
+    |s| !s.is_empty()
+        && s.len() <= 256
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
+    "must be letters, digits and '_'"
+);
+
+/// Bytes of a header or query value that a config may carry between double quotes:
+/// printable ASCII without the characters that quote, escape, expand or comment in
+/// haproxy.cfg or nginx.conf (`"`, `'`, `\`, `$`, `%`, `#`, `{`, `}`, `;`, `` ` ``).
+fn is_value_byte(b: u8) -> bool {
+    (0x20..0x7f).contains(&b) && !b"\"'\\$%#{};`".contains(&b)
+}
+
+string_newtype!(
+    /// A header or query parameter value to match on or to set: 1 to 4096 printable
+    /// ASCII characters, spaces inside only, none of `"'\$%#{};` and backtick (see
+    /// [`is_value_byte`]). Refused, never escaped, like every value that reaches a config.
+    FieldValue,
+    "header value",
+    |s| !s.is_empty()
+        && s.len() <= 4096
+        && !s.starts_with(' ')
+        && !s.ends_with(' ')
+        && s.bytes().all(is_value_byte),
+    "must be printable ASCII without quotes, backslash, '$', '%', '#', braces, ';' or backtick, and without leading or trailing spaces"
+);
+
+string_newtype!(
     /// A cookie name for cookie stickiness (RFC 6265 token, narrowed), at most 64 bytes.
     CookieName,
     "cookie name",
@@ -234,11 +280,16 @@ impl HttpRoutes {
     /// `:port`) and `path` (without the query) to `ip:port` gets. Providers render the
     /// same decisions; the table tests pin them down here.
     pub fn route(&self, ip: IpAddr, port: u16, host: &str, path: &str) -> Option<&RouteAction> {
+        self.route_request(ip, port, &Request::get(host, path))
+    }
+
+    /// The reference router for a whole request (method, headers, query).
+    pub fn route_request(&self, ip: IpAddr, port: u16, req: &Request<'_>) -> Option<&RouteAction> {
         let l = self
             .listeners
             .iter()
             .find(|l| l.ip == ip && l.port == port)?;
-        l.route(host, path)
+        l.route_request(req)
     }
 
     /// Add another source's routes. Listeners are on distinct (ip, port)s (the allocator
@@ -298,12 +349,17 @@ pub struct Listener {
 impl Listener {
     /// See [`HttpRoutes::route`].
     pub fn route(&self, host: &str, path: &str) -> Option<&RouteAction> {
-        let host = host_without_port(host).to_ascii_lowercase();
+        self.route_request(&Request::get(host, path))
+    }
+
+    /// See [`HttpRoutes::route_request`].
+    pub fn route_request(&self, req: &Request<'_>) -> Option<&RouteAction> {
+        let host = host_without_port(req.host).to_ascii_lowercase();
         let vh = self
             .virtual_hosts
             .iter()
             .find(|v| v.host.as_ref().is_none_or(|h| h.matches(&host)));
-        vh.and_then(|v| v.rules.iter().find(|r| r.matches.matches(path)))
+        vh.and_then(|v| v.rules.iter().find(|r| r.matches.matches_request(req)))
             .map(|r| &r.action)
             .or(self.default_action.as_ref())
     }
@@ -400,17 +456,94 @@ pub struct RouteRule {
     pub action: RouteAction,
 }
 
-/// What a request must look like. Only the path today; header, query-parameter and
-/// method matches (Gateway API) become further fields, all of which must match.
+/// What a request must look like: its path and, when set, its method, headers and
+/// query parameters (Gateway API HTTPRoute matches); all of them must match.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RouteMatch {
     pub path: PathMatch,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<Method>,
+    /// Each header (the first occurrence of its name in the request) has exactly this
+    /// value. One entry per name, sorted by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<HeaderMatch>,
+    /// Each query parameter (its first occurrence, as sent: not percent-decoded) has
+    /// exactly this value. One entry per name, sorted by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub query: Vec<QueryMatch>,
+}
+
+/// An HTTP request as the reference router sees it: enough to decide a route.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The Host header, any case, with or without `:port`.
+    pub host: &'a str,
+    /// Without the query.
+    pub path: &'a str,
+    pub method: &'a str,
+    /// (name, value) in the order sent; names in any case.
+    pub headers: &'a [(&'a str, &'a str)],
+    /// (name, value) in the order sent, as sent.
+    pub query: &'a [(&'a str, &'a str)],
+}
+
+impl<'a> Request<'a> {
+    /// A GET of `path` on `host`, without headers or query.
+    pub fn get(host: &'a str, path: &'a str) -> Request<'a> {
+        Request {
+            host,
+            path,
+            method: "GET",
+            headers: &[],
+            query: &[],
+        }
+    }
+
+    fn header(&self, name: &str) -> Option<&'a str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v)
+    }
+
+    fn query_param(&self, name: &str) -> Option<&'a str> {
+        self.query.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+    }
 }
 
 impl RouteMatch {
+    /// A match on the path alone.
+    pub fn on_path(path: PathMatch) -> RouteMatch {
+        RouteMatch {
+            path,
+            method: None,
+            headers: Vec::new(),
+            query: Vec::new(),
+        }
+    }
+
+    /// Does a GET of `path`, without headers or query, match?
     pub fn matches(&self, path: &str) -> bool {
-        self.path.matches(path)
+        self.matches_request(&Request::get("", path))
+    }
+
+    pub fn matches_request(&self, req: &Request<'_>) -> bool {
+        self.path.matches(req.path)
+            && self.method.is_none_or(|m| m.as_str() == req.method)
+            && self
+                .headers
+                .iter()
+                .all(|h| req.header(h.name.as_str()) == Some(h.value.as_str()))
+            && self
+                .query
+                .iter()
+                .all(|q| req.query_param(q.name.as_str()) == Some(q.value.as_str()))
+    }
+
+    /// Does it match on more than the path?
+    pub fn is_conditional(&self) -> bool {
+        self.method.is_some() || !self.headers.is_empty() || !self.query.is_empty()
     }
 
     /// 0 for an Exact path, 1 for a Prefix (Exact matches win).
@@ -434,6 +567,79 @@ impl RouteMatch {
             PathMatch::Prefix(p) => (1, std::cmp::Reverse(p.as_str().len()), p.as_str()),
         }
     }
+}
+
+/// An HTTP method a rule may require.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Method {
+    Get,
+    Head,
+    Post,
+    Put,
+    Delete,
+    Connect,
+    Options,
+    Trace,
+    Patch,
+}
+
+impl Method {
+    pub const ALL: [Method; 9] = [
+        Method::Get,
+        Method::Head,
+        Method::Post,
+        Method::Put,
+        Method::Delete,
+        Method::Connect,
+        Method::Options,
+        Method::Trace,
+        Method::Patch,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+            Method::Connect => "CONNECT",
+            Method::Options => "OPTIONS",
+            Method::Trace => "TRACE",
+            Method::Patch => "PATCH",
+        }
+    }
+}
+
+impl FromStr for Method {
+    type Err = NameError;
+    fn from_str(s: &str) -> Result<Method, NameError> {
+        Method::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| {
+                err(
+                    "method",
+                    s,
+                    "must be one of GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE, PATCH",
+                )
+            })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeaderMatch {
+    pub name: FieldName,
+    pub value: FieldValue,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueryMatch {
+    pub name: QueryName,
+    pub value: FieldValue,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

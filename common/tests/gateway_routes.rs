@@ -11,7 +11,7 @@ mod support;
 use k8slb_common::gateway::{intersect, translate, Condition, GatewayInput, GatewayOutput};
 use k8slb_common::ingress::SecretMeta;
 use k8slb_common::objects::Objects;
-use k8slb_common::routes::{Hostname, RouteAction};
+use k8slb_common::routes::{Hostname, Request, RouteAction};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use support::*;
@@ -95,7 +95,11 @@ fn run(o: &Objects, secrets: &[SecretMeta]) -> GatewayOutput {
 /// Where a request goes: the backend Services by name (weights dropped), `redirect`, or
 /// the fixed status.
 fn goes(out: &GatewayOutput, port: u16, host: &str, path: &str) -> String {
-    match out.routes.route(VIP.parse().unwrap(), port, host, path) {
+    describe(out.routes.route(VIP.parse().unwrap(), port, host, path))
+}
+
+fn describe(action: Option<&RouteAction>) -> String {
+    match action {
         None => "404".into(),
         Some(RouteAction::Forward { backends }) => backends
             .iter()
@@ -529,8 +533,98 @@ spec:
     assert_eq!(tls.certificates.len(), 3, "{:?}", tls.certificates);
 }
 
-/// What the proxies cannot serve exactly is refused, never served without it: a route
-/// with a header match, and hostile hostnames and paths.
+/// Method, header and query parameter matches, with the spec's precedence: at one path,
+/// a method match beats header matches, more header matches beat fewer, more query
+/// matches beat fewer, and a match on the path alone comes last; header names match in
+/// any case and the first occurrence counts, values exactly; a request that fits no
+/// conditional match falls to the next rule that fits (here the Prefix `/`).
+#[test]
+fn method_header_and_query_matches_follow_the_specifications_precedence() {
+    let routes = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: cond, namespace: infra, creationTimestamp: "2026-01-01T00:00:02Z" }
+spec:
+  parentRefs: [{ name: gw }]
+  hostnames: [cond.example.com]
+  rules:
+  - matches: [{ path: { value: /api }, headers: [{ name: X-Env, value: canary }] }]
+    backendRefs: [{ name: b, port: 80 }]
+  - matches: [{ path: { value: /api }, headers: [{ name: x-env, value: canary }, { name: x-user, value: "id 7" }] }]
+    backendRefs: [{ name: c, port: 80 }]
+  - matches: [{ path: { value: /api }, method: POST }]
+    backendRefs: [{ name: a, port: 80 }]
+  - matches: [{ path: { value: /api }, queryParams: [{ name: v, value: "2" }] }]
+    backendRefs: [{ name: c, port: 80 }]
+  - matches:
+    - { path: { value: /api }, headers: [{ name: x-env, value: first }, { name: X-ENV, value: ignored }] }
+    filters: [{ type: RequestRedirect, requestRedirect: { hostname: first.example.com, statusCode: 302 } }]
+  - matches: [{ path: { value: / } }]
+    backendRefs: [{ name: a, port: 80 }]
+"#;
+    let out = run(&objects(&[CLASS, GATEWAY, routes]), &[]);
+    assert_eq!(
+        route_cond(&out, "infra/cond", "Accepted"),
+        (true, "Accepted")
+    );
+    let go = |method: &str, path: &str, headers: &[(&str, &str)], query: &[(&str, &str)]| {
+        let req = Request {
+            host: "cond.example.com",
+            path,
+            method,
+            headers,
+            query,
+        };
+        describe(out.routes.route_request(VIP.parse().unwrap(), 80, &req))
+    };
+    // Two header matches beat one; one header beats none.
+    assert_eq!(
+        go(
+            "GET",
+            "/api/x",
+            &[("x-env", "canary"), ("x-user", "id 7")],
+            &[]
+        ),
+        "c"
+    );
+    assert_eq!(go("GET", "/api", &[("X-Env", "canary")], &[]), "b");
+    // The method match beats the header matches.
+    assert_eq!(
+        go(
+            "POST",
+            "/api",
+            &[("x-env", "canary"), ("x-user", "id 7")],
+            &[]
+        ),
+        "a"
+    );
+    // Values are exact and case-sensitive; the first occurrence of a header counts.
+    assert_eq!(go("GET", "/api", &[("x-env", "Canary")], &[]), "a");
+    assert_eq!(
+        go(
+            "GET",
+            "/api",
+            &[("x-env", "other"), ("x-env", "canary")],
+            &[]
+        ),
+        "a"
+    );
+    // Query parameters: exact, first occurrence.
+    assert_eq!(go("GET", "/api", &[], &[("v", "2")]), "c");
+    assert_eq!(go("GET", "/api", &[], &[("v", "1"), ("v", "2")]), "a");
+    // Of two entries for one header name, the first counts.
+    assert_eq!(
+        go("GET", "/api", &[("x-env", "first")], &[]),
+        "redirect 302 first.example.com"
+    );
+    assert_eq!(go("GET", "/api", &[("x-env", "ignored")], &[]), "a");
+    // Outside /api, the Prefix / rule.
+    assert_eq!(go("GET", "/other", &[("x-env", "canary")], &[]), "a");
+}
+
+/// What the proxies cannot serve exactly is refused, never served without it: a
+/// regular-expression header match, a backendRef filter, and hostile hostnames, paths,
+/// header values, query names and methods.
 #[test]
 fn unsupported_and_hostile_routes_are_refused_with_a_reason() {
     let routes = r#"
@@ -540,7 +634,34 @@ metadata: { name: headers, namespace: infra }
 spec:
   parentRefs: [{ name: gw }]
   rules:
-  - matches: [{ path: { value: /h }, headers: [{ name: x-canary, value: "1" }] }]
+  - matches: [{ path: { value: /h }, headers: [{ type: RegularExpression, name: x-canary, value: "1.*" }] }]
+    backendRefs: [{ name: b, port: 80 }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: evil-header, namespace: infra }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+  - matches: [{ path: { value: /eh }, headers: [{ name: x-a, value: "1\"; deny" }] }]
+    backendRefs: [{ name: b, port: 80 }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: evil-query, namespace: infra }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+  - matches: [{ path: { value: /eq }, queryParams: [{ name: "a b", value: "1" }] }]
+    backendRefs: [{ name: b, port: 80 }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: evil-method, namespace: infra }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+  - matches: [{ path: { value: /em }, method: "GET\nX" }]
     backendRefs: [{ name: b, port: 80 }]
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -575,6 +696,9 @@ spec:
     let out = run(&objects(&[CLASS, GATEWAY, routes]), &[]);
     for r in [
         "infra/headers",
+        "infra/evil-header",
+        "infra/evil-query",
+        "infra/evil-method",
         "infra/backend-filter",
         "infra/evil-host",
         "infra/evil-path",
@@ -586,7 +710,9 @@ spec:
         );
     }
     let json = serde_json::to_string(&out.routes).unwrap();
-    for bad in ["evil", "owned", "lua", "/h", "/bf", "a b"] {
+    for bad in [
+        "evil", "owned", "lua", "/h", "/bf", "/eh", "/eq", "/em", "a b", "deny",
+    ] {
         assert!(!json.contains(bad), "{bad} reached the model: {json}");
     }
 }

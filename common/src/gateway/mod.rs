@@ -15,14 +15,18 @@
 //! - **HTTPRoute**: `parentRefs` (with `sectionName` and `port`), `allowedRoutes`
 //!   (namespaces `Same` and `All`; `Selector` needs Namespace labels, which the plan does
 //!   not read yet, so it allows nothing: `NotAllowedByListeners`), hostname intersection
-//!   with the listener's, path matches `Exact` and `PathPrefix`, `backendRefs` to Services
-//!   with weights (`RefNotPermitted` across namespaces without a ReferenceGrant,
-//!   `BackendNotFound`), the `RequestRedirect` filter. A rule with a header, query or
-//!   method match or another filter makes the route `Accepted: False`
-//!   (`UnsupportedValue`): the proxies do not render those matches yet, and a route served
-//!   without its matches would send traffic where its author did not mean it to go.
-//! - **Precedence** (HTTPRoute spec): Exact path before Prefix, longer prefixes first;
-//!   then the older route, then `<namespace>/<name>`, then rule and match order. The most
+//!   with the listener's, path matches `Exact` and `PathPrefix`, `Exact` matches on the
+//!   method, headers and query parameters (names and values that can reach a config
+//!   safely: see [`crate::routes::FieldName`], [`crate::routes::QueryName`],
+//!   [`crate::routes::FieldValue`]), `backendRefs` to Services with weights
+//!   (`RefNotPermitted` across namespaces without a ReferenceGrant, `BackendNotFound`),
+//!   the `RequestRedirect` filter. A `RegularExpression` match, a value outside those
+//!   sets, or another filter (on a rule or a backendRef) makes the route
+//!   `Accepted: False` (`UnsupportedValue`): a route served without one of its matches or
+//!   filters would send traffic where its author did not mean it to go.
+//! - **Precedence** (HTTPRoute spec): Exact path before Prefix, longer prefixes first,
+//!   a method match, more header matches, more query parameter matches; then the older
+//!   route, then `<namespace>/<name>`, then rule and match order. The most
 //!   specific hostname wins; a request whose host matches a hostname but none of its rules
 //!   gets 404 (no fall-through to a wildcard's rules).
 
@@ -32,9 +36,10 @@ use crate::endpoints::{endpoints, slice_index, Endpoint};
 use crate::ingress::SecretMeta;
 use crate::names::{ObjectKey, ServiceKey};
 use crate::routes::{
-    BackendId, BackendState, CertFile, Certificate, FixedStatus, Hostname, HttpPath, HttpRoutes,
-    Listener, ListenerProtocol, ListenerTls, PathMatch, Redirect, RedirectStatus, RouteAction,
-    RouteMatch, RouteRule, Scheme, VirtualHost, WeightedBackend,
+    BackendId, BackendState, CertFile, Certificate, FieldName, FieldValue, FixedStatus,
+    HeaderMatch, Hostname, HttpPath, HttpRoutes, Listener, ListenerProtocol, ListenerTls, Method,
+    PathMatch, QueryMatch, QueryName, Redirect, RedirectStatus, RouteAction, RouteMatch, RouteRule,
+    Scheme, VirtualHost, WeightedBackend,
 };
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -240,15 +245,41 @@ struct Lst<'a> {
     conditions: Vec<Condition>,
 }
 
-/// The spec's precedence: path rank (Exact first), longer paths first, the route's age
-/// and name, the rule's and the match's index.
+/// The spec's precedence: path rank (Exact first), longer paths first, a method match
+/// first, more header matches first, more query parameter matches first, then the
+/// route's age and name, the rule's and the match's index.
 type PrecedenceKey = (
-    u8,
-    std::cmp::Reverse<usize>,
+    (
+        u8,
+        std::cmp::Reverse<usize>,
+        bool,
+        std::cmp::Reverse<usize>,
+        std::cmp::Reverse<usize>,
+    ),
     (Option<String>, String, String),
     usize,
     usize,
 );
+
+/// The match part of [`PrecedenceKey`].
+fn match_precedence(
+    m: &RouteMatch,
+) -> (
+    u8,
+    std::cmp::Reverse<usize>,
+    bool,
+    std::cmp::Reverse<usize>,
+    std::cmp::Reverse<usize>,
+) {
+    use std::cmp::Reverse;
+    (
+        m.path_rank(),
+        Reverse(m.path_len()),
+        m.method.is_none(),
+        Reverse(m.headers.len()),
+        Reverse(m.query.len()),
+    )
+}
 
 /// A rule ready to go into a virtual host, with its sort key.
 struct Placed {
@@ -327,13 +358,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
                         for (ri, mi, rule) in &rules {
                             placed.push(Placed {
                                 at: at.clone(),
-                                key: (
-                                    rule.matches.path_rank(),
-                                    std::cmp::Reverse(rule.matches.path_len()),
-                                    age(&r.metadata),
-                                    *ri,
-                                    *mi,
-                                ),
+                                key: (match_precedence(&rule.matches), age(&r.metadata), *ri, *mi),
                                 rule: rule.clone(),
                             });
                         }
@@ -866,13 +891,10 @@ fn rules_of(
             rule.matches.clone()
         };
         for (mi, m) in matches.iter().enumerate() {
-            if !m.headers.is_empty() || !m.query_params.is_empty() || m.method.is_some() {
-                return (
-                    vec![],
-                    refs,
-                    Some("header, query parameter and method matches are not served yet".into()),
-                );
-            }
+            let (method, headers, query) = match conditions(m) {
+                Ok(c) => c,
+                Err(why) => return (vec![], refs, Some(why)),
+            };
             let path = m.path.clone().unwrap_or_default();
             let value = path.value.as_deref().unwrap_or("/");
             let Ok(p) = value.parse::<HttpPath>() else {
@@ -900,13 +922,69 @@ fn rules_of(
                 ri,
                 mi,
                 RouteRule {
-                    matches: RouteMatch { path: pm },
+                    matches: RouteMatch {
+                        path: pm,
+                        method,
+                        headers,
+                        query,
+                    },
                     action: action.clone(),
                 },
             ));
         }
     }
     (out, refs, None)
+}
+
+/// A match's method, header and query parameter conditions, validated: Exact matches
+/// only (RegularExpression is refused), names and values that can reach a config
+/// (see [`FieldName`], [`QueryName`], [`FieldValue`]); of several entries for one name,
+/// the first counts (the spec: later ones are ignored).
+#[allow(clippy::type_complexity)]
+fn conditions(
+    m: &types::HttpRouteMatch,
+) -> Result<(Option<Method>, Vec<HeaderMatch>, Vec<QueryMatch>), String> {
+    let short = |s: &str| s.chars().take(80).collect::<String>();
+    let method = match &m.method {
+        None => None,
+        Some(s) => Some(
+            s.parse::<Method>()
+                .map_err(|_| format!("method {:?} is not an HTTP method", short(s)))?,
+        ),
+    };
+    let exact = |t: &Option<String>, what: &str| match t.as_deref().unwrap_or("Exact") {
+        "Exact" => Ok(()),
+        t => Err(format!("{what} match type {} is not served", short(t))),
+    };
+    let value = |v: &str, what: &str| {
+        v.parse::<FieldValue>()
+            .map_err(|e| format!("{what} value: {e}"))
+    };
+    let mut headers: Vec<HeaderMatch> = Vec::new();
+    for h in &m.headers {
+        exact(&h.type_, "header")?;
+        let name: FieldName = h
+            .name
+            .to_ascii_lowercase()
+            .parse()
+            .map_err(|e| format!("header {e}"))?;
+        let value = value(&h.value, "header")?;
+        if !headers.iter().any(|x| x.name == name) {
+            headers.push(HeaderMatch { name, value });
+        }
+    }
+    headers.sort();
+    let mut query: Vec<QueryMatch> = Vec::new();
+    for q in &m.query_params {
+        exact(&q.type_, "query parameter")?;
+        let name: QueryName = q.name.parse().map_err(|e| format!("query {e}"))?;
+        let value = value(&q.value, "query parameter")?;
+        if !query.iter().any(|x| x.name == name) {
+            query.push(QueryMatch { name, value });
+        }
+    }
+    query.sort();
+    Ok((method, headers, query))
 }
 
 fn redirect(rd: &types::RequestRedirect) -> Result<RouteAction, String> {
