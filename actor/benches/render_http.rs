@@ -38,6 +38,7 @@ fn routes() -> HttpRoutes {
             let rule = |m: PathMatch| RouteRule {
                 matches: RouteMatch::on_path(m),
                 action: RouteAction::forward(ids[i % ids.len()].clone()),
+                filters: Default::default(),
             };
             let mut v = VirtualHost {
                 host: Some(format!("app-{i:05}.example.com").parse().unwrap()),

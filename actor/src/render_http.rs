@@ -28,8 +28,8 @@ use crate::view::{
 };
 use k8slb_common::names::ConfigLine;
 use k8slb_common::routes::{
-    CertFile, HttpRoutes, Listener, ListenerProtocol, PathMatch, Redirect, RouteAction, RouteMatch,
-    Sticky, VirtualHost,
+    CertFile, FieldName, FieldValue, HttpRoutes, Listener, ListenerProtocol, PathMatch,
+    PathRewrite, Redirect, RouteAction, RouteMatch, RuleFilters, Sticky, VirtualHost,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -146,6 +146,74 @@ struct HpFrontend {
     default: String,
     /// The distinct non-forward actions.
     actions: Vec<HpAction>,
+    /// The forwards with filters: their lines, before the actions (a split they forward
+    /// to is one of `actions`).
+    filtered: Vec<HpFiltered>,
+}
+
+/// A forward with filters (`id`): its request lines, then the value it forwards to
+/// (`inner`: a backend name or a split's action id); its response lines apply to the
+/// responses of the requests it took (`txn.k8slb_r`).
+#[derive(Serialize)]
+struct HpFiltered {
+    id: String,
+    inner: String,
+    request_lines: Vec<String>,
+    response_lines: Vec<String>,
+}
+
+/// A regex that matches `path` literally: its only regex-special characters (`.`, `*`,
+/// `+`; an [`HttpPath`] has no others) as one-character classes.
+fn literal_regex(path: &str) -> String {
+    let mut out = String::with_capacity(path.len() + 8);
+    for c in path.chars() {
+        if matches!(c, '.' | '*' | '+') {
+            out.push('[');
+            out.push(c);
+            out.push(']');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// HAProxy's lines for `f` (without their condition): request lines (remove, set, add,
+/// host, path) and response lines. Names are [`FieldName`]s, values [`FieldValue`]s
+/// (no `"`, `\\`, `$`, `%`: safe between double quotes in a log-format string).
+fn hp_filter_lines(f: &RuleFilters) -> (Vec<String>, Vec<String>) {
+    let edits = |dir: &str, e: &k8slb_common::routes::HeaderEdits| {
+        let mut out = Vec::new();
+        for n in &e.remove {
+            out.push(format!("http-{dir} del-header {n}"));
+        }
+        for h in &e.set {
+            out.push(format!("http-{dir} set-header {} \"{}\"", h.name, h.value));
+        }
+        for h in &e.add {
+            out.push(format!("http-{dir} add-header {} \"{}\"", h.name, h.value));
+        }
+        out
+    };
+    let mut req = edits("request", &f.request_headers);
+    if let Some(h) = &f.rewrite_host {
+        req.push(format!("http-request set-header host {h}"));
+    }
+    match &f.rewrite_path {
+        None => {}
+        Some(PathRewrite::Full { path }) => req.push(format!("http-request set-path {path}")),
+        Some(PathRewrite::Prefix { from, to }) => {
+            let from = literal_regex(from.as_str().trim_end_matches('/'));
+            let to = to.as_str().trim_end_matches('/');
+            if to.is_empty() {
+                req.push(format!("http-request replace-path ^{from}$ /"));
+                req.push(format!("http-request replace-path ^{from}(/.*)$ \\1"));
+            } else {
+                req.push(format!("http-request replace-path ^{from}(/.*)?$ {to}\\1"));
+            }
+        }
+    }
+    (req, edits("response", &f.response_headers))
 }
 
 /// One line of a conditional virtual host: `value` (see [`HpFrontend::default`]) if every
@@ -251,9 +319,40 @@ fn hp_redirect(rd: &Redirect, notes: &mut Vec<String>, what: &str) -> String {
 struct Actions {
     ids: HashMap<String, String>,
     list: Vec<HpAction>,
+    filtered: Vec<HpFiltered>,
 }
 
 impl Actions {
+    /// [`Actions::value`] of a rule's action with its filters: a forward with filters is
+    /// an action of its own (see [`HpFiltered`]).
+    fn value_with(
+        &mut self,
+        action: &RouteAction,
+        filters: &RuleFilters,
+        notes: &mut Vec<String>,
+        what: &str,
+    ) -> String {
+        let inner = self.value(action, notes, what);
+        if filters.is_empty() || !matches!(action, RouteAction::Forward { .. }) {
+            return inner;
+        }
+        let key = serde_json::to_string(&(action, filters)).expect("filters serialise");
+        if let Some(id) = self.ids.get(&key) {
+            return id.clone();
+        }
+        let id = format!("f{}", self.filtered.len() + 1);
+        let cond = |var: &str| format!(" if {{ var(txn.{var}) -m str {id} }}");
+        let (request, response) = hp_filter_lines(filters);
+        self.filtered.push(HpFiltered {
+            id: id.clone(),
+            inner,
+            request_lines: request.into_iter().map(|l| l + &cond("k8slb_a")).collect(),
+            response_lines: response.into_iter().map(|l| l + &cond("k8slb_r")).collect(),
+        });
+        self.ids.insert(key, id.clone());
+        id
+    }
+
     fn value(&mut self, action: &RouteAction, notes: &mut Vec<String>, what: &str) -> String {
         if let RouteAction::Forward { backends } = action {
             let live: Vec<_> = backends.iter().filter(|b| b.weight > 0).collect();
@@ -390,7 +489,7 @@ fn hp_frontend(
             // Matches beyond the path: every rule of this host is an ACL line, tried in
             // precedence order (a map key holds one action; these hosts are few).
             for r in &v.rules {
-                let value = actions.value(&r.action, notes, &name);
+                let value = actions.value_with(&r.action, &r.filters, notes, &name);
                 query_names.extend(r.matches.query.iter().map(|q| q.name.to_string()));
                 for acl in hp_cond_acls(&id, &r.matches) {
                     cond_rules.push(HpCond {
@@ -404,7 +503,7 @@ fn hp_frontend(
         let mut seen_exact: BTreeSet<&str> = BTreeSet::new();
         let mut seen_prefix: BTreeSet<&str> = BTreeSet::new();
         for r in &v.rules {
-            let value = actions.value(&r.action, notes, &name);
+            let value = actions.value_with(&r.action, &r.filters, notes, &name);
             match &r.matches.path {
                 PathMatch::Exact(p) => {
                     if seen_exact.insert(p.as_str()) {
@@ -451,6 +550,7 @@ fn hp_frontend(
         query_names,
         default,
         actions: actions.list,
+        filtered: actions.filtered,
         name,
     }))
 }
@@ -514,8 +614,20 @@ fn nx_location_lines(locations: &[NxLocation], proxy_lines: &[ConfigLine]) -> St
                     ));
                 }
                 for l in proxy_lines {
+                    let mut words = l.as_str().split_whitespace();
+                    if words.next() == Some("proxy_set_header")
+                        && words.next().is_some_and(|h| {
+                            loc.skip_headers.iter().any(|s| s.eq_ignore_ascii_case(h))
+                        })
+                    {
+                        continue; // a filter of this location sets it
+                    }
                     out.push_str("\n      ");
                     out.push_str(l.as_str());
+                }
+                for l in &loc.filter_lines {
+                    out.push_str("\n      ");
+                    out.push_str(l);
                 }
                 out.push_str("\n      proxy_pass http://");
                 out.push_str(&loc.upstream);
@@ -543,6 +655,176 @@ struct NxLocation {
     status: u16,
     /// pick: the values of the picking variable that return (a redirect or a status).
     returns: Vec<(String, NxLocation)>,
+    /// The filters' lines (after the admin's proxy lines).
+    filter_lines: Vec<String>,
+    /// Request headers the filters set: the admin's `proxy_set_header` lines for them
+    /// are left out of this location (nginx would send both).
+    skip_headers: Vec<String>,
+}
+
+/// nginx's variable for request header `n`: `$http_<n with - as _>`.
+fn nx_http_var(n: &FieldName) -> String {
+    format!("$http_{}", n.as_str().replace('-', "_"))
+}
+
+/// The lines of a location whose one rule has filters `f` (see [`nx_pick_filters`] for
+/// a location that picks among rules), and the request headers they set.
+fn nx_filter_lines(f: &RuleFilters, splits: &mut NxSplits) -> (Vec<String>, Vec<String>) {
+    let mut lines = Vec::new();
+    let mut skip = Vec::new();
+    let rq = &f.request_headers;
+    for n in &rq.remove {
+        lines.push(format!("proxy_set_header {n} \"\";"));
+        skip.push(n.to_string());
+    }
+    for h in &rq.set {
+        lines.push(format!("proxy_set_header {} \"{}\";", h.name, h.value));
+        skip.push(h.name.to_string());
+    }
+    for h in &rq.add {
+        let var = splits.added(&h.name, &h.value);
+        lines.push(format!("proxy_set_header {} {var};", h.name));
+        skip.push(h.name.to_string());
+    }
+    if let Some(h) = &f.rewrite_host {
+        lines.push(format!("proxy_set_header Host {h};"));
+        skip.push("host".into());
+    }
+    let rs = &f.response_headers;
+    for n in rs.remove.iter().chain(rs.set.iter().map(|h| &h.name)) {
+        lines.push(format!("proxy_hide_header {n};"));
+    }
+    for h in rs.set.iter().chain(&rs.add) {
+        lines.push(format!("add_header {} \"{}\" always;", h.name, h.value));
+    }
+    lines.extend(nx_rewrite_lines(f));
+    (lines, skip)
+}
+
+/// `rewrite ... break;` lines of a URL rewrite (the path is the decoded `$uri`; the
+/// query string is kept).
+fn nx_rewrite_lines(f: &RuleFilters) -> Vec<String> {
+    match &f.rewrite_path {
+        None => vec![],
+        Some(PathRewrite::Full { path }) => vec![format!("rewrite ^ {path} break;")],
+        Some(PathRewrite::Prefix { from, to }) => {
+            let from = literal_regex(from.as_str().trim_end_matches('/'));
+            let to = to.as_str().trim_end_matches('/');
+            if to.is_empty() {
+                vec![
+                    format!("rewrite ^{from}$ / break;"),
+                    format!("rewrite ^{from}(/.*)$ $1 break;"),
+                ]
+            } else {
+                vec![format!("rewrite ^{from}(/.*)?$ {to}$1 break;")]
+            }
+        }
+    }
+}
+
+/// The filter lines of a location that picks among rules (`rules`: the rule id each
+/// value of `rid` stands for, with its filters): each header any of them changes is
+/// set from a `map` on `rid` (the request's own value for the rules that leave it), a
+/// response header is hidden and added back from two `map`s (the backend's value, then
+/// the rule's), a path rewrite is an `if ($rid = <id>) { rewrite ... break; }`.
+fn nx_pick_filters(
+    rid: &str,
+    rules: &[(String, &RuleFilters)],
+    host_default: &str,
+    splits: &mut NxSplits,
+) -> (Vec<String>, Vec<String>) {
+    let mut lines = Vec::new();
+    let mut skip = Vec::new();
+    let mut names: Vec<&FieldName> = rules
+        .iter()
+        .flat_map(|(_, f)| f.request_headers.names())
+        .collect();
+    names.sort();
+    names.dedup();
+    for n in names {
+        let entries: Vec<(String, String)> = rules
+            .iter()
+            .map(|(id, f)| {
+                let e = &f.request_headers;
+                let v = if e.remove.contains(n) {
+                    "\"\"".to_string()
+                } else if let Some(h) = e.set.iter().find(|h| &h.name == n) {
+                    format!("\"{}\"", h.value)
+                } else if let Some(h) = e.add.iter().find(|h| &h.name == n) {
+                    splits.added(&h.name, &h.value)
+                } else {
+                    nx_http_var(n)
+                };
+                (id.clone(), v)
+            })
+            .collect();
+        let var = splits.map_on(rid, &entries, &nx_http_var(n));
+        lines.push(format!("proxy_set_header {n} {var};"));
+        skip.push(n.to_string());
+    }
+    if rules.iter().any(|(_, f)| f.rewrite_host.is_some()) {
+        let entries: Vec<(String, String)> = rules
+            .iter()
+            .map(|(id, f)| {
+                let v = f
+                    .rewrite_host
+                    .as_ref()
+                    .map_or(host_default.to_string(), |h| h.to_string());
+                (id.clone(), v)
+            })
+            .collect();
+        let var = splits.map_on(rid, &entries, host_default);
+        lines.push(format!("proxy_set_header Host {var};"));
+        skip.push("host".into());
+    }
+    let mut names: Vec<&FieldName> = rules
+        .iter()
+        .flat_map(|(_, f)| f.response_headers.names())
+        .collect();
+    names.sort();
+    names.dedup();
+    for n in names {
+        let upstream = format!("$upstream_http_{}", n.as_str().replace('-', "_"));
+        let keep: Vec<(String, String)> = rules
+            .iter()
+            .map(|(id, f)| {
+                let e = &f.response_headers;
+                let gone = e.remove.contains(n) || e.set.iter().any(|h| &h.name == n);
+                (
+                    id.clone(),
+                    if gone {
+                        "\"\"".into()
+                    } else {
+                        upstream.clone()
+                    },
+                )
+            })
+            .collect();
+        let new: Vec<(String, String)> = rules
+            .iter()
+            .map(|(id, f)| {
+                let e = &f.response_headers;
+                let v = e
+                    .set
+                    .iter()
+                    .chain(&e.add)
+                    .find(|h| &h.name == n)
+                    .map_or("\"\"".to_string(), |h| format!("\"{}\"", h.value));
+                (id.clone(), v)
+            })
+            .collect();
+        let keep = splits.map_on(rid, &keep, &upstream);
+        let new = splits.map_on(rid, &new, "\"\"");
+        lines.push(format!("proxy_hide_header {n};"));
+        lines.push(format!("add_header {n} {keep} always;"));
+        lines.push(format!("add_header {n} {new} always;"));
+    }
+    for (id, f) in rules {
+        for l in nx_rewrite_lines(f) {
+            lines.push(format!("if ({rid} = {id}) {{ {l} }}"));
+        }
+    }
+    (lines, skip)
 }
 
 /// `return <status>[ <url>];` of a redirect or respond location.
@@ -657,6 +939,35 @@ impl NxSplits {
         prev
     }
 
+    /// The value of request header `n` with `v` added (Gateway API `add`): `v` when the
+    /// request has none, else its value, a comma and `v` (one header of a list).
+    fn added(&mut self, n: &FieldName, v: &FieldValue) -> String {
+        let src = nx_http_var(n);
+        self.map_on(
+            &src,
+            &[("''".into(), format!("\"{v}\""))],
+            &format!("\"{src},{v}\""),
+        )
+    }
+
+    /// A `map` of `source` (exact keys, as written) to values (as written), with
+    /// `default`; the same map is made once.
+    fn map_on(&mut self, source: &str, entries: &[(String, String)], default: &str) -> String {
+        let key = serde_json::to_string(&(source, entries, default)).expect("maps serialise");
+        if let Some(v) = self.picks.get(&key) {
+            return v.clone();
+        }
+        let var = format!("$k8slb_v{}", self.picks.len());
+        let mut block = format!("map {source} {var} {{");
+        for (k, v) in entries {
+            block.push_str(&format!("\n    {k} {v};"));
+        }
+        block.push_str(&format!("\n    default {default};\n  }}"));
+        self.blocks.push(block);
+        self.picks.insert(key, var.clone());
+        var
+    }
+
     /// The variable that picks, for a request, the value of the first of `conds`
     /// (condition variable, value) it meets, else `default`.
     fn pick(&mut self, conds: &[(String, String)], default: &str) -> String {
@@ -722,8 +1033,10 @@ impl NxClass {
 fn nx_conditional_locations(
     rules: &[k8slb_common::routes::RouteRule],
     default: &RouteAction,
+    host_default: &str,
     splits: &mut NxSplits,
 ) -> Vec<NxLocation> {
+    let no_filters = RuleFilters::default();
     let mut classes: Vec<NxClass> = Vec::new();
     let add = |c: NxClass, classes: &mut Vec<NxClass>| {
         if !classes.contains(&c) {
@@ -743,18 +1056,21 @@ fn nx_conditional_locations(
     add(NxClass::Root, &mut classes);
     let mut out = Vec::new();
     for class in classes {
-        let mut tried: Vec<(&RouteMatch, &RouteAction)> = Vec::new();
-        let mut last = default;
+        let mut tried: Vec<&k8slb_common::routes::RouteRule> = Vec::new();
+        let mut last = (default, &no_filters);
         for r in rules.iter().filter(|r| class.covered_by(&r.matches.path)) {
             if !r.matches.is_conditional() {
-                last = &r.action;
+                last = (&r.action, &r.filters);
                 break;
             }
-            tried.push((&r.matches, &r.action));
+            tried.push(r);
         }
         if tried.is_empty() {
-            let mut loc = nx_action(last, splits);
+            let mut loc = nx_action(last.0, splits);
             loc.path = class.location();
+            if loc.kind == "forward" {
+                (loc.filter_lines, loc.skip_headers) = nx_filter_lines(last.1, splits);
+            }
             out.push(loc);
             continue;
         }
@@ -777,15 +1093,42 @@ fn nx_conditional_locations(
         };
         let conds: Vec<(String, String)> = tried
             .iter()
-            .map(|(m, a)| (splits.condition(m), value(a, splits)))
+            .map(|r| (splits.condition(&r.matches), value(&r.action, splits)))
             .collect();
-        let fallback = value(last, splits);
+        let fallback = value(last.0, splits);
         let var = splits.pick(&conds, &fallback);
+        // Filters: which rule a request got (`r<i>`, `rd` for the fallback), and the
+        // header maps and rewrites on it.
+        let forwards = |a: &RouteAction| matches!(a, RouteAction::Forward { .. });
+        let filtered: Vec<(String, &RuleFilters)> = tried
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (format!("r{i}"), &r.filters, forwards(&r.action)))
+            .chain(std::iter::once((
+                "rd".to_string(),
+                last.1,
+                forwards(last.0),
+            )))
+            .map(|(id, f, fw)| (id, if fw { f } else { &no_filters }))
+            .collect();
+        let (filter_lines, skip_headers) = if filtered.iter().all(|(_, f)| f.is_empty()) {
+            (Vec::new(), Vec::new())
+        } else {
+            let ids: Vec<(String, String)> = conds
+                .iter()
+                .zip(&filtered)
+                .map(|((c, _), (id, _))| (c.clone(), id.clone()))
+                .collect();
+            let rid = splits.pick(&ids, "rd");
+            nx_pick_filters(&rid, &filtered, host_default, splits)
+        };
         out.push(NxLocation {
             path: class.location(),
             kind: "pick",
             upstream: var,
             returns,
+            filter_lines,
+            skip_headers,
             ..Default::default()
         });
     }
@@ -896,7 +1239,18 @@ fn nx_server(
         status: k8slb_common::routes::FixedStatus::NotFound404,
     });
     if let Some(v) = v.filter(|v| v.rules.iter().any(|r| r.matches.is_conditional())) {
-        let locations = nx_conditional_locations(&v.rules, &default_action, splits);
+        let host_default = o
+            .nginx_proxy
+            .iter()
+            .find_map(|l| {
+                let mut w = l.as_str().split_whitespace();
+                (w.next() == Some("proxy_set_header")
+                    && w.next().is_some_and(|h| h.eq_ignore_ascii_case("host")))
+                .then(|| w.next().map(|v| v.trim_end_matches(';').to_string()))
+                .flatten()
+            })
+            .unwrap_or_else(|| "$proxy_host".to_string());
+        let locations = nx_conditional_locations(&v.rules, &default_action, &host_default, splits);
         return Ok(Some(NxServer {
             listen,
             default: host.is_none(),
@@ -910,6 +1264,11 @@ fn nx_server(
     let mut root = false;
     for r in v.map(|v| v.rules.as_slice()).unwrap_or_default() {
         let act = nx_action(&r.action, splits);
+        let (filter_lines, skip_headers) = if act.kind == "forward" {
+            nx_filter_lines(&r.filters, splits)
+        } else {
+            (Vec::new(), Vec::new())
+        };
         let loc = |path: String| NxLocation {
             path,
             kind: act.kind,
@@ -917,6 +1276,8 @@ fn nx_server(
             location: act.location.clone(),
             status: act.status,
             returns: Vec::new(),
+            filter_lines: filter_lines.clone(),
+            skip_headers: skip_headers.clone(),
         };
         match &r.matches.path {
             PathMatch::Exact(p) => {

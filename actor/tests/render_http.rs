@@ -389,6 +389,8 @@ cases! {
     /// Gateway API matches on method, headers and query parameters (HAProxy: ACL lines
     /// for those hosts, maps for the others; nginx: `map` variables per location).
     gateway_method_header_and_query_matches: "gateway-conditions" from gateway_routes_of("conditions");
+    /// Gateway API filters: header modifiers and URL rewrites.
+    gateway_filters: "gateway-filters" from gateway_routes_of("filters");
 }
 
 /// The routes of the `model-only` case, built by hand.
@@ -403,6 +405,7 @@ fn model_only_routes() -> HttpRoutes {
     let rule = |m: PathMatch, action| RouteRule {
         matches: RouteMatch::on_path(m),
         action,
+        filters: Default::default(),
     };
     HttpRoutes {
         listeners: vec![Listener {
@@ -676,6 +679,19 @@ fn serve(
     o: &HttpRenderOptions,
     dir: &Path,
 ) -> (support::Netns, Killed) {
+    serve_as(proxy, routes, o, dir, false)
+}
+
+/// [`serve`]; with `echo`, each endpoint answers `<service> <path> a=<x-a> b=<x-b>
+/// c=<x-c> host=<host>` (what it received) with the response header
+/// `x-resp: from-backend`.
+fn serve_as(
+    proxy: &str,
+    routes: &HttpRoutes,
+    o: &HttpRenderOptions,
+    dir: &Path,
+    echo: bool,
+) -> (support::Netns, Killed) {
     let r = HttpRenderer::embedded().unwrap();
     let eps = endpoints(routes);
     let ns = support::Netns::new("k8slbrt");
@@ -693,8 +709,13 @@ fn serve(
         );
         for (a, name) in &eps {
             let slug = a.to_string().replace(['.', ':'], "_");
+            let answer = if echo {
+                format!("lf-string \"{name} %[path] a=%[req.hdr(x-a)] b=%[req.hdr(x-b)] c=%[req.hdr(x-c)] host=%[req.hdr(host)]\" hdr x-resp from-backend")
+            } else {
+                format!("string {name}")
+            };
             cfg.push_str(&format!(
-                "\nfrontend ep_{slug}\n  bind {a}\n  http-request return status 200 content-type text/plain string {name}\n"
+                "\nfrontend ep_{slug}\n  bind {a}\n  http-request return status 200 content-type text/plain {answer}\n"
             ));
         }
         cfg.push_str(&hp.text);
@@ -715,8 +736,13 @@ fn serve(
             "pid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n"
         );
         for (a, name) in &eps {
+            let answer = if echo {
+                format!("add_header x-resp from-backend; return 200 \"{name} $uri a=$http_x_a b=$http_x_b c=$http_x_c host=$http_host\";")
+            } else {
+                format!("return 200 \"{name}\";")
+            };
             cfg.push_str(&format!(
-                "  server {{ listen {a}; location / {{ return 200 \"{name}\"; }} }}\n"
+                "  server {{ listen {a}; location / {{ {answer} }} }}\n"
             ));
         }
         cfg.push_str(&nx.text);
@@ -801,6 +827,7 @@ fn real_proxies_split_traffic_by_weight() {
                             },
                         ],
                     },
+                    filters: Default::default(),
                 }],
             }],
             default_action: None,
@@ -935,7 +962,13 @@ fn real_proxies_route_method_header_and_query_matches_as_the_model_says() {
         ),
         // The first occurrence of a header counts.
         (
-            r("GET", app, "/api", &[("x-env", "x"), ("x-env", "canary")], &[]),
+            r(
+                "GET",
+                app,
+                "/api",
+                &[("x-env", "x"), ("x-env", "canary")],
+                &[],
+            ),
             Some("200 nginx-service"),
         ),
     ];
@@ -957,6 +990,124 @@ fn real_proxies_route_method_header_and_query_matches_as_the_model_says() {
         let (ns, _child) = serve(proxy, &routes, &o, dir.path());
         for ((req, _), want) in requests.iter().zip(&want) {
             assert_eq!(&request_for(&ns, 80, false, req), want, "{proxy}: {req:?}");
+        }
+    }
+}
+
+/// `curl -i` through the VIP with `headers`: `<status> <body>` and the response's
+/// `x-resp` and `x-extra` headers (comma-joined when repeated), as `resp=<..> extra=<..>`.
+fn echo_request(ns: &support::Netns, host: &str, path: &str, headers: &[(&str, &str)]) -> String {
+    let mut cmd = ns.cmd("curl");
+    cmd.args(["-s", "-i", "--max-time", "5"]);
+    for (n, v) in headers {
+        cmd.arg("-H").arg(format!("{n}: {v}"));
+    }
+    let out = cmd
+        .arg("--resolve")
+        .arg(format!("{host}:80:{VIP}"))
+        .arg(format!("http://{host}{path}"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    let (head, body) = text.split_once("\n\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).unwrap_or("none");
+    let header = |name: &str| {
+        head.lines()
+            .filter_map(|l| l.split_once(':'))
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim().to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    format!(
+        "{status} {} resp={} extra={}",
+        body.trim(),
+        header("x-resp"),
+        header("x-extra")
+    )
+}
+
+/// HTTPRoute filters through the real HAProxy and nginx: request headers set, added and
+/// removed, response headers set, removed and added, paths rewritten (a prefix, a
+/// prefix to `/`, the full path) and the Host rewritten; on a host whose rules match on
+/// a header, only the rule a request gets applies its filters.
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_apply_header_modifiers_and_url_rewrites() {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    let routes = gateway_routes_of("filters");
+    let f = "f.example.com";
+    let c = "c.example.com";
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a str);
+    let cases: &[Case<'_>] = &[
+        (
+            f,
+            "/set/x",
+            &[("x-a", "orig"), ("x-c", "gone")],
+            "200 nginx-service /set/x a=one two b=added c= host=f.example.com resp=changed extra=",
+        ),
+        (
+            f,
+            "/old/page",
+            &[],
+            "200 nginx-service /new/page a= b= c= host=f.example.com resp=from-backend extra=",
+        ),
+        (
+            f,
+            "/old",
+            &[],
+            "200 nginx-service /new a= b= c= host=f.example.com resp=from-backend extra=",
+        ),
+        (
+            f,
+            "/strip/a/b",
+            &[],
+            "200 nginx-service /a/b a= b= c= host=f.example.com resp=from-backend extra=",
+        ),
+        (
+            f,
+            "/strip",
+            &[],
+            "200 nginx-service / a= b= c= host=f.example.com resp=from-backend extra=",
+        ),
+        (
+            f,
+            "/full",
+            &[],
+            "200 nginx-service /replaced a= b= c= host=rewritten.example.com resp=from-backend extra=",
+        ),
+        (
+            f,
+            "/other",
+            &[("x-a", "kept")],
+            "200 nginx-service /other a=kept b= c= host=f.example.com resp= extra=",
+        ),
+        (
+            c,
+            "/x",
+            &[("x-team", "a"), ("x-a", "orig")],
+            "200 nginx-service /team-a/x a=team-a b= c= host=c.example.com resp=from-backend extra=yes",
+        ),
+        (
+            c,
+            "/x",
+            &[("x-team", "b"), ("x-a", "orig")],
+            "200 nginx-service /x a=orig b= c= host=c.example.com resp=from-backend extra=",
+        ),
+    ];
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtfilters")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        let (ns, _child) = serve_as(proxy, &routes, &o, dir.path(), true);
+        for (host, path, headers, want) in cases {
+            assert_eq!(
+                echo_request(&ns, host, path, headers),
+                *want,
+                "{proxy}: {host}{path} {headers:?}"
+            );
         }
     }
 }

@@ -878,6 +878,7 @@ impl Translation<'_, '_> {
             l.hosts.entry(host.clone()).or_default().push(RouteRule {
                 matches: m.clone(),
                 action,
+                filters: Default::default(),
             });
         }
     }

@@ -35,8 +35,8 @@
 //! Room for Gateway API: [`RouteMatch`] is a struct so that header, query-parameter and
 //! method matches are added as fields (`#[serde(default, skip_serializing_if = ..)]`, an
 //! additive schema change); [`RouteAction::Forward`] already carries weights; redirects
-//! carry scheme, host, port, path and status. URL rewrite and header modifiers will be
-//! fields of [`RouteRule`] (filters), not new actions.
+//! carry scheme, host, port, path and status. URL rewrite and header modifiers are
+//! [`RouteRule::filters`], not new actions.
 
 use crate::endpoints::Endpoint;
 use crate::names::{err, string_newtype, NameError, ObjectName, PoolName, ServiceKey};
@@ -354,14 +354,20 @@ impl Listener {
 
     /// See [`HttpRoutes::route_request`].
     pub fn route_request(&self, req: &Request<'_>) -> Option<&RouteAction> {
+        match self.rule_for(req) {
+            Some(r) => Some(&r.action),
+            None => self.default_action.as_ref(),
+        }
+    }
+
+    /// The rule a request gets (`None`: the listener's default action).
+    pub fn rule_for(&self, req: &Request<'_>) -> Option<&RouteRule> {
         let host = host_without_port(req.host).to_ascii_lowercase();
         let vh = self
             .virtual_hosts
             .iter()
-            .find(|v| v.host.as_ref().is_none_or(|h| h.matches(&host)));
-        vh.and_then(|v| v.rules.iter().find(|r| r.matches.matches_request(req)))
-            .map(|r| &r.action)
-            .or(self.default_action.as_ref())
+            .find(|v| v.host.as_ref().is_none_or(|h| h.matches(&host)))?;
+        vh.rules.iter().find(|r| r.matches.matches_request(req))
     }
 
     /// Sort the virtual hosts by precedence. Sources call it once after building.
@@ -454,6 +460,130 @@ impl VirtualHost {
 pub struct RouteRule {
     pub matches: RouteMatch,
     pub action: RouteAction,
+    /// What a forwarded request and its response get changed (Gateway API filters).
+    #[serde(default, skip_serializing_if = "RuleFilters::is_empty")]
+    pub filters: RuleFilters,
+}
+
+impl RouteRule {
+    /// A rule without filters.
+    pub fn new(matches: RouteMatch, action: RouteAction) -> RouteRule {
+        RouteRule {
+            matches,
+            action,
+            filters: RuleFilters::default(),
+        }
+    }
+}
+
+/// What a rule changes on a request it forwards, and on the response: Gateway API's
+/// RequestHeaderModifier, ResponseHeaderModifier and URLRewrite filters. Applied only
+/// to [`RouteAction::Forward`] (a redirect or a fixed answer sends nothing on).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleFilters {
+    #[serde(default, skip_serializing_if = "HeaderEdits::is_empty")]
+    pub request_headers: HeaderEdits,
+    #[serde(default, skip_serializing_if = "HeaderEdits::is_empty")]
+    pub response_headers: HeaderEdits,
+    /// The Host header sent to the backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewrite_host: Option<Hostname>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewrite_path: Option<PathRewrite>,
+}
+
+impl RuleFilters {
+    pub fn is_empty(&self) -> bool {
+        self == &RuleFilters::default()
+    }
+}
+
+/// Header changes, applied in this order: remove, set (replace every value), add (one
+/// more value). Each name at most once across the three (names are [`FieldName`]s:
+/// lowercase).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeaderEdits {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set: Vec<HeaderValue>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add: Vec<HeaderValue>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove: Vec<FieldName>,
+}
+
+impl HeaderEdits {
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
+    }
+
+    /// Every name it touches.
+    pub fn names(&self) -> impl Iterator<Item = &FieldName> {
+        self.set
+            .iter()
+            .map(|h| &h.name)
+            .chain(self.add.iter().map(|h| &h.name))
+            .chain(self.remove.iter())
+    }
+
+    /// The request's (or response's) headers after the edits: `headers` as (name, value)
+    /// in order, names in any case.
+    pub fn apply(&self, headers: &[(String, String)]) -> Vec<(String, String)> {
+        let touched = |n: &str| {
+            self.remove
+                .iter()
+                .chain(self.set.iter().map(|h| &h.name))
+                .any(|r| r.as_str().eq_ignore_ascii_case(n))
+        };
+        let mut out: Vec<(String, String)> = headers
+            .iter()
+            .filter(|(n, _)| !touched(n))
+            .cloned()
+            .collect();
+        for h in self.set.iter().chain(&self.add) {
+            out.push((h.name.to_string(), h.value.to_string()));
+        }
+        out
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeaderValue {
+    pub name: FieldName,
+    pub value: FieldValue,
+}
+
+/// The path sent to the backend (the query string is kept).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "type")]
+pub enum PathRewrite {
+    /// The whole path becomes `path`.
+    Full { path: HttpPath },
+    /// The element-wise prefix `from` (the rule's Prefix match, without a trailing `/`)
+    /// becomes `to`: `/from/x` → `/to/x`, `/from` → `/to`; with `to` `/`, `/from/x` →
+    /// `/x` and `/from` → `/`.
+    Prefix { from: HttpPath, to: HttpPath },
+}
+
+impl PathRewrite {
+    /// The path a request for `path` (which the rule matched) is sent with.
+    pub fn apply(&self, path: &str) -> String {
+        match self {
+            PathRewrite::Full { path } => path.to_string(),
+            PathRewrite::Prefix { from, to } => {
+                let from = from.as_str().trim_end_matches('/');
+                let rest = path.strip_prefix(from).unwrap_or(path);
+                let to = to.as_str().trim_end_matches('/');
+                match (to.is_empty(), rest.is_empty()) {
+                    (true, true) => "/".to_string(),
+                    (true, false) => rest.to_string(),
+                    (false, _) => format!("{to}{rest}"),
+                }
+            }
+        }
+    }
 }
 
 /// What a request must look like: its path and, when set, its method, headers and

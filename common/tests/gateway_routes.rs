@@ -622,6 +622,129 @@ spec:
     assert_eq!(go("GET", "/other", &[("x-env", "canary")], &[]), "a");
 }
 
+/// URLRewrite's ReplacePrefixMatch, as the specification's table gives it (matched
+/// prefix, request path, replacement → the path sent on), and filters the spec or the
+/// proxies do not allow are refused with a reason.
+#[test]
+fn url_rewrites_follow_the_specifications_table_and_invalid_filters_are_refused() {
+    use k8slb_common::routes::PathRewrite;
+    let table = [
+        ("/foo", "/foo/bar", "/xyz", "/xyz/bar"),
+        ("/foo/", "/foo/bar", "/xyz", "/xyz/bar"),
+        ("/foo", "/foo/bar", "/xyz/", "/xyz/bar"),
+        ("/foo", "/foo", "/xyz", "/xyz"),
+        ("/foo/", "/foo", "/xyz", "/xyz"),
+        ("/foo", "/foo/", "/xyz", "/xyz/"),
+        ("/foo/", "/foo/", "/xyz/", "/xyz/"),
+        ("/foo", "/foo", "/", "/"),
+        ("/foo/", "/foo", "/", "/"),
+        ("/foo", "/foo/", "/", "/"),
+        ("/foo", "/foo/bar", "/", "/bar"),
+    ];
+    for (prefix, path, to, want) in table {
+        let prefix: k8slb_common::routes::HttpPath = prefix.parse().unwrap();
+        let r = PathRewrite::Prefix {
+            from: prefix.trim_trailing_slash(),
+            to: to.parse().unwrap(),
+        };
+        assert_eq!(r.apply(path), want, "{prefix} {path} {to}");
+    }
+
+    let routes = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: redirect-and-rewrite, namespace: infra }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+  - matches: [{ path: { value: /r1 } }]
+    filters:
+    - { type: RequestRedirect, requestRedirect: { hostname: x.example.com } }
+    - { type: URLRewrite, urlRewrite: { hostname: y.example.com } }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: prefix-on-exact, namespace: infra }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+  - matches: [{ path: { type: Exact, value: /r2 } }]
+    filters: [{ type: URLRewrite, urlRewrite: { path: { type: ReplacePrefixMatch, replacePrefixMatch: /x } } }]
+    backendRefs: [{ name: b, port: 80 }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: host-header, namespace: infra }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+  - matches: [{ path: { value: /r3 } }]
+    filters: [{ type: RequestHeaderModifier, requestHeaderModifier: { set: [{ name: Host, value: evil.com }] } }]
+    backendRefs: [{ name: b, port: 80 }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: named-twice, namespace: infra }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+  - matches: [{ path: { value: /r4 } }]
+    filters: [{ type: ResponseHeaderModifier, responseHeaderModifier: { set: [{ name: x-a, value: "1" }], remove: [X-A] } }]
+    backendRefs: [{ name: b, port: 80 }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: hostile-value, namespace: infra }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+  - matches: [{ path: { value: /r5 } }]
+    filters: [{ type: RequestHeaderModifier, requestHeaderModifier: { add: [{ name: x-a, value: "%[env(SECRET)]" }] } }]
+    backendRefs: [{ name: b, port: 80 }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: fine, namespace: infra }
+spec:
+  parentRefs: [{ name: gw }]
+  rules:
+  - matches: [{ path: { value: /ok } }]
+    filters:
+    - { type: RequestHeaderModifier, requestHeaderModifier: { set: [{ name: X-Env, value: prod }], remove: [x-debug] } }
+    - { type: URLRewrite, urlRewrite: { path: { type: ReplacePrefixMatch, replacePrefixMatch: /v2 } } }
+    backendRefs: [{ name: b, port: 80 }]
+"#;
+    let out = run(&objects(&[CLASS, GATEWAY, routes]), &[]);
+    for r in [
+        "infra/redirect-and-rewrite",
+        "infra/prefix-on-exact",
+        "infra/host-header",
+        "infra/named-twice",
+        "infra/hostile-value",
+    ] {
+        assert_eq!(
+            route_cond(&out, r, "Accepted"),
+            (false, "UnsupportedValue"),
+            "{r}"
+        );
+    }
+    assert_eq!(
+        route_cond(&out, "infra/fine", "Accepted"),
+        (true, "Accepted")
+    );
+    let json = serde_json::to_string(&out.routes).unwrap();
+    assert!(!json.contains("SECRET") && !json.contains("evil"), "{json}");
+    let l = &out.routes.listeners[0];
+    let rule = l
+        .rule_for(&Request::get("any.example.com", "/ok/x"))
+        .unwrap();
+    assert_eq!(rule.filters.request_headers.set[0].name.as_str(), "x-env");
+    assert_eq!(
+        rule.filters.rewrite_path.as_ref().unwrap().apply("/ok/x"),
+        "/v2/x"
+    );
+}
+
 /// What the proxies cannot serve exactly is refused, never served without it: a
 /// regular-expression header match, a backendRef filter, and hostile hostnames, paths,
 /// header values, query names and methods.

@@ -37,9 +37,10 @@ use crate::ingress::SecretMeta;
 use crate::names::{ObjectKey, ServiceKey};
 use crate::routes::{
     BackendId, BackendState, CertFile, Certificate, FieldName, FieldValue, FixedStatus,
-    HeaderMatch, Hostname, HttpPath, HttpRoutes, Listener, ListenerProtocol, ListenerTls, Method,
-    PathMatch, QueryMatch, QueryName, Redirect, RedirectStatus, RouteAction, RouteMatch, RouteRule,
-    Scheme, VirtualHost, WeightedBackend,
+    HeaderEdits, HeaderMatch, HeaderValue, Hostname, HttpPath, HttpRoutes, Listener,
+    ListenerProtocol, ListenerTls, Method, PathMatch, PathRewrite, QueryMatch, QueryName, Redirect,
+    RedirectStatus, RouteAction, RouteMatch, RouteRule, RuleFilters, Scheme, VirtualHost,
+    WeightedBackend,
 };
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -838,16 +839,57 @@ fn rules_of(
         "every reference resolved",
     );
     for (ri, rule) in r.spec.rules.iter().enumerate() {
-        // The action.
+        // The action and the filters.
         let mut action = None;
+        let mut filters = RuleFilters::default();
+        let mut path_rewrite = None;
+        let mut seen: Vec<&str> = Vec::new();
         for f in &rule.filters {
-            match (f.type_.as_str(), &f.request_redirect) {
-                ("RequestRedirect", Some(rd)) => match redirect(rd) {
-                    Ok(a) => action = Some(a),
-                    Err(why) => return (vec![], refs, Some(why)),
-                },
-                (t, _) => return (vec![], refs, Some(format!("filter {t} is not served yet"))),
+            if seen.contains(&f.type_.as_str()) {
+                let why = format!("filter {} is given twice in one rule", f.type_);
+                return (vec![], refs, Some(why));
             }
+            seen.push(&f.type_);
+            let done = match f.type_.as_str() {
+                "RequestRedirect" => f.request_redirect.as_ref().map(|rd| {
+                    redirect(rd).map(|a| {
+                        action = Some(a);
+                    })
+                }),
+                "RequestHeaderModifier" => f.request_header_modifier.as_ref().map(|m| {
+                    header_edits(m, "RequestHeaderModifier").map(|e| filters.request_headers = e)
+                }),
+                "ResponseHeaderModifier" => f.response_header_modifier.as_ref().map(|m| {
+                    header_edits(m, "ResponseHeaderModifier").map(|e| filters.response_headers = e)
+                }),
+                "URLRewrite" => f.url_rewrite.as_ref().map(|u| {
+                    let host = match &u.hostname {
+                        None => None,
+                        Some(h) => match hostname(h).filter(|h| !h.is_wildcard()) {
+                            Some(h) => Some(h),
+                            None => return Err("URLRewrite: invalid hostname".to_string()),
+                        },
+                    };
+                    filters.rewrite_host = host;
+                    path_rewrite = u.path.clone();
+                    Ok(())
+                }),
+                t => Some(Err(format!("filter {t} is not served yet"))),
+            };
+            match done {
+                Some(Ok(())) => {}
+                Some(Err(why)) => return (vec![], refs, Some(why)),
+                None => {
+                    let why = format!("filter {} lacks its settings", f.type_);
+                    return (vec![], refs, Some(why));
+                }
+            }
+        }
+        if action.is_some() && (!filters.is_empty() || path_rewrite.is_some()) {
+            // The spec forbids RequestRedirect with URLRewrite; header modifiers of a
+            // redirect would have nothing to modify that is forwarded.
+            let why = "RequestRedirect with another filter is not served".to_string();
+            return (vec![], refs, Some(why));
         }
         // A backend's own filters are not served either: refused, never ignored (the
         // request would reach the backend without them).
@@ -918,6 +960,13 @@ fn rules_of(
                     )
                 }
             };
+            let mut filters = filters.clone();
+            if let Some(m) = &path_rewrite {
+                match path_rewrite_for(m, &pm) {
+                    Ok(r) => filters.rewrite_path = Some(r),
+                    Err(why) => return (vec![], refs, Some(why)),
+                }
+            }
             out.push((
                 ri,
                 mi,
@@ -929,11 +978,84 @@ fn rules_of(
                         query,
                     },
                     action: action.clone(),
+                    filters,
                 },
             ));
         }
     }
     (out, refs, None)
+}
+
+/// Headers a filter may not change: Host has URLRewrite's `hostname`; the framing and
+/// connection headers belong to the proxy.
+const UNMODIFIABLE_HEADERS: [&str; 5] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+];
+
+/// A RequestHeaderModifier's or ResponseHeaderModifier's edits, validated: names and
+/// values that can reach a config ([`FieldName`], [`FieldValue`]), each name once across
+/// set, add and remove, none of [`UNMODIFIABLE_HEADERS`].
+fn header_edits(m: &types::HeaderModifier, what: &str) -> Result<HeaderEdits, String> {
+    let mut seen: Vec<FieldName> = Vec::new();
+    let mut name = |n: &str| -> Result<FieldName, String> {
+        let name: FieldName = n
+            .to_ascii_lowercase()
+            .parse()
+            .map_err(|e| format!("{what}: {e}"))?;
+        if UNMODIFIABLE_HEADERS.contains(&name.as_str()) {
+            return Err(format!("{what}: header {name} cannot be modified"));
+        }
+        if seen.contains(&name) {
+            return Err(format!("{what}: header {name} is named twice"));
+        }
+        seen.push(name.clone());
+        Ok(name)
+    };
+    let mut pair = |nv: &types::NameValue| -> Result<HeaderValue, String> {
+        Ok(HeaderValue {
+            name: name(&nv.name)?,
+            value: nv
+                .value
+                .parse()
+                .map_err(|e| format!("{what}: value: {e}"))?,
+        })
+    };
+    let set = m.set.iter().map(&mut pair).collect::<Result<Vec<_>, _>>()?;
+    let add = m.add.iter().map(&mut pair).collect::<Result<Vec<_>, _>>()?;
+    let remove = m
+        .remove
+        .iter()
+        .map(|n| name(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(HeaderEdits { set, add, remove })
+}
+
+/// A URLRewrite's path for a rule matching `pm`: ReplacePrefixMatch needs a PathPrefix
+/// match (the spec), whose prefix it replaces.
+fn path_rewrite_for(m: &types::HttpPathModifier, pm: &PathMatch) -> Result<PathRewrite, String> {
+    let path = |v: &Option<String>| {
+        v.as_deref()
+            .unwrap_or("/")
+            .parse::<HttpPath>()
+            .map_err(|_| "URLRewrite: invalid path".to_string())
+    };
+    match (m.type_.as_str(), pm) {
+        ("ReplaceFullPath", _) => Ok(PathRewrite::Full {
+            path: path(&m.replace_full_path)?,
+        }),
+        ("ReplacePrefixMatch", PathMatch::Prefix(from)) => Ok(PathRewrite::Prefix {
+            from: from.clone(),
+            to: path(&m.replace_prefix_match)?,
+        }),
+        ("ReplacePrefixMatch", _) => {
+            Err("URLRewrite ReplacePrefixMatch needs a PathPrefix match".to_string())
+        }
+        (t, _) => Err(format!("URLRewrite path type {t} is not served")),
+    }
 }
 
 /// A match's method, header and query parameter conditions, validated: Exact matches

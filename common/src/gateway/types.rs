@@ -260,6 +260,44 @@ pub struct HttpRouteFilter {
     pub type_: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_redirect: Option<RequestRedirect>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_header_modifier: Option<HeaderModifier>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_header_modifier: Option<HeaderModifier>,
+    #[serde(
+        default,
+        rename = "urlRewrite",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub url_rewrite: Option<UrlRewrite>,
+}
+
+/// RequestHeaderModifier / ResponseHeaderModifier.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeaderModifier {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set: Vec<NameValue>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add: Vec<NameValue>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NameValue {
+    pub name: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UrlRewrite {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<HttpPathModifier>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
