@@ -852,3 +852,54 @@ fn nginx_cookie_stickiness_is_the_client_address_one_client_one_pod() {
     );
     sys.lab.pass();
 }
+
+/// docs/ingress.md: the pool's certificate is the default one only when it exists on the
+/// nodes. Without it (no `<certPath>/<pool>.pem`, `.key`), a TLS Ingress is served with its
+/// own certificate, which is also the default; before, every node's whole config was
+/// refused by the proxy's check (the VIP never came up).
+fn a_missing_pool_certificate(proxy: &str) {
+    let mut sys =
+        System::start(Options::new(&format!("ing-nopool-{proxy}")).proxy(proxy)).expect("system");
+    for pool in ["default", "external", "public", "ipv6"] {
+        for ext in ["pem", "key"] {
+            std::fs::remove_file(sys.cert_dir.join(format!("{pool}.{ext}"))).unwrap();
+        }
+    }
+    let (ip, crt) = secure_ingress(&sys);
+    let want = fingerprint(&crt);
+    let mut got = String::new();
+    wait::until(T, || {
+        got = served_fingerprint(&sys, ip, 443, "secure.example");
+        Ok(got == want)
+    })
+    .unwrap_or_else(|e| {
+        panic!("{proxy}: secure.example's certificate is not served ({got}): {e:#}")
+    });
+    assert_eq!(
+        served_fingerprint(&sys, ip, 443, "nocert.example"),
+        want,
+        "{proxy}: the only certificate is the default"
+    );
+    let be = served_by_https(&sys, ip, 443, "secure.example", "/x");
+    assert!(
+        ["be1", "be2"].contains(&be.as_str()),
+        "{proxy}: https://secure.example/x reaches a pod ({be:?})"
+    );
+    assert_eq!(
+        status(&sys, "secure.example", &format!("http://{ip}/x")),
+        "308"
+    );
+    sys.lab.pass();
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn haproxy_without_the_pool_certificate_serves_an_ingress_with_its_own_as_the_default() {
+    a_missing_pool_certificate("haproxy");
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn nginx_without_the_pool_certificate_serves_an_ingress_with_its_own_as_the_default() {
+    a_missing_pool_certificate("nginx");
+}
