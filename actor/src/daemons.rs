@@ -665,11 +665,9 @@ impl Daemon for Haproxy {
     fn check(&self, candidate: &Path) -> Result<(), DaemonError> {
         run_check(
             DaemonKind::Haproxy,
-            Command::new(&self.bin)
-                .arg("-c")
-                .arg("-q")
-                .arg("-f")
-                .arg(candidate),
+            // Not `-q`: HAProxy 2.6 then prints nothing, not even the ALERT that says
+            // why the config is refused.
+            Command::new(&self.bin).arg("-c").arg("-f").arg(candidate),
         )
     }
     fn start(&mut self) -> Result<(), DaemonError> {
@@ -883,5 +881,36 @@ mod tests {
         let mut h = Haproxy::new(bin, Paths::new(dir.path()));
         let text = h.start().unwrap_err().to_string();
         assert!(text.contains("exited at start"), "{text}");
+    }
+
+    /// The real `haproxy -c` refusing a config (a certificate file that does not exist,
+    /// as a TLS listener without its pool's certificate did): the error says why, not only
+    /// the exit status.
+    #[test]
+    #[ignore = "needs haproxy installed, like the root tests; ./scripts/test.sh runs it"]
+    fn a_refused_haproxy_config_says_why() {
+        let bin = [
+            "/usr/sbin/haproxy",
+            "/usr/bin/haproxy",
+            "/usr/local/sbin/haproxy",
+        ]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .expect("haproxy is not installed: apt-get install -y haproxy");
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("haproxy.cfg");
+        std::fs::write(
+            &cfg,
+            "defaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n\
+             frontend f\n  bind 127.0.0.1:8443 ssl crt /nonexistent/k8slb-pool.pem\n",
+        )
+        .unwrap();
+        let h = Haproxy::new(bin, Paths::new(dir.path()));
+        let text = h.check(&cfg).unwrap_err().to_string();
+        assert!(
+            text.contains("config check failed") && text.contains("/nonexistent/k8slb-pool.pem"),
+            "{text}"
+        );
     }
 }

@@ -193,6 +193,26 @@ impl RealRenderer {
     }
 }
 
+/// The pools of `state` whose certificate is on this node: `<certPath>/<pool>.pem`, and
+/// for nginx (which loads the key from its own file) `<certPath>/<pool>.key`.
+fn pool_certs_present(state: &State, proxy: Provider) -> BTreeSet<PoolName> {
+    let dir = Path::new(state.config.cert_path.as_str());
+    let exts: &[&str] = match proxy {
+        Provider::Nginx => &["pem", "key"],
+        _ => &["pem"],
+    };
+    state
+        .config
+        .pools
+        .keys()
+        .filter(|pool| {
+            exts.iter()
+                .all(|ext| dir.join(format!("{pool}.{ext}")).is_file())
+        })
+        .cloned()
+        .collect()
+}
+
 impl NodeRenderer for RealRenderer {
     type View = NodeView;
     fn view(
@@ -210,6 +230,7 @@ impl NodeRenderer for RealRenderer {
         opts.node_addresses = ctx.node_addresses.clone();
         if !state.http.is_empty() {
             opts.secret_certs = Some(k8slb_common::certs::files::present(&opts.secret_cert_dir));
+            opts.pool_certs = Some(pool_certs_present(state, opts.proxy));
         }
         let v = view::view_with_previous(state, &self.node, &opts, previous)
             .map_err(|e| e.to_string())?;

@@ -87,6 +87,12 @@ pub struct ViewOptions {
     /// rather than naming a file the proxy cannot load, which would fail the whole
     /// config. `None`: not checked (`k8slb-actor render`, snapshots).
     pub secret_certs: Option<BTreeMap<String, String>>,
+    /// The pools whose certificate is on this node (`<certPath>/<pool>.pem`, for nginx
+    /// also `.key`). A pool certificate that is not is left out as its listeners' default
+    /// (their first certificate is the default then, with a note) rather than naming a
+    /// file the proxy cannot load, which would fail the whole config. `None`: not checked
+    /// (`k8slb-actor render`, snapshots).
+    pub pool_certs: Option<BTreeSet<PoolName>>,
 }
 
 impl ViewOptions {
@@ -108,6 +114,7 @@ impl ViewOptions {
             secret_cert_dir: PathBuf::from("/run/k8slb/certs"),
             routes_dir: PathBuf::from("/run/k8slb/routes"),
             secret_certs: None,
+            pool_certs: None,
         }
     }
 }
@@ -690,8 +697,14 @@ fn http_part(
         _ => Vec::new(),
     };
     let mut routes = state.http.clone();
-    if let Some(present) = &opts.secret_certs {
-        without_absent_certs(&mut routes, present, notes);
+    if opts.secret_certs.is_some() || opts.pool_certs.is_some() {
+        without_absent_certs(
+            &mut routes,
+            opts.secret_certs.as_ref(),
+            opts.pool_certs.as_ref(),
+            &o.pool_cert_dir,
+            notes,
+        );
     }
     Ok(Some(HttpPart {
         routes,
@@ -701,18 +714,22 @@ fn http_part(
 }
 
 /// Leave out of `routes` every Secret certificate that `present` (stem → version) does not
-/// hold in the version named, with a note each. Pool certificates are the admin's files
-/// and are not checked here.
+/// hold in the version named, and every pool certificate of a pool not in `pools` (the
+/// admin's files in `pool_dir`), with a note each. `None`: that kind is not checked.
 fn without_absent_certs(
     routes: &mut HttpRoutes,
-    present: &BTreeMap<String, String>,
+    present: Option<&BTreeMap<String, String>>,
+    pools: Option<&BTreeSet<PoolName>>,
+    pool_dir: &std::path::Path,
     notes: &mut Vec<String>,
 ) {
     let usable = |f: &CertFile| match f {
-        CertFile::Pool { .. } => true,
-        CertFile::Secret { .. } => present
-            .get(&f.stem())
-            .is_some_and(|v| f.version().is_empty() || v == f.version()),
+        CertFile::Pool { pool } => pools.is_none_or(|p| p.contains(pool)),
+        CertFile::Secret { .. } => present.is_none_or(|present| {
+            present
+                .get(&f.stem())
+                .is_some_and(|v| f.version().is_empty() || v == f.version())
+        }),
     };
     let mut absent = BTreeSet::new();
     for l in &mut routes.listeners {
@@ -729,7 +746,14 @@ fn without_absent_certs(
         }
     }
     for f in absent {
-        let why = match present.get(&f.stem()) {
+        if let CertFile::Pool { pool } = &f {
+            notes.push(format!(
+                "the certificate of pool {pool} ({}/{pool}.pem) is not on this node: its listeners' first certificate is their default",
+                pool_dir.display()
+            ));
+            continue;
+        }
+        let why = match present.and_then(|p| p.get(&f.stem())) {
             None => "is not on this node yet".to_string(),
             Some(v) => format!("is on this node in version {v}, not {}", f.version()),
         };

@@ -1,5 +1,6 @@
 //! What the L7 lab tests (Ingress, Gateway API) ask the client: an HTTP status with a
-//! Host header, the certificate served for a server name, and the TLS Secret documents.
+//! Host header, which backend answered, the certificate served for a server name, and the
+//! TLS Secret documents.
 
 use crate::system::System;
 use serde_json::{json, Value};
@@ -34,6 +35,49 @@ fn curl(sys: &System, host: &str, url: &str, format: &str) -> String {
                 url,
             ],
         )
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+/// `curl` from the client: the lab backend that answered `url` with `Host: host` (the
+/// `backend=<name>` line lab-backend answers with), empty when no backend answered.
+pub fn served_by(sys: &System, host: &str, url: &str) -> String {
+    backend_of(&body(sys, &["-H", &format!("Host: {host}"), url]))
+}
+
+/// `curl` from the client over HTTPS to `ip:port`, `host` as the server name (SNI) and
+/// Host, any certificate accepted: the lab backend that answered `path`, empty when none.
+pub fn served_by_https(sys: &System, ip: IpAddr, port: u16, host: &str, path: &str) -> String {
+    let addr = match ip {
+        IpAddr::V4(a) => a.to_string(),
+        IpAddr::V6(a) => format!("[{a}]"),
+    };
+    backend_of(&body(
+        sys,
+        &[
+            "-k",
+            "--resolve",
+            &format!("{host}:{port}:{addr}"),
+            &format!("https://{host}:{port}{path}"),
+        ],
+    ))
+}
+
+/// The `<name>` of lab-backend's `backend=<name>` line in an answer, empty without one.
+pub fn backend_of(answer: &str) -> String {
+    answer
+        .lines()
+        .find_map(|l| l.trim_end().strip_prefix("backend="))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// `curl -s -m 3 <args>` from the client: what it printed (empty when it failed to run).
+pub fn body(sys: &System, args: &[&str]) -> String {
+    let mut cmd = vec!["curl", "-s", "-m", "3"];
+    cmd.extend_from_slice(args);
+    sys.lab
+        .run_in("client", &cmd)
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default()
 }

@@ -5,7 +5,10 @@
 //! without them.
 
 use k8slb_common::testing::self_signed;
-use k8slb_tests::l7::{fingerprint, served_fingerprint, status, tls_secret};
+use k8slb_tests::l7::{
+    backend_of, body, fingerprint, served_by, served_by_https, served_fingerprint, status,
+    tls_secret,
+};
 use k8slb_tests::objects::{svc, tcp};
 use k8slb_tests::system::{Options, System};
 use k8slb_tests::traffic::{self, Proto};
@@ -487,4 +490,416 @@ fn an_ingress_added_later_is_served_on_the_same_vip() {
         .unwrap_or_else(|e| panic!("the later Ingress is not served: {e:#}"));
     assert_eq!(status(&sys, "a.example", &url), "200");
     sys.lab.pass();
+}
+
+/// A ClusterIP Service `name` (port `port_name` `port` → the backends' 8080) whose only
+/// endpoints are `backends` (lab host names), so an answer says which Service served it.
+fn apply_service_on(sys: &System, name: &str, port_name: &str, port: u16, backends: &[&str]) {
+    let s = svc("default", name).port(tcp(port_name, port, 8080));
+    let mut v = s.to_value();
+    v["spec"]["type"] = json!("ClusterIP");
+    sys.apply(&format!("svc-default-{name}"), &v).unwrap();
+    let ips: Vec<IpAddr> = backends
+        .iter()
+        .map(|b| IpAddr::V4(sys.lab.host(b).v4))
+        .collect();
+    sys.apply(
+        &format!("eps-default-{name}"),
+        &s.endpoints(&format!("{name}-1"), &ips),
+    )
+    .unwrap();
+}
+
+fn backend(service: &str, port: Value) -> Value {
+    json!({"service": {"name": service, "port": port}})
+}
+
+/// The Rancher ingress-controller examples (the seed's, as in
+/// `actor/tests/fixtures/ingress/rancher-examples.yaml`) through the lab, plus its
+/// certificate example as two Ingresses with two TLS Secrets on the same VIP, and its
+/// `scale: "2"`: `nginx-service` (port 80) is served by be1 only, `nginx-service1` (port
+/// 8080) by be2 only, so each answer says which Service a route reached.
+fn rancher_examples_two_certificates_and_scale(proxy: &str) {
+    let mut sys =
+        System::start(Options::new(&format!("ing-ex-{proxy}")).proxy(proxy)).expect("system");
+    sys.apply("ingressclass-k8slb", &ingress_class()).unwrap();
+    apply_service_on(&sys, "nginx-service", "http", 80, &["be1"]);
+    apply_service_on(&sys, "nginx-service1", "web", 8080, &["be2"]);
+    let svc80 = || backend("nginx-service", json!({"number": 80}));
+    let svc8080 = || backend("nginx-service1", json!({"number": 8080}));
+    let path = |p: &str, b: Value| json!({"path": p, "pathType": "Prefix", "backend": b});
+    sys.apply(
+        "ing-custom-port",
+        &ingress(
+            "ingress-custom-port",
+            json!({"loadbalancer/http-port": "99"}),
+            json!({"ingressClassName": "k8slb", "rules": [
+                {"host": "foo.bar.com", "http": {"paths": [path("/foo", svc80())]}}]}),
+        ),
+    )
+    .unwrap();
+    sys.apply(
+        "ing-default-service",
+        &ingress(
+            "ingress-default-service",
+            json!({"loadbalancer/scale": "2"}),
+            json!({"ingressClassName": "k8slb", "defaultBackend": svc80()}),
+        ),
+    )
+    .unwrap();
+    sys.apply(
+        "ing-host-only",
+        &ingress(
+            "ingress-host-only",
+            json!({"kubernetes.io/ingress.class": "k8slb"}),
+            json!({"rules": [{"host": "host.only.com", "http": {"paths": [
+                {"pathType": "ImplementationSpecific",
+                 "backend": backend("nginx-service", json!({"name": "http"}))}]}}]}),
+        ),
+    )
+    .unwrap();
+    sys.apply(
+        "ing-multiple-svcs",
+        &ingress(
+            "ingress-multiple-svcs",
+            json!({}),
+            json!({"ingressClassName": "k8slb", "rules": [
+                {"host": "foo.bar.com", "http": {"paths": [path("/foo", svc80())]}},
+                {"host": "bar.foo.com", "http": {"paths": [path("/bar", svc8080())]}}]}),
+        ),
+    )
+    .unwrap();
+    // Two Ingresses, two Secrets, one VIP: each host its own certificate by SNI.
+    let mut fps = Vec::new();
+    for (name, b) in [("alpha", svc80()), ("beta", svc8080())] {
+        let host = format!("{name}.example");
+        let (crt, key) = self_signed(&host);
+        fps.push(fingerprint(&crt));
+        sys.apply(
+            &format!("secret-{name}"),
+            &tls_secret("default", name, &crt, &key),
+        )
+        .unwrap();
+        sys.apply(
+            &format!("ing-{name}"),
+            &ingress(
+                name,
+                json!({}),
+                json!({"ingressClassName": "k8slb",
+                       "tls": [{"hosts": [host], "secretName": name}],
+                       "rules": [{"host": host, "http": {"paths": [path("/", b)]}}]}),
+            ),
+        )
+        .unwrap();
+    }
+
+    // Scale 2: every Ingress of the pool shows the same two VIPs, owned by two nodes,
+    // each on its owner.
+    let ips = wait_ingress_ips(&sys, "default/ingress-default-service", 2);
+    for name in [
+        "ingress-custom-port",
+        "ingress-host-only",
+        "ingress-multiple-svcs",
+        "alpha",
+        "beta",
+    ] {
+        assert_eq!(
+            wait_ingress_ips(&sys, &format!("default/{name}"), 2),
+            ips,
+            "{proxy}: {name}"
+        );
+    }
+    let state = sys.state().unwrap();
+    let owners: Vec<String> = ips
+        .iter()
+        .map(|ip| state.vips[ip].owner.as_ref().unwrap().to_string())
+        .collect();
+    assert_ne!(owners[0], owners[1], "{proxy}: two owners: {owners:?}");
+    let mut holders = Vec::new();
+    wait::until(T, || {
+        holders = ips
+            .iter()
+            .map(|ip| sys.wait_one_holder(*ip, T))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(holders == owners)
+    })
+    .unwrap_or_else(|e| panic!("{proxy}: VIPs on {holders:?}, not on {owners:?}: {e:#}"));
+
+    let pool_fp = fingerprint(
+        &std::fs::read_to_string(sys.cert_dir.join("default.pem")).expect("the pool certificate"),
+    );
+    for ip in &ips {
+        let ip = *ip;
+        let http = |port: u16, path: &str| format!("http://{ip}:{port}{path}");
+        wait::until(T, || {
+            Ok(served_by(&sys, "foo.bar.com", &http(80, "/foo/x")) == "be1"
+                && served_by_https(&sys, ip, 443, "beta.example", "/") == "be2")
+        })
+        .unwrap_or_else(|e| {
+            panic!("{proxy}: {ip} never served foo.bar.com and beta.example: {e:#}")
+        });
+        let routed = [
+            // host+path on the custom HTTP port (the Rancher http.port example)
+            ("foo.bar.com", http(99, "/foo"), "be1"),
+            ("foo.bar.com", http(99, "/foo/y"), "be1"),
+            // two services, by host and path
+            ("foo.bar.com", http(80, "/foo"), "be1"),
+            ("bar.foo.com", http(80, "/bar/z"), "be2"),
+            // a host-only rule, by port name
+            ("host.only.com", http(80, "/anything"), "be1"),
+            // the default service: unknown hosts, and a known host's other paths
+            ("unknown.example", http(80, "/x"), "be1"),
+            ("bar.foo.com", http(80, "/other"), "be1"),
+        ];
+        for (host, url, want) in &routed {
+            assert_eq!(
+                served_by(&sys, host, url),
+                *want,
+                "{proxy}: {host} {url} is served by {want}"
+            );
+        }
+        // The custom port serves only its Ingress: no default service there.
+        assert_eq!(status(&sys, "foo.bar.com", &http(99, "/bar")), "404");
+        assert_eq!(status(&sys, "unknown.example", &http(99, "/foo")), "404");
+        // SNI: each host its own certificate; a name without one gets the pool's
+        // default certificate (docs/ingress.md: the pool's `<certPath>/<pool>.pem` when
+        // it exists on the nodes, as in the lab).
+        for (sni, want) in [
+            ("alpha.example", &fps[0]),
+            ("beta.example", &fps[1]),
+            ("nocert.example", &pool_fp),
+            ("foo.bar.com", &pool_fp),
+        ] {
+            assert_eq!(
+                &served_fingerprint(&sys, ip, 443, sni),
+                want,
+                "{proxy}: the certificate served at {ip}:443 for {sni}"
+            );
+        }
+        assert_ne!(fps[0], fps[1]);
+        assert_eq!(served_by_https(&sys, ip, 443, "alpha.example", "/a"), "be1");
+        assert_eq!(served_by_https(&sys, ip, 443, "beta.example", "/b"), "be2");
+        // TLS hosts are redirected to HTTPS; the others are not.
+        assert_eq!(status(&sys, "alpha.example", &http(80, "/a")), "308");
+        assert_eq!(status(&sys, "beta.example", &http(80, "/b")), "308");
+    }
+
+    // Endpoint churn: nginx-service moves from be1 to be2; every VIP follows.
+    apply_service_on(&sys, "nginx-service", "http", 80, &["be2"]);
+    for ip in &ips {
+        let url = format!("http://{ip}/foo/x");
+        wait::until(T, || Ok(served_by(&sys, "foo.bar.com", &url) == "be2"))
+            .unwrap_or_else(|e| panic!("{proxy}: {ip} did not follow the endpoint change: {e:#}"));
+        let url = format!("http://{ip}:99/foo");
+        assert_eq!(served_by(&sys, "foo.bar.com", &url), "be2", "{proxy}");
+    }
+    sys.lab.pass();
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn haproxy_serves_the_rancher_examples_two_certificates_by_sni_and_scale_two() {
+    rancher_examples_two_certificates_and_scale("haproxy");
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn nginx_serves_the_rancher_examples_two_certificates_by_sni_and_scale_two() {
+    rancher_examples_two_certificates_and_scale("nginx");
+}
+
+/// A lab on `proxy` with Ingress `sticky` (`loadbalancer/stickiness: cookie`, cookie
+/// `SRV`) for `sticky.example` → `app` and Ingress `plain` (no stickiness) for
+/// `plain.example` → `plain-app`, both Services on both backends, both answering;
+/// returns the lab and the URL of the VIP.
+fn sticky_and_plain_ingresses(proxy: &str) -> (System, String) {
+    let sys =
+        System::start(Options::new(&format!("ing-sticky-{proxy}")).proxy(proxy)).expect("system");
+    apply_backend(&sys);
+    apply_service_on(&sys, "plain-app", "http", 80, &["be1", "be2"]);
+    sys.apply(
+        "ing-sticky",
+        &ingress(
+            "sticky",
+            json!({"loadbalancer/stickiness": "cookie", "loadbalancer/stickiness-cookie": "SRV"}),
+            json!({"ingressClassName": "k8slb", "rules": [
+                {"host": "sticky.example", "http": {"paths": [prefix("/")]}}]}),
+        ),
+    )
+    .unwrap();
+    sys.apply(
+        "ing-plain",
+        &ingress(
+            "plain",
+            json!({}),
+            json!({"ingressClassName": "k8slb", "rules": [
+                {"host": "plain.example", "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                    "backend": backend("plain-app", json!({"number": 80}))}]}}]}),
+        ),
+    )
+    .unwrap();
+    let ip = wait_ingress_ips(&sys, "default/sticky", 1)[0];
+    sys.wait_one_holder(ip, T).unwrap();
+    let url = format!("http://{ip}/s");
+    wait::until(T, || {
+        Ok(status(&sys, "sticky.example", &url) == "200"
+            && status(&sys, "plain.example", &url) == "200")
+    })
+    .unwrap_or_else(|e| panic!("{proxy}: sticky.example and plain.example never answered: {e:#}"));
+    // The control: without stickiness both pods answer one client.
+    let seen: std::collections::BTreeSet<String> = (0..20)
+        .map(|_| served_by(&sys, "plain.example", &url))
+        .collect();
+    assert_eq!(
+        seen.into_iter().collect::<Vec<_>>(),
+        ["be1", "be2"],
+        "{proxy}: without stickiness both pods answer"
+    );
+    (sys, url)
+}
+
+/// `loadbalancer/stickiness: cookie` on HAProxy, with real traffic: each answer without a
+/// cookie sets one naming its pod, both pods answer such requests, a request carrying a
+/// pod's cookie reaches that pod 20 times out of 20, and so does a client keeping its
+/// cookie jar.
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn haproxy_cookie_stickiness_keeps_a_client_on_one_pod_and_without_the_cookie_both_answer() {
+    let (mut sys, url) = sticky_and_plain_ingresses("haproxy");
+    let host = "Host: sticky.example";
+    // Without a cookie: both pods answer, each answer sets SRV naming its pod.
+    let mut cookie_of: std::collections::BTreeMap<String, String> = Default::default();
+    for _ in 0..20 {
+        let answer = body(&sys, &["-i", "-H", host, &url]);
+        let be = backend_of(&answer);
+        let cookie = answer
+            .lines()
+            .find_map(|l| {
+                let (name, value) = l.split_once(':')?;
+                name.eq_ignore_ascii_case("set-cookie").then(|| {
+                    value
+                        .trim()
+                        .split(';')
+                        .next()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+            })
+            .unwrap_or_else(|| panic!("no Set-Cookie in an answer without a cookie:\n{answer}"));
+        assert!(
+            cookie.starts_with("SRV="),
+            "the cookie is named SRV: {cookie}"
+        );
+        if let Some(seen) = cookie_of.insert(be.clone(), cookie.clone()) {
+            assert_eq!(seen, cookie, "{be} always gets the same cookie");
+        }
+    }
+    assert_eq!(
+        cookie_of.keys().collect::<Vec<_>>(),
+        ["be1", "be2"],
+        "without the cookie both pods answer: {cookie_of:?}"
+    );
+    // With a pod's cookie: that pod, every time; no new cookie is set.
+    for (be, cookie) in &cookie_of {
+        for i in 0..20 {
+            let answer = body(
+                &sys,
+                &["-i", "-H", host, "-H", &format!("Cookie: {cookie}"), &url],
+            );
+            assert_eq!(
+                &backend_of(&answer),
+                be,
+                "request {i} with {cookie}:\n{answer}"
+            );
+            assert!(
+                !answer.to_ascii_lowercase().contains("set-cookie"),
+                "a valid cookie is not set again:\n{answer}"
+            );
+        }
+    }
+    // A client keeping its cookie jar stays on the pod of its first answer.
+    let jar = sys.lab.dir.join("sticky.jar");
+    let jar = jar.to_str().unwrap();
+    let seen: Vec<String> = (0..20)
+        .map(|_| backend_of(&body(&sys, &["-b", jar, "-c", jar, "-H", host, &url])))
+        .collect();
+    assert!(
+        !seen[0].is_empty() && seen.iter().all(|b| *b == seen[0]),
+        "one pod for a client with its cookie jar: {seen:?}"
+    );
+    sys.lab.pass();
+}
+
+/// nginx has no cookie stickiness: `cookie` is the client address there (docs/ingress.md,
+/// Annotations): no cookie is set, and one client reaches one pod 20 times out of 20
+/// (while the same client reaches both pods of an Ingress without stickiness).
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn nginx_cookie_stickiness_is_the_client_address_one_client_one_pod() {
+    let (mut sys, url) = sticky_and_plain_ingresses("nginx");
+    let mut seen = Vec::new();
+    for _ in 0..20 {
+        let answer = body(&sys, &["-i", "-H", "Host: sticky.example", &url]);
+        assert!(
+            !answer.to_ascii_lowercase().contains("set-cookie"),
+            "nginx sets no cookie:\n{answer}"
+        );
+        seen.push(backend_of(&answer));
+    }
+    assert!(
+        !seen[0].is_empty() && seen.iter().all(|b| *b == seen[0]),
+        "one pod for one client address: {seen:?}"
+    );
+    sys.lab.pass();
+}
+
+/// docs/ingress.md: the pool's certificate is the default one only when it exists on the
+/// nodes. Without it (no `<certPath>/<pool>.pem`, `.key`), a TLS Ingress is served with its
+/// own certificate, which is also the default; before, every node's whole config was
+/// refused by the proxy's check (the VIP never came up).
+fn a_missing_pool_certificate(proxy: &str) {
+    let mut sys =
+        System::start(Options::new(&format!("ing-nopool-{proxy}")).proxy(proxy)).expect("system");
+    for pool in ["default", "external", "public", "ipv6"] {
+        for ext in ["pem", "key"] {
+            std::fs::remove_file(sys.cert_dir.join(format!("{pool}.{ext}"))).unwrap();
+        }
+    }
+    let (ip, crt) = secure_ingress(&sys);
+    let want = fingerprint(&crt);
+    let mut got = String::new();
+    wait::until(T, || {
+        got = served_fingerprint(&sys, ip, 443, "secure.example");
+        Ok(got == want)
+    })
+    .unwrap_or_else(|e| {
+        panic!("{proxy}: secure.example's certificate is not served ({got}): {e:#}")
+    });
+    assert_eq!(
+        served_fingerprint(&sys, ip, 443, "nocert.example"),
+        want,
+        "{proxy}: the only certificate is the default"
+    );
+    let be = served_by_https(&sys, ip, 443, "secure.example", "/x");
+    assert!(
+        ["be1", "be2"].contains(&be.as_str()),
+        "{proxy}: https://secure.example/x reaches a pod ({be:?})"
+    );
+    assert_eq!(
+        status(&sys, "secure.example", &format!("http://{ip}/x")),
+        "308"
+    );
+    sys.lab.pass();
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn haproxy_without_the_pool_certificate_serves_an_ingress_with_its_own_as_the_default() {
+    a_missing_pool_certificate("haproxy");
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn nginx_without_the_pool_certificate_serves_an_ingress_with_its_own_as_the_default() {
+    a_missing_pool_certificate("nginx");
 }
