@@ -6,7 +6,10 @@
 //! without them.
 
 use k8slb_common::testing::self_signed;
-use k8slb_tests::l7::{fingerprint, served_fingerprint, status, status_and_location, tls_secret};
+use k8slb_tests::l7::{
+    self, body, fingerprint, served_by, served_by_https, served_fingerprint, status,
+    status_and_location, tls_secret,
+};
 use k8slb_tests::objects::{svc, tcp};
 use k8slb_tests::system::{Options, System};
 use k8slb_tests::traffic::{self, Proto};
@@ -100,6 +103,12 @@ fn gateway_routes_and_splits(proxy: &str) {
     let (crt, key) = self_signed("secure.example");
     sys.apply("secret-secure", &tls_secret("infra", "secure", &crt, &key))
         .unwrap();
+    let (crt2, key2) = self_signed("second.example");
+    sys.apply(
+        "secret-second",
+        &tls_secret("infra", "second", &crt2, &key2),
+    )
+    .unwrap();
     sys.apply(
         "gatewayclass",
         &gateway_api(
@@ -121,6 +130,11 @@ fn gateway_routes_and_splits(proxy: &str) {
                  "allowedRoutes": {"namespaces": {"from": "All"}}},
                 {"name": "https", "port": 443, "protocol": "HTTPS", "hostname": "secure.example",
                  "tls": {"certificateRefs": [{"name": "secure"}]},
+                 "allowedRoutes": {"namespaces": {"from": "All"}}},
+                // A second HTTPS listener on the same port: its certificate by SNI.
+                {"name": "https-second", "port": 443, "protocol": "HTTPS",
+                 "hostname": "second.example",
+                 "tls": {"certificateRefs": [{"name": "second"}]},
                  "allowedRoutes": {"namespaces": {"from": "All"}}},
             ]}),
         ),
@@ -157,6 +171,42 @@ fn gateway_routes_and_splits(proxy: &str) {
                               "requestRedirect": {"scheme": "https", "hostname": "secure.example",
                                                   "statusCode": 301}}]},
             ]),
+        ),
+    )
+    .unwrap();
+    // A header match, and filters: a prefix rewrite, a request header set, a response
+    // header added.
+    sys.apply(
+        "route-match",
+        &route(
+            "match",
+            json!(["match.example"]),
+            json!([
+                {"matches": [{"path": {"value": "/"},
+                              "headers": [{"name": "x-test-canary", "value": "yes"}]}],
+                 "backendRefs": [to("app-b", 1)]},
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/api"}}],
+                 "filters": [
+                     {"type": "URLRewrite",
+                      "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}}},
+                     {"type": "RequestHeaderModifier",
+                      "requestHeaderModifier": {"set": [{"name": "x-test-env", "value": "prod"}],
+                                                "remove": ["x-test-drop"]}},
+                     {"type": "ResponseHeaderModifier",
+                      "responseHeaderModifier": {"add": [{"name": "x-test-resp", "value": "yes"}]}},
+                 ],
+                 "backendRefs": [to("app-a", 1)]},
+                {"backendRefs": [to("app-a", 1)]},
+            ]),
+        ),
+    )
+    .unwrap();
+    sys.apply(
+        "route-second",
+        &route(
+            "second",
+            json!(["second.example"]),
+            json!([{"backendRefs": [to("app-b", 1)]}]),
         ),
     )
     .unwrap();
@@ -232,6 +282,64 @@ fn gateway_routes_and_splits(proxy: &str) {
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
     assert_eq!(https, "200", "{proxy}: HTTPS through the Gateway");
+
+    // Two HTTPS listeners on port 443: each hostname gets its own certificate.
+    assert_eq!(
+        served_fingerprint(&sys, ip, 443, "second.example"),
+        fingerprint(&crt2),
+        "{proxy}: the second listener's certificate"
+    );
+    // Which lab backend is app-a's and which app-b's, as they name themselves.
+    let pod_a = served_by(&sys, "a.example", &format!("{base}/"));
+    let pod_b = served_by(&sys, "paths.example", &format!("{base}/api/x"));
+    assert!(
+        !pod_a.is_empty() && !pod_b.is_empty() && pod_a != pod_b,
+        "{proxy}: app-a on {pod_a:?}, app-b on {pod_b:?}"
+    );
+    assert_eq!(
+        served_by_https(&sys, ip, 443, "second.example", "/"),
+        pod_b,
+        "{proxy}: HTTPS on the second listener"
+    );
+
+    // The header match: with the header, app-b; without it, app-a.
+    let canary = body(
+        &sys,
+        &[
+            "-H",
+            "Host: match.example",
+            "-H",
+            "x-test-canary: yes",
+            &format!("{base}/x"),
+        ],
+    );
+    assert_eq!(l7::backend_of(&canary), pod_b, "{proxy}: {canary}");
+    assert_eq!(
+        served_by(&sys, "match.example", &format!("{base}/x")),
+        pod_a,
+        "{proxy}: without the header"
+    );
+    // The rewrite and the header modifiers.
+    let answer = body(
+        &sys,
+        &[
+            "-i",
+            "-H",
+            "Host: match.example",
+            "-H",
+            "x-test-drop: 1",
+            "-H",
+            "x-test-env: dev",
+            &format!("{base}/api/items?q=1"),
+        ],
+    );
+    assert!(answer.contains("path=/v2/items?q=1"), "{proxy}: {answer}");
+    assert!(answer.contains("x-test-env=prod"), "{proxy}: {answer}");
+    assert!(!answer.contains("x-test-drop"), "{proxy}: {answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("x-test-resp: yes"),
+        "{proxy}: {answer}"
+    );
 
     // The 90/10 split, over 1,000 requests.
     let r = traffic::load_args(

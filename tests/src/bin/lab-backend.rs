@@ -6,8 +6,9 @@
 //! ```
 //!
 //! - HTTP/1.1 (keep-alive): every request gets `200` with body `backend=<name>\n`, plus one
-//!   line per forwarded header it saw (`x-forwarded-for=..`, `x-forwarded-proto=..`) and a
-//!   `proxy=<PROXY v1 line>` line when the connection began with a PROXY protocol v1 header.
+//!   line per forwarded header it saw (`x-forwarded-for=..`, `x-forwarded-proto=..`), one
+//!   per `x-test-*` header, `path=<request target>`, and a `proxy=<PROXY v1 line>` line
+//!   when the connection began with a PROXY protocol v1 header.
 //!   Headers `X-Backend: <name>` are set on the response too.
 //! - HTTPS (`--https`, needs `--cert` and `--key`, PEM): the same HTTP server behind TLS, as a
 //!   backend that terminates TLS itself (Rancher on `targetPort: 443`) is.
@@ -273,6 +274,7 @@ async fn serve_http<S: AsyncRead + AsyncWrite + Unpin>(
                 | "host" => {
                     extra.push_str(&format!("{k}={v}\n"));
                 }
+                k if k.starts_with("x-test-") => extra.push_str(&format!("{k}={v}\n")),
                 _ => {}
             }
         }
@@ -292,6 +294,9 @@ async fn serve_http<S: AsyncRead + AsyncWrite + Unpin>(
             body.push_str(&format!("proxy={p}\n"));
         }
         body.push_str(&extra);
+        if let Some(target) = request_line.split(' ').nth(1) {
+            body.push_str(&format!("path={target}\n"));
+        }
         let is_head = request_line.starts_with("HEAD ");
         let resp = format!(
             "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Backend: {name}\r\nContent-Length: {}\r\n{}\r\n{}",
