@@ -119,7 +119,9 @@
 //!   labels for Namespaces, path segments for RBAC objects, RFC 1123 subdomains for
 //!   everything else); a ConfigMap's `data` plus `binaryData` at most 1 MiB (1048576
 //!   bytes); a core/v1 Event is created in its `involvedObject`'s namespace (`default` for
-//!   cluster-scoped objects). Object bodies are otherwise stored as sent, unknown fields
+//!   cluster-scoped objects); the status of Gateway API objects as their CRDs' schemas
+//!   check it (conditions, a Gateway's addresses and listeners, an HTTPRoute's parents:
+//!   see `gateway_schema`). Object bodies are otherwise stored as sent, unknown fields
 //!   included.
 //! - **Both Event APIs** (core/v1 and events.k8s.io/v1) are separate stores here; in a real
 //!   cluster they are two views of the same objects.
@@ -130,6 +132,7 @@
 
 mod authz;
 mod error;
+mod gateway_schema;
 mod patch;
 mod query;
 mod resources;

@@ -347,6 +347,9 @@ fn terminating(ns: &Value) -> bool {
 /// two keys, and that a core/v1 Event lives in the namespace of the object it is about.
 fn validate_object(res: &Resource, obj: &Value, creating: bool) -> Result<(), ApiError> {
     let name = name_of(obj);
+    if res.crd {
+        crate::gateway_schema::validate_status(res, name, obj)?;
+    }
     if res.group.is_empty() && res.plural == "configmaps" {
         let text: usize = obj
             .get("data")

@@ -83,6 +83,28 @@ pub trait Lookup {
     fn node_uid(&self, name: &str) -> Option<String>;
     /// None also when Ingresses are not served.
     fn ingress_uid(&self, ns: &str, name: &str) -> Option<String>;
+    /// The uid of a Gateway API object (`kind` GatewayClass, Gateway or HTTPRoute; `ns`
+    /// None for a GatewayClass). None also when the Gateway API is not served.
+    fn gateway_api_uid(&self, _kind: &str, _ns: Option<&str>, _name: &str) -> Option<String> {
+        None
+    }
+}
+
+/// An Event target for a Gateway API object (a GatewayClass's Events go to `default`,
+/// as core Events about cluster-scoped objects do).
+fn gateway_api_target(
+    look: &dyn Lookup,
+    kind: &str,
+    ns: Option<&str>,
+    name: &str,
+) -> Option<Target> {
+    Some(Target {
+        api_version: "gateway.networking.k8s.io/v1".into(),
+        kind: kind.into(),
+        namespace: ns.map(Into::into),
+        name: name.into(),
+        uid: look.gateway_api_uid(kind, ns, name)?,
+    })
 }
 
 fn ingress_target(look: &dyn Lookup, ns: &str, name: &str) -> Option<Target> {
@@ -220,6 +242,13 @@ fn problem_target(p: &Problem, look: &dyn Lookup) -> Option<Target> {
             uid: look.node_uid(name.as_str())?,
         }),
         ObjRef::Ingress { namespace, name } => ingress_target(look, namespace, name),
+        ObjRef::Gateway { namespace, name } => {
+            gateway_api_target(look, "Gateway", Some(namespace), name)
+        }
+        ObjRef::HttpRoute { namespace, name } => {
+            gateway_api_target(look, "HTTPRoute", Some(namespace), name)
+        }
+        ObjRef::GatewayClass { name } => gateway_api_target(look, "GatewayClass", None, name),
         // ConfigMap problems: config_note. An object without a valid name cannot exist
         // in the API.
         _ => None,

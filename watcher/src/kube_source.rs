@@ -400,6 +400,21 @@ impl Lookup for Stores {
             .map(|i| i.metadata.uid.clone())
             .unwrap_or_else(|bad| bad.metadata.uid.clone())
     }
+
+    fn gateway_api_uid(&self, kind: &str, ns: Option<&str>, name: &str) -> Option<String> {
+        let g = self.gateway.as_ref()?;
+        let (store, ar) = match kind {
+            "GatewayClass" => (&g.classes, &g.resources.classes),
+            "Gateway" => (&g.gateways, &g.resources.gateways),
+            "HTTPRoute" => (&g.routes, &g.resources.routes),
+            _ => return None,
+        };
+        let mut r = ObjectRef::new_with(name, ar.clone());
+        if let Some(ns) = ns {
+            r = r.within(ns);
+        }
+        store.get(&r)?.metadata.uid.clone()
+    }
 }
 
 fn sorted<K: Resource + Clone>(items: Vec<Arc<K>>) -> Vec<K> {

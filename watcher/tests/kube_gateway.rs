@@ -253,6 +253,16 @@ async fn gateways_get_addresses_and_the_specifications_status_within_the_variant
         ),
         "{missing:#}"
     );
+    // And an Event on it, like any object's problem.
+    let ev = wait_for("the broken route's Event", || {
+        let e = events_for(&api, "missing");
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(
+        ev.iter().any(|(reason, _, _)| reason == "BackendNotFound"),
+        "{ev:?}"
+    );
 
     // The state has the Gateway and its routes; a steady state writes nothing more.
     let st = state(&api).expect("a published state");

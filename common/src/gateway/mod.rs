@@ -20,10 +20,13 @@
 //!   safely: see [`crate::routes::FieldName`], [`crate::routes::QueryName`],
 //!   [`crate::routes::FieldValue`]), `backendRefs` to Services with weights
 //!   (`RefNotPermitted` across namespaces without a ReferenceGrant, `BackendNotFound`),
-//!   the `RequestRedirect` filter. A `RegularExpression` match, a value outside those
-//!   sets, or another filter (on a rule or a backendRef) makes the route
-//!   `Accepted: False` (`UnsupportedValue`): a route served without one of its matches or
-//!   filters would send traffic where its author did not mean it to go.
+//!   the filters `RequestRedirect`, `RequestHeaderModifier`, `ResponseHeaderModifier` and
+//!   `URLRewrite` (hostname, `ReplaceFullPath`, `ReplacePrefixMatch`). A
+//!   `RegularExpression` match, a value outside those sets, another filter (on a rule or
+//!   a backendRef), a filter given twice, `RequestRedirect` with another filter, or a
+//!   header a filter may not change (Host, framing) makes the route `Accepted: False`
+//!   (`UnsupportedValue`): a route served without one of its matches or filters would
+//!   send traffic where its author did not mean it to go.
 //! - **Precedence** (HTTPRoute spec): Exact path before Prefix, longer prefixes first,
 //!   a method match, more header matches, more query parameter matches; then the older
 //!   route, then `<namespace>/<name>`, then rule and match order. The most
