@@ -42,6 +42,7 @@ fn routes() -> HttpRoutes {
             };
             let mut v = VirtualHost {
                 host: Some(format!("app-{i:05}.example.com").parse().unwrap()),
+                any_depth: false,
                 rules: vec![
                     rule(PathMatch::Prefix("/".parse().unwrap())),
                     rule(PathMatch::Prefix("/api/v1".parse().unwrap())),

@@ -132,6 +132,8 @@ struct HpFrontend {
     /// Map files (full paths), `None` when empty.
     hosts_map: Option<String>,
     wildcards_map: Option<String>,
+    /// Any-depth wildcards (Gateway API): `.<suffix>` keys, longest first, for map_end.
+    suffixes_map: Option<String>,
     exact_map: Option<String>,
     prefix_map: Option<String>,
     /// The id of the any-host virtual host.
@@ -468,22 +470,26 @@ fn hp_frontend(
     let (mut hosts, mut wildcards, mut exact) = (String::new(), String::new(), String::new());
     let mut prefixes: Vec<(String, String)> = Vec::new();
     let mut any_vh = None;
+    let mut suffixes: Vec<(String, String)> = Vec::new();
     let mut cond_rules = Vec::new();
     let mut query_names = BTreeSet::new();
     for (i, v) in l.virtual_hosts.iter().enumerate() {
         let id = format!("v{}", i + 1);
         match &v.host {
             None => any_vh = Some(id.clone()),
-            Some(h) => {
-                let (map, key) = match h.wildcard_suffix() {
-                    Some(suffix) => (&mut wildcards, suffix),
-                    None => (&mut hosts, h.as_str()),
-                };
-                map.push_str(key);
-                map.push(' ');
-                map.push_str(&id);
-                map.push('\n');
-            }
+            Some(h) => match h.wildcard_suffix() {
+                Some(suffix) if v.any_depth => suffixes.push((suffix.to_string(), id.clone())),
+                _ => {
+                    let (map, key) = match h.wildcard_suffix() {
+                        Some(suffix) => (&mut wildcards, suffix),
+                        None => (&mut hosts, h.as_str()),
+                    };
+                    map.push_str(key);
+                    map.push(' ');
+                    map.push_str(&id);
+                    map.push('\n');
+                }
+            },
         }
         if v.rules.iter().any(|r| r.matches.is_conditional()) {
             // Matches beyond the path: every rule of this host is an ACL line, tried in
@@ -543,6 +549,11 @@ fn hp_frontend(
         tls,
         hosts_map: map("hosts.map", hosts),
         wildcards_map: map("wildcards.map", wildcards),
+        suffixes_map: map("suffixes.map", {
+            // The longest suffix first: the first that matches is the most specific.
+            suffixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+            suffixes.iter().map(|(k, v)| format!("{k} {v}\n")).collect()
+        }),
         exact_map: map("exact.map", exact),
         prefix_map: map("prefix.map", prefix),
         any_vh,
@@ -1202,6 +1213,9 @@ fn nx_server(
     let server_name = match host {
         None => "_".to_string(),
         Some(h) => match h.wildcard_suffix() {
+            Some(suffix) if v.is_some_and(|v| v.any_depth) => {
+                format!("~^.+{}$", suffix.replace('.', "[.]"))
+            }
             Some(suffix) => format!("~{}", one_label_regex(suffix)),
             None => h.to_string(),
         },

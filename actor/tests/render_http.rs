@@ -415,6 +415,7 @@ fn model_only_routes() -> HttpRoutes {
             tls: None,
             virtual_hosts: vec![VirtualHost {
                 host: Some("split.example.com".parse().unwrap()),
+                any_depth: false,
                 rules: vec![
                     rule(
                         PathMatch::Exact("/old".parse().unwrap()),
@@ -813,6 +814,7 @@ fn real_proxies_split_traffic_by_weight() {
             tls: None,
             virtual_hosts: vec![VirtualHost {
                 host: Some("split.example.com".parse().unwrap()),
+                any_depth: false,
                 rules: vec![RouteRule {
                     matches: RouteMatch::on_path(PathMatch::Prefix("/".parse().unwrap())),
                     action: RouteAction::Forward {
@@ -960,6 +962,21 @@ fn real_proxies_route_method_header_and_query_matches_as_the_model_says() {
             r("GET", "cond.example.com", "/x", &[("x-team", "b")], &[]),
             Some("404"),
         ),
+        // Wildcards of any depth, the longest suffix first.
+        (
+            r("GET", "x.example.org", "/", &[], &[]),
+            Some("200 nginx-service"),
+        ),
+        (
+            r("GET", "x.y.example.org", "/", &[], &[]),
+            Some("200 nginx-service"),
+        ),
+        (r("GET", "x.b.example.org", "/", &[], &[]), Some("200 api")),
+        (
+            r("GET", "z.x.b.example.org", "/", &[], &[]),
+            Some("200 api"),
+        ),
+        (r("GET", "example.org", "/", &[], &[]), Some("404")),
         // The first occurrence of a header counts.
         (
             r(

@@ -1007,7 +1007,7 @@ impl Building {
                 .hosts
                 .into_iter()
                 .map(|(host, rules)| {
-                    let mut v = VirtualHost { host, rules };
+                    let mut v = VirtualHost::new(host, rules);
                     v.sort_rules();
                     v
                 })

@@ -85,6 +85,17 @@ impl Hostname {
         self.0.strip_prefix('*')
     }
 
+    /// Does this host match the (already lowercased, port-less) request host, a wildcard
+    /// matching any number of labels (the Gateway API's suffix match)?
+    pub fn matches_any_depth(&self, request_host: &str) -> bool {
+        match self.wildcard_suffix() {
+            Some(suffix) => request_host
+                .strip_suffix(suffix)
+                .is_some_and(|labels| !labels.is_empty()),
+            None => self.0 == request_host,
+        }
+    }
+
     /// Does this host match the (already lowercased, port-less) request host?
     pub fn matches(&self, request_host: &str) -> bool {
         match self.wildcard_suffix() {
@@ -363,10 +374,7 @@ impl Listener {
     /// The rule a request gets (`None`: the listener's default action).
     pub fn rule_for(&self, req: &Request<'_>) -> Option<&RouteRule> {
         let host = host_without_port(req.host).to_ascii_lowercase();
-        let vh = self
-            .virtual_hosts
-            .iter()
-            .find(|v| v.host.as_ref().is_none_or(|h| h.matches(&host)))?;
+        let vh = self.virtual_hosts.iter().find(|v| v.takes(&host))?;
         vh.rules.iter().find(|r| r.matches.matches_request(req))
     }
 
@@ -432,17 +440,44 @@ pub struct VirtualHost {
     /// `None`: any host (the rules of Ingress rules without `host`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<Hostname>,
+    /// For a wildcard host: it matches any number of labels before its suffix (the
+    /// Gateway API's `*.example.com` matches `a.example.com` and `a.b.example.com`), not
+    /// exactly one (the Ingress API's).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub any_depth: bool,
     /// In precedence order; the first that matches wins.
     pub rules: Vec<RouteRule>,
 }
 
 impl VirtualHost {
-    /// Sort key: exact hosts (by name), wildcards (by name), then any.
-    pub fn precedence(&self) -> (u8, Option<&str>) {
+    /// A virtual host whose wildcard (if any) matches one label.
+    pub fn new(host: Option<Hostname>, rules: Vec<RouteRule>) -> VirtualHost {
+        VirtualHost {
+            host,
+            any_depth: false,
+            rules,
+        }
+    }
+
+    /// Does it take a request for `host` (lowercase, without its port)?
+    pub fn takes(&self, host: &str) -> bool {
         match &self.host {
-            Some(h) if !h.is_wildcard() => (0, Some(h.as_str())),
-            Some(h) => (1, Some(h.as_str())),
-            None => (2, None),
+            None => true,
+            Some(h) if self.any_depth => h.matches_any_depth(host),
+            Some(h) => h.matches(host),
+        }
+    }
+
+    /// Sort key: exact hosts (by name), one-label wildcards (by name), any-depth
+    /// wildcards (the longest suffix first: `*.b.example.com` before `*.example.com`),
+    /// then any.
+    pub fn precedence(&self) -> (u8, std::cmp::Reverse<usize>, Option<&str>) {
+        use std::cmp::Reverse;
+        match &self.host {
+            Some(h) if !h.is_wildcard() => (0, Reverse(0), Some(h.as_str())),
+            Some(h) if !self.any_depth => (1, Reverse(0), Some(h.as_str())),
+            Some(h) => (2, Reverse(h.as_str().len()), Some(h.as_str())),
+            None => (3, Reverse(0), None),
         }
     }
 

@@ -231,8 +231,14 @@ fn hostnames_intersect_as_the_spec_says() {
             vec!["*.foo.example.com"],
         ),
         (Some("*.example.com"), vec!["bar.other.com"], vec![]),
-        // A wildcard matches one label only (k8slb's hostnames, as Ingress's).
-        (Some("*.example.com"), vec!["a.b.example.com"], vec![]),
+        // A wildcard is a suffix match of any depth (the spec; not Ingress's one label).
+        (
+            Some("*.example.com"),
+            vec!["a.b.example.com"],
+            vec!["a.b.example.com"],
+        ),
+        (Some("*.b.example.com"), vec!["a.example.com"], vec![]),
+        (Some("*.example.com"), vec!["example.com"], vec![]),
         (
             Some("*.example.com"),
             vec!["a.example.com", "b.example.com", "x.org"],

@@ -191,9 +191,11 @@ pub fn intersect(listener: Option<&Hostname>, route: &[Hostname]) -> Vec<Option<
         (Some(l), false) => {
             let mut out = BTreeSet::new();
             for r in route {
-                if r == l || (l.is_wildcard() && !r.is_wildcard() && l.matches(r.as_str())) {
+                if r == l
+                    || (l.is_wildcard() && !r.is_wildcard() && l.matches_any_depth(r.as_str()))
+                {
                     out.insert(r.clone());
-                } else if r.is_wildcard() && !l.is_wildcard() && r.matches(l.as_str()) {
+                } else if r.is_wildcard() && !l.is_wildcard() && r.matches_any_depth(l.as_str()) {
                     out.insert(l.clone());
                 } else if l.is_wildcard() && r.is_wildcard() {
                     // The more specific of two wildcards, if one contains the other.
@@ -410,6 +412,8 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
                 match entry.virtual_hosts.iter_mut().find(|v| v.host == host) {
                     Some(v) => v.rules.push(p.rule.clone()),
                     None => entry.virtual_hosts.push(VirtualHost {
+                        // The Gateway API's wildcards are suffix matches.
+                        any_depth: host.as_ref().is_some_and(Hostname::is_wildcard),
                         host,
                         rules: vec![p.rule.clone()],
                     }),
