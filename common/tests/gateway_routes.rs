@@ -417,6 +417,14 @@ spec:
     tls: { certificateRefs: [{ name: nope }] }
   - { name: tcp, port: 5432, protocol: TCP }
   - { name: clash, port: 443, protocol: HTTP }
+  - name: kinds
+    port: 8080
+    protocol: HTTP
+    allowedRoutes: { kinds: [{ kind: HTTPRoute }, { kind: GRPCRoute }] }
+  - name: only-tcp-routes
+    port: 8081
+    protocol: HTTP
+    allowedRoutes: { kinds: [{ kind: TCPRoute }] }
 "#;
     let secret = |ns: &str| SecretMeta {
         namespace: ns.into(),
@@ -440,6 +448,22 @@ spec:
         cond(&l("tcp").conditions, "Accepted").reason,
         "UnsupportedProtocol"
     );
+    // Refused listeners are not Programmed either, and support no kind.
+    assert!(!cond(&l("tcp").conditions, "Programmed").status);
+    assert!(l("tcp").supported_kinds.is_empty());
+    // A route kind we do not serve: InvalidRouteKinds; HTTPRoute still served.
+    let kinds = l("kinds");
+    assert_eq!(
+        cond(&kinds.conditions, "ResolvedRefs").reason,
+        "InvalidRouteKinds"
+    );
+    assert!(cond(&kinds.conditions, "Programmed").status);
+    assert_eq!(kinds.supported_kinds, vec!["HTTPRoute"]);
+    assert!(l("only-tcp-routes").supported_kinds.is_empty());
+    assert_eq!(
+        cond(&l("only-tcp-routes").conditions, "ResolvedRefs").reason,
+        "InvalidRouteKinds"
+    );
     // Port 443 has HTTPS and HTTP listeners: both conflicted, neither served.
     assert_eq!(
         cond(&l("clash").conditions, "Conflicted").reason,
@@ -450,7 +474,7 @@ spec:
         "ProtocolConflict"
     );
     assert!(
-        out.routes.listeners.is_empty(),
+        !out.routes.listeners.iter().any(|l| l.port == 443),
         "{:?}",
         out.routes.listeners
     );

@@ -449,7 +449,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
             .map(|l| ListenerStatus {
                 name: l.spec.name.clone(),
                 attached_routes: l.attached,
-                supported_kinds: if l.protocol.is_some() {
+                supported_kinds: if l.protocol.is_some() && l.allows_http_route {
                     vec!["HTTPRoute"]
                 } else {
                     vec![]
@@ -583,11 +583,33 @@ fn listener<'a>(
         .and_then(|a| a.namespaces.as_ref());
     let from = ns.and_then(|n| n.from.as_deref()).unwrap_or("Same");
     let kinds = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref());
-    let allows_http_route = kinds.is_none_or(|k| {
-        k.iter().any(|k| {
-            k.kind == "HTTPRoute" && k.group.as_deref().unwrap_or(types::GROUP) == types::GROUP
-        })
-    });
+    let is_http_route = |k: &types::RouteGroupKind| {
+        k.kind == "HTTPRoute" && k.group.as_deref().unwrap_or(types::GROUP) == types::GROUP
+    };
+    let allows_http_route = kinds.is_none_or(|k| k.iter().any(is_http_route));
+    if let Some(other) = kinds.and_then(|k| k.iter().find(|k| !is_http_route(k))) {
+        // The spec: a kind the implementation does not support is InvalidRouteKinds
+        // (the listener still serves the kinds it supports).
+        conditions.push(Condition::new(
+            "ResolvedRefs",
+            false,
+            "InvalidRouteKinds",
+            format!(
+                "route kind {}/{} is not supported (HTTPRoute is)",
+                other.group.as_deref().unwrap_or(types::GROUP),
+                other.kind
+            ),
+        ));
+    }
+    if protocol.is_none() {
+        // Refused: not programmed either (the spec's listener conditions come in sets).
+        conditions.push(Condition::new(
+            "Programmed",
+            false,
+            "Invalid",
+            "the listener is not served",
+        ));
+    }
     if protocol.is_some() {
         if !conditions.iter().any(|c| c.type_ == "ResolvedRefs") {
             conditions.push(Condition::new(
