@@ -138,17 +138,12 @@ fn gateway_routes_of(fixture: &str) -> HttpRoutes {
             (key, vec![VIP.parse().unwrap()])
         })
         .collect();
-    let out = k8slb_common::gateway::translate(&k8slb_common::gateway::GatewayInput {
-        classes: &objs.gateway_classes,
-        gateways: &objs.gateways,
-        routes: &objs.http_routes,
-        grants: &objs.reference_grants,
-        services: &objs.services,
-        slices: &objs.slices,
-        secrets: &[],
-        addresses: &addresses,
-        unavailable: &Default::default(),
-    });
+    let out = k8slb_common::gateway::translate(&k8slb_common::gateway::GatewayInput::of(
+        &objs,
+        &[],
+        &addresses,
+        &Default::default(),
+    ));
     for (route, parents) in &out.http_routes {
         for p in parents {
             assert!(

@@ -79,17 +79,7 @@ fn run(o: &Objects, secrets: &[SecretMeta]) -> GatewayOutput {
             )
         })
         .collect();
-    translate(&GatewayInput {
-        classes: &o.gateway_classes,
-        gateways: &o.gateways,
-        routes: &o.http_routes,
-        grants: &o.reference_grants,
-        services: &o.services,
-        slices: &o.slices,
-        secrets,
-        addresses: &addresses,
-        unavailable: &BTreeMap::new(),
-    })
+    translate(&GatewayInput::of(o, secrets, &addresses, &BTreeMap::new()))
 }
 
 /// Where a request goes: the backend Services by name (weights dropped), `redirect`, or

@@ -26,23 +26,6 @@ fn logged(parts: &[&str]) -> bool {
     })
 }
 
-fn ingress_manifest() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/k8slb-haproxy-ingress.yml")
-}
-
-/// k8slb from the Ingress variant, two LB nodes, the default pools, a backend `default/web`.
-fn seed(api: &k8slb_fakeapi::FakeApi) {
-    api.load_manifests(ingress_manifest())
-        .unwrap_or_else(|e| panic!("loading the manifests: {e}"));
-    api.put_object(node("lb1", "192.168.0.1"));
-    api.put_object(node("lb2", "192.168.0.2"));
-    api.put_object(global(pools_default()));
-    let mut web = svc("default", "web");
-    web["spec"]["type"] = json!("ClusterIP");
-    api.put_object(web);
-    api.put_object(slice("default", "web", &["10.244.0.5", "10.244.0.6"]));
-}
-
 fn start_gateway(api: &k8slb_fakeapi::FakeApi) -> Watcher {
     let mut a = args("w1");
     a.ingress = true;
@@ -99,7 +82,7 @@ fn has(v: &Value, type_: &str, status: &str, reason: &str) -> bool {
 async fn without_the_crds_services_are_served_and_the_watcher_restarts_once_they_exist() {
     logs();
     let api = k8slb_fakeapi::FakeApi::start().await;
-    seed(&api);
+    seed_ingress_variant(&api);
     api.put_object(svc("default", "lb"));
     let w = start_gateway(&api);
     let ip = wait_for("the Service gets its IP", || {
@@ -128,7 +111,7 @@ async fn gateways_get_addresses_and_the_specifications_status_within_the_variant
     logs();
     let api = k8slb_fakeapi::FakeApi::start().await;
     api.install_gateway_api_crds(true);
-    seed(&api);
+    seed_ingress_variant(&api);
     api.put_object(class());
     // Another controller's class: never touched.
     api.put_object(

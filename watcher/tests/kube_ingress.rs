@@ -10,24 +10,6 @@ use k8slb_common::testing::self_signed;
 use kube_util::*;
 use serde_json::{json, Value};
 
-fn ingress_manifest() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/k8slb-haproxy-ingress.yml")
-}
-
-/// k8slb installed from the Ingress variant, two LB nodes, the default pools, and a
-/// backend Service `default/web` with two endpoints.
-fn seed(api: &k8slb_fakeapi::FakeApi) {
-    api.load_manifests(ingress_manifest())
-        .unwrap_or_else(|e| panic!("loading the manifests: {e}"));
-    api.put_object(node("lb1", "192.168.0.1"));
-    api.put_object(node("lb2", "192.168.0.2"));
-    api.put_object(global(pools_default()));
-    let mut web = svc("default", "web");
-    web["spec"]["type"] = json!("ClusterIP");
-    api.put_object(web);
-    api.put_object(slice("default", "web", &["10.244.0.5", "10.244.0.6"]));
-}
-
 fn start_ingress(api: &k8slb_fakeapi::FakeApi) -> Watcher {
     let mut a = args("w1");
     a.ingress = true;
@@ -73,7 +55,7 @@ fn ing_status(api: &k8slb_fakeapi::FakeApi, name: &str) -> Option<Vec<String>> {
 async fn ingresses_of_our_class_get_the_pool_vip_in_status_and_others_are_left_alone() {
     init_logs();
     let api = k8slb_fakeapi::FakeApi::start().await;
-    seed(&api);
+    seed_ingress_variant(&api);
     api.put_object(ing("site", Some("k8slb"), "site.example.com"));
     // Another controller's Ingress, with the status that controller wrote.
     let mut theirs = ing("theirs", Some("nginx"), "theirs.example.com");
@@ -130,7 +112,7 @@ async fn ingresses_of_our_class_get_the_pool_vip_in_status_and_others_are_left_a
 async fn a_problem_of_an_ingress_is_an_event_on_it() {
     init_logs();
     let api = k8slb_fakeapi::FakeApi::start().await;
-    seed(&api);
+    seed_ingress_variant(&api);
     let mut bad = ing("bad-pool", Some("k8slb"), "bad.example.com");
     bad["metadata"]["annotations"] = json!({"loadbalancer/pool": "nope"});
     api.put_object(bad);
@@ -159,7 +141,7 @@ async fn a_problem_of_an_ingress_is_an_event_on_it() {
 async fn of_two_ingresses_claiming_a_host_and_path_the_older_wins_and_the_newer_gets_an_event() {
     init_logs();
     let api = k8slb_fakeapi::FakeApi::start().await;
-    seed(&api);
+    seed_ingress_variant(&api);
     let mut old = ing("zz-old", Some("k8slb"), "shop.example.com");
     old["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
     let mut new = ing("aa-new", Some("k8slb"), "shop.example.com");
@@ -229,7 +211,7 @@ fn decoded(secret: &Value, key: &str) -> String {
 async fn a_tls_secret_reaches_the_nodes_as_a_node_secret_renewed_and_removed_when_unused() {
     init_logs();
     let api = k8slb_fakeapi::FakeApi::start().await;
-    seed(&api);
+    seed_ingress_variant(&api);
     let (crt, key) = self_signed("site.example.com");
     api.put_object(tls_secret("site-tls", &crt, &key));
     let mut site = ing("site", Some("k8slb"), "site.example.com");
@@ -286,7 +268,7 @@ async fn a_tls_secret_reaches_the_nodes_as_a_node_secret_renewed_and_removed_whe
 async fn a_secret_that_is_not_a_certificate_is_an_event_and_nothing_reaches_the_nodes() {
     init_logs();
     let api = k8slb_fakeapi::FakeApi::start().await;
-    seed(&api);
+    seed_ingress_variant(&api);
     let mut bad = tls_secret("site-tls", "not a certificate\n", "not a key\n");
     bad["metadata"]["name"] = json!("site-tls");
     api.put_object(bad);

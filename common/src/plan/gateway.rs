@@ -178,17 +178,7 @@ fn translate(objs: &Objects, gateways: &BTreeMap<ObjectKey, GatewayState>) -> Ga
         .map(|(k, g)| (k.clone(), g.unavailable.clone()))
         .collect();
     let secrets: Vec<SecretMeta> = objs.secrets.iter().map(SecretMeta::of).collect();
-    gateway::translate(&GatewayInput {
-        classes: &objs.gateway_classes,
-        gateways: &objs.gateways,
-        routes: &objs.http_routes,
-        grants: &objs.reference_grants,
-        services: &objs.services,
-        slices: &objs.slices,
-        secrets: &secrets,
-        addresses: &addresses,
-        unavailable: &unavailable,
-    })
+    gateway::translate(&GatewayInput::of(objs, &secrets, &addresses, &unavailable))
 }
 
 /// The Gateway API statuses `state` implies for `objs` (the objects it was planned

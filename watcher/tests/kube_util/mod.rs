@@ -360,3 +360,22 @@ impl Capture {
         self.about(what).iter().any(|l| l.1.contains(message_part))
     }
 }
+
+/// The Ingress install variant's manifest (HAProxy; the RBAC is the same for nginx).
+pub fn ingress_manifest() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/k8slb-haproxy-ingress.yml")
+}
+
+/// k8slb installed from the Ingress variant, two LB nodes, the default pools, and a
+/// backend Service `default/web` with two endpoints.
+pub fn seed_ingress_variant(api: &FakeApi) {
+    api.load_manifests(ingress_manifest())
+        .unwrap_or_else(|e| panic!("loading the manifests: {e}"));
+    api.put_object(node("lb1", "192.168.0.1"));
+    api.put_object(node("lb2", "192.168.0.2"));
+    api.put_object(global(pools_default()));
+    let mut web = svc("default", "web");
+    web["spec"]["type"] = json!("ClusterIP");
+    api.put_object(web);
+    api.put_object(slice("default", "web", &["10.244.0.5", "10.244.0.6"]));
+}
