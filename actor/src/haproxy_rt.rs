@@ -77,6 +77,7 @@ pub fn answer_is_error(answer: &str) -> bool {
     const MARKERS: &[&str] = &[
         "No such",
         "Unknown command",
+        "Unknown map",
         "Require",
         "requires",
         "Invalid",

@@ -492,6 +492,13 @@ pub enum RuntimeCommand {
     /// `commit ssl cert <path>`; `abort ssl cert <path>` if either is refused
     /// ([`crate::haproxy_rt::update_cert`]).
     UpdateCert { path: String },
+    /// `set map <map> <key> <value>`: a split's share in its listener's splits map
+    /// ([`crate::render_http::split_entries`]), when only weights changed.
+    SetMap {
+        map: String,
+        key: String,
+        value: u32,
+    },
 }
 
 impl RuntimeCommand {
@@ -521,6 +528,7 @@ impl RuntimeCommand {
             RuntimeCommand::UpdateCert { path } => {
                 format!("{}{path}", crate::haproxy_rt::UPDATE_CERT)
             }
+            RuntimeCommand::SetMap { map, key, value } => format!("set map {map} {key} {value}"),
         }
     }
 }
@@ -639,12 +647,22 @@ fn same_routes_structure(old: &NodeView, new: &NodeView) -> bool {
     }
 }
 
-/// The listeners with every certificate's version blanked: a renewed certificate (same
-/// file, new content) is a Runtime API update for HAProxy, not a new structure.
+/// The listeners with every certificate's version blanked (a renewed certificate, same
+/// file, new content, is a Runtime API update for HAProxy, not a new structure) and the
+/// weights of every split blanked (they are its splits map's entries, set over the
+/// Runtime API); a forward to one backend keeps only whether its weight is 0 (a 500).
 fn listeners_but_cert_versions(routes: &HttpRoutes) -> Vec<Listener> {
     let blank = |f: &mut CertFile| {
         if let CertFile::Secret { version, .. } = f {
             version.clear();
+        }
+    };
+    let weights = |a: &mut k8slb_common::routes::RouteAction| {
+        if let k8slb_common::routes::RouteAction::Forward { backends } = a {
+            let split = backends.len() >= 2;
+            for b in backends {
+                b.weight = if split { 0 } else { b.weight.min(1) };
+            }
         }
     };
     let mut ls = routes.listeners.clone();
@@ -653,8 +671,41 @@ fn listeners_but_cert_versions(routes: &HttpRoutes) -> Vec<Listener> {
             t.certificates.iter_mut().for_each(|c| blank(&mut c.file));
             t.default_certificate.iter_mut().for_each(blank);
         }
+        for v in &mut l.virtual_hosts {
+            v.rules.iter_mut().for_each(|r| weights(&mut r.action));
+        }
+        l.default_action.iter_mut().for_each(weights);
     }
     ls
+}
+
+/// The splits map entries that differ from `old` to `new` (same structure), as `set map`
+/// commands.
+fn split_updates(old: &NodeView, new: &NodeView) -> Vec<RuntimeCommand> {
+    let (Some(o), Some(n)) = (&old.http, &new.http) else {
+        return Vec::new();
+    };
+    let mut cmds = Vec::new();
+    for (lo, ln) in o.routes.listeners.iter().zip(&n.routes.listeners) {
+        let before = crate::render_http::split_entries(lo);
+        let after = crate::render_http::split_entries(ln);
+        if before == after {
+            continue;
+        }
+        let Ok(map) = crate::render_http::splits_map_path(ln, &n.opts) else {
+            continue;
+        };
+        for ((_, vo), (key, vn)) in before.iter().zip(&after) {
+            if vo != vn {
+                cmds.push(RuntimeCommand::SetMap {
+                    map: map.clone(),
+                    key: key.clone(),
+                    value: *vn,
+                });
+            }
+        }
+    }
+    cmds
 }
 
 /// The certificate updates from `old` to `new` (HAProxy): each Secret certificate both
@@ -749,6 +800,7 @@ pub fn runtime_diff(old: &NodeView, new: &NodeView) -> Option<Vec<RuntimeCommand
                 }
             }
             cmds.extend(cert_updates(old, new));
+            cmds.extend(split_updates(old, new));
             Some(cmds)
         }
         // nginx (unchanged, or it would be structural) and kubeproxy: nothing to send.

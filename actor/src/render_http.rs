@@ -134,6 +134,8 @@ struct HpFrontend {
     wildcards_map: Option<String>,
     /// Any-depth wildcards (Gateway API): `.<suffix>` keys, longest first, for map_end.
     suffixes_map: Option<String>,
+    /// The splits' shares ([`split_entries`]), when there are splits.
+    splits_map: Option<String>,
     exact_map: Option<String>,
     prefix_map: Option<String>,
     /// The id of the any-host virtual host.
@@ -271,7 +273,6 @@ struct HpAction {
     id: String,
     /// split | redirect | respond
     kind: &'static str,
-    total: u32,
     split: Vec<HpSplit>,
     location: String,
     status: u16,
@@ -280,7 +281,66 @@ struct HpAction {
 #[derive(Serialize)]
 struct HpSplit {
     backend: String,
-    below: u32,
+    /// Its key in the splits map: the cumulative share (of [`SPLIT_SCALE`]) below
+    /// which a request goes to `backend`.
+    key: String,
+}
+
+/// A split draws a number below this; each backend's share is its part of it.
+pub const SPLIT_SCALE: u32 = 10_000;
+
+/// The splits map key of backend `i` of the split at `pos`.
+fn split_key(pos: &str, i: usize) -> String {
+    format!("{pos}_b{i}")
+}
+
+/// Where a rule is, for the splits map: `r<virtual host>_<rule>`, or `d` for the
+/// listener's default action.
+fn rule_pos(vh: usize, rule: usize) -> String {
+    format!("r{vh}_{rule}")
+}
+
+/// Every split of a listener (a forward to two or more backends) as splits-map entries
+/// (key, cumulative share of [`SPLIT_SCALE`]), in render order: the content of its
+/// splits map, and what a change of weights sets over the Runtime API. A backend of
+/// weight 0 has no share; when every weight is 0 the request gets 500.
+pub fn split_entries(l: &Listener) -> Vec<(String, u32)> {
+    let mut out = Vec::new();
+    let mut add = |pos: String, a: &RouteAction| {
+        if let RouteAction::Forward { backends } = a {
+            if backends.len() >= 2 {
+                let total: u64 = backends.iter().map(|b| u64::from(b.weight)).sum();
+                let mut cum = 0u64;
+                for (i, b) in backends.iter().enumerate() {
+                    cum += u64::from(b.weight);
+                    let share = (cum * u64::from(SPLIT_SCALE))
+                        .checked_div(total)
+                        .unwrap_or(0) as u32;
+                    out.push((split_key(&pos, i), share));
+                }
+            }
+        }
+    };
+    for (i, v) in l.virtual_hosts.iter().enumerate() {
+        for (j, r) in v.rules.iter().enumerate() {
+            add(rule_pos(i + 1, j), &r.action);
+        }
+    }
+    if let Some(d) = &l.default_action {
+        add("d".into(), d);
+    }
+    out
+}
+
+/// The splits map of the listener `l` (a file under `files_dir`).
+pub fn splits_map_path(l: &Listener, o: &HttpRenderOptions) -> Result<String, RenderError> {
+    let dir = safe_path("routes files directory", &o.files_dir).map_err(path_err)?;
+    Ok(format!(
+        "{}/rtf_{}_{}.splits.map",
+        dir.trim_end_matches('/'),
+        ip_slug(l.ip),
+        l.port
+    ))
 }
 
 #[derive(Serialize)]
@@ -330,15 +390,17 @@ impl Actions {
     fn value_with(
         &mut self,
         action: &RouteAction,
+        pos: &str,
         filters: &RuleFilters,
         notes: &mut Vec<String>,
         what: &str,
     ) -> String {
-        let inner = self.value(action, notes, what);
+        let inner = self.value(action, pos, notes, what);
         if filters.is_empty() || !matches!(action, RouteAction::Forward { .. }) {
             return inner;
         }
-        let key = serde_json::to_string(&(action, filters)).expect("filters serialise");
+        // By what it forwards to (a split is its position's own), not by the weights.
+        let key = serde_json::to_string(&(&inner, filters)).expect("filters serialise");
         if let Some(id) = self.ids.get(&key) {
             return id.clone();
         }
@@ -355,47 +417,51 @@ impl Actions {
         id
     }
 
-    fn value(&mut self, action: &RouteAction, notes: &mut Vec<String>, what: &str) -> String {
+    fn value(
+        &mut self,
+        action: &RouteAction,
+        pos: &str,
+        notes: &mut Vec<String>,
+        what: &str,
+    ) -> String {
         if let RouteAction::Forward { backends } = action {
-            let live: Vec<_> = backends.iter().filter(|b| b.weight > 0).collect();
-            if let [one] = live.as_slice() {
-                return route_backend_name(&one.id);
+            if let [one] = backends.as_slice() {
+                if one.weight > 0 {
+                    return route_backend_name(&one.id);
+                }
+            } else if backends.len() >= 2 {
+                // A split of its own, its shares in the splits map (keys from `pos`), so
+                // a change of weights is a `set map`, not a reload.
+                let id = format!("s{pos}");
+                self.list.push(HpAction {
+                    id: id.clone(),
+                    kind: "split",
+                    split: backends
+                        .iter()
+                        .enumerate()
+                        .map(|(i, b)| HpSplit {
+                            backend: route_backend_name(&b.id),
+                            key: split_key(pos, i),
+                        })
+                        .collect(),
+                    ..Default::default()
+                });
+                return id;
             }
         }
         let key = serde_json::to_string(action).expect("an action serialises");
         if let Some(id) = self.ids.get(&key) {
             return id.clone();
         }
-        let id = format!("a{}", self.list.len() + 1);
+        let plain = self.list.iter().filter(|a| a.kind != "split").count();
+        let id = format!("a{}", plain + 1);
         let a = match action {
-            RouteAction::Forward { backends } => {
-                let live: Vec<_> = backends.iter().filter(|b| b.weight > 0).collect();
-                if live.is_empty() {
-                    HpAction {
-                        kind: "respond",
-                        status: 500,
-                        ..Default::default()
-                    }
-                } else {
-                    let mut below = 0u32;
-                    let split = live
-                        .iter()
-                        .map(|b| {
-                            below += u32::from(b.weight);
-                            HpSplit {
-                                backend: route_backend_name(&b.id),
-                                below,
-                            }
-                        })
-                        .collect();
-                    HpAction {
-                        kind: "split",
-                        total: below,
-                        split,
-                        ..Default::default()
-                    }
-                }
-            }
+            // No backend, or one of weight 0.
+            RouteAction::Forward { .. } => HpAction {
+                kind: "respond",
+                status: 500,
+                ..Default::default()
+            },
             RouteAction::Redirect(rd) => HpAction {
                 kind: "redirect",
                 location: hp_redirect(rd, notes, what),
@@ -494,8 +560,9 @@ fn hp_frontend(
         if v.rules.iter().any(|r| r.matches.is_conditional()) {
             // Matches beyond the path: every rule of this host is an ACL line, tried in
             // precedence order (a map key holds one action; these hosts are few).
-            for r in &v.rules {
-                let value = actions.value_with(&r.action, &r.filters, notes, &name);
+            for (j, r) in v.rules.iter().enumerate() {
+                let pos = rule_pos(i + 1, j);
+                let value = actions.value_with(&r.action, &pos, &r.filters, notes, &name);
                 query_names.extend(r.matches.query.iter().map(|q| q.name.to_string()));
                 for acl in hp_cond_acls(&id, &r.matches) {
                     cond_rules.push(HpCond {
@@ -508,8 +575,9 @@ fn hp_frontend(
         }
         let mut seen_exact: BTreeSet<&str> = BTreeSet::new();
         let mut seen_prefix: BTreeSet<&str> = BTreeSet::new();
-        for r in &v.rules {
-            let value = actions.value_with(&r.action, &r.filters, notes, &name);
+        for (j, r) in v.rules.iter().enumerate() {
+            let pos = rule_pos(i + 1, j);
+            let value = actions.value_with(&r.action, &pos, &r.filters, notes, &name);
             match &r.matches.path {
                 PathMatch::Exact(p) => {
                     if seen_exact.insert(p.as_str()) {
@@ -536,7 +604,18 @@ fn hp_frontend(
     let default = l.default_action.clone().unwrap_or(RouteAction::Respond {
         status: k8slb_common::routes::FixedStatus::NotFound404,
     });
-    let default = actions.value(&default, notes, &name);
+    let default = actions.value(&default, "d", notes, &name);
+    let splits: String = split_entries(l)
+        .iter()
+        .map(|(k, v)| format!("{k} {v}\n"))
+        .collect();
+    let splits_map = if splits.is_empty() {
+        None
+    } else {
+        let f = splits_map_path(l, o)?;
+        files.insert(f.clone(), splits);
+        Some(f)
+    };
     let mut map = |ext: &str, text: String| {
         (!text.is_empty()).then(|| {
             let f = file(ext);
@@ -557,6 +636,7 @@ fn hp_frontend(
         exact_map: map("exact.map", exact),
         prefix_map: map("prefix.map", prefix),
         any_vh,
+        splits_map,
         cond_rules,
         query_names,
         default,

@@ -700,8 +700,9 @@ fn serve_as(
         for (f, t) in &hp.files {
             std::fs::write(f, t).unwrap();
         }
-        let mut cfg = String::from(
-            "global\n  log stderr format short local0 err\ndefaults\n  mode http\n  timeout connect 2s\n  timeout client 5s\n  timeout server 5s\n",
+        let mut cfg = format!(
+            "global\n  log stderr format short local0 err\n  stats socket {}/rt.sock level admin\ndefaults\n  mode http\n  timeout connect 2s\n  timeout client 5s\n  timeout server 5s\n",
+            dir.display()
         );
         for (a, name) in &eps {
             let slug = a.to_string().replace(['.', ':'], "_");
@@ -791,6 +792,76 @@ fn traffic(fixture: &str, requests: &[Req]) {
 #[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
 fn real_proxies_split_traffic_by_weight() {
     support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    let routes = split_routes(90, 10);
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtsplit")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        let (ns, _child) = serve(proxy, &routes, &o, dir.path());
+        let heavy = count_heavy(&ns, proxy);
+        assert!(
+            (850..=950).contains(&heavy),
+            "{proxy}: {heavy} of 1000 went to the 90% backend"
+        );
+        println!(
+            "{proxy}: 90/10 split over 1000 requests: {heavy} / {}",
+            1000 - heavy
+        );
+        if proxy == "haproxy" {
+            // 90/10 -> 10/90 as the actor does it: the Runtime API's `set map`, no reload.
+            let new = split_routes(10, 90);
+            let cmds: Vec<String> = k8slb_actor::render_http::split_entries(&new.listeners[0])
+                .into_iter()
+                .map(|(key, value)| {
+                    k8slb_actor::render::RuntimeCommand::SetMap {
+                        map: k8slb_actor::render_http::splits_map_path(&new.listeners[0], &o)
+                            .unwrap(),
+                        key,
+                        value,
+                    }
+                    .to_cli()
+                })
+                .collect();
+            k8slb_actor::haproxy_rt::apply_commands(&dir.path().join("rt.sock"), &cmds)
+                .expect("HAProxy takes the new shares");
+            let heavy = count_heavy(&ns, proxy);
+            assert!(
+                (50..=150).contains(&heavy),
+                "{proxy}: after set map, {heavy} of 1000 went to the now 10% backend"
+            );
+            println!(
+                "{proxy}: 10/90 after set map, no reload: {heavy} / {}",
+                1000 - heavy
+            );
+        }
+    }
+}
+
+/// Of 1,000 requests to split.example.com, how many `heavy` answered (all answered).
+fn count_heavy(ns: &support::Netns, proxy: &str) -> usize {
+    let url = "http://split.example.com/x".to_string();
+    let out = ns
+        .cmd("curl")
+        .args(["-s", "--max-time", "60", "-w", "\n", "--resolve"])
+        .arg(format!("split.example.com:80:{VIP}"))
+        .args(std::iter::repeat_n(&url, 1000))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let heavy = text.lines().filter(|l| *l == "heavy").count();
+    let light = text.lines().filter(|l| *l == "light").count();
+    assert_eq!(
+        heavy + light,
+        1000,
+        "{proxy}: every request answered: {text:.300}"
+    );
+    heavy
+}
+
+/// split.example.com split between Services `heavy` and `light` by these weights.
+fn split_routes(heavy: u16, light: u16) -> HttpRoutes {
     let a: BackendId = "default/heavy:80".parse().unwrap();
     let b: BackendId = "default/light:80".parse().unwrap();
     let state = |ip: &str| BackendState {
@@ -801,7 +872,7 @@ fn real_proxies_split_traffic_by_weight() {
         }],
         stickiness: None,
     };
-    let routes = HttpRoutes {
+    HttpRoutes {
         listeners: vec![Listener {
             ip: VIP.parse().unwrap(),
             port: 80,
@@ -816,11 +887,11 @@ fn real_proxies_split_traffic_by_weight() {
                         backends: vec![
                             WeightedBackend {
                                 id: a.clone(),
-                                weight: 90,
+                                weight: heavy,
                             },
                             WeightedBackend {
                                 id: b.clone(),
-                                weight: 10,
+                                weight: light,
                             },
                         ],
                     },
@@ -832,36 +903,66 @@ fn real_proxies_split_traffic_by_weight() {
         backends: [(a, state("198.18.5.1")), (b, state("198.18.5.2"))]
             .into_iter()
             .collect(),
-    };
-    for proxy in ["haproxy", "nginx"] {
-        let dir = tempfile::Builder::new()
-            .prefix("k8slb-rtsplit")
-            .tempdir()
-            .unwrap();
-        let o = traffic_options(dir.path());
-        let (ns, _child) = serve(proxy, &routes, &o, dir.path());
-        let url = "http://split.example.com/x".to_string();
-        let out = ns
-            .cmd("curl")
-            .args(["-s", "--max-time", "60", "-w", "\n", "--resolve"])
-            .arg(format!("split.example.com:80:{VIP}"))
-            .args(std::iter::repeat_n(&url, 1000))
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        let heavy = text.lines().filter(|l| *l == "heavy").count();
-        let light = text.lines().filter(|l| *l == "light").count();
-        assert_eq!(
-            heavy + light,
-            1000,
-            "{proxy}: every request answered: {text:.300}"
-        );
-        assert!(
-            (850..=950).contains(&heavy),
-            "{proxy}: {heavy} of 1000 went to the 90% backend"
-        );
-        println!("{proxy}: 90/10 split over 1000 requests: {heavy} / {light}");
     }
+}
+
+/// A change of a split's weights is a `set map` for HAProxy (the splits map's changed
+/// entries, nothing else) and a reload for nginx; a single backend going to weight 0
+/// (a 500) and a new backend in a split are structural.
+#[test]
+fn a_change_of_split_weights_is_a_set_map_for_haproxy_and_a_reload_for_nginx() {
+    use k8slb_actor::render::{is_structural, runtime_diff, Config, RuntimeCommand};
+    let views = |proxy, a: HttpRoutes, b: HttpRoutes| {
+        let mut sa = base_state();
+        sa.http = a;
+        let mut sb = sa.clone();
+        sb.http = b;
+        let mut vo = ViewOptions::new(proxy);
+        vo.interfaces
+            .insert("default".parse().unwrap(), "eth0".parse().unwrap());
+        let node = "lb-1".parse().unwrap();
+        (
+            view(&sa, &node, &vo).unwrap(),
+            view(&sb, &node, &vo).unwrap(),
+        )
+    };
+    let (a, b) = views(
+        Provider::Haproxy,
+        split_routes(90, 10),
+        split_routes(10, 90),
+    );
+    assert!(!is_structural(Config::Proxy, &a, &b));
+    let cmds = runtime_diff(&a, &b).expect("a Runtime API change");
+    let lines: Vec<String> = cmds.iter().map(RuntimeCommand::to_cli).collect();
+    assert_eq!(
+        lines,
+        ["set map /run/k8slb/routes/rtf_198_18_0_10_80.splits.map r1_0_b0 1000"],
+        "the second share stays 10000"
+    );
+    // All to one side and back: still the map.
+    let (a, b) = views(Provider::Haproxy, split_routes(90, 10), split_routes(0, 1));
+    assert!(!is_structural(Config::Proxy, &a, &b));
+    assert_eq!(runtime_diff(&a, &b).unwrap().len(), 1);
+    let (a, b) = views(Provider::Nginx, split_routes(90, 10), split_routes(10, 90));
+    assert!(is_structural(Config::Proxy, &a, &b), "nginx reloads");
+    // One backend from weight 1 to 0 (500): structural.
+    let one = |w: u16| {
+        let mut r = split_routes(1, 1);
+        if let RouteAction::Forward { backends } =
+            &mut r.listeners[0].virtual_hosts[0].rules[0].action
+        {
+            backends.truncate(1);
+            backends[0].weight = w;
+        }
+        r
+    };
+    let (a, b) = views(Provider::Haproxy, one(1), one(0));
+    assert!(is_structural(Config::Proxy, &a, &b));
+    let (a, b) = views(Provider::Haproxy, one(1), one(5));
+    assert!(
+        !is_structural(Config::Proxy, &a, &b),
+        "one backend: its weight is moot"
+    );
 }
 
 #[test]

@@ -361,6 +361,45 @@ fn gateway_routes_and_splits(proxy: &str) {
         "{proxy}: 90/10 split gave {r:?}"
     );
 
+    // The weights turned around: HAProxy takes them over its Runtime API (`set map`),
+    // without a reload; nginx reloads.
+    let reloads_before = (proxy == "haproxy").then(|| {
+        sys.settled_haproxy_reloads(Duration::from_millis(1500), T)
+            .unwrap()
+    });
+    sys.apply(
+        "route-split",
+        &route(
+            "split",
+            json!(["split.example"]),
+            json!([{"backendRefs": [to("app-a", 10), to("app-b", 90)]}]),
+        ),
+    )
+    .unwrap();
+    let mut last = None;
+    wait::until(T, || {
+        let r = traffic::load_args(
+            &sys.lab,
+            "client",
+            Proto::Http,
+            SocketAddr::new(ip, 80),
+            &["-n", "1000", "--host", "split.example", "--path", "/"],
+        )?;
+        let to_a = r.by_backend.get(&a).copied().unwrap_or(0);
+        let done = r.failed == 0 && (50..=150).contains(&to_a);
+        last = Some(r);
+        Ok(done)
+    })
+    .unwrap_or_else(|e| panic!("{proxy}: the 10/90 split never showed: {e:#}; last {last:?}"));
+    println!("{proxy}: after the weights turned, 10/90: {last:?}");
+    if let Some(before) = reloads_before {
+        let after = sys
+            .settled_haproxy_reloads(Duration::from_millis(1500), T)
+            .unwrap();
+        assert_eq!(after, before, "a change of weights reloaded HAProxy");
+        println!("haproxy: reloads {before} -> {after} for the change of weights");
+    }
+
     // A ReferenceGrant in the other namespace lets the route reach its Service.
     sys.apply(
         "grant",
