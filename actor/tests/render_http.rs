@@ -138,12 +138,8 @@ fn gateway_routes_of(fixture: &str) -> HttpRoutes {
             (key, vec![VIP.parse().unwrap()])
         })
         .collect();
-    let out = k8slb_common::gateway::translate(&k8slb_common::gateway::GatewayInput::of(
-        &objs,
-        &[],
-        &addresses,
-        &Default::default(),
-    ));
+    let out =
+        k8slb_common::gateway::translate(&objs.gateway_input(&[], &addresses, &Default::default()));
     for (route, parents) in &out.http_routes {
         for p in parents {
             assert!(

@@ -242,6 +242,32 @@ fn collect_files(p: &Path, out: &mut Vec<PathBuf>) -> Result<(), ReadError> {
     Ok(())
 }
 
+impl Objects {
+    /// The Gateway API translation's input from these objects (their Gateway API kinds,
+    /// Services and slices) with the rest given.
+    pub fn gateway_input<'a>(
+        &'a self,
+        secrets: &'a [crate::ingress::SecretMeta],
+        addresses: &'a std::collections::BTreeMap<crate::names::ObjectKey, Vec<std::net::IpAddr>>,
+        unavailable: &'a std::collections::BTreeMap<
+            crate::names::ObjectKey,
+            std::collections::BTreeMap<u16, String>,
+        >,
+    ) -> crate::gateway::GatewayInput<'a> {
+        crate::gateway::GatewayInput {
+            classes: &self.gateway_classes,
+            gateways: &self.gateways,
+            routes: &self.http_routes,
+            grants: &self.reference_grants,
+            services: &self.services,
+            slices: &self.slices,
+            secrets,
+            addresses,
+            unavailable,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

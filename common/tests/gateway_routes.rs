@@ -8,7 +8,7 @@
 
 mod support;
 
-use k8slb_common::gateway::{intersect, translate, Condition, GatewayInput, GatewayOutput};
+use k8slb_common::gateway::{intersect, translate, Condition, GatewayOutput};
 use k8slb_common::ingress::SecretMeta;
 use k8slb_common::objects::Objects;
 use k8slb_common::routes::{Hostname, Request, RouteAction};
@@ -79,7 +79,7 @@ fn run(o: &Objects, secrets: &[SecretMeta]) -> GatewayOutput {
             )
         })
         .collect();
-    translate(&GatewayInput::of(o, secrets, &addresses, &BTreeMap::new()))
+    translate(&o.gateway_input(secrets, &addresses, &BTreeMap::new()))
 }
 
 /// Where a request goes: the backend Services by name (weights dropped), `redirect`, or

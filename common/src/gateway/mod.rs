@@ -122,28 +122,6 @@ pub struct GatewayInput<'a> {
     pub unavailable: &'a BTreeMap<ObjectKey, BTreeMap<u16, String>>,
 }
 
-impl<'a> GatewayInput<'a> {
-    /// The input of `objs` (its Gateway API kinds, Services and slices).
-    pub fn of(
-        objs: &'a crate::objects::Objects,
-        secrets: &'a [SecretMeta],
-        addresses: &'a BTreeMap<ObjectKey, Vec<IpAddr>>,
-        unavailable: &'a BTreeMap<ObjectKey, BTreeMap<u16, String>>,
-    ) -> GatewayInput<'a> {
-        GatewayInput {
-            classes: &objs.gateway_classes,
-            gateways: &objs.gateways,
-            routes: &objs.http_routes,
-            grants: &objs.reference_grants,
-            services: &objs.services,
-            slices: &objs.slices,
-            secrets,
-            addresses,
-            unavailable,
-        }
-    }
-}
-
 /// What the Gateway API objects make: the routes to serve and every status.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GatewayOutput {

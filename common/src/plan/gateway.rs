@@ -20,7 +20,7 @@ use super::problems::Problems;
 use super::request::{Request, Tenant};
 use crate::config::GlobalConfig;
 use crate::gateway::types::Gateway;
-use crate::gateway::{self, Condition, GatewayInput, GatewayOutput};
+use crate::gateway::{self, Condition, GatewayOutput};
 use crate::ingress::SecretMeta;
 use crate::ipam::parse_ip;
 use crate::names::{ObjectKey, PoolName};
@@ -178,7 +178,7 @@ fn translate(objs: &Objects, gateways: &BTreeMap<ObjectKey, GatewayState>) -> Ga
         .map(|(k, g)| (k.clone(), g.unavailable.clone()))
         .collect();
     let secrets: Vec<SecretMeta> = objs.secrets.iter().map(SecretMeta::of).collect();
-    gateway::translate(&GatewayInput::of(objs, &secrets, &addresses, &unavailable))
+    gateway::translate(&objs.gateway_input(&secrets, &addresses, &unavailable))
 }
 
 /// The Gateway API statuses `state` implies for `objs` (the objects it was planned
