@@ -183,6 +183,15 @@ impl ApiError {
         )
     }
 
+    /// A strategic merge patch of a custom resource, which a real server refuses.
+    pub fn unsupported_media_type_for_custom_resource(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {content_type:?})"),
+        )
+    }
+
     /// The `Status` object.
     pub fn to_status(&self) -> Value {
         let mut status = json!({

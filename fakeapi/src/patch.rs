@@ -7,7 +7,8 @@
 //!   one merges lists by their `patchMergeKey` from the OpenAPI schema, which neither
 //!   `json-patch` nor this fake has. k8slb never sends one (it writes with server-side
 //!   apply and merge patches), so a client that relies on list merging is not served
-//!   truthfully here;
+//!   truthfully here. Of a custom resource (the Gateway API kinds) it is refused with
+//!   415, as a real server refuses it;
 //! - **server-side apply's managed fields** ([`leaf_paths`], [`to_fields_v1`],
 //!   [`from_fields_v1`], [`remove_path`]): `json-patch` knows documents, not field
 //!   ownership. These model `fieldsV1` with atomic lists, enough for the conflicts and

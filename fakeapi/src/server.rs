@@ -491,6 +491,11 @@ async fn resource_request(
                     200,
                 ),
                 Method::PATCH => match patch_type(&content_type) {
+                    // Custom resources have no strategic merge patch (patch.go: 415 with
+                    // the media types a CR accepts).
+                    Some(PatchType::StrategicMerge) if RESOURCES[res].crd => error_response(
+                        &ApiError::unsupported_media_type_for_custom_resource(&content_type),
+                    ),
                     Some(ptype) => {
                         let mut store = lock(&shared.store);
                         // An apply that creates the object answers 201, like the real one.

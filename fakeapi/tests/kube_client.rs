@@ -698,3 +698,59 @@ async fn streaming_list_watcher_gets_initial_events_end() {
     }
     assert_eq!(list_requests(&fake), 0, "no list call in streaming mode");
 }
+
+/// Gateway API objects are custom resources: served only once their CRDs are installed,
+/// a strategic merge patch is refused (415) as a real server refuses it for any custom
+/// resource, a merge patch of `/status` works, and a status the CRD's schema refuses is
+/// 422.
+#[tokio::test]
+async fn gateway_api_kinds_behave_as_custom_resources() {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let fake = FakeApi::start().await;
+    let client = client(&fake).await;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "Gateway"),
+        "gateways",
+    );
+    let gateways: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let gw: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "gw"},
+        "spec": {"gatewayClassName": "k8slb", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]},
+    }))
+    .unwrap();
+    let pp = PostParams::default();
+    assert_eq!(
+        api_code(gateways.create(&pp, &gw).await.unwrap_err()).0,
+        404
+    );
+
+    fake.install_gateway_api_crds(true);
+    gateways
+        .create(&pp, &gw)
+        .await
+        .expect("created once the CRDs exist");
+    let cond = json!({"type": "Accepted", "status": "True", "reason": "Accepted",
+        "message": "", "lastTransitionTime": "2026-11-25T08:00:00Z", "observedGeneration": 1});
+    let status = json!({"status": {"conditions": [cond]}});
+    let refused = gateways
+        .patch_status("gw", &PatchParams::default(), &Patch::Strategic(&status))
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(refused).0, 415);
+    let patched = gateways
+        .patch_status("gw", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("a merge patch of the status");
+    assert_eq!(
+        patched.data["status"]["conditions"][0]["reason"],
+        "Accepted"
+    );
+    let bad = json!({"status": {"conditions": [{"type": "Accepted", "status": "Yes",
+        "reason": "Accepted", "message": "", "lastTransitionTime": "2026-11-25T08:00:00Z"}]}});
+    let invalid = gateways
+        .patch_status("gw", &PatchParams::default(), &Patch::Merge(&bad))
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(invalid).0, 422);
+}
