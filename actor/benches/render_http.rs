@@ -64,6 +64,7 @@ fn routes() -> HttpRoutes {
             default_action: None,
         }],
         backends,
+        ..HttpRoutes::default()
     }
 }
 

@@ -461,6 +461,7 @@ fn model_only_routes() -> HttpRoutes {
         ]
         .into_iter()
         .collect(),
+        ..HttpRoutes::default()
     }
 }
 
@@ -899,6 +900,7 @@ fn split_routes(heavy: u16, light: u16) -> HttpRoutes {
         backends: [(a, state("198.18.5.1")), (b, state("198.18.5.2"))]
             .into_iter()
             .collect(),
+        ..HttpRoutes::default()
     }
 }
 

@@ -968,6 +968,7 @@ impl Translation<'_, '_> {
                 .into_iter()
                 .map(|(k, (v, _))| (k, v))
                 .collect(),
+            ..HttpRoutes::default()
         };
         routes.normalize();
         VipRoutes {

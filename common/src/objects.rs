@@ -37,6 +37,8 @@ pub struct Objects {
     pub gateways: Vec<crate::gateway::types::Gateway>,
     pub http_routes: Vec<crate::gateway::types::HttpRoute>,
     pub reference_grants: Vec<crate::gateway::types::ReferenceGrant>,
+    /// TLSRoutes, TCPRoutes and UDPRoutes (experimental channel), each with its kind.
+    pub l4_routes: Vec<crate::gateway::types::L4Route>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -148,7 +150,8 @@ impl Objects {
             ),
             "Secret" => push(&mut self.secrets, &mut self.problems, v, Kind::Secret),
             // Gateway API kinds only from their group (other groups reuse the names).
-            "GatewayClass" | "Gateway" | "HTTPRoute" | "ReferenceGrant"
+            "GatewayClass" | "Gateway" | "HTTPRoute" | "ReferenceGrant" | "TLSRoute"
+            | "TCPRoute" | "UDPRoute"
                 if v.get("apiVersion")
                     .and_then(Value::as_str)
                     .is_some_and(|a| a.starts_with("gateway.networking.k8s.io/")) =>
@@ -167,6 +170,15 @@ impl Objects {
                         v,
                         Kind::HttpRoute,
                     ),
+                    "TLSRoute" | "TCPRoute" | "UDPRoute" => {
+                        let l4 = crate::gateway::types::L4Kind::parse(kind)
+                            .unwrap_or_else(|| unreachable!("matched above"));
+                        let before = self.l4_routes.len();
+                        push(&mut self.l4_routes, &mut self.problems, v, Kind::L4Route(l4));
+                        if let Some(r) = self.l4_routes.get_mut(before) {
+                            r.kind = l4;
+                        }
+                    }
                     _ => push(
                         &mut self.reference_grants,
                         &mut self.problems,
@@ -251,19 +263,21 @@ impl Objects {
         addresses: &'a std::collections::BTreeMap<crate::names::ObjectKey, Vec<std::net::IpAddr>>,
         unavailable: &'a std::collections::BTreeMap<
             crate::names::ObjectKey,
-            std::collections::BTreeMap<u16, String>,
+            std::collections::BTreeMap<(u16, bool), String>,
         >,
     ) -> crate::gateway::GatewayInput<'a> {
         crate::gateway::GatewayInput {
             classes: &self.gateway_classes,
             gateways: &self.gateways,
             routes: &self.http_routes,
+            l4_routes: &self.l4_routes,
             grants: &self.reference_grants,
             services: &self.services,
             slices: &self.slices,
             secrets,
             addresses,
             unavailable,
+            serves_udp: true,
         }
     }
 }

@@ -250,6 +250,8 @@ pub enum Kind {
     Gateway,
     HttpRoute,
     ReferenceGrant,
+    /// TLSRoute, TCPRoute, UDPRoute.
+    L4Route(crate::gateway::types::L4Kind),
 }
 
 impl Kind {
@@ -266,6 +268,7 @@ impl Kind {
             Kind::Gateway => "Gateway",
             Kind::HttpRoute => "HTTPRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
+            Kind::L4Route(k) => k.as_str(),
         }
     }
 
@@ -282,6 +285,9 @@ impl Kind {
             Kind::Gateway,
             Kind::HttpRoute,
             Kind::ReferenceGrant,
+            Kind::L4Route(crate::gateway::types::L4Kind::Tls),
+            Kind::L4Route(crate::gateway::types::L4Kind::Tcp),
+            Kind::L4Route(crate::gateway::types::L4Kind::Udp),
         ]
         .into_iter()
         .find(|k| k.as_str() == s)
@@ -305,6 +311,12 @@ pub enum ObjRef {
     Gateway { namespace: String, name: String },
     /// `HTTPRoute <ns>/<name>`.
     HttpRoute { namespace: String, name: String },
+    /// `TLSRoute <ns>/<name>`, `TCPRoute ...`, `UDPRoute ...`.
+    L4Route {
+        kind: crate::gateway::types::L4Kind,
+        namespace: String,
+        name: String,
+    },
     /// `GatewayClass <name>`.
     GatewayClass { name: String },
     /// An object whose name is not a valid name of its kind (or did not decode): `shown`
@@ -366,6 +378,15 @@ impl ObjRef {
                     };
                 }
             }
+            Kind::L4Route(kind) => {
+                if let Some((ns, name)) = shown.split_once('/') {
+                    return ObjRef::L4Route {
+                        kind,
+                        namespace: ns.to_string(),
+                        name: name.to_string(),
+                    };
+                }
+            }
             Kind::GatewayClass => return ObjRef::GatewayClass { name: shown },
             Kind::EndpointSlice | Kind::IngressClass | Kind::Secret | Kind::ReferenceGrant => {}
         }
@@ -382,6 +403,11 @@ impl ObjRef {
             ObjRef::Ingress { namespace, name } => ["Ingress ", namespace, "/", name, ""],
             ObjRef::Gateway { namespace, name } => ["Gateway ", namespace, "/", name, ""],
             ObjRef::HttpRoute { namespace, name } => ["HTTPRoute ", namespace, "/", name, ""],
+            ObjRef::L4Route {
+                kind,
+                namespace,
+                name,
+            } => [kind.as_str(), " ", namespace, "/", name],
             ObjRef::GatewayClass { name } => ["GatewayClass ", name, "", "", ""],
             ObjRef::Config => ["Config k8slb", "", "", "", ""],
             ObjRef::Unnamed { kind, shown } => [kind.as_str(), " ", shown, "", ""],

@@ -9,7 +9,10 @@
 //!  │         └─ rules, in precedence order: matches → action
 //!  │              (forward to weighted backends | redirect | fixed status)
 //!  │    └─ default action (no virtual host, or no rule of the matched host, matched)
-//!  └─ backends: BackendId (`<namespace>/<service>:<port>`) → endpoints, stickiness
+//!  ├─ backends: BackendId (`<namespace>/<service>:<port>`) → endpoints, stickiness
+//!  ├─ streams: (ip, port) → TCP | UDP | TLS passthrough (L4: Gateway API TCP, UDP and
+//!  │    TLS listeners) → routes (TLS: by SNI, in precedence order) → weighted backends
+//!  └─ udp_backends: the backends of UDP streams (a Service's UDP port), as `backends`
 //! ```
 //!
 //! Decisions:
@@ -278,13 +281,39 @@ impl CertFile {
 pub struct HttpRoutes {
     /// Sorted by (ip, port); one per (ip, port).
     pub listeners: Vec<Listener>,
-    /// Every backend a rule names.
+    /// Every backend a rule or a TCP/TLS stream names (a Service's TCP port).
     pub backends: BTreeMap<BackendId, BackendState>,
+    /// L4 listeners, sorted by (ip, port, protocol); one per (ip, port, protocol family:
+    /// TCP and TLS on one port exclude each other, UDP is apart).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<StreamListener>,
+    /// The backends of UDP streams: a Service's UDP port, whose endpoints are not its TCP
+    /// port's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub udp_backends: BTreeMap<BackendId, BackendState>,
 }
 
 impl HttpRoutes {
     pub fn is_empty(&self) -> bool {
-        self.listeners.is_empty() && self.backends.is_empty()
+        self.listeners.is_empty()
+            && self.backends.is_empty()
+            && self.streams.is_empty()
+            && self.udp_backends.is_empty()
+    }
+
+    /// The reference router for L4: the route a connection to `ip:port` over `protocol`
+    /// takes (`server_name`: the TLS ClientHello's SNI, for TLS passthrough).
+    pub fn route_stream(
+        &self,
+        ip: IpAddr,
+        port: u16,
+        protocol: StreamProtocol,
+        server_name: Option<&str>,
+    ) -> Option<&StreamRoute> {
+        self.streams
+            .iter()
+            .find(|s| s.ip == ip && s.port == port && s.protocol == protocol)?
+            .route_for(server_name)
     }
 
     /// The reference router: what a request for `host` (any case, with or without
@@ -322,13 +351,118 @@ impl HttpRoutes {
         for (id, b) in other.backends {
             self.backends.entry(id).or_insert(b);
         }
+        for s in other.streams {
+            if !self.streams.iter().any(|m| m.clashes(&s)) {
+                self.streams.push(s);
+            }
+        }
+        for (id, b) in other.udp_backends {
+            self.udp_backends.entry(id).or_insert(b);
+        }
         self.normalize();
     }
 
     /// Sort listeners by (ip, port). Sources call it once after building.
     pub fn normalize(&mut self) {
         self.listeners.sort_by_key(|l| (l.ip, l.port));
+        self.streams.sort_by_key(|s| (s.ip, s.port, s.protocol));
     }
+}
+
+/// An L4 listener's protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamProtocol {
+    /// Bytes in, bytes out (Gateway API TCPRoute).
+    Tcp,
+    /// Datagrams (UDPRoute).
+    Udp,
+    /// TLS passed through untouched, routed by the ClientHello's SNI (TLSRoute on a
+    /// `TLS` listener with `tls.mode: Passthrough`).
+    Tls,
+}
+
+impl StreamProtocol {
+    /// The transport it holds a port of.
+    pub fn is_udp(self) -> bool {
+        self == StreamProtocol::Udp
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamProtocol::Tcp => "TCP",
+            StreamProtocol::Udp => "UDP",
+            StreamProtocol::Tls => "TLS",
+        }
+    }
+}
+
+/// An L4 listener: a port of a VIP that forwards connections (or datagrams) whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamListener {
+    pub ip: IpAddr,
+    pub port: u16,
+    pub protocol: StreamProtocol,
+    /// TCP and UDP: at most one route, without a host. TLS: in precedence order (exact
+    /// server names, then wildcards, longest suffix first, then the one any-name route);
+    /// a ClientHello that no route takes (or that is not TLS) is closed.
+    pub routes: Vec<StreamRoute>,
+}
+
+impl StreamListener {
+    /// Two listeners that cannot share one address: the same port on the same transport.
+    pub fn clashes(&self, other: &StreamListener) -> bool {
+        self.ip == other.ip
+            && self.port == other.port
+            && self.protocol.is_udp() == other.protocol.is_udp()
+    }
+
+    /// See [`HttpRoutes::route_stream`].
+    pub fn route_for(&self, server_name: Option<&str>) -> Option<&StreamRoute> {
+        if self.protocol != StreamProtocol::Tls {
+            return self.routes.first();
+        }
+        let sn = server_name.map(str::to_ascii_lowercase);
+        self.routes.iter().find(|r| match (&r.host, &sn) {
+            (None, _) => true,
+            (Some(h), Some(sn)) => {
+                if h.is_wildcard() {
+                    h.matches_any_depth(sn)
+                } else {
+                    h.as_str() == sn
+                }
+            }
+            (Some(_), None) => false,
+        })
+    }
+
+    /// Sort the routes by precedence (see [`StreamListener::routes`]).
+    pub fn sort_routes(&mut self) {
+        self.routes.sort_by(|a, b| {
+            let rank = |r: &StreamRoute| match &r.host {
+                Some(h) if !h.is_wildcard() => (0, 0),
+                Some(h) => (1, usize::MAX - h.as_str().len()),
+                None => (2, 0),
+            };
+            rank(a)
+                .cmp(&rank(b))
+                .then_with(|| a.host.as_ref().map(Hostname::as_str).cmp(&b.host.as_ref().map(Hostname::as_str)))
+        });
+    }
+}
+
+/// Where an L4 listener sends what it takes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamRoute {
+    /// TLS only: the server name (SNI) it takes; `None`: any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<Hostname>,
+    /// Weighted backends (in [`HttpRoutes::backends`], or [`HttpRoutes::udp_backends`]
+    /// for UDP). Empty: every backend is invalid or has weight 0, the connection is
+    /// closed (the L4 analogue of the HTTPRoute's 500).
+    pub backends: Vec<WeightedBackend>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -414,6 +414,9 @@ pub struct GatewayState {
     /// address by name), with who: those listeners are `PortUnavailable`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub unavailable: BTreeMap<u16, String>,
+    /// The same for UDP ports.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unavailable_udp: BTreeMap<u16, String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -405,7 +405,10 @@ spec:
     port: 9443
     protocol: HTTPS
     tls: { certificateRefs: [{ name: nope }] }
-  - { name: tcp, port: 5432, protocol: TCP }
+  - name: tls-terminate
+    port: 5432
+    protocol: TLS
+    tls: { mode: Terminate, certificateRefs: [{ name: site-tls }] }
   - { name: clash, port: 443, protocol: HTTP }
   - name: kinds
     port: 8080
@@ -434,13 +437,14 @@ spec:
         cond(&l("missing").conditions, "ResolvedRefs").reason,
         "InvalidCertificateRef"
     );
+    // TLS is passed through, not terminated, on a TLS listener (HTTPS terminates).
     assert_eq!(
-        cond(&l("tcp").conditions, "Accepted").reason,
+        cond(&l("tls-terminate").conditions, "Accepted").reason,
         "UnsupportedProtocol"
     );
     // Refused listeners are not Programmed either, and support no kind.
-    assert!(!cond(&l("tcp").conditions, "Programmed").status);
-    assert!(l("tcp").supported_kinds.is_empty());
+    assert!(!cond(&l("tls-terminate").conditions, "Programmed").status);
+    assert!(l("tls-terminate").supported_kinds.is_empty());
     // A route kind we do not serve: InvalidRouteKinds; HTTPRoute still served.
     let kinds = l("kinds");
     assert_eq!(

@@ -42,14 +42,16 @@ use crate::routes::{
     BackendId, BackendState, CertFile, Certificate, FieldName, FieldValue, FixedStatus,
     HeaderEdits, HeaderMatch, HeaderValue, Hostname, HttpPath, HttpRoutes, Listener,
     ListenerProtocol, ListenerTls, Method, PathMatch, PathRewrite, QueryMatch, QueryName, Redirect,
-    RedirectStatus, RouteAction, RouteMatch, RouteRule, RuleFilters, Scheme, VirtualHost,
-    WeightedBackend,
+    RedirectStatus, RouteAction, RouteMatch, RouteRule, RuleFilters, Scheme, StreamListener,
+    StreamProtocol, StreamRoute, VirtualHost, WeightedBackend,
 };
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
-use types::{Gateway, GatewayClass, GatewayListener, HttpRoute, ParentRef, ReferenceGrant};
+use types::{
+    Gateway, GatewayClass, GatewayListener, HttpRoute, L4Kind, L4Route, ParentRef, ReferenceGrant,
+};
 
 /// Our GatewayClass `spec.controllerName`.
 pub const CONTROLLER: &str = "k8slb.io/gateway-controller";
@@ -61,6 +63,23 @@ pub struct Condition {
     pub status: bool,
     pub reason: &'static str,
     pub message: String,
+}
+
+impl Lst<'_> {
+    fn served(&self) -> bool {
+        self.protocol.is_some() || self.stream.is_some()
+    }
+}
+
+/// The route kind a listener protocol takes.
+fn kind_for(protocol: &str) -> Option<&'static str> {
+    match protocol {
+        "HTTP" | "HTTPS" => Some("HTTPRoute"),
+        "TLS" => Some("TLSRoute"),
+        "TCP" => Some("TCPRoute"),
+        "UDP" => Some("UDPRoute"),
+        _ => None,
+    }
 }
 
 impl Condition {
@@ -111,6 +130,8 @@ pub struct GatewayInput<'a> {
     pub classes: &'a [GatewayClass],
     pub gateways: &'a [Gateway],
     pub routes: &'a [HttpRoute],
+    /// TLSRoutes, TCPRoutes and UDPRoutes.
+    pub l4_routes: &'a [L4Route],
     pub grants: &'a [ReferenceGrant],
     pub services: &'a [Service],
     pub slices: &'a [EndpointSlice],
@@ -119,7 +140,11 @@ pub struct GatewayInput<'a> {
     /// The ports of a Gateway's addresses that another tenant (a Service sharing an
     /// address by name) holds, with who holds them: those listeners are
     /// `PortUnavailable`.
-    pub unavailable: &'a BTreeMap<ObjectKey, BTreeMap<u16, String>>,
+    /// Keyed by (port, UDP?).
+    pub unavailable: &'a BTreeMap<ObjectKey, BTreeMap<(u16, bool), String>>,
+    /// The provider proxies UDP (nginx does, HAProxy does not): else `UDP` listeners are
+    /// `UnsupportedProtocol`.
+    pub serves_udp: bool,
 }
 
 /// What the Gateway API objects make: the routes to serve and every status.
@@ -130,6 +155,8 @@ pub struct GatewayOutput {
     pub classes: BTreeMap<String, Vec<Condition>>,
     pub gateways: BTreeMap<ObjectKey, GatewayStatus>,
     pub http_routes: BTreeMap<ObjectKey, Vec<ParentStatus>>,
+    /// TLSRoutes, TCPRoutes and UDPRoutes, by kind and name.
+    pub l4_routes: BTreeMap<(L4Kind, ObjectKey), Vec<ParentStatus>>,
 }
 
 fn key(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<ObjectKey> {
@@ -242,11 +269,14 @@ struct Lst<'a> {
     spec: &'a GatewayListener,
     hostname: Option<Hostname>,
     protocol: Option<ListenerProtocol>,
+    /// Set for a served TCP, UDP or TLS (passthrough) listener.
+    stream: Option<StreamProtocol>,
     tls: Option<ListenerTls>,
     /// The route namespaces it allows: None = any.
     same_ns_only: Option<String>,
     allows_selector: bool,
-    allows_http_route: bool,
+    /// The route kinds it takes: its protocol's, as far as `allowedRoutes.kinds` allows.
+    kinds: Vec<&'static str>,
     attached: u32,
     conditions: Vec<Condition>,
 }
@@ -318,15 +348,26 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
     let mut lsts: Vec<Lst<'_>> = Vec::new();
     for g in &gateways {
         let Some(gk) = key(&g.metadata) else { continue };
-        let mut protocols: BTreeMap<i32, BTreeSet<&str>> = BTreeMap::new();
+        // Listeners on one port of one transport: all of one protocol (TCP and UDP on
+        // one port are apart), and a TCP or UDP listener alone (nothing tells two apart).
+        let transport = |l: &GatewayListener| (l.port, l.protocol == "UDP");
+        let mut protocols: BTreeMap<(i32, bool), Vec<&str>> = BTreeMap::new();
         for l in &g.spec.listeners {
             protocols
-                .entry(l.port)
+                .entry(transport(l))
                 .or_default()
-                .insert(l.protocol.as_str());
+                .push(l.protocol.as_str());
         }
         for l in &g.spec.listeners {
-            lsts.push(listener(input, &gk, l, protocols[&l.port].len() > 1));
+            let on_port = &protocols[&transport(l)];
+            let conflict = if on_port.iter().any(|p| *p != l.protocol) {
+                Some("ProtocolConflict")
+            } else if matches!(l.protocol.as_str(), "TCP" | "UDP") && on_port.len() > 1 {
+                Some("HostnameConflict")
+            } else {
+                None
+            };
+            lsts.push(listener(input, &gk, l, conflict));
         }
     }
 
@@ -351,7 +392,14 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
             {
                 continue; // not one of ours: another controller's to report
             }
-            let (conds, attach) = attach(&mut lsts, &gk, p, r, &rns);
+            let (conds, attach) = attach(
+                &mut lsts,
+                &gk,
+                p,
+                ("HTTPRoute", &r.spec.hostnames),
+                &rns,
+                None,
+            );
             let mut conditions = conds;
             if !attach.is_empty() {
                 // The rules, once per attached (listener, hostname).
@@ -381,6 +429,94 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
         }
         if !parents.is_empty() {
             out.http_routes.insert(rk, parents);
+        }
+    }
+
+    // TLSRoutes, TCPRoutes and UDPRoutes: on each (listener, server name) the oldest
+    // route wins.
+    let mut udp_backends: BTreeMap<BackendId, BackendState> = BTreeMap::new();
+    let mut taken: BTreeMap<(usize, Option<Hostname>), String> = BTreeMap::new();
+    let mut streams_placed: Vec<(usize, Option<Hostname>, Vec<WeightedBackend>)> = Vec::new();
+    let mut l4: Vec<&L4Route> = input.l4_routes.iter().collect();
+    l4.sort_by_key(|r| age(&r.metadata));
+    for r in l4 {
+        let Some(rk) = key(&r.metadata) else { continue };
+        let rns = rk.namespace.as_str().to_string();
+        let mut parents = Vec::new();
+        for p in &r.spec.parent_refs {
+            let Some(gk) = parent_gateway(p, &rns) else {
+                continue;
+            };
+            if !gateways
+                .iter()
+                .any(|g| key(&g.metadata).as_ref() == Some(&gk))
+            {
+                continue;
+            }
+            let who = format!("{} {rk}", r.kind.as_str());
+            let (mut conditions, at) = attach(
+                &mut lsts,
+                &gk,
+                p,
+                (r.kind.as_str(), &r.spec.hostnames),
+                &rns,
+                Some((&mut taken, who)),
+            );
+            if !at.is_empty() {
+                let (weighted, refs) = l4_backends(
+                    input,
+                    r,
+                    &rns,
+                    &services,
+                    &slices,
+                    if r.kind == L4Kind::Udp {
+                        &mut udp_backends
+                    } else {
+                        &mut backends
+                    },
+                );
+                for (li, host) in at {
+                    streams_placed.push((li, host, weighted.clone()));
+                }
+                conditions.push(refs);
+            }
+            parents.push(ParentStatus {
+                gateway: gk,
+                section_name: p.section_name.clone(),
+                port: p.port,
+                conditions,
+            });
+        }
+        if !parents.is_empty() {
+            out.l4_routes.insert((r.kind, rk), parents);
+        }
+    }
+    let mut streams: BTreeMap<(IpAddr, u16, bool), StreamListener> = BTreeMap::new();
+    for (li, l) in lsts.iter().enumerate() {
+        let Some(protocol) = l.stream else { continue };
+        let Ok(port) = u16::try_from(l.spec.port) else {
+            continue;
+        };
+        for ip in input.addresses.get(&l.gateway).cloned().unwrap_or_default() {
+            let entry = streams
+                .entry((ip, port, protocol.is_udp()))
+                .or_insert_with(|| StreamListener {
+                    ip,
+                    port,
+                    protocol,
+                    routes: Vec::new(),
+                });
+            if entry.protocol != protocol {
+                continue; // another Gateway's listener on a shared address holds it
+            }
+            for (_, host, weighted) in streams_placed.iter().filter(|p| p.0 == li) {
+                if !entry.routes.iter().any(|r| &r.host == host) {
+                    entry.routes.push(StreamRoute {
+                        host: host.clone(),
+                        backends: weighted.clone(),
+                    });
+                }
+            }
         }
     }
 
@@ -424,19 +560,46 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
     let mut routes = HttpRoutes {
         listeners: listeners.into_values().collect(),
         backends,
+        streams: streams.into_values().collect(),
+        udp_backends,
     };
     for l in &mut routes.listeners {
         l.sort_virtual_hosts();
     }
-    routes.backends.retain(|id, _| {
-        routes.listeners.iter().any(|l| {
-            l.virtual_hosts.iter().any(|v| {
-                v.rules.iter().any(|r| {
-                    matches!(&r.action, RouteAction::Forward { backends } if backends.iter().any(|b| &b.id == id))
-                })
-            })
+    for s in &mut routes.streams {
+        s.sort_routes();
+    }
+    let streamed = |udp: bool, id: &BackendId| {
+        routes.streams.iter().any(|s| {
+            s.protocol.is_udp() == udp
+                && s.routes
+                    .iter()
+                    .any(|r| r.backends.iter().any(|b| &b.id == id))
         })
-    });
+    };
+    let used_by_http: BTreeSet<BackendId> = routes
+        .backends
+        .keys()
+        .filter(|id| {
+            streamed(false, id)
+                || routes.listeners.iter().any(|l| {
+                    l.virtual_hosts.iter().any(|v| {
+                        v.rules.iter().any(|r| {
+                            matches!(&r.action, RouteAction::Forward { backends } if backends.iter().any(|b| &b.id == *id))
+                        })
+                    })
+                })
+        })
+        .cloned()
+        .collect();
+    let used_by_udp: BTreeSet<BackendId> = routes
+        .udp_backends
+        .keys()
+        .filter(|id| streamed(true, id))
+        .cloned()
+        .collect();
+    routes.backends.retain(|id, _| used_by_http.contains(id));
+    routes.udp_backends.retain(|id, _| used_by_udp.contains(id));
     out.routes = routes;
 
     // Gateway statuses.
@@ -449,8 +612,8 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
             .map(|l| ListenerStatus {
                 name: l.spec.name.clone(),
                 attached_routes: l.attached,
-                supported_kinds: if l.protocol.is_some() && l.allows_http_route {
-                    vec!["HTTPRoute"]
+                supported_kinds: if l.served() {
+                    l.kinds.clone()
                 } else {
                     vec![]
                 },
@@ -500,20 +663,47 @@ fn listener<'a>(
     input: &GatewayInput<'_>,
     gk: &ObjectKey,
     l: &'a GatewayListener,
-    conflicted: bool,
+    conflict: Option<&'static str>,
 ) -> Lst<'a> {
     let mut conditions = Vec::new();
-    let mut protocol = match l.protocol.as_str() {
-        "HTTP" => Some(ListenerProtocol::Http),
-        "HTTPS" => Some(ListenerProtocol::Https),
+    let mut unsupported = |why: String| {
+        conditions.push(Condition::new(
+            "Accepted",
+            false,
+            "UnsupportedProtocol",
+            why,
+        ));
+    };
+    let passthrough = l
+        .tls
+        .as_ref()
+        .and_then(|t| t.mode.as_deref())
+        .is_some_and(|m| m == "Passthrough");
+    let (mut protocol, mut stream) = match l.protocol.as_str() {
+        "HTTP" => (Some(ListenerProtocol::Http), None),
+        "HTTPS" => (Some(ListenerProtocol::Https), None),
+        "TCP" => (None, Some(StreamProtocol::Tcp)),
+        "UDP" if input.serves_udp => (None, Some(StreamProtocol::Udp)),
+        "UDP" => {
+            unsupported(
+                "HAProxy does not proxy UDP: UDP listeners need the nginx provider".into(),
+            );
+            (None, None)
+        }
+        "TLS" if passthrough => (None, Some(StreamProtocol::Tls)),
+        "TLS" => {
+            unsupported(
+                "a TLS listener is served with tls.mode Passthrough (to terminate TLS, use HTTPS)"
+                    .into(),
+            );
+            (None, None)
+        }
         other => {
-            conditions.push(Condition::new(
-                "Accepted",
-                false,
-                "UnsupportedProtocol",
-                format!("protocol {other} is not served yet (HTTP and HTTPS are)"),
+            unsupported(format!(
+                "protocol {} is not served (HTTP, HTTPS, TLS, TCP and UDP are)",
+                crate::problem::cut(other, 40)
             ));
-            None
+            (None, None)
         }
     };
     let hostname = match &l.hostname {
@@ -527,23 +717,32 @@ fn listener<'a>(
                     "UnsupportedValue",
                     "invalid hostname",
                 ));
-                protocol = None;
+                (protocol, stream) = (None, None);
                 None
             }
         },
     };
-    if conflicted && protocol.is_some() {
+    let served = |p: &Option<ListenerProtocol>, s: &Option<StreamProtocol>| p.is_some() || s.is_some();
+    if let Some(reason) = conflict.filter(|_| served(&protocol, &stream)) {
         conditions.push(Condition::new(
             "Conflicted",
             true,
-            "ProtocolConflict",
-            format!(
-                "another listener uses port {} with another protocol",
-                l.port
-            ),
+            reason,
+            if reason == "ProtocolConflict" {
+                format!(
+                    "another listener uses port {} with another protocol",
+                    l.port
+                )
+            } else {
+                format!(
+                    "another {} listener uses port {} (nothing tells their connections apart)",
+                    l.protocol, l.port
+                )
+            },
         ));
-        protocol = None;
+        (protocol, stream) = (None, None);
     }
+    let udp = l.protocol == "UDP";
     if !(1..=65535).contains(&l.port) {
         conditions.push(Condition::new(
             "Accepted",
@@ -551,21 +750,22 @@ fn listener<'a>(
             "PortUnavailable",
             "port out of range",
         ));
-        protocol = None;
+        (protocol, stream) = (None, None);
     } else if let Some(holder) = u16::try_from(l.port)
         .ok()
-        .and_then(|p| input.unavailable.get(gk)?.get(&p))
+        .and_then(|p| input.unavailable.get(gk)?.get(&(p, udp)))
     {
         conditions.push(Condition::new(
             "Accepted",
             false,
             "PortUnavailable",
             format!(
-                "port {} of the Gateway's address is used by {holder}",
-                l.port
+                "port {}/{} of the Gateway's address is used by {holder}",
+                l.port,
+                if udp { "UDP" } else { "TCP" }
             ),
         ));
-        protocol = None;
+        (protocol, stream) = (None, None);
     }
     let mut tls = None;
     if protocol == Some(ListenerProtocol::Https) {
@@ -573,7 +773,7 @@ fn listener<'a>(
             Ok(t) => tls = Some(t),
             Err((reason, why)) => {
                 conditions.push(Condition::new("ResolvedRefs", false, reason, why));
-                protocol = None;
+                (protocol, stream) = (None, None);
             }
         }
     }
@@ -582,35 +782,34 @@ fn listener<'a>(
         .as_ref()
         .and_then(|a| a.namespaces.as_ref());
     let from = ns.and_then(|n| n.from.as_deref()).unwrap_or("Same");
-    let kinds = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref());
-    let is_http_route = |k: &types::RouteGroupKind| {
-        k.kind == "HTTPRoute" && k.group.as_deref().unwrap_or(types::GROUP) == types::GROUP
+    let allowed_kinds = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref());
+    let own_kind = kind_for(&l.protocol);
+    let is_own = |k: &types::RouteGroupKind| {
+        Some(k.kind.as_str()) == own_kind
+            && k.group.as_deref().unwrap_or(types::GROUP) == types::GROUP
     };
-    let allows_http_route = kinds.is_none_or(|k| k.iter().any(is_http_route));
-    if let Some(other) = kinds.and_then(|k| k.iter().find(|k| !is_http_route(k))) {
-        // The spec: a kind the implementation does not support is InvalidRouteKinds
-        // (the listener still serves the kinds it supports).
+    let kinds: Vec<&'static str> = match allowed_kinds {
+        None => own_kind.into_iter().collect(),
+        Some(k) => own_kind.filter(|_| k.iter().any(is_own)).into_iter().collect(),
+    };
+    if let Some(other) = allowed_kinds.and_then(|k| k.iter().find(|k| !is_own(k))) {
+        // The spec: a kind the implementation does not support on this listener is
+        // InvalidRouteKinds (the listener still serves the kinds it supports).
         conditions.push(Condition::new(
             "ResolvedRefs",
             false,
             "InvalidRouteKinds",
             format!(
-                "route kind {}/{} is not supported (HTTPRoute is)",
-                other.group.as_deref().unwrap_or(types::GROUP),
-                other.kind
+                "route kind {}/{} is not supported on a {} listener ({} is)",
+                crate::problem::cut(other.group.as_deref().unwrap_or(types::GROUP), 60),
+                crate::problem::cut(&other.kind, 60),
+                crate::problem::cut(&l.protocol, 10),
+                own_kind.unwrap_or("none")
             ),
         ));
     }
-    if protocol.is_none() {
-        // Refused: not programmed either (the spec's listener conditions come in sets).
-        conditions.push(Condition::new(
-            "Programmed",
-            false,
-            "Invalid",
-            "the listener is not served",
-        ));
-    }
-    if protocol.is_some() {
+    let served = served(&protocol, &stream);
+    if served {
         if !conditions.iter().any(|c| c.type_ == "ResolvedRefs") {
             conditions.push(Condition::new(
                 "ResolvedRefs",
@@ -621,16 +820,25 @@ fn listener<'a>(
         }
         conditions.push(Condition::new("Accepted", true, "Accepted", "served"));
         conditions.push(Condition::new("Programmed", true, "Programmed", "served"));
+    } else {
+        // Refused: not programmed either (the spec's listener conditions come in sets).
+        conditions.push(Condition::new(
+            "Programmed",
+            false,
+            "Invalid",
+            "the listener is not served",
+        ));
     }
     Lst {
         gateway: gk.clone(),
         spec: l,
         hostname,
         protocol,
+        stream,
         tls,
         same_ns_only: (from == "Same").then(|| gk.namespace.to_string()),
         allows_selector: from == "Selector",
-        allows_http_route,
+        kinds,
         attached: 0,
         conditions,
     }
@@ -763,22 +971,21 @@ fn tls_of(
     })
 }
 
-/// Attach a route to the listeners `p` selects: (the route's conditions for this parent,
-/// the (listener, hostname)s it is served on).
+/// Attach a route of `kind` with `hostnames` to the listeners `p` selects: (the route's
+/// conditions for this parent, the (listener, hostname)s it is served on). With `taken`
+/// (TLS, TCP and UDP routes), a (listener, hostname) that an older route already holds is
+/// not attached again.
+#[allow(clippy::type_complexity)]
 fn attach(
     lsts: &mut [Lst<'_>],
     gk: &ObjectKey,
     p: &ParentRef,
-    r: &HttpRoute,
+    (kind, hostnames): (&str, &[String]),
     rns: &str,
+    mut taken: Option<(&mut BTreeMap<(usize, Option<Hostname>), String>, String)>,
 ) -> (Vec<Condition>, Vec<(usize, Option<Hostname>)>) {
-    let route_hosts: Vec<Hostname> = r
-        .spec
-        .hostnames
-        .iter()
-        .filter_map(|h| hostname(h))
-        .collect();
-    if route_hosts.len() != r.spec.hostnames.len() {
+    let route_hosts: Vec<Hostname> = hostnames.iter().filter_map(|h| hostname(h)).collect();
+    if route_hosts.len() != hostnames.len() {
         return (
             vec![Condition::new(
                 "Accepted",
@@ -791,6 +998,7 @@ fn attach(
     }
     let mut candidates = 0;
     let mut allowed = 0;
+    let mut held_by = None;
     let mut at = Vec::new();
     for (i, l) in lsts.iter_mut().enumerate() {
         if &l.gateway != gk
@@ -800,15 +1008,32 @@ fn attach(
             continue;
         }
         candidates += 1;
-        if l.protocol.is_none()
-            || !l.allows_http_route
+        if !l.served()
+            || !l.kinds.contains(&kind)
             || l.allows_selector
             || l.same_ns_only.as_deref().is_some_and(|ns| ns != rns)
         {
             continue;
         }
         allowed += 1;
-        let hosts = intersect(l.hostname.as_ref(), &route_hosts);
+        // TCP and UDP listeners have no hostnames to intersect.
+        let mut hosts = if matches!(l.stream, Some(StreamProtocol::Tcp | StreamProtocol::Udp)) {
+            vec![None]
+        } else {
+            intersect(l.hostname.as_ref(), &route_hosts)
+        };
+        if let Some((taken, who)) = taken.as_mut() {
+            hosts.retain(|h| match taken.get(&(i, h.clone())) {
+                Some(holder) => {
+                    held_by = Some(holder.clone());
+                    false
+                }
+                None => {
+                    taken.insert((i, h.clone()), who.clone());
+                    true
+                }
+            });
+        }
         if hosts.is_empty() {
             continue;
         }
@@ -827,7 +1052,21 @@ fn attach(
             "Accepted",
             false,
             "NotAllowedByListeners",
-            "no listener allows routes from this namespace and of this kind",
+            format!("no listener allows {kind}s from this namespace"),
+        )
+    } else if let (true, Some(holder)) = (at.is_empty(), &held_by) {
+        Condition::new(
+            "Accepted",
+            false,
+            "UnsupportedValue",
+            format!(
+                "the listeners it selects already serve {holder}, which is older: one route per {}",
+                if kind == "TLSRoute" {
+                    "server name"
+                } else {
+                    "listener"
+                }
+            ),
         )
     } else if at.is_empty() {
         Condition::new(
@@ -840,6 +1079,57 @@ fn attach(
         Condition::new("Accepted", true, "Accepted", "attached")
     };
     (vec![cond], at)
+}
+
+/// The backends of a TLSRoute, TCPRoute or UDPRoute (every rule's, together: they have no
+/// matches to choose between them), and its ResolvedRefs condition. An invalid reference
+/// is left out (its share of connections is refused: they go to none of the others).
+fn l4_backends(
+    input: &GatewayInput<'_>,
+    r: &L4Route,
+    rns: &str,
+    services: &BTreeMap<(String, String), &Service>,
+    slices: &crate::endpoints::SliceIndex<'_>,
+    backends: &mut BTreeMap<BackendId, BackendState>,
+) -> (Vec<WeightedBackend>, Condition) {
+    let protocol = if r.kind == L4Kind::Udp { "UDP" } else { "TCP" };
+    let mut refs = Condition::new(
+        "ResolvedRefs",
+        true,
+        "ResolvedRefs",
+        "every reference resolved",
+    );
+    let mut weighted: Vec<WeightedBackend> = Vec::new();
+    let mut invalid = false;
+    for b in r.spec.rules.iter().flat_map(|rule| &rule.backend_refs) {
+        match backend(
+            input,
+            b,
+            (r.kind.as_str(), rns, protocol),
+            services,
+            slices,
+            backends,
+        ) {
+            Ok(Some(w)) => match weighted.iter_mut().find(|have| have.id == w.id) {
+                Some(have) => have.weight = have.weight.saturating_add(w.weight),
+                None => weighted.push(w),
+            },
+            Ok(None) => {}
+            Err((reason, why)) => {
+                invalid = true;
+                if refs.status {
+                    refs = Condition::new("ResolvedRefs", false, reason, why);
+                }
+            }
+        }
+    }
+    if invalid {
+        // Connections that would go to an invalid backend are refused, not moved to the
+        // valid ones: all of them, as the HTTPRoute rule's 500 (an L4 proxy has no
+        // per-connection error to send).
+        weighted.clear();
+    }
+    (weighted, refs)
 }
 
 fn service_index(services: &[Service]) -> BTreeMap<(String, String), &Service> {
@@ -935,7 +1225,14 @@ fn rules_of(
                 let mut weighted = Vec::new();
                 let mut invalid = false;
                 for b in &rule.backend_refs {
-                    match backend(input, b, rns, services, slices, backends) {
+                    match backend(
+                        input,
+                        b,
+                        ("HTTPRoute", rns, "TCP"),
+                        services,
+                        slices,
+                        backends,
+                    ) {
                         Ok(Some(w)) => weighted.push(w),
                         Ok(None) => {}
                         Err((reason, why)) => {
@@ -1191,7 +1488,7 @@ fn redirect(rd: &types::RequestRedirect) -> Result<RouteAction, String> {
 fn backend(
     input: &GatewayInput<'_>,
     b: &types::HttpBackendRef,
-    rns: &str,
+    (from_kind, rns, protocol): (&str, &str, &str),
     services: &BTreeMap<(String, String), &Service>,
     slices: &crate::endpoints::SliceIndex<'_>,
     backends: &mut BTreeMap<BackendId, BackendState>,
@@ -1205,7 +1502,7 @@ fn backend(
         ));
     }
     let ns = b.namespace.as_deref().unwrap_or(rns);
-    if ns != rns && !granted(input.grants, "HTTPRoute", rns, "Service", ns, &b.name) {
+    if ns != rns && !granted(input.grants, from_kind, rns, "Service", ns, &b.name) {
         return Err((
             "RefNotPermitted",
             format!(
@@ -1232,12 +1529,12 @@ fn backend(
         .and_then(|s| s.ports.as_ref())
         .and_then(|ps| {
             ps.iter()
-                .find(|p| p.port == port && p.protocol.as_deref().unwrap_or("TCP") == "TCP")
+                .find(|p| p.port == port && p.protocol.as_deref().unwrap_or("TCP") == protocol)
         });
     let Some(sp) = sp else {
         return Err((
             "BackendNotFound",
-            format!("Service {ns}/{} has no TCP port {port}", b.name),
+            format!("Service {ns}/{} has no {protocol} port {port}", b.name),
         ));
     };
     let weight = b.weight.unwrap_or(1);
@@ -1257,7 +1554,7 @@ fn backend(
     backends.entry(id.clone()).or_insert_with(|| {
         let eps: Vec<Endpoint> = endpoints(
             sp.name.as_deref().unwrap_or(""),
-            "TCP",
+            protocol,
             slices
                 .get(&(ns, b.name.as_str()))
                 .map(Vec::as_slice)

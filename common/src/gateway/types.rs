@@ -378,3 +378,83 @@ pub struct GrantTo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
+
+/// The L4 route kinds (experimental channel): `TLSRoute`, `TCPRoute`, `UDPRoute`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum L4Kind {
+    #[default]
+    Tls,
+    Tcp,
+    Udp,
+}
+
+impl L4Kind {
+    pub const ALL: [L4Kind; 3] = [L4Kind::Tls, L4Kind::Tcp, L4Kind::Udp];
+
+    /// The kind as the API names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            L4Kind::Tls => "TLSRoute",
+            L4Kind::Tcp => "TCPRoute",
+            L4Kind::Udp => "UDPRoute",
+        }
+    }
+
+    /// The resource (plural) the API serves it as.
+    pub fn plural(self) -> &'static str {
+        match self {
+            L4Kind::Tls => "tlsroutes",
+            L4Kind::Tcp => "tcproutes",
+            L4Kind::Udp => "udproutes",
+        }
+    }
+
+    pub fn parse(kind: &str) -> Option<L4Kind> {
+        L4Kind::ALL.into_iter().find(|k| k.as_str() == kind)
+    }
+
+    /// The listener protocol it attaches to.
+    pub fn listener_protocol(self) -> &'static str {
+        match self {
+            L4Kind::Tls => "TLS",
+            L4Kind::Tcp => "TCP",
+            L4Kind::Udp => "UDP",
+        }
+    }
+}
+
+/// A TLSRoute, TCPRoute or UDPRoute (`v1alpha2`; TLSRoute also `v1alpha3`/`v1`): their
+/// specs differ only in TLSRoute's `hostnames`, so one type reads the three. `kind` is
+/// not part of the decoded object: the reader sets it from the object's kind.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct L4Route {
+    #[serde(skip)]
+    pub kind: L4Kind,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: L4RouteSpec,
+    /// As observed: other controllers' `parents` entries are kept as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct L4RouteSpec {
+    #[serde(default)]
+    pub parent_refs: Vec<ParentRef>,
+    /// TLSRoute only: the server names (SNI) it takes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hostnames: Vec<String>,
+    #[serde(default)]
+    pub rules: Vec<L4RouteRule>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct L4RouteRule {
+    #[serde(default)]
+    pub backend_refs: Vec<HttpBackendRef>,
+}

@@ -39,7 +39,9 @@ pub(super) struct Gateways<'a> {
     /// Each Gateway of an accepted class of ours, with its pool as written.
     ours: Vec<(ObjectKey, String, String)>,
     /// The ports each Gateway's listeners want.
-    wanted: BTreeMap<ObjectKey, BTreeSet<u16>>,
+    wanted: BTreeMap<ObjectKey, BTreeSet<(Protocol, u16)>>,
+    /// The provider proxies UDP.
+    serves_udp: bool,
 }
 
 fn key(g: &Gateway) -> Option<ObjectKey> {
@@ -57,13 +59,20 @@ fn object(k: &ObjectKey) -> ObjRef {
     }
 }
 
-/// The ports a Gateway's listeners serve (HTTP and HTTPS today), valid ones only.
-fn listener_ports(g: &Gateway) -> BTreeSet<u16> {
+/// The ports a Gateway's listeners serve, valid ones only: TCP for HTTP, HTTPS, TLS and
+/// TCP listeners, UDP for UDP ones.
+fn listener_ports(g: &Gateway) -> BTreeSet<(Protocol, u16)> {
     g.spec
         .listeners
         .iter()
-        .filter(|l| matches!(l.protocol.as_str(), "HTTP" | "HTTPS"))
-        .filter_map(|l| u16::try_from(l.port).ok().filter(|p| *p > 0))
+        .filter_map(|l| {
+            let proto = match l.protocol.as_str() {
+                "HTTP" | "HTTPS" | "TLS" | "TCP" => Protocol::Tcp,
+                "UDP" => Protocol::Udp,
+                _ => return None,
+            };
+            Some((proto, u16::try_from(l.port).ok().filter(|p| *p > 0)?))
+        })
         .collect()
 }
 
@@ -80,6 +89,7 @@ impl<'a> Gateways<'a> {
             objs,
             ours: Vec::new(),
             wanted: BTreeMap::new(),
+            serves_udp: opts.provider != crate::state::Provider::Haproxy,
         };
         let mut requests = Vec::new();
         if objs.gateways.is_empty() {
@@ -126,7 +136,8 @@ impl<'a> Gateways<'a> {
         alloc: &Allocator,
         problems: &mut Problems,
     ) -> (HttpRoutes, BTreeMap<ObjectKey, GatewayState>) {
-        let mut unavailable: BTreeMap<ObjectKey, BTreeMap<u16, String>> = BTreeMap::new();
+        let mut unavailable: BTreeMap<ObjectKey, BTreeMap<(Protocol, u16), String>> =
+            BTreeMap::new();
         let mut states = BTreeMap::new();
         for (k, pool, uid) in &self.ours {
             let tenant = Tenant::Gateway(k.clone());
@@ -137,7 +148,7 @@ impl<'a> Gateways<'a> {
                     continue;
                 };
                 for p in &self.wanted[k] {
-                    if let Some(holder) = t.ports.get(&(Protocol::Tcp, *p)) {
+                    if let Some(holder) = t.ports.get(p) {
                         if holder != &tenant {
                             unavailable
                                 .entry(k.clone())
@@ -147,20 +158,28 @@ impl<'a> Gateways<'a> {
                     }
                 }
             }
+            let held = unavailable.remove(k).unwrap_or_default();
+            let of = |proto: Protocol| -> BTreeMap<u16, String> {
+                held.iter()
+                    .filter(|((p, _), _)| *p == proto)
+                    .map(|((_, port), h)| (*port, h.clone()))
+                    .collect()
+            };
             states.insert(
                 k.clone(),
                 GatewayState {
                     ips,
                     pool: pool.clone(),
                     uid: uid.clone(),
-                    unavailable: unavailable.remove(k).unwrap_or_default(),
+                    unavailable: of(Protocol::Tcp),
+                    unavailable_udp: of(Protocol::Udp),
                 },
             );
         }
         if states.is_empty() {
             return (HttpRoutes::default(), states);
         }
-        let out = translate(self.objs, &states);
+        let out = translate(self.objs, &states, self.serves_udp);
         report(&out, problems);
         (out.routes, states)
     }
@@ -168,17 +187,27 @@ impl<'a> Gateways<'a> {
 
 /// The translation of `objs` on the addresses (and with the unavailable ports) `gateways`
 /// gives.
-fn translate(objs: &Objects, gateways: &BTreeMap<ObjectKey, GatewayState>) -> GatewayOutput {
+fn translate(
+    objs: &Objects,
+    gateways: &BTreeMap<ObjectKey, GatewayState>,
+    serves_udp: bool,
+) -> GatewayOutput {
     let addresses = gateways
         .iter()
         .map(|(k, g)| (k.clone(), g.ips.clone()))
         .collect();
     let unavailable = gateways
         .iter()
-        .map(|(k, g)| (k.clone(), g.unavailable.clone()))
+        .map(|(k, g)| {
+            let tcp = g.unavailable.iter().map(|(p, h)| ((*p, false), h.clone()));
+            let udp = g.unavailable_udp.iter().map(|(p, h)| ((*p, true), h.clone()));
+            (k.clone(), tcp.chain(udp).collect())
+        })
         .collect();
     let secrets: Vec<SecretMeta> = objs.secrets.iter().map(SecretMeta::of).collect();
-    gateway::translate(&objs.gateway_input(&secrets, &addresses, &unavailable))
+    let mut input = objs.gateway_input(&secrets, &addresses, &unavailable);
+    input.serves_udp = serves_udp;
+    gateway::translate(&input)
 }
 
 /// The Gateway API statuses `state` implies for `objs` (the objects it was planned
@@ -188,7 +217,8 @@ pub fn gateway_status(objs: &Objects, state: &State) -> GatewayOutput {
     if objs.gateways.is_empty() && objs.gateway_classes.is_empty() {
         return GatewayOutput::default();
     }
-    let mut out = translate(objs, &state.gateways);
+    let serves_udp = state.provider != Some(crate::state::Provider::Haproxy);
+    let mut out = translate(objs, &state.gateways, serves_udp);
     out.routes = HttpRoutes::default();
     out
 }
@@ -273,13 +303,26 @@ fn request(
     let tenant = Tenant::Gateway(k.clone());
     let port_keys = match tenant.previous_ips(prev) {
         Some(ips) => {
-            let before: BTreeSet<u16> = prev
+            let http = prev
                 .http
                 .listeners
                 .iter()
                 .filter(|l| ips.contains(&l.ip))
-                .map(|l| l.port)
-                .collect();
+                .map(|l| (Protocol::Tcp, l.port));
+            let streams = prev
+                .http
+                .streams
+                .iter()
+                .filter(|s| ips.contains(&s.ip))
+                .map(|s| {
+                    let proto = if s.protocol.is_udp() {
+                        Protocol::Udp
+                    } else {
+                        Protocol::Tcp
+                    };
+                    (proto, s.port)
+                });
+            let before: BTreeSet<(Protocol, u16)> = http.chain(streams).collect();
             wanted.intersection(&before).copied().collect()
         }
         None => wanted,
@@ -298,10 +341,7 @@ fn request(
             .filter_map(|a| parse_ip(a).ok())
             .collect(),
         ports: vec![],
-        port_keys: port_keys
-            .into_iter()
-            .map(|p| (Protocol::Tcp, p))
-            .collect::<BTreeSet<_>>(),
+        port_keys,
         refused,
         scale: 1,
     }
@@ -342,7 +382,22 @@ fn report(out: &GatewayOutput, problems: &mut Problems) {
             }
         }
     }
-    for (k, parents) in &out.http_routes {
+    let l4 = out.l4_routes.iter().map(|((kind, k), parents)| {
+        let obj = ObjRef::L4Route {
+            kind: *kind,
+            namespace: k.namespace.to_string(),
+            name: k.name.to_string(),
+        };
+        (obj, parents)
+    });
+    let http = out.http_routes.iter().map(|(k, parents)| {
+        let obj = ObjRef::HttpRoute {
+            namespace: k.namespace.to_string(),
+            name: k.name.to_string(),
+        };
+        (obj, parents)
+    });
+    for (obj, parents) in http.chain(l4) {
         for p in parents {
             let section = p
                 .section_name
@@ -350,14 +405,7 @@ fn report(out: &GatewayOutput, problems: &mut Problems) {
                 .map(|s| format!("/{s}"))
                 .unwrap_or_default();
             for c in &p.conditions {
-                add(
-                    ObjRef::HttpRoute {
-                        namespace: k.namespace.to_string(),
-                        name: k.name.to_string(),
-                    },
-                    format!("on Gateway {}{section}: ", p.gateway),
-                    c,
-                );
+                add(obj.clone(), format!("on Gateway {}{section}: ", p.gateway), c);
             }
         }
     }
