@@ -174,7 +174,12 @@ impl Objects {
                         let l4 = crate::gateway::types::L4Kind::parse(kind)
                             .unwrap_or_else(|| unreachable!("matched above"));
                         let before = self.l4_routes.len();
-                        push(&mut self.l4_routes, &mut self.problems, v, Kind::L4Route(l4));
+                        push(
+                            &mut self.l4_routes,
+                            &mut self.problems,
+                            v,
+                            Kind::L4Route(l4),
+                        );
                         if let Some(r) = self.l4_routes.get_mut(before) {
                             r.kind = l4;
                         }

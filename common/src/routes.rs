@@ -445,9 +445,12 @@ impl StreamListener {
                 Some(h) => (1, usize::MAX - h.as_str().len()),
                 None => (2, 0),
             };
-            rank(a)
-                .cmp(&rank(b))
-                .then_with(|| a.host.as_ref().map(Hostname::as_str).cmp(&b.host.as_ref().map(Hostname::as_str)))
+            rank(a).cmp(&rank(b)).then_with(|| {
+                a.host
+                    .as_ref()
+                    .map(Hostname::as_str)
+                    .cmp(&b.host.as_ref().map(Hostname::as_str))
+            })
         });
     }
 }

@@ -328,3 +328,106 @@ fn a_gateway_and_the_ingresses_of_its_pool_are_on_different_addresses() {
     assert_eq!(ports_on(&s, "198.18.0.101"), [80]);
     assert!(s.problems.is_empty(), "{:?}", s.problems);
 }
+
+/// A TCPRoute and a UDPRoute `default/<name>` on listener `section` of Gateway infra/gw,
+/// to Service `backend` port `port`.
+fn l4_route(kind: &str, name: &str, section: &str, backend: &str, port: u16) -> String {
+    format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: {kind}
+metadata: {{ name: {name}, namespace: default }}
+spec:
+  parentRefs: [ {{ name: gw, namespace: infra, sectionName: {section} }} ]
+  rules:
+  - backendRefs: [ {{ name: {backend}, port: {port} }} ]
+"#
+    )
+}
+
+#[test]
+fn l4_listeners_hold_their_transports_ports_and_udp_needs_nginx() {
+    let c = cfg(POOLS);
+    let gw = gateway("gw", 80, 1, "").replace(
+        "  listeners:\n",
+        "  listeners:\n  - { name: dns, port: 53, protocol: UDP, allowedRoutes: { namespaces: { from: All } } }\n  - { name: dns-tcp, port: 53, protocol: TCP, allowedRoutes: { namespaces: { from: All } } }\n",
+    );
+    let tcp = l4_route("TCPRoute", "dns-tcp", "dns-tcp", "dns", 53);
+    let udp = l4_route("UDPRoute", "dns", "dns", "dns", 53);
+    let mut o = objects(vec![], &[CLASS, &gw, &tcp, &udp]);
+    o.services.push(
+        svc("default", "dns")
+            .type_("ClusterIP")
+            .port(53)
+            .udp(53)
+            .build(),
+    );
+    let nginx = PlanOptions {
+        provider: Provider::Nginx,
+        ..PlanOptions::default()
+    };
+    let s = plan(&c, &nginx, &o, None);
+    let ip: std::net::IpAddr = "198.18.0.100".parse().unwrap();
+    assert_eq!(gateway_ips(&s, "infra/gw"), ["198.18.0.100"]);
+    let streams: Vec<(u16, &str)> = s
+        .http
+        .streams
+        .iter()
+        .filter(|l| l.ip == ip)
+        .map(|l| (l.port, l.protocol.as_str()))
+        .collect();
+    assert_eq!(streams, [(53, "TCP"), (53, "UDP")]);
+    assert_eq!(problems_on(&s, "UDPRoute default/dns"), []);
+    // The state round-trips with its streams (the actors read it as JSON).
+    assert_eq!(State::from_json(&s.to_json()).unwrap(), s);
+
+    // A Service asks for the Gateway's address by name on 9000/UDP: shared. The Gateway
+    // then adds a UDP listener on 9000: PortUnavailable, and a TCP one on 9000: served.
+    let sharing = svc("default", "game")
+        .udp(9000)
+        .ip("198.18.0.100")
+        .created(9)
+        .build();
+    let mut o2 = o.clone();
+    o2.services.push(sharing.clone());
+    let s2 = plan(&c, &nginx, &o2, Some(&s));
+    assert_eq!(ips(&s2, "default/game"), ["198.18.0.100"]);
+    let grown = gw.replace(
+        "  listeners:\n",
+        "  listeners:\n  - { name: game, port: 9000, protocol: UDP }\n  - { name: game-tcp, port: 9000, protocol: TCP }\n",
+    );
+    let mut o3 = objects(vec![], &[CLASS, &grown, &tcp, &udp]);
+    o3.services.extend(o2.services.iter().cloned());
+    let s3 = plan(&c, &nginx, &o3, Some(&s2));
+    assert_eq!(gateway_ips(&s3, "infra/gw"), ["198.18.0.100"]);
+    let p = problems_on(&s3, "Gateway infra/gw");
+    assert!(
+        p.iter().any(|(r, m)| r == "PortUnavailable"
+            && m.contains("listener game:")
+            && m.contains("9000/UDP")
+            && m.contains("Service default/game")),
+        "{p:?}"
+    );
+    assert!(
+        !p.iter().any(|(_, m)| m.contains("listener game-tcp")),
+        "{p:?}"
+    );
+    assert!(s3
+        .http
+        .streams
+        .iter()
+        .any(|l| l.port == 9000 && l.protocol.as_str() == "TCP"));
+
+    // Under HAProxy (the default provider), the UDP listener is refused and says why.
+    let s4 = run(&c, &o, None);
+    let p = problems_on(&s4, "Gateway infra/gw");
+    assert!(
+        p.iter().any(|(r, m)| r == "UnsupportedProtocol"
+            && m.contains("listener dns: HAProxy does not proxy UDP")),
+        "{p:?}"
+    );
+    assert!(s4.http.streams.iter().all(|l| l.protocol.as_str() != "UDP"));
+    // The UDPRoute is not allowed by any listener: a problem on it.
+    let p = problems_on(&s4, "UDPRoute default/dns");
+    assert!(p.iter().any(|(r, _)| r == "NotAllowedByListeners"), "{p:?}");
+}

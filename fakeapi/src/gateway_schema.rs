@@ -4,7 +4,7 @@
 //! a reason matching `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`, a message, an RFC 3339
 //! lastTransitionTime, observedGeneration >= 0; at most 8); a Gateway's `addresses`
 //! (at most 16, each with a non-empty value) and `listeners` (at most 64, each with name,
-//! supportedKinds, attachedRoutes and conditions); an HTTPRoute's `parents` (required,
+//! supportedKinds, attachedRoutes and conditions); a route's (HTTPRoute, and the experimental TLSRoute, TCPRoute, UDPRoute) `parents` (required,
 //! at most 32, each with parentRef.name, a domain-prefixed controllerName and 1 to 8
 //! conditions). Not modelled: the CEL rules of the spec (they concern `spec`).
 
@@ -217,7 +217,8 @@ pub(crate) fn validate_status(res: &Resource, name: &str, obj: &Value) -> Result
             }
             Ok(())
         }
-        "HTTPRoute" => {
+        // Every route kind's status is the same RouteStatus.
+        "HTTPRoute" | "TLSRoute" | "TCPRoute" | "UDPRoute" => {
             if status.get("parents").is_none() {
                 return Err(c.required("status.parents"));
             }

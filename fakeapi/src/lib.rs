@@ -306,7 +306,7 @@ impl FakeApi {
             running: Mutex::new(None),
             authorization: options.authorization,
             tokens: Mutex::new(tokens),
-            crds: std::sync::atomic::AtomicBool::new(false),
+            crds: std::sync::atomic::AtomicU8::new(0),
         });
         spawn_server(&shared, listener);
         Ok(FakeApi {
@@ -448,7 +448,15 @@ impl FakeApi {
     pub fn install_gateway_api_crds(&self, installed: bool) {
         self.shared
             .crds
-            .store(installed, std::sync::atomic::Ordering::SeqCst);
+            .store(u8::from(installed), std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Install the Gateway API CRDs of the experimental channel: the standard ones and
+    /// TLSRoute, TCPRoute, UDPRoute (v1alpha2).
+    pub fn install_gateway_api_experimental_crds(&self) {
+        self.shared
+            .crds
+            .store(2, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The object at an API path such as `/api/v1/namespaces/default/services/web` or

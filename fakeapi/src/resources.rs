@@ -23,6 +23,17 @@ pub(crate) struct Resource {
     /// once [`crate::FakeApi::install_gateway_api_crds`] installed it (404 before, as for
     /// any path the server does not know).
     pub crd: bool,
+    /// A CRD of the Gateway API's experimental channel (TLSRoute, TCPRoute, UDPRoute):
+    /// served only once the experimental CRDs are installed.
+    pub experimental: bool,
+}
+
+impl Resource {
+    /// Served with the CRDs installed up to `level` (0 none, 1 standard, 2 experimental
+    /// channel too)?
+    pub fn served(&self, level: u8) -> bool {
+        !self.crd || (level >= 1 && (!self.experimental || level >= 2))
+    }
 }
 
 impl Resource {
@@ -63,6 +74,7 @@ const fn core(
         short_names,
         field_labels: &[],
         crd: false,
+        experimental: false,
     }
 }
 
@@ -81,6 +93,11 @@ const fn gateway_api(
     // A CRD's status subresource: create and main-resource writes ignore `status`.
     r.clear_status_on_create = status;
     r.crd = true;
+    r
+}
+
+const fn experimental(mut r: Resource) -> Resource {
+    r.experimental = true;
     r
 }
 
@@ -235,6 +252,31 @@ pub(crate) static RESOURCES: &[Resource] = &[
         true,
         false,
     ),
+    // The experimental channel's L4 routes (v1alpha2).
+    experimental(gateway_api(
+        "v1alpha2",
+        "tlsroutes",
+        "tlsroute",
+        "TLSRoute",
+        true,
+        true,
+    )),
+    experimental(gateway_api(
+        "v1alpha2",
+        "tcproutes",
+        "tcproute",
+        "TCPRoute",
+        true,
+        true,
+    )),
+    experimental(gateway_api(
+        "v1alpha2",
+        "udproutes",
+        "udproute",
+        "UDPRoute",
+        true,
+        true,
+    )),
     grouped(
         core(
             "clusterrolebindings",
@@ -278,10 +320,10 @@ pub(crate) fn find_loose(name: &str) -> Option<usize> {
 }
 
 /// The group/versions served, in discovery order (core first); CRD-defined ones only
-/// when `crds` (installed).
-pub(crate) fn groups(crds: bool) -> Vec<(&'static str, &'static str)> {
+/// as far as the CRDs installed (`crds`: see [`Resource::served`]) define them.
+pub(crate) fn groups(crds: u8) -> Vec<(&'static str, &'static str)> {
     let mut out: Vec<(&str, &str)> = Vec::new();
-    for r in RESOURCES.iter().filter(|r| crds || !r.crd) {
+    for r in RESOURCES.iter().filter(|r| r.served(crds)) {
         if !out.contains(&(r.group, r.version)) {
             out.push((r.group, r.version));
         }

@@ -81,7 +81,7 @@ pub(crate) struct Shared {
     /// Bearer token -> who it stands for.
     pub tokens: Mutex<HashMap<String, Identity>>,
     /// The Gateway API CRDs are installed: their resources are served.
-    pub crds: std::sync::atomic::AtomicBool,
+    pub crds: std::sync::atomic::AtomicU8,
 }
 
 /// Who is asking, and what for.
@@ -367,7 +367,7 @@ async fn route(
         {
             json_response(200, &resource_list(group, version))
         }
-        _ => match parse_api_path(path).filter(|t| crds || !RESOURCES[t.res()].crd) {
+        _ => match parse_api_path(path).filter(|t| RESOURCES[t.res()].served(crds)) {
             Some(target) => resource_request(shared, req, target, &params, caller).await,
             None => error_response(&ApiError::path_not_found(path)),
         },
@@ -695,7 +695,7 @@ fn version_info() -> Value {
 
 /// A group with every version it serves, the first listed preferred (as the real
 /// discovery lists them).
-fn group_json(group: &str, crds: bool) -> Value {
+fn group_json(group: &str, crds: u8) -> Value {
     let versions: Vec<Value> = resources::groups(crds)
         .into_iter()
         .filter(|(g, _)| *g == group)
@@ -704,7 +704,7 @@ fn group_json(group: &str, crds: bool) -> Value {
     json!({"name": group, "preferredVersion": versions[0].clone(), "versions": versions})
 }
 
-fn group_list(crds: bool) -> Value {
+fn group_list(crds: u8) -> Value {
     let mut names: Vec<&str> = Vec::new();
     for (g, _) in resources::groups(crds) {
         if !g.is_empty() && !names.contains(&g) {
@@ -715,7 +715,7 @@ fn group_list(crds: bool) -> Value {
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
-fn group_info(group: &str, crds: bool) -> Option<Value> {
+fn group_info(group: &str, crds: u8) -> Option<Value> {
     if group.is_empty() || !resources::groups(crds).iter().any(|(g, _)| *g == group) {
         return None;
     }

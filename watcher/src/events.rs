@@ -99,7 +99,12 @@ fn gateway_api_target(
     name: &str,
 ) -> Option<Target> {
     Some(Target {
-        api_version: "gateway.networking.k8s.io/v1".into(),
+        // The L4 routes are served as v1alpha2 by every release that has them.
+        api_version: match kind {
+            "TLSRoute" | "TCPRoute" | "UDPRoute" => "gateway.networking.k8s.io/v1alpha2",
+            _ => "gateway.networking.k8s.io/v1",
+        }
+        .into(),
         kind: kind.into(),
         namespace: ns.map(Into::into),
         name: name.into(),
@@ -248,6 +253,11 @@ fn problem_target(p: &Problem, look: &dyn Lookup) -> Option<Target> {
         ObjRef::HttpRoute { namespace, name } => {
             gateway_api_target(look, "HTTPRoute", Some(namespace), name)
         }
+        ObjRef::L4Route {
+            kind,
+            namespace,
+            name,
+        } => gateway_api_target(look, kind.as_str(), Some(namespace), name),
         ObjRef::GatewayClass { name } => gateway_api_target(look, "GatewayClass", None, name),
         // ConfigMap problems: config_note. An object without a valid name cannot exist
         // in the API.

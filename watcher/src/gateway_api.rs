@@ -3,7 +3,7 @@
 //! writer patches. A leaf: it imports no other watcher module but `kube`.
 
 use crate::kube::describe;
-use k8slb_common::gateway::types::GROUP as GATEWAY_GROUP;
+use k8slb_common::gateway::types::{L4Kind, GROUP as GATEWAY_GROUP};
 use kube::api::ApiResource;
 use kube::Client;
 
@@ -18,6 +18,17 @@ pub struct GatewayResources {
     /// None when the cluster serves no ReferenceGrant (every cross-namespace reference
     /// is then refused, as the spec says for a reference without a grant).
     pub grants: Option<ApiResource>,
+    /// The experimental channel's TLSRoute, TCPRoute and UDPRoute, those the cluster
+    /// serves (each at its most stable version: TLSRoute is v1alpha2, v1alpha3 or v1 by
+    /// release).
+    pub l4: Vec<(L4Kind, ApiResource)>,
+}
+
+impl GatewayResources {
+    /// The resource of an L4 route kind, if the cluster serves it.
+    pub fn l4(&self, kind: L4Kind) -> Option<&ApiResource> {
+        self.l4.iter().find(|(k, _)| *k == kind).map(|(_, ar)| ar)
+    }
 }
 
 /// What discovery found of the Gateway API.
@@ -60,6 +71,10 @@ impl GatewayResources {
             gateways,
             routes,
             grants: find("ReferenceGrant"),
+            l4: L4Kind::ALL
+                .into_iter()
+                .filter_map(|k| Some((k, find(k.as_str())?)))
+                .collect(),
         })))
     }
 }

@@ -16,7 +16,7 @@
 use crate::failing::FailureLog;
 use crate::gateway_api::GatewayResources;
 use crate::kube::{api_code, code_label, describe};
-use k8slb_common::gateway::types::GROUP;
+use k8slb_common::gateway::types::{L4Kind, GROUP};
 use k8slb_common::gateway::{Condition, GatewayOutput, ListenerStatus, ParentStatus, CONTROLLER};
 use k8slb_common::names::ObjectKey;
 use k8slb_common::objects::Objects;
@@ -31,6 +31,8 @@ pub enum GwTarget {
     GatewayClass(String),
     Gateway(ObjectKey),
     HttpRoute(ObjectKey),
+    /// A TLSRoute, TCPRoute or UDPRoute.
+    L4Route(L4Kind, ObjectKey),
 }
 
 impl std::fmt::Display for GwTarget {
@@ -39,6 +41,7 @@ impl std::fmt::Display for GwTarget {
             GwTarget::GatewayClass(n) => write!(f, "GatewayClass {n}"),
             GwTarget::Gateway(k) => write!(f, "Gateway {k}"),
             GwTarget::HttpRoute(k) => write!(f, "HTTPRoute {k}"),
+            GwTarget::L4Route(kind, k) => write!(f, "{} {k}", kind.as_str()),
         }
     }
 }
@@ -205,20 +208,40 @@ pub fn decide(
         let rv = g.metadata.resource_version.clone().unwrap_or_default();
         wanted.push((GwTarget::Gateway(k), rv, want, seen));
     }
-    for r in &objs.http_routes {
-        let Some(k) = key_of(&r.metadata) else {
+    let http = objs.http_routes.iter().map(|r| {
+        let k = key_of(&r.metadata);
+        let ours = k.as_ref().and_then(|k| out.http_routes.get(k));
+        (
+            k.map(GwTarget::HttpRoute),
+            &r.metadata,
+            r.status.as_ref(),
+            ours,
+        )
+    });
+    let l4 = objs.l4_routes.iter().map(|r| {
+        let k = key_of(&r.metadata);
+        let ours = k
+            .as_ref()
+            .and_then(|k| out.l4_routes.get(&(r.kind, k.clone())));
+        (
+            k.map(|k| GwTarget::L4Route(r.kind, k)),
+            &r.metadata,
+            r.status.as_ref(),
+            ours,
+        )
+    });
+    for (target, meta, obs, ours) in http.chain(l4) {
+        let Some(target) = target else {
             continue;
         };
-        let obs = r.status.as_ref();
         let observed: Vec<Value> = field(obs, "parents")
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        let ours = out.http_routes.get(&k);
         if ours.is_none() && !observed.iter().any(is_ours) {
             continue; // never ours
         }
-        let gen = generation(&r.metadata);
+        let gen = generation(meta);
         let mut parents: Vec<Value> = observed.iter().filter(|e| !is_ours(e)).cloned().collect();
         for p in ours.into_iter().flatten() {
             let pref = parent_ref(p);
@@ -233,8 +256,8 @@ pub fn decide(
         }
         let want = json!({ "parents": parents });
         let seen = json!({ "parents": observed });
-        let rv = r.metadata.resource_version.clone().unwrap_or_default();
-        wanted.push((GwTarget::HttpRoute(k), rv, want, seen));
+        let rv = meta.resource_version.clone().unwrap_or_default();
+        wanted.push((target, rv, want, seen));
     }
 
     let mut writes = Vec::new();
@@ -309,6 +332,19 @@ impl GatewayStatusWriter {
                     ),
                     k.name.to_string(),
                 ),
+                GwTarget::L4Route(kind, k) => {
+                    let Some(ar) = self.resources.l4(*kind) else {
+                        continue; // its CRD is gone: nothing to write to
+                    };
+                    (
+                        Api::<DynamicObject>::namespaced_with(
+                            self.client.clone(),
+                            k.namespace.as_str(),
+                            ar,
+                        ),
+                        k.name.to_string(),
+                    )
+                }
             };
             let body = json!({
                 "metadata": {"resourceVersion": w.resource_version},

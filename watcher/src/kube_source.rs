@@ -67,6 +67,9 @@ pub struct GatewayStores {
     pub gateways: Store<DynamicObject>,
     pub routes: Store<DynamicObject>,
     pub grants: Option<Store<DynamicObject>>,
+    /// TLSRoutes, TCPRoutes, UDPRoutes: the kinds the cluster serves (see
+    /// [`GatewayResources::l4`]), in its order.
+    pub l4: Vec<Store<DynamicObject>>,
 }
 
 /// What serving Ingresses reads besides the Services' stores.
@@ -148,6 +151,11 @@ impl Stores {
                     .grants
                     .as_ref()
                     .map(|g| w.spawn_dynamic(client, g, "referencegrants")),
+                l4: r
+                    .l4
+                    .iter()
+                    .map(|(k, ar)| w.spawn_dynamic(client, ar, k.plural()))
+                    .collect(),
                 resources: r,
             }),
             namespace: namespace.to_string(),
@@ -171,6 +179,9 @@ impl Stores {
             g.routes.wait_until_ready().await?;
             if let Some(r) = &g.grants {
                 r.wait_until_ready().await?;
+            }
+            for s in &g.l4 {
+                s.wait_until_ready().await?;
             }
         }
         Ok(())
@@ -346,7 +357,8 @@ impl Source for GatewayStores {
             (&self.routes, &r.routes),
         ]
         .into_iter()
-        .chain(self.grants.as_ref().zip(r.grants.as_ref()));
+        .chain(self.grants.as_ref().zip(r.grants.as_ref()))
+        .chain(self.l4.iter().zip(r.l4.iter().map(|(_, ar)| ar)));
         for (store, ar) in stores {
             let mut items = store.state();
             items.sort_by(|a, b| {
@@ -407,7 +419,14 @@ impl Lookup for Stores {
             "GatewayClass" => (&g.classes, &g.resources.classes),
             "Gateway" => (&g.gateways, &g.resources.gateways),
             "HTTPRoute" => (&g.routes, &g.resources.routes),
-            _ => return None,
+            other => {
+                let i = g
+                    .resources
+                    .l4
+                    .iter()
+                    .position(|(k, _)| k.as_str() == other)?;
+                (&g.l4[i], &g.resources.l4[i].1)
+            }
         };
         let mut r = ObjectRef::new_with(name, ar.clone());
         if let Some(ns) = ns {

@@ -612,11 +612,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
             .map(|l| ListenerStatus {
                 name: l.spec.name.clone(),
                 attached_routes: l.attached,
-                supported_kinds: if l.served() {
-                    l.kinds.clone()
-                } else {
-                    vec![]
-                },
+                supported_kinds: if l.served() { l.kinds.clone() } else { vec![] },
                 conditions: l.conditions.clone(),
             })
             .collect();
@@ -685,9 +681,7 @@ fn listener<'a>(
         "TCP" => (None, Some(StreamProtocol::Tcp)),
         "UDP" if input.serves_udp => (None, Some(StreamProtocol::Udp)),
         "UDP" => {
-            unsupported(
-                "HAProxy does not proxy UDP: UDP listeners need the nginx provider".into(),
-            );
+            unsupported("HAProxy does not proxy UDP: UDP listeners need the nginx provider".into());
             (None, None)
         }
         "TLS" if passthrough => (None, Some(StreamProtocol::Tls)),
@@ -722,7 +716,8 @@ fn listener<'a>(
             }
         },
     };
-    let served = |p: &Option<ListenerProtocol>, s: &Option<StreamProtocol>| p.is_some() || s.is_some();
+    let served =
+        |p: &Option<ListenerProtocol>, s: &Option<StreamProtocol>| p.is_some() || s.is_some();
     if let Some(reason) = conflict.filter(|_| served(&protocol, &stream)) {
         conditions.push(Condition::new(
             "Conflicted",
@@ -790,7 +785,10 @@ fn listener<'a>(
     };
     let kinds: Vec<&'static str> = match allowed_kinds {
         None => own_kind.into_iter().collect(),
-        Some(k) => own_kind.filter(|_| k.iter().any(is_own)).into_iter().collect(),
+        Some(k) => own_kind
+            .filter(|_| k.iter().any(is_own))
+            .into_iter()
+            .collect(),
     };
     if let Some(other) = allowed_kinds.and_then(|k| k.iter().find(|k| !is_own(k))) {
         // The spec: a kind the implementation does not support on this listener is

@@ -200,7 +200,10 @@ fn translate(
         .iter()
         .map(|(k, g)| {
             let tcp = g.unavailable.iter().map(|(p, h)| ((*p, false), h.clone()));
-            let udp = g.unavailable_udp.iter().map(|(p, h)| ((*p, true), h.clone()));
+            let udp = g
+                .unavailable_udp
+                .iter()
+                .map(|(p, h)| ((*p, true), h.clone()));
             (k.clone(), tcp.chain(udp).collect())
         })
         .collect();
@@ -405,7 +408,11 @@ fn report(out: &GatewayOutput, problems: &mut Problems) {
                 .map(|s| format!("/{s}"))
                 .unwrap_or_default();
             for c in &p.conditions {
-                add(obj.clone(), format!("on Gateway {}{section}: ", p.gateway), c);
+                add(
+                    obj.clone(),
+                    format!("on Gateway {}{section}: ", p.gateway),
+                    c,
+                );
             }
         }
     }
