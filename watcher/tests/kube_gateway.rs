@@ -2,7 +2,8 @@
 //! server, as its ServiceAccount with the RBAC of the Ingress install variant
 //! (`manifests/k8slb-haproxy-ingress.yml`): without the CRDs it serves the rest and says
 //! why; with them, Gateways get their addresses and the specification's status on
-//! GatewayClasses, Gateways and HTTPRoutes (another controller's entries untouched).
+//! GatewayClasses, Gateways and HTTPRoutes (another controller's entries untouched); with
+//! the experimental channel's CRDs too, TCPRoutes and UDPRoutes get theirs.
 
 mod kube_util;
 
@@ -162,15 +163,16 @@ async fn gateways_get_addresses_and_the_specifications_status_within_the_variant
         has(&http["conditions"], "Programmed", "True", "Programmed"),
         "{http:#}"
     );
+    // A TCP listener is served, though without the experimental CRDs no TCPRoute can
+    // name it.
     let tcp = listeners.iter().find(|l| l["name"] == "tcp").unwrap();
     assert!(
-        has(
-            &tcp["conditions"],
-            "Accepted",
-            "False",
-            "UnsupportedProtocol"
-        ),
+        has(&tcp["conditions"], "Accepted", "True", "Accepted"),
         "{tcp:#}"
+    );
+    assert_eq!(
+        tcp["supportedKinds"],
+        json!([{"group": GW, "kind": "TCPRoute"}])
     );
     for c in gw["status"]["conditions"].as_array().unwrap() {
         assert_eq!(
@@ -272,6 +274,112 @@ async fn gateways_get_addresses_and_the_specifications_status_within_the_variant
     })
     .await;
     assert_eq!(web["status"]["parents"][0], theirs);
+    assert_eq!(api.refused_requests(), Vec::<String>::new());
+    w.stop().await;
+}
+
+fn l4_route(kind: &str, name: &str, section: &str, port: i64) -> Value {
+    json!({"apiVersion": format!("{GW}/v1alpha2"), "kind": kind,
+           "metadata": {"name": name, "namespace": "default"},
+           "spec": {"parentRefs": [{"name": "gw", "sectionName": section}],
+                    "rules": [{"backendRefs": [{"name": "db", "port": port}]}]}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_experimental_crds_tcp_and_udp_routes_get_their_status_within_the_rbac() {
+    logs();
+    let api = k8slb_fakeapi::FakeApi::start().await;
+    api.install_gateway_api_experimental_crds();
+    seed_ingress_variant(&api);
+    api.put_object(class());
+    let mut gw = gateway();
+    gw["spec"]["listeners"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "dns", "port": 53, "protocol": "UDP"}));
+    api.put_object(gw);
+    let mut db = svc("default", "db");
+    db["spec"]["type"] = json!("ClusterIP");
+    db["spec"]["ports"] = json!([{"name": "pg", "port": 5432, "protocol": "TCP"},
+                                 {"name": "dns", "port": 53, "protocol": "UDP"}]);
+    api.put_object(db);
+    api.put_object(l4_route("TCPRoute", "pg", "tcp", 5432));
+    api.put_object(l4_route("UDPRoute", "dns", "dns", 53));
+    let w = start_gateway(&api);
+
+    let path = |plural: &str, name: &str| {
+        format!("/apis/{GW}/v1alpha2/namespaces/default/{plural}/{name}")
+    };
+    let pg = wait_for("the TCPRoute's parent status", || {
+        let r = api.get_object(&path("tcproutes", "pg"))?;
+        r.pointer("/status/parents/0").cloned()
+    })
+    .await;
+    assert_eq!(pg["controllerName"], "k8slb.io/gateway-controller");
+    assert_eq!(
+        pg["parentRef"],
+        json!({"group": GW, "kind": "Gateway", "namespace": "default", "name": "gw", "sectionName": "tcp"})
+    );
+    assert!(
+        has(&pg["conditions"], "Accepted", "True", "Accepted"),
+        "{pg:#}"
+    );
+    assert!(
+        has(&pg["conditions"], "ResolvedRefs", "True", "ResolvedRefs"),
+        "{pg:#}"
+    );
+    // This variant runs HAProxy, which does not proxy UDP: the listener says so, the
+    // UDPRoute is not allowed by any listener, and an Event tells its owner.
+    let dns = wait_for("the UDPRoute's parent status", || {
+        let r = api.get_object(&path("udproutes", "dns"))?;
+        r.pointer("/status/parents/0").cloned()
+    })
+    .await;
+    assert!(
+        has(
+            &dns["conditions"],
+            "Accepted",
+            "False",
+            "NotAllowedByListeners"
+        ),
+        "{dns:#}"
+    );
+    let ev = wait_for("the UDPRoute's Event", || {
+        let e = events_for(&api, "dns");
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(
+        ev.iter()
+            .any(|(reason, _, _)| reason == "NotAllowedByListeners"),
+        "{ev:?}"
+    );
+    let g = get(&api, "namespaces/default/gateways/gw");
+    let listeners = g["status"]["listeners"].as_array().unwrap();
+    let udp = listeners.iter().find(|l| l["name"] == "dns").unwrap();
+    assert!(
+        has(
+            &udp["conditions"],
+            "Accepted",
+            "False",
+            "UnsupportedProtocol"
+        ),
+        "{udp:#}"
+    );
+    let tcp = listeners.iter().find(|l| l["name"] == "tcp").unwrap();
+    assert_eq!(tcp["attachedRoutes"], 1, "{tcp:#}");
+
+    // The published state has the TCP stream on the Gateway's address.
+    let st = state(&api).expect("a published state");
+    let ip: std::net::IpAddr = "10.0.0.10".parse().unwrap();
+    assert!(
+        st.http
+            .streams
+            .iter()
+            .any(|s| s.ip == ip && s.port == 5432 && s.routes.len() == 1),
+        "{:?}",
+        st.http.streams
+    );
     assert_eq!(api.refused_requests(), Vec::<String>::new());
     w.stop().await;
 }
