@@ -48,6 +48,7 @@ pub mod init;
 pub mod render;
 pub mod render_error;
 pub mod render_http;
+pub mod render_stream;
 pub mod run;
 pub mod state_source;
 pub mod supervise;

@@ -263,6 +263,7 @@ fn nginx_ctx(
     nx: &NginxView,
     skipped: &[Skipped],
     routes: String,
+    stream_routes: String,
 ) -> Result<Context, RenderError> {
     let NginxView {
         pid_file,
@@ -304,6 +305,7 @@ fn nginx_ctx(
             ("http_servers", h),
             ("stream_servers", st),
             ("routes", Value::String(routes)),
+            ("stream_routes", Value::String(stream_routes)),
         ],
         skipped,
     )
@@ -429,11 +431,14 @@ impl Renderer {
                     .nginx
                     .as_ref()
                     .ok_or(RenderError::MissingPart("nginx"))?;
-                let routes = match &view.http {
-                    Some(h) => self.http.nginx(&h.routes, &h.opts)?.text + &cert_versions(view),
-                    None => String::new(),
+                let (routes, stream_routes) = match &view.http {
+                    Some(h) => {
+                        let r = self.http.nginx(&h.routes, &h.opts)?;
+                        (r.text + &cert_versions(view), r.stream_text)
+                    }
+                    None => (String::new(), String::new()),
                 };
-                let ctx = nginx_ctx(&view.node, nx, &view.skipped, routes)?;
+                let ctx = nginx_ctx(&view.node, nx, &view.skipped, routes, stream_routes)?;
                 let out = self.one_sized(NGINX, &ctx);
                 drop_later(ctx);
                 out.map(|t| (Some(t), BTreeMap::new()))
@@ -635,6 +640,8 @@ fn same_routes_structure(old: &NodeView, new: &NodeView) -> bool {
         (Some(a), Some(b)) => {
             a.opts == b.opts
                 && listeners_but_cert_versions(&a.routes) == listeners_but_cert_versions(&b.routes)
+                && crate::render_stream::streams_but_weights(&a.routes)
+                    == crate::render_stream::streams_but_weights(&b.routes)
                 && a.routes.backends.len() == b.routes.backends.len()
                 && a.routes
                     .backends
@@ -693,6 +700,29 @@ fn split_updates(old: &NodeView, new: &NodeView) -> Vec<RuntimeCommand> {
             continue;
         }
         let Ok(map) = crate::render_http::splits_map_path(ln, &n.opts) else {
+            continue;
+        };
+        for ((_, vo), (key, vn)) in before.iter().zip(&after) {
+            if vo != vn {
+                cmds.push(RuntimeCommand::SetMap {
+                    map: map.clone(),
+                    key: key.clone(),
+                    value: *vn,
+                });
+            }
+        }
+    }
+    // The streams' splits (TCP and TLS; same structure, so the same listeners).
+    for (so, sn) in o.routes.streams.iter().zip(&n.routes.streams) {
+        if sn.protocol.is_udp() {
+            continue;
+        }
+        let before = crate::render_stream::stream_split_entries(so);
+        let after = crate::render_stream::stream_split_entries(sn);
+        if before == after {
+            continue;
+        }
+        let Ok(map) = crate::render_stream::stream_splits_map_path(sn, &n.opts) else {
             continue;
         };
         for ((_, vo), (key, vn)) in before.iter().zip(&after) {

@@ -38,7 +38,8 @@ use tera::{Context, Tera};
 
 pub const HAPROXY_ROUTES: &str = "haproxy-routes.cfg.tera";
 pub const NGINX_ROUTES: &str = "nginx-routes.conf.tera";
-pub const TEMPLATES: [(&str, &str); 2] = [
+pub const NGINX_STREAMS: &str = "nginx-streams.conf.tera";
+pub const TEMPLATES: [(&str, &str); 3] = [
     (
         HAPROXY_ROUTES,
         include_str!("../../templates/haproxy-routes.cfg.tera"),
@@ -46,6 +47,10 @@ pub const TEMPLATES: [(&str, &str); 2] = [
     (
         NGINX_ROUTES,
         include_str!("../../templates/nginx-routes.conf.tera"),
+    ),
+    (
+        NGINX_STREAMS,
+        include_str!("../../templates/nginx-streams.conf.tera"),
     ),
 ];
 
@@ -71,6 +76,9 @@ pub struct HaproxyRoutes {
 pub struct NginxRoutes {
     /// Upstreams and servers, to put inside `http { }`.
     pub text: String,
+    /// The L4 streams' upstreams, maps and servers, to put inside `stream { }` (empty
+    /// without streams).
+    pub stream_text: String,
     pub notes: Vec<String>,
 }
 
@@ -119,9 +127,15 @@ pub fn cert_path(f: &CertFile, o: &HttpRenderOptions) -> Result<String, RenderEr
 #[derive(Serialize)]
 struct HpCtx<'a> {
     frontends: Vec<HpFrontend>,
+    /// The L4 streams' frontends ([`crate::render_stream`]).
+    streams: Vec<crate::render_stream::HpStream>,
+    /// Streams not rendered, one comment line each.
+    skipped_streams: Vec<String>,
     backends: Vec<HpBackend<'a>>,
     httpfront: &'a [ConfigLine],
     httpback: &'a [ConfigLine],
+    tcpfront: &'a [ConfigLine],
+    tcpback: &'a [ConfigLine],
 }
 
 #[derive(Serialize)]
@@ -309,13 +323,8 @@ pub fn split_entries(l: &Listener) -> Vec<(String, u32)> {
     let mut add = |pos: String, a: &RouteAction| {
         if let RouteAction::Forward { backends } = a {
             if backends.len() >= 2 {
-                let total: u64 = backends.iter().map(|b| u64::from(b.weight)).sum();
-                let mut cum = 0u64;
-                for (i, b) in backends.iter().enumerate() {
-                    cum += u64::from(b.weight);
-                    let share = (cum * u64::from(SPLIT_SCALE))
-                        .checked_div(total)
-                        .unwrap_or(0) as u32;
+                let shares = crate::render_stream::cumulative_shares(backends);
+                for (i, share) in shares.into_iter().enumerate() {
                     out.push((split_key(&pos, i), share));
                 }
             }
@@ -346,6 +355,7 @@ pub fn splits_map_path(l: &Listener, o: &HttpRenderOptions) -> Result<String, Re
 #[derive(Serialize)]
 struct HpBackend<'a> {
     name: &'a str,
+    mode: k8slb_common::state::Mode,
     stick_source: &'a Option<StickSource>,
     cookie: Option<String>,
     server_lines: String,
@@ -1530,6 +1540,8 @@ impl HttpRenderer {
                 frontends.push(f);
             }
         }
+        let (streams, skipped_streams) =
+            crate::render_stream::hp_streams(routes, o, &mut files, &mut notes)?;
         let backends = route_backends(routes, prev);
         let cookie_names: HashMap<String, String> = routes
             .backends
@@ -1541,10 +1553,13 @@ impl HttpRenderer {
             .collect();
         let ctx = HpCtx {
             frontends,
+            streams,
+            skipped_streams,
             backends: backends
                 .iter()
                 .map(|b| HpBackend {
                     name: &b.name,
+                    mode: b.mode,
                     stick_source: &b.stick_source,
                     cookie: cookie_names.get(&b.name).cloned(),
                     server_lines: b.server_lines(),
@@ -1552,6 +1567,8 @@ impl HttpRenderer {
                 .collect(),
             httpfront: &o.httpfront,
             httpback: &o.httpback,
+            tcpfront: &o.tcpfront,
+            tcpback: &o.tcpback,
         };
         let text = self.one(HAPROXY_ROUTES, ctx)?;
         Ok(HaproxyRoutes {
@@ -1592,7 +1609,17 @@ impl HttpRenderer {
                 upstream_lines: &o.nginx_upstream,
             },
         )?;
-        Ok(NginxRoutes { text, notes })
+        let streams = crate::render_stream::nx_streams(routes, &mut notes);
+        let stream_text = if streams.is_empty() {
+            String::new()
+        } else {
+            self.one(NGINX_STREAMS, streams)?
+        };
+        Ok(NginxRoutes {
+            text,
+            stream_text,
+            notes,
+        })
     }
 }
 

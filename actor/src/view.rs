@@ -24,7 +24,7 @@
 
 use crate::fdlimit::{self, FdBudget, HaproxyFds};
 use k8slb_common::names::{ConfigLine, Email, IfName, NodeName, PoolName, ServiceKey, SmtpServer};
-use k8slb_common::routes::{BackendId, CertFile, HttpRoutes, Sticky};
+use k8slb_common::routes::{BackendId, BackendState, CertFile, HttpRoutes, Sticky};
 use k8slb_common::state::{Family, Mode, Protocol, Provider, ProxyProtocol, State, Stickiness};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -683,6 +683,8 @@ fn http_part(
         files_dir: opts.routes_dir.clone(),
         httpfront: cfg.haproxy.httpfront.clone(),
         httpback: cfg.haproxy.httpback.clone(),
+        tcpfront: cfg.haproxy.tcpfront.clone(),
+        tcpback: cfg.haproxy.tcpback.clone(),
         nginx_http: cfg.nginx.http.clone(),
         nginx_proxy: cfg.nginx.proxy.clone(),
         nginx_upstream: cfg.nginx.upstream.clone(),
@@ -696,6 +698,17 @@ fn http_part(
         ),
         _ => Vec::new(),
     };
+    if opts.proxy == Provider::Haproxy {
+        // The plan never gives HAProxy a UDP stream; were one here, it is left out (a
+        // comment in haproxy.cfg, as a Service's UDP port).
+        for s in state.http.streams.iter().filter(|s| s.protocol.is_udp()) {
+            notes.push(format!(
+                "route stream {}/UDP skipped: {}",
+                SocketAddr::new(s.ip, s.port),
+                SkipReason::HaproxyUdp.as_str()
+            ));
+        }
+    }
     let mut routes = state.http.clone();
     if opts.secret_certs.is_some() || opts.pool_certs.is_some() {
         without_absent_certs(
@@ -777,6 +790,10 @@ pub struct HttpRenderOptions {
     /// Admin `haproxy.httpfront` / `haproxy.httpback` lines.
     pub httpfront: Vec<ConfigLine>,
     pub httpback: Vec<ConfigLine>,
+    /// Admin `haproxy.tcpfront` / `haproxy.tcpback` lines: the L4 streams' frontends and
+    /// backends get them, as a Service's TCP ports do.
+    pub tcpfront: Vec<ConfigLine>,
+    pub tcpback: Vec<ConfigLine>,
     /// Admin `nginx.http` lines (read only to see whether they size the server names
     /// hash themselves), `nginx.proxy` and `nginx.upstream` lines.
     pub nginx_http: Vec<ConfigLine>,
@@ -792,6 +809,8 @@ impl Default for HttpRenderOptions {
             files_dir: "/run/k8slb/routes".into(),
             httpfront: Vec::new(),
             httpback: Vec::new(),
+            tcpfront: Vec::new(),
+            tcpback: Vec::new(),
             nginx_http: Vec::new(),
             nginx_proxy: Vec::new(),
             nginx_upstream: Vec::new(),
@@ -808,37 +827,74 @@ pub fn route_backend_name(id: &BackendId) -> String {
     )
 }
 
+/// The `mode tcp` HAProxy backend of a Service port that a TCP or TLS stream forwards
+/// to: apart from its `mode http` [`route_backend_name`] (an HTTPRoute and a TCPRoute
+/// may name the same port), same endpoints.
+pub fn stream_backend_name(id: &BackendId) -> String {
+    format!(
+        "rtt_{}_{}_{}",
+        id.service.namespace, id.service.name, id.port
+    )
+}
+
+/// The backends the TCP and TLS streams of `routes` forward to (UDP streams are not
+/// HAProxy's), in the table's order; an id missing from the table is left out (the
+/// renderer notes it).
+pub fn stream_backend_ids(routes: &HttpRoutes) -> BTreeSet<&BackendId> {
+    routes
+        .streams
+        .iter()
+        .filter(|s| !s.protocol.is_udp())
+        .flat_map(|s| &s.routes)
+        .flat_map(|r| &r.backends)
+        .map(|b| &b.id)
+        .filter(|id| routes.backends.contains_key(*id))
+        .collect()
+}
+
 /// The HAProxy backends of `routes` with their server slots, `prev`'s slots kept (what
-/// the node's view holds, so that an endpoint change is a Runtime API change).
+/// the node's view holds, so that an endpoint change is a Runtime API change): the
+/// `mode http` ones of the HTTP rules (`rtb_*`, every backend of the table), then the
+/// `mode tcp` ones of the TCP and TLS streams (`rtt_*`, [`stream_backend_ids`]). Both
+/// kinds have the same server slots, so [`crate::render::runtime_diff`] applies an
+/// endpoint change to either through the Runtime API.
 pub fn route_backends(routes: &HttpRoutes, prev: &[Backend]) -> Vec<Backend> {
     let prev: HashMap<&str, &Backend> = prev.iter().map(|b| (b.name.as_str(), b)).collect();
-    let v6 = routes.listeners.iter().any(|l| l.ip.is_ipv6());
-    routes
+    let v6 = routes.listeners.iter().any(|l| l.ip.is_ipv6())
+        || routes.streams.iter().any(|s| s.ip.is_ipv6());
+    let backend = |id: &BackendId, st: &BackendState, mode: Mode| {
+        let name = match mode {
+            Mode::Http => route_backend_name(id),
+            Mode::Tcp => stream_backend_name(id),
+        };
+        let eps: Vec<(SocketAddr, bool)> = st
+            .endpoints
+            .iter()
+            .map(|e| (SocketAddr::new(e.ip, e.port), e.draining))
+            .collect();
+        let slots = assign_slots(&eps, prev.get(name.as_str()).copied());
+        Backend {
+            mode,
+            stick_source: matches!(st.stickiness, Some(Sticky::Source)).then_some(StickSource {
+                table_type: if v6 { "ipv6" } else { "ip" },
+                expire_s: 10800,
+            }),
+            // A cookie is HTTP: a tcp backend has none.
+            cookie: mode == Mode::Http && matches!(st.stickiness, Some(Sticky::Cookie { .. })),
+            server_opts: " check".into(),
+            slots,
+            name,
+        }
+    };
+    let mut out: Vec<Backend> = routes
         .backends
         .iter()
-        .map(|(id, st)| {
-            let name = route_backend_name(id);
-            let eps: Vec<(SocketAddr, bool)> = st
-                .endpoints
-                .iter()
-                .map(|e| (SocketAddr::new(e.ip, e.port), e.draining))
-                .collect();
-            let slots = assign_slots(&eps, prev.get(name.as_str()).copied());
-            Backend {
-                mode: Mode::Http,
-                stick_source: matches!(st.stickiness, Some(Sticky::Source)).then_some(
-                    StickSource {
-                        table_type: if v6 { "ipv6" } else { "ip" },
-                        expire_s: 10800,
-                    },
-                ),
-                cookie: matches!(st.stickiness, Some(Sticky::Cookie { .. })),
-                server_opts: " check".into(),
-                slots,
-                name,
-            }
-        })
-        .collect()
+        .map(|(id, st)| backend(id, st, Mode::Http))
+        .collect();
+    for id in stream_backend_ids(routes) {
+        out.push(backend(id, &routes.backends[id], Mode::Tcp));
+    }
+    out
 }
 
 /// `ms` as seconds with the fewest decimals (`100` -> `0.1`, `1000` -> `1`).
@@ -1602,7 +1658,9 @@ fn nginx_view(
             }
         }
     }
-    let has_stream = !stream_servers.is_empty() || !cfg.stream.is_empty();
+    // The routes' L4 streams are rendered in `stream { }` too (render_http).
+    let has_stream =
+        !stream_servers.is_empty() || !cfg.stream.is_empty() || !state.http.streams.is_empty();
     let worker_connections = fit_nginx(&mut global, add_events, opts.fd_budget, notes);
     Ok(NginxView {
         pid_file,

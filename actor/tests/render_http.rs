@@ -169,41 +169,47 @@ fn certs(dir: &Path) -> PathBuf {
     let dir = dir.join("certs");
     std::fs::create_dir_all(&dir).unwrap();
     for n in ["default", "default_foo", "default_wild"] {
-        let (crt, key) = (dir.join(format!("{n}.crt")), dir.join(format!("{n}.key")));
-        let out = Command::new(binary("openssl"))
-            .args([
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-            ])
-            .args([
-                "-nodes",
-                "-days",
-                "2",
-                "-subj",
-                &format!("/CN={n}"),
-                "-keyout",
-            ])
-            .arg(&key)
-            .arg("-out")
-            .arg(&crt)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "openssl: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let (c, k) = (
-            std::fs::read_to_string(&crt).unwrap(),
-            std::fs::read_to_string(&key).unwrap(),
-        );
-        std::fs::write(dir.join(format!("{n}.pem")), format!("{c}{k}")).unwrap();
+        self_signed(&dir, n);
     }
     dir
+}
+
+/// A self-signed certificate with CN `n` in `dir`: `<n>.crt`, `<n>.key` and `<n>.pem`
+/// (chain + key).
+fn self_signed(dir: &Path, n: &str) {
+    let (crt, key) = (dir.join(format!("{n}.crt")), dir.join(format!("{n}.key")));
+    let out = Command::new(binary("openssl"))
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args([
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN={n}"),
+            "-keyout",
+        ])
+        .arg(&key)
+        .arg("-out")
+        .arg(&crt)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (c, k) = (
+        std::fs::read_to_string(&crt).unwrap(),
+        std::fs::read_to_string(&key).unwrap(),
+    );
+    std::fs::write(dir.join(format!("{n}.pem")), format!("{c}{k}")).unwrap();
 }
 
 fn base_state() -> State {
@@ -260,7 +266,12 @@ fn snapshots(name: &str, routes: &HttpRoutes) {
         .collect();
     insta::assert_snapshot!(format!("{name}.files"), lists);
     let nx = r.nginx(routes, &options(&state)).unwrap();
-    insta::assert_snapshot!(format!("{name}.nginx"), nx.text);
+    let mut nx_text = nx.text.clone();
+    if !nx.stream_text.is_empty() {
+        nx_text.push_str("\n# --- inside stream { } ---\n");
+        nx_text.push_str(&nx.stream_text);
+    }
+    insta::assert_snapshot!(format!("{name}.nginx"), nx_text);
     insta::assert_snapshot!(
         format!("{name}.notes"),
         [hp.notes, nx.notes].concat().join("\n")
@@ -320,7 +331,10 @@ fn daemon_checks(routes: &HttpRoutes) {
     let v = view(&checked, &node, &vo).unwrap();
     let nx = r.nginx(routes, &o).unwrap();
     let base_text = base.render_proxy(&v).unwrap().unwrap();
-    let text = insert_into_http(&base_text, &nx.text);
+    let mut text = insert_into_http(&base_text, &nx.text);
+    if !nx.stream_text.is_empty() {
+        text = insert_into_stream(&text, &nx.stream_text);
+    }
     let file = dir.path().join("nginx.conf");
     std::fs::write(&file, &text).unwrap();
     std::fs::create_dir_all(dir.path().join("logs")).unwrap();
@@ -340,6 +354,21 @@ fn insert_into_http(conf: &str, part: &str) -> String {
     let start = conf.find("\nhttp {").expect("an http block");
     let end = start + conf[start..].find("\n}").expect("http block closed");
     format!("{}\n{}{}", &conf[..end], part, &conf[end..])
+}
+
+/// `part` inserted at the end of the top-level `stream {` block of `conf`, or in a new
+/// one (with the stream module loaded) if it has none.
+fn insert_into_stream(conf: &str, part: &str) -> String {
+    match conf.find("\nstream {") {
+        Some(start) => {
+            let end = start + conf[start..].find("\n}").expect("stream block closed");
+            format!("{}\n{}{}", &conf[..end], part, &conf[end..])
+        }
+        None => format!(
+            "load_module {};\n{conf}\nstream {{\n{part}\n}}\n",
+            k8slb_actor::view::NGINX_STREAM_MODULE
+        ),
+    }
 }
 
 /// Two tests per case: `<case>::renders_as_its_snapshots` (no root) and
@@ -382,6 +411,11 @@ cases! {
     gateway_method_header_and_query_matches: "gateway-conditions" from gateway_routes_of("conditions");
     /// Gateway API filters: header modifiers and URL rewrites.
     gateway_filters: "gateway-filters" from gateway_routes_of("filters");
+    /// L4 streams (issue 12): TCP (a 90/10 split, one backend, none), UDP (nginx only;
+    /// HAProxy skips it), TLS passthrough by SNI (exact, wildcards of any depth, an
+    /// any-name split, a name without a backend), beside an HTTP listener whose Service
+    /// port a TCP stream also names.
+    l4_streams_tcp_udp_and_tls_passthrough: "streams" from stream_routes();
 }
 
 /// The routes of the `model-only` case, built by hand.
@@ -1462,4 +1496,652 @@ fn a_renewed_certificate_is_a_runtime_update_for_haproxy_and_a_reload_for_nginx(
     // Unchanged: nothing to send.
     let (a, b) = tls_views(Provider::Haproxy, |_| {});
     assert_eq!(runtime_diff(&a, &b), Some(vec![]));
+}
+
+// ---------------------------------------------------------------------------------------
+// L4 streams (TCP, UDP, TLS passthrough): the model, its renders, the daemons' own checks
+// through the actor's whole view and render, and real traffic through real HAProxy and
+// nginx from clients and backends this test runs in the namespace (std sockets, and
+// `openssl s_server` / `s_client` for TLS).
+
+use k8slb_common::routes::{StreamListener, StreamProtocol, StreamRoute};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where the stream test's backends listen (on the namespace's `lo`).
+const HEAVY: &str = "198.18.5.1:8080";
+const LIGHT: &str = "198.18.5.2:8080";
+const ECHO: &str = "198.18.5.3:7007";
+const TLS_A: &str = "198.18.5.4:8443";
+const TLS_B: &str = "198.18.5.5:8443";
+const UDP_ECHO: &str = "198.18.5.6:5353";
+
+/// The `streams` case: on the VIP, TCP 5000 (heavy 90 / light 10), TCP 5001 (echo),
+/// TCP 5002 (a route without a backend), UDP 5353 (echo), TLS 8443 (a.example.com ->
+/// tls-a, *.example.com -> tls-b, *.b.example.com -> tls-a; nothing else), TLS 8444
+/// (closed.example.com without a backend; any other name split tls-a 1 / tls-b 3), and
+/// HTTP 80 to heavy, whose Service port TCP 5000 names too.
+fn stream_routes() -> HttpRoutes {
+    let id = |s: &str| -> BackendId { s.parse().unwrap() };
+    let state = |addr: &str| {
+        let a: SocketAddr = addr.parse().unwrap();
+        BackendState {
+            endpoints: vec![Endpoint {
+                ip: a.ip(),
+                port: a.port(),
+                draining: false,
+            }],
+            stickiness: None,
+        }
+    };
+    let wb = |s: &str, weight| WeightedBackend { id: id(s), weight };
+    let route = |host: Option<&str>, backends| StreamRoute {
+        host: host.map(|h| h.parse().unwrap()),
+        backends,
+    };
+    let listener = |port, protocol, routes| {
+        let mut l = StreamListener {
+            ip: VIP.parse().unwrap(),
+            port,
+            protocol,
+            routes,
+        };
+        l.sort_routes();
+        l
+    };
+    let mut routes = HttpRoutes {
+        listeners: vec![Listener {
+            ip: VIP.parse().unwrap(),
+            port: 80,
+            protocol: ListenerProtocol::Http,
+            tls: None,
+            virtual_hosts: vec![VirtualHost {
+                host: None,
+                any_depth: false,
+                rules: vec![RouteRule {
+                    matches: RouteMatch::on_path(PathMatch::Prefix("/".parse().unwrap())),
+                    action: RouteAction::forward(id("default/heavy:80")),
+                    filters: Default::default(),
+                }],
+            }],
+            default_action: None,
+        }],
+        backends: [
+            ("default/heavy:80", HEAVY),
+            ("default/light:80", LIGHT),
+            ("default/echo:7", ECHO),
+            ("default/tls-a:443", TLS_A),
+            ("default/tls-b:443", TLS_B),
+        ]
+        .into_iter()
+        .map(|(i, a)| (id(i), state(a)))
+        .collect(),
+        streams: vec![
+            listener(
+                5000,
+                StreamProtocol::Tcp,
+                vec![route(
+                    None,
+                    vec![wb("default/heavy:80", 90), wb("default/light:80", 10)],
+                )],
+            ),
+            listener(
+                5001,
+                StreamProtocol::Tcp,
+                vec![route(None, vec![wb("default/echo:7", 1)])],
+            ),
+            listener(5002, StreamProtocol::Tcp, vec![route(None, vec![])]),
+            listener(
+                5353,
+                StreamProtocol::Udp,
+                vec![route(None, vec![wb("default/dns:53", 1)])],
+            ),
+            listener(
+                8443,
+                StreamProtocol::Tls,
+                vec![
+                    route(Some("*.example.com"), vec![wb("default/tls-b:443", 1)]),
+                    route(Some("a.example.com"), vec![wb("default/tls-a:443", 1)]),
+                    route(Some("*.b.example.com"), vec![wb("default/tls-a:443", 1)]),
+                ],
+            ),
+            listener(
+                8444,
+                StreamProtocol::Tls,
+                vec![
+                    route(
+                        None,
+                        vec![wb("default/tls-a:443", 1), wb("default/tls-b:443", 3)],
+                    ),
+                    route(Some("closed.example.com"), vec![]),
+                ],
+            ),
+        ],
+        udp_backends: [(id("default/dns:53"), state(UDP_ECHO))]
+            .into_iter()
+            .collect(),
+    };
+    routes.normalize();
+    routes
+}
+
+/// The whole actor path with streams in the state: view (the nginx `stream { }` block and
+/// its module, the `mode tcp` backends with slots), render (files written where the view
+/// says), and the real daemons' checks of the result.
+#[test]
+#[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
+fn a_state_with_streams_renders_configs_the_daemons_accept() {
+    support::require_root_and(&["haproxy", "nginx", "openssl"]);
+    let dir = tempfile::Builder::new()
+        .prefix("k8slb-rtstream")
+        .tempdir()
+        .unwrap();
+    let mut state = base_state();
+    state.http = stream_routes();
+    let node = "lb-1".parse().unwrap();
+    let ns = support::Netns::new("k8slbrs");
+    for k in ["net.ipv4.ip_nonlocal_bind=1", "net.ipv6.ip_nonlocal_bind=1"] {
+        let st = ns.cmd("sysctl").args(["-qw", k]).status().unwrap();
+        assert!(st.success(), "sysctl {k}");
+    }
+    for proxy in [Provider::Haproxy, Provider::Nginx] {
+        let mut vo = ViewOptions::new(proxy);
+        vo.interfaces
+            .insert("default".parse().unwrap(), "eth0".parse().unwrap());
+        vo.pid_file = dir.path().join("proxy.pid");
+        vo.runtime_socket = dir.path().join("haproxy.sock");
+        vo.routes_dir = dir.path().join("routes");
+        let v = view(&state, &node, &vo).unwrap();
+        let r = Renderer::embedded().unwrap().render(&v).unwrap();
+        std::fs::create_dir_all(&vo.routes_dir).unwrap();
+        for (f, t) in &r.files {
+            std::fs::write(f, t).unwrap();
+        }
+        let text = r.proxy.unwrap();
+        let file = dir.path().join("proxy.cfg");
+        std::fs::write(&file, &text).unwrap();
+        if proxy == Provider::Haproxy {
+            assert!(
+                v.notes
+                    .iter()
+                    .any(|n| n.contains("5353/UDP skipped: HAProxy does not proxy UDP")),
+                "{:?}",
+                v.notes
+            );
+            assert!(text.contains("# skipped route stream 198.18.0.10:5353/UDP"));
+            assert!(text.contains("backend rtb_default_heavy_80\n  mode http"));
+            assert!(text.contains("backend rtt_default_heavy_80\n  mode tcp"));
+            run_check(
+                "haproxy -c",
+                ns.cmd(binary("haproxy").to_str().unwrap())
+                    .arg("-c")
+                    .arg("-f")
+                    .arg(&file),
+                &text,
+            );
+        } else {
+            assert!(text.contains("load_module"), "the stream module is loaded");
+            assert!(text.contains("listen 198.18.0.10:5353 udp;"));
+            std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+            run_check(
+                "nginx -t",
+                ns.cmd(binary("nginx").to_str().unwrap())
+                    .args(["-t", "-q", "-p"])
+                    .arg(dir.path())
+                    .arg("-c")
+                    .arg(&file),
+                &text,
+            );
+        }
+    }
+}
+
+/// An endpoint change of a Service port a TCP stream forwards to is a Runtime API change
+/// of its `mode tcp` backend (no reload), and a change of a stream split's weights is a
+/// `set map`; a new route is structural. nginx reloads for either.
+#[test]
+fn stream_endpoint_and_weight_changes_are_runtime_api_changes_for_haproxy() {
+    use k8slb_actor::render::{is_structural, runtime_diff, Config, RuntimeCommand};
+    let views = |proxy, b: &dyn Fn(&mut HttpRoutes)| {
+        let mut sa = base_state();
+        sa.http = stream_routes();
+        let mut sb = sa.clone();
+        b(&mut sb.http);
+        let mut vo = ViewOptions::new(proxy);
+        vo.interfaces
+            .insert("default".parse().unwrap(), "eth0".parse().unwrap());
+        let node = "lb-1".parse().unwrap();
+        let a = view(&sa, &node, &vo).unwrap();
+        let b = k8slb_actor::view::view_with_previous(&sb, &node, &vo, Some(&a)).unwrap();
+        (a, b)
+    };
+    let echo: BackendId = "default/echo:7".parse().unwrap();
+    let churn = |r: &mut HttpRoutes| {
+        r.backends
+            .get_mut(&"default/echo:7".parse::<BackendId>().unwrap())
+            .unwrap()
+            .endpoints[0]
+            .ip = "198.18.5.9".parse().unwrap();
+    };
+    let (a, b) = views(Provider::Haproxy, &churn);
+    assert!(!is_structural(Config::Proxy, &a, &b));
+    let lines: Vec<String> = runtime_diff(&a, &b)
+        .unwrap()
+        .iter()
+        .map(RuntimeCommand::to_cli)
+        .collect();
+    let be = k8slb_actor::view::stream_backend_name(&echo);
+    assert!(
+        lines.contains(&format!("set server {be}/s1 addr 198.18.5.9 port 7007")),
+        "{lines:?}"
+    );
+    let reweigh = |r: &mut HttpRoutes| {
+        let s = r.streams.iter_mut().find(|s| s.port == 5000).unwrap();
+        s.routes[0].backends[0].weight = 10;
+        s.routes[0].backends[1].weight = 90;
+    };
+    let (a, b) = views(Provider::Haproxy, &reweigh);
+    assert!(!is_structural(Config::Proxy, &a, &b));
+    let lines: Vec<String> = runtime_diff(&a, &b)
+        .unwrap()
+        .iter()
+        .map(RuntimeCommand::to_cli)
+        .collect();
+    assert_eq!(
+        lines,
+        ["set map /run/k8slb/routes/rts_198_18_0_10_5000.splits.map r0_b0 1000"]
+    );
+    let more = |r: &mut HttpRoutes| {
+        let s = r.streams.iter_mut().find(|s| s.port == 8443).unwrap();
+        s.routes.push(StreamRoute {
+            host: Some("c.example.org".parse().unwrap()),
+            backends: vec![WeightedBackend {
+                id: "default/tls-b:443".parse().unwrap(),
+                weight: 1,
+            }],
+        });
+        s.sort_routes();
+    };
+    let (a, b) = views(Provider::Haproxy, &more);
+    assert!(is_structural(Config::Proxy, &a, &b));
+    let (a, b) = views(Provider::Nginx, &reweigh);
+    assert!(is_structural(Config::Proxy, &a, &b), "nginx reloads");
+}
+
+/// Runs `f` on a thread inside the network namespace `ns`; sockets it makes stay there.
+fn in_ns<T: Send>(ns: &support::Netns, f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            enter(&ns.name);
+            f()
+        })
+        .join()
+        .unwrap()
+    })
+}
+
+fn enter(ns: &str) {
+    let f = std::fs::File::open(Path::new("/run/netns").join(ns)).unwrap();
+    nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+}
+
+/// The test's backends in the namespace, stopped on drop.
+struct StreamBackends {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    /// The `openssl s_server`s, killed on drop.
+    _tls: Vec<Killed>,
+}
+
+impl Drop for StreamBackends {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A TCP backend on `addr`: each connection is handled by `serve` on a thread of its own.
+fn tcp_backend(
+    ns: &str,
+    addr: &'static str,
+    stop: Arc<AtomicBool>,
+    serve: fn(TcpStream, &str),
+    name: &'static str,
+) -> std::thread::JoinHandle<()> {
+    let ns = ns.to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        enter(&ns);
+        let l = TcpListener::bind(addr).unwrap();
+        l.set_nonblocking(true).unwrap();
+        tx.send(()).unwrap();
+        while !stop.load(Ordering::SeqCst) {
+            match l.accept() {
+                Ok((c, _)) => {
+                    c.set_nonblocking(false).unwrap();
+                    std::thread::spawn(move || serve(c, name));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    });
+    rx.recv().unwrap();
+    t
+}
+
+/// Answers an HTTP/1.0-shaped request (read up to its blank line) with its name as the
+/// body: what a TCP client of the test sends, and what HAProxy's and nginx's HTTP
+/// listener forwards.
+fn answer_name(mut c: TcpStream, name: &str) {
+    c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 512];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    let _ = write!(
+        c,
+        "HTTP/1.0 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{name}",
+        name.len()
+    );
+}
+
+fn echo(mut c: TcpStream, _: &str) {
+    let mut r = c.try_clone().unwrap();
+    let _ = std::io::copy(&mut r, &mut c);
+}
+
+fn start_stream_backends(ns: &support::Netns, dir: &Path) -> StreamBackends {
+    for a in [HEAVY, LIGHT, ECHO, TLS_A, TLS_B, UDP_ECHO] {
+        let a: SocketAddr = a.parse().unwrap();
+        ns.ip(&format!("addr add {}/32 dev lo", a.ip()));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = vec![
+        tcp_backend(&ns.name, HEAVY, stop.clone(), answer_name, "heavy"),
+        tcp_backend(&ns.name, LIGHT, stop.clone(), answer_name, "light"),
+        tcp_backend(&ns.name, ECHO, stop.clone(), echo, "echo"),
+    ];
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (name, stop2) = (ns.name.clone(), stop.clone());
+    threads.push(std::thread::spawn(move || {
+        enter(&name);
+        let s = UdpSocket::bind(UDP_ECHO).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        tx.send(()).unwrap();
+        let mut buf = [0u8; 1500];
+        while !stop2.load(Ordering::SeqCst) {
+            if let Ok((n, from)) = s.recv_from(&mut buf) {
+                let _ = s.send_to(&buf[..n], from);
+            }
+        }
+    }));
+    rx.recv().unwrap();
+    // TLS backends: `openssl s_server`, each with a certificate whose CN is its name.
+    let certs = dir.join("tls-backends");
+    std::fs::create_dir_all(&certs).unwrap();
+    let mut tls = Vec::new();
+    for (name, addr) in [("tls-a", TLS_A), ("tls-b", TLS_B)] {
+        self_signed(&certs, name);
+        tls.push(Killed(
+            ns.cmd("openssl")
+                .args(["s_server", "-quiet", "-www", "-accept", addr, "-cert"])
+                .arg(certs.join(format!("{name}.crt")))
+                .arg("-key")
+                .arg(certs.join(format!("{name}.key")))
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        ));
+    }
+    StreamBackends {
+        stop,
+        threads,
+        _tls: tls,
+    }
+}
+
+/// Runs `proxy` with the stream routes in `ns` and waits until it accepts on TCP 5001.
+fn serve_streams(
+    proxy: &str,
+    routes: &HttpRoutes,
+    o: &HttpRenderOptions,
+    dir: &Path,
+    ns: &support::Netns,
+) -> Killed {
+    let r = HttpRenderer::embedded().unwrap();
+    let child = if proxy == "haproxy" {
+        let hp = r.haproxy(routes, o, &[]).unwrap();
+        for (f, t) in &hp.files {
+            std::fs::write(f, t).unwrap();
+        }
+        assert!(hp
+            .text
+            .contains("# skipped route stream 198.18.0.10:5353/UDP"));
+        let cfg = format!(
+            "global\n  log stderr format short local0 err\n  stats socket {}/rt.sock level admin\ndefaults\n  timeout connect 2s\n  timeout client 5s\n  timeout server 5s\n{}",
+            dir.display(),
+            hp.text
+        );
+        let file = dir.join("haproxy.cfg");
+        std::fs::write(&file, &cfg).unwrap();
+        Killed(
+            ns.cmd("haproxy")
+                .arg("-db")
+                .arg("-f")
+                .arg(&file)
+                .spawn()
+                .unwrap(),
+        )
+    } else {
+        let nx = r.nginx(routes, o).unwrap();
+        let d = dir.display();
+        let cfg = format!(
+            "load_module {};\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n{}\n}}\nstream {{\n{}\n}}\n",
+            k8slb_actor::view::NGINX_STREAM_MODULE,
+            nx.text,
+            nx.stream_text
+        );
+        let file = dir.join("nginx.conf");
+        std::fs::write(&file, &cfg).unwrap();
+        Killed(
+            ns.cmd("nginx")
+                .args(["-g", "daemon off;", "-p"])
+                .arg(dir)
+                .arg("-c")
+                .arg(&file)
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let up = in_ns(ns, || {
+        support::wait_until(Duration::from_secs(10), || {
+            TcpStream::connect((VIP, 5001)).is_ok()
+        })
+    });
+    assert!(up, "{proxy} did not accept on {VIP}:5001");
+    child
+}
+
+/// A request through `VIP:port` and the body that came back (empty: closed).
+fn tcp_request(port: u16, payload: &[u8], shutdown: bool) -> String {
+    let Ok(mut c) = TcpStream::connect((VIP, port)) else {
+        return String::new();
+    };
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    if c.write_all(payload).is_err() {
+        return String::new();
+    }
+    if shutdown {
+        let _ = c.shutdown(std::net::Shutdown::Write);
+    }
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The body of an HTTP/1.0 answer, or what came back.
+fn body(answer: &str) -> &str {
+    answer.split_once("\r\n\r\n").map_or(answer, |(_, b)| b)
+}
+
+/// The CN of the certificate a TLS client got through `VIP:port` with SNI `sni` (no
+/// SNI: `None`), or `closed`.
+fn tls_cn(ns: &support::Netns, port: u16, sni: Option<&str>) -> String {
+    let mut cmd = ns.cmd("timeout");
+    cmd.args(["10", "openssl", "s_client", "-connect"])
+        .arg(format!("{VIP}:{port}"));
+    match sni {
+        Some(s) => cmd.args(["-servername", s]),
+        None => cmd.arg("-noservername"),
+    };
+    let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.lines()
+        .find_map(|l| l.strip_prefix("subject=")) // OpenSSL 3: "subject=CN = tls-a"
+        .and_then(|s| s.split_once("CN"))
+        .map(|(_, cn)| cn.trim_start_matches([' ', '=']).trim().to_string())
+        .filter(|_| out.status.success())
+        .unwrap_or_else(|| "closed".into())
+}
+
+/// What the reference router says a TLS client gets: the CN of its route's backend
+/// (tls-a / tls-b: the Service's name), or `closed`.
+fn expected_cn(routes: &HttpRoutes, port: u16, sni: Option<&str>) -> String {
+    routes
+        .route_stream(VIP.parse().unwrap(), port, StreamProtocol::Tls, sni)
+        .and_then(|r| r.backends.first())
+        .map_or("closed".into(), |b| b.id.service.name.to_string())
+}
+
+/// TCP to an echo backend, TLS passthrough by SNI (exact, wildcards of any depth, the
+/// longer suffix first, case-insensitive) to two TLS servers told apart by their
+/// certificates, unknown names, no SNI and non-TLS bytes closed, a listener without a
+/// backend closed, UDP through nginx to an echo backend, and a Service port both an HTTP
+/// listener and a TCP stream forward to, through the real HAProxy and nginx.
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_forward_tcp_udp_and_tls_passthrough_as_the_model_says() {
+    support::require_root_and(&["haproxy", "nginx", "openssl"]);
+    let routes = stream_routes();
+    let snis: [Option<&str>; 8] = [
+        Some("a.example.com"),
+        Some("A.Example.COM"),
+        Some("x.example.com"),
+        Some("x.y.example.com"),
+        Some("z.b.example.com"),
+        Some("example.com"),
+        Some("nope.example.net"),
+        None,
+    ];
+    let want: Vec<String> = snis
+        .iter()
+        .map(|s| expected_cn(&routes, 8443, *s))
+        .collect();
+    // The test's expectations pin the reference router too.
+    assert_eq!(
+        want,
+        ["tls-a", "tls-a", "tls-b", "tls-b", "tls-a", "closed", "closed", "closed"]
+    );
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtl4")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        let ns = support::Netns::new("k8slbl4");
+        ns.ip(&format!("addr add {VIP}/32 dev lo"));
+        let _backends = start_stream_backends(&ns, dir.path());
+        let _child = serve_streams(proxy, &routes, &o, dir.path(), &ns);
+
+        let (echoed, none, non_tls, http, tcp_same_port, udp) = in_ns(&ns, || {
+            let udp = if proxy == "nginx" {
+                let s = UdpSocket::bind((std::net::Ipv4Addr::UNSPECIFIED, 0)).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+                s.send_to(b"ping-udp", (VIP, 5353)).unwrap();
+                let mut buf = [0u8; 64];
+                s.recv(&mut buf)
+                    .map(|n| String::from_utf8_lossy(&buf[..n]).into_owned())
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            };
+            (
+                tcp_request(5001, b"hello-tcp\n", true),
+                tcp_request(5002, b"anyone?\n", true),
+                tcp_request(8443, b"GET / HTTP/1.0\r\n\r\n", false),
+                tcp_request(80, b"GET / HTTP/1.0\r\nHost: any\r\n\r\n", false),
+                tcp_request(5000, b"GET / HTTP/1.0\r\n\r\n", false),
+                udp,
+            )
+        });
+        assert_eq!(echoed, "hello-tcp\n", "{proxy}: TCP echo");
+        assert_eq!(none, "", "{proxy}: a route without a backend closes");
+        assert_eq!(non_tls, "", "{proxy}: what is not TLS is closed");
+        assert_eq!(
+            body(&http),
+            "heavy",
+            "{proxy}: HTTP to the shared Service port"
+        );
+        assert!(
+            ["heavy", "light"].contains(&body(&tcp_same_port)),
+            "{proxy}: TCP to the same Service port: {tcp_same_port:?}"
+        );
+        if proxy == "nginx" {
+            assert_eq!(udp, "ping-udp", "{proxy}: UDP echo");
+        }
+        let got: Vec<String> = snis.iter().map(|s| tls_cn(&ns, 8443, *s)).collect();
+        for ((sni, w), g) in snis.iter().zip(&want).zip(&got) {
+            assert_eq!(g, w, "{proxy}: TLS with SNI {sni:?}");
+        }
+        println!("{proxy}: TLS passthrough by SNI {snis:?} -> {got:?}");
+    }
+}
+
+/// A 90/10 TCP split between two Services, over 1,000 connections through each proxy
+/// (HAProxy: a random draw per connection, so 900 ± 9.5 (one standard deviation):
+/// 850..=950 holds unless something is wrong; nginx: weighted round-robin, exact).
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_split_tcp_connections_by_weight() {
+    support::require_root_and(&["haproxy", "nginx", "openssl"]);
+    let routes = stream_routes();
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtl4split")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        let ns = support::Netns::new("k8slbl4s");
+        ns.ip(&format!("addr add {VIP}/32 dev lo"));
+        let _backends = start_stream_backends(&ns, dir.path());
+        let _child = serve_streams(proxy, &routes, &o, dir.path(), &ns);
+        let answers: Vec<String> = in_ns(&ns, || {
+            (0..1000)
+                .map(|_| body(&tcp_request(5000, b"GET / HTTP/1.0\r\n\r\n", false)).to_string())
+                .collect()
+        });
+        let heavy = answers.iter().filter(|a| *a == "heavy").count();
+        let light = answers.iter().filter(|a| *a == "light").count();
+        assert_eq!(heavy + light, 1000, "{proxy}: every connection answered");
+        assert!(
+            (850..=950).contains(&heavy),
+            "{proxy}: {heavy} of 1000 connections went to the 90% backend"
+        );
+        println!("{proxy}: 90/10 TCP split over 1000 connections: {heavy} / {light}");
+    }
 }
