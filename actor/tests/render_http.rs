@@ -2114,7 +2114,8 @@ fn real_proxies_forward_tcp_udp_and_tls_passthrough_as_the_model_says() {
 
 /// A 90/10 TCP split between two Services, over 1,000 connections through each proxy
 /// (HAProxy: a random draw per connection, so 900 ± 9.5 (one standard deviation):
-/// 850..=950 holds unless something is wrong; nginx: weighted round-robin, exact).
+/// 850..=950 holds unless something is wrong; nginx: weighted round-robin, exact); then
+/// HAProxy's turned into 10/90 by the Runtime API's `set map`, without a reload.
 #[test]
 #[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
 fn real_proxies_split_tcp_connections_by_weight() {
@@ -2143,5 +2144,40 @@ fn real_proxies_split_tcp_connections_by_weight() {
             "{proxy}: {heavy} of 1000 connections went to the 90% backend"
         );
         println!("{proxy}: 90/10 TCP split over 1000 connections: {heavy} / {light}");
+        if proxy == "haproxy" {
+            // 90/10 -> 10/90 as the actor does it: `set map` over the Runtime API.
+            let mut new = routes.clone();
+            let s = new.streams.iter_mut().find(|s| s.port == 5000).unwrap();
+            s.routes[0].backends[0].weight = 10;
+            s.routes[0].backends[1].weight = 90;
+            let map = k8slb_actor::render_stream::stream_splits_map_path(s, &o).unwrap();
+            let cmds: Vec<String> = k8slb_actor::render_stream::stream_split_entries(s)
+                .into_iter()
+                .map(|(key, value)| {
+                    k8slb_actor::render::RuntimeCommand::SetMap {
+                        map: map.clone(),
+                        key,
+                        value,
+                    }
+                    .to_cli()
+                })
+                .collect();
+            k8slb_actor::haproxy_rt::apply_commands(&dir.path().join("rt.sock"), &cmds)
+                .expect("HAProxy takes the new shares");
+            let answers: Vec<String> = in_ns(&ns, || {
+                (0..1000)
+                    .map(|_| body(&tcp_request(5000, b"GET / HTTP/1.0\r\n\r\n", false)).to_string())
+                    .collect()
+            });
+            let heavy = answers.iter().filter(|a| *a == "heavy").count();
+            assert!(
+                (50..=150).contains(&heavy),
+                "{proxy}: after set map, {heavy} of 1000 went to the now 10% backend"
+            );
+            println!(
+                "{proxy}: 10/90 after set map, no reload: {heavy} / {}",
+                1000 - heavy
+            );
+        }
     }
 }
