@@ -39,6 +39,8 @@ pub struct Objects {
     pub reference_grants: Vec<crate::gateway::types::ReferenceGrant>,
     /// TLSRoutes, TCPRoutes and UDPRoutes (experimental channel), each with its kind.
     pub l4_routes: Vec<crate::gateway::types::L4Route>,
+    /// Namespaces (their labels), which a Gateway listener's `allowedRoutes` may select.
+    pub namespaces: Vec<k8s_openapi::api::core::v1::Namespace>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -149,6 +151,7 @@ impl Objects {
                 Kind::IngressClass,
             ),
             "Secret" => push(&mut self.secrets, &mut self.problems, v, Kind::Secret),
+            "Namespace" => push(&mut self.namespaces, &mut self.problems, v, Kind::Namespace),
             // Gateway API kinds only from their group (other groups reuse the names).
             "GatewayClass" | "Gateway" | "HTTPRoute" | "ReferenceGrant" | "TLSRoute"
             | "TCPRoute" | "UDPRoute"
@@ -283,6 +286,9 @@ impl Objects {
             addresses,
             unavailable,
             serves_udp: true,
+            configmaps: &self.configmaps,
+            pools: None,
+            namespaces: &self.namespaces,
         }
     }
 }

@@ -250,8 +250,9 @@ pub enum Kind {
     Gateway,
     HttpRoute,
     ReferenceGrant,
+    Namespace,
     /// TLSRoute, TCPRoute, UDPRoute.
-    L4Route(crate::gateway::types::L4Kind),
+    L4Route(crate::names::L4Kind),
 }
 
 impl Kind {
@@ -268,6 +269,7 @@ impl Kind {
             Kind::Gateway => "Gateway",
             Kind::HttpRoute => "HTTPRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
+            Kind::Namespace => "Namespace",
             Kind::L4Route(k) => k.as_str(),
         }
     }
@@ -285,9 +287,10 @@ impl Kind {
             Kind::Gateway,
             Kind::HttpRoute,
             Kind::ReferenceGrant,
-            Kind::L4Route(crate::gateway::types::L4Kind::Tls),
-            Kind::L4Route(crate::gateway::types::L4Kind::Tcp),
-            Kind::L4Route(crate::gateway::types::L4Kind::Udp),
+            Kind::Namespace,
+            Kind::L4Route(crate::names::L4Kind::Tls),
+            Kind::L4Route(crate::names::L4Kind::Tcp),
+            Kind::L4Route(crate::names::L4Kind::Udp),
         ]
         .into_iter()
         .find(|k| k.as_str() == s)
@@ -313,7 +316,7 @@ pub enum ObjRef {
     HttpRoute { namespace: String, name: String },
     /// `TLSRoute <ns>/<name>`, `TCPRoute ...`, `UDPRoute ...`.
     L4Route {
-        kind: crate::gateway::types::L4Kind,
+        kind: crate::names::L4Kind,
         namespace: String,
         name: String,
     },
@@ -388,7 +391,11 @@ impl ObjRef {
                 }
             }
             Kind::GatewayClass => return ObjRef::GatewayClass { name: shown },
-            Kind::EndpointSlice | Kind::IngressClass | Kind::Secret | Kind::ReferenceGrant => {}
+            Kind::EndpointSlice
+            | Kind::IngressClass
+            | Kind::Secret
+            | Kind::ReferenceGrant
+            | Kind::Namespace => {}
         }
         ObjRef::Unnamed { kind, shown }
     }

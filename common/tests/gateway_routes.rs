@@ -899,3 +899,85 @@ items:
         o.problems[0]
     );
 }
+
+#[test]
+fn a_namespace_selector_allows_routes_from_the_namespaces_whose_labels_it_selects() {
+    let gw = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - name: shared
+    port: 80
+    protocol: HTTP
+    allowedRoutes:
+      namespaces:
+        from: Selector
+        selector:
+          matchLabels: { team: web }
+          matchExpressions: [{ key: env, operator: NotIn, values: [prod] }]
+  - name: broken
+    port: 81
+    protocol: HTTP
+    allowedRoutes:
+      namespaces:
+        from: Selector
+        selector: { matchExpressions: [{ key: env, operator: Exists, values: [x] }] }
+"#;
+    let ns = |name: &str, labels: &str| {
+        format!("apiVersion: v1\nkind: Namespace\nmetadata: {{ name: {name}, labels: {labels} }}\n")
+    };
+    let route = |ns: &str| {
+        format!(
+            r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{ name: r, namespace: {ns} }}
+spec:
+  parentRefs: [{{ name: gw, namespace: infra }}]
+  hostnames: [{ns}.example.com]
+  rules: [{{ backendRefs: [{{ name: a, port: 80 }}] }}]
+"#
+        )
+    };
+    let mut o = objects(&[
+        CLASS,
+        gw,
+        &ns("default", "{ team: web, env: dev }"),
+        &ns("infra", "{ team: web, env: prod }"),
+        &ns("other", "{ team: db }"),
+        &route("default"),
+        &route("infra"),
+        &route("other"),
+    ]);
+    // A route in a namespace the server has not shown us: no labels, not selected.
+    o.add_text(&route("unknown")).unwrap();
+    let out = run(&o, &[]);
+    let accepted = |ns: &str| {
+        let c = cond(
+            &out.http_routes[&format!("{ns}/r").parse().unwrap()][0].conditions,
+            "Accepted",
+        );
+        (c.status, c.reason)
+    };
+    assert_eq!(accepted("default"), (true, "Accepted"));
+    assert_eq!(
+        accepted("infra"),
+        (false, "NotAllowedByListeners"),
+        "env=prod"
+    );
+    assert_eq!(accepted("other"), (false, "NotAllowedByListeners"));
+    assert_eq!(accepted("unknown"), (false, "NotAllowedByListeners"));
+    assert_eq!(goes(&out, 80, "default.example.com", "/"), "a");
+    assert_eq!(goes(&out, 80, "infra.example.com", "/"), "404");
+    // A selector that cannot be evaluated selects nothing, and the listener says why.
+    let st = &out.gateways[&"infra/gw".parse().unwrap()];
+    let broken = st.listeners.iter().find(|l| l.name == "broken").unwrap();
+    let c = cond(&broken.conditions, "ResolvedRefs");
+    assert_eq!((c.status, c.reason), (false, "InvalidRouteNamespaces"));
+    assert_eq!(broken.attached_routes, 0);
+    let shared = st.listeners.iter().find(|l| l.name == "shared").unwrap();
+    assert_eq!(shared.attached_routes, 1);
+}

@@ -431,3 +431,69 @@ fn l4_listeners_hold_their_transports_ports_and_udp_needs_nginx() {
     let p = problems_on(&s4, "UDPRoute default/dns");
     assert!(p.iter().any(|(r, _)| r == "NotAllowedByListeners"), "{p:?}");
 }
+
+#[test]
+fn a_class_parameters_configmap_names_the_pool_of_its_gateways() {
+    let c = cfg(POOLS);
+    let class = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: k8slb }
+spec:
+  controllerName: k8slb.io/gateway-controller
+  parametersRef: { group: "", kind: ConfigMap, name: gw-params, namespace: k8slb-system }
+"#;
+    let params = |pool: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{ name: gw-params, namespace: k8slb-system }}\ndata: {{ pool: \"{pool}\" }}\n"
+        )
+    };
+    let gw = gateway("gw", 80, 1, "");
+    let annotated = gateway("mine", 81, 2, "").replace(
+        "  uid: uid-mine\n",
+        "  uid: uid-mine\n  annotations: { loadbalancer/pool: default }\n",
+    );
+    let s = run(
+        &c,
+        &objects(vec![], &[class, &params("other"), &gw, &annotated]),
+        None,
+    );
+    assert_eq!(gateway_ips(&s, "infra/gw"), ["198.18.1.100"]);
+    assert_eq!(s.gateways[&"infra/gw".parse().unwrap()].pool, "other");
+    // The Gateway's own annotation wins over its class's parameters.
+    assert_eq!(gateway_ips(&s, "infra/mine"), ["198.18.0.100"]);
+    assert_eq!(problems_on(&s, "GatewayClass k8slb"), []);
+    let s_ok = run(&c, &objects(vec![], &[class, &params("other"), &gw]), None);
+    assert_eq!(gateway_ips(&s_ok, "infra/gw"), ["198.18.1.100"]);
+
+    // Parameters that name no pool, a pool that does not exist, or no ConfigMap at all:
+    // the class is not Accepted (InvalidParameters, a problem on it), and its Gateways
+    // get nothing new.
+    for (texts, why) in [
+        (vec![params("nope")], "pool nope does not exist"),
+        (vec![params("Bad Pool")], "data.pool"),
+        (vec![], "does not exist, or is not in k8slb's namespace"),
+    ] {
+        let mut all: Vec<&str> = vec![class, &gw];
+        all.extend(texts.iter().map(String::as_str));
+        let s = run(&c, &objects(vec![], &all), None);
+        let p = problems_on(&s, "GatewayClass k8slb");
+        assert!(
+            p.iter()
+                .any(|(r, m)| r == "InvalidParameters" && m.contains(why)),
+            "{why}: {p:?}"
+        );
+        assert_eq!(gateway_ips(&s, "infra/gw"), Vec::<String>::new(), "{why}");
+
+        // Broken after the Gateway got its address: it keeps it, and is still served.
+        let s2 = run(&c, &objects(vec![], &all), Some(&s_ok));
+        assert_eq!(gateway_ips(&s2, "infra/gw"), ["198.18.1.100"], "{why}");
+        assert_eq!(ports_on(&s2, "198.18.1.100"), [80], "{why}");
+        assert!(
+            problems_on(&s2, "GatewayClass k8slb")
+                .iter()
+                .any(|(r, _)| r == "InvalidParameters"),
+            "{why}"
+        );
+    }
+}

@@ -16,7 +16,7 @@ use crate::kube::describe;
 use crate::publish_cm::{self, StateLoad};
 use crate::reconcile::{self, ConfigRead, Source};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8slb_common::certs::{NODE_CERT_LABEL, TLS_SECRET_TYPE};
@@ -70,6 +70,8 @@ pub struct GatewayStores {
     /// TLSRoutes, TCPRoutes, UDPRoutes: the kinds the cluster serves (see
     /// [`GatewayResources::l4`]), in its order.
     pub l4: Vec<Store<DynamicObject>>,
+    /// The Namespaces, whose labels a listener's `allowedRoutes` selector selects.
+    pub namespaces: Store<Namespace>,
 }
 
 /// What serving Ingresses reads besides the Services' stores.
@@ -156,6 +158,11 @@ impl Stores {
                     .iter()
                     .map(|(k, ar)| w.spawn_dynamic(client, ar, k.plural()))
                     .collect(),
+                namespaces: w.spawn(
+                    Api::<Namespace>::all(client.clone()),
+                    watcher::Config::default(),
+                    "namespaces",
+                ),
                 resources: r,
             }),
             namespace: namespace.to_string(),
@@ -183,6 +190,7 @@ impl Stores {
             for s in &g.l4 {
                 s.wait_until_ready().await?;
             }
+            g.namespaces.wait_until_ready().await?;
         }
         Ok(())
     }
@@ -359,6 +367,7 @@ impl Source for GatewayStores {
         .into_iter()
         .chain(self.grants.as_ref().zip(r.grants.as_ref()))
         .chain(self.l4.iter().zip(r.l4.iter().map(|(_, ar)| ar)));
+        objs.namespaces = sorted(self.namespaces.state());
         for (store, ar) in stores {
             let mut items = store.state();
             items.sort_by(|a, b| {

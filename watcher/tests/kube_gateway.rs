@@ -297,7 +297,19 @@ async fn with_the_experimental_crds_tcp_and_udp_routes_get_their_status_within_t
         .as_array_mut()
         .unwrap()
         .push(json!({"name": "dns", "port": 53, "protocol": "UDP"}));
+    // A listener that takes routes from the namespaces labelled team=web.
+    gw["spec"]["listeners"].as_array_mut().unwrap().push(json!(
+        {"name": "team", "port": 8080, "protocol": "HTTP", "allowedRoutes": {"namespaces": {
+            "from": "Selector", "selector": {"matchLabels": {"team": "web"}}}}}));
     api.put_object(gw);
+    api.put_object(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "apps", "labels": {"team": "web"}}}));
+    let mut team_route = route("team", "web");
+    team_route["metadata"]["namespace"] = json!("apps");
+    team_route["spec"]["parentRefs"] =
+        json!([{"name": "gw", "namespace": "default", "sectionName": "team"}]);
+    team_route["spec"]["rules"][0]["backendRefs"][0]["namespace"] = json!("default");
+    api.put_object(team_route);
     let mut db = svc("default", "db");
     db["spec"]["type"] = json!("ClusterIP");
     db["spec"]["ports"] = json!([{"name": "pg", "port": 5432, "protocol": "TCP"},
@@ -368,6 +380,16 @@ async fn with_the_experimental_crds_tcp_and_udp_routes_get_their_status_within_t
     );
     let tcp = listeners.iter().find(|l| l["name"] == "tcp").unwrap();
     assert_eq!(tcp["attachedRoutes"], 1, "{tcp:#}");
+    // The route in `apps` is allowed by the selector (the Namespace's labels, watched).
+    let team = wait_for("the selected route's status", || {
+        let r = api.get_object(&format!("/apis/{GW}/v1/namespaces/apps/httproutes/team"))?;
+        r.pointer("/status/parents/0").cloned()
+    })
+    .await;
+    assert!(
+        has(&team["conditions"], "Accepted", "True", "Accepted"),
+        "{team:#}"
+    );
 
     // The published state has the TCP stream on the Gateway's address.
     let st = state(&api).expect("a published state");

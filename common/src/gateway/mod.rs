@@ -45,8 +45,9 @@ use crate::routes::{
     RedirectStatus, RouteAction, RouteMatch, RouteRule, RuleFilters, Scheme, StreamListener,
     StreamProtocol, StreamRoute, VirtualHost, WeightedBackend,
 };
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use types::{
@@ -145,6 +146,12 @@ pub struct GatewayInput<'a> {
     /// The provider proxies UDP (nginx does, HAProxy does not): else `UDP` listeners are
     /// `UnsupportedProtocol`.
     pub serves_udp: bool,
+    /// The ConfigMaps a GatewayClass's `parametersRef` may name.
+    pub configmaps: &'a [k8s_openapi::api::core::v1::ConfigMap],
+    /// The pools that exist.
+    pub pools: KnownPools<'a>,
+    /// The Namespaces, for listeners that allow routes by a namespace selector.
+    pub namespaces: &'a [Namespace],
 }
 
 /// What the Gateway API objects make: the routes to serve and every status.
@@ -178,24 +185,97 @@ fn age(
     )
 }
 
+/// The key of a `parametersRef` ConfigMap that names the pool of a class's Gateways.
+pub const POOL_PARAMETER: &str = "pool";
+
+/// The pools that exist (to check a class's parameters against), or `None` to take any
+/// valid pool name.
+pub type KnownPools<'a> = Option<&'a BTreeSet<crate::names::PoolName>>;
+
+/// The pool a GatewayClass of ours gives its Gateways (`Ok(None)`: no `parametersRef`,
+/// the default pool), or why its parameters are invalid. The parameters are a ConfigMap
+/// (core group) in k8slb's namespace (the watcher reads ConfigMaps there only) whose
+/// `data.pool` names a pool.
+pub fn class_pool(
+    c: &GatewayClass,
+    configmaps: &[k8s_openapi::api::core::v1::ConfigMap],
+    pools: KnownPools<'_>,
+) -> Result<Option<crate::names::PoolName>, String> {
+    let Some(p) = &c.spec.parameters_ref else {
+        return Ok(None);
+    };
+    let shown = |s: &str| crate::problem::cut(s, 63);
+    if !p.group.is_empty() || p.kind != "ConfigMap" {
+        return Err(format!(
+            "parametersRef {}/{} is not a ConfigMap (group \"\"), the only parameters k8slb reads",
+            shown(&p.group),
+            shown(&p.kind)
+        ));
+    }
+    let Some(ns) = p.namespace.as_deref() else {
+        return Err(
+            "parametersRef needs the namespace of its ConfigMap (k8slb's namespace)".into(),
+        );
+    };
+    let Some(cm) = configmaps.iter().find(|m| {
+        m.metadata.namespace.as_deref() == Some(ns)
+            && m.metadata.name.as_deref() == Some(p.name.as_str())
+    }) else {
+        return Err(format!(
+            "ConfigMap {}/{} does not exist, or is not in k8slb's namespace (the only one it reads)",
+            shown(ns),
+            shown(&p.name)
+        ));
+    };
+    let Some(text) = cm.data.as_ref().and_then(|d| d.get(POOL_PARAMETER)) else {
+        return Err(format!(
+            "ConfigMap {}/{} has no data.{POOL_PARAMETER}",
+            shown(ns),
+            shown(&p.name)
+        ));
+    };
+    let pool: crate::names::PoolName = text.parse().map_err(|e| {
+        format!(
+            "ConfigMap {}/{}: data.{POOL_PARAMETER}: {e}",
+            shown(ns),
+            shown(&p.name)
+        )
+    })?;
+    if pools.is_some_and(|known| !known.contains(&pool)) {
+        return Err(format!(
+            "ConfigMap {}/{}: pool {pool} does not exist",
+            shown(ns),
+            shown(&p.name)
+        ));
+    }
+    Ok(Some(pool))
+}
+
 /// The names of our GatewayClasses, with their conditions.
-pub fn our_classes(classes: &[GatewayClass]) -> BTreeMap<String, Vec<Condition>> {
+pub fn our_classes(
+    classes: &[GatewayClass],
+    configmaps: &[k8s_openapi::api::core::v1::ConfigMap],
+    pools: KnownPools<'_>,
+) -> BTreeMap<String, Vec<Condition>> {
     classes
         .iter()
         .filter(|c| c.spec.controller_name == CONTROLLER)
         .filter_map(|c| {
             let name = c.metadata.name.clone()?;
-            let cond = match &c.spec.parameters_ref {
-                None => Condition::new("Accepted", true, "Accepted", "k8slb serves this class"),
-                Some(p) => Condition::new(
+            let cond = match class_pool(c, configmaps, pools) {
+                Ok(None) => Condition::new(
                     "Accepted",
-                    false,
-                    "InvalidParameters",
-                    format!(
-                        "parametersRef {}/{} is not supported yet: Gateways of this class use their own addresses or the default pool",
-                        p.kind, p.name
-                    ),
+                    true,
+                    "Accepted",
+                    "k8slb serves this class; its Gateways use the default pool unless they name one",
                 ),
+                Ok(Some(pool)) => Condition::new(
+                    "Accepted",
+                    true,
+                    "Accepted",
+                    format!("k8slb serves this class; its Gateways use pool {pool} unless they name one"),
+                ),
+                Err(why) => Condition::new("Accepted", false, "InvalidParameters", why),
             };
             Some((name, vec![cond]))
         })
@@ -274,7 +354,11 @@ struct Lst<'a> {
     tls: Option<ListenerTls>,
     /// The route namespaces it allows: None = any.
     same_ns_only: Option<String>,
-    allows_selector: bool,
+    /// `from: Selector`: the namespaces whose labels it selects (`Err`: a selector
+    /// that cannot be evaluated, which selects none).
+    selector: Option<Result<&'a LabelSelector, String>>,
+    /// `from: All`.
+    from_all: bool,
     /// The route kinds it takes: its protocol's, as far as `allowedRoutes.kinds` allows.
     kinds: Vec<&'static str>,
     attached: u32,
@@ -328,7 +412,7 @@ struct Placed {
 /// Translate (see the module's doc).
 pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
     let mut out = GatewayOutput {
-        classes: our_classes(input.classes),
+        classes: our_classes(input.classes, input.configmaps, input.pools),
         ..Default::default()
     };
     let accepted: BTreeSet<&str> = out
@@ -337,10 +421,17 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
         .filter(|(_, c)| c.iter().all(|c| c.status))
         .map(|(n, _)| n.as_str())
         .collect();
+    // The Gateways of our accepted classes, and those of a refused class of ours that the
+    // plan still gives addresses (they held them before the class broke).
     let mut gateways: Vec<&Gateway> = input
         .gateways
         .iter()
-        .filter(|g| accepted.contains(g.spec.gateway_class_name.as_str()))
+        .filter(|g| {
+            let class = g.spec.gateway_class_name.as_str();
+            accepted.contains(class)
+                || (out.classes.contains_key(class)
+                    && key(&g.metadata).is_some_and(|k| input.addresses.contains_key(&k)))
+        })
         .collect();
     gateways.sort_by_key(|g| age(&g.metadata));
 
@@ -397,7 +488,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
                 &gk,
                 p,
                 ("HTTPRoute", &r.spec.hostnames),
-                &rns,
+                (&rns, input.namespaces),
                 None,
             );
             let mut conditions = conds;
@@ -459,7 +550,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
                 &gk,
                 p,
                 (r.kind.as_str(), &r.spec.hostnames),
-                &rns,
+                (&rns, input.namespaces),
                 Some((&mut taken, who)),
             );
             if !at.is_empty() {
@@ -777,6 +868,32 @@ fn listener<'a>(
         .as_ref()
         .and_then(|a| a.namespaces.as_ref());
     let from = ns.and_then(|n| n.from.as_deref()).unwrap_or("Same");
+    let selector = (from == "Selector").then(|| match ns.and_then(|n| n.selector.as_ref()) {
+        None => Err("allowedRoutes.namespaces.from Selector needs a selector".to_string()),
+        Some(sel) => check_selector(sel).map(|()| sel),
+    });
+    // One ResolvedRefs condition per listener (the API keys conditions by type): the
+    // first problem found says it.
+    let has_refs = |c: &[Condition]| c.iter().any(|c| c.type_ == "ResolvedRefs");
+    if let (Some(Err(why)), false) = (&selector, has_refs(&conditions)) {
+        conditions.push(Condition::new(
+            "ResolvedRefs",
+            false,
+            "InvalidRouteNamespaces",
+            format!("{why}: it selects no namespace"),
+        ));
+    }
+    if !matches!(from, "Same" | "All" | "Selector") && !has_refs(&conditions) {
+        conditions.push(Condition::new(
+            "ResolvedRefs",
+            false,
+            "InvalidRouteNamespaces",
+            format!(
+                "allowedRoutes.namespaces.from {} is not Same, All or Selector: it allows no namespace",
+                crate::problem::cut(from, 40)
+            ),
+        ));
+    }
     let allowed_kinds = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref());
     let own_kind = kind_for(&l.protocol);
     let is_own = |k: &types::RouteGroupKind| {
@@ -790,7 +907,8 @@ fn listener<'a>(
             .into_iter()
             .collect(),
     };
-    if let Some(other) = allowed_kinds.and_then(|k| k.iter().find(|k| !is_own(k))) {
+    let invalid_kind = allowed_kinds.and_then(|k| k.iter().find(|k| !is_own(k)));
+    if let (Some(other), false) = (invalid_kind, has_refs(&conditions)) {
         // The spec: a kind the implementation does not support on this listener is
         // InvalidRouteKinds (the listener still serves the kinds it supports).
         conditions.push(Condition::new(
@@ -835,7 +953,8 @@ fn listener<'a>(
         stream,
         tls,
         same_ns_only: (from == "Same").then(|| gk.namespace.to_string()),
-        allows_selector: from == "Selector",
+        from_all: from == "All",
+        selector,
         kinds,
         attached: 0,
         conditions,
@@ -979,7 +1098,7 @@ fn attach(
     gk: &ObjectKey,
     p: &ParentRef,
     (kind, hostnames): (&str, &[String]),
-    rns: &str,
+    (rns, namespaces): (&str, &[Namespace]),
     mut taken: Option<(&mut BTreeMap<(usize, Option<Hostname>), String>, String)>,
 ) -> (Vec<Condition>, Vec<(usize, Option<Hostname>)>) {
     let route_hosts: Vec<Hostname> = hostnames.iter().filter_map(|h| hostname(h)).collect();
@@ -1006,11 +1125,7 @@ fn attach(
             continue;
         }
         candidates += 1;
-        if !l.served()
-            || !l.kinds.contains(&kind)
-            || l.allows_selector
-            || l.same_ns_only.as_deref().is_some_and(|ns| ns != rns)
-        {
+        if !l.served() || !l.kinds.contains(&kind) || !allows_namespace(l, rns, namespaces) {
             continue;
         }
         allowed += 1;
@@ -1128,6 +1243,69 @@ fn l4_backends(
         weighted.clear();
     }
     (weighted, refs)
+}
+
+/// Can `sel` be evaluated (operators and values as `metav1.LabelSelector` defines them)?
+fn check_selector(sel: &LabelSelector) -> Result<(), String> {
+    for e in sel.match_expressions.iter().flatten() {
+        let values = e.values.as_deref().unwrap_or_default();
+        let ok = match e.operator.as_str() {
+            "In" | "NotIn" => !values.is_empty(),
+            "Exists" | "DoesNotExist" => values.is_empty(),
+            _ => false,
+        };
+        if !ok {
+            return Err(format!(
+                "namespace selector: operator {} with {} values is not valid",
+                crate::problem::cut(&e.operator, 20),
+                values.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Does `sel` select these labels (every matchLabels entry and every expression)?
+pub fn selects(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let by_labels = sel
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    by_labels
+        && sel.match_expressions.iter().flatten().all(|e| {
+            let values = e.values.as_deref().unwrap_or_default();
+            let have = labels.get(&e.key);
+            match e.operator.as_str() {
+                "In" => have.is_some_and(|v| values.contains(v)),
+                "NotIn" => have.is_none_or(|v| !values.contains(v)),
+                "Exists" => have.is_some(),
+                "DoesNotExist" => have.is_none(),
+                _ => false,
+            }
+        })
+}
+
+/// Does the listener allow routes from namespace `rns`?
+fn allows_namespace(l: &Lst<'_>, rns: &str, namespaces: &[Namespace]) -> bool {
+    if let Some(only) = &l.same_ns_only {
+        return only == rns;
+    }
+    match &l.selector {
+        None => l.from_all,
+        Some(Err(_)) => false,
+        Some(Ok(sel)) => {
+            let empty = BTreeMap::new();
+            // A namespace that is not known (yet) has no labels to select.
+            let Some(ns) = namespaces
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == Some(rns))
+            else {
+                return false;
+            };
+            selects(sel, ns.metadata.labels.as_ref().unwrap_or(&empty))
+        }
+    }
 }
 
 fn service_index(services: &[Service]) -> BTreeMap<(String, String), &Service> {

@@ -379,49 +379,7 @@ pub struct GrantTo {
     pub name: Option<String>,
 }
 
-/// The L4 route kinds (experimental channel): `TLSRoute`, `TCPRoute`, `UDPRoute`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum L4Kind {
-    #[default]
-    Tls,
-    Tcp,
-    Udp,
-}
-
-impl L4Kind {
-    pub const ALL: [L4Kind; 3] = [L4Kind::Tls, L4Kind::Tcp, L4Kind::Udp];
-
-    /// The kind as the API names it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            L4Kind::Tls => "TLSRoute",
-            L4Kind::Tcp => "TCPRoute",
-            L4Kind::Udp => "UDPRoute",
-        }
-    }
-
-    /// The resource (plural) the API serves it as.
-    pub fn plural(self) -> &'static str {
-        match self {
-            L4Kind::Tls => "tlsroutes",
-            L4Kind::Tcp => "tcproutes",
-            L4Kind::Udp => "udproutes",
-        }
-    }
-
-    pub fn parse(kind: &str) -> Option<L4Kind> {
-        L4Kind::ALL.into_iter().find(|k| k.as_str() == kind)
-    }
-
-    /// The listener protocol it attaches to.
-    pub fn listener_protocol(self) -> &'static str {
-        match self {
-            L4Kind::Tls => "TLS",
-            L4Kind::Tcp => "TCP",
-            L4Kind::Udp => "UDP",
-        }
-    }
-}
+pub use crate::names::L4Kind;
 
 /// A TLSRoute, TCPRoute or UDPRoute (`v1alpha2`; TLSRoute also `v1alpha3`/`v1`): their
 /// specs differ only in TLSRoute's `hostnames`, so one type reads the three. `kind` is

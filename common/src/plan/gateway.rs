@@ -42,6 +42,8 @@ pub(super) struct Gateways<'a> {
     wanted: BTreeMap<ObjectKey, BTreeSet<(Protocol, u16)>>,
     /// The provider proxies UDP.
     serves_udp: bool,
+    /// The pools that exist.
+    pools: BTreeSet<PoolName>,
 }
 
 fn key(g: &Gateway) -> Option<ObjectKey> {
@@ -90,23 +92,37 @@ impl<'a> Gateways<'a> {
             ours: Vec::new(),
             wanted: BTreeMap::new(),
             serves_udp: opts.provider != crate::state::Provider::Haproxy,
+            pools: cfg.pools.keys().cloned().collect(),
         };
         let mut requests = Vec::new();
         if objs.gateways.is_empty() {
             return (me, requests);
         }
-        let classes = gateway::our_classes(&objs.gateway_classes);
-        let accepted: BTreeSet<&str> = classes
+        let known: BTreeSet<PoolName> = cfg.pools.keys().cloned().collect();
+        // Our classes, with the pool their parameters name (None: default) or why they
+        // are refused.
+        let ours: BTreeMap<&str, Result<Option<PoolName>, String>> = objs
+            .gateway_classes
             .iter()
-            .filter(|(_, c)| c.iter().all(|c| c.status))
-            .map(|(n, _)| n.as_str())
+            .filter(|c| c.spec.controller_name == gateway::CONTROLLER)
+            .filter_map(|c| {
+                let pool = gateway::class_pool(c, &objs.configmaps, Some(&known));
+                Some((c.metadata.name.as_deref()?, pool))
+            })
             .collect();
         let mut seen = BTreeSet::new();
         for g in &objs.gateways {
-            if !accepted.contains(g.spec.gateway_class_name.as_str()) {
+            let Some(class) = ours.get(g.spec.gateway_class_name.as_str()) else {
+                continue;
+            };
+            let Some(k) = key(g) else { continue };
+            // A class whose parameters broke (a ConfigMap deleted or mistyped) takes
+            // nothing from the Gateways it served: they keep their addresses and are
+            // still served, and get nothing new until it is fixed (its problem says why).
+            let held = class.is_err() && prev.gateways.contains_key(&k);
+            if class.is_err() && !held {
                 continue;
             }
-            let Some(k) = key(g) else { continue };
             if !seen.insert(k.clone()) {
                 continue;
             }
@@ -121,7 +137,13 @@ impl<'a> Gateways<'a> {
                 ));
                 continue;
             }
-            let r = request(cfg, g, &k, prev, problems);
+            let class_pool = class.as_ref().ok().and_then(Option::as_ref);
+            let mut r = request(cfg, g, &k, class_pool, prev, problems);
+            if held {
+                r.refused = true;
+                r.pools.clear();
+                r.pool_text = prev.gateways[&k].pool.clone();
+            }
             me.wanted.insert(k.clone(), listener_ports(g));
             me.ours.push((k, r.pool_text.clone(), r.uid.clone()));
             requests.push(r);
@@ -177,9 +199,20 @@ impl<'a> Gateways<'a> {
             );
         }
         if states.is_empty() {
+            // No Gateway to serve; a class of ours that is refused still says why.
+            let classes = gateway::our_classes(
+                &self.objs.gateway_classes,
+                &self.objs.configmaps,
+                Some(&self.pools),
+            );
+            let out = GatewayOutput {
+                classes,
+                ..Default::default()
+            };
+            report(&out, problems);
             return (HttpRoutes::default(), states);
         }
-        let out = translate(self.objs, &states, self.serves_udp);
+        let out = translate(self.objs, &states, self.serves_udp, Some(&self.pools));
         report(&out, problems);
         (out.routes, states)
     }
@@ -191,6 +224,7 @@ fn translate(
     objs: &Objects,
     gateways: &BTreeMap<ObjectKey, GatewayState>,
     serves_udp: bool,
+    pools: gateway::KnownPools<'_>,
 ) -> GatewayOutput {
     let addresses = gateways
         .iter()
@@ -210,6 +244,7 @@ fn translate(
     let secrets: Vec<SecretMeta> = objs.secrets.iter().map(SecretMeta::of).collect();
     let mut input = objs.gateway_input(&secrets, &addresses, &unavailable);
     input.serves_udp = serves_udp;
+    input.pools = pools;
     gateway::translate(&input)
 }
 
@@ -221,7 +256,8 @@ pub fn gateway_status(objs: &Objects, state: &State) -> GatewayOutput {
         return GatewayOutput::default();
     }
     let serves_udp = state.provider != Some(crate::state::Provider::Haproxy);
-    let mut out = translate(objs, &state.gateways, serves_udp);
+    let known: BTreeSet<PoolName> = state.config.pools.keys().cloned().collect();
+    let mut out = translate(objs, &state.gateways, serves_udp, Some(&known));
     out.routes = HttpRoutes::default();
     out
 }
@@ -231,6 +267,7 @@ fn request(
     cfg: &GlobalConfig,
     g: &Gateway,
     k: &ObjectKey,
+    class_pool: Option<&PoolName>,
     prev: &State,
     problems: &mut Problems,
 ) -> Request {
@@ -245,7 +282,11 @@ fn request(
                 .as_ref()
                 .and_then(|i| i.annotations.get(POOL_ANNOTATION))
         });
-    let pool_text = annotated.cloned().unwrap_or_else(|| "default".into());
+    // The Gateway's own annotation, else its class's parameters, else `default`.
+    let pool_text = annotated
+        .cloned()
+        .or_else(|| class_pool.map(|p| p.to_string()))
+        .unwrap_or_else(|| "default".into());
     let mut refused = false;
     let mut pools = Vec::new();
     let mut problem = |reason: Reason, message: String| {
