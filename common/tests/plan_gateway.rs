@@ -192,29 +192,50 @@ fn a_refused_address_request_is_a_problem_and_never_loses_the_address_held() {
     let good = gateway("gw", 80, 1, "");
     let s = run(&c, &objects(vec![], &[CLASS, &good]), None);
     assert_eq!(gateway_ips(&s, "infra/gw"), ["198.18.0.100"]);
-    for (extra, reason) in [
+    for (extra, reason, status) in [
         (
             "  addresses: [ { type: Hostname, value: lb.example.com } ]",
             "UnsupportedAddress",
+            ("Accepted", "UnsupportedAddress"),
         ),
         (
             "  addresses: [ { type: IPAddress, value: \"198.18.0.300\" } ]",
             "InvalidIp",
+            ("Programmed", "AddressNotUsable"),
+        ),
+        (
+            "  addresses: [ { type: IPAddress, value: \"203.0.113.9\" } ]",
+            "IpOutsidePool",
+            ("Programmed", "AddressNotUsable"),
         ),
         (
             "  infrastructure: { annotations: { loadbalancer/pool: nope } }",
             "UnknownPool",
+            ("Programmed", "Programmed"),
         ),
         (
             "  infrastructure: { annotations: { loadbalancer/pool: \"a\\nb\" } }",
             "InvalidPool",
+            ("Programmed", "Programmed"),
         ),
     ] {
         let bad = gateway("gw", 80, 1, extra);
-        let s2 = run(&c, &objects(vec![], &[CLASS, &bad]), Some(&s));
+        let o = objects(vec![], &[CLASS, &bad]);
+        let s2 = run(&c, &o, Some(&s));
         assert_eq!(gateway_ips(&s2, "infra/gw"), ["198.18.0.100"], "{extra}");
         let p = problems_on(&s2, "Gateway infra/gw");
         assert!(p.iter().any(|(r, _)| r == reason), "{extra}: {p:?}");
+        // Once per reason: the status condition does not report it a second time.
+        assert_eq!(
+            p.iter().filter(|(r, _)| r == reason).count(),
+            1,
+            "{extra}: {p:?}"
+        );
+        // The Gateway's status says it too.
+        let st = k8slb_common::plan::gateway_status(&o, &s2);
+        let conds = &st.gateways[&"infra/gw".parse().unwrap()].conditions;
+        let cond = conds.iter().find(|c| c.type_ == status.0).unwrap();
+        assert_eq!(cond.reason, status.1, "{extra}: {conds:?}");
         // A new Gateway refused the same way gets nothing.
         let s3 = run(&c, &objects(vec![], &[CLASS, &bad]), None);
         assert!(gateway_ips(&s3, "infra/gw").is_empty(), "{extra}");

@@ -707,7 +707,46 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
                 conditions: l.conditions.clone(),
             })
             .collect();
-        let programmed = if addresses.is_empty() {
+        // spec.addresses: a type we do not assign is not accepted; an address asked for
+        // that the Gateway did not get (not in a pool, held by another) is not usable.
+        let unsupported = g
+            .spec
+            .addresses
+            .iter()
+            .find(|a| a.type_.as_deref().is_some_and(|t| t != "IPAddress"));
+        let unusable: Vec<&str> = g
+            .spec
+            .addresses
+            .iter()
+            .filter(|a| a.type_.as_deref().is_none_or(|t| t == "IPAddress"))
+            .filter(|a| {
+                crate::ipam::parse_ip(&a.value).map_or(true, |ip| !addresses.contains(&ip))
+            })
+            .map(|a| a.value.as_str())
+            .collect();
+        let accepted = match unsupported {
+            Some(a) => Condition::new(
+                "Accepted",
+                false,
+                "UnsupportedAddress",
+                format!(
+                    "spec.addresses: type {} is not supported (IPAddress is)",
+                    crate::problem::cut(a.type_.as_deref().unwrap_or_default(), 40)
+                ),
+            ),
+            None => Condition::new("Accepted", true, "Accepted", "k8slb serves this Gateway"),
+        };
+        let programmed = if let Some(first) = unusable.first() {
+            Condition::new(
+                "Programmed",
+                false,
+                "AddressNotUsable",
+                format!(
+                    "spec.addresses: {} is not assigned to it (not in a pool, or held by another tenant): see its Events",
+                    crate::problem::cut(first, 45)
+                ),
+            )
+        } else if addresses.is_empty() {
             Condition::new(
                 "Programmed",
                 false,
@@ -726,10 +765,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
             gk,
             GatewayStatus {
                 addresses,
-                conditions: vec![
-                    Condition::new("Accepted", true, "Accepted", "k8slb serves this Gateway"),
-                    programmed,
-                ],
+                conditions: vec![accepted, programmed],
                 listeners: ls,
             },
         );

@@ -394,9 +394,11 @@ fn request(
 /// Every condition that says something is not served, as a problem on its object.
 fn report(out: &GatewayOutput, problems: &mut Problems) {
     let mut add = |object: ObjRef, what: String, c: &Condition| {
-        let refusing = match c.type_ {
-            "Conflicted" => c.status,
-            "Accepted" | "ResolvedRefs" => !c.status,
+        let refusing = match (c.type_, c.reason) {
+            // The allocation request reported it already, with the address.
+            (_, "UnsupportedAddress") => false,
+            ("Conflicted", _) => c.status,
+            ("Accepted" | "ResolvedRefs", _) => !c.status,
             _ => false,
         };
         if refusing {
