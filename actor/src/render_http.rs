@@ -36,7 +36,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use tera::{Context, Tera};
 
-pub const HAPROXY_ROUTES: &str = "haproxy-routes.cfg.tera";
+pub use crate::render_stream::{HAPROXY_ROUTES, SPLIT_SCALE};
 pub const NGINX_ROUTES: &str = "nginx-routes.conf.tera";
 pub const NGINX_STREAMS: &str = "nginx-streams.conf.tera";
 pub const TEMPLATES: [(&str, &str); 3] = [
@@ -300,8 +300,6 @@ struct HpSplit {
     key: String,
 }
 
-/// A split draws a number below this; each backend's share is its part of it.
-pub const SPLIT_SCALE: u32 = 10_000;
 
 /// The splits map key of backend `i` of the split at `pos`.
 fn split_key(pos: &str, i: usize) -> String {

@@ -1,7 +1,7 @@
 //! Rendering the L4 part of the route model ([`HttpRoutes::streams`]: TCP, UDP and TLS
 //! passthrough routed by SNI) for HAProxy and nginx: pure, from the model + options to
 //! typed template contexts (the templates are `haproxy-routes.cfg.tera` and
-//! `nginx-streams.conf.tera`, rendered by [`crate::render_http::HttpRenderer`]).
+//! `nginx-streams.conf.tera`, rendered by `render_http::HttpRenderer`).
 //!
 //! Decisions:
 //! - **HAProxy backends.** A TCP or TLS stream forwards to `mode tcp` backends `rtt_*`
@@ -46,6 +46,12 @@
 //! `ConfigLine`, or a fixed keyword from this file.
 
 use crate::render_error::RenderError;
+
+/// The template of the L7 routes and L4 streams part of haproxy.cfg.
+pub const HAPROXY_ROUTES: &str = "haproxy-routes.cfg.tera";
+
+/// A split draws a number below this; each backend's share is its part of it.
+pub const SPLIT_SCALE: u32 = 10_000;
 use crate::view::{safe_path, stream_backend_name, HttpRenderOptions, PLACEHOLDER};
 use k8slb_common::routes::{
     BackendId, BackendState, HttpRoutes, Sticky, StreamListener, StreamProtocol, StreamRoute,
@@ -67,7 +73,7 @@ fn ip_slug(ip: IpAddr) -> String {
     ip.to_string().replace(['.', ':'], "_")
 }
 
-/// The cumulative shares (of [`crate::render_http::SPLIT_SCALE`]) of `backends`, in
+/// The cumulative shares (of [`SPLIT_SCALE`]) of `backends`, in
 /// order: backend `i` takes a draw below its share and at or above the one before. A
 /// weight 0 has no share; every weight 0: every share 0.
 pub fn cumulative_shares(backends: &[WeightedBackend]) -> Vec<u32> {
@@ -77,7 +83,7 @@ pub fn cumulative_shares(backends: &[WeightedBackend]) -> Vec<u32> {
         .iter()
         .map(|b| {
             cum += u64::from(b.weight);
-            (cum * u64::from(crate::render_http::SPLIT_SCALE))
+            (cum * u64::from(SPLIT_SCALE))
                 .checked_div(total)
                 .unwrap_or(0) as u32
         })
@@ -106,7 +112,7 @@ fn frontend_name(s: &StreamListener) -> String {
 fn files_dir(o: &HttpRenderOptions) -> Result<String, RenderError> {
     let dir =
         safe_path("routes files directory", &o.files_dir).map_err(|e| RenderError::Render {
-            name: crate::render_http::HAPROXY_ROUTES,
+            name: HAPROXY_ROUTES,
             detail: e.to_string(),
         })?;
     Ok(dir.trim_end_matches('/').to_string())
