@@ -1,7 +1,8 @@
 //! Gateway API end to end in the standalone (files) mode: GatewayClass, Gateway,
-//! HTTPRoute and ReferenceGrant documents → the watcher's plan (the Gateway's own
-//! address, the routes) → the actors render them into real HAProxy and nginx → requests
-//! from the client through the Gateway's address reach the pods.
+//! HTTPRoute, TLSRoute, TCPRoute, UDPRoute and ReferenceGrant documents → the watcher's
+//! plan (the Gateway's own address, the routes) → the actors render them into real
+//! HAProxy and nginx → requests, connections and datagrams from the client through the
+//! Gateway's address reach the pods.
 //! Needs root, keepalived, haproxy, nginx and the built binaries; fails (never skips)
 //! without them.
 
@@ -10,7 +11,7 @@ use k8slb_tests::l7::{
     self, body, fingerprint, served_by, served_by_https, served_fingerprint, status,
     status_and_location, tls_secret,
 };
-use k8slb_tests::objects::{svc, tcp};
+use k8slb_tests::objects::{svc, tcp, udp};
 use k8slb_tests::system::{Options, System};
 use k8slb_tests::traffic::{self, Proto};
 use k8slb_tests::wait;
@@ -430,4 +431,393 @@ fn haproxy_serves_gateway_routes_splits_redirects_tls_and_reference_grants() {
 #[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
 fn nginx_serves_gateway_routes_splits_redirects_tls_and_reference_grants() {
     gateway_routes_and_splits("nginx");
+}
+
+// Gateway API L4 (issue 12): TCP, UDP and TLS passthrough listeners with TCPRoute,
+// UDPRoute and TLSRoute (v1alpha2) on a Gateway of their own, through the real actors,
+// keepalived and proxies.
+
+/// ClusterIP Service `<ns>/<name>` on the lab backends' L4 ports (TCP echo 9000, HTTPS
+/// 443 for TLS passthrough, UDP echo 9001, each its own target port) whose endpoints are
+/// the lab's backends `which` (indexes).
+fn l4_backend(sys: &System, ns: &str, name: &str, which: &[usize]) {
+    let s = svc(ns, name)
+        .port(tcp("echo", traffic::TCP_PORT, traffic::TCP_PORT))
+        .port(tcp("https", traffic::HTTPS_PORT, traffic::HTTPS_PORT))
+        .port(udp("echo-udp", traffic::UDP_PORT, traffic::UDP_PORT));
+    let mut v = s.to_value();
+    v["spec"]["type"] = json!("ClusterIP");
+    sys.apply(&format!("svc-{ns}-{name}"), &v).unwrap();
+    let all = sys.backend_ips();
+    let ips: Vec<IpAddr> = which.iter().map(|i| all[*i]).collect();
+    sys.apply(
+        &format!("eps-{ns}-{name}"),
+        &s.endpoints(&format!("{name}-1"), &ips),
+    )
+    .unwrap();
+}
+
+/// A TLSRoute, TCPRoute or UDPRoute `default/<name>` (v1alpha2) on listener `section`
+/// of Gateway `infra/l4`, one rule with `backend_refs`.
+fn l4_route(kind: &str, name: &str, section: &str, hostnames: Value, backend_refs: Value) -> Value {
+    let parent = json!({"name": "l4", "namespace": "infra", "sectionName": section});
+    let mut spec = json!({"parentRefs": [parent], "rules": [{"backendRefs": backend_refs}]});
+    if !hostnames.is_null() {
+        spec["hostnames"] = hostnames;
+    }
+    let mut v = gateway_api(kind, Some("default"), name, spec);
+    v["apiVersion"] = json!("gateway.networking.k8s.io/v1alpha2");
+    v
+}
+
+fn l4_to(name: &str, port: u16, weight: u32) -> Value {
+    json!({"name": name, "port": port, "weight": weight})
+}
+
+/// `n` connections (requests, datagrams) from the client to `ip:port`, one after the
+/// other; `extra`: more lab-client flags (`--host` is the SNI for HTTPS).
+fn l4_load(
+    sys: &System,
+    proto: Proto,
+    ip: IpAddr,
+    port: u16,
+    n: u64,
+    extra: &[&str],
+) -> traffic::LoadResult {
+    let n = n.to_string();
+    let mut args = vec!["-n", n.as_str(), "--timeout-ms", "1000"];
+    args.extend_from_slice(extra);
+    traffic::load_args(&sys.lab, "client", proto, SocketAddr::new(ip, port), &args).unwrap()
+}
+
+/// Waits until one connection to `ip:port` (`proto`, `extra` flags) is answered.
+fn wait_l4(sys: &System, proto: Proto, ip: IpAddr, port: u16, extra: &[&str], what: &str) {
+    let mut last = None;
+    wait::until(T, || {
+        let r = l4_load(sys, proto, ip, port, 1, extra);
+        let ok = r.ok == 1;
+        last = Some(r);
+        Ok(ok)
+    })
+    .unwrap_or_else(|e| {
+        panic!(
+            "{what} never answered: {e:#}; last {last:?}; problems: {:?}",
+            sys.state().map(|s| s.problems).unwrap_or_default()
+        )
+    });
+}
+
+/// Whether the state's problems have one on `object` with `reason` whose message
+/// contains `says`.
+fn has_problem(sys: &System, object: &str, reason: &str, says: &str) -> bool {
+    sys.state().is_ok_and(|s| {
+        s.problems.iter().any(|p| {
+            p.object.to_string() == object
+                && p.reason.as_str() == reason
+                && p.message.contains(says)
+        })
+    })
+}
+
+fn gateway_l4_routes(proxy: &str) {
+    let mut sys =
+        System::start(Options::new(&format!("gwl4-{proxy}")).proxy(proxy)).expect("system");
+    let names: Vec<String> = sys.backends.keys().cloned().collect();
+    let (be_a, be_b) = (names[0].clone(), names[1].clone());
+    l4_backend(&sys, "default", "app-a", &[0]);
+    l4_backend(&sys, "default", "app-b", &[1]);
+    l4_backend(&sys, "default", "app-ab", &[0, 1]);
+    l4_backend(&sys, "other", "app-o", &[0, 1]);
+    sys.apply(
+        "gatewayclass",
+        &gateway_api(
+            "GatewayClass",
+            None,
+            "k8slb",
+            json!({"controllerName": "k8slb.io/gateway-controller"}),
+        ),
+    )
+    .unwrap();
+    let all = json!({"namespaces": {"from": "All"}});
+    // The Gateway's listener ports (the backends' ports are traffic::*_PORT).
+    let (tcp_port, split_port, cross_port, tls_port, udp_port) = (9000, 9100, 9200, 443, 9001);
+    sys.apply(
+        "gateway-l4",
+        &gateway_api(
+            "Gateway",
+            Some("infra"),
+            "l4",
+            json!({"gatewayClassName": "k8slb", "listeners": [
+                {"name": "tcp", "port": tcp_port, "protocol": "TCP", "allowedRoutes": all},
+                {"name": "split", "port": split_port, "protocol": "TCP", "allowedRoutes": all},
+                {"name": "cross", "port": cross_port, "protocol": "TCP", "allowedRoutes": all},
+                {"name": "tls", "port": tls_port, "protocol": "TLS", "tls": {"mode": "Passthrough"},
+                 "allowedRoutes": all},
+                // HAProxy does not proxy UDP: refused under it, served by nginx.
+                {"name": "udp", "port": udp_port, "protocol": "UDP", "allowedRoutes": all},
+            ]}),
+        ),
+    )
+    .unwrap();
+    let (echo, https, dgram) = (traffic::TCP_PORT, traffic::HTTPS_PORT, traffic::UDP_PORT);
+    for (stem, route) in [
+        (
+            "tcproute-tcp",
+            l4_route(
+                "TCPRoute",
+                "tcp",
+                "tcp",
+                Value::Null,
+                json!([l4_to("app-ab", echo, 1)]),
+            ),
+        ),
+        (
+            "tcproute-split",
+            l4_route(
+                "TCPRoute",
+                "split",
+                "split",
+                Value::Null,
+                json!([l4_to("app-a", echo, 90), l4_to("app-b", echo, 10)]),
+            ),
+        ),
+        // Across namespaces, without a ReferenceGrant: refused, its connections closed.
+        (
+            "tcproute-cross",
+            l4_route(
+                "TCPRoute",
+                "cross",
+                "cross",
+                Value::Null,
+                json!([{"name": "app-o", "namespace": "other", "port": echo}]),
+            ),
+        ),
+        (
+            "tlsroute-one",
+            l4_route(
+                "TLSRoute",
+                "one",
+                "tls",
+                json!(["one.example"]),
+                json!([l4_to("app-a", https, 1)]),
+            ),
+        ),
+        (
+            "tlsroute-two",
+            l4_route(
+                "TLSRoute",
+                "two",
+                "tls",
+                json!(["two.example"]),
+                json!([l4_to("app-b", https, 1)]),
+            ),
+        ),
+        (
+            "udproute",
+            l4_route(
+                "UDPRoute",
+                "udp",
+                "udp",
+                Value::Null,
+                json!([l4_to("app-ab", dgram, 1)]),
+            ),
+        ),
+    ] {
+        sys.apply(stem, &route).unwrap();
+    }
+
+    let ip = wait_gateway_ip(&sys, "infra/l4");
+    assert!(
+        matches!(ip, IpAddr::V4(a) if a.octets()[..3] == [198, 18, 0]
+            && (100..=120).contains(&a.octets()[3])),
+        "{proxy}: the Gateway's address {ip} is not from the default pool's range"
+    );
+    sys.wait_one_holder(ip, T).unwrap();
+    wait_l4(
+        &sys,
+        Proto::Tcp,
+        ip,
+        tcp_port,
+        &[],
+        &format!("{proxy}: the TCP listener"),
+    );
+
+    // TCP: the route's Service, both its backends.
+    let r = l4_load(&sys, Proto::Tcp, ip, tcp_port, 100, &[]);
+    println!("{proxy}: TCPRoute over 100 connections: {r:?}");
+    assert_eq!(r.failed, 0, "{proxy}: TCP through the Gateway: {r:?}");
+    assert_eq!(
+        r.by_backend.keys().cloned().collect::<Vec<_>>(),
+        [be_a.clone(), be_b.clone()],
+        "{proxy}: both backends of app-ab answer TCP: {r:?}"
+    );
+
+    // The 90/10 TCP split, over 1,000 connections (HAProxy: a random draw per connection,
+    // 900 ± 9.5 for one standard deviation; nginx: weighted round-robin).
+    wait_l4(
+        &sys,
+        Proto::Tcp,
+        ip,
+        split_port,
+        &[],
+        &format!("{proxy}: the split listener"),
+    );
+    let r = l4_load(&sys, Proto::Tcp, ip, split_port, 1000, &[]);
+    assert_eq!(r.failed, 0, "{proxy}: {r:?}");
+    let to_a = r.by_backend.get(&be_a).copied().unwrap_or(0);
+    let to_b = r.by_backend.get(&be_b).copied().unwrap_or(0);
+    println!("{proxy}: 90/10 TCP split over 1000 connections: app-a {to_a}, app-b {to_b}");
+    assert_eq!(to_a + to_b, 1000, "{proxy}: {r:?}");
+    assert!(
+        (850..=950).contains(&to_a),
+        "{proxy}: 90/10 TCP split gave {r:?}"
+    );
+
+    // TLS passthrough: the client's SNI picks the route; the backends terminate TLS and
+    // say who they are. An unknown name is closed.
+    for (sni, want) in [("one.example", &be_a), ("two.example", &be_b)] {
+        wait_l4(
+            &sys,
+            Proto::Https,
+            ip,
+            tls_port,
+            &["--host", sni],
+            &format!("{proxy}: TLS {sni}"),
+        );
+        let r = l4_load(&sys, Proto::Https, ip, tls_port, 20, &["--host", sni]);
+        println!("{proxy}: TLS passthrough, SNI {sni}: {r:?}");
+        assert_eq!(r.failed, 0, "{proxy}: SNI {sni}: {r:?}");
+        assert_eq!(
+            r.by_backend.keys().collect::<Vec<_>>(),
+            [want],
+            "{proxy}: SNI {sni} goes to {want} alone: {r:?}"
+        );
+    }
+    let r = l4_load(
+        &sys,
+        Proto::Https,
+        ip,
+        tls_port,
+        5,
+        &["--host", "nobody.example"],
+    );
+    println!("{proxy}: TLS passthrough, unknown SNI: {r:?}");
+    assert_eq!(r.ok, 0, "{proxy}: an unknown SNI reached a backend: {r:?}");
+    assert!(r.by_backend.is_empty(), "{proxy}: {r:?}");
+
+    // UDP: nginx carries it to the backends; under HAProxy the listener is refused, with
+    // a problem on the Gateway that names HAProxy, and the rest of the Gateway is served
+    // (above).
+    if proxy == "nginx" {
+        wait_l4(
+            &sys,
+            Proto::Udp,
+            ip,
+            udp_port,
+            &[],
+            "nginx: the UDP listener",
+        );
+        let r = l4_load(&sys, Proto::Udp, ip, udp_port, 100, &[]);
+        println!("nginx: UDPRoute over 100 datagrams (each from its own port): {r:?}");
+        assert_eq!(r.failed, 0, "nginx: UDP through the Gateway: {r:?}");
+        assert_eq!(
+            r.by_backend.keys().cloned().collect::<Vec<_>>(),
+            [be_a.clone(), be_b.clone()],
+            "nginx: both backends of app-ab answer UDP: {r:?}"
+        );
+        assert!(
+            !has_problem(&sys, "Gateway infra/l4", "UnsupportedProtocol", ""),
+            "nginx: {:?}",
+            sys.state().unwrap().problems
+        );
+    } else {
+        wait::until(T, || {
+            Ok(has_problem(
+                &sys,
+                "Gateway infra/l4",
+                "UnsupportedProtocol",
+                "HAProxy",
+            ))
+        })
+        .unwrap_or_else(|e| {
+            panic!(
+                "haproxy: no UnsupportedProtocol problem naming HAProxy on the Gateway: \
+                 {e:#}; {:?}",
+                sys.state().unwrap().problems
+            )
+        });
+        let r = l4_load(&sys, Proto::Udp, ip, udp_port, 3, &["--timeout-ms", "300"]);
+        assert_eq!(r.ok, 0, "haproxy: something answered UDP: {r:?}");
+    }
+
+    // The cross-namespace TCPRoute without a ReferenceGrant: RefNotPermitted, and its
+    // connections are closed (no backend answers).
+    wait::until(T, || {
+        Ok(has_problem(
+            &sys,
+            "TCPRoute default/cross",
+            "RefNotPermitted",
+            "",
+        ))
+    })
+    .unwrap_or_else(|e| {
+        panic!(
+            "{proxy}: no RefNotPermitted on TCPRoute default/cross: {e:#}; {:?}",
+            sys.state().unwrap().problems
+        )
+    });
+    let r = l4_load(&sys, Proto::Tcp, ip, cross_port, 5, &[]);
+    println!("{proxy}: the refused cross-namespace TCPRoute: {r:?}");
+    assert_eq!(
+        r.ok, 0,
+        "{proxy}: the refused reference reached a backend: {r:?}"
+    );
+    assert!(r.by_backend.is_empty(), "{proxy}: {r:?}");
+    // Closed by the proxy, not refused by the kernel: the listener is served.
+    assert!(
+        !r.errors.contains_key("connect:ConnectionRefused"),
+        "{proxy}: nothing listens on the cross listener's port: {r:?}"
+    );
+    // A ReferenceGrant from TCPRoutes in default lets it reach app-o.
+    sys.apply(
+        "grant-tcproute",
+        &gateway_api(
+            "ReferenceGrant",
+            Some("other"),
+            "tcproutes-from-default",
+            json!({"from": [{"group": "gateway.networking.k8s.io", "kind": "TCPRoute",
+                             "namespace": "default"}],
+                   "to": [{"group": "", "kind": "Service"}]}),
+        ),
+    )
+    .unwrap();
+    wait_l4(
+        &sys,
+        Proto::Tcp,
+        ip,
+        cross_port,
+        &[],
+        &format!("{proxy}: the granted TCPRoute"),
+    );
+    let r = l4_load(&sys, Proto::Tcp, ip, cross_port, 20, &[]);
+    println!("{proxy}: the cross-namespace TCPRoute, granted: {r:?}");
+    assert_eq!(r.failed, 0, "{proxy}: the granted TCPRoute: {r:?}");
+    assert!(
+        !has_problem(&sys, "TCPRoute default/cross", "RefNotPermitted", ""),
+        "{proxy}: {:?}",
+        sys.state().unwrap().problems
+    );
+    sys.lab.pass();
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn haproxy_serves_gateway_l4_tcp_splits_tls_passthrough_and_grants_and_refuses_udp() {
+    gateway_l4_routes("haproxy");
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
+fn nginx_serves_gateway_l4_tcp_udp_splits_tls_passthrough_and_grants() {
+    gateway_l4_routes("nginx");
 }
