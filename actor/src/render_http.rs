@@ -29,7 +29,7 @@ use crate::view::{
 use k8slb_common::names::ConfigLine;
 use k8slb_common::routes::{
     CertFile, FieldName, FieldValue, HttpRoutes, Listener, ListenerProtocol, PathMatch,
-    PathRewrite, Redirect, RouteAction, RouteMatch, RuleFilters, Sticky, VirtualHost,
+    PathRewrite, Redirect, RouteAction, RouteMatch, RuleFilters, Scheme, Sticky, VirtualHost,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -100,6 +100,14 @@ fn path_err(e: crate::view::ViewError) -> RenderError {
 }
 
 /// `198.18.0.10` → `198_18_0_10`, `fd00::1` → `fd00__1`.
+/// The scheme of a listener's requests.
+fn listener_scheme(l: &Listener) -> Scheme {
+    match l.protocol {
+        ListenerProtocol::Http => Scheme::Http,
+        ListenerProtocol::Https => Scheme::Https,
+    }
+}
+
 fn ip_slug(ip: IpAddr) -> String {
     ip.to_string().replace(['.', ':'], "_")
 }
@@ -217,21 +225,30 @@ fn hp_filter_lines(f: &RuleFilters) -> (Vec<String>, Vec<String>) {
     if let Some(h) = &f.rewrite_host {
         req.push(format!("http-request set-header host {h}"));
     }
-    match &f.rewrite_path {
-        None => {}
-        Some(PathRewrite::Full { path }) => req.push(format!("http-request set-path {path}")),
-        Some(PathRewrite::Prefix { from, to }) => {
+    if let Some(r) = &f.rewrite_path {
+        req.extend(hp_path_lines(r));
+    }
+    (req, edits("response", &f.response_headers))
+}
+
+/// HAProxy's lines (without their condition) that rewrite the request's path as `r`
+/// says; the query string stays.
+fn hp_path_lines(r: &PathRewrite) -> Vec<String> {
+    match r {
+        PathRewrite::Full { path } => vec![format!("http-request set-path {path}")],
+        PathRewrite::Prefix { from, to } => {
             let from = literal_regex(from.as_str().trim_end_matches('/'));
             let to = to.as_str().trim_end_matches('/');
             if to.is_empty() {
-                req.push(format!("http-request replace-path ^{from}$ /"));
-                req.push(format!("http-request replace-path ^{from}(/.*)$ \\1"));
+                vec![
+                    format!("http-request replace-path ^{from}$ /"),
+                    format!("http-request replace-path ^{from}(/.*)$ \\1"),
+                ]
             } else {
-                req.push(format!("http-request replace-path ^{from}(/.*)?$ {to}\\1"));
+                vec![format!("http-request replace-path ^{from}(/.*)?$ {to}\\1")]
             }
         }
     }
-    (req, edits("response", &f.response_headers))
 }
 
 /// One line of a conditional virtual host: `value` (see [`HpFrontend::default`]) if every
@@ -289,6 +306,9 @@ struct HpAction {
     kind: &'static str,
     split: Vec<HpSplit>,
     location: String,
+    /// redirect: the lines that rewrite the path first (the Location takes the
+    /// rewritten path and the query), with their condition.
+    pre_lines: Vec<String>,
     status: u16,
 }
 
@@ -299,7 +319,6 @@ struct HpSplit {
     /// which a request goes to `backend`.
     key: String,
 }
-
 
 /// The splits map key of backend `i` of the split at `pos`.
 fn split_key(pos: &str, i: usize) -> String {
@@ -359,12 +378,16 @@ struct HpBackend<'a> {
     server_lines: String,
 }
 
-fn hp_redirect(rd: &Redirect, notes: &mut Vec<String>, what: &str) -> String {
-    let scheme = rd
-        .scheme
-        .map_or("%[ssl_fc,iif(https,http)]".to_string(), |s| {
-            s.as_str().to_string()
-        });
+/// The Location of a redirect from a listener of scheme `listener` on `port` (the
+/// Gateway API's rules: [`Redirect::location_port`]), and the lines that rewrite the path
+/// before it (without their condition).
+fn hp_redirect(
+    rd: &Redirect,
+    (listener, port): (Scheme, u16),
+    notes: &mut Vec<String>,
+    what: &str,
+) -> (String, Vec<String>) {
+    let scheme = rd.location_scheme(listener).as_str();
     let host = match &rd.host {
         Some(h) if h.is_wildcard() => {
             notes.push(format!(
@@ -375,21 +398,26 @@ fn hp_redirect(rd: &Redirect, notes: &mut Vec<String>, what: &str) -> String {
         Some(h) => h.to_string(),
         None => "%[var(txn.k8slb_host)]".to_string(),
     };
-    let port = rd.port.map(|p| format!(":{p}")).unwrap_or_default();
-    let path = rd
-        .path
-        .as_ref()
-        .map_or("%[pathq]".to_string(), |p| p.to_string());
-    format!("{scheme}://{host}{port}{path}")
+    let port = rd
+        .location_port(listener, port)
+        .map(|p| format!(":{p}"))
+        .unwrap_or_default();
+    let rewrite = match (&rd.path, &rd.replace_prefix) {
+        (Some(path), _) => hp_path_lines(&PathRewrite::Full { path: path.clone() }),
+        (None, Some(r)) => hp_path_lines(r),
+        (None, None) => vec![],
+    };
+    (format!("{scheme}://{host}{port}%[pathq]"), rewrite)
 }
 
 /// The actions of one frontend: a forward to one backend is the backend's name; every
 /// other distinct action gets an id `a<N>` and a few lines in the frontend.
-#[derive(Default)]
 struct Actions {
     ids: HashMap<String, String>,
     list: Vec<HpAction>,
     filtered: Vec<HpFiltered>,
+    /// The listener's scheme and port (redirects derive their Location's from them).
+    listener: (Scheme, u16),
 }
 
 impl Actions {
@@ -470,12 +498,17 @@ impl Actions {
                 status: 500,
                 ..Default::default()
             },
-            RouteAction::Redirect(rd) => HpAction {
-                kind: "redirect",
-                location: hp_redirect(rd, notes, what),
-                status: rd.status.code(),
-                ..Default::default()
-            },
+            RouteAction::Redirect(rd) => {
+                let (location, rewrite) = hp_redirect(rd, self.listener, notes, what);
+                let cond = format!(" if {{ var(txn.k8slb_a) -m str {id} }}");
+                HpAction {
+                    kind: "redirect",
+                    location,
+                    pre_lines: rewrite.into_iter().map(|l| l + &cond).collect(),
+                    status: rd.status.code(),
+                    ..Default::default()
+                }
+            }
             RouteAction::Respond { status } => HpAction {
                 kind: "respond",
                 status: status.code(),
@@ -540,7 +573,12 @@ fn hp_frontend(
             })
         }
     };
-    let mut actions = Actions::default();
+    let mut actions = Actions {
+        ids: HashMap::new(),
+        list: Vec::new(),
+        filtered: Vec::new(),
+        listener: (listener_scheme(l), l.port),
+    };
     let (mut hosts, mut wildcards, mut exact) = (String::new(), String::new(), String::new());
     let mut prefixes: Vec<(String, String)> = Vec::new();
     let mut any_vh = None;
@@ -946,6 +984,9 @@ struct NxSplits {
     conds: HashMap<String, String>,
     /// (condition variables, values) → the `map` variable that picks a location's value.
     picks: HashMap<String, String>,
+    /// The scheme and port of the listener whose server is being rendered (redirects
+    /// derive their Location's from them).
+    listener: Option<(Scheme, u16)>,
 }
 
 /// `value` as a case-sensitive nginx regex source that matches exactly `1<value>`: every
@@ -1051,6 +1092,39 @@ impl NxSplits {
 
     /// A `map` of `source` (exact keys, as written) to values (as written), with
     /// `default`; the same map is made once.
+    /// The variable that holds the path and query a `ReplacePrefixMatch` redirect goes
+    /// to: a regex `map` on the raw `$request_uri` (never the decoded `$uri`, which
+    /// could put a decoded CR or LF into the Location). A request whose raw path does not
+    /// start with the literal prefix (the location matched it percent-encoded, or with
+    /// `//`) goes to the replacement prefix itself.
+    fn prefix_redirect(&mut self, r: &PathRewrite) -> String {
+        let PathRewrite::Prefix { from, to } = r else {
+            return "$request_uri".to_string();
+        };
+        let from = literal_regex(from.as_str().trim_end_matches('/'));
+        let to = to.as_str().trim_end_matches('/');
+        let entries = if to.is_empty() {
+            vec![
+                (format!("\"~^{from}([?].*)?$\""), "\"/$1\"".to_string()),
+                (
+                    format!("\"~^{from}(/[^?]*)([?].*)?$\""),
+                    "\"$1$2\"".to_string(),
+                ),
+            ]
+        } else {
+            vec![(
+                format!("\"~^{from}(/[^?]*)?([?].*)?$\""),
+                format!("\"{to}$1$2\""),
+            )]
+        };
+        let root = if to.is_empty() { "/" } else { to };
+        self.map_on(
+            "$request_uri",
+            &entries,
+            &format!("\"{root}$is_args$args\""),
+        )
+    }
+
     fn map_on(&mut self, source: &str, entries: &[(String, String)], default: &str) -> String {
         let key = serde_json::to_string(&(source, entries, default)).expect("maps serialise");
         if let Some(v) = self.picks.get(&key) {
@@ -1263,16 +1337,21 @@ fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
             }
         }
         RouteAction::Redirect(rd) => {
-            let scheme = rd.scheme.map_or("$scheme", |s| s.as_str());
+            let listener = splits.listener.unwrap_or((Scheme::Http, 80));
+            let scheme = rd.location_scheme(listener.0).as_str();
             let host = match &rd.host {
                 Some(h) if !h.is_wildcard() => h.to_string(),
                 _ => "$host".to_string(),
             };
-            let port = rd.port.map(|p| format!(":{p}")).unwrap_or_default();
-            let path = rd
-                .path
-                .as_ref()
-                .map_or("$request_uri".to_string(), |p| p.to_string());
+            let port = rd
+                .location_port(listener.0, listener.1)
+                .map(|p| format!(":{p}"))
+                .unwrap_or_default();
+            let path = match (&rd.path, &rd.replace_prefix) {
+                (Some(p), _) => format!("{p}$is_args$args"),
+                (None, Some(r)) => splits.prefix_redirect(r),
+                (None, None) => "$request_uri".to_string(),
+            };
             NxLocation {
                 kind: "redirect",
                 location: format!("{scheme}://{host}{port}{path}"),
@@ -1296,6 +1375,7 @@ fn nx_server(
     splits: &mut NxSplits,
 ) -> Result<Option<NxServer>, RenderError> {
     let listen = SocketAddr::new(l.ip, l.port).to_string();
+    splits.listener = Some((listener_scheme(l), l.port));
     let host = v.and_then(|v| v.host.as_ref());
     let what = format!("{listen} host {}", host.map_or("*", |h| h.as_str()));
     let server_name = match host {

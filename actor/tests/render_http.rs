@@ -449,6 +449,7 @@ fn model_only_routes() -> HttpRoutes {
                             host: Some("new.example.com".parse().unwrap()),
                             port: Some(8443),
                             path: Some("/new".parse().unwrap()),
+                            replace_prefix: None,
                             status: RedirectStatus::Found302,
                         }),
                     ),
@@ -551,11 +552,24 @@ fn endpoint_churn_changes_only_server_slots() {
 /// `<code> <location>` for a redirect, `<code>` otherwise; plus the certificate's CN for
 /// HTTPS.
 fn expected(routes: &HttpRoutes, port: u16, https: bool, host: &str, path: &str) -> String {
-    expected_for(routes, port, https, &Request::get(host, path))
+    // Routed on the path alone; a query in `path` stays in a redirect's Location.
+    let (path, query) = path.split_once('?').unwrap_or((path, ""));
+    expected_with(routes, port, https, &Request::get(host, path), query)
 }
 
 /// [`expected`] for a whole request.
 fn expected_for(routes: &HttpRoutes, port: u16, https: bool, req: &Request<'_>) -> String {
+    expected_with(routes, port, https, req, "")
+}
+
+/// [`expected_for`], `raw_query` being the request's query when `req.query` is empty.
+fn expected_with(
+    routes: &HttpRoutes,
+    port: u16,
+    https: bool,
+    req: &Request<'_>,
+    raw_query: &str,
+) -> String {
     let (host, path) = (req.host, req.path);
     let l = routes
         .listeners
@@ -565,15 +579,23 @@ fn expected_for(routes: &HttpRoutes, port: u16, https: bool, req: &Request<'_>) 
     let got = match l.route_request(req) {
         None => "404".to_string(),
         Some(RouteAction::Respond { status }) => status.code().to_string(),
-        Some(RouteAction::Redirect(rd)) => format!(
-            "{} {}://{}{}{}",
-            rd.status.code(),
-            rd.scheme
-                .map_or(if https { "https" } else { "http" }, Scheme::as_str),
-            rd.host.as_ref().map_or(host.to_string(), |h| h.to_string()),
-            rd.port.map(|p| format!(":{p}")).unwrap_or_default(),
-            rd.path.as_ref().map_or(path.to_string(), |p| p.to_string()),
-        ),
+        Some(RouteAction::Redirect(rd)) => {
+            let query: Vec<String> = req.query.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            let q = if query.is_empty() {
+                raw_query.to_string()
+            } else {
+                query.join("&")
+            };
+            let scheme = match l.protocol {
+                ListenerProtocol::Https => Scheme::Https,
+                ListenerProtocol::Http => Scheme::Http,
+            };
+            format!(
+                "{} {}",
+                rd.status.code(),
+                rd.location(scheme, port, host, path, &q)
+            )
+        }
         Some(RouteAction::Forward { backends }) => {
             let be = &routes.backends[&backends[0].id];
             if be.endpoints.iter().any(|e| !e.draining) {
@@ -1273,6 +1295,80 @@ fn real_proxies_route_the_rancher_examples_as_the_model_says() {
             (80, false, "unknown.com", "/"),
         ],
     );
+}
+
+/// The Gateway API's redirect rules through both proxies, against the model's
+/// [`k8slb_common::routes::Redirect::location`] and the Locations the specification's
+/// own examples give.
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_redirect_with_the_gateway_apis_port_scheme_and_path_rules() {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    let routes = gateway_routes_of("redirects");
+    let r = "r.example.com";
+    let cases: &[(u16, &str, &str)] = &[
+        (80, "/host-only/x", "302 http://example.org/host-only/x"),
+        (
+            8080,
+            "/host-only/x",
+            "302 http://example.org:8080/host-only/x",
+        ),
+        (8080, "/port-80", "302 http://example.org/port-80"),
+        (
+            80,
+            "/port-8083?a=b",
+            "301 http://r.example.com:8083/port-8083?a=b",
+        ),
+        (8080, "/https", "302 https://r.example.com/https"),
+        (80, "/https-443", "302 https://r.example.com/https-443"),
+        (
+            8080,
+            "/https-8443",
+            "302 https://r.example.com:8443/https-8443",
+        ),
+        (
+            80,
+            "/full/deep?q=1",
+            "302 http://r.example.com/replaced?q=1",
+        ),
+        (80, "/prefix", "302 http://r.example.com/replacement"),
+        (
+            80,
+            "/prefix/a/b?q=1&r=2",
+            "302 http://r.example.com/replacement/a/b?q=1&r=2",
+        ),
+        (80, "/strip/a", "302 http://r.example.com/a"),
+        (80, "/strip", "302 http://r.example.com/"),
+        (80, "/strip?x=y", "302 http://r.example.com/?x=y"),
+        (
+            8080,
+            "/moved/here",
+            "302 http://example.net:8080/new/place/here",
+        ),
+    ];
+    // The model says what the specification says.
+    for (port, path, want) in cases {
+        assert_eq!(
+            &expected(&routes, *port, false, r, path),
+            want,
+            "model: {port} {path}"
+        );
+    }
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtredirect")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        let (ns, _child) = serve(proxy, &routes, &o, dir.path());
+        for (port, path, want) in cases {
+            assert_eq!(
+                &request(&ns, *port, false, r, path),
+                want,
+                "{proxy}: {port} {path}"
+            );
+        }
+    }
 }
 
 #[test]

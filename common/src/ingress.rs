@@ -870,6 +870,7 @@ impl Translation<'_, '_> {
                     host: None,
                     port: (s.https_port != DEFAULT_HTTPS_PORT).then_some(s.https_port),
                     path: None,
+                    replace_prefix: None,
                     status: RedirectStatus::PermanentRedirect308,
                 })
             } else {

@@ -1013,13 +1013,74 @@ pub struct Redirect {
     pub scheme: Option<Scheme>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<Hostname>,
-    /// `None`: the scheme's default port when the scheme changes, else the request's.
+    /// `None`: with a `scheme`, that scheme's well-known port; without, the listener's
+    /// (Gateway API `RequestRedirect.port`). See [`Redirect::location_port`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
-    /// Replaces the whole path.
+    /// Replaces the whole path (the query is kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<HttpPath>,
+    /// Replaces the rule's matched prefix, keeping the rest of the path and the query
+    /// (Gateway API `ReplacePrefixMatch`; always [`PathRewrite::Prefix`]). Exclusive
+    /// with `path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace_prefix: Option<PathRewrite>,
     pub status: RedirectStatus,
+}
+
+impl Redirect {
+    /// The scheme of the Location a request to a listener of `listener` scheme gets.
+    pub fn location_scheme(&self, listener: Scheme) -> Scheme {
+        self.scheme.unwrap_or(listener)
+    }
+
+    /// The port written in the Location (`None`: none, the scheme's well-known one), for
+    /// a request to a listener of scheme `listener` on `listener_port`: the redirect's
+    /// port, else with a scheme that scheme's well-known port, else the listener's; a
+    /// port well known for the Location's scheme (80 for http, 443 for https) is not
+    /// written (the Gateway API's rules).
+    pub fn location_port(&self, listener: Scheme, listener_port: u16) -> Option<u16> {
+        let scheme = self.location_scheme(listener);
+        let port = match (self.port, self.scheme) {
+            (Some(p), _) => p,
+            (None, Some(s)) => s.default_port(),
+            (None, None) => listener_port,
+        };
+        (port != scheme.default_port()).then_some(port)
+    }
+
+    /// The reference Location for a request (host without port, raw path, query without
+    /// `?`, empty when none) to a listener of `listener` scheme on `listener_port`.
+    pub fn location(
+        &self,
+        listener: Scheme,
+        listener_port: u16,
+        host: &str,
+        path: &str,
+        query: &str,
+    ) -> String {
+        let scheme = self.location_scheme(listener);
+        let host = self
+            .host
+            .as_ref()
+            .filter(|h| !h.is_wildcard())
+            .map_or(host, Hostname::as_str);
+        let port = self
+            .location_port(listener, listener_port)
+            .map(|p| format!(":{p}"))
+            .unwrap_or_default();
+        let path = match (&self.path, &self.replace_prefix) {
+            (Some(p), _) => p.to_string(),
+            (None, Some(r)) => r.apply(path),
+            (None, None) => path.to_string(),
+        };
+        let query = if query.is_empty() {
+            String::new()
+        } else {
+            format!("?{query}")
+        };
+        format!("{}://{host}{port}{path}{query}", scheme.as_str())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

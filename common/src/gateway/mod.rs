@@ -719,9 +719,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
             .addresses
             .iter()
             .filter(|a| a.type_.as_deref().is_none_or(|t| t == "IPAddress"))
-            .filter(|a| {
-                crate::ipam::parse_ip(&a.value).map_or(true, |ip| !addresses.contains(&ip))
-            })
+            .filter(|a| crate::ipam::parse_ip(&a.value).map_or(true, |ip| !addresses.contains(&ip)))
             .map(|a| a.value.as_str())
             .collect();
         let accepted = match unsupported {
@@ -1374,6 +1372,9 @@ fn rules_of(
         let mut action = None;
         let mut filters = RuleFilters::default();
         let mut path_rewrite = None;
+        // A redirect's ReplacePrefixMatch: resolved per match (it replaces the matched
+        // prefix).
+        let mut redirect_prefix = None;
         let mut seen: Vec<&str> = Vec::new();
         for f in &rule.filters {
             if seen.contains(&f.type_.as_str()) {
@@ -1383,6 +1384,7 @@ fn rules_of(
             seen.push(&f.type_);
             let done = match f.type_.as_str() {
                 "RequestRedirect" => f.request_redirect.as_ref().map(|rd| {
+                    redirect_prefix = rd.path.clone().filter(|p| p.type_ == "ReplacePrefixMatch");
                     redirect(rd).map(|a| {
                         action = Some(a);
                     })
@@ -1500,8 +1502,15 @@ fn rules_of(
             };
             let mut filters = filters.clone();
             if let Some(m) = &path_rewrite {
-                match path_rewrite_for(m, &pm) {
+                match path_rewrite_for(m, &pm, "URLRewrite") {
                     Ok(r) => filters.rewrite_path = Some(r),
+                    Err(why) => return (vec![], refs, Some(why)),
+                }
+            }
+            let mut action = action.clone();
+            if let (Some(m), RouteAction::Redirect(rd)) = (&redirect_prefix, &mut action) {
+                match path_rewrite_for(m, &pm, "RequestRedirect") {
+                    Ok(r) => rd.replace_prefix = Some(r),
                     Err(why) => return (vec![], refs, Some(why)),
                 }
             }
@@ -1515,7 +1524,7 @@ fn rules_of(
                         headers,
                         query,
                     },
-                    action: action.clone(),
+                    action,
                     filters,
                 },
             ));
@@ -1574,12 +1583,16 @@ fn header_edits(m: &types::HeaderModifier, what: &str) -> Result<HeaderEdits, St
 
 /// A URLRewrite's path for a rule matching `pm`: ReplacePrefixMatch needs a PathPrefix
 /// match (the spec), whose prefix it replaces.
-fn path_rewrite_for(m: &types::HttpPathModifier, pm: &PathMatch) -> Result<PathRewrite, String> {
+fn path_rewrite_for(
+    m: &types::HttpPathModifier,
+    pm: &PathMatch,
+    filter: &str,
+) -> Result<PathRewrite, String> {
     let path = |v: &Option<String>| {
         v.as_deref()
             .unwrap_or("/")
             .parse::<HttpPath>()
-            .map_err(|_| "URLRewrite: invalid path".to_string())
+            .map_err(|_| format!("{filter}: invalid path"))
     };
     match (m.type_.as_str(), pm) {
         ("ReplaceFullPath", _) => Ok(PathRewrite::Full {
@@ -1589,10 +1602,13 @@ fn path_rewrite_for(m: &types::HttpPathModifier, pm: &PathMatch) -> Result<PathR
             from: from.clone(),
             to: path(&m.replace_prefix_match)?,
         }),
-        ("ReplacePrefixMatch", _) => {
-            Err("URLRewrite ReplacePrefixMatch needs a PathPrefix match".to_string())
-        }
-        (t, _) => Err(format!("URLRewrite path type {t} is not served")),
+        ("ReplacePrefixMatch", _) => Err(format!(
+            "{filter} ReplacePrefixMatch needs a PathPrefix match"
+        )),
+        (t, _) => Err(format!(
+            "{filter} path type {} is not served",
+            crate::problem::cut(t, 40)
+        )),
     }
 }
 
@@ -1680,7 +1696,14 @@ fn redirect(rd: &types::RequestRedirect) -> Result<RouteAction, String> {
                 .parse::<HttpPath>()
                 .map_err(|_| "invalid redirect path".to_string())?,
         ),
-        Some(m) => return Err(format!("redirect path {} is not served yet", m.type_)),
+        // Resolved per match by the caller (it replaces the matched prefix).
+        Some(m) if m.type_ == "ReplacePrefixMatch" => None,
+        Some(m) => {
+            return Err(format!(
+                "redirect path type {} is not served",
+                crate::problem::cut(&m.type_, 40)
+            ))
+        }
     };
     let status = match rd.status_code.unwrap_or(302) {
         301 => RedirectStatus::MovedPermanently301,
@@ -1692,6 +1715,7 @@ fn redirect(rd: &types::RequestRedirect) -> Result<RouteAction, String> {
         host,
         port,
         path,
+        replace_prefix: None,
         status,
     }))
 }
