@@ -334,13 +334,14 @@ fn rule_pos(vh: usize, rule: usize) -> String {
 /// Every split of a listener (a forward to two or more backends) as splits-map entries
 /// (key, cumulative share of [`SPLIT_SCALE`]), in render order: the content of its
 /// splits map, and what a change of weights sets over the Runtime API. A backend of
-/// weight 0 has no share; when every weight is 0 the request gets 500.
+/// weight 0 has no share; the invalid references' share (above the last backend's) and,
+/// when every weight is 0, every request gets 500.
 pub fn split_entries(l: &Listener) -> Vec<(String, u32)> {
     let mut out = Vec::new();
     let mut add = |pos: String, a: &RouteAction| {
-        if let RouteAction::Forward { backends } = a {
-            if backends.len() >= 2 {
-                let shares = crate::render_stream::cumulative_shares(backends);
+        if let (true, RouteAction::Forward { backends, invalid }) = (a.is_split(), a) {
+            {
+                let shares = crate::render_stream::cumulative_shares_with(backends, *invalid);
                 for (i, share) in shares.into_iter().enumerate() {
                     out.push((split_key(&pos, i), share));
                 }
@@ -460,12 +461,12 @@ impl Actions {
         notes: &mut Vec<String>,
         what: &str,
     ) -> String {
-        if let RouteAction::Forward { backends } = action {
-            if let [one] = backends.as_slice() {
+        if let RouteAction::Forward { backends, invalid } = action {
+            if let ([one], 0) = (backends.as_slice(), invalid) {
                 if one.weight > 0 {
                     return route_backend_name(&one.id);
                 }
-            } else if backends.len() >= 2 {
+            } else if action.is_split() {
                 // A split of its own, its shares in the splits map (keys from `pos`), so
                 // a change of weights is a `set map`, not a reload.
                 let id = format!("s{pos}");
@@ -735,7 +736,15 @@ struct NxServer {
 }
 
 /// The `location` blocks of one server, as the template would write them.
-fn nx_location_lines(locations: &[NxLocation], proxy_lines: &[ConfigLine]) -> String {
+/// The value a split variable takes for the invalid references' share: a location that
+/// proxies through a variable returns 500 for it.
+const NX_INVALID_SHARE: &str = "k8slb_500";
+
+fn nx_location_lines(
+    locations: &[NxLocation],
+    proxy_lines: &[ConfigLine],
+    invalid_shares: bool,
+) -> String {
     let mut out = String::with_capacity(locations.len() * 96);
     for loc in locations {
         out.push_str("\n    location ");
@@ -743,6 +752,12 @@ fn nx_location_lines(locations: &[NxLocation], proxy_lines: &[ConfigLine]) -> St
         out.push_str(" {");
         match loc.kind {
             "forward" | "pick" => {
+                if invalid_shares && loc.upstream.starts_with('$') {
+                    out.push_str(&format!(
+                        "\n      if ({} = {NX_INVALID_SHARE}) {{ return 500; }}",
+                        loc.upstream
+                    ));
+                }
                 for (value, r) in &loc.returns {
                     out.push_str(&format!(
                         "\n      if ({} = {value}) {{ {} }}",
@@ -987,6 +1002,8 @@ struct NxSplits {
     /// The scheme and port of the listener whose server is being rendered (redirects
     /// derive their Location's from them).
     listener: Option<(Scheme, u16)>,
+    /// Some split has an invalid references' share ([`NX_INVALID_SHARE`]).
+    invalid_shares: bool,
 }
 
 /// `value` as a case-sensitive nginx regex source that matches exactly `1<value>`: every
@@ -1310,10 +1327,10 @@ fn nx_conditional_locations(
 
 fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
     match action {
-        RouteAction::Forward { backends } => {
+        RouteAction::Forward { backends, invalid } => {
             let live: Vec<_> = backends.iter().filter(|b| b.weight > 0).collect();
             match live.as_slice() {
-                [one] => NxLocation {
+                [one] if *invalid == 0 => NxLocation {
                     kind: "forward",
                     upstream: route_backend_name(&one.id),
                     ..Default::default()
@@ -1323,17 +1340,22 @@ fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
                     status: 500,
                     ..Default::default()
                 },
-                several => NxLocation {
-                    kind: "forward",
-                    // proxy_pass through a variable naming an upstream group.
-                    upstream: splits.variable(
-                        several
-                            .iter()
-                            .map(|b| (route_backend_name(&b.id), b.weight))
-                            .collect(),
-                    ),
-                    ..Default::default()
-                },
+                several => {
+                    let mut weights: Vec<(String, u16)> = several
+                        .iter()
+                        .map(|b| (route_backend_name(&b.id), b.weight))
+                        .collect();
+                    if *invalid > 0 {
+                        weights.push((NX_INVALID_SHARE.to_string(), *invalid));
+                        splits.invalid_shares = true;
+                    }
+                    NxLocation {
+                        kind: "forward",
+                        // proxy_pass through a variable naming an upstream group.
+                        upstream: splits.variable(weights),
+                        ..Default::default()
+                    }
+                }
             }
         }
         RouteAction::Redirect(rd) => {
@@ -1438,7 +1460,7 @@ fn nx_server(
             default: host.is_none(),
             server_name,
             tls,
-            location_lines: nx_location_lines(&locations, &o.nginx_proxy),
+            location_lines: nx_location_lines(&locations, &o.nginx_proxy, splits.invalid_shares),
         }));
     }
     let mut locations = Vec::new();
@@ -1491,7 +1513,7 @@ fn nx_server(
         default: host.is_none(),
         server_name,
         tls,
-        location_lines: nx_location_lines(&locations, &o.nginx_proxy),
+        location_lines: nx_location_lines(&locations, &o.nginx_proxy, splits.invalid_shares),
     }))
 }
 

@@ -77,7 +77,13 @@ fn ip_slug(ip: IpAddr) -> String {
 /// order: backend `i` takes a draw below its share and at or above the one before. A
 /// weight 0 has no share; every weight 0: every share 0.
 pub fn cumulative_shares(backends: &[WeightedBackend]) -> Vec<u32> {
-    let total: u64 = backends.iter().map(|b| u64::from(b.weight)).sum();
+    cumulative_shares_with(backends, 0)
+}
+
+/// [`cumulative_shares`] of `backends` and, after them, a share of weight `rest` that
+/// no backend takes (a draw at or above the last share: the invalid references' 500).
+pub fn cumulative_shares_with(backends: &[WeightedBackend], rest: u16) -> Vec<u32> {
+    let total: u64 = backends.iter().map(|b| u64::from(b.weight)).sum::<u64>() + u64::from(rest);
     let mut cum = 0u64;
     backends
         .iter()

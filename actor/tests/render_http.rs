@@ -472,6 +472,7 @@ fn model_only_routes() -> HttpRoutes {
                                     weight: 10,
                                 },
                             ],
+                            invalid: 0,
                         },
                     ),
                 ],
@@ -596,7 +597,7 @@ fn expected_with(
                 rd.location(scheme, port, host, path, &q)
             )
         }
-        Some(RouteAction::Forward { backends }) => {
+        Some(RouteAction::Forward { backends, .. }) => {
             let be = &routes.backends[&backends[0].id];
             if be.endpoints.iter().any(|e| !e.draining) {
                 format!("200 {}", backends[0].id.service.name)
@@ -892,6 +893,52 @@ fn real_proxies_split_traffic_by_weight() {
     }
 }
 
+/// The Gateway API: a rule with a valid backend (weight 1) and invalid references (weight
+/// 1 in all) answers 500 to the invalid share of its requests only, through both proxies
+/// (1,000 requests; p = 0.5 gives 500 ± 16: 420..=580 is 5 sigma). HAProxy draws the
+/// share from its splits map; nginx from a `split_clients` value that returns 500.
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_answer_500_to_the_invalid_references_share_only() {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    let mut routes = split_routes(1, 1);
+    if let RouteAction::Forward { backends, invalid } =
+        &mut routes.listeners[0].virtual_hosts[0].rules[0].action
+    {
+        backends.truncate(1);
+        *invalid = 1;
+    }
+    routes
+        .backends
+        .retain(|id, _| id.service.name.as_str() == "heavy");
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtinvalid")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        let (ns, _child) = serve(proxy, &routes, &o, dir.path());
+        let url = "http://split.example.com/x".to_string();
+        let out = ns
+            .cmd("curl")
+            .args(["-s", "--max-time", "60", "-w", "\n%{http_code}\n"])
+            .arg("--resolve")
+            .arg(format!("split.example.com:80:{VIP}"))
+            .args(std::iter::repeat_n(&url, 1000))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let ok = text.lines().filter(|l| *l == "200").count();
+        let errors = text.lines().filter(|l| *l == "500").count();
+        assert_eq!(ok + errors, 1000, "{proxy}: only 200 and 500: {text:.300}");
+        assert!(
+            (420..=580).contains(&errors),
+            "{proxy}: {errors} of 1000 got 500"
+        );
+        println!("{proxy}: valid/invalid 1/1 over 1000 requests: {ok} x 200, {errors} x 500");
+    }
+}
+
 /// Of 1,000 requests to split.example.com, how many `heavy` answered (all answered).
 fn count_heavy(ns: &support::Netns, proxy: &str) -> usize {
     let url = "http://split.example.com/x".to_string();
@@ -947,6 +994,7 @@ fn split_routes(heavy: u16, light: u16) -> HttpRoutes {
                                 weight: light,
                             },
                         ],
+                        invalid: 0,
                     },
                     filters: Default::default(),
                 }],
@@ -1002,7 +1050,7 @@ fn a_change_of_split_weights_is_a_set_map_for_haproxy_and_a_reload_for_nginx() {
     // One backend from weight 1 to 0 (500): structural.
     let one = |w: u16| {
         let mut r = split_routes(1, 1);
-        if let RouteAction::Forward { backends } =
+        if let RouteAction::Forward { backends, .. } =
             &mut r.listeners[0].virtual_hosts[0].rules[0].action
         {
             backends.truncate(1);

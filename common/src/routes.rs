@@ -981,6 +981,11 @@ pub enum RouteAction {
     /// To the backends, split by weight (a backend of weight 0 gets nothing).
     Forward {
         backends: Vec<WeightedBackend>,
+        /// The summed weight of the rule's backend references that are invalid (a
+        /// Service that does not exist, a reference not granted): that share of the
+        /// requests gets 500, as the Gateway API says; the others still reach theirs.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        invalid: u16,
     },
     Redirect(Redirect),
     /// Answer with a fixed status: what a rule whose backend does not exist gets.
@@ -994,8 +999,20 @@ impl RouteAction {
     pub fn forward(id: BackendId) -> RouteAction {
         RouteAction::Forward {
             backends: vec![WeightedBackend { id, weight: 1 }],
+            invalid: 0,
         }
     }
+
+    /// A forward drawn at random among two or more targets (backends, or one backend
+    /// and the invalid share's 500).
+    pub fn is_split(&self) -> bool {
+        matches!(self, RouteAction::Forward { backends, invalid }
+            if backends.len() >= 2 || (*invalid > 0 && !backends.is_empty()))
+    }
+}
+
+fn is_zero(n: &u16) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -91,7 +91,7 @@ fn goes(out: &GatewayOutput, port: u16, host: &str, path: &str) -> String {
 fn describe(action: Option<&RouteAction>) -> String {
     match action {
         None => "404".into(),
-        Some(RouteAction::Forward { backends }) => backends
+        Some(RouteAction::Forward { backends, .. }) => backends
             .iter()
             .map(|b| format!("{}", b.id.service.name))
             .collect::<Vec<_>>()
@@ -327,15 +327,30 @@ spec:
     backendRefs: [{ name: a, namespace: infra, port: 80 }]
   - matches: [{ path: { value: /missing } }]
     backendRefs: [{ name: nope, port: 80 }]
+  - matches: [{ path: { value: /partly } }]
+    backendRefs: [{ name: a, port: 80, weight: 3 }, { name: nope, port: 80 }, { name: gone, port: 80, weight: 2 }]
 "#;
     let out = run(&objects(&[CLASS, GATEWAY, routes]), &[]);
+    // The spec: only the invalid references' share of the requests gets 500 (here 3 in
+    // 6); the valid backend keeps its share.
+    match out.routes.route(VIP.parse().unwrap(), 80, "h", "/partly") {
+        Some(RouteAction::Forward { backends, invalid }) => {
+            let w: Vec<(String, u16)> = backends
+                .iter()
+                .map(|b| (b.id.to_string(), b.weight))
+                .collect();
+            assert_eq!(w, [("default/a:80".to_string(), 3)]);
+            assert_eq!(*invalid, 3);
+        }
+        other => panic!("{other:?}"),
+    }
     assert_eq!(
         goes(&out, 80, "h", "/split/x"),
         "a+b",
         "weight 0 gets nothing"
     );
     match out.routes.route(VIP.parse().unwrap(), 80, "h", "/split") {
-        Some(RouteAction::Forward { backends }) => {
+        Some(RouteAction::Forward { backends, .. }) => {
             let w: Vec<u16> = backends.iter().map(|b| b.weight).collect();
             assert_eq!(w, [90, 10]);
         }

@@ -172,7 +172,7 @@ impl World {
 fn go(r: &HttpRoutes, port: u16, host: &str, path: &str) -> String {
     match r.route(vip(), port, host, path) {
         None => "404".into(),
-        Some(RouteAction::Forward { backends }) => {
+        Some(RouteAction::Forward { backends, .. }) => {
             assert_eq!(backends.len(), 1);
             backends[0].id.service.name.to_string()
         }

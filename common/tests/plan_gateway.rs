@@ -115,7 +115,7 @@ fn a_gateway_gets_its_own_address_serves_its_routes_and_keeps_the_address() {
         .route("198.18.0.101".parse().unwrap(), 80, "app.example.com", "/x")
         .expect("the route is served");
     match action {
-        RouteAction::Forward { backends } => {
+        RouteAction::Forward { backends, .. } => {
             assert_eq!(backends[0].id.to_string(), "default/app:80")
         }
         other => panic!("{other:?}"),

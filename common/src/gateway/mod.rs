@@ -676,7 +676,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
                 || routes.listeners.iter().any(|l| {
                     l.virtual_hosts.iter().any(|v| {
                         v.rules.iter().any(|r| {
-                            matches!(&r.action, RouteAction::Forward { backends } if backends.iter().any(|b| &b.id == *id))
+                            matches!(&r.action, RouteAction::Forward { backends, .. } if backends.iter().any(|b| &b.id == *id))
                         })
                     })
                 })
@@ -1437,7 +1437,8 @@ fn rules_of(
             Some(a) => a,
             None => {
                 let mut weighted = Vec::new();
-                let mut invalid = false;
+                // The weight of the invalid references: their share gets 500.
+                let mut invalid: u16 = 0;
                 for b in &rule.backend_refs {
                     match backend(
                         input,
@@ -1450,20 +1451,27 @@ fn rules_of(
                         Ok(Some(w)) => weighted.push(w),
                         Ok(None) => {}
                         Err((reason, why)) => {
-                            invalid = true;
+                            let w = b.weight.unwrap_or(1).clamp(0, i32::from(u16::MAX));
+                            invalid = invalid.saturating_add(u16::try_from(w).unwrap_or(0));
                             if refs.status {
                                 refs = Condition::new("ResolvedRefs", false, reason, why);
                             }
                         }
                     }
                 }
-                if invalid || weighted.is_empty() {
-                    // The spec: requests to an invalid backend get 500.
+                if weighted.is_empty() {
+                    // The spec: requests to an invalid backend get 500 (and a rule
+                    // whose every backend has weight 0 too).
                     RouteAction::Respond {
                         status: FixedStatus::InternalServerError500,
                     }
                 } else {
-                    RouteAction::Forward { backends: weighted }
+                    // The spec: the share of requests an invalid backend would have had
+                    // gets 500; the others reach theirs.
+                    RouteAction::Forward {
+                        backends: weighted,
+                        invalid,
+                    }
                 }
             }
         };
