@@ -137,6 +137,9 @@ reasons! {
     NotAllowedByListeners = "NotAllowedByListeners",
     NoMatchingListenerHostname = "NoMatchingListenerHostname",
     UnsupportedValue = "UnsupportedValue",
+    HostnameConflict = "HostnameConflict",
+    InvalidRouteKinds = "InvalidRouteKinds",
+    InvalidRouteNamespaces = "InvalidRouteNamespaces",
     // Events that are not problems.
     IpAllocated = "IPAllocated",
     IpReleased = "IPReleased",

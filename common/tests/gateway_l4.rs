@@ -522,3 +522,47 @@ spec:
         "Accepted"
     );
 }
+
+#[test]
+fn every_refusing_condition_has_a_reason_the_problems_know() {
+    // The reasons of conditions that refuse something become problems (Events, the
+    // metric label): each must be one the plan knows by name, not an `Other`.
+    let gw = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: dns, port: 53, protocol: UDP }
+  - { name: terminate, port: 8443, protocol: TLS, tls: { mode: Terminate } }
+  - { name: tcp-a, port: 9000, protocol: TCP }
+  - { name: tcp-b, port: 9000, protocol: TCP }
+  - { name: web, port: 9001, protocol: HTTP }
+  - { name: raw, port: 9001, protocol: TCP }
+  - { name: kinds, port: 9002, protocol: TCP, allowedRoutes: { kinds: [{ kind: HTTPRoute }] } }
+  - name: sel
+    port: 9003
+    protocol: TCP
+    allowedRoutes: { namespaces: { from: Selector, selector: { matchExpressions: [{ key: a, operator: Exists, values: [b] }] } } }
+"#;
+    let out = run_with(&objects(&[CLASS, gw]), false);
+    let mut seen = 0;
+    for l in &out.gateways[&"infra/gw".parse().unwrap()].listeners {
+        for c in l.conditions.iter().filter(|c| {
+            (c.type_ == "Conflicted" && c.status) || (c.type_ != "Conflicted" && !c.status)
+        }) {
+            let r: k8slb_common::problem::Reason = c.reason.parse().unwrap();
+            if c.type_ != "Programmed" {
+                seen += 1;
+                assert!(
+                    !matches!(r, k8slb_common::problem::Reason::Other(_)),
+                    "listener {}: {} is not a known reason",
+                    l.name,
+                    c.reason
+                );
+            }
+        }
+    }
+    assert!(seen >= 6, "{seen}");
+}
