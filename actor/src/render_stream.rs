@@ -102,8 +102,11 @@ pub fn cumulative_shares_with(backends: &[WeightedBackend], rest: u16) -> Vec<u3
 pub fn stream_split_entries(s: &StreamListener) -> Vec<(String, u32)> {
     let mut out = Vec::new();
     for (i, r) in s.routes.iter().enumerate() {
-        if r.backends.len() >= 2 {
-            for (j, share) in cumulative_shares(&r.backends).into_iter().enumerate() {
+        if r.is_split() {
+            for (j, share) in cumulative_shares_with(&r.backends, r.invalid)
+                .into_iter()
+                .enumerate()
+            {
                 out.push((format!("r{i}_b{j}"), share));
             }
         }
@@ -137,10 +140,17 @@ pub fn stream_splits_map_path(
 pub fn streams_but_weights(routes: &HttpRoutes) -> Vec<StreamListener> {
     let mut out = routes.streams.clone();
     for r in out.iter_mut().flat_map(|s| s.routes.iter_mut()) {
-        let split = r.backends.len() >= 2;
+        let split = r.is_split();
         for b in &mut r.backends {
             b.weight = if split { 0 } else { b.weight.min(1) };
         }
+        // A split's invalid share is a splits map entry; it only makes one backend a
+        // split.
+        r.invalid = if r.backends.len() >= 2 {
+            0
+        } else {
+            r.invalid.min(1)
+        };
     }
     out
 }
@@ -195,8 +205,10 @@ fn hp_value(
     };
     match r.backends.as_slice() {
         [] => REJECT.to_string(),
-        [one] if one.weight == 0 => REJECT.to_string(),
-        [one] => name(&one.id, notes),
+        [one] if one.weight == 0 && r.invalid == 0 => REJECT.to_string(),
+        [one] if r.invalid == 0 => name(&one.id, notes),
+        // Two or more, or one and the invalid share (a draw above the last backend's
+        // share falls through to `reject`).
         several => {
             let id = format!("s{i}");
             splits.push(HpStreamSplit {
@@ -327,6 +339,8 @@ pub(crate) struct NxStreams {
     servers: Vec<NxStreamServer>,
     /// Render the closing sink ([`NGINX_SINK`]).
     sink: Option<&'static str>,
+    /// The sink takes datagrams too (a UDP route's invalid share): it drops them.
+    sink_udp: bool,
 }
 
 impl NxStreams {
@@ -337,6 +351,9 @@ impl NxStreams {
 
 #[derive(Serialize)]
 struct NxStreamUpstream {
+    /// One of its servers is the closing sink (the invalid references' share).
+    #[serde(skip)]
+    sink: bool,
     name: String,
     hash_source: bool,
     /// `\n    server <addr> weight=<n>[ down] max_fails=3 fail_timeout=5s;` per server.
@@ -430,12 +447,16 @@ fn nx_upstream(
         return None;
     }
     let ready = |st: &BackendState| st.endpoints.iter().filter(|e| !e.draining).count();
-    let weights = nx_weights(
-        &present
-            .iter()
-            .map(|(b, st)| (b.weight, ready(st)))
-            .collect::<Vec<_>>(),
-    );
+    // The invalid references' share goes to the closing sink, weighted like a backend of
+    // one endpoint.
+    let mut shares: Vec<(u16, usize)> = present
+        .iter()
+        .map(|(b, st)| (b.weight, ready(st)))
+        .collect();
+    if r.invalid > 0 {
+        shares.push((r.invalid, 1));
+    }
+    let weights = nx_weights(&shares);
     let mut lines = String::new();
     let mut push = |addr: SocketAddr, weight: Option<u128>, down: bool| {
         lines.push_str("\n    server ");
@@ -446,7 +467,13 @@ fn nx_upstream(
         if down {
             lines.push_str(" down");
         }
-        lines.push_str(" max_fails=3 fail_timeout=5s;");
+        if addr.to_string() == NGINX_SINK {
+            // Closing is what it is for, never a failure to count (a UDP datagram it
+            // drops gets no answer): it is never taken out of the draw.
+            lines.push_str(" max_fails=0;");
+        } else {
+            lines.push_str(" max_fails=3 fail_timeout=5s;");
+        }
     };
     let mut servers = 0;
     for ((_, st), w) in present.iter().zip(&weights) {
@@ -455,11 +482,17 @@ fn nx_upstream(
             servers += 1;
         }
     }
+    let sink = r.invalid > 0;
+    if let (true, Some(w)) = (sink, weights.last()) {
+        let addr: SocketAddr = NGINX_SINK.parse().expect("the sink is an address");
+        push(addr, *w, w.is_none());
+    }
     if servers == 0 {
         // An empty upstream is a config error; a down placeholder is valid (closed).
         push(PLACEHOLDER, None, true);
     }
     Some(NxStreamUpstream {
+        sink,
         name,
         hash_source: present
             .iter()
@@ -478,9 +511,14 @@ pub(crate) fn nx_streams(routes: &HttpRoutes, notes: &mut Vec<String>) -> NxStre
             &routes.backends
         };
         let listen = SocketAddr::new(s.ip, s.port).to_string();
+        let udp = s.protocol.is_udp();
         let mut upstream = |i: usize, r: &StreamRoute, notes: &mut Vec<String>| {
             nx_upstream(format!("rts_{slug}_r{i}"), r, table, notes).map(|u| {
                 let name = u.name.clone();
+                if u.sink {
+                    out.sink = Some(NGINX_SINK);
+                    out.sink_udp |= udp;
+                }
                 out.upstreams.push(u);
                 name
             })

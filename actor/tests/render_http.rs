@@ -1685,6 +1685,7 @@ fn stream_routes() -> HttpRoutes {
     let route = |host: Option<&str>, backends| StreamRoute {
         host: host.map(|h| h.parse().unwrap()),
         backends,
+        invalid: 0,
     };
     let listener = |port, protocol, routes| {
         let mut l = StreamListener {
@@ -1743,6 +1744,17 @@ fn stream_routes() -> HttpRoutes {
                 StreamProtocol::Udp,
                 vec![route(None, vec![wb("default/dns:53", 1)])],
             ),
+            // Invalid references' shares: closed (TCP), dropped (UDP; nginx only).
+            listener(5003, StreamProtocol::Tcp, {
+                let mut r = route(None, vec![wb("default/echo:7", 3)]);
+                r.invalid = 1;
+                vec![r]
+            }),
+            listener(5354, StreamProtocol::Udp, {
+                let mut r = route(None, vec![wb("default/dns:53", 1)]);
+                r.invalid = 1;
+                vec![r]
+            }),
             listener(
                 8443,
                 StreamProtocol::Tls,
@@ -1906,6 +1918,7 @@ fn stream_endpoint_and_weight_changes_are_runtime_api_changes_for_haproxy() {
                 id: "default/tls-b:443".parse().unwrap(),
                 weight: 1,
             }],
+            invalid: 0,
         });
         s.sort_routes();
     };
@@ -2323,5 +2336,53 @@ fn real_proxies_split_tcp_connections_by_weight() {
                 1000 - heavy
             );
         }
+    }
+}
+
+/// A TCP route with one valid backend (weight 1) and invalid references (weight 1):
+/// half of its connections are closed, the others answered, through both proxies (1,000
+/// connections; 420..=580 is 5 sigma around 500). HAProxy's draw above the backend's
+/// share falls to `reject`; nginx weighs its closing sink like a backend.
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_close_the_invalid_references_share_of_tcp_connections_only() {
+    support::require_root_and(&["haproxy", "nginx", "openssl"]);
+    let mut routes = stream_routes();
+    let s = routes.streams.iter_mut().find(|s| s.port == 5000).unwrap();
+    s.routes[0].backends.truncate(1);
+    s.routes[0].backends[0].weight = 1;
+    s.routes[0].invalid = 1;
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtl4inv")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        let ns = support::Netns::new("k8slbl4i");
+        ns.ip(&format!("addr add {VIP}/32 dev lo"));
+        let _backends = start_stream_backends(&ns, dir.path());
+        let _child = serve_streams(proxy, &routes, &o, dir.path(), &ns);
+        let answers: Vec<String> = in_ns(&ns, || {
+            (0..1000)
+                .map(|_| body(&tcp_request(5000, b"GET / HTTP/1.0\r\n\r\n", false)).to_string())
+                .collect()
+        });
+        let answered = answers.iter().filter(|a| *a == "heavy").count();
+        let other: Vec<&String> = answers
+            .iter()
+            .filter(|a| *a != "heavy" && !a.is_empty())
+            .collect();
+        assert!(
+            other.is_empty(),
+            "{proxy}: only heavy or nothing: {other:?}"
+        );
+        assert!(
+            (420..=580).contains(&answered),
+            "{proxy}: {answered} of 1000 connections answered"
+        );
+        println!(
+            "{proxy}: valid/invalid 1/1 over 1000 TCP connections: {answered} answered, {} closed",
+            1000 - answered
+        );
     }
 }

@@ -466,6 +466,18 @@ pub struct StreamRoute {
     /// for UDP). Empty: every backend is invalid or has weight 0, the connection is
     /// closed (the L4 analogue of the HTTPRoute's 500).
     pub backends: Vec<WeightedBackend>,
+    /// The summed weight of the route's invalid backend references: that share of the
+    /// connections is closed; the others reach theirs.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub invalid: u16,
+}
+
+impl StreamRoute {
+    /// Drawn at random among two or more targets (backends, or one backend and the
+    /// invalid share).
+    pub fn is_split(&self) -> bool {
+        self.backends.len() >= 2 || (self.invalid > 0 && !self.backends.is_empty())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -405,7 +405,7 @@ fn weights_and_refused_backends_of_an_l4_route() {
         "TCPRoute",
         "split",
         1,
-        "  parentRefs: [{ name: gw, namespace: infra, sectionName: pg }]\n  rules:\n  - backendRefs: [{ name: a, port: 5432, weight: 90 }, { name: b, port: 5432, weight: 10 }, { name: c, port: 5432, weight: 0 }]",
+        "  parentRefs: [{ name: gw, namespace: infra, sectionName: pg }]\n  rules:\n  - backendRefs: [{ name: a, port: 5432, weight: 90 }, { name: b, port: 5432, weight: 10 }, { name: c, port: 5432, weight: 0 }]\n  - backendRefs: [{ name: nope, port: 5432, weight: 5 }]",
     );
     // Cross-namespace without a ReferenceGrant; and a UDP backend on a TCP-only port.
     let refused = route(
@@ -424,6 +424,17 @@ fn weights_and_refused_backends_of_an_l4_route() {
     assert_eq!(
         goes(&out, 5432, StreamProtocol::Tcp, None),
         "a@10.244.1.1:5432*90 b@10.244.1.2:5432*10"
+    );
+    // The invalid reference (a second rule's; L4 rules' backends count together) keeps
+    // its share, closed: 5 of 105.
+    let r = out
+        .routes
+        .route_stream(VIP.parse().unwrap(), 5432, StreamProtocol::Tcp, None)
+        .unwrap();
+    assert_eq!(r.invalid, 5);
+    assert_eq!(
+        route_cond(&out, L4Kind::Tcp, "default/split", "ResolvedRefs"),
+        (false, "BackendNotFound")
     );
     assert_eq!(
         route_cond(&out, L4Kind::Tls, "default/refused", "ResolvedRefs"),

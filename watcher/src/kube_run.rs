@@ -177,13 +177,19 @@ pub async fn run(
                     gateways = %r.gateways.api_version,
                     httproutes = %r.routes.api_version,
                     referencegrants = %r.grants.as_ref().map_or("not served".into(), |g| g.api_version.clone()),
+                    l4routes = %r.l4.iter().map(|(k, ar)| format!("{} {}", k.as_str(), ar.api_version)).collect::<Vec<_>>().join(", "),
                     "serving the Gateway API"
                 );
+                if r.l4.len() < k8slb_common::names::L4Kind::ALL.len() {
+                    // The experimental channel's route kinds may be installed later.
+                    let have = r.l4.iter().map(|(k, _)| *k).collect();
+                    spawn_gateway_api_check(&client, args.gateway_api_check, Some(have), &shutdown);
+                }
                 Some(*r)
             }
             Some(GatewayDiscovery::Absent(why)) => {
                 tracing::warn!(reason = %why, "the Gateway API CRDs (gateway.networking.k8s.io) are not installed: Gateways are not served; Services and Ingresses are. Once they are installed, this watcher restarts to serve them");
-                spawn_gateway_api_check(&client, args.gateway_api_check, &shutdown);
+                spawn_gateway_api_check(&client, args.gateway_api_check, None, &shutdown);
                 None
             }
             None => return Ok(()), // shut down meanwhile
@@ -317,10 +323,17 @@ async fn discover_gateway_api(
     }
 }
 
-/// While the Gateway API CRDs are absent: look every `every`; once they are installed, say
-/// so and shut down, to be restarted (by the Deployment) watching them. Planning without
-/// them is not an option meanwhile: their objects would be unknown, not absent.
-fn spawn_gateway_api_check(client: &Client, every: Duration, shutdown: &CancellationToken) {
+/// While the Gateway API CRDs are absent (`have` None), or some of the experimental
+/// channel's route kinds are (`have`: the L4 kinds served): look every `every`; once more
+/// are installed, say so and shut down, to be restarted (by the Deployment) watching
+/// them. Planning without them is not an option meanwhile: their objects would be
+/// unknown, not absent.
+fn spawn_gateway_api_check(
+    client: &Client,
+    every: Duration,
+    have: Option<Vec<k8slb_common::names::L4Kind>>,
+    shutdown: &CancellationToken,
+) {
     let client = client.clone();
     let shutdown = shutdown.clone();
     tokio::spawn(async move {
@@ -329,11 +342,26 @@ fn spawn_gateway_api_check(client: &Client, every: Duration, shutdown: &Cancella
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(every) => {}
             }
-            if let Ok(GatewayDiscovery::Found(_)) = GatewayResources::discover(&client).await {
-                tracing::warn!("the Gateway API CRDs are installed now: exiting to be restarted and serve them");
-                shutdown.cancel();
-                return;
+            let Ok(GatewayDiscovery::Found(r)) = GatewayResources::discover(&client).await else {
+                continue;
+            };
+            let new: Vec<&str> =
+                r.l4.iter()
+                    .filter(|(k, _)| have.as_ref().is_some_and(|h| !h.contains(k)))
+                    .map(|(k, _)| k.as_str())
+                    .collect();
+            match &have {
+                None => tracing::warn!(
+                    "the Gateway API CRDs are installed now: exiting to be restarted and serve them"
+                ),
+                Some(_) if !new.is_empty() => tracing::warn!(
+                    kinds = %new.join(", "),
+                    "more Gateway API route kinds are installed now: exiting to be restarted and serve them"
+                ),
+                Some(_) => continue,
             }
+            shutdown.cancel();
+            return;
         }
     });
 }

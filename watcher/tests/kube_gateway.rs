@@ -108,6 +108,32 @@ async fn without_the_crds_services_are_served_and_the_watcher_restarts_once_they
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watcher_restarts_when_the_experimental_route_kinds_are_installed_later() {
+    logs();
+    let api = k8slb_fakeapi::FakeApi::start().await;
+    api.install_gateway_api_crds(true);
+    seed_ingress_variant(&api);
+    api.put_object(class());
+    api.put_object(gateway());
+    let w = start_gateway(&api);
+    wait_for("the Gateway is served", || {
+        let g = get(&api, "namespaces/default/gateways/gw");
+        g.pointer("/status/addresses/0/value").map(|_| ())
+    })
+    .await;
+    // Still serving a while later: nothing new was installed.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(!w.task.is_finished(), "no restart without a new kind");
+    api.install_gateway_api_experimental_crds();
+    let done = tokio::time::timeout(Duration::from_secs(20), w.task)
+        .await
+        .expect("the watcher exits once TLSRoute, TCPRoute and UDPRoute exist")
+        .expect("no panic");
+    done.expect("a clean exit");
+    assert!(logged(&["more Gateway API route kinds are installed now"]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gateways_get_addresses_and_the_specifications_status_within_the_variants_rbac() {
     logs();
     let api = k8slb_fakeapi::FakeApi::start().await;

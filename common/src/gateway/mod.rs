@@ -527,7 +527,9 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
     // route wins.
     let mut udp_backends: BTreeMap<BackendId, BackendState> = BTreeMap::new();
     let mut taken: BTreeMap<(usize, Option<Hostname>), String> = BTreeMap::new();
-    let mut streams_placed: Vec<(usize, Option<Hostname>, Vec<WeightedBackend>)> = Vec::new();
+    #[allow(clippy::type_complexity)]
+    let mut streams_placed: Vec<(usize, Option<Hostname>, (Vec<WeightedBackend>, u16))> =
+        Vec::new();
     let mut l4: Vec<&L4Route> = input.l4_routes.iter().collect();
     l4.sort_by_key(|r| age(&r.metadata));
     for r in l4 {
@@ -554,7 +556,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
                 Some((&mut taken, who)),
             );
             if !at.is_empty() {
-                let (weighted, refs) = l4_backends(
+                let (weighted, invalid, refs) = l4_backends(
                     input,
                     r,
                     &rns,
@@ -567,7 +569,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
                     },
                 );
                 for (li, host) in at {
-                    streams_placed.push((li, host, weighted.clone()));
+                    streams_placed.push((li, host, (weighted.clone(), invalid)));
                 }
                 conditions.push(refs);
             }
@@ -600,11 +602,12 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
             if entry.protocol != protocol {
                 continue; // another Gateway's listener on a shared address holds it
             }
-            for (_, host, weighted) in streams_placed.iter().filter(|p| p.0 == li) {
+            for (_, host, (weighted, invalid)) in streams_placed.iter().filter(|p| p.0 == li) {
                 if !entry.routes.iter().any(|r| &r.host == host) {
                     entry.routes.push(StreamRoute {
                         host: host.clone(),
                         backends: weighted.clone(),
+                        invalid: *invalid,
                     });
                 }
             }
@@ -1229,8 +1232,9 @@ fn attach(
 }
 
 /// The backends of a TLSRoute, TCPRoute or UDPRoute (every rule's, together: they have no
-/// matches to choose between them), and its ResolvedRefs condition. An invalid reference
-/// is left out (its share of connections is refused: they go to none of the others).
+/// matches to choose between them), the summed weight of its invalid references (their
+/// share of the connections is closed, as an HTTPRoute's gets 500), and its ResolvedRefs
+/// condition.
 fn l4_backends(
     input: &GatewayInput<'_>,
     r: &L4Route,
@@ -1238,7 +1242,7 @@ fn l4_backends(
     services: &BTreeMap<(String, String), &Service>,
     slices: &crate::endpoints::SliceIndex<'_>,
     backends: &mut BTreeMap<BackendId, BackendState>,
-) -> (Vec<WeightedBackend>, Condition) {
+) -> (Vec<WeightedBackend>, u16, Condition) {
     let protocol = if r.kind == L4Kind::Udp { "UDP" } else { "TCP" };
     let mut refs = Condition::new(
         "ResolvedRefs",
@@ -1247,7 +1251,7 @@ fn l4_backends(
         "every reference resolved",
     );
     let mut weighted: Vec<WeightedBackend> = Vec::new();
-    let mut invalid = false;
+    let mut invalid: u16 = 0;
     for b in r.spec.rules.iter().flat_map(|rule| &rule.backend_refs) {
         match backend(
             input,
@@ -1263,20 +1267,15 @@ fn l4_backends(
             },
             Ok(None) => {}
             Err((reason, why)) => {
-                invalid = true;
+                let w = b.weight.unwrap_or(1).clamp(0, i32::from(u16::MAX));
+                invalid = invalid.saturating_add(u16::try_from(w).unwrap_or(0));
                 if refs.status {
                     refs = Condition::new("ResolvedRefs", false, reason, why);
                 }
             }
         }
     }
-    if invalid {
-        // Connections that would go to an invalid backend are refused, not moved to the
-        // valid ones: all of them, as the HTTPRoute rule's 500 (an L4 proxy has no
-        // per-connection error to send).
-        weighted.clear();
-    }
-    (weighted, refs)
+    (weighted, invalid, refs)
 }
 
 /// Can `sel` be evaluated (operators and values as `metav1.LabelSelector` defines them)?
