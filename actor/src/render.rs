@@ -693,6 +693,25 @@ fn listeners_but_cert_versions(routes: &HttpRoutes) -> Vec<Listener> {
     ls
 }
 
+/// `set map` commands for the entries of `map` whose value differs from `before` to
+/// `after` (same keys, same order: the structure did not change).
+fn set_changed_entries(
+    map: &str,
+    before: &[(String, u32)],
+    after: &[(String, u32)],
+    cmds: &mut Vec<RuntimeCommand>,
+) {
+    for ((_, vo), (key, vn)) in before.iter().zip(after) {
+        if vo != vn {
+            cmds.push(RuntimeCommand::SetMap {
+                map: map.to_string(),
+                key: key.clone(),
+                value: *vn,
+            });
+        }
+    }
+}
+
 /// The splits map entries that differ from `old` to `new` (same structure), as `set map`
 /// commands.
 fn split_updates(old: &NodeView, new: &NodeView) -> Vec<RuntimeCommand> {
@@ -709,15 +728,7 @@ fn split_updates(old: &NodeView, new: &NodeView) -> Vec<RuntimeCommand> {
         let Ok(map) = crate::render_http::splits_map_path(ln, &n.opts) else {
             continue;
         };
-        for ((_, vo), (key, vn)) in before.iter().zip(&after) {
-            if vo != vn {
-                cmds.push(RuntimeCommand::SetMap {
-                    map: map.clone(),
-                    key: key.clone(),
-                    value: *vn,
-                });
-            }
-        }
+        set_changed_entries(&map, &before, &after, &mut cmds);
     }
     // The streams' splits (TCP and TLS; same structure, so the same listeners).
     for (so, sn) in o.routes.streams.iter().zip(&n.routes.streams) {
@@ -732,15 +743,7 @@ fn split_updates(old: &NodeView, new: &NodeView) -> Vec<RuntimeCommand> {
         let Ok(map) = crate::render_stream::stream_splits_map_path(sn, &n.opts) else {
             continue;
         };
-        for ((_, vo), (key, vn)) in before.iter().zip(&after) {
-            if vo != vn {
-                cmds.push(RuntimeCommand::SetMap {
-                    map: map.clone(),
-                    key: key.clone(),
-                    value: *vn,
-                });
-            }
-        }
+        set_changed_entries(&map, &before, &after, &mut cmds);
     }
     cmds
 }

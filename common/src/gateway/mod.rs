@@ -474,15 +474,10 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
         let rns = rk.namespace.as_str().to_string();
         let mut parents = Vec::new();
         for p in &r.spec.parent_refs {
-            let Some(gk) = parent_gateway(p, &rns) else {
+            // Not one of ours: another controller's to report.
+            let Some(gk) = our_parent(p, &rns, &gateways) else {
                 continue;
             };
-            if !gateways
-                .iter()
-                .any(|g| key(&g.metadata).as_ref() == Some(&gk))
-            {
-                continue; // not one of ours: another controller's to report
-            }
             let (conds, attach) = attach(
                 &mut lsts,
                 &gk,
@@ -537,15 +532,10 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
         let rns = rk.namespace.as_str().to_string();
         let mut parents = Vec::new();
         for p in &r.spec.parent_refs {
-            let Some(gk) = parent_gateway(p, &rns) else {
+            // Not one of ours: another controller's to report.
+            let Some(gk) = our_parent(p, &rns, &gateways) else {
                 continue;
             };
-            if !gateways
-                .iter()
-                .any(|g| key(&g.metadata).as_ref() == Some(&gk))
-            {
-                continue;
-            }
             let who = format!("{} {rk}", r.kind.as_str());
             let (mut conditions, at) = attach(
                 &mut lsts,
@@ -772,6 +762,14 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
         );
     }
     out
+}
+
+/// The Gateway `p` names, if it is one of `ours`.
+fn our_parent(p: &ParentRef, route_ns: &str, ours: &[&Gateway]) -> Option<ObjectKey> {
+    let gk = parent_gateway(p, route_ns)?;
+    ours.iter()
+        .any(|g| key(&g.metadata).as_ref() == Some(&gk))
+        .then_some(gk)
 }
 
 fn parent_gateway(p: &ParentRef, route_ns: &str) -> Option<ObjectKey> {
