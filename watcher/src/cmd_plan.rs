@@ -19,8 +19,9 @@ pub struct PlanArgs {
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Files or directories of Kubernetes objects (YAML or JSON, multi-document and
-    /// `kind: List` allowed): Services, EndpointSlices, Nodes, Ingresses, IngressClasses and
-    /// the TLS Secrets they name.
+    /// `kind: List` allowed): Services, EndpointSlices, Nodes, Ingresses, IngressClasses,
+    /// the TLS Secrets they name, Namespaces, and the Gateway API's GatewayClasses,
+    /// Gateways, HTTPRoutes, TLSRoutes, TCPRoutes, UDPRoutes and ReferenceGrants.
     #[arg(long, num_args = 1.., required = true)]
     pub objects: Vec<PathBuf>,
     /// A previous state: its allocations are honoured first (sticky).
