@@ -1089,6 +1089,50 @@ fn real_proxies_route_precedence_as_the_model_says() {
     );
 }
 
+/// The Gateway API's listener isolation through the real HAProxy and nginx: a request
+/// reaches only the routes of the most specific listener it matches (a listener's
+/// hostname without a route answers 404, never a less specific listener's route).
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_isolate_listeners_by_their_hostnames() {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    let routes = gateway_routes_of("isolation");
+    let cases: &[(&str, &str, &str)] = &[
+        ("bar.com", "/empty", "200 nginx-service"),
+        ("bar.com", "/wild", "404"),
+        ("x.example.com", "/wild", "200 nginx-service1"),
+        ("x.example.com", "/empty", "404"),
+        ("x.foo.example.com", "/wild-foo", "200 nginx-service"),
+        ("x.foo.example.com", "/wild", "404"),
+        ("abc.foo.example.com", "/abc-foo", "200 nginx-service1"),
+        ("abc.foo.example.com", "/empty", "404"),
+        ("x.bar.example.com", "/wild", "404"),
+        ("x.bar.example.com", "/", "404"),
+    ];
+    for (host, path, want) in cases {
+        assert_eq!(
+            &expected(&routes, 80, false, host, path),
+            want,
+            "model: {host}{path}"
+        );
+    }
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtisol")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        let (ns, _child) = serve(proxy, &routes, &o, dir.path());
+        for (host, path, want) in cases {
+            assert_eq!(
+                &request(&ns, 80, false, host, path),
+                want,
+                "{proxy}: {host}{path}"
+            );
+        }
+    }
+}
+
 /// Requests with methods, headers and query strings through the real HAProxy and nginx
 /// answer as the reference router says (and the test's expectations pin a few of them,
 /// so a router that ignored the conditions would fail too).

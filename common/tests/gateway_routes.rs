@@ -996,3 +996,72 @@ spec:
     let shared = st.listeners.iter().find(|l| l.name == "shared").unwrap();
     assert_eq!(shared.attached_routes, 1);
 }
+
+#[test]
+fn a_request_goes_to_the_routes_of_the_most_specific_listener_it_matches() {
+    // The Gateway API's listener isolation: listeners on one port with hostnames any,
+    // *.example.com, *.foo.example.com and abc.foo.example.com, one route on each (a
+    // path of its own), the one on the any-host listener naming all those hosts.
+    let gw = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: empty, port: 80, protocol: HTTP }
+  - { name: wild, port: 80, protocol: HTTP, hostname: "*.example.com" }
+  - { name: wild-foo, port: 80, protocol: HTTP, hostname: "*.foo.example.com" }
+  - { name: abc-foo, port: 80, protocol: HTTP, hostname: abc.foo.example.com }
+  - { name: lonely, port: 80, protocol: HTTP, hostname: "*.bar.example.com" }
+"#;
+    let route = |name: &str, section: &str, backend: &str, hostnames: &str| {
+        format!(
+            r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{ name: {name}, namespace: infra }}
+spec:
+  parentRefs: [{{ name: gw, sectionName: {section} }}]
+  hostnames: {hostnames}
+  rules: [{{ matches: [{{ path: {{ value: /{name} }} }}], backendRefs: [{{ name: {backend}, port: 80 }}] }}]
+"#
+        )
+    };
+    let all = "[bar.com, \"*.example.com\", \"*.foo.example.com\", abc.foo.example.com]";
+    let texts = [
+        route("empty", "empty", "a", all),
+        route("wild", "wild", "b", "[]"),
+        route("wild-foo", "wild-foo", "c", "[]"),
+        route("abc-foo", "abc-foo", "a", "[]"),
+    ];
+    let mut docs: Vec<&str> = vec![CLASS, gw];
+    docs.extend(texts.iter().map(String::as_str));
+    let out = run(&objects(&docs), &[]);
+    let cases = [
+        ("bar.com", "/empty", "a"),
+        ("bar.com", "/wild", "404"),
+        ("x.example.com", "/wild", "b"),
+        ("x.example.com", "/empty", "404"),
+        ("x.foo.example.com", "/wild-foo", "c"),
+        ("x.foo.example.com", "/wild", "404"),
+        ("x.foo.example.com", "/empty", "404"),
+        ("abc.foo.example.com", "/abc-foo", "a"),
+        ("abc.foo.example.com", "/empty", "404"),
+        ("abc.foo.example.com", "/wild-foo", "404"),
+        // A listener without a route still owns its hosts.
+        ("x.bar.example.com", "/wild", "404"),
+        ("x.bar.example.com", "/empty", "404"),
+    ];
+    for (host, path, want) in cases {
+        assert_eq!(goes(&out, 80, host, path), want, "{host}{path}");
+    }
+    // Every route is still attached (isolation is about requests, not attachment).
+    for name in ["empty", "wild", "wild-foo", "abc-foo"] {
+        let c = cond(
+            &out.http_routes[&format!("infra/{name}").parse().unwrap()][0].conditions,
+            "Accepted",
+        );
+        assert!(c.status, "{name}: {c:?}");
+    }
+}

@@ -627,17 +627,27 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
                 let any = default_from_any_host.entry((ip, port)).or_default();
                 merge_tls(&mut entry.tls, any, t, l.hostname.is_none());
             }
+            // Listener isolation: a request goes to the routes of the most specific
+            // listener whose hostname it matches, never to a less specific one's.
+            let narrower: Vec<&Hostname> = lsts
+                .iter()
+                .filter(|o| {
+                    o.gateway == l.gateway && o.spec.port == l.spec.port && o.protocol.is_some()
+                })
+                .filter_map(|o| o.hostname.as_ref())
+                .filter(|h| narrower_than(h, l.hostname.as_ref()))
+                .collect();
             for p in placed.iter().filter(|p| p.at.0 == li) {
                 let host = p.at.1.clone();
-                match entry.virtual_hosts.iter_mut().find(|v| v.host == host) {
-                    Some(v) => v.rules.push(p.rule.clone()),
-                    None => entry.virtual_hosts.push(VirtualHost {
-                        // The Gateway API's wildcards are suffix matches.
-                        any_depth: host.as_ref().is_some_and(Hostname::is_wildcard),
-                        host,
-                        rules: vec![p.rule.clone()],
-                    }),
+                if narrower.iter().any(|n| covers(n, host.as_ref())) {
+                    continue; // a more specific listener takes these requests
                 }
+                vhost(entry, host).rules.push(p.rule.clone());
+            }
+            // Its hostname is its own even without a route (404), so that a less
+            // specific listener's wildcard routes do not take its requests.
+            if let Some(h) = &l.hostname {
+                vhost(entry, Some(h.clone()));
             }
         }
     }
@@ -762,6 +772,42 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
         );
     }
     out
+}
+
+/// The virtual host of `host` in `l`, added (without rules) if new.
+fn vhost(l: &mut Listener, host: Option<Hostname>) -> &mut VirtualHost {
+    let i = match l.virtual_hosts.iter().position(|v| v.host == host) {
+        Some(i) => i,
+        None => {
+            l.virtual_hosts.push(VirtualHost {
+                // The Gateway API's wildcards are suffix matches.
+                any_depth: host.as_ref().is_some_and(Hostname::is_wildcard),
+                host,
+                rules: vec![],
+            });
+            l.virtual_hosts.len() - 1
+        }
+    };
+    &mut l.virtual_hosts[i]
+}
+
+/// Is listener hostname `h` more specific than `than` (`None`: any host) and within it?
+fn narrower_than(h: &Hostname, than: Option<&Hostname>) -> bool {
+    match than {
+        None => true,
+        Some(t) if !t.is_wildcard() => false,
+        Some(t) => h != t && t.matches_any_depth(h.as_str()),
+    }
+}
+
+/// Does listener hostname `h` take every request for `host` (a route's hostname on a
+/// less specific listener; `None`: any host, which no hostname covers)?
+fn covers(h: &Hostname, host: Option<&Hostname>) -> bool {
+    match host {
+        None => false,
+        Some(x) if h.is_wildcard() => x == h || h.matches_any_depth(x.as_str()),
+        Some(x) => x == h,
+    }
 }
 
 /// The Gateway `p` names, if it is one of `ours`.
