@@ -1065,3 +1065,34 @@ spec:
         assert!(c.status, "{name}: {c:?}");
     }
 }
+
+#[test]
+fn a_route_that_is_not_accepted_is_not_counted_in_attached_routes() {
+    let ok = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: ok, namespace: default }
+spec:
+  parentRefs: [{ name: gw, namespace: infra, sectionName: http }]
+  rules: [{ backendRefs: [{ name: a, port: 80 }] }]
+"#;
+    // A filter k8slb does not serve: Accepted False (UnsupportedValue), not attached.
+    let mirror = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: mirror, namespace: default }
+spec:
+  parentRefs: [{ name: gw, namespace: infra, sectionName: http }]
+  rules:
+  - filters: [{ type: RequestMirror, requestMirror: { backendRef: { name: b, port: 80 } } }]
+    backendRefs: [{ name: a, port: 80 }]
+"#;
+    let out = run(&objects(&[CLASS, GATEWAY, ok, mirror]), &[]);
+    assert_eq!(
+        route_cond(&out, "default/mirror", "Accepted"),
+        (false, "UnsupportedValue")
+    );
+    let gw = &out.gateways[&"infra/gw".parse().unwrap()];
+    let http = gw.listeners.iter().find(|l| l.name == "http").unwrap();
+    assert_eq!(http.attached_routes, 1);
+}

@@ -493,6 +493,11 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
                     rules_of(input, r, &rns, &services, &slices, &mut backends);
                 if let Some(why) = unsupported {
                     conditions = vec![Condition::new("Accepted", false, "UnsupportedValue", why)];
+                    // Not accepted: not one of the listeners' attachedRoutes either.
+                    let listeners: BTreeSet<usize> = attach.iter().map(|a| a.0).collect();
+                    for li in listeners {
+                        lsts[li].attached -= 1;
+                    }
                 } else {
                     for at in attach {
                         for (ri, mi, rule) in &rules {
