@@ -1087,9 +1087,20 @@ spec:
   - filters: [{ type: RequestMirror, requestMirror: { backendRef: { name: b, port: 80 } } }]
     backendRefs: [{ name: a, port: 80 }]
 "#;
-    let out = run(&objects(&[CLASS, GATEWAY, ok, mirror]), &[]);
+    // Rule fields k8slb does not serve: refused the same way, never ignored.
+    let timeouts = mirror
+        .replace("name: mirror", "name: timeouts")
+        .replace(
+            "  - filters: [{ type: RequestMirror, requestMirror: { backendRef: { name: b, port: 80 } } }]\n",
+            "  - timeouts: { request: 10s }\n",
+        );
+    let out = run(&objects(&[CLASS, GATEWAY, ok, mirror, &timeouts]), &[]);
     assert_eq!(
         route_cond(&out, "default/mirror", "Accepted"),
+        (false, "UnsupportedValue")
+    );
+    assert_eq!(
+        route_cond(&out, "default/timeouts", "Accepted"),
         (false, "UnsupportedValue")
     );
     let gw = &out.gateways[&"infra/gw".parse().unwrap()];

@@ -1416,6 +1416,17 @@ fn rules_of(
         "every reference resolved",
     );
     for (ri, rule) in r.spec.rules.iter().enumerate() {
+        // Served without them, a rule would not do what its author asked: refused.
+        for (field, set) in [
+            ("timeouts", rule.timeouts.is_some()),
+            ("retry", rule.retry.is_some()),
+            ("sessionPersistence", rule.session_persistence.is_some()),
+        ] {
+            if set {
+                let why = format!("rule field {field} is not served yet");
+                return (vec![], refs, Some(why));
+            }
+        }
         // The action and the filters.
         let mut action = None;
         let mut filters = RuleFilters::default();

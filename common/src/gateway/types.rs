@@ -219,6 +219,15 @@ pub struct HttpRouteRule {
     pub filters: Vec<HttpRouteFilter>,
     #[serde(default)]
     pub backend_refs: Vec<HttpBackendRef>,
+    /// Fields k8slb does not serve (`timeouts`; the experimental `retry` and
+    /// `sessionPersistence`): read only to refuse the rule rather than serve it without
+    /// them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeouts: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_persistence: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
