@@ -1107,3 +1107,68 @@ spec:
     let http = gw.listeners.iter().find(|l| l.name == "http").unwrap();
     assert_eq!(http.attached_routes, 1);
 }
+
+#[test]
+fn tls_settings_k8slb_does_not_serve_refuse_the_listener_instead_of_being_ignored() {
+    let gw = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - name: plain
+    port: 443
+    protocol: HTTPS
+    tls: { certificateRefs: [{ name: site-tls }] }
+  - name: mtls
+    port: 8443
+    protocol: HTTPS
+    tls:
+      certificateRefs: [{ name: site-tls }]
+      frontendValidation: { caCertificateRefs: [{ kind: ConfigMap, name: ca }] }
+  - name: options
+    port: 9443
+    protocol: HTTPS
+    tls: { certificateRefs: [{ name: site-tls }], options: { example.com/cipher: x } }
+"#;
+    let secret = SecretMeta {
+        namespace: "infra".into(),
+        name: "site-tls".into(),
+        type_: "kubernetes.io/tls".into(),
+        valid: true,
+        version: "0123456789abcdef".into(),
+    };
+    let check = |out: &GatewayOutput, served: &[&str], refused: &[&str]| {
+        let st = &out.gateways[&"infra/gw".parse().unwrap()];
+        for l in &st.listeners {
+            let c = cond(&l.conditions, "Accepted");
+            if served.contains(&l.name.as_str()) {
+                assert!(c.status, "{}: {c:?}", l.name);
+            } else {
+                assert!(refused.contains(&l.name.as_str()));
+                assert_eq!(
+                    (c.status, c.reason),
+                    (false, "UnsupportedValue"),
+                    "{}",
+                    l.name
+                );
+            }
+        }
+        let ports: Vec<u16> = out.routes.listeners.iter().map(|l| l.port).collect();
+        ports
+    };
+    let out = run(&objects(&[CLASS, gw]), std::slice::from_ref(&secret));
+    assert_eq!(check(&out, &["plain"], &["mtls", "options"]), [443]);
+    // Client certificate validation for the whole Gateway (spec.tls.frontend): every
+    // HTTPS listener is refused.
+    let whole = gw.replace(
+        "  gatewayClassName: k8slb\n",
+        "  gatewayClassName: k8slb\n  tls: { frontend: { default: { validation: { caCertificateRefs: [{ kind: ConfigMap, name: ca }] } } } }\n",
+    );
+    let out = run(&objects(&[CLASS, &whole]), &[secret]);
+    assert_eq!(
+        check(&out, &[], &["plain", "mtls", "options"]),
+        Vec::<u16>::new()
+    );
+}

@@ -458,7 +458,12 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
             } else {
                 None
             };
-            lsts.push(listener(input, &gk, l, conflict));
+            let frontend_tls = g
+                .spec
+                .tls
+                .as_ref()
+                .is_some_and(|t| t.get("frontend").is_some());
+            lsts.push(listener(input, &gk, l, conflict, frontend_tls));
         }
     }
 
@@ -837,6 +842,7 @@ fn listener<'a>(
     gk: &ObjectKey,
     l: &'a GatewayListener,
     conflict: Option<&'static str>,
+    frontend_tls: bool,
 ) -> Lst<'a> {
     let mut conditions = Vec::new();
     let mut unsupported = |why: String| {
@@ -937,6 +943,22 @@ fn listener<'a>(
                 if udp { "UDP" } else { "TCP" }
             ),
         ));
+        (protocol, stream) = (None, None);
+    }
+    // TLS settings k8slb does not serve: refused, never ignored (a client certificate
+    // validation ignored would let in the clients it was written to keep out).
+    let tls_settings = l.tls.as_ref();
+    let refused_tls = if tls_settings.is_some_and(|t| !t.options.is_empty()) {
+        Some("tls.options are not served (k8slb defines none)")
+    } else if protocol == Some(ListenerProtocol::Https)
+        && (frontend_tls || tls_settings.is_some_and(|t| t.frontend_validation.is_some()))
+    {
+        Some("client certificate validation (tls.frontendValidation, spec.tls.frontend) is not served: the listener is refused rather than served to clients without certificates")
+    } else {
+        None
+    };
+    if let (Some(why), true) = (refused_tls, served(&protocol, &stream)) {
+        conditions.push(Condition::new("Accepted", false, "UnsupportedValue", why));
         (protocol, stream) = (None, None);
     }
     let mut tls = None;

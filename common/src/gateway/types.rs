@@ -95,6 +95,11 @@ pub struct GatewaySpec {
     pub addresses: Vec<GatewayAddress>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infrastructure: Option<GatewayInfrastructure>,
+    /// `spec.tls` (Gateway-level TLS: client certificate validation for every HTTPS
+    /// listener, backend client certificates): not served, so its HTTPS listeners are
+    /// refused rather than served without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -129,6 +134,14 @@ pub struct GatewayTls {
     pub mode: Option<String>,
     #[serde(default)]
     pub certificate_refs: Vec<ObjectRef>,
+    /// Implementation-specific options: k8slb defines none, so any is refused (never
+    /// silently ignored).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub options: std::collections::BTreeMap<String, String>,
+    /// Client certificate validation (experimental): not served, so refused; ignoring it
+    /// would accept clients its author meant to turn away.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frontend_validation: Option<serde_json::Value>,
 }
 
 /// A reference to an object: group (core is `""`), kind, name, namespace.
