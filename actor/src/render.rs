@@ -665,18 +665,8 @@ fn listeners_but_cert_versions(routes: &HttpRoutes) -> Vec<Listener> {
         }
     };
     let weights = |a: &mut k8slb_common::routes::RouteAction| {
-        let split = a.is_split();
         if let k8slb_common::routes::RouteAction::Forward { backends, invalid } = a {
-            for b in backends.iter_mut() {
-                b.weight = if split { 0 } else { b.weight.min(1) };
-            }
-            // A split's invalid share is a splits map entry too; it only makes a forward
-            // to one backend a split.
-            *invalid = if backends.len() >= 2 {
-                0
-            } else {
-                (*invalid).min(1)
-            };
+            k8slb_common::routes::blank_weights(backends, invalid);
         }
     };
     let mut ls = routes.listeners.clone();

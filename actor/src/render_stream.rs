@@ -140,17 +140,7 @@ pub fn stream_splits_map_path(
 pub fn streams_but_weights(routes: &HttpRoutes) -> Vec<StreamListener> {
     let mut out = routes.streams.clone();
     for r in out.iter_mut().flat_map(|s| s.routes.iter_mut()) {
-        let split = r.is_split();
-        for b in &mut r.backends {
-            b.weight = if split { 0 } else { b.weight.min(1) };
-        }
-        // A split's invalid share is a splits map entry; it only makes one backend a
-        // split.
-        r.invalid = if r.backends.len() >= 2 {
-            0
-        } else {
-            r.invalid.min(1)
-        };
+        k8slb_common::routes::blank_weights(&mut r.backends, &mut r.invalid);
     }
     out
 }

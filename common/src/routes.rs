@@ -476,8 +476,29 @@ impl StreamRoute {
     /// Drawn at random among two or more targets (backends, or one backend and the
     /// invalid share).
     pub fn is_split(&self) -> bool {
-        self.backends.len() >= 2 || (self.invalid > 0 && !self.backends.is_empty())
+        is_split(&self.backends, self.invalid)
     }
+}
+
+/// Weighted backends and an invalid share are drawn at random among two or more targets.
+fn is_split(backends: &[WeightedBackend], invalid: u16) -> bool {
+    backends.len() >= 2 || (invalid > 0 && !backends.is_empty())
+}
+
+/// Blank what of a forward's weights is not structure (a provider that draws a split
+/// from a map sets them at run time): a split's weights and its invalid share go to 0; a
+/// single backend keeps whether its weight, and the invalid share, are 0 (which decide
+/// between a direct forward, a split and a refusal).
+pub fn blank_weights(backends: &mut [WeightedBackend], invalid: &mut u16) {
+    let split = is_split(backends, *invalid);
+    for b in backends.iter_mut() {
+        b.weight = if split { 0 } else { b.weight.min(1) };
+    }
+    *invalid = if backends.len() >= 2 {
+        0
+    } else {
+        (*invalid).min(1)
+    };
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -1018,8 +1039,7 @@ impl RouteAction {
     /// A forward drawn at random among two or more targets (backends, or one backend
     /// and the invalid share's 500).
     pub fn is_split(&self) -> bool {
-        matches!(self, RouteAction::Forward { backends, invalid }
-            if backends.len() >= 2 || (*invalid > 0 && !backends.is_empty()))
+        matches!(self, RouteAction::Forward { backends, invalid } if is_split(backends, *invalid))
     }
 }
 

@@ -352,17 +352,23 @@ struct Lst<'a> {
     /// Set for a served TCP, UDP or TLS (passthrough) listener.
     stream: Option<StreamProtocol>,
     tls: Option<ListenerTls>,
-    /// The route namespaces it allows: None = any.
-    same_ns_only: Option<String>,
-    /// `from: Selector`: the namespaces whose labels it selects (`Err`: a selector
-    /// that cannot be evaluated, which selects none).
-    selector: Option<Result<&'a LabelSelector, String>>,
-    /// `from: All`.
-    from_all: bool,
+    /// The route namespaces it allows (`allowedRoutes.namespaces`).
+    from: RoutesFrom<'a>,
     /// The route kinds it takes: its protocol's, as far as `allowedRoutes.kinds` allows.
     kinds: Vec<&'static str>,
     attached: u32,
     conditions: Vec<Condition>,
+}
+
+/// The namespaces a listener takes routes from.
+enum RoutesFrom<'a> {
+    /// `Same`: the Gateway's.
+    Same(String),
+    All,
+    /// `Selector`: those whose labels it selects.
+    Selector(&'a LabelSelector),
+    /// A selector that cannot be evaluated, or an unknown `from`: none.
+    Nothing,
 }
 
 /// The spec's precedence: path rank (Exact first), longer paths first, a method match
@@ -975,33 +981,38 @@ fn listener<'a>(
         .allowed_routes
         .as_ref()
         .and_then(|a| a.namespaces.as_ref());
-    let from = ns.and_then(|n| n.from.as_deref()).unwrap_or("Same");
-    let selector = (from == "Selector").then(|| match ns.and_then(|n| n.selector.as_ref()) {
-        None => Err("allowedRoutes.namespaces.from Selector needs a selector".to_string()),
-        Some(sel) => check_selector(sel).map(|()| sel),
-    });
+    let from_text = ns.and_then(|n| n.from.as_deref()).unwrap_or("Same");
+    let from = match from_text {
+        "Same" => Ok(RoutesFrom::Same(gk.namespace.to_string())),
+        "All" => Ok(RoutesFrom::All),
+        "Selector" => match ns.and_then(|n| n.selector.as_ref()) {
+            None => Err("allowedRoutes.namespaces.from Selector needs a selector".to_string()),
+            Some(sel) => check_selector(sel)
+                .map(|()| RoutesFrom::Selector(sel))
+                .map_err(|why| format!("{why}: it selects no namespace")),
+        },
+        other => Err(format!(
+            "allowedRoutes.namespaces.from {} is not Same, All or Selector: it allows no namespace",
+            crate::problem::cut(other, 40)
+        )),
+    };
     // One ResolvedRefs condition per listener (the API keys conditions by type): the
     // first problem found says it.
     let has_refs = |c: &[Condition]| c.iter().any(|c| c.type_ == "ResolvedRefs");
-    if let (Some(Err(why)), false) = (&selector, has_refs(&conditions)) {
-        conditions.push(Condition::new(
-            "ResolvedRefs",
-            false,
-            "InvalidRouteNamespaces",
-            format!("{why}: it selects no namespace"),
-        ));
-    }
-    if !matches!(from, "Same" | "All" | "Selector") && !has_refs(&conditions) {
-        conditions.push(Condition::new(
-            "ResolvedRefs",
-            false,
-            "InvalidRouteNamespaces",
-            format!(
-                "allowedRoutes.namespaces.from {} is not Same, All or Selector: it allows no namespace",
-                crate::problem::cut(from, 40)
-            ),
-        ));
-    }
+    let from = match from {
+        Ok(f) => f,
+        Err(why) => {
+            if !has_refs(&conditions) {
+                conditions.push(Condition::new(
+                    "ResolvedRefs",
+                    false,
+                    "InvalidRouteNamespaces",
+                    why,
+                ));
+            }
+            RoutesFrom::Nothing
+        }
+    };
     let allowed_kinds = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref());
     let own_kind = kind_for(&l.protocol);
     let is_own = |k: &types::RouteGroupKind| {
@@ -1060,9 +1071,7 @@ fn listener<'a>(
         protocol,
         stream,
         tls,
-        same_ns_only: (from == "Same").then(|| gk.namespace.to_string()),
-        from_all: from == "All",
-        selector,
+        from,
         kinds,
         attached: 0,
         conditions,
@@ -1392,13 +1401,11 @@ pub fn selects(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
 
 /// Does the listener allow routes from namespace `rns`?
 fn allows_namespace(l: &Lst<'_>, rns: &str, namespaces: &[Namespace]) -> bool {
-    if let Some(only) = &l.same_ns_only {
-        return only == rns;
-    }
-    match &l.selector {
-        None => l.from_all,
-        Some(Err(_)) => false,
-        Some(Ok(sel)) => {
+    match &l.from {
+        RoutesFrom::Same(ns) => ns == rns,
+        RoutesFrom::All => true,
+        RoutesFrom::Nothing => false,
+        RoutesFrom::Selector(sel) => {
             let empty = BTreeMap::new();
             // A namespace that is not known (yet) has no labels to select.
             let Some(ns) = namespaces

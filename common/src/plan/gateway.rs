@@ -98,7 +98,6 @@ impl<'a> Gateways<'a> {
         if objs.gateways.is_empty() {
             return (me, requests);
         }
-        let known: BTreeSet<PoolName> = cfg.pools.keys().cloned().collect();
         // Our classes, with the pool their parameters name (None: default) or why they
         // are refused.
         let ours: BTreeMap<&str, Result<Option<PoolName>, String>> = objs
@@ -106,7 +105,7 @@ impl<'a> Gateways<'a> {
             .iter()
             .filter(|c| c.spec.controller_name == gateway::CONTROLLER)
             .filter_map(|c| {
-                let pool = gateway::class_pool(c, &objs.configmaps, Some(&known));
+                let pool = gateway::class_pool(c, &objs.configmaps, Some(&me.pools));
                 Some((c.metadata.name.as_deref()?, pool))
             })
             .collect();
