@@ -88,6 +88,7 @@ fn routes_of(fixture: &str) -> HttpRoutes {
         services: &objs.services,
         slices: &objs.slices,
         secrets: &objs.secrets,
+        reserved_ports: None,
     };
     let sel = select(&objs.ingresses, &objs.classes);
     let pool = "default".parse().unwrap();

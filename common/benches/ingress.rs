@@ -100,6 +100,7 @@ fn bench(c: &mut Criterion) {
         services: &w.services,
         slices: &w.slices,
         secrets: &w.secrets,
+        reserved_ports: None,
     };
     let opts = VipOptions {
         ip: "198.18.0.10".parse().unwrap(),

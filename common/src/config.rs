@@ -8,7 +8,8 @@
 //!                   "advertInt": 0.1, "unicast": false, "preempt": false },
 //!   "haproxy": { "global": [], "defaults": [], "tcpfront": [], "httpfront": [], "tcpback": [], "httpback": [] },
 //!   "nginx": { "global": [], "http": [], "proxy": [], "upstream": [], "stream": [] },
-//!   "loadBalancerClass": "k8slb.io/loadbalancer", "claimUnclassed": true }
+//!   "loadBalancerClass": "k8slb.io/loadbalancer", "claimUnclassed": true,
+//!   "reservedPorts": [22, "2379-2380", 6443, 9253, 9254, 10250, 10256] }
 //! ```
 //!
 //! A config is checked as a whole and every problem is listed; one bad key rejects the
@@ -62,8 +63,83 @@ pub struct GlobalConfig {
     pub class: String,
     /// Also claim LoadBalancer Services that name no class.
     pub claim_unclassed: bool,
+    /// The ports the LB nodes keep for themselves: no Service, Ingress or Gateway
+    /// listener is served on them by a proxy (it could not bind, and would exit).
+    pub reserved_ports: ReservedPorts,
     /// Things that are accepted but worth telling (a CIDR that was not aligned, ...).
     pub warnings: Vec<String>,
+}
+
+/// Ports (TCP and UDP alike) that the LB nodes use themselves, as sorted, disjoint
+/// inclusive ranges. A proxy that was told to listen on one of them on a VIP could not
+/// bind (sshd, kubelet, etcd, the API server and k8slb's own admin ports listen on every
+/// address of the node) and would refuse the node's whole config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReservedPorts(Vec<(u16, u16)>);
+
+impl ReservedPorts {
+    /// k8slb's default: sshd (22), etcd (2379-2380), kube-apiserver (6443), the
+    /// watcher's and the actor's admin ports (9253, 9254), kubelet (10250) and
+    /// kube-proxy's health port (10256).
+    pub fn default_set() -> ReservedPorts {
+        ReservedPorts::from_ranges(vec![
+            (22, 22),
+            (2379, 2380),
+            (6443, 6443),
+            (9253, 9254),
+            (10250, 10250),
+            (10256, 10256),
+        ])
+    }
+
+    /// No reserved port.
+    pub fn none() -> ReservedPorts {
+        ReservedPorts(vec![])
+    }
+
+    /// From inclusive ranges in any order, merged.
+    pub fn from_ranges(mut ranges: Vec<(u16, u16)>) -> ReservedPorts {
+        ranges.sort_unstable();
+        let mut out: Vec<(u16, u16)> = Vec::with_capacity(ranges.len());
+        for (a, b) in ranges {
+            match out.last_mut() {
+                Some(last) if u32::from(a) <= u32::from(last.1) + 1 => last.1 = last.1.max(b),
+                _ => out.push((a, b)),
+            }
+        }
+        ReservedPorts(out)
+    }
+
+    pub fn contains(&self, port: u16) -> bool {
+        let i = self.0.partition_point(|&(_, b)| b < port);
+        self.0.get(i).is_some_and(|&(a, _)| a <= port)
+    }
+
+    pub fn ranges(&self) -> &[(u16, u16)] {
+        &self.0
+    }
+}
+
+impl Default for ReservedPorts {
+    fn default() -> Self {
+        ReservedPorts::default_set()
+    }
+}
+
+impl fmt::Display for ReservedPorts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (a, b)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            if a == b {
+                write!(f, "{a}")?;
+            } else {
+                write!(f, "{a}-{b}")?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl GlobalConfig {
@@ -113,6 +189,7 @@ const TOP_KEYS: &[&str] = &[
     "nginx",
     "loadBalancerClass",
     "claimUnclassed",
+    "reservedPorts",
 ];
 const POOL_KEYS: &[&str] = &["network", "range", "interface"];
 const KEEPALIVED_KEYS: &[&str] = &[
@@ -300,6 +377,7 @@ impl Checker {
             nginx: default_nginx(),
             class: DEFAULT_CLASS.to_string(),
             claim_unclassed: true,
+            reserved_ports: ReservedPorts::default_set(),
             warnings: vec![],
         };
         let Some(top) = self.object("config", v) else {
@@ -333,7 +411,58 @@ impl Checker {
                 cfg.claim_unclassed = b;
             }
         }
+        if let Some(r) = top.get("reservedPorts") {
+            if let Some(r) = self.reserved_ports(r) {
+                cfg.reserved_ports = r;
+            }
+        }
         cfg
+    }
+
+    /// `reservedPorts`: an array of ports (`22`, `"22"`) and inclusive ranges
+    /// (`"2379-2380"`); it replaces the default list (`[]` reserves none).
+    fn reserved_ports(&mut self, v: &Value) -> Option<ReservedPorts> {
+        let Value::Array(items) = v else {
+            self.err(
+                "reservedPorts",
+                format!(
+                    "expected an array of ports and \"from-to\" ranges, found {}",
+                    kind(v)
+                ),
+            );
+            return None;
+        };
+        let port = |s: &str| s.trim().parse::<u16>().ok().filter(|p| *p != 0);
+        let mut ranges = Vec::with_capacity(items.len());
+        let mut ok = true;
+        for (i, item) in items.iter().enumerate() {
+            let range = match item {
+                Value::Number(n) => n
+                    .as_u64()
+                    .and_then(|n| u16::try_from(n).ok())
+                    .filter(|p| *p != 0)
+                    .map(|p| (p, p)),
+                Value::String(s) => match s.split_once('-') {
+                    Some((a, b)) => port(a).zip(port(b)).filter(|(a, b)| a <= b),
+                    None => port(s).map(|p| (p, p)),
+                },
+                _ => None,
+            };
+            match range {
+                Some(r) => ranges.push(r),
+                None => {
+                    ok = false;
+                    self.err(
+                        &format!("reservedPorts[{i}]"),
+                        format!(
+                            "expected a port (1-65535) or a range \"from-to\", found {}",
+                            item.to_string().chars().take(40).collect::<String>()
+                        ),
+                    );
+                }
+            }
+        }
+        ok.then(|| ReservedPorts::from_ranges(ranges))
     }
 
     fn pools(&mut self, v: &Value) -> BTreeMap<PoolName, Pool> {
@@ -902,5 +1031,37 @@ data:
 "#;
         let c = parse_config_file(y).unwrap();
         assert_eq!(c.pools.len(), 1);
+    }
+
+    #[test]
+    fn reserved_ports_default_to_the_nodes_own_and_a_list_replaces_them() {
+        let base = r#""pools": {"default": {"network": "198.18.0.0/24", "range": "198.18.0.10-198.18.0.20"}}"#;
+        let d = parse_global_config(&format!("{{{base}}}")).unwrap();
+        for p in [22, 2379, 2380, 6443, 9253, 9254, 10250, 10256] {
+            assert!(d.reserved_ports.contains(p), "{p}");
+        }
+        for p in [21, 23, 80, 443, 2378, 2381, 9252, 9255, 10251] {
+            assert!(!d.reserved_ports.contains(p), "{p}");
+        }
+        let c = parse_global_config(&format!(
+            r#"{{{base}, "reservedPorts": [8080, "30000-32767", "22", "30010-30020"]}}"#
+        ))
+        .unwrap();
+        assert_eq!(c.reserved_ports.to_string(), "22,8080,30000-32767");
+        assert!(c.reserved_ports.contains(31000) && !c.reserved_ports.contains(6443));
+        let none = parse_global_config(&format!(r#"{{{base}, "reservedPorts": []}}"#)).unwrap();
+        assert!(!none.reserved_ports.contains(22));
+        for bad in [
+            r#""22""#,
+            r#"[0]"#,
+            r#"[70000]"#,
+            r#"["9-3"]"#,
+            r#"["a-b"]"#,
+            r#"[true]"#,
+        ] {
+            let e =
+                parse_global_config(&format!(r#"{{{base}, "reservedPorts": {bad}}}"#)).unwrap_err();
+            assert!(e.to_string().contains("reservedPorts"), "{bad}: {e}");
+        }
     }
 }

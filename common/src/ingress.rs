@@ -79,6 +79,7 @@ pub mod reason {
     pub const CERTIFICATE_CONFLICT: Reason = Reason::CertificateConflict;
     pub const STICKINESS_CONFLICT: Reason = Reason::StickinessConflict;
     pub const PORT_CONFLICT: Reason = Reason::PortConflict;
+    pub const PORT_RESERVED: Reason = Reason::PortReserved;
     pub const SERVICE_NOT_FOUND: Reason = Reason::ServiceNotFound;
     pub const SERVICE_PORT_NOT_FOUND: Reason = Reason::ServicePortNotFound;
     pub const UNSUPPORTED_BACKEND: Reason = Reason::UnsupportedBackend;
@@ -112,6 +113,9 @@ pub struct IngressInput<'a> {
     pub services: &'a [Service],
     pub slices: &'a [EndpointSlice],
     pub secrets: &'a [SecretMeta],
+    /// The ports the LB nodes keep for themselves: no listener is made on them (None:
+    /// none).
+    pub reserved_ports: Option<&'a crate::config::ReservedPorts>,
 }
 
 /// The VIP being built.
@@ -436,6 +440,7 @@ struct Index<'a> {
     services: HashMap<(&'a str, &'a str), &'a Service>,
     slices: crate::endpoints::SliceIndex<'a>,
     secrets: HashMap<(&'a str, &'a str), &'a SecretMeta>,
+    reserved_ports: Option<&'a crate::config::ReservedPorts>,
 }
 
 impl<'a> Index<'a> {
@@ -456,6 +461,7 @@ impl<'a> Index<'a> {
             services,
             slices,
             secrets,
+            reserved_ports: input.reserved_ports,
         }
     }
 
@@ -693,6 +699,16 @@ impl Translation<'_, '_> {
             ports.push((settings.https_port, ListenerProtocol::Https));
         }
         ports.retain(|&(port, protocol)| {
+            if let Some(reserved) = self.idx.reserved_ports.filter(|r| r.contains(port)) {
+                self.problems.insert(problem(
+                    ing,
+                    reason::PORT_RESERVED,
+                    format!(
+                        "port {port} is kept by the LB nodes for themselves (global config reservedPorts: {reserved}); not served on it"
+                    ),
+                ));
+                return false;
+            }
             if let Some(holder) = self.taken.get(&port) {
                 self.problems.insert(problem(
                     ing,

@@ -96,6 +96,8 @@ reasons! {
     UnsupportedAnnotation = "UnsupportedAnnotation",
     UnsupportedProtocol = "UnsupportedProtocol",
     InvalidPort = "InvalidPort",
+    /// A port the LB nodes keep for themselves (global config `reservedPorts`).
+    PortReserved = "PortReserved",
     DuplicatePort = "DuplicatePort",
     InvalidSourceRange = "InvalidSourceRange",
     DuplicateService = "DuplicateService",

@@ -63,6 +63,7 @@ fn hostile_hosts_paths_and_names_never_reach_the_model() {
             services: &services,
             slices: &[],
             secrets: &secrets,
+            reserved_ports: None,
         };
         let sel = select(&ings, &classes);
         let list = sel.by_pool.values().next().cloned().unwrap_or_default();

@@ -149,6 +149,7 @@ impl World {
             services: &self.services,
             slices: &self.slices,
             secrets: &self.secrets,
+            reserved_ports: None,
         };
         let sel = select(&self.ingresses, &self.classes);
         let pool = "default".parse().unwrap();

@@ -333,7 +333,7 @@ fn a_dynamic_service_sharing_a_pinned_address_keeps_it_over_a_restart_without_st
         .build();
     let pinned = svc("default", "pin")
         .ip("192.168.10.9")
-        .port(22)
+        .port(2222)
         .created(3)
         .build();
     let s0 = run(
@@ -345,7 +345,7 @@ fn a_dynamic_service_sharing_a_pinned_address_keeps_it_over_a_restart_without_st
     assert_eq!(ips(&s0, "default/pin"), ["192.168.10.9"]);
     let pinned = svc("default", "pin")
         .ip("192.168.10.9")
-        .port(22)
+        .port(2222)
         .created(3)
         .status_ip("192.168.10.9")
         .build();

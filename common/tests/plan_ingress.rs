@@ -127,7 +127,7 @@ fn a_service_shares_the_ingress_vip_on_other_ports_only() {
     let vip = vip_of(&first);
     let o = with_ingresses(
         vec![
-            svc("default", "ssh").port(22).ip(&vip).created(2).build(),
+            svc("default", "ssh").port(2222).ip(&vip).created(2).build(),
             svc("default", "web").port(80).ip(&vip).created(3).build(),
         ],
         vec![ing("default", "a").rule("", "/", "app", 80).created(1)],

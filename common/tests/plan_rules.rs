@@ -385,7 +385,7 @@ fn frontend_rules_follow_k8slb_annotations_case_insensitively() {
                         "loadBalancerSourceRanges",
                         json!(["10.0.0.0/8", "192.0.2.7", "10.1.2.3/16"]),
                     )
-                    .port(22)
+                    .port(2222)
                     .build(),
             ],
             nodes(1),

@@ -44,6 +44,9 @@ pub(super) struct Gateways<'a> {
     serves_udp: bool,
     /// The pools that exist.
     pools: BTreeSet<PoolName>,
+    /// The ports the LB nodes keep for themselves: a listener on one is
+    /// `PortUnavailable`.
+    reserved: crate::config::ReservedPorts,
 }
 
 fn key(g: &Gateway) -> Option<ObjectKey> {
@@ -93,6 +96,7 @@ impl<'a> Gateways<'a> {
             wanted: BTreeMap::new(),
             serves_udp: opts.provider != crate::state::Provider::Haproxy,
             pools: cfg.pools.keys().cloned().collect(),
+            reserved: cfg.reserved_ports.clone(),
         };
         let mut requests = Vec::new();
         if objs.gateways.is_empty() {
@@ -164,6 +168,18 @@ impl<'a> Gateways<'a> {
             let tenant = Tenant::Gateway(k.clone());
             let mut ips = alloc.of(&tenant);
             ips.sort();
+            for p in self.wanted[k]
+                .iter()
+                .filter(|(_, p)| self.reserved.contains(*p))
+            {
+                unavailable.entry(k.clone()).or_default().insert(
+                    *p,
+                    format!(
+                        "the LB nodes themselves (global config reservedPorts: {})",
+                        self.reserved
+                    ),
+                );
+            }
             for ip in &ips {
                 let Some(t) = alloc.tenants.get(ip) else {
                     continue;

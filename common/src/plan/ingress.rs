@@ -44,6 +44,7 @@ pub(super) struct Ingresses<'a> {
     wanted: BTreeMap<PoolName, BTreeSet<u16>>,
     /// Ingresses that exist but did not decode, with what the previous state gave them.
     held: BTreeMap<ObjectKey, IngressState>,
+    reserved_ports: crate::config::ReservedPorts,
 }
 
 impl<'a> Ingresses<'a> {
@@ -66,6 +67,7 @@ impl<'a> Ingresses<'a> {
             drafts: BTreeMap::new(),
             wanted: BTreeMap::new(),
             held: BTreeMap::new(),
+            reserved_ports: cfg.reserved_ports.clone(),
         };
         let mut requests = Vec::new();
         if !opts.provider.has_proxy() {
@@ -199,6 +201,7 @@ impl<'a> Ingresses<'a> {
             services: &self.objs.services,
             slices: &self.objs.slices,
             secrets: &self.secrets,
+            reserved_ports: Some(&self.reserved_ports),
         }
     }
 

@@ -22,6 +22,8 @@ pub(super) struct PortContext<'a> {
     pub ann: &'a Annotations,
     pub object: ObjRef,
     pub provider: Provider,
+    /// The ports the LB nodes keep for themselves (a proxy could not bind them).
+    pub reserved: &'a crate::config::ReservedPorts,
     /// Some port of the Service terminates TLS (so plain http ports redirect).
     pub tls_on_some: bool,
     /// The pool whose certificate a TLS port serves.
@@ -53,6 +55,17 @@ pub(super) fn port_state(
 ) -> Option<PortState> {
     let protocol = protocol(cx, sp, problems)?;
     let port = port_number(cx, sp, problems)?;
+    if cx.provider.has_proxy() && cx.reserved.contains(port) {
+        problems.insert(cx.problem(
+            Reason::PortReserved,
+            format!(
+                "port {}/{port} is not served: the LB nodes keep it for themselves (global config reservedPorts: {})",
+                proto_name(protocol),
+                cx.reserved
+            ),
+        ));
+        return None;
+    }
     let name = port_name(cx, sp, port, problems);
     check_provider_serves(cx, protocol, port, problems);
     let target_num = match &sp.target_port {

@@ -233,7 +233,7 @@ impl Request {
             .get(&(ns, name))
             .map(Vec::as_slice)
             .unwrap_or_default();
-        req.read_ports(spec, &ann, opts, service_slices, problems);
+        req.read_ports(spec, &ann, cfg, opts, service_slices, problems);
         Some(req)
     }
 
@@ -377,6 +377,7 @@ impl Request {
         &mut self,
         spec: &ServiceSpec,
         ann: &Annotations,
+        cfg: &GlobalConfig,
         opts: &PlanOptions,
         slices: &[&EndpointSlice],
         problems: &mut Problems,
@@ -386,6 +387,7 @@ impl Request {
             ann,
             object: self.object.clone(),
             provider: opts.provider,
+            reserved: &cfg.reserved_ports,
             tls_on_some: tls_on_some(spec, ann),
             cert_pool: self.pools.first().cloned().or_else(|| {
                 self.pool_text
