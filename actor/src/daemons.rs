@@ -268,14 +268,36 @@ fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T>
     }
 }
 
+/// Whether `pid` runs a daemon of ours: a live process (not this one) whose command line
+/// names `config`, the daemon's config in our work dir.
+fn runs_config(pid: u32, config: &Path) -> bool {
+    pid != std::process::id()
+        && pid_alive(pid)
+        && std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&*config.to_string_lossy()))
+}
+
+/// Remove `pid_file` unless it names a running daemon of ours (see [`runs_config`]).
+/// The work dir outlives the actor's container (a hostPath), and PIDs are reused: a pid
+/// file left by an earlier container can name any live process (this container's own
+/// threads, a host process, a kernel thread), and keepalived then refuses to start
+/// ("daemon is already running") for as long as that process lives. Returns whether it
+/// removed a file.
+pub fn remove_stale_pid_file(pid_file: &Path, config: &Path) -> bool {
+    match read_pid(pid_file) {
+        Some(pid) if runs_config(pid, config) => false,
+        _ => std::fs::remove_file(pid_file).is_ok(),
+    }
+}
+
 /// A process left behind by an earlier actor (killed uncleanly) whose pid file is in
 /// our work dir and whose command line names our config: stop it, so it neither holds
-/// VIPs nor blocks our listeners. Returns the pid it stopped.
+/// VIPs nor blocks our listeners. Returns the pid it stopped. A pid file that names no
+/// daemon of ours is removed ([`remove_stale_pid_file`]).
 pub fn stop_leftover(pid_file: &Path, config: &Path, grace: Duration) -> Option<u32> {
     let pid = read_pid(pid_file)?;
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let cmdline = String::from_utf8_lossy(&cmdline);
-    if !cmdline.contains(&*config.to_string_lossy()) || pid == std::process::id() {
+    if !runs_config(pid, config) {
+        remove_stale_pid_file(pid_file, config);
         return None;
     }
     let p = Pid::from_raw(i32::try_from(pid).ok()?);
@@ -542,6 +564,8 @@ impl Daemon for Keepalived {
             self.paths.keepalived_vrrp_pid(),
         );
         let _ = std::fs::remove_file(&vrrp_pid);
+        // keepalived refuses to start while its pid file names any live process.
+        remove_stale_pid_file(&pid_file, &self.cfg);
         let mut cmd = Command::new(&self.bin);
         cmd.args(["-n", "-l", "-D", "-G", "-P", "-f"])
             .arg(&self.cfg)
@@ -673,6 +697,7 @@ impl Daemon for Haproxy {
     fn start(&mut self) -> Result<(), DaemonError> {
         let sock = self.master_socket();
         let _ = std::fs::remove_file(&sock);
+        remove_stale_pid_file(&self.paths.haproxy_pid(), &self.cfg);
         let mut cmd = Command::new(&self.bin);
         cmd.args(["-W", "-db", "-S"])
             .arg(&sock)
@@ -792,6 +817,7 @@ impl Daemon for Nginx {
         run_check(DaemonKind::Nginx, &mut cmd)
     }
     fn start(&mut self) -> Result<(), DaemonError> {
+        remove_stale_pid_file(&self.paths.nginx_pid(), &self.cfg);
         let mut cmd = self.base(&self.cfg.clone());
         self.child
             .start_confirmed(DaemonKind::Nginx, &mut cmd, "no worker after 10 s", |pid| {
