@@ -1477,6 +1477,15 @@ fn real_proxies_serve_tls_by_sni_and_redirect_as_the_model_says() {
                 "foo.bar.com",
                 "/.well-known/acme-challenge/token1",
             ),
+            // Covered by `/` only: served on HTTP too (never redirected).
+            (
+                80,
+                false,
+                "foo.bar.com",
+                "/.well-known/acme-challenge/tok-2",
+            ),
+            (80, false, "a.apps.bar.com", "/.well-known/acme-challenge/x"),
+            (80, false, "foo.bar.com", "/.well-known/other"),
             (80, false, "plain.bar.com", "/"),
             (80, false, "a.apps.bar.com", "/y"),
             (443, true, "foo.bar.com", "/"),

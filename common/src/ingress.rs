@@ -573,6 +573,10 @@ struct Building {
     certs: BTreeMap<Hostname, (CertFile, Rc<str>)>,
     /// First certificate of a `spec.tls` entry without hosts.
     hostless_cert: Option<CertFile>,
+    /// The rules redirected to HTTPS whose path covers the ACME challenge directory
+    /// (`/`, `/.well-known`, ...), with the action they would have had: see
+    /// [`acme_passthrough`].
+    acme_covers: HashMap<(Option<Hostname>, RouteMatch), RouteAction>,
 }
 
 /// A `spec.tls` certificate of one Ingress that can be served.
@@ -728,6 +732,7 @@ impl Translation<'_, '_> {
                 default_action: None,
                 certs: BTreeMap::new(),
                 hostless_cert: None,
+                acme_covers: HashMap::new(),
             });
             if l.protocol != protocol {
                 self.problems.insert(problem(
@@ -880,6 +885,10 @@ impl Translation<'_, '_> {
                 && cur.https_served
                 && cur.tls.iter().any(|t| t.covers(host.as_ref()))
                 && !is_acme(&m);
+            if redirect && m.path.matches(ACME_CHALLENGE_PREFIX) {
+                l.acme_covers
+                    .insert((host.clone(), m.clone()), action.clone());
+            }
             let action = if redirect {
                 RouteAction::Redirect(Redirect {
                     scheme: Some(Scheme::Https),
@@ -1027,6 +1036,7 @@ impl Building {
                 .map(|(host, rules)| {
                     let mut v = VirtualHost::new(host, rules);
                     v.sort_rules();
+                    acme_passthrough(&mut v, &self.acme_covers);
                     v
                 })
                 .collect(),
@@ -1114,10 +1124,45 @@ fn tls_entries(ing: &Ingress, idx: &Index<'_>, problems: &mut BTreeSet<Problem>)
     out
 }
 
+/// A rule for ACME HTTP-01 challenges (a path in `/.well-known/acme-challenge/`, or that
+/// directory itself: a stored prefix has no trailing `/`): never redirected to HTTPS.
 fn is_acme(m: &RouteMatch) -> bool {
+    let dir = ACME_CHALLENGE_PREFIX.trim_end_matches('/');
     match &m.path {
-        PathMatch::Exact(p) | PathMatch::Prefix(p) => p.as_str().starts_with(ACME_CHALLENGE_PREFIX),
+        PathMatch::Exact(p) => p.as_str().starts_with(ACME_CHALLENGE_PREFIX),
+        PathMatch::Prefix(p) => p.as_str() == dir || p.as_str().starts_with(ACME_CHALLENGE_PREFIX),
     }
+}
+
+/// ACME HTTP-01 challenges are never redirected, whatever rule covers them: when the
+/// rule that takes `/.well-known/acme-challenge/<token>` on `v` (sorted) is a redirect to
+/// HTTPS made from a covering rule (`/`, `/.well-known`), a rule for the challenge
+/// directory with the action the covering rule had goes before it. (A rule in the
+/// directory itself is never redirected: [`is_acme`].)
+fn acme_passthrough(
+    v: &mut VirtualHost,
+    covers: &HashMap<(Option<Hostname>, RouteMatch), RouteAction>,
+) {
+    let Some(taker) = v
+        .rules
+        .iter()
+        .find(|r| r.matches.matches(ACME_CHALLENGE_PREFIX))
+    else {
+        return;
+    };
+    let Some(action) = covers.get(&(v.host.clone(), taker.matches.clone())) else {
+        return;
+    };
+    let dir: HttpPath = ACME_CHALLENGE_PREFIX
+        .trim_end_matches('/')
+        .parse()
+        .expect("a valid path");
+    v.rules.push(RouteRule {
+        matches: RouteMatch::on_path(PathMatch::prefix(&dir)),
+        action: action.clone(),
+        filters: Default::default(),
+    });
+    v.sort_rules();
 }
 
 fn describe_match(m: &RouteMatch) -> String {

@@ -482,6 +482,93 @@ fn class_selection() {
     assert!(out.problems.is_empty() && out.routes.is_empty(), "{out:?}");
 }
 
+/// ACME HTTP-01 challenges are answered over plain HTTP, whatever rule covers them: a
+/// token rule, the challenge directory as a Prefix (`/.well-known/acme-challenge/`, whose
+/// stored prefix loses its trailing `/`), `/.well-known`, or `/`. Everything else on a
+/// TLS host is redirected.
+#[test]
+fn acme_challenges_are_never_redirected_whatever_rule_covers_them() {
+    let tok = "/.well-known/acme-challenge/tok-2";
+    let cases: &[(&[(&str, &str, &str)], &str)] = &[
+        (&[("Prefix", "/", "s0")], "s0"),
+        (
+            &[("Prefix", "/.well-known", "s1"), ("Prefix", "/", "s0")],
+            "s1",
+        ),
+        (
+            &[
+                ("Prefix", "/.well-known/acme-challenge/", "s2"),
+                ("Prefix", "/", "s0"),
+            ],
+            "s2",
+        ),
+        (
+            &[
+                ("Prefix", "/.well-known/acme-challenge", "s2"),
+                ("Prefix", "/", "s0"),
+            ],
+            "s2",
+        ),
+        (
+            &[
+                ("Exact", "/.well-known/acme-challenge/tok-2", "s3"),
+                ("Prefix", "/", "s0"),
+            ],
+            "s3",
+        ),
+        (
+            &[
+                ("Prefix", "/.well-known/acme-challenge/tok", "s4"),
+                ("Prefix", "/", "s0"),
+            ],
+            "s0",
+        ),
+        (
+            &[
+                ("Prefix", "/.well-known/acme-challenge/tok-2", "s4"),
+                ("Prefix", "/", "s0"),
+            ],
+            "s4",
+        ),
+        (&[("Exact", "/", "s5")], "default"),
+    ];
+    for (i, (paths, want)) in cases.iter().enumerate() {
+        let i_ = ing(
+            "default",
+            "tls",
+            0,
+            json!({
+                "tls": [ {"hosts": ["a.com"], "secretName": "good"} ],
+                "rules": [ rule(Some("a.com"), paths.iter().map(|(t, p, s)| path(t, p, s)).collect()) ]
+            }),
+        );
+        let mut w = World::new(vec![i_]);
+        w.pool_certificate = true;
+        let out = w.run();
+        assert!(out.problems.is_empty(), "case {i}: {:?}", out.problems);
+        let got = go(&out.routes, 80, "a.com", tok);
+        if *want == "default" {
+            assert!(!got.starts_with("redirect"), "case {i}: {got}");
+        } else {
+            assert_eq!(got, *want, "case {i}");
+        }
+        // The rest of the host is still redirected, and HTTPS routes as written.
+        if paths.iter().any(|(t, p, _)| *t == "Prefix" && *p == "/") {
+            assert_eq!(
+                go(&out.routes, 80, "a.com", "/x"),
+                "redirect https:-/308",
+                "case {i}"
+            );
+            assert_eq!(
+                go(&out.routes, 80, "a.com", "/.well-known/other"),
+                "redirect https:-/308",
+                "case {i}"
+            );
+            assert_eq!(go(&out.routes, 443, "a.com", tok), *want, "case {i}: HTTPS");
+        }
+    }
+}
+
 #[test]
 fn tls_hosts_get_their_certificate_by_sni_and_http_redirects_to_https() {
     let i = ing(
