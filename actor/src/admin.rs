@@ -2,7 +2,9 @@
 //! [`k8slb_common::admin`], shared with the watcher).
 //!
 //! Default address `0.0.0.0:9254` (`--admin-addr`): the actor runs with hostNetwork, and
-//! kubelet's HTTP probes go to the node address, so loopback would fail them. Port
+//! kubelet's HTTP probes go to the node address, so loopback would fail them. It never
+//! answers on a VIP (of the state being applied or of the one before it): such a
+//! connection is closed unanswered. Port
 //! 10254 is avoided on purpose: ingress-nginx uses it, and both may run on one node.
 //!
 //! - `/livez`: 200 while the control loop ticks (no tick for 30 s: 503);
@@ -239,6 +241,9 @@ pub struct Health {
     /// Why not ready (`None` while ready, or before anyone said).
     not_ready: Mutex<Option<String>>,
     last_error: Mutex<Option<String>>,
+    /// The VIPs of the states being applied (and of the ones before them, which may
+    /// still be on an interface): the admin port never answers on them.
+    vips: Mutex<std::collections::BTreeSet<std::net::IpAddr>>,
 }
 
 /// No tick for this long: `/livez` fails.
@@ -286,6 +291,16 @@ impl Health {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
+    /// The VIPs the admin port must not answer on.
+    pub fn set_vips(&self, vips: std::collections::BTreeSet<std::net::IpAddr>) {
+        *self.vips.lock().unwrap_or_else(|p| p.into_inner()) = vips;
+    }
+    pub fn is_vip(&self, ip: std::net::IpAddr) -> bool {
+        self.vips
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&ip)
+    }
 }
 
 #[derive(Clone)]
@@ -328,6 +343,12 @@ impl Admin for AdminState {
 
     fn metrics(&self) -> String {
         self.metrics.encode()
+    }
+
+    /// Never on a VIP: the actor runs on the host network, where every VIP this node
+    /// holds is a local address of the same listener.
+    fn answers_on(&self, local: std::net::IpAddr) -> bool {
+        !self.health.is_vip(local)
     }
 }
 

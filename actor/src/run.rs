@@ -635,6 +635,13 @@ impl<R: NodeRenderer> Driver<'_, R> {
                 remove_vips(self.ops, &refs(&states), &self.cfg.node);
             }
             Action::Apply { state, known_vips } => {
+                self.health.set_vips(
+                    known_vips
+                        .iter()
+                        .chain(state.vips.keys())
+                        .copied()
+                        .collect(),
+                );
                 if let Some(w) = &self.cfg.certs_wanted {
                     if !k8slb_common::certs::used_by(&state).is_empty() {
                         w.notify_one();

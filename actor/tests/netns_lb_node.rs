@@ -375,3 +375,69 @@ fn netns_nginx_with_the_default_events_serves_under_a_4096_open_files_limit() {
     );
     println!("under nofile 4096: nginx worker_connections {wc}; served through {VIP}:8080");
 }
+
+/// The admin port never answers on a VIP: the actor listens on `0.0.0.0:9254` of the
+/// node's (here: the namespace's) network, where the VIP it holds is a local address
+/// too. `/metrics` and `/readyz` answer on the node's own address; a connection to
+/// VIP:9254 is closed unanswered, while the Service on VIP:8080 is served.
+#[test]
+#[ignore = "needs root: a network namespace with the real actor, keepalived and the proxy; ./scripts/test.sh runs it"]
+fn netns_the_admin_port_answers_on_the_node_address_and_never_on_a_vip() {
+    require_root_and(&["ip", "haproxy", "keepalived"]);
+    let ns = Netns::new(NS_PREFIX);
+    ns.veth("eth0", "peer0", "198.18.7.2/24");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("state.json"),
+        state(("198.18.7.2", 9001)).to_json(),
+    )
+    .unwrap();
+    let _backend = Blocker::answering(&ns, "198.18.7.2:9001", Some("backend-9001"));
+    let log = dir.path().join("actor.log");
+    let f = std::fs::File::create(&log).unwrap();
+    let child = ns
+        .cmd(ACTOR)
+        .args(["run", "--node", "n1", "--admin-addr", "0.0.0.0:9254"])
+        .args(["--min-reload-interval-ms", "100"])
+        .arg("--state")
+        .arg(format!("file:{}", dir.path().join("state.json").display()))
+        .arg("--work-dir")
+        .arg(dir.path().join("work"))
+        .env("NO_COLOR", "1")
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .spawn()
+        .unwrap();
+    let a = ActorProc {
+        child,
+        log,
+        work: dir.path().join("work"),
+    };
+    let node = "198.18.7.2:9254";
+    assert!(
+        wait_until(Duration::from_secs(30), || ns
+            .get(node, "/readyz")
+            .contains(" 200 ")),
+        "never ready on the node address: {}\nlog:\n{}",
+        ns.get(node, "/readyz"),
+        a.log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || ns
+            .get(&format!("{VIP}:8080"), "/")
+            .contains("backend-9001")),
+        "no answer through the VIP; log:\n{}",
+        a.log()
+    );
+    assert!(ns.has_addr(VIP) > 0, "the VIP is a local address");
+    assert!(ns
+        .get(node, "/metrics")
+        .contains("k8slb_actor_applies_total"));
+    for path in ["/metrics", "/readyz", "/livez"] {
+        let got = ns.get(&format!("{VIP}:9254"), path);
+        assert!(
+            !got.contains("HTTP/") && !got.contains("k8slb_actor"),
+            "answered on the VIP {path}: {got}"
+        );
+    }
+}

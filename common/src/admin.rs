@@ -10,13 +10,18 @@
 //!   charset=utf-8`, the body ends with a newline;
 //! - `/metrics`: `200 OK`, OpenMetrics text ([`OPENMETRICS`]);
 //! - any other path: `404 Not Found`.
+//!
+//! **Never on a VIP.** Both binaries may listen on `0.0.0.0` of an LB node's host network,
+//! where the VIPs are local addresses too: a connection made to an address that
+//! [`Admin::answers_on`] refuses (a VIP) is closed unanswered, so no tenant's client
+//! reaches `/metrics` through a Service's address.
 
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 /// The content type of `/metrics` (prometheus-client's text encoding).
@@ -64,6 +69,46 @@ pub trait Admin: Send + Sync + 'static {
     fn readyz(&self) -> Probe;
     /// `/metrics`: the OpenMetrics text of its registry.
     fn metrics(&self) -> String;
+    /// Whether a connection made to the local address `local` is answered at all (a VIP
+    /// is not: the connection is closed). Default: every address.
+    fn answers_on(&self, local: IpAddr) -> bool {
+        let _ = local;
+        true
+    }
+}
+
+/// The admin listener: connections to an address the [`Admin`] refuses are closed as
+/// they are accepted.
+struct Guarded {
+    inner: tokio::net::TcpListener,
+    admin: Arc<dyn Admin>,
+}
+
+impl axum::serve::Listener for Guarded {
+    type Io = tokio::net::TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let (io, peer) = axum::serve::Listener::accept(&mut self.inner).await;
+            match io.local_addr() {
+                Ok(local) if self.admin.answers_on(canonical(local.ip())) => return (io, peer),
+                _ => drop(io),
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.inner.local_addr()
+    }
+}
+
+/// `::ffff:a.b.c.d` (an IPv4 client of a dual-stack listener) as `a.b.c.d`.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
 }
 
 /// The routes of the admin port, answered by `admin`.
@@ -89,6 +134,10 @@ pub async fn start(
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     tracing::info!(addr = %local, "admin server listening");
+    let listener = Guarded {
+        inner: listener,
+        admin: admin.clone(),
+    };
     let task = tokio::spawn(async move {
         let served = axum::serve(listener, router(admin))
             .with_graceful_shutdown(shutdown)
@@ -107,6 +156,59 @@ mod tests {
 
     struct Fixed {
         ready: bool,
+    }
+
+    /// Answers on every local address but `refused`.
+    struct NotOn(IpAddr);
+
+    impl Admin for NotOn {
+        fn livez(&self) -> Probe {
+            Probe::ok("ok\n")
+        }
+        fn readyz(&self) -> Probe {
+            Probe::ok("ok\n")
+        }
+        fn metrics(&self) -> String {
+            "# EOF\n".into()
+        }
+        fn answers_on(&self, local: IpAddr) -> bool {
+            local != self.0
+        }
+    }
+
+    /// A connection to a refused local address (a VIP) is closed unanswered; the
+    /// others are served, on the same listener.
+    #[tokio::test]
+    async fn a_refused_local_address_gets_no_answer_and_the_others_do() {
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (addr, task) = start(
+            "0.0.0.0:0".parse().unwrap(),
+            Arc::new(NotOn("127.0.0.2".parse().unwrap())),
+            async {
+                let _ = stop_rx.await;
+            },
+        )
+        .await
+        .expect("bind");
+        let on = |ip: &str| SocketAddr::new(ip.parse().unwrap(), addr.port());
+        let (head, body) = get(on("127.0.0.1"), "/metrics").await;
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        assert_eq!(body, "# EOF\n");
+        let mut s = tokio::net::TcpStream::connect(on("127.0.0.2"))
+            .await
+            .expect("the kernel accepts the connection");
+        let _ = s
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await;
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out).await;
+        assert!(
+            out.is_empty(),
+            "answered on a refused address: {:?}",
+            String::from_utf8_lossy(&out)
+        );
+        stop_tx.send(()).unwrap();
+        task.await.unwrap();
     }
 
     impl Admin for Fixed {

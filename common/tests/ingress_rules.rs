@@ -489,7 +489,9 @@ fn class_selection() {
 #[test]
 fn acme_challenges_are_never_redirected_whatever_rule_covers_them() {
     let tok = "/.well-known/acme-challenge/tok-2";
-    let cases: &[(&[(&str, &str, &str)], &str)] = &[
+    /// (pathType, path, Service) rules of host a.com, and who takes the token.
+    type Case<'a> = (&'a [(&'a str, &'a str, &'a str)], &'a str);
+    let cases: &[Case] = &[
         (&[("Prefix", "/", "s0")], "s0"),
         (
             &[("Prefix", "/.well-known", "s1"), ("Prefix", "/", "s0")],

@@ -103,6 +103,9 @@ pub struct Metrics {
     pub write_failures_total: WriteFailures,
     pub readiness: Readiness,
     registry: Arc<Registry>,
+    /// The VIPs of the last planned state: the admin port never answers on them (in the
+    /// standalone mode the watcher may run on an LB node's host network).
+    vips: Arc<std::sync::Mutex<std::collections::BTreeSet<std::net::IpAddr>>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -191,6 +194,7 @@ impl Metrics {
             write_failures_total,
             readiness: Readiness::new(ready),
             registry: Arc::new(r),
+            vips: Default::default(),
         }
     }
 
@@ -199,6 +203,11 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String");
         out
+    }
+
+    /// The VIPs the admin port must not answer on.
+    pub fn set_vips(&self, vips: std::collections::BTreeSet<std::net::IpAddr>) {
+        *self.vips.lock().unwrap_or_else(|p| p.into_inner()) = vips;
     }
 
     pub fn publish(&self, result: &'static str) {
@@ -290,6 +299,14 @@ impl Admin for Metrics {
 
     fn metrics(&self) -> String {
         self.encode()
+    }
+
+    fn answers_on(&self, local: std::net::IpAddr) -> bool {
+        !self
+            .vips
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&local)
     }
 }
 

@@ -254,6 +254,8 @@ impl Driver {
     fn write(&mut self, p: Planned, started: Instant) -> bool {
         let readiness = &self.metrics.readiness;
         let path = &self.state_path;
+        self.metrics
+            .set_vips(p.state.vips.keys().copied().collect());
         if p.changed {
             if let Err(e) = self.sink.write(&p.state) {
                 let e = format!("cannot write {path}: {e}");

@@ -603,6 +603,7 @@ impl Loop {
                 )
                 .await;
         }
+        self.metrics.set_vips(state.vips.keys().copied().collect());
         if p.changed {
             let leader_flag = self.leader.clone();
             match self
