@@ -25,13 +25,39 @@ pub struct Problem {
 }
 
 impl Problem {
+    /// A problem whose message is made [`printable`]: messages quote user strings (a
+    /// Gateway API backendRef's name may hold a newline; the CRD sets no pattern), and a
+    /// message reaches log lines, Events and status conditions.
     pub fn new(object: ObjRef, reason: Reason, message: impl Into<String>) -> Self {
         Problem {
             object,
             reason,
-            message: message.into(),
+            message: printable(message.into()),
         }
     }
+}
+
+/// `s` with every character that could forge or hide text in a log line, an Event or a
+/// terminal escaped (`\n`, `\u{1b}`, `\u{202e}`): control characters, line and paragraph
+/// separators, bidirectional and zero-width formatting. Everything else, quotes and
+/// backslashes included, stays as it is, so text that was already escaped is unchanged.
+pub fn printable(s: String) -> String {
+    fn hidden(c: char) -> bool {
+        c.is_control()
+            || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{feff}')
+    }
+    if !s.chars().any(hidden) {
+        return s;
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if hidden(c) {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 macro_rules! reasons {
@@ -591,5 +617,25 @@ mod tests {
             ObjRef::service("default", "web"),
             ObjRef::Service(_)
         ));
+    }
+
+    #[test]
+    fn a_problem_message_never_carries_a_raw_control_or_formatting_character() {
+        let forged = "web\n2026-11-26T00:00:00Z ERROR k8slb: admin password reset\r\u{1b}[2J\u{202e}x\u{2028}";
+        let p = Problem::new(
+            ObjRef::Config,
+            Reason::BackendNotFound,
+            format!("Service default/{forged} does not exist"),
+        );
+        assert!(
+            !p.message.chars().any(|c| c.is_control()),
+            "{:?}",
+            p.message
+        );
+        assert!(!p.message.contains('\u{202e}') && !p.message.contains('\u{2028}'));
+        assert!(p.message.contains("web\\n2026"), "{}", p.message);
+        // Already escaped text, quotes and backslashes are left as they are.
+        let quoted = r#"path "/a\"b" is not valid"#;
+        assert_eq!(printable(quoted.to_string()), quoted);
     }
 }

@@ -518,3 +518,47 @@ spec:
         );
     }
 }
+
+/// A backendRef or certificateRef name is any string up to 253 characters (the CRD sets
+/// no pattern): one with a newline would forge a log line through the problem, its Event
+/// and the route's status. Every message that quotes it is escaped.
+#[test]
+fn a_reference_name_with_a_newline_is_escaped_in_problems_and_conditions() {
+    let c = cfg(POOLS);
+    let gw = gateway("gw", 80, 5, "");
+    let forged = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: forged, namespace: default }
+spec:
+  parentRefs: [ { name: gw, namespace: infra } ]
+  rules:
+  - backendRefs: [ { name: "web\n2026-11-26T00:00:00Z ERROR k8slb: admin password reset", port: 80 } ]
+"#;
+    let o = objects(vec![], &[CLASS, &gw, forged]);
+    let s = run(&c, &o, None);
+    let p = problems_on(&s, "HTTPRoute default/forged");
+    assert!(
+        p.iter()
+            .any(|(r, m)| r == "BackendNotFound" && m.contains(r"web\n2026")),
+        "{p:?}"
+    );
+    assert!(
+        s.problems
+            .iter()
+            .all(|p| !p.message.chars().any(char::is_control)),
+        "{:?}",
+        s.problems
+    );
+    let status = k8slb_common::plan::gateway_status(&o, &s);
+    let conditions: Vec<_> = status
+        .http_routes
+        .values()
+        .flatten()
+        .flat_map(|p| &p.conditions)
+        .collect();
+    assert!(conditions.iter().any(|c| c.message.contains(r"web\n2026")));
+    assert!(conditions
+        .iter()
+        .all(|c| !c.message.chars().any(char::is_control)));
+}

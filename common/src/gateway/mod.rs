@@ -94,7 +94,7 @@ impl Condition {
             type_,
             status,
             reason,
-            message: message.into(),
+            message: crate::problem::printable(message.into()),
         }
     }
 }
