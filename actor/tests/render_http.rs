@@ -89,6 +89,7 @@ fn routes_of(fixture: &str) -> HttpRoutes {
         slices: &objs.slices,
         secrets: &objs.secrets,
         reserved_ports: None,
+        host_owners: None,
     };
     let sel = select(&objs.ingresses, &objs.classes);
     let pool = "default".parse().unwrap();

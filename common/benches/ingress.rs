@@ -101,6 +101,7 @@ fn bench(c: &mut Criterion) {
         slices: &w.slices,
         secrets: &w.secrets,
         reserved_ports: None,
+        host_owners: None,
     };
     let opts = VipOptions {
         ip: "198.18.0.10".parse().unwrap(),

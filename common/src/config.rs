@@ -66,8 +66,20 @@ pub struct GlobalConfig {
     /// The ports the LB nodes keep for themselves: no Service, Ingress or Gateway
     /// listener is served on them by a proxy (it could not bind, and would exit).
     pub reserved_ports: ReservedPorts,
+    /// Who may serve which host (see [`crate::tenancy`]).
+    pub tenancy: Tenancy,
     /// Things that are accepted but worth telling (a CIDR that was not aligned, ...).
     pub warnings: Vec<String>,
+}
+
+/// Host ownership between namespaces (`tenancy` in the config; see [`crate::tenancy`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tenancy {
+    /// `hostOwnership: "Shared"`: any namespace may serve any host (no ownership).
+    /// Default `"Strict"`: the namespace of the oldest claim owns a host.
+    pub shared_hosts: bool,
+    /// `namespaceGroups`: namespaces that share their hosts, group by group.
+    pub namespace_groups: Vec<std::collections::BTreeSet<String>>,
 }
 
 /// Ports (TCP and UDP alike) that the LB nodes use themselves, as sorted, disjoint
@@ -190,7 +202,9 @@ const TOP_KEYS: &[&str] = &[
     "loadBalancerClass",
     "claimUnclassed",
     "reservedPorts",
+    "tenancy",
 ];
+const TENANCY_KEYS: &[&str] = &["hostOwnership", "namespaceGroups"];
 const POOL_KEYS: &[&str] = &["network", "range", "interface"];
 const KEEPALIVED_KEYS: &[&str] = &[
     "email",
@@ -378,6 +392,7 @@ impl Checker {
             class: DEFAULT_CLASS.to_string(),
             claim_unclassed: true,
             reserved_ports: ReservedPorts::default_set(),
+            tenancy: Tenancy::default(),
             warnings: vec![],
         };
         let Some(top) = self.object("config", v) else {
@@ -411,12 +426,61 @@ impl Checker {
                 cfg.claim_unclassed = b;
             }
         }
+        if let Some(t) = top.get("tenancy") {
+            cfg.tenancy = self.tenancy(t);
+        }
         if let Some(r) = top.get("reservedPorts") {
             if let Some(r) = self.reserved_ports(r) {
                 cfg.reserved_ports = r;
             }
         }
         cfg
+    }
+
+    /// `tenancy`: `hostOwnership` (`"Strict"`, the default, or `"Shared"`) and
+    /// `namespaceGroups` (an array of arrays of namespace names).
+    fn tenancy(&mut self, v: &Value) -> Tenancy {
+        let mut t = Tenancy::default();
+        let Some(m) = self.object("tenancy", v) else {
+            return t;
+        };
+        self.unknown_keys("tenancy", m, TENANCY_KEYS);
+        match m.get("hostOwnership") {
+            None => {}
+            Some(Value::String(s)) if s.eq_ignore_ascii_case("strict") => {}
+            Some(Value::String(s)) if s.eq_ignore_ascii_case("shared") => t.shared_hosts = true,
+            Some(_) => self.err(
+                "tenancy.hostOwnership",
+                "expected \"Strict\" (the namespace of the oldest claim owns a host) or \"Shared\"",
+            ),
+        }
+        if let Some(g) = m.get("namespaceGroups") {
+            let groups = g.as_array().map(|groups| {
+                groups
+                    .iter()
+                    .map(|g| {
+                        g.as_array().and_then(|names| {
+                            names
+                                .iter()
+                                .map(|n| {
+                                    n.as_str()
+                                        .filter(|n| n.parse::<crate::names::ObjectName>().is_ok())
+                                        .map(str::to_string)
+                                })
+                                .collect::<Option<std::collections::BTreeSet<String>>>()
+                        })
+                    })
+                    .collect::<Option<Vec<_>>>()
+            });
+            match groups.flatten() {
+                Some(groups) => t.namespace_groups = groups,
+                None => self.err(
+                    "tenancy.namespaceGroups",
+                    "expected an array of arrays of namespace names",
+                ),
+            }
+        }
+        t
     }
 
     /// `reservedPorts`: an array of ports (`22`, `"22"`) and inclusive ranges

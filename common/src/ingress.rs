@@ -116,6 +116,9 @@ pub struct IngressInput<'a> {
     /// The ports the LB nodes keep for themselves: no listener is made on them (None:
     /// none).
     pub reserved_ports: Option<&'a crate::config::ReservedPorts>,
+    /// Who owns which host: a default backend never answers for a host that another
+    /// namespace owns (None: no ownership).
+    pub host_owners: Option<&'a crate::tenancy::HostOwners>,
 }
 
 /// The VIP being built.
@@ -441,6 +444,7 @@ struct Index<'a> {
     slices: crate::endpoints::SliceIndex<'a>,
     secrets: HashMap<(&'a str, &'a str), &'a SecretMeta>,
     reserved_ports: Option<&'a crate::config::ReservedPorts>,
+    host_owners: Option<&'a crate::tenancy::HostOwners>,
 }
 
 impl<'a> Index<'a> {
@@ -462,6 +466,7 @@ impl<'a> Index<'a> {
             slices,
             secrets,
             reserved_ports: input.reserved_ports,
+            host_owners: input.host_owners,
         }
     }
 
@@ -569,6 +574,8 @@ struct Building {
     /// (host, match) → the Ingress that claimed it.
     claims: HashMap<(Option<Hostname>, RouteMatch), Rc<str>>,
     default_action: Option<(RouteAction, Rc<str>)>,
+    /// The namespace of the default action's Ingress.
+    default_namespace: Option<String>,
     /// SNI host → (certificate, Ingress).
     certs: BTreeMap<Hostname, (CertFile, Rc<str>)>,
     /// First certificate of a `spec.tls` entry without hosts.
@@ -730,6 +737,7 @@ impl Translation<'_, '_> {
                 hosts: BTreeMap::new(),
                 claims: HashMap::new(),
                 default_action: None,
+                default_namespace: None,
                 certs: BTreeMap::new(),
                 hostless_cert: None,
                 acme_covers: HashMap::new(),
@@ -976,7 +984,10 @@ impl Translation<'_, '_> {
                     ));
                 }
                 Some(_) => {}
-                None => l.default_action = Some((action.clone(), cur.me.clone())),
+                None => {
+                    l.default_action = Some((action.clone(), cur.me.clone()));
+                    l.default_namespace = cur.ing.metadata.namespace.clone();
+                }
             }
         }
     }
@@ -987,7 +998,7 @@ impl Translation<'_, '_> {
             listeners: self
                 .listeners
                 .into_iter()
-                .map(|(port, b)| b.into_listener(opts, port))
+                .map(|(port, b)| b.into_listener(opts, port, self.idx.host_owners))
                 .collect(),
             backends: self
                 .backends
@@ -1005,7 +1016,27 @@ impl Translation<'_, '_> {
 }
 
 impl Building {
-    fn into_listener(self, opts: &VipOptions, port: u16) -> Listener {
+    fn into_listener(
+        self,
+        opts: &VipOptions,
+        port: u16,
+        owners: Option<&crate::tenancy::HostOwners>,
+    ) -> Listener {
+        // A default backend never answers for a host that another namespace owns: its
+        // unmatched requests get 404 (a rule after all of the host's own).
+        let foreign = |host: &Option<Hostname>| -> bool {
+            match (owners, host, self.default_namespace.as_deref()) {
+                (Some(o), Some(h), Some(ns)) => o.owner_of(h.as_str(), ns).is_some(),
+                _ => false,
+            }
+        };
+        let not_found = RouteRule {
+            matches: RouteMatch::on_path(PathMatch::prefix(&HttpPath::root())),
+            action: RouteAction::Respond {
+                status: FixedStatus::NotFound404,
+            },
+            filters: Default::default(),
+        };
         let tls = (self.protocol == ListenerProtocol::Https).then(|| {
             let mut by_file: BTreeMap<CertFile, Vec<Hostname>> = BTreeMap::new();
             for (h, (f, _)) in self.certs {
@@ -1033,7 +1064,13 @@ impl Building {
             virtual_hosts: self
                 .hosts
                 .into_iter()
-                .map(|(host, rules)| {
+                .map(|(host, mut rules)| {
+                    let catch_all = rules.iter().any(|r| {
+                        r.matches == RouteMatch::on_path(PathMatch::prefix(&HttpPath::root()))
+                    });
+                    if !catch_all && foreign(&host) {
+                        rules.push(not_found.clone());
+                    }
                     let mut v = VirtualHost::new(host, rules);
                     v.sort_rules();
                     acme_passthrough(&mut v, &self.acme_covers);

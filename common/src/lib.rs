@@ -9,6 +9,7 @@
 //! - [`state`]: the published state document;
 //! - [`routes`]: the L7 route model (listeners, hosts, rules, backends), source-neutral;
 //! - [`ingress`]: Ingresses -> routes, pure;
+//! - [`tenancy`]: which namespace owns a host;
 //! - [`endpoints`]: EndpointSlices -> backends (the plan's Services and the routes);
 //! - [`certs`]: how TLS Secrets reach the nodes apart from the state;
 //! - [`scale`]: N addresses per pool (`loadbalancer/scale`);
@@ -39,5 +40,6 @@ pub mod publish;
 pub mod routes;
 pub mod scale;
 pub mod state;
+pub mod tenancy;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -151,6 +151,8 @@ reasons! {
     InvalidPool = "InvalidPool",
     NothingToServe = "NothingToServe",
     DuplicateIngress = "DuplicateIngress",
+    /// A host that another namespace owns (see `tenancy`).
+    HostConflict = "HostConflict",
     // Gateway API: the specification's condition reasons, for the conditions that say
     // something is not served (see `gateway`).
     InvalidParameters = "InvalidParameters",

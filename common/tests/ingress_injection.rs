@@ -64,6 +64,7 @@ fn hostile_hosts_paths_and_names_never_reach_the_model() {
             slices: &[],
             secrets: &secrets,
             reserved_ports: None,
+            host_owners: None,
         };
         let sel = select(&ings, &classes);
         let list = sel.by_pool.values().next().cloned().unwrap_or_default();

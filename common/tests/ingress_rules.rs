@@ -150,6 +150,7 @@ impl World {
             slices: &self.slices,
             secrets: &self.secrets,
             reserved_ports: None,
+            host_owners: None,
         };
         let sel = select(&self.ingresses, &self.classes);
         let pool = "default".parse().unwrap();

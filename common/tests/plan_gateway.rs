@@ -232,7 +232,7 @@ fn a_refused_address_request_is_a_problem_and_never_loses_the_address_held() {
             "{extra}: {p:?}"
         );
         // The Gateway's status says it too.
-        let st = k8slb_common::plan::gateway_status(&o, &s2);
+        let st = k8slb_common::plan::gateway_status(&c, &o, &s2);
         let conds = &st.gateways[&"infra/gw".parse().unwrap()].conditions;
         let cond = conds.iter().find(|c| c.type_ == status.0).unwrap();
         assert_eq!(cond.reason, status.1, "{extra}: {conds:?}");
@@ -550,7 +550,7 @@ spec:
         "{:?}",
         s.problems
     );
-    let status = k8slb_common::plan::gateway_status(&o, &s);
+    let status = k8slb_common::plan::gateway_status(&c, &o, &s);
     let conditions: Vec<_> = status
         .http_routes
         .values()

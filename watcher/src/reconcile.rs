@@ -282,7 +282,7 @@ pub fn reconcile(snap: &Snapshot<'_>, prev: &Previous) -> Effects {
     let mut gateway_status = prev.gateway_status.clone();
     let gateway_writes = match &snap.now {
         Some(now) => gateway_status::decide(
-            &k8slb_common::plan::gateway_status(&snap.objects, &state),
+            &k8slb_common::plan::gateway_status(cfg, &snap.objects, &state),
             &snap.objects,
             now,
             &mut gateway_status,

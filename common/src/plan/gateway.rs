@@ -266,10 +266,14 @@ fn translate(
 /// The Gateway API statuses `state` implies for `objs` (the objects it was planned
 /// from): what the watcher writes to GatewayClasses, Gateways and HTTPRoutes. The same
 /// translation as the plan's, on the addresses the state gave.
-pub fn gateway_status(objs: &Objects, state: &State) -> GatewayOutput {
+pub fn gateway_status(cfg: &GlobalConfig, objs: &Objects, state: &State) -> GatewayOutput {
     if objs.gateways.is_empty() && objs.gateway_classes.is_empty() {
         return GatewayOutput::default();
     }
+    // The HTTPRoutes as the plan saw them: without the hostnames another namespace owns.
+    let mut ignored = super::problems::Problems::default();
+    let (objs, _) = super::owned_hosts(cfg, objs, &mut ignored);
+    let objs: &Objects = &objs;
     let serves_udp = state.provider != Some(crate::state::Provider::Haproxy);
     let known: BTreeSet<PoolName> = state.config.pools.keys().cloned().collect();
     let mut out = translate(objs, &state.gateways, serves_udp, Some(&known));

@@ -45,6 +45,8 @@ pub(super) struct Ingresses<'a> {
     /// Ingresses that exist but did not decode, with what the previous state gave them.
     held: BTreeMap<ObjectKey, IngressState>,
     reserved_ports: crate::config::ReservedPorts,
+    /// Who owns which host (see [`crate::tenancy`]).
+    host_owners: crate::tenancy::HostOwners,
 }
 
 impl<'a> Ingresses<'a> {
@@ -53,6 +55,7 @@ impl<'a> Ingresses<'a> {
         cfg: &GlobalConfig,
         opts: &PlanOptions,
         objs: &'a Objects,
+        host_owners: crate::tenancy::HostOwners,
         prev: &State,
         problems: &mut Problems,
     ) -> (Self, Vec<Request>) {
@@ -68,6 +71,7 @@ impl<'a> Ingresses<'a> {
             wanted: BTreeMap::new(),
             held: BTreeMap::new(),
             reserved_ports: cfg.reserved_ports.clone(),
+            host_owners,
         };
         let mut requests = Vec::new();
         if !opts.provider.has_proxy() {
@@ -202,6 +206,7 @@ impl<'a> Ingresses<'a> {
             slices: &self.objs.slices,
             secrets: &self.secrets,
             reserved_ports: Some(&self.reserved_ports),
+            host_owners: Some(&self.host_owners),
         }
     }
 

@@ -59,6 +59,62 @@ use crate::state::{IpMode, ServiceState, State, STATE_VERSION};
 use request::Request;
 use std::collections::BTreeMap;
 
+/// `objs` without the claims on hosts that another namespace owns ([`crate::tenancy`]:
+/// our Ingresses and the HTTPRoutes of our Gateways claim), each refusal a problem; and
+/// who owns which host.
+fn owned_hosts<'o>(
+    cfg: &GlobalConfig,
+    objs: &'o Objects,
+    problems: &mut problems::Problems,
+) -> (std::borrow::Cow<'o, Objects>, crate::tenancy::HostOwners) {
+    let ours: Vec<_> = objs
+        .ingresses
+        .iter()
+        .filter(|i| crate::ingress::is_ours(i, &objs.ingress_classes))
+        .cloned()
+        .collect();
+    let our_gateways: std::collections::BTreeSet<(String, String)> = objs
+        .gateways
+        .iter()
+        .filter(|g| {
+            objs.gateway_classes.iter().any(|c| {
+                c.metadata.name.as_deref() == Some(g.spec.gateway_class_name.as_str())
+                    && c.spec.controller_name == crate::gateway::CONTROLLER
+            })
+        })
+        .map(|g| {
+            (
+                g.metadata
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".into()),
+                g.metadata.name.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let routes: Vec<_> = objs
+        .http_routes
+        .iter()
+        .filter(|r| {
+            let ns = r.metadata.namespace.as_deref().unwrap_or("default");
+            r.spec.parent_refs.iter().any(|p| {
+                our_gateways.contains(&(
+                    p.namespace.clone().unwrap_or_else(|| ns.to_string()),
+                    p.name.clone(),
+                ))
+            })
+        })
+        .cloned()
+        .collect();
+    let owners = crate::tenancy::owners(&cfg.tenancy, &ours, &routes);
+    let mut refused = Vec::new();
+    let objs = crate::tenancy::enforce(&owners, objs, &mut refused);
+    for p in refused {
+        problems.insert(p);
+    }
+    (objs, owners)
+}
+
 /// Compute the whole desired state.
 pub fn plan(
     cfg: &GlobalConfig,
@@ -67,13 +123,16 @@ pub fn plan(
     previous: Option<&State>,
 ) -> State {
     let mut problems: problems::Problems = objs.problems.iter().cloned().collect();
+    // Hosts belong to namespaces: other namespaces' claims on them are taken out first.
+    let (objs, owners) = owned_hosts(cfg, objs, &mut problems);
+    let objs: &Objects = &objs;
     let nodes = nodes::lb_nodes(&objs.nodes, &opts.node_selector, &mut problems);
     let slices = ports::slice_index(&objs.slices);
     let (mut requests, seen) = request::requests(objs, cfg, opts, &slices, &mut problems);
     let empty = State::empty(cfg.actor_config(&opts.cert_path));
     let prev = previous.unwrap_or(&empty);
     let (mut ingresses, ingress_requests) =
-        ingress::Ingresses::read(cfg, opts, objs, prev, &mut problems);
+        ingress::Ingresses::read(cfg, opts, objs, owners, prev, &mut problems);
     let (gateways, gateway_requests) =
         gateway::Gateways::read(cfg, opts, objs, prev, &mut problems);
     if !ingress_requests.is_empty() || !gateway_requests.is_empty() {
