@@ -62,11 +62,17 @@ pub struct Claim {
 /// The owners of every claimed host, and the admin's sharing rules.
 #[derive(Debug, Clone, Default)]
 pub struct HostOwners {
-    /// The accepted claims, in claim order.
-    claims: Vec<Claim>,
+    /// The accepted claims by [`key`]: labels reversed, so that every name below a
+    /// domain is one range of keys.
+    claims: BTreeMap<String, Claim>,
     /// Namespace → its sharing group (namespaces in no group are their own).
     groups: BTreeMap<String, usize>,
     shared: bool,
+}
+
+/// `a.example.com` → `com.example.a`; `*.example.com` → `com.example.*`.
+fn key(host: &str) -> String {
+    host.rsplit('.').collect::<Vec<_>>().join(".")
 }
 
 impl HostOwners {
@@ -79,10 +85,29 @@ impl HostOwners {
     /// The accepted claim of another tenant than `namespace` that `host` overlaps, if
     /// any: `namespace` may not serve `host`.
     pub fn owner_of(&self, host: &str, namespace: &str) -> Option<&Claim> {
+        if self.shared || self.claims.is_empty() {
+            return None;
+        }
         let h = normalize(host);
+        let other = |c: &&Claim| !self.same_tenant(&c.namespace, namespace);
+        // The same name, and every wildcard above it.
+        let mut above = vec![key(&h)];
+        let mut rest = h.strip_prefix("*.").unwrap_or(&h);
+        while let Some((_, parent)) = rest.split_once('.') {
+            above.push(key(&format!("*.{parent}")));
+            rest = parent;
+        }
+        if let Some(c) = above.iter().filter_map(|k| self.claims.get(k)).find(other) {
+            return Some(c);
+        }
+        // A wildcard: every name below it.
+        let suffix = h.strip_prefix("*.")?;
+        let prefix = format!("{}.", key(suffix));
         self.claims
-            .iter()
-            .find(|c| overlap(&c.host, &h) && !self.same_tenant(&c.namespace, namespace))
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(_, c)| c)
+            .find(other)
     }
 }
 
@@ -110,9 +135,13 @@ fn ingress_hosts(i: &Ingress) -> Vec<String> {
 }
 
 /// Decide who owns every host that `ingresses` and `routes` claim.
-pub fn owners(tenancy: &Tenancy, ingresses: &[Ingress], routes: &[HttpRoute]) -> HostOwners {
+pub fn owners<'a>(
+    tenancy: &Tenancy,
+    ingresses: impl IntoIterator<Item = &'a Ingress>,
+    routes: impl IntoIterator<Item = &'a HttpRoute>,
+) -> HostOwners {
     let mut me = HostOwners {
-        claims: Vec::new(),
+        claims: BTreeMap::new(),
         groups: tenancy
             .namespace_groups
             .iter()
@@ -125,7 +154,7 @@ pub fn owners(tenancy: &Tenancy, ingresses: &[Ingress], routes: &[HttpRoute]) ->
         return me;
     }
     let mut claimants: Vec<Claimant> = ingresses
-        .iter()
+        .into_iter()
         .map(|i| Claimant {
             created: i.metadata.creation_timestamp.as_ref(),
             kind: "Ingress",
@@ -133,7 +162,7 @@ pub fn owners(tenancy: &Tenancy, ingresses: &[Ingress], routes: &[HttpRoute]) ->
             name: i.metadata.name.as_deref().unwrap_or_default(),
             hosts: ingress_hosts(i),
         })
-        .chain(routes.iter().map(|r| Claimant {
+        .chain(routes.into_iter().map(|r| Claimant {
             created: r.metadata.creation_timestamp.as_ref(),
             kind: "HTTPRoute",
             namespace: r.metadata.namespace.as_deref().unwrap_or("default"),
@@ -151,8 +180,8 @@ pub fn owners(tenancy: &Tenancy, ingresses: &[Ingress], routes: &[HttpRoute]) ->
     });
     for c in claimants {
         for h in c.hosts.iter().map(|h| normalize(h)) {
-            if me.owner_of(&h, c.namespace).is_none() && !me.claims.iter().any(|x| x.host == h) {
-                me.claims.push(Claim {
+            if me.owner_of(&h, c.namespace).is_none() {
+                me.claims.entry(key(&h)).or_insert_with(|| Claim {
                     host: h,
                     namespace: c.namespace.to_string(),
                     object: format!("{} {}/{}", c.kind, c.namespace, c.name),
@@ -286,6 +315,47 @@ pub fn enforce<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_owner_index_finds_every_overlap() {
+        use k8s_openapi::api::networking::v1::Ingress;
+        let ing = |ns: &str, name: &str, sec: u32, host: &str| -> Ingress {
+            serde_json::from_value(serde_json::json!({
+                "metadata": { "namespace": ns, "name": name,
+                    "creationTimestamp": format!("2026-01-01T00:00:{sec:02}Z") },
+                "spec": { "rules": [ { "host": host } ] }
+            }))
+            .unwrap()
+        };
+        let claims = [
+            ing("a", "x", 1, "a.example.com"),
+            ing("b", "y", 2, "*.b.example.com"),
+            ing("c", "z", 3, "*.example.com"),
+            ing("d", "w", 4, "d.b.example.com"),
+        ];
+        let o = owners(&Tenancy::default(), &claims, []);
+        // c's wildcard overlaps a's and b's older claims: refused; d's host is under b's.
+        let hosts: Vec<&str> = o.claims.values().map(|c| c.host.as_str()).collect();
+        assert_eq!(hosts, ["a.example.com", "*.b.example.com"]);
+        for (host, ns, owner) in [
+            ("a.example.com", "z", Some("a")),
+            ("A.Example.com.", "z", Some("a")),
+            ("a.example.com", "a", None),
+            ("q.b.example.com", "z", Some("b")),
+            ("q.r.b.example.com", "z", Some("b")),
+            ("b.example.com", "z", None),
+            ("*.example.com", "z", Some("a")),
+            ("*.example.com", "a", Some("b")),
+            ("*.q.b.example.com", "z", Some("b")),
+            ("other.com", "z", None),
+        ] {
+            assert_eq!(
+                o.owner_of(host, ns).map(|c| c.namespace.as_str()),
+                owner,
+                "{host} for {ns}"
+            );
+        }
+    }
 
     #[test]
     fn hosts_overlap_when_equal_or_under_a_wildcard_at_any_depth() {

@@ -67,12 +67,10 @@ fn owned_hosts<'o>(
     objs: &'o Objects,
     problems: &mut problems::Problems,
 ) -> (std::borrow::Cow<'o, Objects>, crate::tenancy::HostOwners) {
-    let ours: Vec<_> = objs
+    let ours = objs
         .ingresses
         .iter()
-        .filter(|i| crate::ingress::is_ours(i, &objs.ingress_classes))
-        .cloned()
-        .collect();
+        .filter(|i| crate::ingress::is_ours(i, &objs.ingress_classes));
     let our_gateways: std::collections::BTreeSet<(String, String)> = objs
         .gateways
         .iter()
@@ -92,21 +90,16 @@ fn owned_hosts<'o>(
             )
         })
         .collect();
-    let routes: Vec<_> = objs
-        .http_routes
-        .iter()
-        .filter(|r| {
-            let ns = r.metadata.namespace.as_deref().unwrap_or("default");
-            r.spec.parent_refs.iter().any(|p| {
-                our_gateways.contains(&(
-                    p.namespace.clone().unwrap_or_else(|| ns.to_string()),
-                    p.name.clone(),
-                ))
-            })
+    let routes = objs.http_routes.iter().filter(|r| {
+        let ns = r.metadata.namespace.as_deref().unwrap_or("default");
+        r.spec.parent_refs.iter().any(|p| {
+            our_gateways.contains(&(
+                p.namespace.clone().unwrap_or_else(|| ns.to_string()),
+                p.name.clone(),
+            ))
         })
-        .cloned()
-        .collect();
-    let owners = crate::tenancy::owners(&cfg.tenancy, &ours, &routes);
+    });
+    let owners = crate::tenancy::owners(&cfg.tenancy, ours, routes);
     let mut refused = Vec::new();
     let objs = crate::tenancy::enforce(&owners, objs, &mut refused);
     for p in refused {
