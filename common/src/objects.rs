@@ -263,6 +263,69 @@ fn collect_files(p: &Path, out: &mut Vec<PathBuf>) -> Result<(), ReadError> {
 }
 
 impl Objects {
+    /// The (namespace, name) of every Secret that an Ingress's `tls` or a Gateway
+    /// listener's `certificateRefs` names: the only Secrets k8slb reads.
+    pub fn referenced_secrets(&self) -> std::collections::BTreeSet<(String, String)> {
+        let ingresses = self.ingresses.iter().flat_map(|i| {
+            let ns = i.metadata.namespace.as_deref().unwrap_or("default");
+            i.spec
+                .as_ref()
+                .and_then(|s| s.tls.as_ref())
+                .into_iter()
+                .flatten()
+                .filter_map(move |t| Some((ns.to_string(), t.secret_name.clone()?)))
+        });
+        let gateways = self.gateways.iter().flat_map(|g| {
+            let ns = g.metadata.namespace.as_deref().unwrap_or("default");
+            g.spec
+                .listeners
+                .iter()
+                .filter_map(|l| l.tls.as_ref())
+                .flat_map(|t| &t.certificate_refs)
+                .map(move |r| {
+                    (
+                        r.namespace.as_deref().unwrap_or(ns).to_string(),
+                        r.name.clone(),
+                    )
+                })
+        });
+        ingresses.chain(gateways).collect()
+    }
+
+    /// Only the Secrets that something names ([`Self::referenced_secrets`]): a Secret
+    /// nobody names is never parsed, whatever its size, and not kept.
+    pub fn retain_referenced_secrets(&mut self) {
+        let named = self.referenced_secrets();
+        self.secrets.retain(|s| {
+            named.contains(&(
+                s.metadata
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".into()),
+                s.metadata.name.clone().unwrap_or_default(),
+            ))
+        });
+    }
+
+    /// What the plan knows of each named Secret (type, whether its certificate is
+    /// usable), each inspected once.
+    pub fn secret_metas(&self) -> Vec<crate::ingress::SecretMeta> {
+        let named = self.referenced_secrets();
+        self.secrets
+            .iter()
+            .filter(|s| {
+                named.contains(&(
+                    s.metadata
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| "default".into()),
+                    s.metadata.name.clone().unwrap_or_default(),
+                ))
+            })
+            .map(crate::ingress::SecretMeta::of)
+            .collect()
+    }
+
     /// The Gateway API translation's input from these objects (their Gateway API kinds,
     /// Services and slices) with the rest given.
     pub fn gateway_input<'a>(
@@ -346,5 +409,38 @@ items:
     fn broken_yaml_is_an_error() {
         let mut o = Objects::default();
         assert!(o.add_text("kind: Service\n  metadata: [").is_err());
+    }
+
+    #[test]
+    fn only_the_secrets_an_ingress_or_a_gateway_names_are_read() {
+        let mut o = Objects::default();
+        for t in [
+            "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: i, namespace: a}\nspec: {tls: [{secretName: used}]}\n",
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: g, namespace: infra}\nspec:\n  gatewayClassName: k8slb\n  listeners:\n  - {name: https, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: gw-cert}, {name: other, namespace: b}]}}\n",
+        ] {
+            o.add_text(t).unwrap();
+        }
+        for (ns, name) in [
+            ("a", "used"),
+            ("a", "unused"),
+            ("infra", "gw-cert"),
+            ("b", "other"),
+            ("b", "used"),
+        ] {
+            o.secrets.push(
+                serde_json::from_value(serde_json::json!({
+                    "metadata": {"namespace": ns, "name": name}, "type": "kubernetes.io/tls"
+                }))
+                .unwrap(),
+            );
+        }
+        let metas: Vec<String> = o
+            .secret_metas()
+            .iter()
+            .map(|m| format!("{}/{}", m.namespace, m.name))
+            .collect();
+        assert_eq!(metas, ["a/used", "infra/gw-cert", "b/other"]);
+        o.retain_referenced_secrets();
+        assert_eq!(o.secrets.len(), 3);
     }
 }

@@ -48,6 +48,8 @@ pub fn gather(sources: &[&dyn Source]) -> Objects {
     for s in sources {
         s.add_to(&mut objects);
     }
+    // Only the Secrets our objects name are read further (parsed, kept, planned with).
+    objects.retain_referenced_secrets();
     objects.problems.sort();
     objects
 }

@@ -256,7 +256,7 @@ fn translate(
             (k.clone(), tcp.chain(udp).collect())
         })
         .collect();
-    let secrets: Vec<SecretMeta> = objs.secrets.iter().map(SecretMeta::of).collect();
+    let secrets: Vec<SecretMeta> = objs.secret_metas();
     let mut input = objs.gateway_input(&secrets, &addresses, &unavailable);
     input.serves_udp = serves_udp;
     input.pools = pools;

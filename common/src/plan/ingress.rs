@@ -66,7 +66,7 @@ impl<'a> Ingresses<'a> {
         let mut me = Ingresses {
             objs,
             selection,
-            secrets: objs.secrets.iter().map(SecretMeta::of).collect(),
+            secrets: objs.secret_metas(),
             drafts: BTreeMap::new(),
             wanted: BTreeMap::new(),
             held: BTreeMap::new(),
