@@ -78,8 +78,25 @@ pub struct Tenancy {
     /// `hostOwnership: "Shared"`: any namespace may serve any host (no ownership).
     /// Default `"Strict"`: the namespace of the oldest claim owns a host.
     pub shared_hosts: bool,
-    /// `namespaceGroups`: namespaces that share their hosts, group by group.
+    /// `namespaceGroups`: namespaces that share their hosts (and, with a sharing key,
+    /// their addresses), group by group.
     pub namespace_groups: Vec<std::collections::BTreeSet<String>>,
+    /// `addressSharing`: who may join an address another tenant holds.
+    pub address_sharing: AddressSharing,
+}
+
+/// Who may ask for an address that another tenant holds (always on other ports, never
+/// the pool's Ingress address, never one that was allocated dynamically).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AddressSharing {
+    /// `"SameNamespace"` (default): every tenant on it carries the same
+    /// `loadbalancer/allow-shared-ip` key and is in the same namespace (or group).
+    #[default]
+    SameNamespace,
+    /// `"AnyNamespace"`: the same key, in any namespace.
+    AnyNamespace,
+    /// `"Open"`: k8slb's rule, anyone asking for it by name (no key).
+    Open,
 }
 
 /// Ports (TCP and UDP alike) that the LB nodes use themselves, as sorted, disjoint
@@ -204,7 +221,7 @@ const TOP_KEYS: &[&str] = &[
     "reservedPorts",
     "tenancy",
 ];
-const TENANCY_KEYS: &[&str] = &["hostOwnership", "namespaceGroups"];
+const TENANCY_KEYS: &[&str] = &["hostOwnership", "namespaceGroups", "addressSharing"];
 const POOL_KEYS: &[&str] = &["network", "range", "interface"];
 const KEEPALIVED_KEYS: &[&str] = &[
     "email",
@@ -452,6 +469,21 @@ impl Checker {
             Some(_) => self.err(
                 "tenancy.hostOwnership",
                 "expected \"Strict\" (the namespace of the oldest claim owns a host) or \"Shared\"",
+            ),
+        }
+        match m
+            .get("addressSharing")
+            .map(|v| v.as_str().map(str::to_ascii_lowercase))
+        {
+            None => {}
+            Some(Some(v)) if v == "samenamespace" => {}
+            Some(Some(v)) if v == "anynamespace" => {
+                t.address_sharing = AddressSharing::AnyNamespace
+            }
+            Some(Some(v)) if v == "open" => t.address_sharing = AddressSharing::Open,
+            Some(_) => self.err(
+                "tenancy.addressSharing",
+                "expected \"SameNamespace\" (the default), \"AnyNamespace\" or \"Open\"",
             ),
         }
         if let Some(g) = m.get("namespaceGroups") {

@@ -325,7 +325,9 @@ fn a_dynamic_service_sharing_a_pinned_address_keeps_it_over_a_restart_without_st
     // Regression guard for the fix above: status claims onto a used address are refused
     // only when no tenant asked for it by name; a Service sharing an address that
     // another one pins keeps it when only the statuses remain.
-    let c = cfg(TWO_POOLS);
+    let mut c = cfg(TWO_POOLS);
+    // k8slb's sharing rule (by name, no key): what this test is about.
+    c.tenancy.address_sharing = k8slb_common::config::AddressSharing::Open;
     let dynamic = svc("default", "dyn")
         .port(53)
         .created(4)

@@ -244,7 +244,9 @@ fn a_refused_address_request_is_a_problem_and_never_loses_the_address_held() {
 
 #[test]
 fn a_listener_on_a_port_a_sharing_service_holds_is_port_unavailable_and_the_gateway_stays() {
-    let c = cfg(POOLS);
+    let mut c = cfg(POOLS);
+    // k8slb's sharing rule (by name, no key): what this test is about.
+    c.tenancy.address_sharing = k8slb_common::config::AddressSharing::Open;
     let gw = gateway("gw", 80, 1, "");
     let rt = route("web", "gw", "app");
     let s = run(&c, &objects(vec![], &[CLASS, &gw, &rt]), None);
@@ -368,7 +370,9 @@ spec:
 
 #[test]
 fn l4_listeners_hold_their_transports_ports_and_udp_needs_nginx() {
-    let c = cfg(POOLS);
+    let mut c = cfg(POOLS);
+    // k8slb's sharing rule (by name, no key): what this test is about.
+    c.tenancy.address_sharing = k8slb_common::config::AddressSharing::Open;
     let gw = gateway("gw", 80, 1, "").replace(
         "  listeners:\n",
         "  listeners:\n  - { name: dns, port: 53, protocol: UDP, allowedRoutes: { namespaces: { from: All } } }\n  - { name: dns-tcp, port: 53, protocol: TCP, allowedRoutes: { namespaces: { from: All } } }\n",

@@ -115,7 +115,9 @@ fn a_lost_state_adopts_the_address_the_ingress_status_shows() {
 
 #[test]
 fn a_service_shares_the_ingress_vip_on_other_ports_only() {
-    let c = cfg(ONE_POOL);
+    let mut c = cfg(ONE_POOL);
+    // k8slb's sharing rule (by name, no key): what this test is about.
+    c.tenancy.address_sharing = k8slb_common::config::AddressSharing::Open;
     let first = run(
         &c,
         &with_ingresses(
@@ -149,7 +151,9 @@ fn a_service_shares_the_ingress_vip_on_other_ports_only() {
 
 #[test]
 fn a_port_an_ingress_adds_that_a_service_holds_is_refused_for_that_ingress_alone() {
-    let c = cfg(ONE_POOL);
+    let mut c = cfg(ONE_POOL);
+    // k8slb's sharing rule (by name, no key): what this test is about.
+    c.tenancy.address_sharing = k8slb_common::config::AddressSharing::Open;
     let a = || ing("default", "a").rule("", "/", "app", 80).created(1);
     let first = run(&c, &with_ingresses(vec![], vec![a()]), None);
     let vip = vip_of(&first);
@@ -185,7 +189,9 @@ fn a_port_an_ingress_adds_that_a_service_holds_is_refused_for_that_ingress_alone
 
 #[test]
 fn a_custom_port_served_before_stays_claimed_against_a_newer_service() {
-    let c = cfg(ONE_POOL);
+    let mut c = cfg(ONE_POOL);
+    // k8slb's sharing rule (by name, no key): what this test is about.
+    c.tenancy.address_sharing = k8slb_common::config::AddressSharing::Open;
     let b = || {
         ing("default", "b")
             .rule("", "/", "app", 80)

@@ -156,7 +156,9 @@ fn static_ip_must_lie_in_the_pool_network_not_only_the_range() {
 
 #[test]
 fn sharing_needs_distinct_ports_and_the_earlier_service_wins() {
-    let c = cfg(TWO_POOLS);
+    let mut c = cfg(TWO_POOLS);
+    // k8slb's sharing rule (by name, no key): what this test is about.
+    c.tenancy.address_sharing = k8slb_common::config::AddressSharing::Open;
     let a = svc("default", "a")
         .ip("192.168.10.200")
         .port(80)

@@ -67,7 +67,9 @@ fn a_half_refused_static_request_gets_no_new_address() {
 /// keeps the shared IP.
 #[test]
 fn a_refused_edit_does_not_evict_a_valid_co_tenant() {
-    let c = cfg(TWO_POOLS);
+    let mut c = cfg(TWO_POOLS);
+    // k8slb's sharing rule (by name, no key): what this test is about.
+    c.tenancy.address_sharing = k8slb_common::config::AddressSharing::Open;
     let a = || svc("default", "a").created(1).ip("192.168.10.10");
     let b = || svc("default", "b").created(2).ip("192.168.10.10").port(443);
     let s0 = run(

@@ -28,6 +28,8 @@ pub(super) struct Tenancy {
     pub services: BTreeSet<Tenant>,
     /// A tenant asked for this address by name (so others may share it).
     pub pinned: bool,
+    /// Each tenant's `loadbalancer/allow-shared-ip` key.
+    pub keys: BTreeMap<Tenant, Option<String>>,
 }
 
 #[derive(Debug)]
@@ -40,13 +42,17 @@ enum TakeError {
     OtherPool {
         pool: String,
     },
+    /// Joining the address needs its tenants' consent (see [`Allocator::may_join`]).
+    NotShared {
+        why: String,
+    },
 }
 
 impl TakeError {
     fn reason(&self) -> Reason {
         match self {
             TakeError::PortConflict { .. } => Reason::PortConflict,
-            TakeError::OtherPool { .. } => Reason::IpInUse,
+            TakeError::OtherPool { .. } | TakeError::NotShared { .. } => Reason::IpInUse,
         }
     }
     fn message(&self, ip: IpAddr) -> String {
@@ -58,6 +64,7 @@ impl TakeError {
             TakeError::OtherPool { pool } => {
                 format!("IP {ip} is already used from pool {pool}")
             }
+            TakeError::NotShared { why } => format!("IP {ip} is not shared: {why}"),
         }
     }
 }
@@ -149,14 +156,89 @@ impl Allocator {
             ports: BTreeMap::new(),
             services: BTreeSet::new(),
             pinned: false,
+            keys: BTreeMap::new(),
         });
         t.pinned |= r.statics.contains(&ip);
         t.services.insert(r.key.clone());
+        t.keys.insert(r.key.clone(), r.share_key.clone());
         for pp in &r.port_keys {
             t.ports.insert(*pp, r.key.clone());
         }
         self.used.insert(ip);
         self.by_service.entry(r.key.clone()).or_default().push(ip);
+        Ok(())
+    }
+
+    /// Whether `r` may join `ip`, which other tenants hold: only by consent. Never the
+    /// pool's Ingress address (the admin's, shared by Ingresses only), never an address
+    /// no tenant asked for by name (allocated dynamically: its tenant agreed to nothing),
+    /// and only when every tenant on it carries the same `loadbalancer/allow-shared-ip`
+    /// key as `r` and (by default) lives in `r`'s namespace or namespace group. The
+    /// admin's `tenancy.addressSharing: Open` is k8slb's rule instead: anyone asking by
+    /// name, on other ports. Tenants that already share keep sharing (an
+    /// upgrade never takes an address away): only a new join asks.
+    fn may_join(&self, cfg: &GlobalConfig, ip: IpAddr, r: &Request) -> Result<(), TakeError> {
+        use crate::config::AddressSharing;
+        let Some(t) = self.tenants.get(&ip) else {
+            return Ok(());
+        };
+        if t.services.contains(&r.key) {
+            return Ok(());
+        }
+        let sharing = cfg.tenancy.address_sharing;
+        if sharing == AddressSharing::Open {
+            return Ok(()); // k8slb's rule: by name, on other ports (checked by `take`)
+        }
+        let refuse = |why: String| Err(TakeError::NotShared { why });
+        if let Some(i) = t.services.iter().find(|k| matches!(k, Tenant::Ingress(_))) {
+            return refuse(format!("it serves {i}, and only Ingresses share it"));
+        }
+        if !t.pinned {
+            return refuse(format!(
+                "{} holds it as a dynamically allocated address",
+                t.services
+                    .iter()
+                    .next()
+                    .map(ToString::to_string)
+                    .unwrap_or_default()
+            ));
+        }
+        let Some(key) = r.share_key.as_deref() else {
+            return refuse(format!(
+                "{} holds it; sharing needs the same loadbalancer/allow-shared-ip key on both",
+                t.services
+                    .iter()
+                    .next()
+                    .map(ToString::to_string)
+                    .unwrap_or_default()
+            ));
+        };
+        let same_tenant = |other: &Tenant| {
+            sharing == AddressSharing::AnyNamespace
+                || match (other.namespace(), r.key.namespace()) {
+                    (Some(a), Some(b)) => {
+                        a == b
+                            || cfg
+                                .tenancy
+                                .namespace_groups
+                                .iter()
+                                .any(|g| g.contains(a) && g.contains(b))
+                    }
+                    _ => false,
+                }
+        };
+        for (other, k) in &t.keys {
+            if k.as_deref() != Some(key) {
+                return refuse(format!(
+                    "{other} holds it without the same loadbalancer/allow-shared-ip key"
+                ));
+            }
+            if !same_tenant(other) {
+                return refuse(format!(
+                    "{other} holds it and is in another namespace (the admin's tenancy.addressSharing allows AnyNamespace)"
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -312,6 +394,10 @@ impl Allocator {
         }
         if r.is_refused(cfg) {
             return false; // reported above or in the request; nothing new for it
+        }
+        if let Err(e) = self.may_join(cfg, ip, r) {
+            problems.insert_blocking(r.problem(e.reason(), e.message(ip)));
+            return false;
         }
         match self.take(ip, pool, r) {
             // Named against the final tenants (see `report_conflicts`), so that the

@@ -19,6 +19,7 @@ const KNOWN_ANNOTATIONS: &[&str] = &[
     "stickiness",
     "proxy-protocol",
     "scale",
+    "allow-shared-ip",
 ];
 
 /// The annotations that make the address request: a problem with them explains why a

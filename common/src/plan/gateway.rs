@@ -407,6 +407,13 @@ fn request(
         port_keys,
         refused,
         scale: 1,
+        share_key: g
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("loadbalancer/allow-shared-ip"))
+            .map(|k| k.trim().to_string())
+            .filter(|k| !k.is_empty() && k.len() <= 1024 && !k.chars().any(char::is_control)),
     }
 }
 

@@ -137,6 +137,7 @@ impl<'a> Ingresses<'a> {
                     .collect(),
                 refused: false,
                 scale: ings.iter().map(|i| ingress::scale_of(i)).max().unwrap_or(1),
+                share_key: None,
             });
             me.wanted.insert(pool.clone(), wanted);
             me.drafts.insert(pool.clone(), draft);
@@ -193,6 +194,7 @@ impl<'a> Ingresses<'a> {
                 port_keys: ports.iter().map(|p| (Protocol::Tcp, *p)).collect(),
                 refused: false,
                 scale: u8::try_from(old.ips.len()).unwrap_or(1).max(1),
+                share_key: None,
             });
             self.wanted.entry(pool).or_default();
         }

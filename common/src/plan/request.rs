@@ -39,6 +39,15 @@ impl std::fmt::Display for Tenant {
 }
 
 impl Tenant {
+    /// The namespace of the tenant (the Ingresses of a pool are the admin's: none).
+    pub fn namespace(&self) -> Option<&str> {
+        match self {
+            Tenant::Service(k) => Some(k.namespace.as_str()),
+            Tenant::Gateway(k) => Some(k.namespace.as_str()),
+            Tenant::Ingress(_) => None,
+        }
+    }
+
     /// The addresses the previous state gave this tenant.
     pub fn previous_ips(&self, prev: &State) -> Option<Vec<IpAddr>> {
         match self {
@@ -77,6 +86,9 @@ pub(super) struct Request {
     pub refused: bool,
     /// How many addresses per pool (`loadbalancer/scale`, dynamic addresses only).
     pub scale: u8,
+    /// `loadbalancer/allow-shared-ip`: the tenants that carry the same key may share an
+    /// address (see `allocate::Allocator::may_join`).
+    pub share_key: Option<String>,
 }
 
 /// The claimed Services in allocation order (creation time, then namespace/name), and
@@ -194,6 +206,7 @@ impl Request {
             port_keys: BTreeSet::new(),
             refused: false,
             scale: 1,
+            share_key: None,
         }
     }
 
@@ -229,6 +242,10 @@ impl Request {
         req.read_statics(&ann, spec, problems);
         req.read_status(svc);
         req.read_scale(&ann, problems);
+        req.share_key = ann
+            .get("allow-shared-ip")
+            .filter(|k| !k.is_empty())
+            .map(str::to_string);
         let service_slices: &[&EndpointSlice] = slices
             .get(&(ns, name))
             .map(Vec::as_slice)
