@@ -40,6 +40,12 @@ pub struct Pool {
     pub network: PoolExpr,
     pub range: PoolExpr,
     pub interface: Option<IfName>,
+    /// `maxScale`: the most addresses one object may ask for with `loadbalancer/scale`
+    /// (default and at most [`crate::scale::MAX`]).
+    pub max_scale: u8,
+    /// `addressesPerNamespace`: the most addresses of this pool the Services and
+    /// Gateways of one namespace may hold together (default: no limit).
+    pub per_namespace: Option<u32>,
 }
 
 impl Pool {
@@ -222,7 +228,13 @@ const TOP_KEYS: &[&str] = &[
     "tenancy",
 ];
 const TENANCY_KEYS: &[&str] = &["hostOwnership", "namespaceGroups", "addressSharing"];
-const POOL_KEYS: &[&str] = &["network", "range", "interface"];
+const POOL_KEYS: &[&str] = &[
+    "network",
+    "range",
+    "interface",
+    "maxScale",
+    "addressesPerNamespace",
+];
 const KEEPALIVED_KEYS: &[&str] = &[
     "email",
     "emailFrom",
@@ -590,6 +602,34 @@ impl Checker {
         let network = self.pool_expr(&path, pm, "network");
         let range = self.pool_expr(&path, pm, "range");
         let interface = self.pool_interface(&path, pm);
+        let mut max_scale = crate::scale::MAX;
+        if let Some(v) = pm.get("maxScale") {
+            match self.number(&join(&path, "maxScale"), v) {
+                Some(n)
+                    if n.fract() == 0.0 && (1.0..=f64::from(crate::scale::MAX)).contains(&n) =>
+                {
+                    max_scale = n as u8
+                }
+                Some(_) => self.err(
+                    &join(&path, "maxScale"),
+                    format!("expected a whole number from 1 to {}", crate::scale::MAX),
+                ),
+                None => {}
+            }
+        }
+        let mut per_namespace = None;
+        if let Some(v) = pm.get("addressesPerNamespace") {
+            match self.number(&join(&path, "addressesPerNamespace"), v) {
+                Some(n) if n.fract() == 0.0 && n <= f64::from(u32::MAX) => {
+                    per_namespace = Some(n as u32)
+                }
+                Some(_) => self.err(
+                    &join(&path, "addressesPerNamespace"),
+                    "expected a whole number (0 or more)",
+                ),
+                None => {}
+            }
+        }
         let (Some(pool_name), Some(network), Some(range)) = (pool_name, network, range) else {
             return None;
         };
@@ -615,6 +655,8 @@ impl Checker {
             network,
             range,
             interface,
+            max_scale,
+            per_namespace,
         })
     }
 

@@ -115,6 +115,8 @@ reasons! {
     PoolExhausted = "PoolExhausted",
     /// A shared address already carries the same (protocol, port).
     PortConflict = "PortConflict",
+    /// Beyond the admin's quota of the pool (`maxScale`, `addressesPerNamespace`).
+    QuotaExceeded = "QuotaExceeded",
     // Services: everything else.
     InvalidName = "InvalidName",
     InvalidAnnotation = "InvalidAnnotation",
@@ -206,6 +208,8 @@ impl Reason {
                 | Reason::IpNotUsable
                 | Reason::PoolExhausted
                 | Reason::PortConflict
+                | Reason::QuotaExceeded
+                | Reason::IpInUse
                 | Reason::InvalidName
         )
     }

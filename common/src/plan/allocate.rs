@@ -18,6 +18,9 @@ pub(super) struct Allocator {
     pub tenants: BTreeMap<IpAddr, Tenancy>,
     // Lookups only (never iterated): hash order cannot leak into the output.
     by_service: HashMap<Tenant, Vec<IpAddr>>,
+    /// How many addresses of each pool the tenants of each namespace hold (an address
+    /// shared by two of its tenants counts once).
+    per_namespace: HashMap<(PoolName, String), u32>,
 }
 
 pub(super) struct Tenancy {
@@ -159,6 +162,14 @@ impl Allocator {
             keys: BTreeMap::new(),
         });
         t.pinned |= r.statics.contains(&ip);
+        if let Some(ns) = r.key.namespace() {
+            if !t.services.iter().any(|k| k.namespace() == Some(ns)) {
+                *self
+                    .per_namespace
+                    .entry((pool.name.clone(), ns.to_string()))
+                    .or_default() += 1;
+            }
+        }
         t.services.insert(r.key.clone());
         t.keys.insert(r.key.clone(), r.share_key.clone());
         for pp in &r.port_keys {
@@ -240,6 +251,27 @@ impl Allocator {
             }
         }
         Ok(())
+    }
+
+    /// Would a new address of `pool` for `r` (joining `ip`, if given) go beyond its
+    /// namespace's quota (`addressesPerNamespace`)? Then the message that says so.
+    fn over_quota(&self, pool: &Pool, r: &Request, ip: Option<IpAddr>) -> Option<String> {
+        let max = pool.per_namespace?;
+        let ns = r.key.namespace()?;
+        let joins_own = ip
+            .and_then(|ip| self.tenants.get(&ip))
+            .is_some_and(|t| t.services.iter().any(|k| k.namespace() == Some(ns)));
+        let held = self
+            .per_namespace
+            .get(&(pool.name.clone(), ns.to_string()))
+            .copied()
+            .unwrap_or(0);
+        (!joins_own && held >= max).then(|| {
+            format!(
+                "namespace {ns} holds {held} addresses of pool {}, its quota (addressesPerNamespace: {max}); nothing new is allocated",
+                pool.name
+            )
+        })
     }
 
     /// 0. Services that exist but did not decode keep exactly what they had, first.
@@ -399,6 +431,10 @@ impl Allocator {
             problems.insert_blocking(r.problem(e.reason(), e.message(ip)));
             return false;
         }
+        if let Some(m) = self.over_quota(pool, r, Some(ip)) {
+            problems.insert_blocking(r.problem(Reason::QuotaExceeded, m));
+            return false;
+        }
         match self.take(ip, pool, r) {
             // Named against the final tenants (see `report_conflicts`), so that the
             // message does not depend on which co-tenant happened to be placed first.
@@ -420,6 +456,10 @@ impl Allocator {
                 }
                 let within = pool.range.allocatable();
                 while !r.has_all_in(pool, &self.of(&r.key)) {
+                    if let Some(m) = self.over_quota(pool, r, None) {
+                        problems.insert_blocking(r.problem(Reason::QuotaExceeded, m));
+                        break;
+                    }
                     let Some(ip) = self.used.first_free(&within) else {
                         problems.insert(r.problem(
                             Reason::PoolExhausted,

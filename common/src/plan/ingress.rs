@@ -136,7 +136,7 @@ impl<'a> Ingresses<'a> {
                     .map(|p| (Protocol::Tcp, *p))
                     .collect(),
                 refused: false,
-                scale: ings.iter().map(|i| ingress::scale_of(i)).max().unwrap_or(1),
+                scale: ingress_scale(ings, p, problems),
                 share_key: None,
             });
             me.wanted.insert(pool.clone(), wanted);
@@ -330,6 +330,28 @@ impl<'a> Ingresses<'a> {
             })
             .collect()
     }
+}
+
+/// The scale of a pool's Ingress addresses: the largest `loadbalancer/scale` among its
+/// Ingresses, at most the pool's `maxScale` (an Ingress asking for more gets a
+/// `QuotaExceeded` problem; the others keep the pool's addresses as they were).
+fn ingress_scale(ings: &[&Ingress], pool: &crate::config::Pool, problems: &mut Problems) -> u8 {
+    let mut scale = 1;
+    for i in ings {
+        let asked = ingress::scale_of(i);
+        if asked > pool.max_scale {
+            problems.insert(Problem::new(
+                ingress::object(i),
+                Reason::QuotaExceeded,
+                format!(
+                    "loadbalancer/scale: {asked} is more than pool {} allows ({}, its maxScale); its Ingresses get {}",
+                    pool.name, pool.max_scale, pool.max_scale
+                ),
+            ));
+        }
+        scale = scale.max(asked.min(pool.max_scale));
+    }
+    scale
 }
 
 /// The same problem on each of `ings`.

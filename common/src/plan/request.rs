@@ -242,6 +242,7 @@ impl Request {
         req.read_statics(&ann, spec, problems);
         req.read_status(svc);
         req.read_scale(&ann, problems);
+        req.check_max_scale(cfg, problems);
         req.share_key = ann
             .get("allow-shared-ip")
             .filter(|k| !k.is_empty())
@@ -267,6 +268,26 @@ impl Request {
             )),
             Ok(n) => self.scale = n,
             Err(message) => problems.insert(self.problem(Reason::InvalidAnnotation, message)),
+        }
+    }
+
+    /// `loadbalancer/scale` beyond a pool's `maxScale`: nothing new for this request
+    /// (what it holds stays: a quota lowered later never takes addresses away).
+    fn check_max_scale(&mut self, cfg: &GlobalConfig, problems: &mut Problems) {
+        let over = self
+            .pools
+            .iter()
+            .map(|p| (p.clone(), cfg.pools[p].max_scale))
+            .find(|(_, max)| self.scale > *max);
+        if let Some((p, max)) = over {
+            problems.insert_blocking(self.problem(
+                Reason::QuotaExceeded,
+                format!(
+                    "loadbalancer/scale: {} is more than pool {p} allows ({max}, its maxScale); nothing new is allocated",
+                    self.scale
+                ),
+            ));
+            self.refuse();
         }
     }
 
