@@ -147,7 +147,7 @@ impl Metrics {
         );
         r.register(
             "status_patches",
-            "Service status patches by result",
+            "Status writes by result: Service and Ingress status patches, and the Gateway API status (GatewayClass, Gateway, routes)",
             status_patches_total.clone(),
         );
         r.register("events", "Events written by reason", events_total.clone());
