@@ -69,7 +69,8 @@ impl NodeCert {
     }
 }
 
-/// Why a Secret's certificate is not used. The message never quotes key material.
+/// Why a Secret's certificate is not used. The message never quotes key material, and is
+/// bounded (a few hundred bytes whatever the Secret holds).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CertError {
     #[error("has type {0:?}, not kubernetes.io/tls")]
@@ -78,11 +79,33 @@ pub enum CertError {
     Invalid(String),
 }
 
-/// Check a user's TLS Secret and take what the nodes need from it.
+/// The most bytes of `tls.crt` read: a chain of eight RSA 8192 certificates is about 24 KB.
+pub const MAX_CHAIN_BYTES: usize = 64 * 1024;
+/// The most certificates in `tls.crt` (the leaf and its CAs).
+pub const MAX_CHAIN_CERTS: usize = 8;
+/// The most bytes of `tls.key`: an RSA 8192 PKCS#8 key is about 6.4 KB.
+pub const MAX_KEY_BYTES: usize = 16 * 1024;
+
+mod openssl;
+mod pem;
+
+/// Check a user's TLS Secret as HAProxy and nginx will load it, and take what the nodes
+/// need from it.
 ///
-/// Accepted: type `kubernetes.io/tls`; `tls.crt` holding one or more PEM `CERTIFICATE`
-/// blocks and nothing else that is PEM; `tls.key` holding exactly one PEM private key
-/// (PKCS#8, PKCS#1 RSA or SEC1 EC).
+/// Accepted (see `certs/openssl.rs` for what the proxies refuse, found with the real
+/// `haproxy -c` and `nginx -t`, and what k8slb refuses beyond that):
+///
+/// - type `kubernetes.io/tls`;
+/// - `tls.crt`: at most [`MAX_CHAIN_BYTES`] of PEM text, 1 to [`MAX_CHAIN_CERTS`]
+///   `CERTIFICATE` blocks, the leaf first, and no other block (explanatory text between
+///   blocks is dropped); every one an X.509 certificate whose key the proxies load at their
+///   security level (RSA 2048 to 8192 bits, ECDSA P-256/P-384/P-521, Ed25519) and, unless
+///   self-signed, signed with SHA-224 or stronger (never MD5 or SHA-1);
+/// - `tls.key`: at most [`MAX_KEY_BYTES`], exactly one unencrypted PEM private key
+///   (PKCS#8, PKCS#1 RSA or SEC1 EC), consistent, whose public key is the leaf's.
+///
+/// What the nodes get is re-encoded from the decoded blocks (canonical PEM), so nothing of
+/// the Secret but the certificates and the key reaches a proxy.
 pub fn inspect(secret: &Secret) -> Result<NodeCert, CertError> {
     let type_ = secret.type_.as_deref().unwrap_or("Opaque");
     if type_ != TLS_SECRET_TYPE {
@@ -99,32 +122,69 @@ pub fn inspect(secret: &Secret) -> Result<NodeCert, CertError> {
             .map_err(|e| CertError::Invalid(format!("name: {e}")))?,
         version: String::new(),
     };
-    let field = |k: &str| -> Result<String, CertError> {
+    let invalid = CertError::Invalid;
+    let field = |k: &str, max: usize| -> Result<&str, CertError> {
         let data = secret
             .data
             .as_ref()
             .and_then(|d| d.get(k))
-            .ok_or_else(|| CertError::Invalid(format!("has no {k}")))?;
-        String::from_utf8(data.0.clone())
-            .map_err(|_| CertError::Invalid(format!("{k} is not PEM text")))
+            .ok_or_else(|| invalid(format!("has no {k}")))?;
+        if data.0.len() > max {
+            return Err(invalid(format!(
+                "{k} is {} bytes, more than the {max} k8slb reads",
+                data.0.len()
+            )));
+        }
+        std::str::from_utf8(&data.0).map_err(|_| invalid(format!("{k} is not PEM text")))
     };
-    let chain_pem = field("tls.crt")?;
-    let key_pem = field("tls.key")?;
-    let certs = pem_labels(&chain_pem);
-    if certs.is_empty() || certs.iter().any(|l| l != "CERTIFICATE") {
-        return Err(CertError::Invalid(
-            "tls.crt must hold PEM CERTIFICATE blocks only".into(),
+    let chain_text = field("tls.crt", MAX_CHAIN_BYTES)?;
+    let key_text = field("tls.key", MAX_KEY_BYTES)?;
+
+    let blocks =
+        pem::blocks(chain_text, MAX_CHAIN_CERTS).map_err(|e| invalid(format!("tls.crt: {e}")))?;
+    if blocks.is_empty() {
+        return Err(invalid("tls.crt holds no PEM CERTIFICATE block".into()));
+    }
+    let mut chain_pem = String::new();
+    let mut leaf_key = None;
+    for (i, b) in blocks.iter().enumerate() {
+        let which = || match i {
+            0 => "the leaf certificate (block 1 of tls.crt)".to_string(),
+            _ => format!("certificate {} of tls.crt", i + 1),
+        };
+        if b.label != "CERTIFICATE" {
+            // A key's label is not repeated: "PRIVATE KEY" in an Event reads like a leak.
+            let what = if b.label.contains("PRIVATE KEY") {
+                "private key"
+            } else {
+                &b.label
+            };
+            return Err(invalid(format!(
+                "block {} of tls.crt is a {what}, not a CERTIFICATE",
+                i + 1
+            )));
+        }
+        let key = openssl::certificate(&b.der, i == 0)
+            .map_err(|e| invalid(format!("{} {e}", which())))?;
+        leaf_key.get_or_insert(key);
+        chain_pem.push_str(&pem::encode("CERTIFICATE", &b.der));
+    }
+
+    let keys = pem::blocks(key_text, 1).map_err(|e| {
+        invalid(format!(
+            "tls.key: {e} (it must hold exactly one PEM private key)"
+        ))
+    })?;
+    let [key] = keys.as_slice() else {
+        return Err(invalid("tls.key holds no PEM private key".into()));
+    };
+    let derived = openssl::private_key(&key.label, &key.der).map_err(invalid)?;
+    if leaf_key.as_ref() != Some(&derived) {
+        return Err(invalid(
+            "the key in tls.key does not match the leaf certificate (the first of tls.crt)".into(),
         ));
     }
-    let keys = pem_labels(&key_pem);
-    let key_ok = keys.len() == 1
-        && ["PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY"].contains(&keys[0].as_str());
-    if !key_ok {
-        return Err(CertError::Invalid(
-            "tls.key must hold exactly one PEM private key".into(),
-        ));
-    }
-    keys_match(&chain_pem, &key_pem)?;
+    let key_pem = pem::encode(&key.label, &key.der);
     if let CertFile::Secret { version, .. } = &mut file {
         *version = chain_version(&chain_pem);
     }
@@ -133,49 +193,6 @@ pub fn inspect(secret: &Secret) -> Result<NodeCert, CertError> {
         chain_pem,
         key_pem,
     })
-}
-
-/// That the first certificate of `chain_pem` parses as X.509 and carries the public key
-/// of `key_pem` (rustls' `CertifiedKey::keys_match`, over the ring provider: RSA, ECDSA
-/// P-256 and P-384, Ed25519). An EC P-521 key, which HAProxy and nginx serve but ring
-/// cannot load, is accepted unchecked (the proxy's own check is then the only one); any
-/// other key ring cannot load is refused. Messages never quote key material.
-fn keys_match(chain_pem: &str, key_pem: &str) -> Result<(), CertError> {
-    use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(chain_pem.as_bytes())
-        .collect::<Result<_, _>>()
-        .map_err(|_| CertError::Invalid("tls.crt is not valid PEM".into()))?;
-    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
-        .map_err(|_| CertError::Invalid("tls.key is not a valid PEM private key".into()))?;
-    let signing = match rustls::crypto::ring::sign::any_supported_type(&key) {
-        Ok(k) => k,
-        Err(_) if is_p521(key.secret_der()) => return Ok(()),
-        Err(_) => {
-            return Err(CertError::Invalid(
-                "tls.key is not an RSA, ECDSA (P-256, P-384, P-521) or Ed25519 private key".into(),
-            ))
-        }
-    };
-    let certified = rustls::sign::CertifiedKey::new(chain, signing);
-    match certified.keys_match() {
-        Ok(()) => Ok(()),
-        Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) => {
-            Err(CertError::Invalid(
-                "the key in tls.key does not match the certificate in tls.crt".into(),
-            ))
-        }
-        Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => Ok(()),
-        Err(_) => Err(CertError::Invalid(
-            "the first certificate of tls.crt does not parse as X.509".into(),
-        )),
-    }
-}
-
-/// Whether a private key's DER names the curve secp521r1 (OID 1.3.132.0.35).
-fn is_p521(der: &[u8]) -> bool {
-    const OID: [u8; 7] = [0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x23];
-    der.windows(OID.len()).any(|w| w == OID)
 }
 
 /// The version of a certificate chain: 16 hex digits of FNV-1a 64 over its PEM text. A
@@ -187,18 +204,6 @@ pub fn chain_version(chain_pem: &str) -> String {
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
     format!("{h:016x}")
-}
-
-/// The labels of the PEM blocks of `text` (`-----BEGIN <label>-----`).
-fn pem_labels(text: &str) -> Vec<String> {
-    text.lines()
-        .filter_map(|l| {
-            l.trim()
-                .strip_prefix("-----BEGIN ")
-                .and_then(|r| r.strip_suffix("-----"))
-        })
-        .map(str::to_string)
-        .collect()
 }
 
 /// The Secret certificates the state's HTTPS listeners name.
@@ -452,60 +457,288 @@ mod tests {
         }
     }
 
-    /// (certificate, key, accepted?) with real keys: matching pairs of every key form are
-    /// accepted, a swapped key or garbage is refused, and no message quotes the key.
+    /// The fixtures' PEM `f` with its base64 body replaced by the base64 of `der`.
+    fn pem_of(label: &str, der: &[u8]) -> String {
+        super::pem::encode(label, der)
+    }
+
+    /// The first PEM block's DER of fixture `f`.
+    fn der_of(f: &str) -> Vec<u8> {
+        super::pem::blocks(&fixture(f), 8).unwrap().remove(0).der
+    }
+
+    /// One row per class: what OpenSSL (under HAProxy 2.6 and nginx, security level 2)
+    /// refuses, what k8slb refuses beyond it, and what both load. `actor/tests/
+    /// cert_acceptance.rs` shows each class against the real `haproxy -c` and `nginx -t`.
+    /// No message quotes the key, and every message is short.
     #[test]
-    fn the_key_must_match_the_certificate() {
-        let garbage_cert = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
-        let garbage_key = "-----BEGIN PRIVATE KEY-----\nBBBB\n-----END PRIVATE KEY-----\n";
-        let cases: Vec<(String, String, Result<(), &str>)> = vec![
-            (fixture("ec.crt"), fixture("ec.key"), Ok(())),
-            (fixture("ec.crt"), fixture("ec-sec1.key"), Ok(())),
-            (fixture("rsa.crt"), fixture("rsa.key"), Ok(())),
-            (fixture("rsa.crt"), fixture("rsa-pkcs1.key"), Ok(())),
-            // A chain: the leaf first (the key is the leaf's).
+    fn a_secret_is_accepted_only_if_both_proxies_load_it() {
+        let f = fixture;
+        // A P-521 point's OID bytes (secp521r1) inside a block that is no key at all.
+        let p521_oid_junk = pem_of(
+            "PRIVATE KEY",
+            &[
+                0x30, 0x09, 0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x23, 0x05, 0x00,
+            ],
+        );
+        let junk_cert = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        let mut leaf_der_plus = der_of("leaf.crt");
+        leaf_der_plus.extend_from_slice(b"XYZW");
+        let mut rsa_der_plus = der_of("rsa.key");
+        rsa_der_plus.push(0);
+        let chain = f("leaf.crt") + &f("int.crt");
+        type Case = (&'static str, String, String, Result<(), &'static str>);
+        let cases: Vec<Case> = vec![
+            // Both proxies load these.
+            ("RSA 2048, PKCS#8", f("rsa.crt"), f("rsa.key"), Ok(())),
+            ("RSA 2048, PKCS#1", f("rsa.crt"), f("rsa-pkcs1.key"), Ok(())),
+            ("P-256, PKCS#8", f("ec.crt"), f("ec.key"), Ok(())),
+            ("P-256, SEC1", f("ec.crt"), f("ec-sec1.key"), Ok(())),
+            ("P-384", f("p384.crt"), f("p384.key"), Ok(())),
+            ("P-521", f("p521.crt"), f("p521.key"), Ok(())),
+            ("Ed25519", f("ed25519.crt"), f("ed25519.key"), Ok(())),
+            ("leaf + intermediate", chain.clone(), f("leaf.key"), Ok(())),
             (
-                fixture("ec.crt") + &fixture("other-ec.crt"),
-                fixture("ec.key"),
+                "leaf + intermediate + root",
+                chain.clone() + &f("ca.crt"),
+                f("leaf.key"),
                 Ok(()),
             ),
-            // P-521: ring cannot compare it; the proxies serve it.
-            (fixture("p521.crt"), fixture("p521.key"), Ok(())),
             (
-                fixture("ec.crt"),
-                fixture("other-ec.key"),
+                "text around the blocks",
+                format!("subject=CN = x\n{}\nissuer=...\n{}", f("leaf.crt"), f("int.crt")),
+                f("leaf.key"),
+                Ok(()),
+            ),
+            (
+                "self-signed with SHA-1 (its own signature is not checked)",
+                f("sha1-self.crt"),
+                f("ec.key"),
+                Ok(()),
+            ),
+            // The proxies refuse these.
+            (
+                "a junk CERTIFICATE block after a valid one",
+                f("ec.crt") + junk_cert,
+                f("ec.key"),
+                Err("certificate 2 of tls.crt does not decode as X.509"),
+            ),
+            (
+                "a junk leaf",
+                junk_cert.to_string(),
+                f("ec.key"),
+                Err("leaf certificate (block 1 of tls.crt) does not decode"),
+            ),
+            (
+                "bytes after the leaf's DER",
+                pem_of("CERTIFICATE", &leaf_der_plus),
+                f("leaf.key"),
+                Err("has bytes after its X.509 structure"),
+            ),
+            (
+                "a leaf signed with SHA-1",
+                f("sha1-leaf.crt"),
+                f("leaf.key"),
+                Err("is signed with SHA-1, which the proxies refuse on a leaf"),
+            ),
+            (
+                "a leaf signed with MD5",
+                f("md5-leaf.crt"),
+                f("leaf.key"),
+                Err("is signed with MD5"),
+            ),
+            (
+                "a 1024-bit RSA intermediate",
+                f("weak-int-leaf.crt") + &f("weak-int.crt"),
+                f("leaf.key"),
+                Err("certificate 2 of tls.crt has an RSA key of 1024 bits, which the proxies refuse"),
+            ),
+            (
+                "an intermediate signed with SHA-1",
+                f("sha1-int-leaf.crt") + &f("sha1-int.crt"),
+                f("leaf.key"),
+                Err("certificate 2 of tls.crt is signed with SHA-1, which the proxies refuse on a CA"),
+            ),
+            (
+                "a 1024-bit RSA leaf",
+                f("rsa1024.crt"),
+                f("rsa1024.key"),
+                Err("RSA key of 1024 bits, which the proxies refuse"),
+            ),
+            (
+                "a P-192 leaf",
+                f("p192.crt"),
+                f("p192.key"),
+                Err("P-192, which the proxies refuse"),
+            ),
+            (
+                "junk PRIVATE KEY holding the P-521 OID",
+                f("p521.crt"),
+                p521_oid_junk,
+                Err("tls.key is not a valid PKCS#8 private key"),
+            ),
+            (
+                "a real P-521 key of another certificate",
+                f("p521.crt"),
+                f("other-p521.key"),
+                Err("does not match the leaf certificate"),
+            ),
+            (
+                "another P-256 key",
+                f("ec.crt"),
+                f("other-ec.key"),
                 Err("does not match"),
             ),
-            (fixture("rsa.crt"), fixture("ec.key"), Err("does not match")),
+            ("an EC key for an RSA certificate", f("rsa.crt"), f("ec.key"), Err("does not match")),
             (
-                fixture("other-ec.crt") + &fixture("ec.crt"),
-                fixture("ec.key"),
-                Err("does not match"),
+                "the chain in the wrong order",
+                f("int.crt") + &f("leaf.crt"),
+                f("leaf.key"),
+                Err("does not match the leaf certificate"),
             ),
             (
-                garbage_cert.to_string(),
-                fixture("ec.key"),
-                Err("does not parse as X.509"),
+                "an encrypted key",
+                f("ec.crt"),
+                "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n".into(),
+                Err("tls.key is encrypted"),
+            ),
+            // k8slb refuses these, which the proxies load.
+            (
+                "an Ed448 key",
+                f("ed448.crt"),
+                f("ed448.key"),
+                Err("has an Ed448 key; k8slb serves RSA (2048 to 8192 bits), ECDSA (P-256, P-384, P-521) and Ed25519 keys"),
             ),
             (
-                fixture("ec.crt"),
-                garbage_key.to_string(),
-                Err("is not an RSA, ECDSA"),
+                "a secp256k1 key",
+                f("k256.crt"),
+                f("k256.key"),
+                Err("on the curve secp256k1; k8slb serves"),
+            ),
+            (
+                "a private key in tls.crt",
+                f("ec.crt") + &f("ec.key"),
+                f("ec.key"),
+                Err("block 2 of tls.crt is a private key, not a CERTIFICATE"),
+            ),
+            (
+                "two keys",
+                f("ec.crt"),
+                f("ec.key") + &f("ec.key"),
+                Err("more than 1 PEM blocks"),
+            ),
+            (
+                "bytes after the key's DER",
+                f("rsa.crt"),
+                pem_of("PRIVATE KEY", &rsa_der_plus),
+                Err("tls.key is not a valid PKCS#8 private key"),
+            ),
+            (
+                "more certificates than the cap",
+                f("ec.crt").repeat(MAX_CHAIN_CERTS + 1),
+                f("ec.key"),
+                Err("more than 8 PEM blocks"),
+            ),
+            (
+                "more bytes than the cap",
+                f("ec.crt") + &"x".repeat(MAX_CHAIN_BYTES),
+                f("ec.key"),
+                Err("more than the 65536 k8slb reads"),
+            ),
+            ("no certificate", "text".into(), f("ec.key"), Err("holds no PEM CERTIFICATE")),
+            ("no key", f("ec.crt"), "".into(), Err("holds no PEM private key")),
+            (
+                "a certificate where the key should be",
+                f("ec.crt"),
+                f("ec.crt"),
+                Err("tls.key holds a PEM block that is not an unencrypted private key"),
             ),
         ];
-        for (i, (crt, key, want)) in cases.iter().enumerate() {
+        for (what, crt, key, want) in &cases {
             let got = inspect(&tls_secret(crt, key));
             match (want, &got) {
-                (Ok(()), Ok(c)) => assert_eq!(c.chain_pem, *crt, "case {i}"),
+                (Ok(()), Ok(c)) => {
+                    // What the nodes get is the canonical PEM of the same blocks.
+                    let blocks = |t: &str| super::pem::blocks(t, 8).unwrap();
+                    assert_eq!(blocks(&c.chain_pem), blocks(crt), "{what}");
+                    assert_eq!(blocks(&c.key_pem), blocks(key), "{what}");
+                    assert!(!c.chain_pem.contains("subject="), "{what}");
+                }
                 (Err(part), Err(e)) => {
                     let msg = e.to_string();
-                    assert!(msg.contains(part), "case {i}: {msg}");
-                    let body = key.lines().nth(1).unwrap_or_default();
-                    assert!(!msg.contains(body), "case {i} quotes the key: {msg}");
+                    assert!(msg.contains(part), "{what}: {msg}");
+                    assert!(msg.len() < 300, "{what}: {} bytes: {msg}", msg.len());
+                    assert!(
+                        !msg.contains("PRIVATE KEY"),
+                        "{what}: reads like a leak: {msg}"
+                    );
+                    for line in key.lines().filter(|l| !l.starts_with("-----")) {
+                        assert!(!msg.contains(line), "{what} quotes the key: {msg}");
+                    }
                 }
-                _ => panic!("case {i}: want {want:?}, got {got:?}"),
+                _ => panic!("{what}: want {want:?}, got {got:?}"),
             }
         }
+    }
+
+    /// OpenSSL compares only the public half of a key with the certificate; k8slb also
+    /// checks that the private half is the public half's, so a key that "matches" also
+    /// signs: an RSA key with the certificate's n and e but another d, an EC key with the
+    /// certificate's public point but another scalar, are refused.
+    #[test]
+    fn a_key_that_only_claims_the_certificates_public_key_is_refused() {
+        use pkcs1::der::{Decode, Encode};
+        let rsa = der_of("rsa-pkcs1.key");
+        let mut k = pkcs1::RsaPrivateKeyRef::from_der(&rsa).unwrap();
+        let other = der_of("rsa1024.key");
+        let other_info = pkcs8::PrivateKeyInfoRef::from_der(&other).unwrap();
+        let o = pkcs1::RsaPrivateKeyRef::from_der(other_info.private_key.as_bytes()).unwrap();
+        k.private_exponent = o.private_exponent;
+        let forged = pem_of("RSA PRIVATE KEY", &k.to_der().unwrap());
+        let e = inspect(&tls_secret(&fixture("rsa.crt"), &forged)).unwrap_err();
+        assert_eq!(e.to_string(), "tls.key is not a consistent RSA private key");
+
+        let mine = der_of("ec-sec1.key");
+        let theirs = der_of("other-ec.key");
+        let theirs = pkcs8::PrivateKeyInfoRef::from_der(&theirs).unwrap();
+        let theirs = sec1::EcPrivateKey::from_der(theirs.private_key.as_bytes()).unwrap();
+        let mut k = sec1::EcPrivateKey::from_der(&mine).unwrap();
+        k.private_key = theirs.private_key;
+        let forged = pem_of("EC PRIVATE KEY", &k.to_der().unwrap());
+        let e = inspect(&tls_secret(&fixture("ec.crt"), &forged)).unwrap_err();
+        assert!(
+            e.to_string().contains("its public point is not its own"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_secret_of_another_type_is_refused_whatever_it_holds() {
+        let mut s = tls_secret(&fixture("ec.crt"), &fixture("ec.key"));
+        s.type_ = Some("Opaque".into());
+        assert_eq!(inspect(&s), Err(CertError::WrongType("Opaque".into())));
+        s.type_ = None;
+        assert_eq!(inspect(&s), Err(CertError::WrongType("Opaque".into())));
+        s.type_ = Some("x".repeat(1000));
+        let Err(CertError::WrongType(t)) = inspect(&s) else {
+            panic!("accepted")
+        };
+        assert_eq!(t.len(), 64, "bounded");
+    }
+
+    /// The canonical chain is what the version is taken of: text around the blocks, CRLF
+    /// line ends or another line width do not make a new version.
+    #[test]
+    fn the_version_is_the_canonical_chains() {
+        let (crt, key) = (
+            fixture("leaf.crt") + &fixture("int.crt"),
+            fixture("leaf.key"),
+        );
+        let a = inspect(&tls_secret(&crt, &key)).unwrap();
+        let noisy = format!("# bundle\r\n{}", crt.replace('\n', "\r\n"));
+        let b = inspect(&tls_secret(&noisy, &key)).unwrap();
+        assert_eq!(a.file, b.file);
+        assert_eq!(a.chain_pem, crt, "openssl's output is already canonical");
     }
 
     #[test]
