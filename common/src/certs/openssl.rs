@@ -342,12 +342,12 @@ pub(super) fn private_key(label: &str, der: &[u8]) -> Result<PublicKey, String> 
         "EC PRIVATE KEY" => {
             use sec1::der::Decode;
             let k = sec1::EcPrivateKey::from_der(der)
-                .map_err(|_| "tls.key is not a valid EC private key".to_string())?;
+                .map_err(|_| "tls.key is not a valid EC private key on a named curve".to_string())?;
             let curve = match k.parameters {
                 Some(sec1::EcParameters::NamedCurve(o)) => Some(o.to_string()),
                 None => None,
             };
-            ec_private(key_kind(oid::EC, curve.as_deref())?, der, true)
+            ec_private(key_kind(oid::EC, curve.as_deref())?, der)
         }
         "PRIVATE KEY" => {
             use pkcs8::der::Decode;
@@ -367,7 +367,7 @@ pub(super) fn private_key(label: &str, der: &[u8]) -> Result<PublicKey, String> 
                     use ring::signature::KeyPair;
                     Ok(PublicKey::Ed25519(k.public_key().as_ref().to_vec()))
                 }
-                kind => ec_private(kind, der, false),
+                kind => ec_private(kind, info.private_key.as_bytes()),
             }
         }
         "ENCRYPTED PRIVATE KEY" => {
@@ -378,26 +378,34 @@ pub(super) fn private_key(label: &str, der: &[u8]) -> Result<PublicKey, String> 
     }
 }
 
-/// An EC private key (SEC1 or PKCS#8) of `kind`: its public point, derived from the
-/// scalar (an embedded public point must be the same: elliptic-curve checks it).
-fn ec_private(kind: KeyKind, der: &[u8], sec1: bool) -> Result<PublicKey, String> {
-    use p256::pkcs8::DecodePrivateKey;
+/// An EC private key of `kind` (SEC1 `ECPrivateKey` DER, alone or inside PKCS#8): the
+/// public point derived from its scalar; an embedded public point (in any form) must be
+/// that one, and embedded curve parameters `kind`'s.
+fn ec_private(kind: KeyKind, sec1_der: &[u8]) -> Result<PublicKey, String> {
+    use sec1::der::Decode;
+    let k = sec1::EcPrivateKey::from_der(sec1_der)
+        .map_err(|_| "tls.key is not a valid EC private key on a named curve".to_string())?;
+    if let Some(sec1::EcParameters::NamedCurve(o)) = k.parameters {
+        if key_kind(oid::EC, Some(&o.to_string())) != Ok(kind) {
+            return Err("tls.key names two different curves".into());
+        }
+    }
     macro_rules! derive {
         ($curve:ident, $variant:ident, $name:literal) => {{
-            let k = if sec1 {
-                $curve::SecretKey::from_sec1_der(der).map_err(|_| ())
-            } else {
-                $curve::SecretKey::from_pkcs8_der(der).map_err(|_| ())
-            };
-            k.map(|k| PublicKey::$variant(k.public_key()))
-                .map_err(|()| {
-                    concat!(
+            let public = $curve::SecretKey::from_slice(k.private_key)
+                .map_err(|_| concat!("tls.key is not a valid ", $name, " private key").to_string())?
+                .public_key();
+            if let Some(embedded) = k.public_key {
+                if $curve::PublicKey::from_sec1_bytes(embedded).ok() != Some(public) {
+                    return Err(concat!(
                         "tls.key is not a valid ",
                         $name,
-                        " private key (or its public point is not its own)"
+                        " private key (its public point is not its own)"
                     )
-                    .to_string()
-                })
+                    .into());
+                }
+            }
+            Ok(PublicKey::$variant(public))
         }};
     }
     match kind {
