@@ -69,6 +69,7 @@ fn read(objs: &mut Objects, file: &Path) {
                 type_: v["type"].as_str().unwrap().into(),
                 valid: true,
                 version: String::new(),
+                refusal: String::new(),
             }),
             other => panic!("{file:?}: unexpected kind {other:?}"),
         }

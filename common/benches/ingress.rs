@@ -78,6 +78,7 @@ fn world(n: usize, services: usize) -> World {
                 type_: "kubernetes.io/tls".into(),
                 valid: true,
                 version: String::new(),
+                refusal: String::new(),
             });
         }
         w.ingresses.push(

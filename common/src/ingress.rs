@@ -103,6 +103,9 @@ pub struct SecretMeta {
     pub valid: bool,
     /// The certificate chain's version ([`crate::certs::chain_version`]) when valid.
     pub version: String,
+    /// Why [`crate::certs::inspect`] refused it, for the problem's message (bounded, never
+    /// key material); empty when valid.
+    pub refusal: String,
 }
 
 /// The objects the translation reads.
@@ -165,6 +168,11 @@ impl SecretMeta {
             name: secret.metadata.name.clone().unwrap_or_default(),
             type_: secret.type_.clone().unwrap_or_else(|| "Opaque".into()),
             valid: inspected.is_ok(),
+            refusal: inspected
+                .as_ref()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default(),
             version: inspected
                 .map(|c| c.file.version().to_string())
                 .unwrap_or_default(),
@@ -1125,7 +1133,10 @@ fn tls_entries(ing: &Ingress, idx: &Index<'_>, problems: &mut BTreeSet<Problem>)
                 problems.insert(problem(
                     ing,
                     reason::SECRET_INVALID,
-                    format!("Secret {namespace}/{name} does not hold a usable certificate and matching key; its hosts get no certificate"),
+                    format!(
+                        "Secret {namespace}/{name} does not hold a certificate and key both proxies load: {}; its hosts get no certificate",
+                        s.refusal
+                    ),
                 ));
                 continue;
             }

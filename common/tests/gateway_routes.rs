@@ -440,6 +440,7 @@ spec:
         type_: "kubernetes.io/tls".into(),
         valid: true,
         version: "0123456789abcdef".into(),
+        refusal: String::new(),
     };
     let out = run(&objects(&[CLASS, gw]), &[secret("infra"), secret("certs")]);
     let st = &out.gateways[&"infra/gw".parse().unwrap()];
@@ -541,6 +542,7 @@ spec:
         type_: "kubernetes.io/tls".into(),
         valid: true,
         version: "0123456789abcdef".into(),
+        refusal: String::new(),
     };
     let out = run(
         &objects(&[CLASS, gw]),
@@ -1138,6 +1140,7 @@ spec:
         type_: "kubernetes.io/tls".into(),
         valid: true,
         version: "0123456789abcdef".into(),
+        refusal: String::new(),
     };
     let check = |out: &GatewayOutput, served: &[&str], refused: &[&str]| {
         let st = &out.gateways[&"infra/gw".parse().unwrap()];

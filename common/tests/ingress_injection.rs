@@ -55,6 +55,7 @@ fn hostile_hosts_paths_and_names_never_reach_the_model() {
             type_: "kubernetes.io/tls".into(),
             valid: true,
             version: String::new(),
+            refusal: String::new(),
         }];
         let services = vec![svc.clone()];
         let input = IngressInput {

@@ -123,6 +123,7 @@ impl World {
             type_: type_.into(),
             valid,
             version: String::new(),
+            refusal: String::new(),
         };
         World {
             ingresses: ingresses

@@ -566,3 +566,82 @@ spec:
         .iter()
         .all(|c| !c.message.chars().any(char::is_control)));
 }
+
+fn cert_fixture(name: &str) -> String {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/certs")
+        .join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn tls_secret(name: &str, type_: &str, crt: &str, key: &str) -> k8s_openapi::api::core::v1::Secret {
+    use base64::Engine;
+    let b = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret", "type": type_,
+        "metadata": { "name": name, "namespace": "infra" },
+        "data": { "tls.crt": b(crt), "tls.key": b(key) }
+    }))
+    .unwrap()
+}
+
+/// A Gateway's certificateRefs get the same check as an Ingress's Secrets (type, then what
+/// both proxies load, certs::inspect): a Secret of another type and one the proxies would
+/// refuse (a 1024-bit RSA intermediate, the issue 20 case) make their listener
+/// InvalidCertificateRef with a problem (an Event) saying why; the Gateway's other HTTPS
+/// listener is served with its certificate.
+#[test]
+fn a_certificate_ref_the_proxies_would_refuse_costs_only_its_listener() {
+    let c = cfg(POOLS);
+    let gw = gateway(
+        "gw",
+        80,
+        5,
+        r#"  - { name: good, port: 443, protocol: HTTPS, hostname: a.example.com, tls: { certificateRefs: [{ name: good }] } }
+  - { name: weak, port: 443, protocol: HTTPS, hostname: b.example.com, tls: { certificateRefs: [{ name: weak }] } }
+  - { name: opaque, port: 443, protocol: HTTPS, hostname: c.example.com, tls: { certificateRefs: [{ name: opaque }] } }"#,
+    );
+    let mut o = objects(vec![], &[CLASS, &gw, &route("web", "gw", "app")]);
+    let f = cert_fixture;
+    o.secrets = vec![
+        tls_secret(
+            "good",
+            "kubernetes.io/tls",
+            &(f("leaf.crt") + &f("int.crt")),
+            &f("leaf.key"),
+        ),
+        tls_secret(
+            "weak",
+            "kubernetes.io/tls",
+            &(f("weak-int-leaf.crt") + &f("weak-int.crt")),
+            &f("leaf.key"),
+        ),
+        tls_secret("opaque", "Opaque", &f("ec.crt"), &f("ec.key")),
+    ];
+    let s = run(&c, &o, None);
+    let p = problems_on(&s, "Gateway infra/gw");
+    assert!(
+        p.iter().any(|(r, m)| r == "InvalidCertificateRef"
+            && m.contains("infra/weak")
+            && m.contains("RSA key of 1024 bits")),
+        "{p:?}"
+    );
+    assert!(
+        p.iter().any(|(r, m)| r == "InvalidCertificateRef"
+            && m.contains("infra/opaque")
+            && m.contains("of type \"Opaque\"")),
+        "{p:?}"
+    );
+    let served: Vec<(String, String)> = s
+        .http
+        .listeners
+        .iter()
+        .flat_map(|l| l.tls.iter().flat_map(|t| &t.certificates))
+        .flat_map(|c| c.hosts.iter().map(|h| (h.to_string(), c.file.stem())))
+        .collect();
+    assert_eq!(
+        served,
+        [("a.example.com".to_string(), "infra_good".to_string())]
+    );
+    assert!(!s.to_json().contains("BEGIN"));
+}

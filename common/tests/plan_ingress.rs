@@ -354,6 +354,86 @@ fn a_secret_that_is_not_a_certificate_is_a_problem_and_serves_no_https() {
     );
 }
 
+fn cert_fixture(name: &str) -> String {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/certs")
+        .join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// The Secret names each host's certificate comes from, on every listener of `s`.
+fn certificates(s: &State) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for l in &s.http.listeners {
+        for c in l.tls.iter().flat_map(|t| &t.certificates) {
+            for h in &c.hosts {
+                out.push((h.to_string(), c.file.stem()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A Secret the proxies would refuse (a leaf signed with SHA-1, the issue 20 case) or of
+/// another type costs its own hosts their certificate, with a problem (an Event) on the
+/// Ingress that names it and says why; the Ingress's other hosts, and other Ingresses,
+/// keep theirs.
+#[test]
+fn a_secret_the_proxies_would_refuse_costs_only_its_own_hosts_their_certificate() {
+    let c = cfg(ONE_POOL);
+    let mut o = with_ingresses(
+        vec![],
+        vec![
+            ing("default", "a")
+                .rule("a.example", "/", "app", 80)
+                .rule("b.example", "/", "app", 80)
+                .rule("c.example", "/", "app", 80)
+                .tls("good", &["a.example"])
+                .tls("sha1", &["b.example"])
+                .tls("opaque", &["c.example"])
+                .created(1),
+            ing("default", "other")
+                .rule("d.example", "/", "app", 80)
+                .tls("p521", &["d.example"])
+                .created(2),
+        ],
+    );
+    let f = cert_fixture;
+    let mut opaque = tls_secret("opaque", &f("ec.crt"), &f("ec.key"));
+    opaque.type_ = Some("Opaque".into());
+    o.secrets = vec![
+        tls_secret("good", &(f("leaf.crt") + &f("int.crt")), &f("leaf.key")),
+        tls_secret("sha1", &f("sha1-leaf.crt"), &f("leaf.key")),
+        opaque,
+        tls_secret("p521", &f("p521.crt"), &f("p521.key")),
+    ];
+    let s = run(&c, &o, None);
+    let p = ingress_problems(&s, "default/a");
+    assert!(
+        p.iter().any(|(r, m)| r == "SecretInvalid"
+            && m.contains("default/sha1")
+            && m.contains("signed with SHA-1")),
+        "{p:?}"
+    );
+    assert!(
+        p.iter().any(|(r, m)| r == "SecretWrongType"
+            && m.contains("default/opaque")
+            && m.contains("\"Opaque\"")),
+        "{p:?}"
+    );
+    assert!(ingress_problems(&s, "default/other").is_empty());
+    assert_eq!(
+        certificates(&s),
+        [
+            ("a.example".to_string(), "default_good".to_string()),
+            ("d.example".to_string(), "default_p521".to_string()),
+        ]
+    );
+    let json = s.to_json();
+    assert!(!json.contains("PRIVATE KEY") && !json.contains("BEGIN"));
+}
+
 fn owners_of(s: &State, ips: &[String]) -> Vec<String> {
     ips.iter()
         .map(|ip| {

@@ -1171,12 +1171,25 @@ fn tls_of(
                 format!("Secret {ns}/{} does not exist", c.name),
             ));
         };
+        // The same check as an Ingress's (certs::inspect, through SecretMeta): the type,
+        // then what both proxies load.
+        if s.type_ != crate::certs::TLS_SECRET_TYPE {
+            return Err((
+                "InvalidCertificateRef",
+                format!(
+                    "Secret {ns}/{} is of type {:?}, not {}",
+                    c.name,
+                    s.type_.chars().take(64).collect::<String>(),
+                    crate::certs::TLS_SECRET_TYPE
+                ),
+            ));
+        }
         if !s.valid {
             return Err((
                 "InvalidCertificateRef",
                 format!(
-                    "Secret {ns}/{} is not a valid kubernetes.io/tls certificate",
-                    c.name
+                    "Secret {ns}/{} does not hold a certificate and key both proxies load: {}",
+                    c.name, s.refusal
                 ),
             ));
         }
