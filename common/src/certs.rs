@@ -9,8 +9,9 @@
 //!   file's stem, of type `kubernetes.io/tls` (so the API server itself checks that it has
 //!   `tls.crt` and `tls.key`), labelled [`NODE_CERT_LABEL`]`: "true"` and annotated
 //!   [`NODE_CERT_STEM_ANNOTATION`]`: <stem>`; `tls.crt` is the chain (leaf first), `tls.key`
-//!   the private key, both PEM, copied from the user's Secret after [`inspect`] accepted
-//!   them. It deletes the ones no longer used. Actors list/watch only Secrets with that
+//!   the private key, both canonical PEM re-encoded by [`inspect`] from the user's Secret
+//!   once it accepted them (so only the decoded blocks reach a node, never the text around
+//!   them). It deletes the ones no longer used. Actors list/watch only Secrets with that
 //!   label in that namespace (RBAC: a Role in the watcher's namespace, nothing
 //!   cluster-wide).
 //! - **Files mode.** The same content as files `<dir>/<stem>.pem` (chain, then key),

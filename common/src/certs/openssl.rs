@@ -178,9 +178,7 @@ fn rsa_size(n: &BigUint) -> Result<(), String> {
     let bits = n.bits();
     if bits < 1968 {
         Err(format!("an RSA key of {bits} bits, which the proxies refuse (OpenSSL security level 2 needs about 2048)"))
-    } else if bits < RSA_MIN_BITS {
-        Err(format!("an RSA key of {bits} bits; {SERVED}"))
-    } else if bits > RSA_MAX_BITS {
+    } else if !(RSA_MIN_BITS..=RSA_MAX_BITS).contains(&bits) {
         Err(format!("an RSA key of {bits} bits; {SERVED}"))
     } else {
         Ok(())
@@ -343,10 +341,9 @@ pub(super) fn private_key(label: &str, der: &[u8]) -> Result<PublicKey, String> 
             use sec1::der::Decode;
             let k = sec1::EcPrivateKey::from_der(der)
                 .map_err(|_| "tls.key is not a valid EC private key on a named curve".to_string())?;
-            let curve = match k.parameters {
-                Some(sec1::EcParameters::NamedCurve(o)) => Some(o.to_string()),
-                None => None,
-            };
+            let curve = k
+                .parameters
+                .map(|sec1::EcParameters::NamedCurve(o)| o.to_string());
             ec_private(key_kind(oid::EC, curve.as_deref())?, der)
         }
         "PRIVATE KEY" => {

@@ -174,7 +174,7 @@ mod tests {
                 "not base64",
             ),
             (
-                format!("-----BEGIN CERTIFICATE-----\nQUJDRA\n-----END CERTIFICATE-----\n"),
+                "-----BEGIN CERTIFICATE-----\nQUJDRA\n-----END CERTIFICATE-----\n".to_string(),
                 "not base64",
             ),
             (
