@@ -1,9 +1,12 @@
 //! What one TLS Secret costs the watcher: `certs::inspect` on each key type of the test
 //! fixtures (parse every certificate, check the key, derive its public key). The watcher
-//! inspects every referenced Secret in each plan round (the Ingress and the Gateway
-//! translations), so this times the number of TLS Secrets is the per-round cost. Run:
+//! inspects each Secret that a route names once per plan round, so this times the number
+//! of such Secrets is the per-round cost. Run:
 //!
 //!     cargo bench -p k8slb-common --bench certs
+//!
+//! Measured (2 shared cores): RSA 2048 14 us, P-256 52 us, P-384 144 us, P-521 130 us,
+//! Ed25519 21 us, a P-256 leaf + intermediate + RSA root 63 us.
 
 use std::hint::black_box;
 
