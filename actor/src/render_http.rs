@@ -758,10 +758,14 @@ fn nx_location_lines(
                         loc.upstream
                     ));
                 }
+                let on = if loc.returns_on.is_empty() {
+                    &loc.upstream
+                } else {
+                    &loc.returns_on
+                };
                 for (value, r) in &loc.returns {
                     out.push_str(&format!(
-                        "\n      if ({} = {value}) {{ {} }}",
-                        loc.upstream,
+                        "\n      if ({on} = {value}) {{ {} }}",
                         nx_return(r)
                     ));
                 }
@@ -805,8 +809,11 @@ struct NxLocation {
     upstream: String,
     location: String,
     status: u16,
-    /// pick: the values of the picking variable that return (a redirect or a status).
+    /// pick: the values of `returns_on` (else of `upstream`) that return (a redirect or
+    /// a status).
     returns: Vec<(String, NxLocation)>,
+    /// pick: the variable `returns` are values of.
+    returns_on: String,
     /// The filters' lines (after the admin's proxy lines).
     filter_lines: Vec<String>,
     /// Request headers the filters set: the admin's `proxy_set_header` lines for them
@@ -887,6 +894,8 @@ fn nx_pick_filters(
 ) -> (Vec<String>, Vec<String>) {
     let mut lines = Vec::new();
     let mut skip = Vec::new();
+    // Each map has entries only for the rules that change its value (the others take
+    // the default): its size is linear in the filters, not in rules x names.
     let mut names: Vec<&FieldName> = rules
         .iter()
         .flat_map(|(_, f)| f.request_headers.names())
@@ -894,36 +903,29 @@ fn nx_pick_filters(
     names.sort();
     names.dedup();
     for n in names {
-        let entries: Vec<(String, String)> = rules
-            .iter()
-            .map(|(id, f)| {
-                let e = &f.request_headers;
-                let v = if e.remove.contains(n) {
-                    "\"\"".to_string()
-                } else if let Some(h) = e.set.iter().find(|h| &h.name == n) {
-                    format!("\"{}\"", h.value)
-                } else if let Some(h) = e.add.iter().find(|h| &h.name == n) {
-                    splits.added(&h.name, &h.value)
-                } else {
-                    nx_http_var(n)
-                };
-                (id.clone(), v)
-            })
-            .collect();
-        let var = splits.map_on(rid, &entries, &nx_http_var(n));
+        let own = nx_http_var(n);
+        let mut entries: Vec<(String, String)> = Vec::new();
+        for (id, f) in rules {
+            let e = &f.request_headers;
+            let v = if e.remove.contains(n) {
+                "\"\"".to_string()
+            } else if let Some(h) = e.set.iter().find(|h| &h.name == n) {
+                format!("\"{}\"", h.value)
+            } else if let Some(h) = e.add.iter().find(|h| &h.name == n) {
+                splits.added(&h.name, &h.value)
+            } else {
+                continue;
+            };
+            entries.push((id.clone(), v));
+        }
+        let var = splits.map_on(rid, &entries, &own);
         lines.push(format!("proxy_set_header {n} {var};"));
         skip.push(n.to_string());
     }
     if rules.iter().any(|(_, f)| f.rewrite_host.is_some()) {
         let entries: Vec<(String, String)> = rules
             .iter()
-            .map(|(id, f)| {
-                let v = f
-                    .rewrite_host
-                    .as_ref()
-                    .map_or(host_default.to_string(), |h| h.to_string());
-                (id.clone(), v)
-            })
+            .filter_map(|(id, f)| f.rewrite_host.as_ref().map(|h| (id.clone(), h.to_string())))
             .collect();
         let var = splits.map_on(rid, &entries, host_default);
         lines.push(format!("proxy_set_header Host {var};"));
@@ -939,30 +941,21 @@ fn nx_pick_filters(
         let upstream = format!("$upstream_http_{}", n.as_str().replace('-', "_"));
         let keep: Vec<(String, String)> = rules
             .iter()
-            .map(|(id, f)| {
+            .filter(|(_, f)| {
                 let e = &f.response_headers;
-                let gone = e.remove.contains(n) || e.set.iter().any(|h| &h.name == n);
-                (
-                    id.clone(),
-                    if gone {
-                        "\"\"".into()
-                    } else {
-                        upstream.clone()
-                    },
-                )
+                e.remove.contains(n) || e.set.iter().any(|h| &h.name == n)
             })
+            .map(|(id, _)| (id.clone(), "\"\"".to_string()))
             .collect();
         let new: Vec<(String, String)> = rules
             .iter()
-            .map(|(id, f)| {
+            .filter_map(|(id, f)| {
                 let e = &f.response_headers;
-                let v = e
-                    .set
+                e.set
                     .iter()
                     .chain(&e.add)
                     .find(|h| &h.name == n)
-                    .map_or("\"\"".to_string(), |h| format!("\"{}\"", h.value));
-                (id.clone(), v)
+                    .map(|h| (id.clone(), format!("\"{}\"", h.value)))
             })
             .collect();
         let keep = splits.map_on(rid, &keep, &upstream);
@@ -1004,6 +997,8 @@ struct NxSplits {
     listener: Option<(Scheme, u16)>,
     /// Some split has an invalid references' share ([`NX_INVALID_SHARE`]).
     invalid_shares: bool,
+    /// Conditional hosts rendered so far (each names its rule chain after its number).
+    hosts: usize,
 }
 
 /// `value` as a case-sensitive nginx regex source that matches exactly `1<value>`: every
@@ -1157,69 +1152,34 @@ impl NxSplits {
         self.picks.insert(key, var.clone());
         var
     }
+}
 
-    /// The variable that picks, for a request, the value of the first of `conds`
-    /// (condition variable, value) it meets, else `default`.
-    fn pick(&mut self, conds: &[(String, String)], default: &str) -> String {
-        let key = serde_json::to_string(&(conds, default)).expect("picks serialise");
-        if let Some(v) = self.picks.get(&key) {
-            return v.clone();
-        }
-        let var = format!("$k8slb_l{}", self.picks.len());
-        let source: String = conds.iter().map(|(c, _)| c.as_str()).collect();
-        let mut block = format!("map \"{source}\" {var} {{");
-        for (i, (_, value)) in conds.iter().enumerate() {
-            block.push_str(&format!("\n    \"~^{}1\" {value};", "0".repeat(i)));
-        }
-        block.push_str(&format!("\n    default {default};\n  }}"));
-        self.blocks.push(block);
-        self.picks.insert(key, var.clone());
-        var
+/// The path part of a rule's link in a conditional host's chain (see
+/// [`nx_conditional_locations`]): a regex on nginx's normalised `$uri` that matches as
+/// the model does (Exact: the path itself; element-wise Prefix: the path, or below it);
+/// `\z` is the very end (`$` would also match before a final newline, which a decoded
+/// `%0A` can put there).
+fn nx_path_regex(p: &PathMatch) -> String {
+    match p {
+        PathMatch::Exact(p) => format!("{}\\z", literal_regex(p.as_str())),
+        PathMatch::Prefix(p) if p.as_str() == "/" => String::new(),
+        PathMatch::Prefix(p) => format!("{}(/|\\z)", literal_regex(p.as_str())),
     }
 }
 
-/// Which requests an nginx location of a virtual host receives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum NxClass {
-    /// `location = /p`
-    Exact(String),
-    /// `location ^~ /p/`
-    Under(String),
-    /// `location /`: what no other location takes.
-    Root,
-}
-
-impl NxClass {
-    /// Can a request this location receives match `p`? (For `Under`, every such request
-    /// does: nginx gives the longer prefixes and the exact paths their own locations.)
-    fn covered_by(&self, p: &PathMatch) -> bool {
-        match (self, p) {
-            (NxClass::Exact(path), p) => p.matches(path),
-            (NxClass::Under(path), PathMatch::Prefix(q)) => {
-                let q = q.as_str();
-                q == "/" || q == path || path.starts_with(&format!("{q}/"))
-            }
-            (NxClass::Root, PathMatch::Prefix(q)) => q.as_str() == "/",
-            (_, PathMatch::Exact(_)) => false,
-        }
-    }
-
-    fn location(&self) -> String {
-        match self {
-            NxClass::Exact(p) => format!("= {p}"),
-            NxClass::Under(p) => format!("^~ {p}/"),
-            NxClass::Root => "/".into(),
-        }
-    }
-}
-
-/// The locations of a virtual host whose rules match on more than the path. Each
-/// location tries, in precedence order, the rules that can match the requests it
-/// receives (a rule's path decides which locations, its conditions are `map`
-/// variables), up to the first rule without conditions, else the listener's default:
-/// a `map` picks the upstream (or the split variable) of the first rule met, and each
-/// redirect or fixed answer among them is an `if (...) { return ...; }` (return is
-/// what nginx documents as safe inside `if`).
+/// The locations of a virtual host whose rules match on more than the path: one
+/// `location /`, its size and the maps it uses linear in the rules (issue 20: copying
+/// every covering rule into each location grew as n^2.8).
+///
+/// A chain of `map`s, one link per rule in precedence order, names the first rule a
+/// request meets: link `i` keeps the rule named by the link before it, else is `r<i>`
+/// when the request meets the rule's conditions (its [`NxSplits::condition`] variable)
+/// and its path (a regex on `$uri`, [`nx_path_regex`]); the last link falls back to `rd`
+/// (the listener's default). Maps of that name then pick the upstream (or split
+/// variable), the redirect or fixed answer to return (an `if (...) { return ...; }`,
+/// what nginx documents as safe inside `if`), and the filters' values (entries only
+/// for the rules that change them). The chain stops at the first rule that matches
+/// every request (a Prefix `/` without conditions).
 fn nx_conditional_locations(
     rules: &[k8slb_common::routes::RouteRule],
     default: &RouteAction,
@@ -1227,102 +1187,111 @@ fn nx_conditional_locations(
     splits: &mut NxSplits,
 ) -> Vec<NxLocation> {
     let no_filters = RuleFilters::default();
-    let mut classes: Vec<NxClass> = Vec::new();
-    let add = |c: NxClass, classes: &mut Vec<NxClass>| {
-        if !classes.contains(&c) {
-            classes.push(c);
-        }
-    };
-    for r in rules {
-        match &r.matches.path {
-            PathMatch::Exact(p) => add(NxClass::Exact(p.to_string()), &mut classes),
-            PathMatch::Prefix(p) if p.as_str() == "/" => add(NxClass::Root, &mut classes),
-            PathMatch::Prefix(p) => {
-                add(NxClass::Exact(p.to_string()), &mut classes);
-                add(NxClass::Under(p.to_string()), &mut classes);
-            }
+    let h = splits.hosts;
+    splits.hosts += 1;
+    // (id, action, filters) of the rules a request can get, in precedence order.
+    let mut chosen: Vec<(String, &RouteAction, &RuleFilters)> = Vec::new();
+    let mut links: Vec<(String, String)> = Vec::new();
+    let mut catch_all = None;
+    for (i, r) in rules.iter().enumerate() {
+        let m = &r.matches;
+        let cond = if m.is_conditional() {
+            splits.condition(m)
+        } else {
+            String::new()
+        };
+        let want = if m.is_conditional() { "1" } else { "" };
+        links.push((
+            format!("\"~^:{want}{}\"", nx_path_regex(&m.path)),
+            cond,
+        ));
+        chosen.push((format!("r{i}"), &r.action, &r.filters));
+        if !m.is_conditional() && matches!(&m.path, PathMatch::Prefix(p) if p.as_str() == "/")
+        {
+            catch_all = Some(i);
+            break;
         }
     }
-    add(NxClass::Root, &mut classes);
-    let mut out = Vec::new();
-    for class in classes {
-        let mut tried: Vec<&k8slb_common::routes::RouteRule> = Vec::new();
-        let mut last = (default, &no_filters);
-        for r in rules.iter().filter(|r| class.covered_by(&r.matches.path)) {
-            if !r.matches.is_conditional() {
-                last = (&r.action, &r.filters);
-                break;
-            }
-            tried.push(r);
+    if catch_all.is_none() {
+        chosen.push(("rd".into(), default, &no_filters));
+    }
+    let mut prev = String::new();
+    let last = links.len() - 1;
+    for (i, (key, cond)) in links.iter().enumerate() {
+        let var = if i == last {
+            format!("$k8slb_h{h}")
+        } else {
+            format!("$k8slb_h{h}_{i}")
+        };
+        let mut block = format!("map \"{prev}:{cond}$uri\" {var} {{");
+        if i > 0 {
+            block.push_str("\n    \"~^(r[0-9]+):\" $1;");
         }
-        if tried.is_empty() {
-            let mut loc = nx_action(last.0, splits);
-            loc.path = class.location();
-            if loc.kind == "forward" {
-                (loc.filter_lines, loc.skip_headers) = nx_filter_lines(last.1, splits);
-            }
-            out.push(loc);
+        block.push_str(&format!("\n    {key} r{i};"));
+        let fallback = if i == last && catch_all.is_none() {
+            "rd"
+        } else {
+            "\"\""
+        };
+        block.push_str(&format!("\n    default {fallback};\n  }}"));
+        splits.blocks.push(block);
+        prev = var;
+    }
+    let sel = prev;
+    // What each rule does: its upstream (or split variable), or `act<i>` for a redirect
+    // or a fixed answer (distinct ones once).
+    let mut returns: Vec<(String, NxLocation)> = Vec::new();
+    let mut upstreams: Vec<(String, String)> = Vec::new();
+    let mut acts: Vec<(String, String)> = Vec::new();
+    for (id, action, _) in &chosen {
+        let loc = nx_action(action, splits);
+        if loc.kind == "forward" {
+            upstreams.push((id.clone(), loc.upstream));
             continue;
         }
-        // The value of each action: its upstream (or split variable), or `act<i>` for a
-        // redirect or a fixed answer, which an `if` returns.
-        let mut returns: Vec<(String, NxLocation)> = Vec::new();
-        let mut value = |a: &RouteAction, splits: &mut NxSplits| {
-            let loc = nx_action(a, splits);
-            if loc.kind == "forward" {
-                return loc.upstream;
+        let v = match returns.iter().find(|(_, l)| {
+            l.kind == loc.kind && l.status == loc.status && l.location == loc.location
+        }) {
+            Some((v, _)) => v.clone(),
+            None => {
+                let v = format!("act{}", returns.len());
+                returns.push((v.clone(), loc));
+                v
             }
-            if let Some((v, _)) = returns.iter().find(|(_, l)| {
-                l.kind == loc.kind && l.status == loc.status && l.location == loc.location
-            }) {
-                return v.clone();
-            }
-            let v = format!("act{}", returns.len());
-            returns.push((v.clone(), loc));
-            v
         };
-        let conds: Vec<(String, String)> = tried
-            .iter()
-            .map(|r| (splits.condition(&r.matches), value(&r.action, splits)))
-            .collect();
-        let fallback = value(last.0, splits);
-        let var = splits.pick(&conds, &fallback);
-        // Filters: which rule a request got (`r<i>`, `rd` for the fallback), and the
-        // header maps and rewrites on it.
-        let forwards = |a: &RouteAction| matches!(a, RouteAction::Forward { .. });
-        let filtered: Vec<(String, &RuleFilters)> = tried
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (format!("r{i}"), &r.filters, forwards(&r.action)))
-            .chain(std::iter::once((
-                "rd".to_string(),
-                last.1,
-                forwards(last.0),
-            )))
-            .map(|(id, f, fw)| (id, if fw { f } else { &no_filters }))
-            .collect();
-        let (filter_lines, skip_headers) = if filtered.iter().all(|(_, f)| f.is_empty()) {
-            (Vec::new(), Vec::new())
-        } else {
-            let ids: Vec<(String, String)> = conds
-                .iter()
-                .zip(&filtered)
-                .map(|((c, _), (id, _))| (c.clone(), id.clone()))
-                .collect();
-            let rid = splits.pick(&ids, "rd");
-            nx_pick_filters(&rid, &filtered, host_default, splits)
-        };
-        out.push(NxLocation {
-            path: class.location(),
-            kind: "pick",
-            upstream: var,
-            returns,
-            filter_lines,
-            skip_headers,
-            ..Default::default()
-        });
+        acts.push((id.clone(), v));
     }
-    out
+    // A request that returns never reaches proxy_pass: any upstream will do as default.
+    let up_default = upstreams
+        .last()
+        .map(|(_, u)| u.clone())
+        .unwrap_or_else(|| NX_INVALID_SHARE.to_string());
+    let upstream = splits.map_on(&sel, &upstreams, &up_default);
+    let returns_on = if returns.is_empty() {
+        String::new()
+    } else {
+        splits.map_on(&sel, &acts, "\"\"")
+    };
+    let forwards = |a: &RouteAction| matches!(a, RouteAction::Forward { .. });
+    let filtered: Vec<(String, &RuleFilters)> = chosen
+        .iter()
+        .map(|(id, a, f)| (id.clone(), if forwards(a) { *f } else { &no_filters }))
+        .collect();
+    let (filter_lines, skip_headers) = if filtered.iter().all(|(_, f)| f.is_empty()) {
+        (Vec::new(), Vec::new())
+    } else {
+        nx_pick_filters(&sel, &filtered, host_default, splits)
+    };
+    vec![NxLocation {
+        path: "/".into(),
+        kind: "pick",
+        upstream,
+        returns_on,
+        returns,
+        filter_lines,
+        skip_headers,
+        ..Default::default()
+    }]
 }
 
 fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
@@ -1480,6 +1449,7 @@ fn nx_server(
             location: act.location.clone(),
             status: act.status,
             returns: Vec::new(),
+            returns_on: String::new(),
             filter_lines: filter_lines.clone(),
             skip_headers: skip_headers.clone(),
         };
