@@ -165,6 +165,8 @@ struct HpFrontend {
     /// The rules of the virtual hosts that match on more than the path (method,
     /// headers, query), in precedence order: one ACL line each, tried in order.
     cond_rules: Vec<HpCond>,
+    /// The `acl` lines those rules name ([`HpAcls`]).
+    acls: Vec<String>,
     /// The query parameters those rules match on: each one's first occurrence is set
     /// to `txn.k8slb_q_<name>` before them.
     query_names: BTreeSet<String>,
@@ -252,43 +254,67 @@ fn hp_path_lines(r: &PathRewrite) -> Vec<String> {
 }
 
 /// One line of a conditional virtual host: `value` (see [`HpFrontend::default`]) if every
-/// ACL of `acl` holds.
+/// ACL of `acl` (names of [`HpAcls`]) holds.
 #[derive(Serialize)]
 struct HpCond {
     value: String,
     acl: String,
 }
 
+/// The named ACLs of a frontend's conditional rules: one `acl` line per distinct
+/// condition, so a rule's line names its conditions in one word each (HAProxy refuses
+/// lines over 64 words; a match may hold a method, 16 headers and 16 query parameters).
+#[derive(Default)]
+struct HpAcls {
+    by_expr: HashMap<String, String>,
+    lines: Vec<String>,
+}
+
+impl HpAcls {
+    /// The name of the ACL `expr` (declared once).
+    fn name(&mut self, expr: String) -> String {
+        if let Some(n) = self.by_expr.get(&expr) {
+            return n.clone();
+        }
+        let n = format!("k8slb_c{}", self.lines.len());
+        self.lines.push(format!("acl {n} {expr}"));
+        self.by_expr.insert(expr, n.clone());
+        n
+    }
+}
+
 /// The ACLs of a rule of virtual host `vh` that matches on more than the path: one
-/// string per alternative (an element-wise Prefix is "the path itself, or below it").
-/// Every piece is a validated name or value: a `FieldValue` holds no quote, backslash,
-/// `$` or `%`, so it may stand between double quotes; `--` ends the flags, so a value
-/// that begins with `-` is a value.
-fn hp_cond_acls(vh: &str, m: &RouteMatch) -> Vec<String> {
+/// string of ACL names per alternative (an element-wise Prefix is "the path itself, or
+/// below it"). Every piece is a validated name or value: a `FieldValue` holds no quote,
+/// backslash, `$` or `%`, so it may stand between double quotes; `--` ends the flags, so
+/// a value that begins with `-` is a value.
+fn hp_cond_acls(vh: &str, m: &RouteMatch, acls: &mut HpAcls) -> Vec<String> {
     let mut rest = String::new();
+    let mut and = |expr: String, acls: &mut HpAcls| {
+        rest.push(' ');
+        rest.push_str(&acls.name(expr));
+    };
     if let Some(method) = m.method {
-        rest.push_str(&format!(" {{ method {} }}", method.as_str()));
+        and(format!("method {}", method.as_str()), acls);
     }
     for h in &m.headers {
-        rest.push_str(&format!(
-            " {{ req.fhdr({},1) -m str -- \"{}\" }}",
-            h.name, h.value
-        ));
+        and(format!("req.fhdr({},1) -m str -- \"{}\"", h.name, h.value), acls);
     }
     for q in &m.query {
         // The first occurrence (set by the frontend: an ACL on url_param would match any).
-        rest.push_str(&format!(
-            " {{ var(txn.k8slb_q_{}) -m str -- \"{}\" }}",
-            q.name, q.value
-        ));
+        and(
+            format!("var(txn.k8slb_q_{}) -m str -- \"{}\"", q.name, q.value),
+            acls,
+        );
     }
-    let vh = format!("{{ var(txn.k8slb_vh) -m str {vh} }}");
+    let vh = acls.name(format!("var(txn.k8slb_vh) -m str {vh}"));
+    let mut path = |op: &str, p: String| acls.name(format!("var(txn.k8slb_path) -m {op} {p}"));
     match &m.path {
-        PathMatch::Exact(p) => vec![format!("{vh} {{ var(txn.k8slb_path) -m str {p} }}{rest}")],
+        PathMatch::Exact(p) => vec![format!("{vh} {}{rest}", path("str", p.to_string()))],
         PathMatch::Prefix(p) if p.as_str() == "/" => vec![format!("{vh}{rest}")],
         PathMatch::Prefix(p) => vec![
-            format!("{vh} {{ var(txn.k8slb_path) -m str {p} }}{rest}"),
-            format!("{vh} {{ var(txn.k8slb_path) -m beg {p}/ }}{rest}"),
+            format!("{vh} {}{rest}", path("str", p.to_string())),
+            format!("{vh} {}{rest}", path("beg", format!("{p}/"))),
         ],
     }
 }
@@ -585,6 +611,7 @@ fn hp_frontend(
     let mut any_vh = None;
     let mut suffixes: Vec<(String, String)> = Vec::new();
     let mut cond_rules = Vec::new();
+    let mut acls = HpAcls::default();
     let mut query_names = BTreeSet::new();
     for (i, v) in l.virtual_hosts.iter().enumerate() {
         let id = format!("v{}", i + 1);
@@ -611,7 +638,7 @@ fn hp_frontend(
                 let pos = rule_pos(i + 1, j);
                 let value = actions.value_with(&r.action, &pos, &r.filters, notes, &name);
                 query_names.extend(r.matches.query.iter().map(|q| q.name.to_string()));
-                for acl in hp_cond_acls(&id, &r.matches) {
+                for acl in hp_cond_acls(&id, &r.matches, &mut acls) {
                     cond_rules.push(HpCond {
                         value: value.clone(),
                         acl,
@@ -685,6 +712,7 @@ fn hp_frontend(
         any_vh,
         splits_map,
         cond_rules,
+        acls: acls.lines,
         query_names,
         default,
         actions: actions.list,
