@@ -298,7 +298,10 @@ fn hp_cond_acls(vh: &str, m: &RouteMatch, acls: &mut HpAcls) -> Vec<String> {
         and(format!("method {}", method.as_str()), acls);
     }
     for h in &m.headers {
-        and(format!("req.fhdr({},1) -m str -- \"{}\"", h.name, h.value), acls);
+        and(
+            format!("req.fhdr({},1) -m str -- \"{}\"", h.name, h.value),
+            acls,
+        );
     }
     for q in &m.query {
         // The first occurrence (set by the frontend: an ACL on url_param would match any).
@@ -1229,13 +1232,9 @@ fn nx_conditional_locations(
             String::new()
         };
         let want = if m.is_conditional() { "1" } else { "" };
-        links.push((
-            format!("\"~^:{want}{}\"", nx_path_regex(&m.path)),
-            cond,
-        ));
+        links.push((format!("\"~^:{want}{}\"", nx_path_regex(&m.path)), cond));
         chosen.push((format!("r{i}"), &r.action, &r.filters));
-        if !m.is_conditional() && matches!(&m.path, PathMatch::Prefix(p) if p.as_str() == "/")
-        {
+        if !m.is_conditional() && matches!(&m.path, PathMatch::Prefix(p) if p.as_str() == "/") {
             catch_all = Some(i);
             break;
         }

@@ -9,7 +9,8 @@
 //!   "haproxy": { "global": [], "defaults": [], "tcpfront": [], "httpfront": [], "tcpback": [], "httpback": [] },
 //!   "nginx": { "global": [], "http": [], "proxy": [], "upstream": [], "stream": [] },
 //!   "loadBalancerClass": "k8slb.io/loadbalancer", "claimUnclassed": true,
-//!   "reservedPorts": [22, "2379-2380", 6443, 9253, 9254, 10250, 10256] }
+//!   "reservedPorts": [22, "2379-2380", 6443, 9253, 9254, 10250, 10256],
+//!   "limits": { "conditionalRulesPerHost": 256 } }
 //! ```
 //!
 //! A config is checked as a whole and every problem is listed; one bad key rejects the
@@ -74,6 +75,8 @@ pub struct GlobalConfig {
     pub reserved_ports: ReservedPorts,
     /// Who may serve which host (see [`crate::tenancy`]).
     pub tenancy: Tenancy,
+    /// What one tenant may ask of the shared proxies (`limits`).
+    pub limits: Limits,
     /// Things that are accepted but worth telling (a CIDR that was not aligned, ...).
     pub warnings: Vec<String>,
 }
@@ -177,6 +180,26 @@ impl fmt::Display for ReservedPorts {
     }
 }
 
+/// Default of `limits.conditionalRulesPerHost`.
+pub const DEFAULT_CONDITIONAL_RULES_PER_HOST: usize = 256;
+
+/// `limits`: bounds on what one tenant's objects may cost every other tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Rules that match on more than the path (method, headers, query parameters) on
+    /// one host of one listener: they are tried in order for every request of that
+    /// host. Rules beyond it are refused (the oldest routes keep theirs).
+    pub conditional_rules_per_host: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            conditional_rules_per_host: DEFAULT_CONDITIONAL_RULES_PER_HOST,
+        }
+    }
+}
+
 impl GlobalConfig {
     /// The part of the config that the actors need, with the watcher's cert path.
     pub fn actor_config(&self, cert_path: &CertPath) -> ActorConfig {
@@ -226,7 +249,9 @@ const TOP_KEYS: &[&str] = &[
     "claimUnclassed",
     "reservedPorts",
     "tenancy",
+    "limits",
 ];
+const LIMITS_KEYS: &[&str] = &["conditionalRulesPerHost"];
 const TENANCY_KEYS: &[&str] = &["hostOwnership", "namespaceGroups", "addressSharing"];
 const POOL_KEYS: &[&str] = &[
     "network",
@@ -422,6 +447,7 @@ impl Checker {
             claim_unclassed: true,
             reserved_ports: ReservedPorts::default_set(),
             tenancy: Tenancy::default(),
+            limits: Limits::default(),
             warnings: vec![],
         };
         let Some(top) = self.object("config", v) else {
@@ -462,6 +488,9 @@ impl Checker {
             if let Some(r) = self.reserved_ports(r) {
                 cfg.reserved_ports = r;
             }
+        }
+        if let Some(l) = top.get("limits") {
+            cfg.limits = self.limits(l);
         }
         cfg
     }
@@ -571,6 +600,25 @@ impl Checker {
             }
         }
         ok.then(|| ReservedPorts::from_ranges(ranges))
+    }
+
+    fn limits(&mut self, v: &Value) -> Limits {
+        let mut out = Limits::default();
+        let Some(m) = self.object("limits", v) else {
+            return out;
+        };
+        self.unknown_keys("limits", m, LIMITS_KEYS);
+        if let Some(n) = m.get("conditionalRulesPerHost") {
+            let path = "limits.conditionalRulesPerHost";
+            match self.number(path, n) {
+                Some(n) if n.fract() == 0.0 && (1.0..=100_000.0).contains(&n) => {
+                    out.conditional_rules_per_host = n as usize;
+                }
+                Some(_) => self.err(path, "expected a whole number from 1 to 100000"),
+                None => {}
+            }
+        }
+        out
     }
 
     fn pools(&mut self, v: &Value) -> BTreeMap<PoolName, Pool> {
@@ -1056,6 +1104,28 @@ mod tests {
     const README_TWO_POOLS: &str = r#"{ "pools": {
         "default": { "network": "192.168.10.0/24", "range": "192.168.10.200-192.168.10.254" },
         "external": { "network": "1.2.3.0/22", "range": "1.2.3.50-1.2.3.74", "interface": "em1" } } }"#;
+
+    #[test]
+    fn conditional_rules_per_host_defaults_to_256_and_is_admin_settable() {
+        let c = parse_global_config(README_TWO_POOLS).unwrap();
+        assert_eq!(c.limits.conditional_rules_per_host, 256);
+        let with = |limits: &str| {
+            let text = README_TWO_POOLS.trim_end().trim_end_matches('}');
+            parse_global_config(&format!("{text}, \"limits\": {limits} }}"))
+        };
+        let c = with(r#"{ "conditionalRulesPerHost": 8000 }"#).unwrap();
+        assert_eq!(c.limits.conditional_rules_per_host, 8000);
+        for bad in [
+            r#"{ "conditionalRulesPerHost": 0 }"#,
+            r#"{ "conditionalRulesPerHost": 2.5 }"#,
+            r#"{ "conditionalRulesPerHost": -1 }"#,
+            r#"{ "conditionalRulesPerHots": 10 }"#,
+            r#"[]"#,
+        ] {
+            let e = with(bad).unwrap_err();
+            assert!(e.0.iter().any(|m| m.starts_with("limits")), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn readme_two_pool_config_is_accepted_with_a_warning() {

@@ -352,6 +352,7 @@ impl Objects {
             configmaps: &self.configmaps,
             pools: None,
             namespaces: &self.namespaces,
+            conditional_rules_per_host: crate::config::DEFAULT_CONDITIONAL_RULES_PER_HOST,
         }
     }
 }

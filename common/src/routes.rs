@@ -679,6 +679,86 @@ impl RouteRule {
             filters: RuleFilters::default(),
         }
     }
+
+    /// Why nginx could not load this rule, if it could not: one of its values renders
+    /// to a token longer than [`NGINX_MAX_TOKEN`] ([`FieldValue::nginx_match_token_len`],
+    /// [`FieldValue::nginx_edit_token_len`]). Refused at plan time for both providers
+    /// (a route accepted or refused the same whatever the proxy), never rendered:
+    /// one such token makes nginx refuse the whole config of every tenant.
+    pub fn nginx_token_too_long(&self) -> Option<String> {
+        let too_long = |what: String, len: usize| {
+            (len > NGINX_MAX_TOKEN).then(|| {
+                format!(
+                    "{what}: its value renders to {len} bytes, over the {NGINX_MAX_TOKEN} bytes nginx takes in one token (a match value counts each character other than a letter or digit twice)"
+                )
+            })
+        };
+        let m = &self.matches;
+        let matches = m
+            .headers
+            .iter()
+            .map(|h| (format!("header match {}", h.name), &h.value))
+            .chain(
+                m.query
+                    .iter()
+                    .map(|q| (format!("query parameter match {}", q.name), &q.value)),
+            );
+        for (what, v) in matches {
+            if let Some(why) = too_long(what, v.nginx_match_token_len()) {
+                return Some(why);
+            }
+        }
+        let f = &self.filters;
+        for (dir, e, request) in [
+            ("RequestHeaderModifier", &f.request_headers, true),
+            ("ResponseHeaderModifier", &f.response_headers, false),
+        ] {
+            for (h, added) in e
+                .set
+                .iter()
+                .map(|h| (h, false))
+                .chain(e.add.iter().map(|h| (h, true)))
+            {
+                let len = h.value.nginx_edit_token_len(&h.name, added && request);
+                if let Some(why) = too_long(format!("{dir} header {}", h.name), len) {
+                    return Some(why);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// nginx reads its configuration in tokens (one word, with its quotes) of at most this
+/// many bytes: a longer one makes `nginx -t` refuse the whole config ("too long
+/// parameter"). Checked with nginx 1.22: a quoted value of 4,094 characters loads,
+/// 4,095 does not.
+pub const NGINX_MAX_TOKEN: usize = 4096;
+
+impl FieldValue {
+    /// The length of the nginx token that matches this value exactly (render_http's
+    /// `nx_exact_after_one`: `"~^1<value>$"`, every character but letters and digits
+    /// escaped with `\`).
+    pub fn nginx_match_token_len(&self) -> usize {
+        let escaped: usize = self
+            .0
+            .bytes()
+            .map(|b| if b.is_ascii_alphanumeric() { 1 } else { 2 })
+            .sum();
+        "\"~^1$\"".len() + escaped
+    }
+
+    /// The length of the longest nginx token that sets header `name` to this value:
+    /// `"<value>"`, or for a request header added to the request's own value
+    /// `"$http_<name>,<value>"`.
+    pub fn nginx_edit_token_len(&self, name: &FieldName, added_to_request: bool) -> usize {
+        let quoted = self.0.len() + 2;
+        if added_to_request {
+            quoted + "$http_,".len() + name.as_str().len()
+        } else {
+            quoted
+        }
+    }
 }
 
 /// What a rule changes on a request it forwards, and on the response: Gateway API's

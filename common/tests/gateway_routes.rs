@@ -1175,3 +1175,141 @@ spec:
         Vec::<u16>::new()
     );
 }
+
+/// An HTTPRoute with `n` rules on host `host`, each matching header `x-h` = `v<i>`
+/// (created at `ts`).
+fn conditional_route(name: &str, host: &str, n: usize, ts: &str) -> String {
+    let rules: String = (0..n)
+        .map(|i| {
+            format!(
+                "  - matches: [{{ path: {{ value: /r{i} }}, headers: [{{ name: x-h, value: v{i} }}] }}]\n    backendRefs: [{{ name: b, port: 80 }}]\n"
+            )
+        })
+        .collect();
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{ name: {name}, namespace: infra, creationTimestamp: \"{ts}\" }}\nspec:\n  parentRefs: [{{ name: gw }}]\n  hostnames: [\"{host}\"]\n  rules:\n{rules}"
+    )
+}
+
+/// `limits.conditionalRulesPerHost` (issue 20): rules that match on more than the path
+/// are tried in order for every request of their host, so one host takes at most that
+/// many; the route that would go beyond is not Accepted (UnsupportedValue) and none of
+/// its rules is served, while the older routes keep theirs and another host is not
+/// counted with them.
+#[test]
+fn conditional_rules_beyond_the_per_host_cap_refuse_the_newer_route_only() {
+    let old = conditional_route("old", "a.example.com", 200, "2024-01-01T00:00:00Z");
+    let new = conditional_route("new", "a.example.com", 57, "2024-02-01T00:00:00Z");
+    let fits = conditional_route("fits", "a.example.com", 56, "2024-03-01T00:00:00Z");
+    let other = conditional_route("other", "b.example.com", 256, "2024-04-01T00:00:00Z");
+    let o = objects(&[CLASS, GATEWAY, &old, &new, &fits, &other]);
+    let out = run(&o, &[]);
+    assert_eq!(
+        route_cond(&out, "infra/old", "Accepted"),
+        (true, "Accepted")
+    );
+    assert_eq!(
+        route_cond(&out, "infra/new", "Accepted"),
+        (false, "UnsupportedValue")
+    );
+    let why = &cond(
+        &out.http_routes[&"infra/new".parse().unwrap()][0].conditions,
+        "Accepted",
+    )
+    .message;
+    assert!(why.contains("conditionalRulesPerHost"), "{why}");
+    assert_eq!(
+        route_cond(&out, "infra/fits", "Accepted"),
+        (true, "Accepted")
+    );
+    assert_eq!(
+        route_cond(&out, "infra/other", "Accepted"),
+        (true, "Accepted")
+    );
+    let rules = |host: &str| {
+        out.routes.listeners[0]
+            .virtual_hosts
+            .iter()
+            .find(|v| v.host.as_ref().is_some_and(|h| h.as_str() == host))
+            .map_or(0, |v| v.rules.len())
+    };
+    assert_eq!(rules("a.example.com"), 256);
+    assert_eq!(rules("b.example.com"), 256);
+
+    // The admin may raise it.
+    let mut input_objects = o;
+    input_objects
+        .http_routes
+        .retain(|r| r.metadata.name.as_deref() != Some("fits"));
+    let addresses: BTreeMap<_, _> = [(
+        "infra/gw".parse().unwrap(),
+        vec![VIP.parse::<IpAddr>().unwrap()],
+    )]
+    .into_iter()
+    .collect();
+    let none = BTreeMap::new();
+    let mut input = input_objects.gateway_input(&[], &addresses, &none);
+    input.conditional_rules_per_host = 257;
+    let out = translate(&input);
+    assert_eq!(
+        route_cond(&out, "infra/new", "Accepted"),
+        (true, "Accepted")
+    );
+}
+
+/// nginx takes at most 4,096 bytes in one token: a header match value is escaped in a
+/// regex (twice its length for punctuation), a header modifier value is quoted (and an
+/// added request header follows the request's own value). A route whose value would
+/// not fit is not Accepted (UnsupportedValue) and nothing of it reaches the model; the
+/// longest values that fit are served.
+#[test]
+fn values_nginx_could_not_load_in_one_token_refuse_their_route() {
+    let route = |name: &str, rule: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{ name: {name}, namespace: infra }}\nspec:\n  parentRefs: [{{ name: gw }}]\n  hostnames: [\"{name}.example.com\"]\n  rules:\n  - {rule}\n    backendRefs: [{{ name: b, port: 80 }}]\n"
+        )
+    };
+    let dashes = |n: usize| "-".repeat(n);
+    let xs = |n: usize| "x".repeat(n);
+    let set = |v: String| {
+        format!("filters: [{{ type: RequestHeaderModifier, requestHeaderModifier: {{ set: [{{ name: x-s, value: \"{v}\" }}] }} }}]")
+    };
+    let add = |v: String| {
+        format!("filters: [{{ type: RequestHeaderModifier, requestHeaderModifier: {{ add: [{{ name: x-a, value: \"{v}\" }}] }} }}]")
+    };
+    let resp = |v: String| {
+        format!("filters: [{{ type: ResponseHeaderModifier, responseHeaderModifier: {{ set: [{{ name: x-r, value: \"{v}\" }}] }} }}]")
+    };
+    let header = |v: String| format!("matches: [{{ headers: [{{ name: x-m, value: \"{v}\" }}] }}]");
+    let query =
+        |v: String| format!("matches: [{{ queryParams: [{{ name: q, value: \"{v}\" }}] }}]");
+    let cases = [
+        ("set-long", set(xs(4095)), false),
+        ("set-fits", set(xs(4094)), true),
+        ("add-long", add(xs(4096 - 2 - 7 - 3 + 1)), false),
+        ("add-fits", add(xs(4096 - 2 - 7 - 3)), true),
+        ("resp-long", resp(xs(4096)), false),
+        ("header-long", header(dashes(2100)), false),
+        ("header-fits", header(dashes(2045)), true),
+        ("header-plain", header(xs(4090)), true),
+        ("query-long", query(dashes(2046)), false),
+    ];
+    let texts: Vec<String> = cases.iter().map(|(n, r, _)| route(n, r)).collect();
+    let mut all: Vec<&str> = vec![CLASS, GATEWAY];
+    all.extend(texts.iter().map(String::as_str));
+    let out = run(&objects(&all), &[]);
+    for (name, _, accepted) in &cases {
+        let (ok, reason) = route_cond(&out, &format!("infra/{name}"), "Accepted");
+        assert_eq!(ok, *accepted, "{name}: {reason}");
+        let served = out.routes.listeners[0].virtual_hosts.iter().any(|v| {
+            v.host
+                .as_ref()
+                .is_some_and(|h| h.as_str() == format!("{name}.example.com"))
+                && !v.rules.is_empty()
+        });
+        assert_eq!(served, *accepted, "{name}");
+        if !accepted {
+            assert_eq!(reason, "UnsupportedValue", "{name}");
+        }
+    }
+}

@@ -152,6 +152,10 @@ pub struct GatewayInput<'a> {
     pub pools: KnownPools<'a>,
     /// The Namespaces, for listeners that allow routes by a namespace selector.
     pub namespaces: &'a [Namespace],
+    /// `limits.conditionalRulesPerHost`: on one host of one address and port, the
+    /// rules that match on more than the path beyond it are refused (the route that
+    /// would go beyond it is not Accepted; older routes keep theirs).
+    pub conditional_rules_per_host: usize,
 }
 
 /// What the Gateway API objects make: the routes to serve and every status.
@@ -478,6 +482,8 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
     let slices = slice_index(input.slices);
     let mut backends: BTreeMap<BackendId, BackendState> = BTreeMap::new();
     let mut placed: Vec<Placed> = Vec::new();
+    // Conditional rules placed so far on each (address, port, host): the cap.
+    let mut conditional: BTreeMap<(IpAddr, i32, Option<Hostname>), usize> = BTreeMap::new();
     let mut routes: Vec<&HttpRoute> = input.routes.iter().collect();
     routes.sort_by_key(|r| age(&r.metadata));
     for r in routes {
@@ -500,8 +506,12 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
             let mut conditions = conds;
             if !attach.is_empty() {
                 // The rules, once per attached (listener, hostname).
-                let (rules, refs, unsupported) =
+                let (rules, refs, mut unsupported) =
                     rules_of(input, r, &rns, &services, &slices, &mut backends);
+                if unsupported.is_none() {
+                    unsupported =
+                        over_conditional_cap(input, &lsts, &attach, &rules, &mut conditional);
+                }
                 if let Some(why) = unsupported {
                     conditions = vec![Condition::new("Accepted", false, "UnsupportedValue", why)];
                     // Not accepted: not one of the listeners' attachedRoutes either.
@@ -788,6 +798,50 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
         );
     }
     out
+}
+
+/// Why the rules of a route attached at `attach` would take a host beyond
+/// [`GatewayInput::conditional_rules_per_host`], if they would; else they are counted
+/// in `placed` (by address, port and host: Gateways may share an address). Routes come
+/// oldest first, so the oldest keep theirs.
+fn over_conditional_cap(
+    input: &GatewayInput<'_>,
+    lsts: &[Lst<'_>],
+    attach: &[(usize, Option<Hostname>)],
+    rules: &[(usize, usize, RouteRule)],
+    placed: &mut BTreeMap<(IpAddr, i32, Option<Hostname>), usize>,
+) -> Option<String> {
+    let n = rules
+        .iter()
+        .filter(|(_, _, r)| r.matches.is_conditional())
+        .count();
+    if n == 0 {
+        return None;
+    }
+    let cap = input.conditional_rules_per_host;
+    let mut keys = BTreeSet::new();
+    for (li, host) in attach {
+        let l = &lsts[*li];
+        for ip in input.addresses.get(&l.gateway).into_iter().flatten() {
+            keys.insert((*ip, l.spec.port, host.clone()));
+        }
+    }
+    for k in &keys {
+        let have = placed.get(k).copied().unwrap_or(0);
+        if have + n > cap {
+            return Some(format!(
+                "host {} on {}:{} would have {} rules that match on more than the path (method, headers, query parameters); the limit is {cap} per host (limits.conditionalRulesPerHost), older routes hold {have}",
+                k.2.as_ref().map_or("*", |h| h.as_str()),
+                k.0,
+                k.1,
+                have + n
+            ));
+        }
+    }
+    for k in keys {
+        *placed.entry(k).or_default() += n;
+    }
+    None
 }
 
 /// The virtual host of `host` in `l`, added (without rules) if new.
@@ -1623,20 +1677,22 @@ fn rules_of(
                     Err(why) => return (vec![], refs, Some(why)),
                 }
             }
-            out.push((
-                ri,
-                mi,
-                RouteRule {
-                    matches: RouteMatch {
-                        path: pm,
-                        method,
-                        headers,
-                        query,
-                    },
-                    action,
-                    filters,
+            let rule = RouteRule {
+                matches: RouteMatch {
+                    path: pm,
+                    method,
+                    headers,
+                    query,
                 },
-            ));
+                action,
+                filters,
+            };
+            // What nginx could not load would stop every tenant's config: refused for
+            // both providers, so a route's acceptance does not depend on the proxy.
+            if let Some(why) = rule.nginx_token_too_long() {
+                return (vec![], refs, Some(format!("rule {ri} match {mi}: {why}")));
+            }
+            out.push((ri, mi, rule));
         }
     }
     (out, refs, None)

@@ -47,6 +47,8 @@ pub(super) struct Gateways<'a> {
     /// The ports the LB nodes keep for themselves: a listener on one is
     /// `PortUnavailable`.
     reserved: crate::config::ReservedPorts,
+    /// The admin's limits.
+    limits: crate::config::Limits,
 }
 
 fn key(g: &Gateway) -> Option<ObjectKey> {
@@ -97,6 +99,7 @@ impl<'a> Gateways<'a> {
             serves_udp: opts.provider != crate::state::Provider::Haproxy,
             pools: cfg.pools.keys().cloned().collect(),
             reserved: cfg.reserved_ports.clone(),
+            limits: cfg.limits,
         };
         let mut requests = Vec::new();
         if objs.gateways.is_empty() {
@@ -227,7 +230,12 @@ impl<'a> Gateways<'a> {
             report(&out, problems);
             return (HttpRoutes::default(), states);
         }
-        let out = translate(self.objs, &states, self.serves_udp, Some(&self.pools));
+        let out = translate(
+            self.objs,
+            &states,
+            (self.serves_udp, &self.limits),
+            Some(&self.pools),
+        );
         report(&out, problems);
         (out.routes, states)
     }
@@ -238,7 +246,7 @@ impl<'a> Gateways<'a> {
 fn translate(
     objs: &Objects,
     gateways: &BTreeMap<ObjectKey, GatewayState>,
-    serves_udp: bool,
+    (serves_udp, limits): (bool, &crate::config::Limits),
     pools: gateway::KnownPools<'_>,
 ) -> GatewayOutput {
     let addresses = gateways
@@ -260,6 +268,7 @@ fn translate(
     let mut input = objs.gateway_input(&secrets, &addresses, &unavailable);
     input.serves_udp = serves_udp;
     input.pools = pools;
+    input.conditional_rules_per_host = limits.conditional_rules_per_host;
     gateway::translate(&input)
 }
 
@@ -276,7 +285,12 @@ pub fn gateway_status(cfg: &GlobalConfig, objs: &Objects, state: &State) -> Gate
     let objs: &Objects = &objs;
     let serves_udp = state.provider != Some(crate::state::Provider::Haproxy);
     let known: BTreeSet<PoolName> = state.config.pools.keys().cloned().collect();
-    let mut out = translate(objs, &state.gateways, serves_udp, Some(&known));
+    let mut out = translate(
+        objs,
+        &state.gateways,
+        (serves_udp, &cfg.limits),
+        Some(&known),
+    );
     out.routes = HttpRoutes::default();
     out
 }
