@@ -568,7 +568,12 @@ pub struct NginxServer {
     pub udp: bool,
     /// `<certPath>/<cert>` (without `.pem` / `.key`) when TLS is terminated here.
     pub cert: Option<String>,
+    /// `allow` lines (without [`k8slb_common::state::FAIL_CLOSED_SOURCE_RANGE`], which
+    /// nginx cannot parse).
     pub allow: Vec<ipnet::IpNet>,
+    /// `deny all;` after them: the Service has source ranges (possibly only ones that
+    /// did not parse: then no client gets in).
+    pub deny_all: bool,
     pub redirect: bool,
     pub backend_tls: bool,
     pub proxy_protocol: bool,
@@ -1644,7 +1649,13 @@ fn nginx_view(
                     .collect(),
                 udp,
                 cert,
-                allow: p.source_ranges.clone(),
+                allow: p
+                    .source_ranges
+                    .iter()
+                    .filter(|n| !k8slb_common::state::is_fail_closed_source_range(n))
+                    .cloned()
+                    .collect(),
+                deny_all: !p.source_ranges.is_empty(),
                 redirect: l7 && p.redirect && !p.tls,
                 backend_tls: p.backend_tls,
                 proxy_protocol: !udp && p.proxy_protocol.is_some(),

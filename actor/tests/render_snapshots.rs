@@ -275,6 +275,9 @@ fixtures! {
     udp_and_sctp: "udp" on "lb-1" with [Haproxy, Nginx];
     proxy_protocol: "proxy-protocol" on "lb-1" with [Haproxy, Nginx];
     source_ranges: "source-ranges" on "lb-1" with [Haproxy, Nginx];
+    /// Ranges the plan refused fail closed: `deny all;` without the unparsable `allow`
+    /// for nginx, a `src` no client has for HAProxy (both accepted by their checkers).
+    refused_source_ranges_fail_closed: "source-ranges-refused" on "lb-1" with [Haproxy, Nginx];
     kubeproxy: "kubeproxy" on "lb-1" with [Kubeproxy];
     unicast_two_nodes: "unicast-2node" on "lb-2" with [Haproxy];
     empty_state_keeps_vrid: "empty" on "lb-1" with [Haproxy, Nginx];

@@ -504,8 +504,20 @@ pub struct PortState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy_protocol: Option<ProxyProtocol>,
     /// Client CIDRs allowed to connect (`spec.loadBalancerSourceRanges`); empty: all.
+    /// A range that did not parse is [`FAIL_CLOSED_SOURCE_RANGE`] (no client).
     pub source_ranges: Vec<IpNet>,
     /// Backends: ready endpoints, then terminating ones that still serve (draining).
     /// Sorted by (ip, port).
     pub endpoints: Vec<Endpoint>,
+}
+
+/// What an unparsable `loadBalancerSourceRanges` entry becomes in the state: a range no
+/// client connects from (the limited broadcast address), so the port fails closed. nginx
+/// cannot parse it (`255.255.255.255` is its inet_addr error value): the nginx render
+/// leaves it out of the `allow` lines and keeps `deny all;`.
+pub const FAIL_CLOSED_SOURCE_RANGE: &str = "255.255.255.255/32";
+
+/// Is `n` [`FAIL_CLOSED_SOURCE_RANGE`]?
+pub fn is_fail_closed_source_range(n: &IpNet) -> bool {
+    n.to_string() == FAIL_CLOSED_SOURCE_RANGE
 }

@@ -314,7 +314,11 @@ fn source_ranges(cx: &PortContext, problems: &mut Problems) -> Vec<ipnet::IpNet>
                     ),
                 ));
                 // Fail closed: an unparsable allow-list must not open the port to all.
-                out.insert("255.255.255.255/32".parse().expect("valid"));
+                out.insert(
+                    crate::state::FAIL_CLOSED_SOURCE_RANGE
+                        .parse()
+                        .expect("valid"),
+                );
             }
         }
     }
