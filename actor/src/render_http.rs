@@ -1729,6 +1729,30 @@ mod tests {
         HttpRenderer::embedded().unwrap();
     }
 
+    /// The plan refuses a value by the length of the token this renderer makes of it
+    /// (`k8slb_common::routes::NGINX_MAX_TOKEN`): both must measure alike.
+    #[test]
+    fn the_plans_token_measures_are_the_rendered_lengths() {
+        let v: FieldValue = "id:7 (beta)-x".parse().unwrap();
+        let quoted = |t: &str| t.len() + 2;
+        assert_eq!(
+            v.nginx_match_token_len(),
+            quoted(&nx_exact_after_one(v.as_str()))
+        );
+        let name: FieldName = "x-add".parse().unwrap();
+        let mut splits = NxSplits::default();
+        let var = splits.added(&name, &v);
+        let block = splits.blocks.last().unwrap();
+        assert!(block.contains(&var));
+        let default = block
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("default "))
+            .unwrap()
+            .trim_end_matches(';');
+        assert_eq!(v.nginx_edit_token_len(&name, true), default.len());
+        assert_eq!(v.nginx_edit_token_len(&name, false), quoted(v.as_str()));
+    }
+
     #[test]
     fn wildcard_regex_is_one_label_and_has_no_backslash() {
         assert_eq!(one_label_regex(".foo-bar.com"), "^[^.]+[.]foo-bar[.]com$");

@@ -2442,3 +2442,96 @@ fn real_proxies_close_the_invalid_references_share_of_tcp_connections_only() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// What one tenant's routes may cost the others (issue 20).
+
+/// The longest line of HAProxy's routes part, in words (HAProxy refuses more than 64).
+fn most_words(text: &str) -> usize {
+    text.lines()
+        .map(|l| l.split_whitespace().count())
+        .max()
+        .unwrap_or(0)
+}
+
+/// The longest word of nginx's routes part (nginx refuses a token over 4,096 bytes; the
+/// values here hold no space, so a word is at least as long as its token).
+fn longest_word(text: &str) -> usize {
+    text.split_whitespace().map(str::len).max().unwrap_or(0)
+}
+
+/// At the Gateway API's maxima (a method, 16 headers and 16 query parameters per match,
+/// 256 such rules on one host: the plan's default cap), with the longest values the plan
+/// accepts, every HAProxy line stays within 64 words (each condition is a named `acl`)
+/// and every nginx token within 4,095 bytes (no map source concatenates conditions).
+#[test]
+fn crd_maxima_keep_haproxy_lines_and_nginx_tokens_within_the_proxies_limits() {
+    let routes = support::tenant_routes::crd_maxima(256);
+    let r = HttpRenderer::embedded().unwrap();
+    let state = base_state();
+    let hp = r.haproxy(&routes, &options(&state), &[]).unwrap();
+    let words = most_words(&hp.text);
+    assert!(words <= 64, "a HAProxy line of {words} words");
+    let nx = r.nginx(&routes, &options(&state)).unwrap();
+    let longest = longest_word(&nx.text);
+    // The longest values the plan accepts do reach the config, and fit.
+    assert!((4000..=4095 + 1).contains(&longest), "{longest}");
+    let tokens_over: Vec<&str> = nx
+        .text
+        .split_whitespace()
+        .map(|w| w.trim_end_matches(';'))
+        .filter(|w| w.len() > k8slb_common::routes::NGINX_MAX_TOKEN)
+        .collect();
+    assert!(
+        tokens_over.is_empty(),
+        "{} tokens over 4095",
+        tokens_over.len()
+    );
+}
+
+#[test]
+#[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
+fn crd_maxima_pass_the_daemons_own_checks() {
+    daemon_checks(&support::tenant_routes::crd_maxima(256));
+}
+
+/// nginx's render of nested conditional rules with filters is linear in its input (it
+/// grew as n^2.8: 17.5 MB at 128 rules, 136 MB at 256, as every location copied each
+/// rule that covers it): the rendered text per byte of route model (whose nested paths
+/// grow with the depth) stays flat as the rules double; HAProxy's too.
+#[test]
+fn nested_conditional_rules_render_linearly_in_size() {
+    let r = HttpRenderer::embedded().unwrap();
+    let state = base_state();
+    let per_model_byte = |n: usize| {
+        let routes = support::tenant_routes::nested_conditional(n);
+        let model = serde_json::to_string(&routes).unwrap().len() as f64;
+        let nx = r.nginx(&routes, &options(&state)).unwrap().text.len();
+        let hp = r
+            .haproxy(&routes, &options(&state), &[])
+            .unwrap()
+            .text
+            .len();
+        (nx as f64 / model, hp as f64 / model, nx)
+    };
+    let (nx64, hp64, _) = per_model_byte(64);
+    let (nx256, hp256, nx_bytes) = per_model_byte(256);
+    assert!(
+        nx256 <= nx64 * 1.25,
+        "nginx: {nx64:.2} then {nx256:.2} bytes per model byte"
+    );
+    assert!(
+        hp256 <= hp64 * 1.25,
+        "haproxy: {hp64:.2} then {hp256:.2} bytes per model byte"
+    );
+    assert!(
+        nx_bytes < 1_000_000,
+        "{nx_bytes} bytes of nginx.conf for 256 rules"
+    );
+}
+
+#[test]
+#[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
+fn nested_conditional_rules_pass_the_daemons_own_checks() {
+    daemon_checks(&support::tenant_routes::nested_conditional(256));
+}

@@ -729,11 +729,11 @@ impl RouteRule {
     }
 }
 
-/// nginx reads its configuration in tokens (one word, with its quotes) of at most this
-/// many bytes: a longer one makes `nginx -t` refuse the whole config ("too long
-/// parameter"). Checked with nginx 1.22: a quoted value of 4,094 characters loads,
-/// 4,095 does not.
-pub const NGINX_MAX_TOKEN: usize = 4096;
+/// The longest token (one word, with its quotes) nginx loads wherever it stands in the
+/// file: its reader's buffer is 4,096 bytes, and a token of 4,096 is refused ("too long
+/// parameter", the whole config with it) at most positions. Checked with nginx 1.22 at
+/// every offset: 4,095 always loads, 4,096 mostly not.
+pub const NGINX_MAX_TOKEN: usize = 4095;
 
 impl FieldValue {
     /// The length of the nginx token that matches this value exactly (render_http's

@@ -12,6 +12,7 @@
 
 pub mod actor_bin;
 pub mod state_json;
+pub mod tenant_routes;
 
 use k8slb_actor::daemons::{Daemon, DaemonError, DaemonKind};
 use std::os::unix::fs::PermissionsExt;
