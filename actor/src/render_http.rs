@@ -162,8 +162,13 @@ struct HpFrontend {
     prefix_map: Option<String>,
     /// The id of the any-host virtual host.
     any_vh: Option<String>,
-    /// The rules of the virtual hosts that match on more than the path (method,
-    /// headers, query), in precedence order: one ACL line each, tried in order.
+    /// Set on the frontend of one virtual host whose rules match on more than the path
+    /// (method, headers, query): see [`HpHop`].
+    hop: Option<HpHop>,
+    /// The map from those virtual hosts to their [`HpHop::backend`].
+    cond_map: Option<String>,
+    /// A hop's frontend: its host's rules, in precedence order: one ACL line each, tried
+    /// in order.
     cond_rules: Vec<HpCond>,
     /// The `acl` lines those rules name ([`HpAcls`]).
     acls: Vec<String>,
@@ -177,6 +182,19 @@ struct HpFrontend {
     /// The forwards with filters: their lines, before the actions (a split they forward
     /// to is one of `actions`).
     filtered: Vec<HpFiltered>,
+}
+
+/// A virtual host whose rules match on more than the path has a frontend of its own,
+/// reached from the listener's through `backend` (one server: the abstract socket
+/// `socket`, with the PROXY protocol so the client's address stays the source): its
+/// rules are ACL lines tried in order, which HAProxy cannot skip within one frontend, so
+/// in the listener's they would cost every request of every host (8,000 rules: 404 µs
+/// instead of 57 µs for another tenant's requests). The listener's frontend spends one
+/// map lookup to send such a host's requests there.
+#[derive(Serialize)]
+struct HpHop {
+    backend: String,
+    socket: String,
 }
 
 /// A forward with filters (`id`): its request lines, then the value it forwards to
@@ -288,7 +306,7 @@ impl HpAcls {
 /// below it"). Every piece is a validated name or value: a `FieldValue` holds no quote,
 /// backslash, `$` or `%`, so it may stand between double quotes; `--` ends the flags, so
 /// a value that begins with `-` is a value.
-fn hp_cond_acls(vh: &str, m: &RouteMatch, acls: &mut HpAcls) -> Vec<String> {
+fn hp_cond_acls(vh: Option<&str>, m: &RouteMatch, acls: &mut HpAcls) -> Vec<String> {
     let mut rest = String::new();
     let mut and = |expr: String, acls: &mut HpAcls| {
         rest.push(' ');
@@ -310,16 +328,21 @@ fn hp_cond_acls(vh: &str, m: &RouteMatch, acls: &mut HpAcls) -> Vec<String> {
             acls,
         );
     }
-    let vh = acls.name(format!("var(txn.k8slb_vh) -m str {vh}"));
+    let vh = vh
+        .map(|vh| format!(" {}", acls.name(format!("var(txn.k8slb_vh) -m str {vh}"))))
+        .unwrap_or_default();
     let mut path = |op: &str, p: String| acls.name(format!("var(txn.k8slb_path) -m {op} {p}"));
-    match &m.path {
+    let all = match &m.path {
         PathMatch::Exact(p) => vec![format!("{vh} {}{rest}", path("str", p.to_string()))],
         PathMatch::Prefix(p) if p.as_str() == "/" => vec![format!("{vh}{rest}")],
         PathMatch::Prefix(p) => vec![
             format!("{vh} {}{rest}", path("str", p.to_string())),
             format!("{vh} {}{rest}", path("beg", format!("{p}/"))),
         ],
-    }
+    };
+    all.into_iter()
+        .map(|a| a.trim_start().to_string())
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -554,12 +577,14 @@ impl Actions {
     }
 }
 
+/// The frontends of listener `l`: its own, then one per virtual host whose rules match
+/// on more than the path ([`HpHop`]); none when it cannot be rendered.
 fn hp_frontend(
     l: &Listener,
     o: &HttpRenderOptions,
     files: &mut BTreeMap<String, String>,
     notes: &mut Vec<String>,
-) -> Result<Option<HpFrontend>, RenderError> {
+) -> Result<Vec<HpFrontend>, RenderError> {
     let name = format!("rtf_{}_{}", ip_slug(l.ip), l.port);
     let dir = safe_path("routes files directory", &o.files_dir).map_err(path_err)?;
     let file = |ext: &str| format!("{}/{name}.{ext}", dir.trim_end_matches('/'));
@@ -567,14 +592,14 @@ fn hp_frontend(
         (ListenerProtocol::Http, _) => None,
         (ListenerProtocol::Https, None) => {
             notes.push(format!("{name}: HTTPS without TLS settings; not rendered"));
-            return Ok(None);
+            return Ok(Vec::new());
         }
         (ListenerProtocol::Https, Some(t)) => {
             if t.certificates.is_empty() && t.default_certificate.is_none() {
                 notes.push(format!(
                     "{name}: HTTPS without any certificate; not rendered"
                 ));
-                return Ok(None);
+                return Ok(Vec::new());
             }
             let default_crt = match &t.default_certificate {
                 Some(f) => Some(format!("{}.pem", cert_path(f, o)?)),
@@ -613,9 +638,11 @@ fn hp_frontend(
     let mut prefixes: Vec<(String, String)> = Vec::new();
     let mut any_vh = None;
     let mut suffixes: Vec<(String, String)> = Vec::new();
-    let mut cond_rules = Vec::new();
-    let mut acls = HpAcls::default();
-    let mut query_names = BTreeSet::new();
+    let mut cond_map = String::new();
+    let mut hops: Vec<HpFrontend> = Vec::new();
+    let default_action = l.default_action.clone().unwrap_or(RouteAction::Respond {
+        status: k8slb_common::routes::FixedStatus::NotFound404,
+    });
     for (i, v) in l.virtual_hosts.iter().enumerate() {
         let id = format!("v{}", i + 1);
         match &v.host {
@@ -636,18 +663,54 @@ fn hp_frontend(
         }
         if v.rules.iter().any(|r| r.matches.is_conditional()) {
             // Matches beyond the path: every rule of this host is an ACL line, tried in
-            // precedence order (a map key holds one action; these hosts are few).
+            // precedence order (a map key holds one action), in a frontend of its own.
+            let hop_name = format!("{name}_{id}");
+            let backend = format!("rtv_{}_{}_{id}", ip_slug(l.ip), l.port);
+            cond_map.push_str(&format!("{id} {backend}\n"));
+            let mut hop_actions = Actions {
+                ids: HashMap::new(),
+                list: Vec::new(),
+                filtered: Vec::new(),
+                listener: (listener_scheme(l), l.port),
+            };
+            let mut acls = HpAcls::default();
+            let mut query_names = BTreeSet::new();
+            let mut cond_rules = Vec::new();
             for (j, r) in v.rules.iter().enumerate() {
                 let pos = rule_pos(i + 1, j);
-                let value = actions.value_with(&r.action, &pos, &r.filters, notes, &name);
+                let value = hop_actions.value_with(&r.action, &pos, &r.filters, notes, &name);
                 query_names.extend(r.matches.query.iter().map(|q| q.name.to_string()));
-                for acl in hp_cond_acls(&id, &r.matches, &mut acls) {
+                for acl in hp_cond_acls(None, &r.matches, &mut acls) {
                     cond_rules.push(HpCond {
                         value: value.clone(),
                         acl,
                     });
                 }
             }
+            let default = hop_actions.value(&default_action, "d", notes, &name);
+            hops.push(HpFrontend {
+                name: hop_name,
+                bind: format!("abns@k8slb_{backend}"),
+                tls: None,
+                hop: Some(HpHop {
+                    socket: format!("abns@k8slb_{backend}"),
+                    backend,
+                }),
+                cond_map: None,
+                hosts_map: None,
+                wildcards_map: None,
+                suffixes_map: None,
+                splits_map: None,
+                exact_map: None,
+                prefix_map: None,
+                any_vh: None,
+                cond_rules,
+                acls: acls.lines,
+                query_names,
+                default,
+                actions: hop_actions.list,
+                filtered: hop_actions.filtered,
+            });
             continue;
         }
         let mut seen_exact: BTreeSet<&str> = BTreeSet::new();
@@ -678,10 +741,7 @@ fn hp_frontend(
     // looks the prefix up in a tree.
     prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
     let prefix: String = prefixes.iter().map(|(k, v)| format!("{k} {v}\n")).collect();
-    let default = l.default_action.clone().unwrap_or(RouteAction::Respond {
-        status: k8slb_common::routes::FixedStatus::NotFound404,
-    });
-    let default = actions.value(&default, "d", notes, &name);
+    let default = actions.value(&default_action, "d", notes, &name);
     let splits: String = split_entries(l)
         .iter()
         .map(|(k, v)| format!("{k} {v}\n"))
@@ -693,6 +753,9 @@ fn hp_frontend(
         files.insert(f.clone(), splits);
         Some(f)
     };
+    for h in &mut hops {
+        h.splits_map.clone_from(&splits_map);
+    }
     let mut map = |ext: &str, text: String| {
         (!text.is_empty()).then(|| {
             let f = file(ext);
@@ -700,9 +763,11 @@ fn hp_frontend(
             f
         })
     };
-    Ok(Some(HpFrontend {
+    let mut out = vec![HpFrontend {
         bind: SocketAddr::new(l.ip, l.port).to_string(),
         tls,
+        hop: None,
+        cond_map: map("cond.map", cond_map),
         hosts_map: map("hosts.map", hosts),
         wildcards_map: map("wildcards.map", wildcards),
         suffixes_map: map("suffixes.map", {
@@ -714,14 +779,16 @@ fn hp_frontend(
         prefix_map: map("prefix.map", prefix),
         any_vh,
         splits_map,
-        cond_rules,
-        acls: acls.lines,
-        query_names,
+        cond_rules: Vec::new(),
+        acls: Vec::new(),
+        query_names: BTreeSet::new(),
         default,
         actions: actions.list,
         filtered: actions.filtered,
         name,
-    }))
+    }];
+    out.extend(hops);
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1633,9 +1700,7 @@ impl HttpRenderer {
         let mut files = BTreeMap::new();
         let mut frontends = Vec::new();
         for l in &routes.listeners {
-            if let Some(f) = hp_frontend(l, o, &mut files, &mut notes)? {
-                frontends.push(f);
-            }
+            frontends.extend(hp_frontend(l, o, &mut files, &mut notes)?);
         }
         let (streams, skipped_streams) =
             crate::render_stream::hp_streams(routes, o, &mut files, &mut notes)?;
