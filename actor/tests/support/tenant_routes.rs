@@ -138,7 +138,11 @@ pub fn crd_maxima(rules: usize) -> HttpRoutes {
                     })
                     .collect(),
             },
-            action: RouteAction::forward(if i % 2 == 0 { a.clone() } else { b.clone() }),
+            action: RouteAction::forward(if i.is_multiple_of(2) {
+                a.clone()
+            } else {
+                b.clone()
+            }),
             filters,
         }
     };
