@@ -38,6 +38,7 @@
 use crate::admin::Metrics;
 use crate::daemons::{Daemon, DaemonError, DaemonKind};
 use crate::handover::{self, Instance, Memory, Placement};
+use crate::staged::{ConfigFiles, StageError, Staged};
 use crate::supervise::{Action, Restarter};
 use crate::vip::{AddrOps, VipError};
 use k8slb_common::fs::write_atomic;
@@ -56,6 +57,9 @@ pub struct Desired {
     pub keepalived: String,
     /// `None` for the kubeproxy provider.
     pub proxy: Option<String>,
+    /// The files the proxy config names: staged, checked and installed with it
+    /// ([`crate::staged`]).
+    pub files: ConfigFiles,
 }
 
 /// What the control loop knows about this node besides the state.
@@ -120,6 +124,8 @@ pub enum ApplyError {
     },
     #[error(transparent)]
     Daemon(#[from] DaemonError),
+    #[error("files the proxy config names: {0}")]
+    Files(#[from] StageError),
 }
 
 impl ApplyError {
@@ -129,6 +135,7 @@ impl ApplyError {
             ApplyError::Render(_) => "render",
             ApplyError::Write { .. } => "write",
             ApplyError::Daemon(e) => e.category(),
+            ApplyError::Files(_) => "files",
         }
     }
 }
@@ -227,6 +234,8 @@ pub struct Slot {
     /// Why the daemon does not run the installed config (a failed start or reload, an
     /// exit), until a start, reload or Runtime API update succeeds. Readiness says it.
     failure: Option<String>,
+    /// The files `running` names, as installed with it.
+    running_files: ConfigFiles,
 }
 
 /// The health file keepalived tracks for a daemon: `0\n` healthy, `1\n` not.
@@ -367,9 +376,11 @@ impl HealthFile {
     }
 }
 
-/// A candidate checked in a temporary file next to the live one.
+/// A candidate checked in a temporary file next to the live one, with the files it
+/// names staged.
 struct Prepared {
     tmp: tempfile::NamedTempFile,
+    staged: Option<Staged>,
 }
 
 impl Slot {
@@ -400,6 +411,7 @@ impl Slot {
             file_stale: false,
             last_runtime: None,
             failure: None,
+            running_files: ConfigFiles::default(),
         }
     }
 
@@ -527,17 +539,40 @@ impl Slot {
         Ok(tmp)
     }
 
-    fn prepare(&self, text: &str, metrics: &Metrics) -> Result<Prepared, ApplyError> {
+    /// Stage `files`, write `text` to a temporary file and check it with them (the
+    /// checker reads a copy naming the staging directory: see [`crate::staged`]).
+    fn prepare(
+        &self,
+        text: &str,
+        files: &ConfigFiles,
+        metrics: &Metrics,
+    ) -> Result<Prepared, ApplyError> {
         let tmp = self.write_tmp(text)?;
-        if let Err(e) = self.daemon.check(tmp.path()) {
+        let staged = files.stage()?;
+        let checked = files.for_check(text);
+        let verdict = if checked == text {
+            self.daemon.check(tmp.path())
+        } else {
+            let copy = self.write_tmp(&checked)?;
+            self.daemon.check(copy.path())
+        };
+        if let Err(e) = verdict {
             metrics.check_failure(self.kind());
             tracing::error!(daemon = %self.kind(), error = %e, "rendered config refused by the checker; the running config stays");
             return Err(e.into());
         }
-        Ok(Prepared { tmp })
+        Ok(Prepared {
+            tmp,
+            staged: Some(staged),
+        })
     }
 
-    fn install(&mut self, p: Prepared) -> Result<(), ApplyError> {
+    /// Move the staged files into place, then the config.
+    fn install(&mut self, p: Prepared, files: &ConfigFiles) -> Result<(), ApplyError> {
+        if let Some(staged) = p.staged {
+            staged.install()?;
+        }
+        self.running_files = files.clone();
         let path = self.daemon.config_path();
         p.tmp.persist(path).map_err(|e| ApplyError::Write {
             path: path.display().to_string(),
@@ -547,10 +582,12 @@ impl Slot {
         Ok(())
     }
 
-    /// Write `text` as the live file without a check (runtime path, restore).
-    fn write_live(&mut self, text: &str) -> Result<(), ApplyError> {
+    /// Write `text` and its files as the live ones without a check (runtime path,
+    /// restore).
+    fn write_live(&mut self, text: &str, files: &ConfigFiles) -> Result<(), ApplyError> {
+        files.write_live()?;
         let tmp = self.write_tmp(text)?;
-        self.install(Prepared { tmp })
+        self.install(Prepared { tmp, staged: None }, files)
     }
 
     fn start(&mut self, now: Instant, metrics: &Metrics) -> Result<(), DaemonError> {
@@ -900,15 +937,16 @@ impl<R: NodeRenderer> Applier<R> {
         // Check everything that will be installed before installing anything.
         let proxy_prep = match (&self.proxy, &proxy_step, &desired.proxy) {
             (Some(slot), Some(Step::Start | Step::Reload), Some(text)) => {
-                Some(slot.prepare(text, &self.metrics)?)
+                Some(slot.prepare(text, &desired.files, &self.metrics)?)
             }
             _ => None,
         };
         let ka_prep = match ka_step {
-            Step::Start | Step::Reload => Some(
-                self.keepalived
-                    .prepare(&desired.keepalived, &self.metrics)?,
-            ),
+            Step::Start | Step::Reload => Some(self.keepalived.prepare(
+                &desired.keepalived,
+                &ConfigFiles::default(),
+                &self.metrics,
+            )?),
             _ => None,
         };
 
@@ -917,7 +955,14 @@ impl<R: NodeRenderer> Applier<R> {
         if let (Some(slot), Some(step), Some(text)) =
             (self.proxy.as_mut(), proxy_step, desired.proxy.as_ref())
         {
-            proxy_outcome = Some(run_step(slot, step, text, proxy_prep, now, &metrics)?);
+            proxy_outcome = Some(run_step(
+                slot,
+                step,
+                (text, &desired.files),
+                proxy_prep,
+                now,
+                &metrics,
+            )?);
         }
         // The health file keepalived tracks exists before keepalived ever runs.
         if let Some(slot) = self.proxy.as_mut() {
@@ -926,7 +971,7 @@ impl<R: NodeRenderer> Applier<R> {
         let ka_outcome = match run_step(
             &mut self.keepalived,
             ka_step,
-            &desired.keepalived,
+            (&desired.keepalived, &ConfigFiles::default()),
             ka_prep,
             now,
             &metrics,
@@ -1020,7 +1065,7 @@ impl<R: NodeRenderer> Applier<R> {
         let Some(text) = desired.proxy.as_deref() else {
             return false;
         };
-        if let Err(e) = proxy.write_live(text) {
+        if let Err(e) = proxy.write_live(text, &desired.files) {
             tracing::error!(error = %e, "could not write the proxy config file after Runtime API updates");
             return false;
         }
@@ -1073,7 +1118,7 @@ impl<R: NodeRenderer> Applier<R> {
 fn run_step(
     slot: &mut Slot,
     step: Step,
-    text: &str,
+    (text, files): (&str, &ConfigFiles),
     prep: Option<Prepared>,
     now: Instant,
     metrics: &Metrics,
@@ -1092,7 +1137,7 @@ fn run_step(
                 if !cmds.is_empty() {
                     metrics.runtime_api_updates.inc();
                 }
-                slot.write_live(text)?;
+                slot.write_live(text, files)?;
                 slot.running = Some(text.to_string());
                 slot.failure = None;
                 tracing::info!(daemon = %kind, commands = cmds.len(), "endpoints updated over the Runtime API, no reload");
@@ -1100,31 +1145,32 @@ fn run_step(
             }
             Err(e) => {
                 tracing::warn!(daemon = %kind, error = %e, "Runtime API update failed; reloading instead");
-                let prep = slot.prepare(text, metrics)?;
-                reload_with(slot, text, prep, now, metrics)
+                let prep = slot.prepare(text, files, metrics)?;
+                reload_with(slot, (text, files), prep, now, metrics)
             }
         },
         Step::Start => {
             let prep = prep.expect("prepared");
-            slot.install(prep)?;
+            slot.install(prep, files)?;
             slot.running = Some(text.to_string());
             slot.start(now, metrics)?;
             Ok(SlotOutcome::Started)
         }
-        Step::Reload => reload_with(slot, text, prep.expect("prepared"), now, metrics),
+        Step::Reload => reload_with(slot, (text, files), prep.expect("prepared"), now, metrics),
     }
 }
 
 fn reload_with(
     slot: &mut Slot,
-    text: &str,
+    (text, files): (&str, &ConfigFiles),
     prep: Prepared,
     now: Instant,
     metrics: &Metrics,
 ) -> Result<SlotOutcome, ApplyError> {
     let kind = slot.kind();
     let was_stale = slot.file_stale;
-    slot.install(prep)?;
+    let good_files = slot.running_files.clone();
+    slot.install(prep, files)?;
     slot.last_reload = Some(now);
     match slot.daemon.reload() {
         Ok(()) => {
@@ -1139,7 +1185,7 @@ fn reload_with(
             slot.failure = Some(format!("reload failed: {}", slot.reason(&e)));
             // Put the last good config back on disk so a restart starts from it.
             if let Some(good) = slot.running.clone() {
-                let _ = slot.write_live(&good);
+                let _ = slot.write_live(&good, &good_files);
                 // The old worker still serves the Runtime API updates `good` lacks.
                 slot.file_stale = was_stale;
             }
@@ -1339,6 +1385,7 @@ mod tests {
             Ok(Desired {
                 keepalived: format!("ka {}", v.len()),
                 proxy: Some(format!("proxy {}", v.len())),
+                files: Default::default(),
             })
         }
         fn runtime_diff(&self, _: &String, _: &String) -> Option<Vec<String>> {
@@ -1776,6 +1823,7 @@ mod tests {
             Ok(Desired {
                 keepalived: lines.join("\n"),
                 proxy: None,
+                files: Default::default(),
             })
         }
         fn runtime_diff(&self, _: &Placement, _: &Placement) -> Option<Vec<String>> {

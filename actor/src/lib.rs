@@ -7,6 +7,7 @@
 //! - [`render_http`]: pure, the L7 route model -> HAProxy / nginx config parts;
 //! - [`cmd_render`]: `k8slb-actor render`;
 //! - [`apply`]: render -> check -> atomic swap -> reload -> confirm, debounced;
+//! - [`staged`]: the files a proxy config names, staged, checked and installed with it;
 //! - [`daemons`]: keepalived, HAProxy and nginx as child processes (the I/O seam);
 //! - [`handover`]: pure, a VIP that changes VRRP instance is held out of keepalived for a
 //!   hold-down first, so no two nodes hold it;
@@ -50,6 +51,7 @@ pub mod render_error;
 pub mod render_http;
 pub mod render_stream;
 pub mod run;
+pub mod staged;
 pub mod state_source;
 pub mod supervise;
 pub mod view;

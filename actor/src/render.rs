@@ -70,7 +70,8 @@ pub struct Rendered {
     /// haproxy.cfg or nginx.conf; `None` for kubeproxy.
     pub proxy: Option<String>,
     /// Files the proxy config names (the routes' HAProxy map and crt-list files): full
-    /// path → content. Written before the config is checked.
+    /// path → content. Staged with the config, checked with it and installed with it
+    /// ([`crate::staged`]).
     pub files: BTreeMap<String, String>,
 }
 

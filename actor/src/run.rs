@@ -43,6 +43,7 @@ use crate::apply::{Applied, Applier, Desired, NodeContext, NodeRenderer};
 use crate::control::{self, Action, ApplyOutcome, Control, Input, Note, Poll, Supervised, Timing};
 use crate::daemons::{self, Binaries, Daemon, Paths};
 use crate::render::{self, Renderer};
+use crate::staged::ConfigFiles;
 use crate::state_source::{self, ConfigMapOptions, ConfigMapSource, Source};
 pub use crate::state_source::{FileSource, Polled};
 use crate::view::{self, NodeView, ViewOptions};
@@ -252,11 +253,12 @@ impl NodeRenderer for RealRenderer {
     }
     fn render(&self, view: &NodeView) -> Result<Desired, String> {
         let r = self.renderer.render(view).map_err(|e| e.to_string())?;
-        // The files the proxy config names exist before it is checked.
-        sync_route_files(&self.base.routes_dir, &r.files)?;
+        // The files the proxy config names are staged, checked and installed with it
+        // by the applier, never written here.
         Ok(Desired {
             keepalived: r.keepalived,
             proxy: r.proxy,
+            files: ConfigFiles::new(&self.base.routes_dir, r.files),
         })
     }
     fn runtime_diff(&self, old: &NodeView, new: &NodeView) -> Option<Vec<String>> {
@@ -273,32 +275,6 @@ impl NodeRenderer for RealRenderer {
         crate::handover::hold_out(&mut view.keepalived, vips);
         view
     }
-}
-
-/// Make `dir` hold exactly `files` (full paths inside it → content): each written
-/// whole, the rest removed. Nothing to do (and no directory) without routes.
-fn sync_route_files(dir: &Path, files: &BTreeMap<String, String>) -> Result<(), String> {
-    let err = |what: &str, p: &Path, e: std::io::Error| format!("{what} {}: {e}", p.display());
-    if files.is_empty() && !dir.exists() {
-        return Ok(());
-    }
-    std::fs::create_dir_all(dir).map_err(|e| err("creating", dir, e))?;
-    for (path, text) in files {
-        let p = Path::new(path);
-        if p.parent() != Some(dir) {
-            return Err(format!("route file {path} is not in {}", dir.display()));
-        }
-        if std::fs::read(p).ok().as_deref() != Some(text.as_bytes()) {
-            k8slb_common::fs::write_atomic(p, text.as_bytes()).map_err(|e| err("writing", p, e))?;
-        }
-    }
-    for e in std::fs::read_dir(dir).map_err(|e| err("listing", dir, e))? {
-        let p = e.map_err(|e| err("listing", dir, e))?.path();
-        if !files.contains_key(p.to_string_lossy().as_ref()) {
-            std::fs::remove_file(&p).map_err(|e| err("removing", &p, e))?;
-        }
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------

@@ -105,6 +105,7 @@ frontend b2\n  bind 198.18.0.1:9002\n  http-request return status 200 content-ty
         Ok(Desired {
             keepalived: "# none\n".into(),
             proxy: Some(format!("{proxy}{broken}")),
+            files: Default::default(),
         })
     }
     fn runtime_diff(&self, old: &Self::View, new: &Self::View) -> Option<Vec<String>> {

@@ -42,6 +42,7 @@ impl NodeRenderer for Eps {
         Ok(Desired {
             keepalived: format!("ka {}", v.0),
             proxy: Some(format!("eps {:?}", v.1)),
+            files: Default::default(),
         })
     }
     fn runtime_diff(&self, old: &Self::View, new: &Self::View) -> Option<Vec<String>> {
