@@ -39,6 +39,7 @@ fn routes() -> HttpRoutes {
                 matches: RouteMatch::on_path(m),
                 action: RouteAction::forward(ids[i % ids.len()].clone()),
                 filters: Default::default(),
+                owner: None,
             };
             let mut v = VirtualHost {
                 host: Some(format!("app-{i:05}.example.com").parse().unwrap()),
@@ -62,6 +63,7 @@ fn routes() -> HttpRoutes {
             tls: None,
             virtual_hosts,
             default_action: None,
+            default_owner: None,
         }],
         backends,
         ..HttpRoutes::default()

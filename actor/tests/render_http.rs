@@ -434,6 +434,7 @@ fn model_only_routes() -> HttpRoutes {
         matches: RouteMatch::on_path(m),
         action,
         filters: Default::default(),
+        owner: None,
     };
     HttpRoutes {
         listeners: vec![Listener {
@@ -481,6 +482,7 @@ fn model_only_routes() -> HttpRoutes {
                 ],
             }],
             default_action: None,
+            default_owner: None,
         }],
         backends: [
             (
@@ -1000,9 +1002,11 @@ fn split_routes(heavy: u16, light: u16) -> HttpRoutes {
                         invalid: 0,
                     },
                     filters: Default::default(),
+                    owner: None,
                 }],
             }],
             default_action: None,
+            default_owner: None,
         }],
         backends: [(a, state("198.18.5.1")), (b, state("198.18.5.2"))]
             .into_iter()
@@ -1742,6 +1746,7 @@ fn stream_routes() -> HttpRoutes {
         host: host.map(|h| h.parse().unwrap()),
         backends,
         invalid: 0,
+        owner: None,
     };
     let listener = |port, protocol, routes| {
         let mut l = StreamListener {
@@ -1766,9 +1771,11 @@ fn stream_routes() -> HttpRoutes {
                     matches: RouteMatch::on_path(PathMatch::Prefix("/".parse().unwrap())),
                     action: RouteAction::forward(id("default/heavy:80")),
                     filters: Default::default(),
+                    owner: None,
                 }],
             }],
             default_action: None,
+            default_owner: None,
         }],
         backends: [
             ("default/heavy:80", HEAVY),
@@ -1975,6 +1982,7 @@ fn stream_endpoint_and_weight_changes_are_runtime_api_changes_for_haproxy() {
                 weight: 1,
             }],
             invalid: 0,
+            owner: None,
         });
         s.sort_routes();
     };

@@ -149,16 +149,19 @@ fn state_with_hosts(hosts: &[&str]) -> State {
                             )),
                             action: RouteAction::forward(backend.clone()),
                             filters: Default::default(),
+                            owner: None,
                         },
                         RouteRule {
                             matches: RouteMatch::on_path(PathMatch::Prefix("/".parse().unwrap())),
                             action: RouteAction::forward(backend.clone()),
                             filters: Default::default(),
+                            owner: None,
                         },
                     ],
                 })
                 .collect(),
             default_action: None,
+            default_owner: None,
         }],
         backends: BTreeMap::from([(
             backend.clone(),

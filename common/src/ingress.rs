@@ -921,6 +921,7 @@ impl Translation<'_, '_> {
                 matches: m.clone(),
                 action,
                 filters: Default::default(),
+                owner: Some(object(cur.ing)),
             });
         }
     }
@@ -1044,16 +1045,30 @@ impl Building {
                 status: FixedStatus::NotFound404,
             },
             filters: Default::default(),
+            // There in place of the default backend's answer.
+            owner: self
+                .default_action
+                .as_ref()
+                .and_then(|(_, owner)| owner.parse().ok()),
         };
         let tls = (self.protocol == ListenerProtocol::Https).then(|| {
-            let mut by_file: BTreeMap<CertFile, Vec<Hostname>> = BTreeMap::new();
-            for (h, (f, _)) in self.certs {
-                by_file.entry(f).or_default().push(h);
+            // A file two Ingresses name (the same Secret) is owned by the older.
+            let mut by_file: BTreeMap<CertFile, (Vec<Hostname>, Rc<str>)> = BTreeMap::new();
+            for (h, (f, owner)) in self.certs {
+                by_file
+                    .entry(f)
+                    .or_insert_with(|| (vec![], owner))
+                    .0
+                    .push(h);
             }
             ListenerTls {
                 certificates: by_file
                     .into_iter()
-                    .map(|(file, hosts)| Certificate { file, hosts })
+                    .map(|(file, (hosts, owner))| Certificate {
+                        file,
+                        hosts,
+                        owner: owner.parse().ok(),
+                    })
                     .collect(),
                 default_certificate: if opts.pool_certificate {
                     Some(CertFile::Pool {
@@ -1085,6 +1100,10 @@ impl Building {
                     v
                 })
                 .collect(),
+            default_owner: self
+                .default_action
+                .as_ref()
+                .and_then(|(_, owner)| owner.parse().ok()),
             default_action: self.default_action.map(|(a, _)| a),
         };
         l.sort_virtual_hosts();
@@ -1205,10 +1224,12 @@ fn acme_passthrough(
         .trim_end_matches('/')
         .parse()
         .expect("a valid path");
+    let owner = taker.owner.clone();
     v.rules.push(RouteRule {
         matches: RouteMatch::on_path(PathMatch::prefix(&dir)),
         action: action.clone(),
         filters: Default::default(),
+        owner,
     });
     v.sort_rules();
 }

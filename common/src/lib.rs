@@ -34,6 +34,7 @@ pub mod ipam;
 pub mod logging;
 pub mod names;
 pub mod objects;
+pub mod owners;
 pub mod plan;
 pub mod problem;
 pub mod publish;

@@ -43,6 +43,7 @@
 
 use crate::endpoints::Endpoint;
 use crate::names::{err, string_newtype, NameError, ObjectName, PoolName, ServiceKey};
+use crate::problem::ObjRef;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -470,6 +471,11 @@ pub struct StreamRoute {
     /// connections is closed; the others reach theirs.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub invalid: u16,
+    /// The object that produced it (an Ingress, HTTPRoute, TLSRoute, TCPRoute, UDPRoute
+    /// or Gateway): what the actor's quarantine removes when the proxy refuses a config
+    /// because of it. Absent in states of older watchers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<ObjRef>,
 }
 
 impl StreamRoute {
@@ -525,6 +531,9 @@ pub struct Listener {
     /// matches. `None`: 404.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_action: Option<RouteAction>,
+    /// The object whose default backend `default_action` is (see [`RouteRule::owner`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_owner: Option<ObjRef>,
 }
 
 impl Listener {
@@ -602,6 +611,11 @@ pub struct Certificate {
     pub file: CertFile,
     /// The server names (SNI) this certificate is used for; sorted.
     pub hosts: Vec<Hostname>,
+    /// The object that produced it (an Ingress, HTTPRoute, TLSRoute, TCPRoute, UDPRoute
+    /// or Gateway): what the actor's quarantine removes when the proxy refuses a config
+    /// because of it. Absent in states of older watchers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<ObjRef>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -668,6 +682,11 @@ pub struct RouteRule {
     /// What a forwarded request and its response get changed (Gateway API filters).
     #[serde(default, skip_serializing_if = "RuleFilters::is_empty")]
     pub filters: RuleFilters,
+    /// The object that produced it (an Ingress, HTTPRoute, TLSRoute, TCPRoute, UDPRoute
+    /// or Gateway): what the actor's quarantine removes when the proxy refuses a config
+    /// because of it. Absent in states of older watchers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<ObjRef>,
 }
 
 impl RouteRule {
@@ -677,6 +696,7 @@ impl RouteRule {
             matches,
             action,
             filters: RuleFilters::default(),
+            owner: None,
         }
     }
 

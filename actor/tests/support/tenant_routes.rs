@@ -43,6 +43,7 @@ fn listener(ip: IpAddr, virtual_hosts: Vec<VirtualHost>) -> Listener {
         tls: None,
         virtual_hosts,
         default_action: None,
+        default_owner: None,
     }
 }
 
@@ -71,6 +72,7 @@ pub fn nested_conditional(n: usize) -> HttpRoutes {
                 },
                 ..RuleFilters::default()
             },
+            owner: None,
         })
         .collect();
     rules.reverse(); // the longest prefix first: the model's precedence
@@ -144,6 +146,7 @@ pub fn crd_maxima(rules: usize) -> HttpRoutes {
                 b.clone()
             }),
             filters,
+            owner: None,
         }
     };
     let mut v = VirtualHost {
@@ -172,6 +175,7 @@ pub fn busy_neighbour(n: usize, a_ep: (&str, u16), b_ep: (&str, u16)) -> HttpRou
             },
             action: RouteAction::forward(b.clone()),
             filters: RuleFilters::default(),
+            owner: None,
         })
         .collect();
     busy.push(RouteRule::new(

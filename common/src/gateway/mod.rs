@@ -38,6 +38,7 @@ pub mod types;
 use crate::endpoints::{endpoints, slice_index, Endpoint};
 use crate::ingress::SecretMeta;
 use crate::names::{ObjectKey, ServiceKey};
+use crate::problem::ObjRef;
 use crate::routes::{
     BackendId, BackendState, CertFile, Certificate, FieldName, FieldValue, FixedStatus,
     HeaderEdits, HeaderMatch, HeaderValue, Hostname, HttpPath, HttpRoutes, Listener,
@@ -506,8 +507,15 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
             let mut conditions = conds;
             if !attach.is_empty() {
                 // The rules, once per attached (listener, hostname).
-                let (rules, refs, mut unsupported) =
+                let (mut rules, refs, mut unsupported) =
                     rules_of(input, r, &rns, &services, &slices, &mut backends);
+                let owner = ObjRef::HttpRoute {
+                    namespace: rk.namespace.to_string(),
+                    name: rk.name.to_string(),
+                };
+                for (_, _, rule) in &mut rules {
+                    rule.owner = Some(owner.clone());
+                }
                 if unsupported.is_none() {
                     unsupported =
                         over_conditional_cap(input, &lsts, &attach, &rules, &mut conditional);
@@ -549,8 +557,12 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
     let mut udp_backends: BTreeMap<BackendId, BackendState> = BTreeMap::new();
     let mut taken: BTreeMap<(usize, Option<Hostname>), String> = BTreeMap::new();
     #[allow(clippy::type_complexity)]
-    let mut streams_placed: Vec<(usize, Option<Hostname>, (Vec<WeightedBackend>, u16))> =
-        Vec::new();
+    let mut streams_placed: Vec<(
+        usize,
+        Option<Hostname>,
+        (Vec<WeightedBackend>, u16),
+        ObjRef,
+    )> = Vec::new();
     let mut l4: Vec<&L4Route> = input.l4_routes.iter().collect();
     l4.sort_by_key(|r| age(&r.metadata));
     for r in l4 {
@@ -585,7 +597,12 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
                     },
                 );
                 for (li, host) in at {
-                    streams_placed.push((li, host, (weighted.clone(), invalid)));
+                    let owner = ObjRef::L4Route {
+                        kind: r.kind,
+                        namespace: rk.namespace.to_string(),
+                        name: rk.name.to_string(),
+                    };
+                    streams_placed.push((li, host, (weighted.clone(), invalid), owner));
                 }
                 conditions.push(refs);
             }
@@ -618,12 +635,14 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
             if entry.protocol != protocol {
                 continue; // another Gateway's listener on a shared address holds it
             }
-            for (_, host, (weighted, invalid)) in streams_placed.iter().filter(|p| p.0 == li) {
+            for (_, host, (weighted, invalid), owner) in streams_placed.iter().filter(|p| p.0 == li)
+            {
                 if !entry.routes.iter().any(|r| &r.host == host) {
                     entry.routes.push(StreamRoute {
                         host: host.clone(),
                         backends: weighted.clone(),
                         invalid: *invalid,
+                        owner: Some(owner.clone()),
                     });
                 }
             }
@@ -648,6 +667,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
                 tls: None,
                 virtual_hosts: Vec::new(),
                 default_action: None,
+                default_owner: None,
             });
             if let Some(t) = &l.tls {
                 let any = default_from_any_host.entry((ip, port)).or_default();
@@ -1257,6 +1277,10 @@ fn tls_of(
                 version: s.version.clone(),
             },
             hosts: hostname.into_iter().cloned().collect(),
+            owner: Some(ObjRef::Gateway {
+                namespace: gk.namespace.to_string(),
+                name: gk.name.to_string(),
+            }),
         });
     }
     if certificates.is_empty() {
@@ -1686,6 +1710,7 @@ fn rules_of(
                 },
                 action,
                 filters,
+                owner: None,
             };
             // What nginx could not load would stop every tenant's config: refused for
             // both providers, so a route's acceptance does not depend on the proxy.
