@@ -23,7 +23,9 @@
 //! the state that this node holds now), `fd_limit` (the open-files hard limit the proxy
 //! runs under), `proxy_maxconn` (HAProxy's global `maxconn` or nginx's
 //! `worker_connections` as rendered, after fitting to `fd_limit`; 0 when the admin sets
-//! none and HAProxy derives its own). The `vip` label is bounded: VIPs come only from
+//! none and HAProxy derives its own), `quarantined_objects` (how many objects the actor
+//! leaves out of the proxy config because its checker refuses their part: see
+//! [`crate::quarantine`]; no label, the objects are in the log). The `vip` label is bounded: VIPs come only from
 //! the admin's pools and the state, never from client traffic.
 
 use crate::daemons::DaemonKind;
@@ -79,6 +81,7 @@ pub struct Metrics {
     pub vips_held: Family<VipLabel, Gauge>,
     pub fd_limit: Gauge,
     pub proxy_maxconn: Gauge,
+    pub quarantined_objects: Gauge,
 }
 
 impl Default for Metrics {
@@ -100,6 +103,7 @@ impl Metrics {
         let vips_held = Family::<VipLabel, Gauge>::default();
         let fd_limit = Gauge::default();
         let proxy_maxconn = Gauge::default();
+        let quarantined_objects = Gauge::default();
         registry.register(
             "reloads",
             "Reloads (and starts) of a daemon, by result (ok, failed)",
@@ -150,7 +154,13 @@ impl Metrics {
             "HAProxy's global maxconn or nginx's worker_connections as rendered, after fitting to fd_limit",
             proxy_maxconn.clone(),
         );
+        registry.register(
+            "quarantined_objects",
+            "Objects whose part of the proxy config its checker refuses: left out, everything else served",
+            quarantined_objects.clone(),
+        );
         Metrics {
+            quarantined_objects,
             registry,
             fd_limit,
             proxy_maxconn,

@@ -38,11 +38,14 @@
 use crate::admin::Metrics;
 use crate::daemons::{Daemon, DaemonError, DaemonKind};
 use crate::handover::{self, Instance, Memory, Placement};
+use crate::quarantine::{self, Found, Quarantine};
 use crate::staged::{ConfigFiles, StageError, Staged};
 use crate::supervise::{Action, Restarter};
 use crate::vip::{AddrOps, VipError};
 use k8slb_common::fs::write_atomic;
 use k8slb_common::names::{IfName, PoolName};
+use k8slb_common::owners;
+use k8slb_common::problem::ObjRef;
 use k8slb_common::state::State;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -540,26 +543,32 @@ impl Slot {
     }
 
     /// Stage `files`, write `text` to a temporary file and check it with them (the
-    /// checker reads a copy naming the staging directory: see [`crate::staged`]).
+    /// checker reads a copy naming the staging directory: see [`crate::staged`]). A
+    /// refusal is logged and counted.
     fn prepare(
         &self,
         text: &str,
         files: &ConfigFiles,
         metrics: &Metrics,
     ) -> Result<Prepared, ApplyError> {
+        let r = self.stage_and_check(text, files);
+        if let Err(ApplyError::Daemon(e @ DaemonError::Check { .. })) = &r {
+            metrics.check_failure(self.kind());
+            tracing::error!(daemon = %self.kind(), error = %e, "rendered config refused by the checker; the running config stays");
+        }
+        r
+    }
+
+    /// [`Self::prepare`] without the log line and the count (the quarantine's checks).
+    fn stage_and_check(&self, text: &str, files: &ConfigFiles) -> Result<Prepared, ApplyError> {
         let tmp = self.write_tmp(text)?;
         let staged = files.stage()?;
         let checked = files.for_check(text);
-        let verdict = if checked == text {
-            self.daemon.check(tmp.path())
+        if checked == text {
+            self.daemon.check(tmp.path())?;
         } else {
             let copy = self.write_tmp(&checked)?;
-            self.daemon.check(copy.path())
-        };
-        if let Err(e) = verdict {
-            metrics.check_failure(self.kind());
-            tracing::error!(daemon = %self.kind(), error = %e, "rendered config refused by the checker; the running config stays");
-            return Err(e.into());
+            self.daemon.check(copy.path())?;
         }
         Ok(Prepared {
             tmp,
@@ -674,6 +683,10 @@ pub struct Applier<R: NodeRenderer> {
     held: BTreeMap<IpAddr, (Instance, Instance)>,
     /// When the first of them may join its new instance: apply again then.
     handover_until: Option<Instant>,
+    /// The owners left out of the proxy config ([`crate::quarantine`]).
+    quarantine: Quarantine,
+    /// Checks of the last bisection.
+    bisection_checks: usize,
 }
 
 impl<R: NodeRenderer> Applier<R> {
@@ -698,6 +711,8 @@ impl<R: NodeRenderer> Applier<R> {
             handover: Memory::default(),
             held: BTreeMap::new(),
             handover_until: None,
+            quarantine: Quarantine::default(),
+            bisection_checks: 0,
         }
     }
 
@@ -853,7 +868,139 @@ impl<R: NodeRenderer> Applier<R> {
         r
     }
 
+    /// Apply `state`; when the proxy's checker refuses its config, find the owners
+    /// responsible, leave them out and apply the rest ([`crate::quarantine`]).
     fn apply_inner(
+        &mut self,
+        state: &State,
+        ctx: &NodeContext,
+        now: Instant,
+    ) -> Result<Applied, ApplyError> {
+        // The same refused contributions as when they were found: left out again, with
+        // no new bisection (endpoint changes of everyone else stay on the fast path).
+        if !self.quarantine.culprits.is_empty()
+            && owners::contributions(state, &self.quarantine.culprits)
+                == self.quarantine.contributions
+        {
+            let served = owners::without(state, &self.quarantine.culprits);
+            match self.apply_state(&served, ctx, now) {
+                // Something else is refused too: the whole state is searched again.
+                Err(e) if self.is_proxy_refusal(&e) => {}
+                r => return r,
+            }
+        }
+        match self.apply_state(state, ctx, now) {
+            Err(e) if self.is_proxy_refusal(&e) => self.quarantine_and_apply(state, ctx, now, e),
+            Ok(a) => {
+                if matches!(a, Applied::Done { .. }) {
+                    self.set_quarantine(Quarantine::default(), 0);
+                }
+                Ok(a)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether `e` is the proxy's checker refusing a rendered config.
+    fn is_proxy_refusal(&self, e: &ApplyError) -> bool {
+        matches!(
+            (e, &self.proxy),
+            (ApplyError::Daemon(DaemonError::Check { daemon, .. }), Some(p)) if *daemon == p.kind()
+        )
+    }
+
+    /// The objects left out of the proxy config now (their part of it is refused by the
+    /// proxy's checker), for the log, the metric and the report.
+    pub fn quarantined(&self) -> &BTreeSet<ObjRef> {
+        &self.quarantine.culprits
+    }
+
+    /// How many checks the last bisection took (0: none since the last apply without a
+    /// quarantine).
+    pub fn last_bisection_checks(&self) -> usize {
+        self.bisection_checks
+    }
+
+    /// The proxy refused `state`'s config (`refused`): bisect by owner, apply the state
+    /// without the culprits, report them. If even the config with no owner is refused,
+    /// or the search runs out of checks, nothing is applied (the last good config stays)
+    /// and `refused` is the error.
+    fn quarantine_and_apply(
+        &mut self,
+        state: &State,
+        ctx: &NodeContext,
+        now: Instant,
+        refused: ApplyError,
+    ) -> Result<Applied, ApplyError> {
+        let all: Vec<ObjRef> = owners::owners(state).into_iter().collect();
+        let found = quarantine::bisect(&all, quarantine::MAX_CHECKS, |included| {
+            self.passes_without_others(state, ctx, &all, included)
+        });
+        let (culprits, checks) = match found {
+            Found::Culprits { culprits, checks } => (culprits, checks),
+            Found::NotAnOwner { checks } => {
+                tracing::error!(checks, error = %refused, "the proxy refuses the config even without any Service or route: the fault is no object's; the running config stays");
+                return Err(refused);
+            }
+            Found::OutOfChecks { checks } => {
+                tracing::error!(checks, owners = all.len(), error = %refused, "the objects whose config the proxy refuses were not found within the bound of checks; the running config stays");
+                return Err(refused);
+            }
+        };
+        let culprits: BTreeSet<ObjRef> = culprits.into_iter().collect();
+        let q = Quarantine {
+            contributions: owners::contributions(state, &culprits),
+            culprits,
+        };
+        for o in q.culprits.difference(&self.quarantine.culprits) {
+            tracing::error!(object = %quarantine::shown(o), checks, error = %refused, "left out of the proxy config: the proxy's checker refuses its part; everything else is served");
+        }
+        for o in self.quarantine.culprits.difference(&q.culprits) {
+            tracing::info!(object = %quarantine::shown(o), "served again: the proxy's checker accepts its part of the config");
+        }
+        let served = owners::without(state, &q.culprits);
+        self.set_quarantine(q, checks);
+        self.apply_state(&served, ctx, now)
+    }
+
+    fn set_quarantine(&mut self, q: Quarantine, checks: usize) {
+        if q.culprits.is_empty() {
+            for o in &self.quarantine.culprits {
+                tracing::info!(object = %quarantine::shown(o), "served again: the proxy's checker accepts the whole config");
+            }
+        }
+        self.metrics
+            .quarantined_objects
+            .set(i64::try_from(q.culprits.len()).unwrap_or(i64::MAX));
+        self.quarantine = q;
+        self.bisection_checks = checks;
+    }
+
+    /// One check of the bisection: the proxy config of `state` with only the owners
+    /// `included` of `all`, rendered and checked (files staged) like a real apply.
+    fn passes_without_others(
+        &self,
+        state: &State,
+        ctx: &NodeContext,
+        all: &[ObjRef],
+        included: &[ObjRef],
+    ) -> bool {
+        let keep: BTreeSet<&ObjRef> = included.iter().collect();
+        let remove: BTreeSet<ObjRef> = all.iter().filter(|o| !keep.contains(o)).cloned().collect();
+        let s = owners::without(state, &remove);
+        let Ok(view) = self.renderer.view(&s, ctx, self.running_view.as_ref()) else {
+            return false;
+        };
+        let Ok(d) = self.renderer.render(&view) else {
+            return false;
+        };
+        match (&self.proxy, &d.proxy) {
+            (Some(slot), Some(text)) => slot.stage_and_check(text, &d.files).is_ok(),
+            _ => true,
+        }
+    }
+
+    fn apply_state(
         &mut self,
         state: &State,
         ctx: &NodeContext,

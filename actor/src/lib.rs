@@ -7,6 +7,8 @@
 //! - [`render_http`]: pure, the L7 route model -> HAProxy / nginx config parts;
 //! - [`cmd_render`]: `k8slb-actor render`;
 //! - [`apply`]: render -> check -> atomic swap -> reload -> confirm, debounced;
+//! - [`quarantine`]: pure, the bisection that finds the owners whose part of a config
+//!   the proxy's checker refuses (the applier serves the rest without them);
 //! - [`staged`]: the files a proxy config names, staged, checked and installed with it;
 //! - [`daemons`]: keepalived, HAProxy and nginx as child processes (the I/O seam);
 //! - [`handover`]: pure, a VIP that changes VRRP instance is held out of keepalived for a
@@ -46,6 +48,7 @@ pub mod fdlimit;
 pub mod handover;
 pub mod haproxy_rt;
 pub mod init;
+pub mod quarantine;
 pub mod render;
 pub mod render_error;
 pub mod render_http;

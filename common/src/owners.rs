@@ -71,6 +71,44 @@ pub fn without(state: &State, remove: &BTreeSet<ObjRef>) -> State {
     s
 }
 
+/// What `of` contributed to `state`, each piece as its JSON, in a fixed order: equal
+/// for two states exactly when those owners' Services, rules, default actions,
+/// certificates and L4 routes (with where they are) are the same.
+pub fn contributions(state: &State, of: &BTreeSet<ObjRef>) -> Vec<String> {
+    let mine = |o: &Option<ObjRef>| o.as_ref().is_some_and(|o| of.contains(o));
+    fn json<T: serde::Serialize>(v: &T) -> String {
+        serde_json::to_string(v).unwrap_or_default()
+    }
+    let mut out = Vec::new();
+    for (k, s) in &state.services {
+        if of.contains(&ObjRef::Service(k.clone())) {
+            out.push(format!("{k} {}", json(s)));
+        }
+    }
+    for l in &state.http.listeners {
+        let at = format!("{} {}", l.ip, l.port);
+        if mine(&l.default_owner) {
+            out.push(format!("{at} default {}", json(&l.default_action)));
+        }
+        for v in &l.virtual_hosts {
+            for r in v.rules.iter().filter(|r| mine(&r.owner)) {
+                out.push(format!("{at} {} {}", json(&v.host), json(r)));
+            }
+        }
+        if let Some(t) = &l.tls {
+            for c in t.certificates.iter().filter(|c| mine(&c.owner)) {
+                out.push(format!("{at} cert {}", json(c)));
+            }
+        }
+    }
+    for st in &state.http.streams {
+        for r in st.routes.iter().filter(|r| mine(&r.owner)) {
+            out.push(format!("{} {} {}", st.ip, st.port, json(r)));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,6 +242,26 @@ mod tests {
         assert_eq!(w.config, s.config);
         assert_eq!(w.instances, s.instances);
         assert_eq!(w.http.backends, s.http.backends);
+    }
+
+    #[test]
+    fn contributions_change_only_with_the_owners_parts() {
+        let s = state();
+        let b: BTreeSet<ObjRef> = [ing("b")].into();
+        let before = contributions(&s, &b);
+        assert_eq!(before.len(), 3, "a rule, the default action, a certificate");
+        let mut other = s.clone();
+        other.http.listeners[0].virtual_hosts[0].rules.pop();
+        other.services.clear();
+        assert_eq!(
+            contributions(&other, &b),
+            before,
+            "others' changes do not count"
+        );
+        let mut mine = s.clone();
+        mine.http.listeners[0].virtual_hosts[1].rules[0].matches =
+            RouteMatch::on_path(PathMatch::Prefix("/b2".parse().unwrap()));
+        assert_ne!(contributions(&mine, &b), before);
     }
 
     #[test]
