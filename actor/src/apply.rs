@@ -14,7 +14,12 @@
 //!    reloaded (or started) and the reload confirmed. All checks of one apply run before
 //!    anything is installed: a config that fails its check never replaces the running
 //!    one, and neither does its sibling. The failure is logged, counted
-//!    (`config_check_failures_total`) and kept as [`Applier::last_error`].
+//!    (`config_check_failures_total`) and kept as [`Applier::last_error`]. The files the
+//!    proxy config names (maps, crt-lists) are staged, checked and installed with it
+//!    ([`crate::staged`]);
+//! 4. when the proxy's checker refuses the config, the owners whose blocks it refuses are
+//!    found by bisection and the state is applied without them ([`crate::quarantine`]);
+//!    if even the config without any owner is refused, 3 stands: nothing is installed.
 //!
 //! The proxy's health file ([`Daemon::track_file`], keepalived's `track_file` with weight
 //! 0) holds `0` once a start of the proxy is confirmed, `1` the moment its process is gone

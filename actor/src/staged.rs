@@ -57,7 +57,8 @@ fn io_err<'a>(op: &'static str, p: &'a Path) -> impl FnOnce(io::Error) -> StageE
 #[derive(Debug)]
 pub struct Staged {
     files: ConfigFiles,
-    staging: PathBuf,
+    /// `None`: nothing was staged ([`ConfigFiles::is_noop`]).
+    staging: Option<PathBuf>,
 }
 
 impl ConfigFiles {
@@ -117,20 +118,24 @@ impl ConfigFiles {
     /// Write every file into a fresh staging directory (the live one is not touched).
     pub fn stage(&self) -> Result<Staged, StageError> {
         self.check_paths()?;
+        if self.is_noop() {
+            return Ok(Staged {
+                files: self.clone(),
+                staging: None,
+            });
+        }
         let staging = self.staging_dir();
-        if !self.is_noop() {
-            if staging.exists() {
-                std::fs::remove_dir_all(&staging).map_err(io_err("removing", &staging))?;
-            }
-            std::fs::create_dir_all(&staging).map_err(io_err("creating", &staging))?;
-            for (path, text) in &self.files {
-                let p = staging.join(Path::new(path).file_name().unwrap_or_default());
-                std::fs::write(&p, text).map_err(io_err("writing", &p))?;
-            }
+        if staging.exists() {
+            std::fs::remove_dir_all(&staging).map_err(io_err("removing", &staging))?;
+        }
+        std::fs::create_dir_all(&staging).map_err(io_err("creating", &staging))?;
+        for (path, text) in &self.files {
+            let p = staging.join(Path::new(path).file_name().unwrap_or_default());
+            std::fs::write(&p, text).map_err(io_err("writing", &p))?;
         }
         Ok(Staged {
             files: self.clone(),
-            staging,
+            staging: Some(staging),
         })
     }
 
@@ -170,26 +175,26 @@ impl Staged {
     /// Move the staged files into the live directory (a rename each), remove the live
     /// files the config no longer names, and the staging directory.
     pub fn install(self) -> Result<(), StageError> {
-        if self.files.is_noop() {
+        let Some(staging) = self.staging.as_deref() else {
             return Ok(());
-        }
+        };
         let dir = &self.files.dir;
         std::fs::create_dir_all(dir).map_err(io_err("creating", dir))?;
         for path in self.files.files.keys() {
             let live = Path::new(path);
-            let staged = self.staging.join(live.file_name().unwrap_or_default());
+            let staged = staging.join(live.file_name().unwrap_or_default());
             std::fs::rename(&staged, live).map_err(io_err("renaming", &staged))?;
         }
         self.files.remove_others()?;
-        std::fs::remove_dir_all(&self.staging).map_err(io_err("removing", &self.staging))
+        std::fs::remove_dir_all(staging).map_err(io_err("removing", staging))
     }
 }
 
 impl Drop for Staged {
     fn drop(&mut self) {
         // Refused, deferred or installed: the staging directory does not outlive it.
-        if self.staging.exists() {
-            let _ = std::fs::remove_dir_all(&self.staging);
+        if let Some(s) = self.staging.as_deref().filter(|s| s.exists()) {
+            let _ = std::fs::remove_dir_all(s);
         }
     }
 }
