@@ -23,15 +23,10 @@
 //! the unmatched requests of a host that another namespace owns
 //! ([`HostOwners::owner_of`] is asked by the Ingress translation).
 //!
-//! Pure: the filtered objects and the problems are computed from the objects alone.
+//! Pure. This module is the ownership index; the plan (`plan::hosts`) feeds it the
+//! claims of the objects, in order, and takes the refused ones out.
 
 use crate::config::Tenancy;
-use crate::gateway::types::HttpRoute;
-use crate::objects::Objects;
-use crate::problem::{ObjRef, Problem, Reason};
-use k8s_openapi::api::networking::v1::Ingress;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// A host as ownership compares it: lowercase, one trailing dot removed.
@@ -76,6 +71,44 @@ fn key(host: &str) -> String {
 }
 
 impl HostOwners {
+    /// No claim yet, with the admin's sharing rules.
+    pub fn new(tenancy: &Tenancy) -> HostOwners {
+        HostOwners {
+            claims: BTreeMap::new(),
+            groups: tenancy
+                .namespace_groups
+                .iter()
+                .enumerate()
+                .flat_map(|(i, g)| g.iter().map(move |ns| (ns.clone(), i)))
+                .collect(),
+            shared: tenancy.shared_hosts,
+        }
+    }
+
+    /// Whether the admin turned ownership off (`hostOwnership: Shared`).
+    pub fn shared(&self) -> bool {
+        self.shared
+    }
+
+    /// `namespace`'s claim on `host` (made by `object`, e.g. `Ingress ns/name`), in claim
+    /// order: accepted unless another tenant's accepted claim overlaps it. Returns
+    /// whether it was accepted.
+    pub fn claim(&mut self, host: &str, namespace: &str, object: impl FnOnce() -> String) -> bool {
+        if self.shared {
+            return true;
+        }
+        let h = normalize(host);
+        if self.owner_of(&h, namespace).is_some() {
+            return false;
+        }
+        self.claims.entry(key(&h)).or_insert_with(|| Claim {
+            host: h,
+            namespace: namespace.to_string(),
+            object: object(),
+        });
+        true
+    }
+
     fn same_tenant(&self, a: &str, b: &str) -> bool {
         self.shared
             || a == b
@@ -111,229 +144,21 @@ impl HostOwners {
     }
 }
 
-struct Claimant<'a> {
-    created: Option<&'a Time>,
-    kind: &'static str,
-    namespace: &'a str,
-    name: &'a str,
-    hosts: Vec<String>,
-}
-
-fn ingress_hosts(i: &Ingress) -> Vec<String> {
-    let spec = i.spec.as_ref();
-    let rules = spec
-        .and_then(|s| s.rules.as_ref())
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r.host.clone());
-    let tls = spec
-        .and_then(|s| s.tls.as_ref())
-        .into_iter()
-        .flatten()
-        .flat_map(|t| t.hosts.clone().unwrap_or_default());
-    rules.chain(tls).filter(|h| !h.is_empty()).collect()
-}
-
-/// Decide who owns every host that `ingresses` and `routes` claim.
-pub fn owners<'a>(
-    tenancy: &Tenancy,
-    ingresses: impl IntoIterator<Item = &'a Ingress>,
-    routes: impl IntoIterator<Item = &'a HttpRoute>,
-) -> HostOwners {
-    let mut me = HostOwners {
-        claims: BTreeMap::new(),
-        groups: tenancy
-            .namespace_groups
-            .iter()
-            .enumerate()
-            .flat_map(|(i, g)| g.iter().map(move |ns| (ns.clone(), i)))
-            .collect(),
-        shared: tenancy.shared_hosts,
-    };
-    if me.shared {
-        return me;
-    }
-    let mut claimants: Vec<Claimant> = ingresses
-        .into_iter()
-        .map(|i| Claimant {
-            created: i.metadata.creation_timestamp.as_ref(),
-            kind: "Ingress",
-            namespace: i.metadata.namespace.as_deref().unwrap_or("default"),
-            name: i.metadata.name.as_deref().unwrap_or_default(),
-            hosts: ingress_hosts(i),
-        })
-        .chain(routes.into_iter().map(|r| Claimant {
-            created: r.metadata.creation_timestamp.as_ref(),
-            kind: "HTTPRoute",
-            namespace: r.metadata.namespace.as_deref().unwrap_or("default"),
-            name: r.metadata.name.as_deref().unwrap_or_default(),
-            hosts: r.spec.hostnames.clone(),
-        }))
-        .collect();
-    claimants.sort_by(|a, b| {
-        (a.created.map(|t| t.0), a.kind, a.namespace, a.name).cmp(&(
-            b.created.map(|t| t.0),
-            b.kind,
-            b.namespace,
-            b.name,
-        ))
-    });
-    for c in claimants {
-        for h in c.hosts.iter().map(|h| normalize(h)) {
-            if me.owner_of(&h, c.namespace).is_none() {
-                me.claims.entry(key(&h)).or_insert_with(|| Claim {
-                    host: h,
-                    namespace: c.namespace.to_string(),
-                    object: format!("{} {}/{}", c.kind, c.namespace, c.name),
-                });
-            }
-        }
-    }
-    me
-}
-
-fn refused(owner: &Claim, host: &str, what: &str) -> String {
-    format!(
-        "host {} belongs to namespace {} ({} claimed it first); {what}",
-        crate::problem::printable(host.chars().take(253).collect()),
-        owner.namespace,
-        owner.object
-    )
-}
-
-/// `objs` with every claim on a host another namespace owns taken out (an owned
-/// host's rules and TLS hosts of an Ingress, an HTTPRoute's hostnames), each with a
-/// `HostConflict` problem on its object. Borrowed as it is when nothing is refused.
-pub fn enforce<'a>(
-    owners: &HostOwners,
-    objs: &'a Objects,
-    problems: &mut Vec<Problem>,
-) -> Cow<'a, Objects> {
-    if owners.shared {
-        return Cow::Borrowed(objs);
-    }
-    let ns_of = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-        m.namespace.clone().unwrap_or_else(|| "default".into())
-    };
-    let ingress_refused = |i: &Ingress| {
-        let ns = ns_of(&i.metadata);
-        ingress_hosts(i)
-            .iter()
-            .any(|h| owners.owner_of(h, &ns).is_some())
-    };
-    let route_refused = |r: &HttpRoute| {
-        let ns = ns_of(&r.metadata);
-        r.spec
-            .hostnames
-            .iter()
-            .any(|h| owners.owner_of(h, &ns).is_some())
-    };
-    if !objs.ingresses.iter().any(ingress_refused) && !objs.http_routes.iter().any(route_refused) {
-        return Cow::Borrowed(objs);
-    }
-    let mut out = objs.clone();
-    for i in out.ingresses.iter_mut().filter(|i| ingress_refused(i)) {
-        let ns = ns_of(&i.metadata);
-        let object = crate::ingress::object(i);
-        let Some(spec) = i.spec.as_mut() else {
-            continue;
-        };
-        if let Some(rules) = spec.rules.as_mut() {
-            rules.retain(|r| {
-                let Some(owner) = r.host.as_deref().and_then(|h| owners.owner_of(h, &ns)) else {
-                    return true;
-                };
-                problems.push(Problem::new(
-                    object.clone(),
-                    Reason::HostConflict,
-                    refused(
-                        owner,
-                        r.host.as_deref().unwrap_or_default(),
-                        "its rules are not served",
-                    ),
-                ));
-                false
-            });
-        }
-        if let Some(tls) = spec.tls.as_mut() {
-            tls.retain_mut(|t| {
-                let Some(hosts) = t.hosts.as_mut() else {
-                    return true;
-                };
-                let before = hosts.len();
-                hosts.retain(|h| match owners.owner_of(h, &ns) {
-                    Some(owner) => {
-                        problems.push(Problem::new(
-                            object.clone(),
-                            Reason::HostConflict,
-                            refused(owner, h, "this Ingress's certificate is not served for it"),
-                        ));
-                        false
-                    }
-                    None => true,
-                });
-                // An entry left with no host would become a default-certificate
-                // candidate: it goes.
-                !(before > 0 && hosts.is_empty())
-            });
-        }
-    }
-    out.http_routes.retain_mut(|r| {
-        if !route_refused(r) {
-            return true;
-        }
-        let ns = ns_of(&r.metadata);
-        let object = ObjRef::HttpRoute {
-            namespace: ns.clone(),
-            name: r.metadata.name.clone().unwrap_or_default(),
-        };
-        let wanted = r.spec.hostnames.len();
-        r.spec.hostnames.retain(|h| match owners.owner_of(h, &ns) {
-            Some(owner) => {
-                problems.push(Problem::new(
-                    object.clone(),
-                    Reason::HostConflict,
-                    refused(owner, h, "not served for this HTTPRoute"),
-                ));
-                false
-            }
-            None => true,
-        });
-        if wanted > 0 && r.spec.hostnames.is_empty() {
-            problems.push(Problem::new(
-                object,
-                Reason::HostConflict,
-                "every hostname of this HTTPRoute belongs to another namespace; it is not served (without hostnames it would match every host)",
-            ));
-            return false;
-        }
-        true
-    });
-    Cow::Owned(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_owner_index_finds_every_overlap() {
-        use k8s_openapi::api::networking::v1::Ingress;
-        let ing = |ns: &str, name: &str, sec: u32, host: &str| -> Ingress {
-            serde_json::from_value(serde_json::json!({
-                "metadata": { "namespace": ns, "name": name,
-                    "creationTimestamp": format!("2026-01-01T00:00:{sec:02}Z") },
-                "spec": { "rules": [ { "host": host } ] }
-            }))
-            .unwrap()
-        };
-        let claims = [
-            ing("a", "x", 1, "a.example.com"),
-            ing("b", "y", 2, "*.b.example.com"),
-            ing("c", "z", 3, "*.example.com"),
-            ing("d", "w", 4, "d.b.example.com"),
-        ];
-        let o = owners(&Tenancy::default(), &claims, []);
+        let mut o = HostOwners::new(&Tenancy::default());
+        for (host, ns) in [
+            ("a.example.com", "a"),
+            ("*.b.example.com", "b"),
+            ("*.example.com", "c"),
+            ("d.b.example.com", "d"),
+        ] {
+            o.claim(host, ns, || format!("Ingress {ns}/x"));
+        }
         // c's wildcard overlaps a's and b's older claims: refused; d's host is under b's.
         let hosts: Vec<&str> = o.claims.values().map(|c| c.host.as_str()).collect();
         assert_eq!(hosts, ["a.example.com", "*.b.example.com"]);

@@ -37,6 +37,7 @@
 mod allocate;
 mod annotations;
 mod gateway;
+mod hosts;
 mod ingress;
 mod nodes;
 pub mod options;
@@ -99,9 +100,9 @@ fn owned_hosts<'o>(
             ))
         })
     });
-    let owners = crate::tenancy::owners(&cfg.tenancy, ours, routes);
+    let owners = hosts::owners(&cfg.tenancy, ours, routes);
     let mut refused = Vec::new();
-    let objs = crate::tenancy::enforce(&owners, objs, &mut refused);
+    let objs = hosts::enforce(&owners, objs, &mut refused);
     for p in refused {
         problems.insert(p);
     }
