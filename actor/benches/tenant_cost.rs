@@ -194,7 +194,7 @@ fn haproxy(ns: &Netns, dir: &Path, routes: &k8slb_common::routes::HttpRoutes) ->
     std::fs::write(
         &cfg,
         format!(
-            "global\n  maxconn 1000\n\ndefaults\n  mode http\n  timeout connect 5s\n  timeout client 30s\n  timeout server 30s\n{}\n",
+            "global\n  maxconn 1000\n  expose-experimental-directives\n\ndefaults\n  mode http\n  timeout connect 5s\n  timeout client 30s\n  timeout server 30s\n{}\n",
             hp.text
         ),
     )

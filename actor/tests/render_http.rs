@@ -760,7 +760,7 @@ fn serve_as(
             std::fs::write(f, t).unwrap();
         }
         let mut cfg = format!(
-            "global\n  log stderr format short local0 err\n  stats socket {}/rt.sock level admin\ndefaults\n  mode http\n  timeout connect 2s\n  timeout client 5s\n  timeout server 5s\n",
+            "global\n  log stderr format short local0 err\n  stats socket {}/rt.sock level admin\n  expose-experimental-directives\ndefaults\n  mode http\n  timeout connect 2s\n  timeout client 5s\n  timeout server 5s\n",
             dir.display()
         );
         for (a, name) in &eps {
@@ -2150,7 +2150,7 @@ fn serve_streams(
             .text
             .contains("# skipped route stream 198.18.0.10:5353/UDP"));
         let cfg = format!(
-            "global\n  log stderr format short local0 err\n  stats socket {}/rt.sock level admin\ndefaults\n  timeout connect 2s\n  timeout client 5s\n  timeout server 5s\n{}",
+            "global\n  log stderr format short local0 err\n  stats socket {}/rt.sock level admin\n  expose-experimental-directives\ndefaults\n  timeout connect 2s\n  timeout client 5s\n  timeout server 5s\n{}",
             dir.display(),
             hp.text
         );
@@ -2542,4 +2542,93 @@ fn nested_conditional_rules_render_linearly_in_size() {
 #[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
 fn nested_conditional_rules_pass_the_daemons_own_checks() {
     daemon_checks(&support::tenant_routes::nested_conditional(256));
+}
+
+/// `GET <path>` sent as is (no client-side normalisation) with `Host: <host>` to the VIP
+/// on port 80: the answer as [`request_for`] sums it up.
+fn raw_request(ns: &support::Netns, host: &str, path: &str) -> String {
+    let out = ns
+        .cmd("curl")
+        .args([
+            "-s",
+            "--path-as-is",
+            "--max-time",
+            "5",
+            "-w",
+            "\n%{http_code}",
+        ])
+        .arg("-H")
+        .arg(format!("Host: {host}"))
+        .arg(format!("http://{VIP}:80{path}"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (body, code) = stdout.rsplit_once('\n').unwrap_or(("", &stdout));
+    match code {
+        "200" => format!("200 {}", body.trim()),
+        "502" => "5xx".into(),
+        "503" if body.contains("No server is available") => "5xx".into(),
+        c => c.to_string(),
+    }
+}
+
+/// A route's prefix is the boundary its author meant, on both proxies: dot segments
+/// (also percent-encoded) are resolved and slashes merged before routing (nginx does it
+/// before its locations; HAProxy with `normalize-uri`), and a Host with one trailing dot
+/// is the host without it. `/gone/../api/v1/x` is `/api/v1/x` (Service api), never the
+/// `/gone` route (a missing Service).
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_normalize_dot_segments_and_a_trailing_dot_in_the_host() {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    let routes = routes_of("precedence");
+    let cases = [
+        (
+            "shop.example.com",
+            "/gone/../api/v1/x",
+            "shop.example.com",
+            "/api/v1/x",
+        ),
+        (
+            "shop.example.com",
+            "/gone/%2e%2e/api/v1/x",
+            "shop.example.com",
+            "/api/v1/x",
+        ),
+        (
+            "shop.example.com",
+            "/gone/./../api//v1/x",
+            "shop.example.com",
+            "/api/v1/x",
+        ),
+        (
+            "shop.example.com.",
+            "/api/v1/x",
+            "shop.example.com",
+            "/api/v1/x",
+        ),
+        (
+            "SHOP.example.com.",
+            "/gone/x",
+            "shop.example.com",
+            "/gone/x",
+        ),
+        ("a.example.com.", "/static/x", "a.example.com", "/static/x"),
+    ];
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtnorm")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        let (ns, _child) = serve(proxy, &routes, &o, dir.path());
+        for (host, path, clean_host, clean_path) in cases {
+            let want = expected(&routes, 80, false, clean_host, clean_path);
+            assert_eq!(
+                raw_request(&ns, host, path),
+                want,
+                "{proxy}: {host} {path} must route as {clean_host} {clean_path}"
+            );
+        }
+    }
 }
