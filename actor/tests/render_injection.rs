@@ -267,7 +267,7 @@ fn state_strategy() -> impl Strategy<Value = Value> {
 /// Lines the haproxy template writes for this view, computed independently.
 fn haproxy_lines(v: &k8slb_actor::view::HaproxyView, skipped: usize) -> usize {
     let mut n = 1
-        + 4
+        + 5 // comment, global, master-worker, pidfile, stats socket, expose-experimental-directives
         + v.global.len()
         + v.default_global.len()
         + 1

@@ -30,12 +30,22 @@ async fn each_problem_gives_its_event_and_leaves_the_others_alone() {
         tokio::time::sleep(std::time::Duration::from_millis(300)).await; // creation order
     }
     // Conflicting static IPs (same port on the same address).
-    api.put_object(svc("default", "static1").lb_ip("10.0.0.40"));
+    // Both carry one sharing key (loadbalancer/allow-shared-ip): they may share the
+    // address, and the clash is their port.
+    api.put_object(
+        svc("default", "static1")
+            .lb_ip("10.0.0.40")
+            .ann("loadbalancer/allow-shared-ip", "k"),
+    );
     wait_for("static1 gets its IP", || {
         (ingress_ip(&api, "default", "static1").as_deref() == Some("10.0.0.40")).then_some(())
     })
     .await;
-    api.put_object(svc("default", "static2").lb_ip("10.0.0.40"));
+    api.put_object(
+        svc("default", "static2")
+            .lb_ip("10.0.0.40")
+            .ann("loadbalancer/allow-shared-ip", "k"),
+    );
     // Outside the pool.
     api.put_object(svc("default", "outside").lb_ip("172.16.0.1"));
     // Invalid annotation value.
