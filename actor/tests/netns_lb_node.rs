@@ -62,13 +62,19 @@ fn metric(ns: &Netns, sample: &str) -> f64 {
 /// `k8slb-actor run` under `prlimit --nofile=<n>:<n>` (soft and hard), otherwise as
 /// [`ActorProc::start`].
 fn start_actor_with_nofile(ns: &Netns, dir: &Path, nofile: u64, proxy: &str) -> ActorProc {
+    let mut cmd = ns.cmd("prlimit");
+    cmd.arg(format!("--nofile={nofile}:{nofile}")).arg(ACTOR);
+    run_actor(cmd, dir, ADMIN, proxy)
+}
+
+/// `<cmd> run --node n1 --admin-addr <admin> --proxy <proxy>` on `dir`'s state file and
+/// work dir, logging to `dir/actor.log` (`cmd` is the actor, or a wrapper naming it).
+fn run_actor(mut cmd: std::process::Command, dir: &Path, admin: &str, proxy: &str) -> ActorProc {
     let log = dir.join("actor.log");
     let f = std::fs::File::create(&log).unwrap();
     let work = dir.join("work");
-    let child = ns
-        .cmd("prlimit")
-        .arg(format!("--nofile={nofile}:{nofile}"))
-        .args([ACTOR, "run", "--node", "n1", "--admin-addr", ADMIN])
+    let child = cmd
+        .args(["run", "--node", "n1", "--admin-addr", admin])
         .args(["--min-reload-interval-ms", "100", "--proxy", proxy])
         .arg("--state")
         .arg(format!("file:{}", dir.join("state.json").display()))
@@ -393,26 +399,7 @@ fn netns_the_admin_port_answers_on_the_node_address_and_never_on_a_vip() {
     )
     .unwrap();
     let _backend = Blocker::answering(&ns, "198.18.7.2:9001", Some("backend-9001"));
-    let log = dir.path().join("actor.log");
-    let f = std::fs::File::create(&log).unwrap();
-    let child = ns
-        .cmd(ACTOR)
-        .args(["run", "--node", "n1", "--admin-addr", "0.0.0.0:9254"])
-        .args(["--min-reload-interval-ms", "100"])
-        .arg("--state")
-        .arg(format!("file:{}", dir.path().join("state.json").display()))
-        .arg("--work-dir")
-        .arg(dir.path().join("work"))
-        .env("NO_COLOR", "1")
-        .stdout(f.try_clone().unwrap())
-        .stderr(f)
-        .spawn()
-        .unwrap();
-    let a = ActorProc {
-        child,
-        log,
-        work: dir.path().join("work"),
-    };
+    let a = run_actor(ns.cmd(ACTOR), dir.path(), "0.0.0.0:9254", "haproxy");
     let node = "198.18.7.2:9254";
     assert!(
         wait_until(Duration::from_secs(30), || ns
