@@ -29,10 +29,15 @@
 use crate::config::Tenancy;
 use std::collections::BTreeMap;
 
-/// A host as ownership compares it: lowercase, one trailing dot removed.
-pub fn normalize(host: &str) -> String {
+/// A host as ownership compares it: lowercase, one trailing dot removed (borrowed when
+/// it already is).
+pub fn normalize(host: &str) -> std::borrow::Cow<'_, str> {
     let h = host.strip_suffix('.').unwrap_or(host);
-    h.to_ascii_lowercase()
+    if h.bytes().any(|b| b.is_ascii_uppercase()) {
+        std::borrow::Cow::Owned(h.to_ascii_lowercase())
+    } else {
+        std::borrow::Cow::Borrowed(h)
+    }
 }
 
 /// Whether two (normalized) host claims are one for ownership: equal, or one a wildcard
@@ -54,15 +59,22 @@ pub struct Claim {
     pub object: String,
 }
 
-/// The owners of every claimed host, and the admin's sharing rules.
+/// The owners of every claimed host, and the admin's sharing rules. Lookups of a name
+/// and of the wildcards above it allocate nothing (they run for every claim of every
+/// plan); only a wildcard's question (every name below it) is a range of [`key`]s.
 #[derive(Debug, Clone, Default)]
 pub struct HostOwners {
-    /// The accepted claims by [`key`]: labels reversed, so that every name below a
-    /// domain is one range of keys.
-    claims: BTreeMap<String, Claim>,
+    /// Accepted claims of a name (`a.example.com`), by the name.
+    names: BTreeMap<String, Claim>,
+    /// Accepted claims of a wildcard (`*.example.com`), by its suffix (`example.com`).
+    wildcards: BTreeMap<String, Claim>,
+    /// Every accepted claim's [`key`] → its host: the names below a domain are one range.
+    reversed: BTreeMap<String, String>,
     /// Namespace → its sharing group (namespaces in no group are their own).
     groups: BTreeMap<String, usize>,
     shared: bool,
+    /// Some claim was refused (else nothing is to take out of the objects).
+    any_refused: bool,
 }
 
 /// `a.example.com` → `com.example.a`; `*.example.com` → `com.example.*`.
@@ -74,7 +86,6 @@ impl HostOwners {
     /// No claim yet, with the admin's sharing rules.
     pub fn new(tenancy: &Tenancy) -> HostOwners {
         HostOwners {
-            claims: BTreeMap::new(),
             groups: tenancy
                 .namespace_groups
                 .iter()
@@ -82,12 +93,18 @@ impl HostOwners {
                 .flat_map(|(i, g)| g.iter().map(move |ns| (ns.clone(), i)))
                 .collect(),
             shared: tenancy.shared_hosts,
+            ..Default::default()
         }
     }
 
     /// Whether the admin turned ownership off (`hostOwnership: Shared`).
     pub fn shared(&self) -> bool {
         self.shared
+    }
+
+    /// Whether some claim was refused: only then do objects lose anything.
+    pub fn any_refused(&self) -> bool {
+        self.any_refused
     }
 
     /// `namespace`'s claim on `host` (made by `object`, e.g. `Ingress ns/name`), in claim
@@ -99,13 +116,24 @@ impl HostOwners {
         }
         let h = normalize(host);
         if self.owner_of(&h, namespace).is_some() {
+            self.any_refused = true;
             return false;
         }
-        self.claims.entry(key(&h)).or_insert_with(|| Claim {
-            host: h,
-            namespace: namespace.to_string(),
-            object: object(),
-        });
+        let (map, k) = match h.strip_prefix("*.") {
+            Some(suffix) => (&mut self.wildcards, suffix),
+            None => (&mut self.names, &*h),
+        };
+        if !map.contains_key(k) {
+            map.insert(
+                k.to_string(),
+                Claim {
+                    host: h.to_string(),
+                    namespace: namespace.to_string(),
+                    object: object(),
+                },
+            );
+            self.reversed.insert(key(&h), h.to_string());
+        }
         true
     }
 
@@ -118,28 +146,36 @@ impl HostOwners {
     /// The accepted claim of another tenant than `namespace` that `host` overlaps, if
     /// any: `namespace` may not serve `host`.
     pub fn owner_of(&self, host: &str, namespace: &str) -> Option<&Claim> {
-        if self.shared || self.claims.is_empty() {
+        if self.shared || (self.names.is_empty() && self.wildcards.is_empty()) {
             return None;
         }
         let h = normalize(host);
         let other = |c: &&Claim| !self.same_tenant(&c.namespace, namespace);
-        // The same name, and every wildcard above it.
-        let mut above = vec![key(&h)];
-        let mut rest = h.strip_prefix("*.").unwrap_or(&h);
-        while let Some((_, parent)) = rest.split_once('.') {
-            above.push(key(&format!("*.{parent}")));
-            rest = parent;
-        }
-        if let Some(c) = above.iter().filter_map(|k| self.claims.get(k)).find(other) {
+        let wildcard = h.strip_prefix("*.");
+        // The same name (or wildcard), then every wildcard above it.
+        let same = match wildcard {
+            Some(suffix) => self.wildcards.get(suffix),
+            None => self.names.get(&*h),
+        };
+        if let Some(c) = same.filter(other) {
             return Some(c);
         }
+        let mut rest = wildcard.unwrap_or(&h);
+        while let Some((_, parent)) = rest.split_once('.') {
+            if let Some(c) = self.wildcards.get(parent).filter(other) {
+                return Some(c);
+            }
+            rest = parent;
+        }
         // A wildcard: every name below it.
-        let suffix = h.strip_prefix("*.")?;
-        let prefix = format!("{}.", key(suffix));
-        self.claims
+        let prefix = format!("{}.", key(wildcard?));
+        self.reversed
             .range(prefix.clone()..)
             .take_while(|(k, _)| k.starts_with(&prefix))
-            .map(|(_, c)| c)
+            .filter_map(|(_, host)| match host.strip_prefix("*.") {
+                Some(suffix) => self.wildcards.get(suffix),
+                None => self.names.get(host),
+            })
             .find(other)
     }
 }
@@ -160,7 +196,7 @@ mod tests {
             o.claim(host, ns, || format!("Ingress {ns}/x"));
         }
         // c's wildcard overlaps a's and b's older claims: refused; d's host is under b's.
-        let hosts: Vec<&str> = o.claims.values().map(|c| c.host.as_str()).collect();
+        let hosts: Vec<&str> = o.reversed.values().map(String::as_str).collect();
         assert_eq!(hosts, ["a.example.com", "*.b.example.com"]);
         for (host, ns, owner) in [
             ("a.example.com", "z", Some("a")),

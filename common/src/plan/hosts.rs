@@ -96,7 +96,7 @@ pub(super) fn enforce<'a>(
     objs: &'a Objects,
     problems: &mut Vec<Problem>,
 ) -> Cow<'a, Objects> {
-    if owners.shared() {
+    if owners.shared() || !owners.any_refused() {
         return Cow::Borrowed(objs);
     }
     let ns_of = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
