@@ -262,6 +262,53 @@ fn collect_files(p: &Path, out: &mut Vec<PathBuf>) -> Result<(), ReadError> {
     Ok(())
 }
 
+/// The inspections of the last round, by (namespace, name), each with a digest of what it
+/// was computed from: a memo of [`crate::ingress::SecretMeta::of`], a pure function, so
+/// the plan's output never depends on it (a Secret whose digest differs is inspected
+/// again; entries not used in a round are dropped).
+static INSPECTED: std::sync::Mutex<
+    std::collections::BTreeMap<(String, String), (u64, crate::ingress::SecretMeta)>,
+> = std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// A digest of everything [`crate::ingress::SecretMeta::of`] reads of `s`.
+fn digest(s: &Secret) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.type_.hash(&mut h);
+    for (k, v) in s.data.iter().flatten() {
+        k.hash(&mut h);
+        v.0.hash(&mut h);
+    }
+    h.finish()
+}
+
+/// [`crate::ingress::SecretMeta::of`] of each of `secrets`, through [`INSPECTED`].
+fn inspected(secrets: &[&Secret]) -> Vec<crate::ingress::SecretMeta> {
+    let mut memo = INSPECTED.lock().unwrap_or_else(|p| p.into_inner());
+    let mut next = std::collections::BTreeMap::new();
+    let out = secrets
+        .iter()
+        .map(|s| {
+            let id = (
+                s.metadata
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".into()),
+                s.metadata.name.clone().unwrap_or_default(),
+            );
+            let d = digest(s);
+            let meta = match memo.remove(&id) {
+                Some((old, m)) if old == d => m,
+                _ => crate::ingress::SecretMeta::of(s),
+            };
+            next.insert(id, (d, meta.clone()));
+            meta
+        })
+        .collect();
+    *memo = next;
+    out
+}
+
 impl Objects {
     /// The (namespace, name) of every Secret that an Ingress's `tls` or a Gateway
     /// listener's `certificateRefs` names: the only Secrets k8slb reads.
@@ -308,10 +355,13 @@ impl Objects {
     }
 
     /// What the plan knows of each named Secret (type, whether its certificate is
-    /// usable), each inspected once.
+    /// usable). Inspecting a certificate costs tens of microseconds (every block parsed,
+    /// the key matched), so the answer for a Secret is kept while its content stays the
+    /// same ([`inspected`]): a round over 1,000 unchanged Secrets inspects none.
     pub fn secret_metas(&self) -> Vec<crate::ingress::SecretMeta> {
         let named = self.referenced_secrets();
-        self.secrets
+        let used: Vec<&Secret> = self
+            .secrets
             .iter()
             .filter(|s| {
                 named.contains(&(
@@ -322,8 +372,8 @@ impl Objects {
                     s.metadata.name.clone().unwrap_or_default(),
                 ))
             })
-            .map(crate::ingress::SecretMeta::of)
-            .collect()
+            .collect();
+        inspected(&used)
     }
 
     /// The Gateway API translation's input from these objects (their Gateway API kinds,
@@ -443,5 +493,27 @@ items:
         assert_eq!(metas, ["a/used", "infra/gw-cert", "b/other"]);
         o.retain_referenced_secrets();
         assert_eq!(o.secrets.len(), 3);
+    }
+
+    /// The inspection memo never answers for content it did not see: a Secret whose
+    /// certificate is replaced by junk under the same name is refused at once, and a
+    /// fixed one accepted again.
+    #[test]
+    fn a_changed_secret_is_inspected_again() {
+        use base64::Engine;
+        let b = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let secret = |crt: &str| -> Secret {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"namespace": "memo", "name": "cert"}, "type": "kubernetes.io/tls",
+                "data": {"tls.crt": b(crt), "tls.key": b(include_str!("../tests/fixtures/certs/rsa.key"))}
+            }))
+            .unwrap()
+        };
+        let good = secret(include_str!("../tests/fixtures/certs/rsa.crt"));
+        let junk = secret("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
+        for (s, valid) in [(&good, true), (&good, true), (&junk, false), (&good, true)] {
+            let m = inspected(&[s]);
+            assert_eq!(m[0].valid, valid, "{:?}", m[0].refusal);
+        }
     }
 }
