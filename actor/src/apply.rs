@@ -920,6 +920,12 @@ impl<R: NodeRenderer> Applier<R> {
         &self.quarantine.culprits
     }
 
+    /// The objects left out of the proxy config now, with the checker's first error line
+    /// for each one's part alone (empty when it is refused only together with others).
+    pub fn quarantine_errors(&self) -> &BTreeMap<ObjRef, String> {
+        &self.quarantine.errors
+    }
+
     /// How many checks the last bisection took (0: none since the last apply without a
     /// quarantine).
     pub fn last_bisection_checks(&self) -> usize {
@@ -953,9 +959,14 @@ impl<R: NodeRenderer> Applier<R> {
             }
         };
         let culprits: BTreeSet<ObjRef> = culprits.into_iter().collect();
+        let errors = culprits
+            .iter()
+            .map(|c| (c.clone(), self.culprit_error(state, ctx, &all, c)))
+            .collect();
         let q = Quarantine {
             contributions: owners::contributions(state, &culprits),
             culprits,
+            errors,
         };
         for o in q.culprits.difference(&self.quarantine.culprits) {
             tracing::error!(object = %quarantine::shown(o), checks, error = %refused, "left out of the proxy config: the proxy's checker refuses its part; everything else is served");
@@ -990,18 +1001,53 @@ impl<R: NodeRenderer> Applier<R> {
         all: &[ObjRef],
         included: &[ObjRef],
     ) -> bool {
+        self.check_with_only(state, ctx, all, included).is_ok()
+    }
+
+    /// The proxy config of `state` with only the owners `included` of `all`, rendered
+    /// and checked (files staged) like a real apply; the reason when it is refused (the
+    /// checker's output, or why it could not be rendered).
+    fn check_with_only(
+        &self,
+        state: &State,
+        ctx: &NodeContext,
+        all: &[ObjRef],
+        included: &[ObjRef],
+    ) -> Result<(), String> {
         let keep: BTreeSet<&ObjRef> = included.iter().collect();
         let remove: BTreeSet<ObjRef> = all.iter().filter(|o| !keep.contains(o)).cloned().collect();
         let s = owners::without(state, &remove);
-        let Ok(view) = self.renderer.view(&s, ctx, self.running_view.as_ref()) else {
-            return false;
-        };
-        let Ok(d) = self.renderer.render(&view) else {
-            return false;
-        };
+        let view = self
+            .renderer
+            .view(&s, ctx, self.running_view.as_ref())
+            .map_err(|e| e.to_string())?;
+        let d = self.renderer.render(&view)?;
         match (&self.proxy, &d.proxy) {
-            (Some(slot), Some(text)) => slot.stage_and_check(text, &d.files).is_ok(),
-            _ => true,
+            (Some(slot), Some(text)) => {
+                slot.stage_and_check(text, &d.files)
+                    .map(drop)
+                    .map_err(|e| match e {
+                        ApplyError::Daemon(DaemonError::Check { output, .. }) => output,
+                        e => e.to_string(),
+                    })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// What the checker says about `culprit`'s part alone: its first error line for a
+    /// config holding only that owner's part (so it quotes nothing of another object's),
+    /// empty when that config passes (the culprit is refused only together with others).
+    fn culprit_error(
+        &self,
+        state: &State,
+        ctx: &NodeContext,
+        all: &[ObjRef],
+        culprit: &ObjRef,
+    ) -> String {
+        match self.check_with_only(state, ctx, all, std::slice::from_ref(culprit)) {
+            Ok(()) => String::new(),
+            Err(output) => quarantine::first_error_line(&output).to_string(),
         }
     }
 

@@ -20,6 +20,7 @@
 //! - [`supervise`]: keepalived and the proxy as children, restarted with backoff;
 //! - [`admin`]: `/livez`, `/readyz`, `/metrics`;
 //! - [`state_source`]: where `run` gets the state: a file, or the watcher's ConfigMaps;
+//! - [`report`]: the node report for the watcher: the objects the quarantine leaves out;
 //! - [`control`]: pure, the control loop's decisions as a step over inputs (state
 //!   arrived, tick, apply outcome, daemons supervised, shutdown) returning actions;
 //! - [`run`]: `k8slb-actor run`: the driver that feeds [`control`] and carries out its
@@ -53,6 +54,7 @@ pub mod render;
 pub mod render_error;
 pub mod render_http;
 pub mod render_stream;
+pub mod report;
 pub mod run;
 pub mod staged;
 pub mod state_source;

@@ -20,7 +20,7 @@
 //! bounded ([`MAX_CHECKS`]); past it, nothing is applied and the last good config stays.
 
 use k8slb_common::problem::ObjRef;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// At most this many checks for one state (one culprit among 1,000 owners takes 12, five
 /// among 10,000 about 75).
@@ -106,6 +106,18 @@ pub fn shown(o: &ObjRef) -> String {
 pub struct Quarantine {
     pub culprits: BTreeSet<ObjRef>,
     pub contributions: Vec<String>,
+    /// For each culprit, the checker's first error line about its part alone.
+    pub errors: BTreeMap<ObjRef, String>,
+}
+
+/// The line of a checker's output that says what is wrong: HAProxy's first `[ALERT]`,
+/// nginx's first `[emerg]`, else the first line that is not empty.
+pub fn first_error_line(output: &str) -> &str {
+    let lines = || output.lines().map(str::trim).filter(|l| !l.is_empty());
+    lines()
+        .find(|l| l.contains("[ALERT]") || l.contains("[emerg]"))
+        .or_else(|| lines().next())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -51,6 +51,7 @@ use crate::vip::{self, AddrOps, PoolNetwork};
 use anyhow::Context;
 use k8slb_common::fs::write_atomic;
 use k8slb_common::names::{parse_interface, IfName, NodeName, PoolName};
+use k8slb_common::report::{NodeReport, Refused};
 use k8slb_common::state::{Provider, State};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
@@ -303,6 +304,9 @@ pub struct LoopConfig {
     /// node certificate Secrets are watched only from then on, so an actor of an install
     /// variant without Ingresses (and without the RBAC to read Secrets) never asks.
     pub certs_wanted: Option<Arc<tokio::sync::Notify>>,
+    /// Where the quarantined objects go after each apply (the Kubernetes mode with a
+    /// proxy): the node report the watcher reads ([`crate::report`]).
+    pub report: Option<crate::report::Reporter>,
 }
 
 impl LoopConfig {
@@ -318,6 +322,7 @@ impl LoopConfig {
             stop_grace: Duration::from_secs(5),
             certs_dir: None,
             certs_wanted: None,
+            report: None,
         }
     }
 }
@@ -643,6 +648,19 @@ impl<R: NodeRenderer> Driver<'_, R> {
                     },
                     Err(e) => ApplyOutcome::Failed(e.to_string()),
                 };
+                if let Some(r) = &cfg.report {
+                    r.set(NodeReport::new(
+                        &cfg.node,
+                        &cfg.provider.to_string(),
+                        self.applier
+                            .quarantine_errors()
+                            .iter()
+                            .map(|(object, error)| Refused {
+                                object: object.clone(),
+                                error: error.clone(),
+                            }),
+                    ));
+                }
                 return Some(Input::Applied(outcome));
             }
             Action::Supervise => {
@@ -810,6 +828,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             tracing::info!(namespace = %ns, "the state names TLS Secrets' certificates: watching the node certificate Secrets");
             crate::cert_source::follow(c, ns, certs_dir).await;
         });
+    }
+    // The node report (the objects this node's proxy checker refuses) for the watcher.
+    if let (Some(c), true) = (&client, args.proxy != Provider::Kubeproxy) {
+        let (reporter, rx) = crate::report::Reporter::new(&args.node, &args.proxy.to_string());
+        cfg.report = Some(reporter);
+        tokio::spawn(crate::report::write_reports(
+            c.clone(),
+            args.namespace.clone(),
+            args.node.clone(),
+            rx,
+        ));
     }
     let source = open_source(
         &args.state,

@@ -157,6 +157,17 @@ fn poisoned_tenant_is_quarantined_and_everyone_else_applies(proxy: Provider) {
         r.applier.quarantined(),
         &BTreeSet::from([service("tp/poison")])
     );
+    // What the node report carries: the checker's line about the poison's part alone.
+    let error = &r.applier.quarantine_errors()[&service("tp/poison")];
+    let marker = match proxy {
+        Provider::Nginx => "[emerg]",
+        _ => "[ALERT]",
+    };
+    assert!(
+        error.contains(marker) && error.contains("poison"),
+        "{proxy:?}: {error}"
+    );
+    assert!(!error.contains('\n'), "one line: {error}");
     let checks = r.applier.last_bisection_checks();
     assert!(
         (2..=8).contains(&checks),

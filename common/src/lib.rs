@@ -38,6 +38,7 @@ pub mod owners;
 pub mod plan;
 pub mod problem;
 pub mod publish;
+pub mod report;
 pub mod routes;
 pub mod scale;
 pub mod state;

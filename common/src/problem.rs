@@ -155,6 +155,10 @@ reasons! {
     DuplicateIngress = "DuplicateIngress",
     /// A host that another namespace owns (see `tenancy`).
     HostConflict = "HostConflict",
+    // What an actor reports.
+    /// The proxy's own config checker on an LB node refuses the object's part of the
+    /// config: the actor leaves it out there and serves the rest (its quarantine).
+    ProxyRefused = "ProxyRefused",
     // Gateway API: the specification's condition reasons, for the conditions that say
     // something is not served (see `gateway`).
     InvalidParameters = "InvalidParameters",

@@ -56,6 +56,8 @@ pub struct Options {
     /// workload's security context from the generated manifest (see [`crate::container`]),
     /// instead of as plain processes. Files source only.
     pub containers: Option<crate::container::ContainerSpec>,
+    /// The actors' `--templates` (an admin's own templates), instead of the embedded ones.
+    pub actor_templates: Option<PathBuf>,
 }
 
 impl Options {
@@ -72,7 +74,12 @@ impl Options {
             kube: false,
             ingress: false,
             containers: None,
+            actor_templates: None,
         }
+    }
+    pub fn actor_templates(mut self, dir: PathBuf) -> Self {
+        self.actor_templates = Some(dir);
+        self
     }
     pub fn containers(mut self, spec: crate::container::ContainerSpec) -> Self {
         self.containers = Some(spec);
@@ -434,27 +441,31 @@ impl System {
         }
         .to_string_lossy()
         .into_owned();
-        let p = self.lab.spawn_in_env(
+        let templates = self
+            .opts
+            .actor_templates
+            .as_ref()
+            .map(|d| d.to_string_lossy().into_owned());
+        let mut args = vec![
+            bin.as_str(),
+            "run",
+            "--state",
+            &state,
+            "--node",
             node,
-            "actor",
-            &[
-                &bin,
-                "run",
-                "--state",
-                &state,
-                "--node",
-                node,
-                "--proxy",
-                &self.opts.proxy,
-                "--work-dir",
-                &work,
-                "--certs-dir",
-                &certs,
-                "--admin-addr",
-                ADMIN_ADDR,
-            ],
-            &env,
-        )?;
+            "--proxy",
+            &self.opts.proxy,
+            "--work-dir",
+            &work,
+            "--certs-dir",
+            &certs,
+            "--admin-addr",
+            ADMIN_ADDR,
+        ];
+        if let Some(t) = &templates {
+            args.extend(["--templates", t.as_str()]);
+        }
+        let p = self.lab.spawn_in_env(node, "actor", &args, &env)?;
         self.actors.insert(node.to_string(), p);
         Ok(p)
     }

@@ -88,6 +88,7 @@ fn bench(c: &mut Criterion) {
         published: Published::None,
         uids: &Uids,
         now: None,
+        reports: Default::default(),
     };
     let warm = Previous {
         state: Some(first.clone()),

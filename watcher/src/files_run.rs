@@ -166,6 +166,7 @@ impl Driver {
             published: Published::None,
             uids: &NoUids,
             now: None,
+            reports: Default::default(),
         };
         let fx = reconcile(&snapshot, &self.previous);
         let secrets = std::mem::take(&mut snapshot.objects.secrets);

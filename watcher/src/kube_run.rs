@@ -496,6 +496,11 @@ impl Loop {
                     .strftime("%Y-%m-%dT%H:%M:%SZ")
                     .to_string()
             }),
+            reports: if role == Role::Leader {
+                self.stores.node_reports()
+            } else {
+                Default::default()
+            },
         }
     }
 

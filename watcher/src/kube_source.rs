@@ -21,8 +21,10 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8slb_common::certs::{NODE_CERT_LABEL, TLS_SECRET_TYPE};
 use k8slb_common::config::parse_global_config;
+use k8slb_common::names::NodeName;
 use k8slb_common::objects::Objects;
 use k8slb_common::problem::Kind;
+use k8slb_common::report::{self, NodeReport, REPORT_KEY, REPORT_LABELS, REPORT_PREFIX};
 use k8slb_common::state::{ObjRef, Problem, Reason};
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::DeserializeGuard;
@@ -31,6 +33,7 @@ use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -258,6 +261,34 @@ impl Stores {
                 .get(&ObjectRef::new(name).within(&self.namespace))
         };
         publish_cm::load(get)
+    }
+
+    /// The node reports the actors published in our namespace (the ConfigMaps
+    /// `k8slb-node-<node>`), each trusted only for the node it is named after; one that
+    /// does not decode is skipped (a debug line: it is rewritten by its actor).
+    pub fn node_reports(&self) -> BTreeMap<NodeName, NodeReport> {
+        let mut out = BTreeMap::new();
+        for cm in self.configmaps.state() {
+            let name = cm.metadata.name.as_deref().unwrap_or_default();
+            let labelled = cm.metadata.labels.as_ref().is_some_and(|l| {
+                REPORT_LABELS
+                    .iter()
+                    .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+            });
+            if !labelled || !name.starts_with(REPORT_PREFIX) {
+                continue;
+            }
+            let json = cm.data.as_ref().and_then(|d| d.get(REPORT_KEY));
+            match report::decode(name, json.map(String::as_str)) {
+                Ok((node, r)) => {
+                    out.insert(node, r);
+                }
+                Err(e) => {
+                    tracing::debug!(configmap = %name.escape_debug(), error = %e, "node report skipped");
+                }
+            }
+        }
+        out
     }
 
     pub fn service(&self, ns: &str, name: &str) -> Option<Arc<GuardedService>> {

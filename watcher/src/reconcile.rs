@@ -26,10 +26,12 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8slb_common::config::GlobalConfig;
+use k8slb_common::names::NodeName;
 use k8slb_common::objects::Objects;
 use k8slb_common::plan::{plan, PlanOptions};
+use k8slb_common::report::NodeReport;
 use k8slb_common::state::{ObjRef, Problem, Reason, State};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The name of the global ConfigMap.
 pub const GLOBAL_CONFIGMAP: &str = "global";
@@ -120,6 +122,10 @@ pub struct Snapshot<'a> {
     /// (RFC 3339); `None`: no Gateway API status is written (the files source, or the
     /// cluster has no Gateway API). The only clock reading the reconcile sees, as data.
     pub now: Option<String>,
+    /// What the LB nodes' actors report leaving out of their proxy configs (their
+    /// quarantine, [`k8slb_common::report`]): each becomes a `ProxyRefused` problem.
+    /// Empty in the files mode.
+    pub reports: BTreeMap<NodeName, NodeReport>,
 }
 
 /// What the global config was, as far as the next round needs to know.
@@ -259,8 +265,9 @@ pub fn reconcile(snap: &Snapshot<'_>, prev: &Previous) -> Effects {
     };
 
     let mut state = plan(cfg, &settings.plan, &snap.objects, previous);
-    if let Some(p) = problem {
-        state.problems.push(p);
+    let refused = refused_problems(&snap.reports, &state);
+    if problem.is_some() || !refused.is_empty() {
+        state.problems.extend(problem.into_iter().chain(refused));
         state.problems.sort();
         state.problems.dedup();
     }
@@ -386,6 +393,60 @@ fn read_config(read: &ConfigRead, before: &ConfigMemory) -> (ConfigMemory, Optio
 }
 
 /// The problem of an invalid global config, in the state and in its Event.
+/// A `ProxyRefused` problem for each object that the actor of an LB node of `state`
+/// reports leaving out of its proxy config, while the object still contributes to the
+/// state (a report about an object since deleted or changed away says nothing of it
+/// now; the actor reports afresh once it has applied the new state). One problem per
+/// object: the nodes that refuse it, and the first checker line reported.
+fn refused_problems(reports: &BTreeMap<NodeName, NodeReport>, state: &State) -> Vec<Problem> {
+    let mut by_object: BTreeMap<&ObjRef, (Vec<&NodeName>, &str, &str)> = BTreeMap::new();
+    for (node, report) in reports {
+        if !state.nodes.contains_key(node) {
+            continue;
+        }
+        for r in &report.quarantined {
+            let e = by_object.entry(&r.object).or_insert((
+                Vec::new(),
+                report.proxy.as_str(),
+                r.error.as_str(),
+            ));
+            e.0.push(node);
+            if e.2.is_empty() {
+                e.2 = r.error.as_str();
+            }
+        }
+    }
+    if by_object.is_empty() {
+        return Vec::new();
+    }
+    let owners = k8slb_common::owners::owners(state);
+    by_object
+        .into_iter()
+        .filter(|(o, _)| owners.contains(*o))
+        .map(|(object, (nodes, proxy, error))| {
+            let shown: Vec<String> = nodes.iter().take(3).map(|n| n.to_string()).collect();
+            let more = match nodes.len().saturating_sub(shown.len()) {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            let proxy = if proxy.is_empty() { "proxy" } else { proxy };
+            let why = if error.is_empty() {
+                "only together with other objects' parts".to_string()
+            } else {
+                format!("\"{error}\"")
+            };
+            Problem::new(
+                object.clone(),
+                Reason::ProxyRefused,
+                format!(
+                    "the {proxy} config checker on node {}{more} refuses this object's part of the config ({why}); it is left out there and everything else is served",
+                    shown.join(", ")
+                ),
+            )
+        })
+        .collect()
+}
+
 fn config_problem(config: &ConfigMemory, settings: &Settings) -> Option<Problem> {
     let why = config.error.as_ref()?;
     Some(Problem {
@@ -512,6 +573,7 @@ mod tests {
             published: Published::None,
             uids,
             now: None,
+            reports: BTreeMap::new(),
         }
     }
 
@@ -565,6 +627,83 @@ mod tests {
         assert_eq!(p.patches[0].ingress[0].ip.as_deref(), Some("10.0.0.10"));
         assert_eq!(p.patches[0].ingress[0].ip_mode.as_deref(), Some("Proxy"));
         assert!(p.clears.is_empty());
+    }
+
+    /// A node report of `node` that leaves out `objects` (with a checker line each).
+    fn report(node: &str, objects: &[&str]) -> (NodeName, NodeReport) {
+        let n: NodeName = node.parse().expect("a node name");
+        let refused = objects.iter().map(|o| k8slb_common::report::Refused {
+            object: o.parse().expect("an object"),
+            error: format!("[ALERT] bad line of {o}"),
+        });
+        let r = NodeReport::new(&n, "haproxy", refused);
+        (n, r)
+    }
+
+    fn refused(p: &Planned) -> Vec<(String, String)> {
+        p.state
+            .problems
+            .iter()
+            .filter(|p| p.reason == Reason::ProxyRefused)
+            .map(|p| (p.object.to_string(), p.message.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn what_an_lb_node_reports_refused_becomes_a_problem_and_an_event_on_the_object() {
+        let (s, u) = (settings(), uids());
+        let (_, prev) = first(&s, &u);
+        let mut snap = snapshot(&s, &u, config(), objects(vec![web("2", &["10.0.0.10"])]));
+        snap.reports = BTreeMap::from([
+            report("lb1", &["Service default/web"]),
+            // Not an LB node of the state: an old actor's report, or a forged one.
+            report("lb9", &["Service default/web"]),
+        ]);
+        let p = planned(reconcile(&snap, &prev));
+        assert!(p.changed, "the problem changes the state");
+        let got = refused(&p);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].0, "Service default/web");
+        assert!(
+            got[0]
+                .1
+                .contains("haproxy config checker on node lb1 refuses"),
+            "{}",
+            got[0].1
+        );
+        assert!(
+            got[0].1.contains("[ALERT] bad line of Service default/web"),
+            "{}",
+            got[0].1
+        );
+        assert!(!got[0].1.contains("lb9"), "{}", got[0].1);
+        let events: Vec<(&str, &str)> = p
+            .events
+            .iter()
+            .map(|n| (n.reason.as_str(), n.target.uid.as_str()))
+            .collect();
+        assert_eq!(events, [("ProxyRefused", "uid-web")]);
+
+        // The same report again: nothing new. The report cleared: the problem goes.
+        let prev = Previous {
+            state: Some(p.state.clone()),
+            ..prev
+        };
+        let p2 = planned(reconcile(&snap, &prev));
+        assert!(!p2.changed && p2.events.is_empty());
+        snap.reports = BTreeMap::from([report("lb1", &[])]);
+        let p3 = planned(reconcile(&snap, &prev));
+        assert!(p3.changed && refused(&p3).is_empty());
+    }
+
+    #[test]
+    fn a_report_about_an_object_that_no_longer_contributes_is_not_a_problem() {
+        let (s, u) = (settings(), uids());
+        let (_, prev) = first(&s, &u);
+        let mut snap = snapshot(&s, &u, config(), objects(vec![web("2", &["10.0.0.10"])]));
+        snap.reports = BTreeMap::from([report("lb1", &["Service default/gone", "Ingress x/y"])]);
+        let p = planned(reconcile(&snap, &prev));
+        assert_eq!(refused(&p), Vec::<(String, String)>::new());
     }
 
     #[test]

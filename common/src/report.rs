@@ -1,0 +1,221 @@
+//! What an actor tells the watcher about its node: the objects whose part of the proxy
+//! config the proxy's own checker refuses there, and which the actor therefore leaves out
+//! (its quarantine, issue 20). The watcher turns each into a `ProxyRefused` problem on the
+//! object: an Event and a line in the state, like every problem the plan finds itself.
+//!
+//! The actor publishes its report as the ConfigMap [`configmap_name`] in k8slb's
+//! namespace, with the labels [`REPORT_LABELS`] and the JSON in `data[`[`REPORT_KEY`]`]`.
+//! Only names and a bounded, escaped excerpt of the checker's message travel: at most
+//! [`MAX_ENTRIES`] objects, messages cut to [`MAX_ERROR_CHARS`]. A report is trusted only
+//! for the node its ConfigMap is named after ([`decode`]).
+
+use crate::names::NodeName;
+use crate::problem::{printable, ObjRef};
+use crate::publish::fnv1a;
+use serde::{Deserialize, Serialize};
+
+/// The labels of every node report: who manages it, what it is (not the state's).
+pub const REPORT_LABELS: [(&str, &str); 2] = [
+    ("app.kubernetes.io/managed-by", "k8slb"),
+    ("k8slb.io/part", "node-report"),
+];
+/// [`REPORT_LABELS`] as a label selector (a test keeps the two in step).
+pub const REPORT_SELECTOR: &str = "app.kubernetes.io/managed-by=k8slb,k8slb.io/part=node-report";
+/// The `data` key of the JSON.
+pub const REPORT_KEY: &str = "report.json";
+/// The name prefix of the ConfigMaps.
+pub const REPORT_PREFIX: &str = "k8slb-node-";
+/// At most this many objects in one report (the rest are counted in `more`).
+pub const MAX_ENTRIES: usize = 64;
+/// The checker's message is cut to this many characters.
+pub const MAX_ERROR_CHARS: usize = 300;
+
+/// One node's report.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeReport {
+    pub node: String,
+    /// The proxy whose checker refused (`haproxy`, `nginx`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub proxy: String,
+    #[serde(default)]
+    pub quarantined: Vec<Refused>,
+    /// Objects left out beyond [`MAX_ENTRIES`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// An object left out of the proxy config on the node, and why.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Refused {
+    pub object: ObjRef,
+    /// The checker's first error line for a config holding only this object's part
+    /// (escaped, cut), or empty when there was none to quote.
+    #[serde(default)]
+    pub error: String,
+}
+
+impl NodeReport {
+    /// The report of `node`: `refused` sorted, cut to [`MAX_ENTRIES`], messages escaped
+    /// and cut.
+    pub fn new(node: &NodeName, proxy: &str, refused: impl IntoIterator<Item = Refused>) -> Self {
+        let mut all: Vec<Refused> = refused
+            .into_iter()
+            .map(|r| Refused {
+                error: cut(&r.error),
+                object: r.object,
+            })
+            .collect();
+        all.sort();
+        all.dedup_by(|a, b| a.object == b.object);
+        let more = all.len().saturating_sub(MAX_ENTRIES);
+        all.truncate(MAX_ENTRIES);
+        NodeReport {
+            node: node.to_string(),
+            proxy: proxy.to_string(),
+            quarantined: all,
+            more,
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a report serializes")
+    }
+}
+
+fn cut(s: &str) -> String {
+    let s: String = s.chars().take(MAX_ERROR_CHARS).collect();
+    printable(s)
+}
+
+/// The ConfigMap a node's report lives in: `k8slb-node-<node>`, or, for a node name too
+/// long for that (ConfigMap names are at most 253 characters), its first part and a hash
+/// of the whole name.
+pub fn configmap_name(node: &NodeName) -> String {
+    let node = node.as_str();
+    let max = 253 - REPORT_PREFIX.len();
+    if node.len() <= max {
+        return format!("{REPORT_PREFIX}{node}");
+    }
+    let hash = format!("{:016x}", fnv1a(node.as_bytes()));
+    // Node names are lowercase ASCII: any byte index is a character boundary. The cut
+    // keeps a DNS subdomain: no trailing '.' or '-' before the hash's '-'.
+    let head = node[..max - hash.len() - 1].trim_end_matches(['.', '-']);
+    format!("{REPORT_PREFIX}{head}-{hash}")
+}
+
+/// Why a report was not used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReportError {
+    #[error("no {REPORT_KEY} key")]
+    NoData,
+    #[error("undecodable: {0}")]
+    Undecodable(String),
+    #[error("names node {node:?}, which is not the node its ConfigMap is for")]
+    WrongNode { node: String },
+}
+
+/// The report in ConfigMap `name`'s `json`: used only when the node it names is the one
+/// the ConfigMap is named for (an actor can speak only for its own node).
+pub fn decode(name: &str, json: Option<&str>) -> Result<(NodeName, NodeReport), ReportError> {
+    let json = json.ok_or(ReportError::NoData)?;
+    let r: NodeReport = serde_json::from_str(json)
+        .map_err(|e| ReportError::Undecodable(printable(e.to_string())))?;
+    let node: NodeName = r
+        .node
+        .parse()
+        .map_err(|_| ReportError::WrongNode { node: cut(&r.node) })?;
+    if configmap_name(&node) != name {
+        return Err(ReportError::WrongNode { node: cut(&r.node) });
+    }
+    Ok((node, r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(s: &str) -> NodeName {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn labels_and_selector_agree() {
+        let labels: Vec<String> = REPORT_LABELS
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        assert_eq!(REPORT_SELECTOR, labels.join(","));
+        assert_ne!(REPORT_SELECTOR, crate::publish::STATE_SELECTOR);
+    }
+
+    #[test]
+    fn a_report_reads_back_for_its_own_node_only() {
+        let r = NodeReport::new(
+            &node("lb-1"),
+            "haproxy",
+            [Refused {
+                object: "Ingress bank/web".parse().unwrap(),
+                error: "line 1\nFORGED".into(),
+            }],
+        );
+        let json = r.to_json();
+        let (n, back) = decode("k8slb-node-lb-1", Some(&json)).unwrap();
+        assert_eq!((n, &back), (node("lb-1"), &r));
+        assert_eq!(back.quarantined[0].error, "line 1\\nFORGED");
+        assert_eq!(
+            decode("k8slb-node-lb-2", Some(&json)),
+            Err(ReportError::WrongNode {
+                node: "lb-1".into()
+            })
+        );
+        assert_eq!(decode("k8slb-node-lb-1", None), Err(ReportError::NoData));
+        assert!(matches!(
+            decode("k8slb-node-lb-1", Some("{")),
+            Err(ReportError::Undecodable(_))
+        ));
+    }
+
+    #[test]
+    fn a_report_is_bounded() {
+        let many = (0..200).map(|i| Refused {
+            object: format!("Service ns/s{i:03}").parse().unwrap(),
+            error: "x".repeat(10_000),
+        });
+        let r = NodeReport::new(&node("lb-1"), "nginx", many);
+        assert_eq!(
+            (r.quarantined.len(), r.more),
+            (MAX_ENTRIES, 200 - MAX_ENTRIES)
+        );
+        assert!(r
+            .quarantined
+            .iter()
+            .all(|q| q.error.len() == MAX_ERROR_CHARS));
+        assert!(r.to_json().len() < 64 * 1024);
+    }
+
+    #[test]
+    fn the_configmap_name_is_a_valid_name_for_any_node_name() {
+        assert_eq!(configmap_name(&node("lb-1")), "k8slb-node-lb-1");
+        let long = format!(
+            "{}.{}.{}",
+            "a".repeat(63),
+            vec!["b".repeat(63); 2].join("."),
+            "c".repeat(61)
+        );
+        assert_eq!(long.len(), 253);
+        let n = node(&long);
+        let name = configmap_name(&n);
+        assert!(name.len() <= 253, "{}", name.len());
+        assert!(name.starts_with(REPORT_PREFIX));
+        assert!(name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.'));
+        assert_ne!(name, configmap_name(&node(&long.replacen('c', "d", 1))));
+        let r = NodeReport::new(&n, "haproxy", []);
+        assert_eq!(decode(&name, Some(&r.to_json())).unwrap().0, n);
+    }
+}
