@@ -21,6 +21,8 @@ declare -A PKG=(
     [wrk]=wrk
     [openssl]=openssl
     [curl]=curl
+    # A listener that is not ours (actor/tests/quarantine.rs: a port held by another program).
+    [python3]=python3
     [cc]=build-essential
     [make]=build-essential
     [pkg-config]=pkg-config

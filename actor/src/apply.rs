@@ -43,6 +43,7 @@
 use crate::admin::Metrics;
 use crate::daemons::{Daemon, DaemonError, DaemonKind};
 use crate::handover::{self, Instance, Memory, Placement};
+use crate::ports::{self, Transport};
 use crate::quarantine::{self, Found, Quarantine};
 use crate::staged::{ConfigFiles, StageError, Staged};
 use crate::supervise::{Action, Restarter};
@@ -54,7 +55,7 @@ use k8slb_common::problem::ObjRef;
 use k8slb_common::state::State;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -111,6 +112,12 @@ pub trait NodeRenderer {
     fn hold_out(&self, view: Self::View, vips: &BTreeSet<IpAddr>) -> Self::View {
         let _ = vips;
         view
+    }
+    /// The addresses the proxy config of `view` listens on, checked against the ports
+    /// other programs hold ([`crate::ports`]). The default, none, checks nothing.
+    fn listens(&self, view: &Self::View) -> BTreeSet<(SocketAddr, Transport)> {
+        let _ = view;
+        BTreeSet::new()
     }
 }
 
@@ -690,6 +697,8 @@ pub struct Applier<R: NodeRenderer> {
     handover_until: Option<Instant>,
     /// The owners left out of the proxy config ([`crate::quarantine`]).
     quarantine: Quarantine,
+    /// Where the node's listeners are read ([`Self::check_ports`]).
+    net_proc: PathBuf,
     /// Checks of the last bisection.
     bisection_checks: usize,
 }
@@ -717,6 +726,7 @@ impl<R: NodeRenderer> Applier<R> {
             held: BTreeMap::new(),
             handover_until: None,
             quarantine: Quarantine::default(),
+            net_proc: PathBuf::from("/proc/net"),
             bisection_checks: 0,
         }
     }
@@ -1021,6 +1031,12 @@ impl<R: NodeRenderer> Applier<R> {
             .renderer
             .view(&s, ctx, self.running_view.as_ref())
             .map_err(|e| e.to_string())?;
+        if let Err(e) = self.check_ports(&view) {
+            return Err(match e {
+                ApplyError::Daemon(DaemonError::Check { output, .. }) => output,
+                e => e.to_string(),
+            });
+        }
         let d = self.renderer.render(&view)?;
         match (&self.proxy, &d.proxy) {
             (Some(slot), Some(text)) => {
@@ -1049,6 +1065,34 @@ impl<R: NodeRenderer> Applier<R> {
             Ok(()) => String::new(),
             Err(output) => quarantine::first_error_line(&output).to_string(),
         }
+    }
+
+    /// Refuses, as the proxy's checker would if it bound, a view whose proxy listens on a
+    /// port another program of this node holds on every address ([`crate::ports`]): the
+    /// reload would fail for the whole config. A proxy refusal, so the quarantine finds
+    /// the object that asks for it.
+    fn check_ports(&self, view: &R::View) -> Result<(), ApplyError> {
+        let Some(slot) = &self.proxy else {
+            return Ok(());
+        };
+        let listens = self.renderer.listens(view);
+        if listens.is_empty() {
+            return Ok(());
+        }
+        let conflicts = ports::read(&self.net_proc).conflicts(&listens);
+        if conflicts.is_empty() {
+            return Ok(());
+        }
+        Err(ApplyError::Daemon(DaemonError::Check {
+            daemon: slot.kind(),
+            output: ports::refusal(&conflicts),
+        }))
+    }
+
+    /// Where [`Self::check_ports`] reads the node's listeners (default `/proc/net`; a test
+    /// names `/proc/<pid>/net` of a process in its network namespace).
+    pub fn set_net_proc(&mut self, dir: PathBuf) {
+        self.net_proc = dir;
     }
 
     fn apply_state(
@@ -1135,6 +1179,7 @@ impl<R: NodeRenderer> Applier<R> {
         // Check everything that will be installed before installing anything.
         let proxy_prep = match (&self.proxy, &proxy_step, &desired.proxy) {
             (Some(slot), Some(Step::Start | Step::Reload), Some(text)) => {
+                self.check_ports(&view)?;
                 Some(slot.prepare(text, &desired.files, &self.metrics)?)
             }
             _ => None,

@@ -10,6 +10,8 @@
 //! - [`quarantine`]: pure, the bisection that finds the owners whose part of a config
 //!   the proxy's checker refuses (the applier serves the rest without them);
 //! - [`staged`]: the files a proxy config names, staged, checked and installed with it;
+//! - [`ports`]: ports another program on the node holds on every address, refused with
+//!   the proxy's check (the checkers do not bind);
 //! - [`daemons`]: keepalived, HAProxy and nginx as child processes (the I/O seam);
 //! - [`handover`]: pure, a VIP that changes VRRP instance is held out of keepalived for a
 //!   hold-down first, so no two nodes hold it;
@@ -49,6 +51,7 @@ pub mod fdlimit;
 pub mod handover;
 pub mod haproxy_rt;
 pub mod init;
+pub mod ports;
 pub mod quarantine;
 pub mod render;
 pub mod render_error;

@@ -272,6 +272,13 @@ impl NodeRenderer for RealRenderer {
     fn placement(&self, view: &NodeView) -> crate::handover::Placement {
         crate::handover::placement(&view.keepalived)
     }
+    fn listens(
+        &self,
+        view: &NodeView,
+    ) -> BTreeSet<(std::net::SocketAddr, crate::ports::Transport)> {
+        view.listens()
+    }
+
     fn hold_out(&self, mut view: NodeView, vips: &BTreeSet<IpAddr>) -> NodeView {
         crate::handover::hold_out(&mut view.keepalived, vips);
         view

@@ -190,6 +190,57 @@ pub struct HttpPart {
 }
 
 impl NodeView {
+    /// Every address and transport the proxy config listens on: the Services' frontends
+    /// (servers), the route listeners and the L4 route listeners (UDP ones only for
+    /// nginx: HAProxy serves no UDP).
+    pub fn listens(&self) -> BTreeSet<(SocketAddr, crate::ports::Transport)> {
+        use crate::ports::Transport;
+        let mut out = BTreeSet::new();
+        if let Some(h) = &self.haproxy {
+            out.extend(
+                h.frontends
+                    .iter()
+                    .filter_map(|f| f.bind.parse().ok())
+                    .map(|a| (a, Transport::Tcp)),
+            );
+        }
+        if let Some(n) = &self.nginx {
+            for s in n.http_servers.iter().chain(&n.stream_servers) {
+                let t = if s.udp {
+                    Transport::Udp
+                } else {
+                    Transport::Tcp
+                };
+                out.extend(
+                    s.listens
+                        .iter()
+                        .filter_map(|l| l.parse().ok())
+                        .map(|a| (a, t)),
+                );
+            }
+        }
+        if let Some(http) = &self.http {
+            out.extend(
+                http.routes
+                    .listeners
+                    .iter()
+                    .map(|l| (SocketAddr::new(l.ip, l.port), Transport::Tcp)),
+            );
+            for s in &http.routes.streams {
+                let t = if s.protocol.is_udp() {
+                    Transport::Udp
+                } else {
+                    Transport::Tcp
+                };
+                if t == Transport::Udp && self.nginx.is_none() {
+                    continue;
+                }
+                out.insert((SocketAddr::new(s.ip, s.port), t));
+            }
+        }
+        out
+    }
+
     /// The proxy's connection limit as rendered, when known: HAProxy's global
     /// `maxconn` (if configured), nginx's `worker_connections` (the default events
     /// block, or the admin's).

@@ -264,3 +264,63 @@ fn a_config_refused_without_any_object_keeps_the_last_good_one() {
     assert!(r.applier.quarantined().is_empty());
     assert_eq!(*r.serving.lock().unwrap(), before);
 }
+
+/// A Service port that another program of the node holds on every address: neither
+/// `haproxy -c` nor `nginx -t` binds, so the config would pass its check and fail at the
+/// reload, for every tenant. The actor refuses it with the check (from the node's
+/// listeners): the quarantine leaves that Service out and serves the rest.
+fn a_port_held_by_another_program_is_left_out_and_the_rest_served(proxy: Provider) {
+    let ns = netns();
+    let mut holder = ns
+        .cmd("python3")
+        .args([
+            "-c",
+            "import socket,time\ns=socket.socket()\ns.bind(('0.0.0.0',7111))\ns.listen()\ntime.sleep(300)",
+        ])
+        .spawn()
+        .unwrap();
+    let net = std::path::PathBuf::from(format!("/proc/{}/net", holder.id()));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(net.join("tcp"))
+        .is_ok_and(|t| t.contains(":1BC7 00000000:0000 0A"))
+    {
+        assert!(Instant::now() < deadline, "the holder never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut r = rig(proxy, &ns);
+    r.applier.set_net_proc(net);
+    let mut state = tenants(6);
+    add_service(&mut state, "tq/busy", 7111, "10.4.0.1");
+    let applied = r
+        .applier
+        .apply(&state, &NodeContext::default(), Instant::now());
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(matches!(applied, Ok(Applied::Done { .. })), "{applied:?}");
+    assert_eq!(
+        r.applier.quarantined(),
+        &BTreeSet::from([service("tp/poison"), service("tq/busy")])
+    );
+    let error = &r.applier.quarantine_errors()[&service("tq/busy")];
+    assert!(
+        error.contains("192.168.10.240:7111/tcp") && error.contains("another program"),
+        "{error}"
+    );
+    let text = r.serving.lock().unwrap().clone();
+    assert!(serves(&text, "t5_svc_20005"), "{proxy:?}: {text}");
+    assert!(!serves(&text, "tq_busy_7111"), "{proxy:?}: {text}");
+}
+
+#[test]
+#[ignore = "needs root: nginx -t in a network namespace it creates, haproxy -c; ./scripts/test.sh runs it"]
+fn haproxy_a_port_held_by_another_program_is_left_out_and_the_rest_served() {
+    support::require_root_and(&["ip", "haproxy", "python3"]);
+    a_port_held_by_another_program_is_left_out_and_the_rest_served(Provider::Haproxy);
+}
+
+#[test]
+#[ignore = "needs root: nginx -t in a network namespace it creates, haproxy -c; ./scripts/test.sh runs it"]
+fn nginx_a_port_held_by_another_program_is_left_out_and_the_rest_served() {
+    support::require_root_and(&["ip", "nginx", "python3"]);
+    a_port_held_by_another_program_is_left_out_and_the_rest_served(Provider::Nginx);
+}

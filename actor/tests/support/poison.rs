@@ -64,6 +64,12 @@ impl NodeRenderer for PoisonRenderer {
     fn same_outside_proxy(&self, old: &Self::View, new: &Self::View) -> bool {
         old.1 == new.1 && self.real.same_outside_proxy(&old.0, &new.0)
     }
+    fn listens(
+        &self,
+        view: &Self::View,
+    ) -> std::collections::BTreeSet<(std::net::SocketAddr, k8slb_actor::ports::Transport)> {
+        self.real.listens(&view.0)
+    }
 }
 
 pub type Checker = Box<dyn Fn(&Path) -> Result<(), DaemonError> + Send>;
