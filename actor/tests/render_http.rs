@@ -62,7 +62,8 @@ fn read(objs: &mut Objects, file: &Path) {
             "Service" => objs.services.push(serde_json::from_value(v).unwrap()),
             "EndpointSlice" => objs.slices.push(serde_json::from_value(v).unwrap()),
             // What the watcher would learn from a Secret (never its bytes): fixtures carry
-            // no data; all of them are valid.
+            // no data; all of them are valid, for the DNS names their annotation
+            // `test/dns-names` lists (comma-separated).
             "Secret" => objs.secrets.push(SecretMeta {
                 namespace: v["metadata"]["namespace"].as_str().unwrap().into(),
                 name: v["metadata"]["name"].as_str().unwrap().into(),
@@ -70,6 +71,13 @@ fn read(objs: &mut Objects, file: &Path) {
                 valid: true,
                 version: String::new(),
                 refusal: String::new(),
+                dns_names: v["metadata"]["annotations"]["test/dns-names"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .split(',')
+                    .filter(|n| !n.is_empty())
+                    .map(|n| n.trim().to_string())
+                    .collect(),
             }),
             other => panic!("{file:?}: unexpected kind {other:?}"),
         }
