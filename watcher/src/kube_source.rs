@@ -363,6 +363,26 @@ impl Source for IngressStores {
 }
 
 impl IngressStores {
+    /// The stores of a watcher in `namespace` (its node certificate Secrets are there).
+    pub fn new(
+        ingresses: Store<GuardedIngress>,
+        classes: Store<IngressClass>,
+        secrets: Store<Secret>,
+        namespace: &str,
+    ) -> IngressStores {
+        IngressStores {
+            ingresses,
+            classes,
+            secrets,
+            namespace: namespace.to_string(),
+        }
+    }
+
+    /// The users' Secrets the node certificates of `state` are made from.
+    pub fn secrets_for_nodes(&self, _state: &k8slb_common::state::State) -> Vec<Secret> {
+        self.user_secrets()
+    }
+
     /// The users' TLS Secrets (not our node certificate Secrets), sorted.
     pub fn user_secrets(&self) -> Vec<Secret> {
         let users: Vec<Arc<Secret>> = self
