@@ -139,6 +139,27 @@ mod tests {
         }
     }
 
+    /// A certificate's names are the user's bytes: a message lists them escaped,
+    /// bounded, a few of them.
+    #[test]
+    fn a_message_lists_a_few_names_escaped() {
+        let names: Vec<String> = [
+            "a.example.com\nFORGED line",
+            &"x".repeat(300),
+            "c",
+            "d",
+            "e",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let m = names_list(&names);
+        assert!(m.starts_with("a.example.com\\nFORGED line, "), "{m}");
+        assert!(!m.contains('\n') && m.ends_with(", c, d and 1 more"), "{m}");
+        assert!(m.len() < 200, "{m}");
+        assert_eq!(names_list(&[]), "none");
+    }
+
     fn cert(args: &[&str]) -> Vec<u8> {
         let d = tempfile::tempdir().unwrap();
         let (k, c) = (d.path().join("k"), d.path().join("c"));
