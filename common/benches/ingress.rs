@@ -79,6 +79,7 @@ fn world(n: usize, services: usize) -> World {
                 valid: true,
                 version: String::new(),
                 refusal: String::new(),
+                dns_names: vec!["*.example.com".into()],
             });
         }
         w.ingresses.push(

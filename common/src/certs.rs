@@ -87,8 +87,28 @@ pub const MAX_CHAIN_CERTS: usize = 8;
 /// The most bytes of `tls.key`: an RSA 8192 PKCS#8 key is about 6.4 KB.
 pub const MAX_KEY_BYTES: usize = 16 * 1024;
 
+mod names;
 mod openssl;
 mod pem;
+
+pub use names::{covers, names_list};
+
+/// What [`inspect_names`] takes from a Secret: the node certificate and the DNS names its
+/// leaf is for (see [`covers`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inspected {
+    pub cert: NodeCert,
+    /// The leaf's subjectAltName DNS names (lowercase, no trailing dot, sorted); never
+    /// its common name.
+    pub dns_names: Vec<String>,
+}
+
+/// [`inspect`], and the DNS names the certificate is for.
+pub fn inspect_names(secret: &Secret) -> Result<Inspected, CertError> {
+    let mut dns_names = Vec::new();
+    let cert = inspect_with(secret, |leaf_der| dns_names = names::dns_names(leaf_der))?;
+    Ok(Inspected { cert, dns_names })
+}
 
 /// Check a user's TLS Secret as HAProxy and nginx will load it, and take what the nodes
 /// need from it.
@@ -108,6 +128,11 @@ mod pem;
 /// What the nodes get is re-encoded from the decoded blocks (canonical PEM), so nothing of
 /// the Secret but the certificates and the key reaches a proxy.
 pub fn inspect(secret: &Secret) -> Result<NodeCert, CertError> {
+    inspect_with(secret, |_| {})
+}
+
+/// [`inspect`], showing the leaf's DER to `leaf` once the whole chain and key passed.
+fn inspect_with(secret: &Secret, leaf: impl FnOnce(&[u8])) -> Result<NodeCert, CertError> {
     let type_ = secret.type_.as_deref().unwrap_or("Opaque");
     if type_ != TLS_SECRET_TYPE {
         return Err(CertError::WrongType(type_.chars().take(64).collect()));
@@ -186,6 +211,7 @@ pub fn inspect(secret: &Secret) -> Result<NodeCert, CertError> {
         ));
     }
     let key_pem = pem::encode(&key.label, &key.der);
+    leaf(&blocks[0].der);
     if let CertFile::Secret { version, .. } = &mut file {
         *version = chain_version(&chain_pem);
     }

@@ -77,6 +77,7 @@ pub mod reason {
     pub const PATH_CONFLICT: Reason = Reason::PathConflict;
     pub const DEFAULT_BACKEND_CONFLICT: Reason = Reason::DefaultBackendConflict;
     pub const CERTIFICATE_CONFLICT: Reason = Reason::CertificateConflict;
+    pub const CERTIFICATE_HOST_MISMATCH: Reason = Reason::CertificateHostMismatch;
     pub const STICKINESS_CONFLICT: Reason = Reason::StickinessConflict;
     pub const PORT_CONFLICT: Reason = Reason::PortConflict;
     pub const PORT_RESERVED: Reason = Reason::PortReserved;
@@ -106,6 +107,9 @@ pub struct SecretMeta {
     /// Why [`crate::certs::inspect`] refused it, for the problem's message (bounded, never
     /// key material); empty when valid.
     pub refusal: String,
+    /// The DNS names (subjectAltName) its certificate is for, when valid: it serves only
+    /// the hosts they cover ([`crate::certs::covers`]).
+    pub dns_names: Vec<String>,
 }
 
 /// The objects the translation reads.
@@ -158,7 +162,7 @@ impl SecretMeta {
     /// What the plan may know of a Secret: its type and whether [`crate::certs::inspect`]
     /// accepts it.
     pub fn of(secret: &k8s_openapi::api::core::v1::Secret) -> SecretMeta {
-        let inspected = crate::certs::inspect(secret);
+        let inspected = crate::certs::inspect_names(secret);
         SecretMeta {
             namespace: secret
                 .metadata
@@ -174,8 +178,10 @@ impl SecretMeta {
                 .map(|e| e.to_string())
                 .unwrap_or_default(),
             version: inspected
-                .map(|c| c.file.version().to_string())
+                .as_ref()
+                .map(|c| c.cert.file.version().to_string())
                 .unwrap_or_default(),
+            dns_names: inspected.map(|c| c.dns_names).unwrap_or_default(),
         }
     }
 }
@@ -597,14 +603,16 @@ struct Building {
 /// A `spec.tls` certificate of one Ingress that can be served.
 struct TlsEntry {
     file: CertFile,
-    /// Empty: the entry names no hosts (a default certificate candidate).
+    /// The hosts it is served for (those its certificate's names cover).
     hosts: Vec<Hostname>,
+    /// The entry names no hosts: a default certificate candidate.
+    hostless: bool,
 }
 
 impl TlsEntry {
     fn covers(&self, host: Option<&Hostname>) -> bool {
         match host {
-            None => self.hosts.is_empty(),
+            None => self.hostless,
             Some(h) => self
                 .hosts
                 .iter()
@@ -776,7 +784,7 @@ impl Translation<'_, '_> {
             }
             let l = self.listeners.get_mut(&port).expect("claimed");
             for t in &cur.tls {
-                if t.hosts.is_empty() && l.hostless_cert.is_none() {
+                if t.hostless && l.hostless_cert.is_none() {
                     l.hostless_cert = Some(t.file.clone());
                 }
                 for h in &t.hosts {
@@ -1126,7 +1134,7 @@ fn tls_entries(ing: &Ingress, idx: &Index<'_>, problems: &mut BTreeSet<Problem>)
             ));
             continue;
         };
-        let version = match idx.secrets.get(&(ns, raw)) {
+        let meta = match idx.secrets.get(&(ns, raw)) {
             None => {
                 problems.insert(problem(
                     ing,
@@ -1159,11 +1167,23 @@ fn tls_entries(ing: &Ingress, idx: &Index<'_>, problems: &mut BTreeSet<Problem>)
                 ));
                 continue;
             }
-            Some(s) => s.version.clone(),
+            Some(s) => *s,
         };
         let mut hosts = Vec::new();
+        let mut uncovered = false;
         for h in t.hosts.iter().flatten() {
             match h.parse::<Hostname>() {
+                Ok(h) if !crate::certs::covers(&meta.dns_names, h.as_str()) => {
+                    uncovered = true;
+                    problems.insert(problem(
+                        ing,
+                        reason::CERTIFICATE_HOST_MISMATCH,
+                        format!(
+                            "the certificate of Secret {namespace}/{name} is not for host {h} (its subjectAltName DNS names: {}; the common name is never read); the host gets the default certificate and no redirect to HTTPS",
+                            crate::certs::names_list(&meta.dns_names)
+                        ),
+                    ));
+                }
                 Ok(h) => hosts.push(h),
                 Err(e) => {
                     problems.insert(problem(
@@ -1174,18 +1194,22 @@ fn tls_entries(ing: &Ingress, idx: &Index<'_>, problems: &mut BTreeSet<Problem>)
                 }
             }
         }
-        if hosts.is_empty() && t.hosts.as_ref().is_some_and(|h| !h.is_empty()) {
+        let hostless = t.hosts.as_ref().is_none_or(|h| h.is_empty());
+        if hosts.is_empty() && !hostless && !uncovered {
             continue; // every host refused: not a default certificate either
         }
+        // A host its certificate is not for is still served on HTTPS (the Ingress keeps
+        // its HTTPS port), with the listener's default certificate.
         hosts.sort();
         hosts.dedup();
         out.push(TlsEntry {
             file: CertFile::Secret {
                 namespace,
                 name,
-                version,
+                version: meta.version.clone(),
             },
             hosts,
+            hostless,
         });
     }
     out

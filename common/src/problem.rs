@@ -143,6 +143,8 @@ reasons! {
     PathConflict = "PathConflict",
     DefaultBackendConflict = "DefaultBackendConflict",
     CertificateConflict = "CertificateConflict",
+    /// A certificate whose subjectAltName DNS names do not cover a host it is named for.
+    CertificateHostMismatch = "CertificateHostMismatch",
     StickinessConflict = "StickinessConflict",
     ServiceNotFound = "ServiceNotFound",
     ServicePortNotFound = "ServicePortNotFound",

@@ -441,6 +441,7 @@ spec:
         valid: true,
         version: "0123456789abcdef".into(),
         refusal: String::new(),
+        dns_names: vec!["*.example.com".into()],
     };
     let out = run(&objects(&[CLASS, gw]), &[secret("infra"), secret("certs")]);
     let st = &out.gateways[&"infra/gw".parse().unwrap()];
@@ -543,6 +544,11 @@ spec:
         valid: true,
         version: "0123456789abcdef".into(),
         refusal: String::new(),
+        dns_names: match name {
+            "a-tls" => vec!["a.example.com".into(), "c.example.com".into()],
+            "b-tls" => vec!["*.example.org".into()],
+            _ => vec!["any.example.net".into()],
+        },
     };
     let out = run(
         &objects(&[CLASS, gw]),
@@ -572,6 +578,97 @@ spec:
     assert_eq!(stem("other.example.net").as_deref(), Some("infra_any-tls"));
     assert_eq!(stem("").as_deref(), Some("infra_any-tls"));
     assert_eq!(tls.certificates.len(), 3, "{:?}", tls.certificates);
+}
+
+/// A listener's certificate must be for its hostname (its subjectAltName DNS names cover
+/// it, RFC 6125: a wildcard one label, the common name never read): otherwise the
+/// listener is not served, `ResolvedRefs: False` with the spec's `InvalidCertificateRef`
+/// saying which names the certificate has. A listener without a hostname takes any.
+#[test]
+fn a_listener_whose_certificate_is_not_for_its_hostname_is_refused_invalid_certificate_ref() {
+    let gw = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: exact, port: 443, protocol: HTTPS, hostname: a.example.com, tls: { certificateRefs: [{ name: a-tls }] } }
+  - { name: under-wildcard, port: 443, protocol: HTTPS, hostname: b.example.com, tls: { certificateRefs: [{ name: wild-tls }] } }
+  - { name: wildcard, port: 443, protocol: HTTPS, hostname: "*.example.com", tls: { certificateRefs: [{ name: wild-tls }] } }
+  - { name: other-name, port: 443, protocol: HTTPS, hostname: c.example.com, tls: { certificateRefs: [{ name: a-tls }] } }
+  - { name: two-labels, port: 443, protocol: HTTPS, hostname: x.y.example.com, tls: { certificateRefs: [{ name: wild-tls }] } }
+  - { name: wildcard-by-name, port: 443, protocol: HTTPS, hostname: "*.example.org", tls: { certificateRefs: [{ name: org-tls }] } }
+  - { name: second-ref, port: 443, protocol: HTTPS, hostname: d.example.org, tls: { certificateRefs: [{ name: org-tls }, { name: a-tls }] } }
+  - { name: no-names, port: 443, protocol: HTTPS, hostname: e.example.com, tls: { certificateRefs: [{ name: cn-only }] } }
+  - { name: any, port: 8443, protocol: HTTPS, tls: { certificateRefs: [{ name: cn-only }] } }
+"#;
+    let secret = |name: &str, names: &[&str]| SecretMeta {
+        namespace: "infra".into(),
+        name: name.into(),
+        type_: "kubernetes.io/tls".into(),
+        valid: true,
+        version: "0123456789abcdef".into(),
+        refusal: String::new(),
+        dns_names: names.iter().map(|n| n.to_string()).collect(),
+    };
+    let out = run(
+        &objects(&[CLASS, gw]),
+        &[
+            secret("a-tls", &["a.example.com"]),
+            secret("wild-tls", &["*.example.com"]),
+            secret("org-tls", &["d.example.org", "f.example.org"]),
+            secret("cn-only", &[]),
+        ],
+    );
+    let st = &out.gateways[&"infra/gw".parse().unwrap()];
+    let l = |name: &str| st.listeners.iter().find(|l| l.name == name).unwrap();
+    for served in ["exact", "under-wildcard", "wildcard", "any"] {
+        let c = cond(&l(served).conditions, "ResolvedRefs");
+        assert!(c.status, "{served}: {c:?}");
+    }
+    for (refused, names) in [
+        ("other-name", "a.example.com"),
+        ("two-labels", "*.example.com"),
+        ("wildcard-by-name", "d.example.org, f.example.org"),
+        ("second-ref", "a.example.com"),
+        ("no-names", "none"),
+    ] {
+        let c = cond(&l(refused).conditions, "ResolvedRefs");
+        assert_eq!(
+            (c.status, c.reason),
+            (false, "InvalidCertificateRef"),
+            "{refused}"
+        );
+        assert!(
+            c.message.contains("is not for the listener's hostname")
+                && c.message.contains(&format!("DNS names: {names};")),
+            "{refused}: {}",
+            c.message
+        );
+    }
+    // What is served: the certificates of the listeners that passed, for their hostnames.
+    let tls = out
+        .routes
+        .listeners
+        .iter()
+        .find(|l| l.port == 443)
+        .and_then(|l| l.tls.as_ref())
+        .unwrap();
+    let mut served: Vec<(String, String)> = tls
+        .certificates
+        .iter()
+        .flat_map(|c| c.hosts.iter().map(|h| (h.to_string(), c.file.stem())))
+        .collect();
+    served.sort();
+    assert_eq!(
+        served,
+        [
+            ("*.example.com".to_string(), "infra_wild-tls".to_string()),
+            ("a.example.com".to_string(), "infra_a-tls".to_string()),
+            ("b.example.com".to_string(), "infra_wild-tls".to_string()),
+        ]
+    );
 }
 
 /// Method, header and query parameter matches, with the spec's precedence: at one path,
@@ -1141,6 +1238,7 @@ spec:
         valid: true,
         version: "0123456789abcdef".into(),
         refusal: String::new(),
+        dns_names: vec!["*.example.com".into()],
     };
     let check = |out: &GatewayOutput, served: &[&str], refused: &[&str]| {
         let st = &out.gateways[&"infra/gw".parse().unwrap()];

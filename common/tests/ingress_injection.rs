@@ -56,6 +56,8 @@ fn hostile_hosts_paths_and_names_never_reach_the_model() {
             valid: true,
             version: String::new(),
             refusal: String::new(),
+            // The certificate is for the hostile host (what the check would take from it).
+            dns_names: vec![host.to_ascii_lowercase()],
         }];
         let services = vec![svc.clone()];
         let input = IngressInput {

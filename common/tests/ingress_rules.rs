@@ -117,13 +117,14 @@ impl World {
             services.push(s);
             slices.push(e);
         }
-        let secret = |name: &str, type_: &str, valid: bool| SecretMeta {
+        let secret = |name: &str, type_: &str, valid: bool, names: &[&str]| SecretMeta {
             namespace: "default".into(),
             name: name.into(),
             type_: type_.into(),
             valid,
             version: String::new(),
             refusal: String::new(),
+            dns_names: names.iter().map(|n| n.to_string()).collect(),
         };
         World {
             ingresses: ingresses
@@ -134,10 +135,15 @@ impl World {
             services,
             slices,
             secrets: vec![
-                secret("good", "kubernetes.io/tls", true),
-                secret("good2", "kubernetes.io/tls", true),
-                secret("bad", "kubernetes.io/tls", false),
-                secret("opaque", "Opaque", true),
+                secret(
+                    "good",
+                    "kubernetes.io/tls",
+                    true,
+                    &["a.com", "b.com", "c.com", "ok.com"],
+                ),
+                secret("good2", "kubernetes.io/tls", true, &["*.b.com"]),
+                secret("bad", "kubernetes.io/tls", false, &[]),
+                secret("opaque", "Opaque", true, &["opaque.com"]),
             ],
             pool_certificate: false,
         }

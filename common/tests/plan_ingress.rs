@@ -386,16 +386,16 @@ fn a_secret_the_proxies_would_refuse_costs_only_its_own_hosts_their_certificate(
         vec![],
         vec![
             ing("default", "a")
-                .rule("a.example", "/", "app", 80)
-                .rule("b.example", "/", "app", 80)
-                .rule("c.example", "/", "app", 80)
-                .tls("good", &["a.example"])
-                .tls("sha1", &["b.example"])
-                .tls("opaque", &["c.example"])
+                .rule("a.example.com", "/", "app", 80)
+                .rule("b.example.com", "/", "app", 80)
+                .rule("c.example.com", "/", "app", 80)
+                .tls("good", &["a.example.com"])
+                .tls("sha1", &["b.example.com"])
+                .tls("opaque", &["c.example.com"])
                 .created(1),
             ing("default", "other")
-                .rule("d.example", "/", "app", 80)
-                .tls("p521", &["d.example"])
+                .rule("d.example.com", "/", "app", 80)
+                .tls("p521", &["d.example.com"])
                 .created(2),
         ],
     );
@@ -426,8 +426,8 @@ fn a_secret_the_proxies_would_refuse_costs_only_its_own_hosts_their_certificate(
     assert_eq!(
         certificates(&s),
         [
-            ("a.example".to_string(), "default_good".to_string()),
-            ("d.example".to_string(), "default_p521".to_string()),
+            ("a.example.com".to_string(), "default_good".to_string()),
+            ("d.example.com".to_string(), "default_p521".to_string()),
         ]
     );
     let json = s.to_json();

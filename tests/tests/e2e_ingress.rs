@@ -4,7 +4,7 @@
 //! Needs root, keepalived, haproxy, nginx and the built binaries; fails (never skips)
 //! without them.
 
-use k8slb_common::testing::self_signed;
+use k8slb_common::testing::{self_signed, self_signed_for};
 use k8slb_tests::l7::{
     backend_of, body, fingerprint, served_by, served_by_https, served_fingerprint, status,
     tls_secret,
@@ -316,8 +316,222 @@ fn tls_from_a_secret_redirect_and_renewal_with(opts: Options) {
             assert!(text.starts_with(&crt2), "{node} holds the renewed chain");
         }
         assert_eq!(kube.refused_requests(), Vec::<String>::new());
+    } else {
+        // The same lab, the same VIP: two tenants (docs/multi-tenancy.md).
+        two_tenants_claim_one_host(&sys, ip, &proxy);
     }
     sys.lab.pass();
+}
+
+/// An Ingress of namespace `ns` created at second `created` of the lab's day.
+fn tenant_ingress(ns: &str, name: &str, created: u32, spec: Value) -> Value {
+    json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"namespace": ns, "name": name,
+                     "creationTimestamp": format!("2026-01-01T00:00:{created:02}Z")},
+        "spec": spec,
+    })
+}
+
+/// `curl -k` from the client over HTTPS to `ip`, `host` as SNI and Host: the status.
+fn https_status(sys: &System, ip: IpAddr, host: &str, path: &str) -> String {
+    body(
+        sys,
+        &[
+            "-k",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--resolve",
+            &format!("{host}:443:{ip}"),
+            &format!("https://{host}{path}"),
+        ],
+    )
+}
+
+/// Issue 21, through the real proxy: namespace `bank` (older) serves bank.example.com
+/// (`/login`, `/app`, its certificate, and a newer ACME solver Ingress); `evil` (newer)
+/// claims the same host with `/login` (Prefix), `/` (Exact), the ACME challenge directory
+/// (Prefix), a `defaultBackend`, and `tls.hosts` with its own certificate for bank's host
+/// (whose SANs do name it) and for `shop.example.com` (whose SANs do not). Bank's pods are
+/// be1, evil's be2. Then bank deletes its Ingresses and evil takes the host over.
+fn two_tenants_claim_one_host(sys: &System, ip: IpAddr, proxy: &str) {
+    let be = |b: &str| IpAddr::V4(sys.lab.host(b).v4);
+    for (ns, pod) in [("bank", "be1"), ("evil", "be2")] {
+        let s = svc(ns, "app").port(tcp("http", 80, 8080));
+        let mut v = s.to_value();
+        v["spec"]["type"] = json!("ClusterIP");
+        sys.apply(&format!("svc-{ns}-app"), &v).unwrap();
+        sys.apply(&format!("eps-{ns}-app"), &s.endpoints("app-1", &[be(pod)]))
+            .unwrap();
+    }
+    let (bank_crt, bank_key) = self_signed("bank.example.com");
+    let (evil_crt, evil_key) = self_signed_for(&["portal.example.com", "bank.example.com"]);
+    sys.apply(
+        "secret-bank",
+        &tls_secret("bank", "bank-tls", &bank_crt, &bank_key),
+    )
+    .unwrap();
+    sys.apply(
+        "secret-evil",
+        &tls_secret("evil", "evil-tls", &evil_crt, &evil_key),
+    )
+    .unwrap();
+    let app = || json!({"service": {"name": "app", "port": {"number": 80}}});
+    let path = |p: &str, t: &str| json!({"path": p, "pathType": t, "backend": app()});
+    sys.apply(
+        "ing-bank-web",
+        &tenant_ingress(
+            "bank",
+            "web",
+            2,
+            json!({"ingressClassName": "k8slb",
+                   "tls": [{"hosts": ["bank.example.com"], "secretName": "bank-tls"}],
+                   "rules": [{"host": "bank.example.com", "http": {"paths": [
+                       path("/login", "Prefix"), path("/app", "Prefix")]}}]}),
+        ),
+    )
+    .unwrap();
+    sys.apply(
+        "ing-evil-grab",
+        &tenant_ingress(
+            "evil",
+            "grab",
+            3,
+            json!({"ingressClassName": "k8slb", "defaultBackend": app(),
+                   "tls": [{"hosts": ["portal.example.com", "bank.example.com", "shop.example.com"],
+                            "secretName": "evil-tls"}],
+                   "rules": [
+                       {"host": "bank.example.com", "http": {"paths": [
+                           path("/login", "Prefix"), path("/", "Exact"),
+                           path("/.well-known/acme-challenge", "Prefix")]}},
+                       {"host": "portal.example.com", "http": {"paths": [path("/", "Prefix")]}},
+                       {"host": "shop.example.com", "http": {"paths": [path("/", "Prefix")]}}]}),
+        ),
+    )
+    .unwrap();
+    // cert-manager's HTTP-01 solver for bank: an Ingress newer than evil's, still bank's.
+    sys.apply(
+        "ing-bank-acme",
+        &tenant_ingress(
+            "bank",
+            "acme-solver",
+            4,
+            json!({"ingressClassName": "k8slb",
+                   "rules": [{"host": "bank.example.com", "http": {"paths": [
+                       path("/.well-known/acme-challenge/tok-bank", "Exact")]}}]}),
+        ),
+    )
+    .unwrap();
+    wait::until(T, || {
+        Ok(served_by(
+            sys,
+            "bank.example.com",
+            &format!("http://{ip}/.well-known/acme-challenge/tok-bank"),
+        ) == "be1"
+            && served_by_https(sys, ip, 443, "portal.example.com", "/") == "be2")
+    })
+    .unwrap_or_else(|e| panic!("{proxy}: the tenants' Ingresses are not served: {e:#}"));
+    let http = |host: &str, p: &str| served_by(sys, host, &format!("http://{ip}{p}"));
+    let http_status = |host: &str, p: &str| status(sys, host, &format!("http://{ip}{p}"));
+    let (bank_fp, evil_fp) = (fingerprint(&bank_crt), fingerprint(&evil_crt));
+    let pool_fp = fingerprint(&std::fs::read_to_string(sys.cert_dir.join("default.pem")).unwrap());
+
+    // bank's routes, bank's certificate; nothing of evil's for bank's host.
+    for p in ["/login", "/login/x", "/app/y"] {
+        assert_eq!(
+            served_by_https(sys, ip, 443, "bank.example.com", p),
+            "be1",
+            "{proxy}: {p}"
+        );
+        assert_eq!(
+            http_status("bank.example.com", p),
+            "308",
+            "{proxy}: {p} (bank's redirect)"
+        );
+    }
+    assert_eq!(
+        served_fingerprint(sys, ip, 443, "bank.example.com"),
+        bank_fp,
+        "{proxy}"
+    );
+    // evil's `/` (Exact) and its default backend do not answer for bank's host: 404.
+    for p in ["/", "/other"] {
+        assert_eq!(
+            https_status(sys, ip, "bank.example.com", p),
+            "404",
+            "{proxy}: {p}"
+        );
+    }
+    // ACME challenges for bank's host reach bank's solver (with a trailing dot too), never
+    // evil's pods.
+    let acme = "/.well-known/acme-challenge/tok-bank";
+    assert_eq!(http("bank.example.com", acme), "be1", "{proxy}");
+    assert_eq!(http("bank.example.com.", acme), "be1", "{proxy}");
+    assert_eq!(
+        http_status("bank.example.com", "/.well-known/acme-challenge/tok-evil"),
+        "404",
+        "{proxy}"
+    );
+    // evil keeps its own host and certificate; its certificate is not for shop.example.com:
+    // the default (the pool's) certificate is served there; hosts no one owns still reach
+    // evil's default backend.
+    assert_eq!(
+        served_fingerprint(sys, ip, 443, "portal.example.com"),
+        evil_fp,
+        "{proxy}"
+    );
+    assert_eq!(
+        served_fingerprint(sys, ip, 443, "shop.example.com"),
+        pool_fp,
+        "{proxy}"
+    );
+    assert_eq!(
+        served_by_https(sys, ip, 443, "shop.example.com", "/"),
+        "be2",
+        "{proxy}"
+    );
+    assert_eq!(
+        http_status("shop.example.com", "/"),
+        "200",
+        "{proxy}: not redirected"
+    );
+    assert_eq!(http("nobody.example.com", "/x"), "be2", "{proxy}");
+    let problems = sys.state().unwrap().problems;
+    let on_evil = |reason: &str| {
+        problems
+            .iter()
+            .filter(|p| p.object.to_string() == "Ingress evil/grab" && p.reason.as_str() == reason)
+            .count()
+    };
+    assert!(on_evil("HostConflict") >= 1, "{proxy}: {problems:?}");
+    assert_eq!(
+        on_evil("CertificateHostMismatch"),
+        1,
+        "{proxy}: {problems:?}"
+    );
+
+    // bank lets go: evil takes the host over, its routes, default backend and certificate.
+    sys.delete("ing-bank-web").unwrap();
+    sys.delete("ing-bank-acme").unwrap();
+    wait::until(T, || {
+        Ok(served_by_https(sys, ip, 443, "bank.example.com", "/login") == "be2")
+    })
+    .unwrap_or_else(|e| panic!("{proxy}: evil never took bank.example.com over: {e:#}"));
+    assert_eq!(
+        served_fingerprint(sys, ip, 443, "bank.example.com"),
+        evil_fp,
+        "{proxy}"
+    );
+    for p in ["/", "/other"] {
+        assert_eq!(
+            served_by_https(sys, ip, 443, "bank.example.com", p),
+            "be2",
+            "{proxy}: {p}"
+        );
+    }
+    assert_eq!(http("bank.example.com", acme), "be2", "{proxy}");
 }
 
 #[test]
@@ -328,13 +542,13 @@ fn kubernetes_path_serves_an_ingress_certificate_from_its_secret_redirects_and_t
 
 #[test]
 #[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
-fn haproxy_serves_an_ingress_certificate_from_its_secret_redirects_and_serves_the_renewed_one() {
+fn haproxy_serves_an_ingress_certificate_the_renewed_one_and_keeps_one_tenants_host_from_another() {
     tls_from_a_secret_redirect_and_renewal("haproxy");
 }
 
 #[test]
 #[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
-fn nginx_serves_an_ingress_certificate_from_its_secret_redirects_and_serves_the_renewed_one() {
+fn nginx_serves_an_ingress_certificate_the_renewed_one_and_keeps_one_tenants_host_from_another() {
     tls_from_a_secret_redirect_and_renewal("nginx");
 }
 

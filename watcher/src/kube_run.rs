@@ -698,7 +698,7 @@ impl Loop {
         let Some(i) = &self.stores.ingress else {
             return node_secrets::Writes::default();
         };
-        let desired = k8slb_common::certs::node_certs(state, &i.user_secrets());
+        let desired = k8slb_common::certs::node_certs(state, &i.secrets_for_nodes(state));
         node_secrets::decide(&desired, &self.stores.node_cert_secrets())
     }
 }

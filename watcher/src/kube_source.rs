@@ -332,7 +332,9 @@ impl Source for Store<GuardedService> {
 }
 
 /// Ingresses as Services are (an undecodable one is held: its pool keeps its VIP),
-/// IngressClasses, and the users' TLS Secrets (not our node certificate Secrets).
+/// IngressClasses, and the users' TLS Secrets that something names (not our node
+/// certificate Secrets): the store keeps every TLS Secret of the cluster, the round copies
+/// only those.
 impl Source for IngressStores {
     fn add_to(&self, objs: &mut Objects) {
         for g in self.ingresses.state() {
@@ -358,20 +360,58 @@ impl Source for IngressStores {
                 .cmp(&(&b.metadata.namespace, &b.metadata.name))
         });
         objs.ingress_classes = sorted(self.classes.state());
-        objs.secrets = self.user_secrets();
+    }
+
+    fn add_named_secrets(
+        &self,
+        objs: &mut Objects,
+        named: &std::collections::BTreeSet<(String, String)>,
+    ) {
+        objs.secrets =
+            self.user_secrets_named(named.iter().map(|(ns, n)| (ns.as_str(), n.as_str())));
     }
 }
 
 impl IngressStores {
-    /// The users' TLS Secrets (not our node certificate Secrets), sorted.
-    pub fn user_secrets(&self) -> Vec<Secret> {
-        let users: Vec<Arc<Secret>> = self
-            .secrets
-            .state()
+    /// The stores of a watcher in `namespace` (its node certificate Secrets are there).
+    pub fn new(
+        ingresses: Store<GuardedIngress>,
+        classes: Store<IngressClass>,
+        secrets: Store<Secret>,
+        namespace: &str,
+    ) -> IngressStores {
+        IngressStores {
+            ingresses,
+            classes,
+            secrets,
+            namespace: namespace.to_string(),
+        }
+    }
+
+    /// The users' Secrets the node certificates of `state` are made from: those its
+    /// listeners name, and no other.
+    pub fn secrets_for_nodes(&self, state: &k8slb_common::state::State) -> Vec<Secret> {
+        let used = k8slb_common::certs::used_by(state);
+        self.user_secrets_named(used.iter().filter_map(|f| match f {
+            k8slb_common::routes::CertFile::Secret {
+                namespace, name, ..
+            } => Some((namespace.as_str(), name.as_str())),
+            _ => None,
+        }))
+    }
+
+    /// The users' TLS Secrets (not our node certificate Secrets) of `named` (namespace,
+    /// name) that exist, sorted: each looked up in the store and copied, and no other.
+    pub fn user_secrets_named<'n>(
+        &self,
+        named: impl IntoIterator<Item = (&'n str, &'n str)>,
+    ) -> Vec<Secret> {
+        let found: Vec<Arc<Secret>> = named
             .into_iter()
+            .filter_map(|(ns, name)| self.secrets.get(&ObjectRef::new(name).within(ns)))
             .filter(|s| !self.is_node_cert(s))
             .collect();
-        sorted(users)
+        sorted(found)
     }
 
     /// One of the node certificate Secrets this watcher writes.

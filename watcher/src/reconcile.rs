@@ -31,7 +31,7 @@ use k8slb_common::objects::Objects;
 use k8slb_common::plan::{plan, PlanOptions};
 use k8slb_common::report::NodeReport;
 use k8slb_common::state::{ObjRef, Problem, Reason, State};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The name of the global ConfigMap.
 pub const GLOBAL_CONFIGMAP: &str = "global";
@@ -41,6 +41,12 @@ pub trait Source {
     /// Adds what this source holds to `objects` (a source that cannot be read this round
     /// keeps its last complete view, or fails the whole snapshot: never a partial one).
     fn add_to(&self, objects: &mut Objects);
+
+    /// Adds the Secrets it holds that are `named` ((namespace, name): what the objects
+    /// of every source reference), once every source added its objects: a source that
+    /// keeps Secrets copies only those (one nobody names is never copied, whatever its
+    /// size).
+    fn add_named_secrets(&self, _objects: &mut Objects, _named: &BTreeSet<(String, String)>) {}
 }
 
 /// The objects of every source, in a stable order (the plan must not depend on the order
@@ -50,7 +56,12 @@ pub fn gather(sources: &[&dyn Source]) -> Objects {
     for s in sources {
         s.add_to(&mut objects);
     }
-    // Only the Secrets our objects name are read further (parsed, kept, planned with).
+    // Only the Secrets our objects name are copied (from a store) and read further
+    // (parsed, kept, planned with).
+    let named = objects.referenced_secrets();
+    for s in sources {
+        s.add_named_secrets(&mut objects, &named);
+    }
     objects.retain_referenced_secrets();
     objects.problems.sort();
     objects

@@ -1267,6 +1267,18 @@ fn tls_of(
                 ),
             ));
         }
+        // A certificate serves only the hostname its names cover (the same rule as an
+        // Ingress's TLS host; a listener without a hostname is its Gateway's default).
+        if let Some(h) = hostname.filter(|h| !crate::certs::covers(&s.dns_names, h.as_str())) {
+            return Err((
+                "InvalidCertificateRef",
+                format!(
+                    "the certificate of Secret {ns}/{} is not for the listener's hostname {h} (its subjectAltName DNS names: {}; the common name is never read)",
+                    c.name,
+                    crate::certs::names_list(&s.dns_names)
+                ),
+            ));
+        }
         let (Ok(namespace), Ok(name)) = (ns.parse(), c.name.parse()) else {
             return Err(("InvalidCertificateRef", "invalid Secret name".into()));
         };
