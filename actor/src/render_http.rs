@@ -3,10 +3,10 @@
 //! and `templates/nginx-routes.conf.tera`.
 //!
 //! The output is the routes *part* of a config: HAProxy frontends and backends to append
-//! to haproxy.cfg, nginx upstreams and servers to put inside `http { }`. Wiring it into
-//! the actor's view and [`crate::render::Renderer`] waits for the state to carry the
-//! routes (the actor's loop is being restructured); until then [`HttpRenderer`] is its own
-//! entry point, used by the snapshot tests.
+//! to haproxy.cfg, nginx upstreams and servers to put inside `http { }`.
+//! [`crate::render::Renderer`] renders it from the view's routes ([`crate::view::HttpPart`])
+//! and joins it to the Services' config; [`HttpRenderer`] is also its own entry point, for
+//! the snapshot tests.
 //!
 //! Safety: every value written is a validated type from the model (`Hostname`,
 //! `HttpPath`, `CookieName`, `ObjectName`, `PoolName`, numbers, addresses), a path checked

@@ -448,13 +448,6 @@ pub struct StickSource {
 }
 
 impl Backend {
-    /// The variable part of the `server` line of slot `i` (0-based).
-    pub fn server_line(&self, i: usize) -> String {
-        let mut l = String::with_capacity(64);
-        self.write_server_line(i, &mut l);
-        l
-    }
-
     fn write_server_line(&self, i: usize, l: &mut String) {
         let slot = &self.slots[i];
         let n = i + 1;

@@ -201,30 +201,6 @@ pub fn stale_vips(
         .collect()
 }
 
-/// Delete every stale address; returns the ones deleted, and the errors (teardown tries
-/// everything).
-pub fn remove_stale(
-    ops: &mut dyn AddrOps,
-    pools: &[PoolNetwork],
-    known: &BTreeSet<IpAddr>,
-    keep: &BTreeSet<IpAddr>,
-) -> Result<(Vec<Addr>, Vec<VipError>), VipError> {
-    let held = ops.addresses()?;
-    let stale = stale_vips(pools, &held, known, keep);
-    let mut errors = Vec::new();
-    let mut removed = Vec::new();
-    for a in stale {
-        match ops.delete(&a) {
-            Ok(()) => {
-                tracing::info!(vip = %a.net, interface = %a.ifname, "removed stale VIP");
-                removed.push(a);
-            }
-            Err(e) => errors.push(e),
-        }
-    }
-    Ok((removed, errors))
-}
-
 /// Allow binding to addresses this node does not hold (yet), for nginx. See the module
 /// docs.
 pub fn allow_nonlocal_bind() -> Result<(), VipError> {

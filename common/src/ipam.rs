@@ -626,11 +626,6 @@ impl RangeSet {
         self.v4.is_empty() && self.v6.is_empty()
     }
 
-    /// Number of stored (merged) ranges.
-    pub fn range_count(&self) -> usize {
-        self.v4.len() + self.v6.len()
-    }
-
     /// The stored ranges: IPv4 first, then IPv6, each ascending.
     pub fn ranges(&self) -> impl Iterator<Item = IpRange> + '_ {
         let v4 = self.v4.iter().map(|(&s, &e)| IpRange::from_raw(true, s, e));

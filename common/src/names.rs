@@ -364,15 +364,6 @@ impl L4Kind {
     pub fn parse(kind: &str) -> Option<L4Kind> {
         L4Kind::ALL.into_iter().find(|k| k.as_str() == kind)
     }
-
-    /// The listener protocol it attaches to.
-    pub fn listener_protocol(self) -> &'static str {
-        match self {
-            L4Kind::Tls => "TLS",
-            L4Kind::Tcp => "TCP",
-            L4Kind::Udp => "UDP",
-        }
-    }
 }
 
 #[cfg(test)]

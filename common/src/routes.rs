@@ -1,6 +1,7 @@
 //! The L7 route model: what an HTTP(S) proxy on a VIP must do, independent of where it
-//! came from (Ingress today, Gateway API HTTPRoute next) and of who serves it (HAProxy,
-//! nginx). Sources translate into it ([`crate::ingress`]); providers render it.
+//! came from (an Ingress, or a Gateway API HTTPRoute, TLSRoute, TCPRoute or UDPRoute) and
+//! of who serves it (HAProxy, nginx). Sources translate into it ([`crate::ingress`],
+//! [`crate::gateway`]); the actor renders it.
 //!
 //! ```text
 //! HttpRoutes

@@ -402,10 +402,6 @@ impl Recorder {
         drop(q);
         self.wake.notify_one();
     }
-
-    pub fn queued(&self) -> usize {
-        self.queue.lock().expect("event queue").len()
-    }
 }
 
 struct Writer {
