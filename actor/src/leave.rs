@@ -20,15 +20,16 @@
 //!    alone) there is nothing to wait for and the actor stops at once, as before;
 //! 2. each lingering VIP is added as a host address (`/32`, `/128`) on `lo`: the node
 //!    still accepts packets for it, and the proxy (bound with `transparent`) serves them;
-//! 3. keepalived is stopped (priority-0 adverts, its copies of the VIPs go);
+//! 3. keepalived gets its `SIGTERM` (priority-0 adverts at once, its copies of the VIPs
+//!    go; it exits about a second later, which is waited for after the hand-over);
 //! 4. the actor listens for VRRP adverts ([`Waiter`]): an advert with a priority above 0
 //!    for an awaited instance, from an address that is not this node's, is a peer that
 //!    became master (and sent its gratuitous ARP / unsolicited NA with it). It waits for
 //!    every awaited instance, at most `--handover-wait-ms` ([`DEFAULT_WAIT`]);
 //! 5. [`LINGER_AFTER_TAKEOVER`] later (packets already on their way, clients whose ARP
-//!    entry the gratuitous ARP has not updated yet), the `lo` copies are removed with the
-//!    other VIPs and the proxy is stopped gracefully (HAProxy soft-stop, nginx `SIGQUIT`):
-//!    connections in flight finish.
+//!    entry the gratuitous ARP has not updated yet), the `lo` copies are removed; then
+//!    keepalived's exit is waited for, the other VIPs go, and the proxy is stopped
+//!    gracefully (HAProxy soft-stop, nginx `SIGQUIT`): connections in flight finish.
 //!
 //! A copy on `lo` answers ARP too (Linux's default `arp_ignore=0`): a client that asks in
 //! the few hundred milliseconds of the hand-over may get this node's MAC after the new

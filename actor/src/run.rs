@@ -781,8 +781,10 @@ impl<R: NodeRenderer> Driver<'_, R> {
             bound_ms = self.cfg.handover_wait.as_millis() as u64,
             "handing the VIPs over: still serving them, waiting for a peer to become master"
         );
-        self.applier.stop_keepalived(self.cfg.stop_grace);
-        let mut waiter = leave::Waiter::new(plan.awaited, start, self.cfg.handover_wait);
+        // keepalived's priority-0 adverts go out at once; its exit (about a second later)
+        // is waited for by StopKeepalived, after the hand-over.
+        self.applier.begin_stop_keepalived();
+        let mut waiter = leave::Waiter::new(plan.awaited.clone(), start, self.cfg.handover_wait);
         let outcome = loop {
             let now = Instant::now();
             if let Some(o) = waiter.outcome(now) {
@@ -814,6 +816,26 @@ impl<R: NodeRenderer> Driver<'_, R> {
                 after_ms = start.elapsed().as_millis() as u64,
                 "no peer became master of these instances in time; stopping anyway"
             ),
+        }
+        // The copies go now, not after keepalived's exit (a second later): while they
+        // exist this node answers ARP for the VIPs too.
+        match self.ops.addresses() {
+            Ok(addrs) => {
+                for a in addrs
+                    .iter()
+                    .filter(|a| a.ifname == "lo" && plan.linger.contains(&a.ip()))
+                {
+                    match self.ops.delete(a) {
+                        Ok(()) => tracing::info!(vip = %a.net, "no longer serving the VIP"),
+                        Err(e) => {
+                            tracing::error!(vip = %a.net, error = %e, "could not remove the VIP from lo")
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "could not list addresses; the VIPs go with the others")
+            }
         }
     }
 
