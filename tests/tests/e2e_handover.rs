@@ -198,6 +198,10 @@ fn a_single_actor_stops_without_waiting_for_a_peer() {
     sys.lab.wait(p, T).unwrap();
     let log = sys.lab.log(p);
     assert!(
+        log.contains("no peer can take these VIPs over"),
+        "the lone actor did not see that it has no peer:\n{log}"
+    );
+    assert!(
         !log.contains("waiting for a peer"),
         "a lone actor waited for a peer:\n{log}"
     );
