@@ -658,14 +658,31 @@ impl Slot {
     }
 
     pub fn stop(&mut self, grace: Duration) {
-        // A stop is not a crash: the watcher must not report it.
+        self.unwatch();
+        self.daemon.stop(grace);
+    }
+
+    /// A stop is not a crash: the watchers must not report it (nor remove VIPs for it).
+    fn unwatch(&mut self) {
         if let Some(h) = self.health.as_ref() {
             h.lock().unwrap_or_else(|p| p.into_inner()).watched = None;
         }
         if let Some(g) = self.exit_guard.as_ref() {
             g.lock().unwrap_or_else(|p| p.into_inner()).watched = None;
         }
-        self.daemon.stop(grace);
+    }
+
+    /// Begin a stop without waiting for it: `SIGTERM` to the watched process (keepalived
+    /// sends its priority-0 adverts at once, then takes about a second to exit);
+    /// [`Slot::stop`] waits for the exit later.
+    pub fn begin_stop(&mut self) {
+        self.unwatch();
+        if let Some(pid) = self.daemon.pid().and_then(|p| i32::try_from(p).ok()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
     }
 }
 
@@ -1349,6 +1366,11 @@ impl<R: NodeRenderer> Applier<R> {
     /// Stop keepalived (first, at shutdown).
     pub fn stop_keepalived(&mut self, grace: Duration) {
         self.keepalived.stop(grace);
+    }
+    /// Send keepalived its `SIGTERM` now ([`Slot::begin_stop`]); [`Applier::stop_keepalived`]
+    /// waits for it to exit.
+    pub fn begin_stop_keepalived(&mut self) {
+        self.keepalived.begin_stop();
     }
     /// Stop the proxy (after the VIPs are gone).
     pub fn stop_proxy(&mut self, grace: Duration) {

@@ -29,7 +29,9 @@
 //! - keepalived exiting on its own removes the VIPs of every known state at once;
 //! - a state planned for another provider than this actor's is refused: logged once,
 //!   counted, and `/readyz` says why, while what was applied last keeps running;
-//! - at shutdown: keepalived first, then our VIPs, then the proxy.
+//! - at shutdown: the VIPs this node holds are handed over to peers (kept on `lo` until
+//!   a peer is master, [`crate::leave`]), then keepalived stops, then our VIPs go, then
+//!   the proxy.
 
 use k8slb_common::debounce::Debouncer;
 use k8slb_common::state::{Provider, State};
@@ -168,6 +170,11 @@ pub enum Action {
     ObserveVips(Arc<State>),
     /// A log line.
     Log(Note),
+    /// Shutdown: hand the VIPs of this state that this node holds over to peers
+    /// ([`crate::leave`]): keep answering for them on `lo`, stop keepalived (priority-0
+    /// adverts) and wait (bounded) until a peer's advert says it is master. With no
+    /// peer, nothing is done. keepalived is stopped either way by [`Action::StopKeepalived`].
+    HandOver(Arc<State>),
     /// Shutdown: stop keepalived (priority-0 adverts: a backup takes over at once).
     StopKeepalived,
     /// Shutdown: remove the VIPs of these states, then clear `vips_held`.
@@ -503,6 +510,10 @@ impl Control {
             }
         }
         out.push(Action::Log(Note::ShuttingDown));
+        // What runs is the applied state; the VIPs of a newer one are not held yet.
+        if let Some(s) = self.applied.as_ref().or(self.current.as_ref()) {
+            out.push(Action::HandOver(s.clone()));
+        }
         out.push(Action::StopKeepalived);
         let states = self
             .current
@@ -581,6 +592,7 @@ mod tests {
                 let kind = dbg.split([' ', '{', '(']).next().unwrap_or("").to_string();
                 format!("Log({kind})")
             }
+            Action::HandOver(s) => format!("HandOver({})", name(s)),
             Action::StopKeepalived => "StopKeepalived".into(),
             Action::RemoveVips(s) => format!("RemoveVips({})", names(s)),
             Action::StopProxy => "StopProxy".into(),
@@ -1059,7 +1071,7 @@ mod tests {
     }
 
     #[test]
-    fn shutdown_stops_keepalived_then_removes_the_vips_then_stops_the_proxy() {
+    fn shutdown_hands_over_then_stops_keepalived_then_removes_the_vips_then_stops_the_proxy() {
         let mut c = Control::new(Provider::Haproxy, timing(), Some((*st(1, None)).clone()));
         let mut rows = two_applied_then_three_arrives();
         rows.extend([
@@ -1072,6 +1084,7 @@ mod tests {
                 &[
                     "SaveLastState(3)",
                     "Log(ShuttingDown)",
+                    "HandOver(3)",
                     "StopKeepalived",
                     "RemoveVips(3,1)",
                     "StopProxy",
@@ -1081,5 +1094,25 @@ mod tests {
             ),
         ]);
         table(&mut c, &rows);
+    }
+
+    #[test]
+    fn shutdown_before_any_state_hands_nothing_over() {
+        let mut c = Control::new(Provider::Haproxy, timing(), None);
+        table(
+            &mut c,
+            &[(
+                0,
+                Input::Shutdown,
+                &[
+                    "Log(ShuttingDown)",
+                    "StopKeepalived",
+                    "RemoveVips()",
+                    "StopProxy",
+                    "Log(Stopped)",
+                    "Exit",
+                ][..],
+            )],
+        );
     }
 }

@@ -471,11 +471,16 @@ impl ChildProc {
         Err(DaemonError::Start { daemon, why })
     }
     fn stop(&mut self, grace: Duration) {
+        self.stop_with(Signal::SIGTERM, grace);
+    }
+    /// Stop with `sig` (a graceful stop: HAProxy's soft-stop `SIGUSR1`, nginx's
+    /// `SIGQUIT`), then `SIGKILL` after `grace`.
+    fn stop_with(&mut self, sig: Signal, grace: Duration) {
         let Some(mut c) = self.child.take() else {
             return;
         };
         if let Ok(p) = i32::try_from(c.id()) {
-            let _ = kill(Pid::from_raw(p), Signal::SIGTERM);
+            let _ = kill(Pid::from_raw(p), sig);
         }
         let end = Instant::now() + grace;
         while Instant::now() < end {
@@ -756,7 +761,9 @@ impl Daemon for Haproxy {
         self.child.pid()
     }
     fn stop(&mut self, grace: Duration) {
-        self.child.stop(grace);
+        // SIGUSR1: the master-worker soft stop: listeners close, connections in flight
+        // finish (SIGTERM would cut them); SIGKILL after `grace`.
+        self.child.stop_with(Signal::SIGUSR1, grace);
     }
 }
 
@@ -848,11 +855,9 @@ impl Daemon for Nginx {
         self.child.pid()
     }
     fn stop(&mut self, grace: Duration) {
-        // SIGQUIT: graceful; the supervisor follows with SIGKILL after `grace`.
-        if let Some(pid) = self.child.pid() {
-            let _ = signal(DaemonKind::Nginx, pid, Signal::SIGQUIT);
-        }
-        self.child.stop(grace);
+        // SIGQUIT: graceful (connections in flight finish), SIGKILL after `grace`. (It
+        // was followed by SIGTERM at once, nginx's fast shutdown, which cut them.)
+        self.child.stop_with(Signal::SIGQUIT, grace);
     }
 }
 

@@ -15,6 +15,8 @@
 //! - [`daemons`]: keepalived, HAProxy and nginx as child processes (the I/O seam);
 //! - [`handover`]: pure, a VIP that changes VRRP instance is held out of keepalived for a
 //!   hold-down first, so no two nodes hold it;
+//! - [`leave`]: on SIGTERM, the VIPs this node holds are handed to a peer (kept on `lo`
+//!   until a peer's VRRP advert says it is master) before the daemons stop;
 //! - [`fdlimit`]: pure, the proxy's connection limits fitted to the open-files limit;
 //! - [`debug`]: hidden probes for the root tests;
 //! - [`haproxy_rt`]: the HAProxy Runtime API and master CLI client;
@@ -51,6 +53,7 @@ pub mod fdlimit;
 pub mod handover;
 pub mod haproxy_rt;
 pub mod init;
+pub mod leave;
 pub mod ports;
 pub mod quarantine;
 pub mod render;

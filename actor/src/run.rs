@@ -5,6 +5,7 @@
 //!     [--proxy haproxy|nginx|kubeproxy]
 //!     [--interface <pool>=<ifname>]... [--templates <dir>] [--work-dir /var/lib/k8slb]
 //!     [--admin-addr 0.0.0.0:9254] [--min-reload-interval-ms 1000] [--vip-handover-ms 2000]
+//!     [--handover-wait-ms 3000]
 //!     [--log-format plain|json] [--log-level 0-4]
 //! ```
 //!
@@ -32,8 +33,10 @@
 //!
 //! At start, before keepalived runs: leftovers of an earlier actor (pid files in the work
 //! dir) are stopped, and stale VIPs are removed ([`crate::vip`]). On SIGTERM/SIGINT:
-//! keepalived is stopped first (priority-0 adverts: a backup takes over at once), our
-//! VIPs are removed, then the proxy is stopped; exit 0.
+//! the VIPs this node holds are handed over ([`crate::leave`]: kept on `lo` while
+//! keepalived stops with priority-0 adverts, until a peer's advert says it is master, at
+//! most `--handover-wait-ms`; at once with no peer), our VIPs are removed, then the
+//! proxy is stopped gracefully; exit 0.
 //!
 //! Everything (configs, pid files, sockets, last state) is under `--work-dir`, so several
 //! actors can run on one machine in different network namespaces (`ip netns exec`).
@@ -42,6 +45,7 @@ use crate::admin::{self, AdminState, Health, Metrics};
 use crate::apply::{Applied, Applier, Desired, NodeContext, NodeRenderer};
 use crate::control::{self, Action, ApplyOutcome, Control, Input, Note, Poll, Supervised, Timing};
 use crate::daemons::{self, Binaries, Daemon, Paths};
+use crate::leave;
 use crate::render::{self, Renderer};
 use crate::staged::ConfigFiles;
 use crate::state_source::{self, ConfigMapOptions, ConfigMapSource, Source};
@@ -130,6 +134,13 @@ pub struct RunArgs {
     /// instance drops it before any node adds it to the new one. 0 disables it.
     #[arg(long, env = "K8SLB_VIP_HANDOVER_MS", default_value_t = 2000)]
     pub vip_handover_ms: u64,
+    /// On SIGTERM, how long to wait at most, in milliseconds, for peers to take over the
+    /// VIPs this node holds (a peer's VRRP advert as master) before the daemons stop;
+    /// meanwhile this node still serves them. With no peer in an instance it does not
+    /// wait. 0: stop at once. Keep it, plus twice the stop grace (5 s), below the pod's
+    /// terminationGracePeriodSeconds (30).
+    #[arg(long, env = "K8SLB_HANDOVER_WAIT_MS", default_value_t = leave::DEFAULT_WAIT.as_millis() as u64)]
+    pub handover_wait_ms: u64,
     /// Log level: k8slb's 0 (off) to 4 (debug), a level name (error, warn, info, debug,
     /// trace) or a tracing filter (`info,k8slb_actor=debug`).
     #[arg(long, env = "LOG_LEVEL", default_value = "3")]
@@ -292,6 +303,9 @@ impl NodeRenderer for RealRenderer {
 // the control loop
 
 /// Everything the control loop needs besides the applier.
+/// How long keepalived and the proxy get to stop before `SIGKILL`.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
 pub struct LoopConfig {
     pub node: NodeName,
     /// The provider this actor serves (`--proxy`): a state planned for another is refused.
@@ -304,6 +318,9 @@ pub struct LoopConfig {
     /// The periods and delays of [`Control`].
     pub timing: Timing,
     pub stop_grace: Duration,
+    /// On SIGTERM, how long to wait at most for peers to take over this node's VIPs
+    /// ([`crate::leave`]); zero: no hand-over.
+    pub handover_wait: Duration,
     /// The TLS Secrets' certificate directory (`--certs-dir`): a change there (a
     /// certificate arrived, was renewed or removed) is applied like a new state.
     pub certs_dir: Option<PathBuf>,
@@ -326,7 +343,8 @@ impl LoopConfig {
             forced_interfaces: BTreeMap::new(),
             tick: Duration::from_millis(50),
             timing: Timing::default(),
-            stop_grace: Duration::from_secs(5),
+            stop_grace: STOP_GRACE,
+            handover_wait: leave::DEFAULT_WAIT,
             certs_dir: None,
             certs_wanted: None,
             report: None,
@@ -701,6 +719,7 @@ impl<R: NodeRenderer> Driver<'_, R> {
                 return Some(Input::Observed(o.keys().copied().collect()));
             }
             Action::Log(note) => self.log(note),
+            Action::HandOver(state) => self.hand_over(&state),
             Action::StopKeepalived => self.applier.stop_keepalived(self.cfg.stop_grace),
             Action::RemoveVips(states) => {
                 remove_vips(self.ops, &refs(&states), &self.cfg.node);
@@ -710,6 +729,114 @@ impl<R: NodeRenderer> Driver<'_, R> {
             Action::Exit => {}
         }
         None
+    }
+
+    /// [`Action::HandOver`]: see [`crate::leave`]. Every failure is logged and ends the
+    /// hand-over early; the shutdown goes on.
+    fn hand_over(&mut self, state: &State) {
+        if self.cfg.handover_wait.is_zero() || !self.applier.keepalived().daemon().is_running() {
+            return;
+        }
+        let addrs = match self.ops.addresses() {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::error!(error = %e, "could not list addresses; no hand-over");
+                return;
+            }
+        };
+        let held = vip::observe(&addrs, &state.vips);
+        let plan = leave::plan(state, &self.cfg.node, &held.keys().copied().collect());
+        if !plan.alone.is_empty() {
+            tracing::info!(vips = ?plan.alone, "no peer can take these VIPs over; they go at once");
+        }
+        if plan.is_empty() {
+            return;
+        }
+        // The interfaces that carry the VIPs, for the VRRP multicast groups.
+        let interfaces: Vec<(k8slb_common::state::Family, u32)> = addrs
+            .iter()
+            .filter(|a| plan.linger.contains(&a.ip()))
+            .map(|a| (k8slb_common::state::Family::of(&a.ip()), a.index))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut listener = match leave::listen::Listener::open(&interfaces) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, category = e.category(), "cannot hear VRRP adverts; no hand-over");
+                return;
+            }
+        };
+        let own: BTreeSet<IpAddr> = addrs.iter().map(|a| a.ip()).collect();
+        for ip in &plan.linger {
+            let net = ipnet::IpNet::from(*ip);
+            if let Err(e) = self.ops.add("lo", net) {
+                tracing::error!(vip = %ip, error = %e, "could not keep the VIP on lo");
+            }
+        }
+        let start = Instant::now();
+        tracing::info!(
+            vips = ?plan.linger,
+            instances = plan.awaited.len(),
+            bound_ms = self.cfg.handover_wait.as_millis() as u64,
+            "handing the VIPs over: still serving them, waiting for a peer to become master"
+        );
+        // keepalived's priority-0 adverts go out at once; its exit (about a second later)
+        // is waited for by StopKeepalived, after the hand-over.
+        self.applier.begin_stop_keepalived();
+        let mut waiter = leave::Waiter::new(plan.awaited.clone(), start, self.cfg.handover_wait);
+        let outcome = loop {
+            let now = Instant::now();
+            if let Some(o) = waiter.outcome(now) {
+                break o;
+            }
+            match listener.recv(waiter.listen_for(now, Duration::from_millis(100))) {
+                Ok(Some((from, advert))) => {
+                    if waiter.heard(from, advert, &own, Instant::now()) {
+                        tracing::info!(peer = %from, vrid = advert.vrid, priority = advert.priority, "a peer is master");
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::error!(error = %e, category = e.category(), "listening for VRRP adverts failed; stopping");
+                    break leave::Outcome::TimedOut(waiter.left().clone());
+                }
+            }
+        };
+        match outcome {
+            leave::Outcome::TakenOver => {
+                tracing::info!(
+                    after_ms = start.elapsed().as_millis() as u64,
+                    "VIPs handed over; serving late packets a little longer"
+                );
+                std::thread::sleep(leave::LINGER_AFTER_TAKEOVER);
+            }
+            leave::Outcome::TimedOut(left) => tracing::warn!(
+                instances = ?left,
+                after_ms = start.elapsed().as_millis() as u64,
+                "no peer became master of these instances in time; stopping anyway"
+            ),
+        }
+        // The copies go now, not after keepalived's exit (a second later): while they
+        // exist this node answers ARP for the VIPs too.
+        match self.ops.addresses() {
+            Ok(addrs) => {
+                for a in addrs
+                    .iter()
+                    .filter(|a| a.ifname == "lo" && plan.linger.contains(&a.ip()))
+                {
+                    match self.ops.delete(a) {
+                        Ok(()) => tracing::info!(vip = %a.net, "no longer serving the VIP"),
+                        Err(e) => {
+                            tracing::error!(vip = %a.net, error = %e, "could not remove the VIP from lo")
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "could not list addresses; the VIPs go with the others")
+            }
+        }
     }
 
     fn poll(&mut self) -> Poll {
@@ -811,6 +938,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     let mut cfg = LoopConfig::new(args.node.clone(), args.proxy, paths, args.state.clone());
     cfg.forced_interfaces = args.interfaces.iter().cloned().collect();
+    cfg.handover_wait = Duration::from_millis(args.handover_wait_ms);
     let certs_dir = std::path::absolute(&args.certs_dir)
         .with_context(|| format!("--certs-dir {}", args.certs_dir.display()))?;
     cfg.certs_dir = Some(certs_dir.clone());

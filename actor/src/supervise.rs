@@ -5,9 +5,11 @@
 //! The decisions are pure ([`Backoff`], [`Restarter`]) and take the clock as an
 //! argument; the control loop calls [`Restarter::tick`] with the daemon's exit status.
 //!
-//! Shutdown order (see [`crate::run`]): keepalived first, with `SIGTERM` (it sends
-//! priority-0 adverts, so a backup takes the VIPs over at once), then our VIPs are
-//! removed, then the proxy is stopped.
+//! Shutdown order (see [`crate::run`]): the VIPs this node holds are kept on `lo`
+//! ([`crate::leave`]), keepalived is stopped with `SIGTERM` (it sends priority-0
+//! adverts, so a backup takes the VIPs over at once), the actor waits until the new
+//! master's advert (bounded), then our VIPs are removed, then the proxy is stopped
+//! gracefully (HAProxy `SIGUSR1`, nginx `SIGQUIT`; `SIGKILL` after the grace).
 //!
 //! A keepalived that exits on its own (SIGKILL, OOM) cannot remove its VIPs, and a
 //! backup takes them over after 3 advert intervals: the control loop removes the VIPs

@@ -218,6 +218,15 @@ fn workloads_are_wired_as_documented() {
         assert_eq!(get(pod, "hostNetwork").as_bool(), Some(true));
         assert_eq!(s(pod, "dnsPolicy"), "ClusterFirstWithHostNet");
         assert_eq!(get(pod, "terminationGracePeriodSeconds").as_u64(), Some(30));
+        // The SIGTERM hand-over and the daemons' stops fit in it.
+        let longest = k8slb_actor::leave::longest_stop(
+            k8slb_actor::leave::DEFAULT_WAIT,
+            k8slb_actor::run::STOP_GRACE,
+        );
+        assert!(
+            longest < std::time::Duration::from_secs(30),
+            "the actor may take {longest:?} to stop"
+        );
         // The watcher's NODE_SELECTOR and the DaemonSet's nodeSelector agree.
         let (k, v) = node_selector.split_once('=').unwrap();
         assert_eq!(get(pod, "nodeSelector").as_mapping().unwrap().len(), 1);

@@ -9,6 +9,8 @@
 //! - [`kube_run`]: the Kubernetes driver, with [`kube_source`] (watchers and stores),
 //!   [`publish_cm`] (the state ConfigMaps), [`status`] (Service status), [`events`],
 //!   [`leader`] (the Lease);
+//! - [`cleanup`]: `k8slb-watcher cleanup`, before an uninstall: our status entries and
+//!   the state ConfigMaps removed, never another controller's;
 //! - shared by the drivers: [`admin`] (`/livez`, `/readyz`, `/metrics`), [`failing`] (writes
 //!   that keep failing, logged once a minute) and the leaf [`kube`] (field manager, write
 //!   timeout, API error codes, the failed-write counter).
@@ -16,6 +18,7 @@
 //! No module imports one that imports it back (`watcher/tests/module_graph.rs`).
 
 pub mod admin;
+pub mod cleanup;
 pub mod cmd_plan;
 pub mod events;
 pub mod failing;

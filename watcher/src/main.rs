@@ -1,7 +1,7 @@
 //! `k8slb-watcher`: thin main; everything is in the library.
 
 use clap::{Parser, Subcommand};
-use k8slb_watcher::{cmd_plan, run};
+use k8slb_watcher::{cleanup, cmd_plan, run};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -20,6 +20,10 @@ enum Command {
     Plan(cmd_plan::PlanArgs),
     /// Watch a source and keep the published state current.
     Run(run::RunArgs),
+    /// Before an uninstall: remove the status k8slb wrote (Service and Ingress
+    /// addresses, Gateway and route status of our classes) and the published state
+    /// ConfigMaps; never another controller's. Idempotent; `--dry-run` changes nothing.
+    Cleanup(cleanup::CleanupArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -27,6 +31,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Plan(args) => cmd_plan::run(args),
         Command::Run(args) => run::main(args),
+        Command::Cleanup(args) => cleanup::main(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -223,7 +223,7 @@ impl Publisher {
     }
 }
 
-fn is_state_name(name: &str) -> bool {
+pub(crate) fn is_state_name(name: &str) -> bool {
     name == STATE_NAME || shard_index(name).is_some()
 }
 
