@@ -528,14 +528,8 @@ impl Slot {
     pub fn kind(&self) -> DaemonKind {
         self.daemon.kind()
     }
-    pub fn running_config(&self) -> Option<&str> {
-        self.running.as_deref()
-    }
     pub fn daemon(&self) -> &dyn Daemon {
         self.daemon.as_ref()
-    }
-    pub fn daemon_mut(&mut self) -> &mut dyn Daemon {
-        self.daemon.as_mut()
     }
 
     fn write_tmp(&self, text: &str) -> Result<tempfile::NamedTempFile, ApplyError> {
@@ -844,9 +838,6 @@ impl<R: NodeRenderer> Applier<R> {
     }
     pub fn proxy(&self) -> Option<&Slot> {
         self.proxy.as_ref()
-    }
-    pub fn proxy_mut(&mut self) -> Option<&mut Slot> {
-        self.proxy.as_mut()
     }
     /// The last error of an apply (cleared by a successful one).
     pub fn last_error(&self) -> Option<&str> {
