@@ -9,6 +9,9 @@
 //! - [`state`]: the published state document;
 //! - [`routes`]: the L7 route model (listeners, hosts, rules, backends), source-neutral;
 //! - [`ingress`]: Ingresses -> routes, pure;
+//! - [`gateway`]: Gateway API objects -> routes and their status conditions, pure;
+//! - [`owners`]: which object contributed each part of a state (the actor's quarantine);
+//! - [`report`]: an actor's node report (what its proxy refuses) as the watcher reads it;
 //! - [`tenancy`]: which namespace owns a host;
 //! - [`endpoints`]: EndpointSlices -> backends (the plan's Services and the routes);
 //! - [`certs`]: how TLS Secrets reach the nodes apart from the state;
