@@ -133,8 +133,16 @@ fn netns_actor_is_not_ready_while_haproxy_cannot_start_and_ready_once_it_runs() 
     )
     .unwrap();
 
-    // HAProxy's port is taken: `haproxy -c` passes, the start fails ("cannot bind").
-    let blocker = Blocker::start(&ns, "0.0.0.0:8080");
+    // HAProxy's address is taken: `haproxy -c` passes, the start fails ("cannot bind").
+    // The blocker holds the VIP's own address and port (a port held on every address,
+    // 0.0.0.0:8080, is caught before the start: the actor leaves that Service out).
+    let st = ns
+        .cmd("sysctl")
+        .args(["-qw", "net.ipv4.ip_nonlocal_bind=1"])
+        .status()
+        .unwrap();
+    assert!(st.success(), "sysctl ip_nonlocal_bind");
+    let blocker = Blocker::start(&ns, &format!("{VIP}:8080"));
     let a = start_actor(&ns, dir.path());
 
     // Wait for the actor's second apply of the same state (its retry after a failure):

@@ -138,6 +138,19 @@ fn a_poisoned_tenant_is_left_out_and_reported_while_another_tenant_keeps_changin
     let target = SocketAddr::new(ip, 80);
     sys.wait_serving(Proto::Http, target, T).unwrap();
 
+    // From now on a new request to bank every 20 ms, until the poison is gone.
+    let probe = traffic::start_probe(
+        &mut sys.lab,
+        "client",
+        "bank-probe",
+        Proto::Http,
+        target,
+        20,
+        Duration::from_secs(120),
+    )
+    .unwrap();
+    let kube = sys.kube.as_ref().unwrap();
+
     // The poisons land: the Service HAProxy refuses, a Secret with junk after its
     // certificate, and an Ingress using it with a path the plan refuses.
     let poison = svc("evil", "poison").port(tcp("http", 81, 8080));
@@ -255,5 +268,12 @@ fn a_poisoned_tenant_is_left_out_and_reported_while_another_tenant_keeps_changin
     })
     .expect("the poison's report and problem stayed after it was deleted");
     assert_eq!(kube.refused_requests(), Vec::<String>::new());
+    let p = probe.stop_probe(&mut sys.lab).unwrap();
+    assert!(p.ok > 50, "{p:?}");
+    assert_eq!(p.failed, 0, "bank failed while the poison came and went: {p:?}");
+    println!(
+        "bank during the poison: {} ok, {} failed, longest gap {:.0} ms",
+        p.ok, p.failed, p.max_gap_ms
+    );
     sys.lab.pass();
 }
