@@ -2868,13 +2868,24 @@ fn real_proxies_pass_the_clients_host_header_to_the_backend_as_sent() {
 /// Paths with a trailing slash as the Ingress specification and the conformance
 /// features (path_rules, "trailing-slash-path-rules") say, on both proxies: Exact `/foo/`
 /// does not match `/foo` (404: nginx's automatic trailing-slash redirect answered 301),
-/// and Prefix `/aaa/bbb/` matches `/aaa/bbb`, `/aaa/bbb/` and below, element-wise.
+/// and Prefix `/aaa/bbb/` matches `/aaa/bbb`, `/aaa/bbb/` and below, element-wise. The
+/// same for HTTPRoutes (PathPrefix is the Ingress's Prefix), on a host routed on paths
+/// alone (nginx: `location = /foo/`, which redirected) and on one whose rules also match
+/// a header (nginx: one `location /`, which never did).
 #[test]
 #[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
 fn real_proxies_match_paths_with_a_trailing_slash_as_the_ingress_spec_says() {
     support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
-    let routes = routes_of("conformance");
-    let h = "trailing-slash-path-rules";
+    for (routes, host) in [
+        (routes_of("conformance"), "trailing-slash-path-rules"),
+        (gateway_routes_of("trailing-slash"), "plain.example.com"),
+        (gateway_routes_of("trailing-slash"), "cond.example.com"),
+    ] {
+        trailing_slash_cases(&routes, host);
+    }
+}
+
+fn trailing_slash_cases(routes: &HttpRoutes, h: &str) {
     let cases = [
         ("/foo", "404"),
         ("/foo/", "200 nginx-service1"),
@@ -2886,7 +2897,11 @@ fn real_proxies_match_paths_with_a_trailing_slash_as_the_ingress_spec_says() {
         ("/aaa", "404"),
     ];
     for (path, want) in cases {
-        assert_eq!(expected(&routes, 80, false, h, path), want, "model: {path}");
+        assert_eq!(
+            expected(routes, 80, false, h, path),
+            want,
+            "model: {h}{path}"
+        );
     }
     for proxy in ["haproxy", "nginx"] {
         let dir = tempfile::Builder::new()
@@ -2894,9 +2909,9 @@ fn real_proxies_match_paths_with_a_trailing_slash_as_the_ingress_spec_says() {
             .tempdir()
             .unwrap();
         let o = traffic_options(dir.path());
-        let (ns, _child) = serve(proxy, &routes, &o, dir.path());
+        let (ns, _child) = serve(proxy, routes, &o, dir.path());
         for (path, want) in cases {
-            assert_eq!(request(&ns, 80, false, h, path), want, "{proxy}: {path}");
+            assert_eq!(request(&ns, 80, false, h, path), want, "{proxy}: {h}{path}");
         }
     }
 }
