@@ -2959,3 +2959,82 @@ fn real_proxies_answer_with_a_server_header_without_a_version() {
         }
     }
 }
+
+/// The shipped Host line with nginx.conf's base lines alone (no routes): a client that
+/// sends no Host gets the address it connected to as the backend's Host, an IPv6 one in
+/// brackets (a Host of `fd00::10` would not parse); a client's Host passes as sent.
+#[test]
+#[ignore = "needs root: real nginx in a network namespace; ./scripts/test.sh runs it"]
+fn nginx_sends_the_address_a_host_less_request_came_to_as_its_host() {
+    support::require_root_and(&["nginx"]);
+    let ns = support::Netns::new("k8slbh6");
+    ns.ip("addr add 198.18.0.11/32 dev lo");
+    ns.ip("addr add fd00::10/128 dev lo nodad");
+    let dir = tempfile::Builder::new()
+        .prefix("k8slb-rthost6")
+        .tempdir()
+        .unwrap();
+    let d = dir.path().display();
+    let mut cfg = format!("pid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n");
+    for l in k8slb_actor::render_http::nx_http_base(&[]) {
+        cfg.push_str(&format!("  {l}\n"));
+    }
+    let proxy: String = k8slb_common::config::default_nginx()
+        .proxy
+        .iter()
+        .map(|l| format!(" {}", l.as_str()))
+        .collect();
+    cfg.push_str(&format!(
+        "  server {{ listen 127.0.0.1:8080; location / {{ return 200 \"host=$http_host\"; }} }}\n  server {{ listen 198.18.0.11:80; listen [fd00::10]:80; location / {{{proxy} proxy_pass http://127.0.0.1:8080; }} }}\n}}\n"
+    ));
+    let file = dir.path().join("nginx.conf");
+    std::fs::write(&file, &cfg).unwrap();
+    let _nginx = Killed(
+        ns.cmd("nginx")
+            .args(["-g", "daemon off;", "-p"])
+            .arg(dir.path())
+            .arg("-c")
+            .arg(&file)
+            .spawn()
+            .unwrap(),
+    );
+    let ask = |addr: SocketAddr, req: &'static str| {
+        in_ns(&ns, move || {
+            let mut c = None;
+            for _ in 0..100 {
+                match TcpStream::connect(addr) {
+                    Ok(s) => {
+                        c = Some(s);
+                        break;
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                }
+            }
+            let mut c = c.expect("nginx listens");
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            c.write_all(req.as_bytes()).unwrap();
+            let mut out = Vec::new();
+            let _ = c.read_to_end(&mut out);
+            status_body(&String::from_utf8_lossy(&out).replace('\r', ""))
+        })
+    };
+    let v4: SocketAddr = "198.18.0.11:80".parse().unwrap();
+    let v6: SocketAddr = "[fd00::10]:80".parse().unwrap();
+    let no_host = "GET / HTTP/1.0\r\n\r\n";
+    assert_eq!(ask(v4, no_host), "200 host=198.18.0.11");
+    assert_eq!(ask(v6, no_host), "200 host=[fd00::10]");
+    assert_eq!(
+        ask(
+            v6,
+            "GET / HTTP/1.1\r\nHost: [fd00::10]:80\r\nConnection: close\r\n\r\n"
+        ),
+        "200 host=[fd00::10]:80"
+    );
+    assert_eq!(
+        ask(
+            v4,
+            "GET / HTTP/1.1\r\nHost: Very.Specific.com:1234\r\nConnection: close\r\n\r\n"
+        ),
+        "200 host=Very.Specific.com:1234"
+    );
+}
