@@ -116,6 +116,8 @@ struct NginxHead<'a> {
     add_events: bool,
     worker_connections: u64,
     stream_module: Option<&'static str>,
+    /// [`crate::render_http::nx_http_base`]
+    base: Vec<String>,
     http: &'a [ConfigLine],
     proxy: &'a [ConfigLine],
     upstream: &'a [ConfigLine],
@@ -286,6 +288,7 @@ fn nginx_ctx(
         add_events: *add_events,
         worker_connections: worker_connections.unwrap_or(crate::view::NGINX_WORKER_CONNECTIONS),
         stream_module: *stream_module,
+        base: crate::render_http::nx_http_base(http),
         http,
         proxy,
         upstream,

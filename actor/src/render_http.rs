@@ -29,7 +29,8 @@ use crate::view::{
 use k8slb_common::names::ConfigLine;
 use k8slb_common::routes::{
     CertFile, FieldName, FieldValue, HttpRoutes, Listener, ListenerProtocol, PathMatch,
-    PathRewrite, Redirect, RouteAction, RouteMatch, RuleFilters, Scheme, Sticky, VirtualHost,
+    PathRewrite, Redirect, Request, RouteAction, RouteMatch, RuleFilters, Scheme, Sticky,
+    VirtualHost,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -897,7 +898,7 @@ fn nx_location_lines(
     out
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct NxLocation {
     /// `= /p`, `^~ /p/` or `/`.
     path: String,
@@ -1529,7 +1530,10 @@ fn nx_server(
     let mut locations = Vec::new();
     let mut exact: BTreeSet<String> = BTreeSet::new();
     let mut root = false;
-    for r in v.map(|v| v.rules.as_slice()).unwrap_or_default() {
+    let rules = v.map(|v| v.rules.as_slice()).unwrap_or_default();
+    // Each rule's location, without its path.
+    let mut by_rule: Vec<NxLocation> = Vec::with_capacity(rules.len());
+    for r in rules {
         let act = nx_action(&r.action, splits);
         let (filter_lines, skip_headers) = if act.kind == "forward" {
             nx_filter_lines(&r.filters, splits)
@@ -1547,6 +1551,7 @@ fn nx_server(
             filter_lines: filter_lines.clone(),
             skip_headers: skip_headers.clone(),
         };
+        by_rule.push(loc(String::new()));
         match &r.matches.path {
             PathMatch::Exact(p) => {
                 if exact.insert(p.to_string()) {
@@ -1566,6 +1571,26 @@ fn nx_server(
                 locations.push(loc(format!("^~ {p}/")));
             }
         }
+    }
+    // nginx answers `/p` with a 301 to `/p/` when a location named `/p/` proxies and no
+    // location `= /p` exists (its auto_redirect): an Exact `/p/` would redirect `/p`,
+    // which it does not match (the Ingress conformance's path_rules: 404). So `/p` gets
+    // a location of its own, with what the model gives it: the first rule that matches
+    // it, else the default.
+    let slashed: Vec<String> = exact
+        .iter()
+        .filter_map(|p| p.strip_suffix('/').filter(|q| !q.is_empty()))
+        .filter(|q| !exact.contains(*q))
+        .map(str::to_string)
+        .collect();
+    for q in slashed {
+        let req = Request::get("", &q);
+        let mut loc = match rules.iter().position(|r| r.matches.matches_request(&req)) {
+            Some(i) => by_rule[i].clone(),
+            None => nx_action(&default_action, splits),
+        };
+        loc.path = format!("= {q}");
+        locations.push(loc);
     }
     if !root {
         let mut d = nx_action(&default_action, splits);
@@ -1615,6 +1640,46 @@ fn nx_upstreams(routes: &HttpRoutes, notes: &mut Vec<String>) -> Vec<NxUpstream>
             }
         })
         .collect()
+}
+
+/// The `http { }` lines k8slb writes into every nginx.conf before the admin's
+/// (`nginx.http`), for the Services' HTTP servers and the routes alike:
+///
+/// - `$k8slb_host`, the `Host` a backend gets with the default `nginx.proxy` lines: the
+///   client's header as it was sent (with its port, its case, a trailing dot), as HAProxy
+///   passes it; the address the request came to when the client sent none (HTTP/1.0;
+///   nginx speaks HTTP/1.1 to backends, which needs one); the host nginx routed on when
+///   the header names another (a request line with an absolute URI, which HAProxy
+///   refuses with 400). nginx's `$host` drops the port (`very.specific.com:1234` reached
+///   the backend as `very.specific.com`).
+/// - `server_tokens off` (unless the admin's lines set `server_tokens`): nginx's own
+///   `Server` header, which it writes on every answer in place of a backend's, says
+///   `nginx` without its version (it said `nginx/<version>`). Passing a backend's
+///   instead (`proxy_pass_header Server`) would leave answers without one when the
+///   backend sends none, as the conformance echo server does.
+pub fn nx_http_base(admin_http: &[ConfigLine]) -> Vec<String> {
+    let mut out = Vec::new();
+    if !admin_http
+        .iter()
+        .any(|l| l.as_str().split_whitespace().next() == Some("server_tokens"))
+    {
+        out.push("server_tokens off;".to_string());
+    }
+    out.push(
+        "map $server_addr $k8slb_addr {\n    \"~:\" \"[$server_addr]\";\n    default $server_addr;\n  }"
+            .to_string(),
+    );
+    out.push(
+        [
+            "map \"$host $http_host\" $k8slb_host {",
+            "    default $host;",
+            "    \"~ $\" $k8slb_addr;",
+            "    \"~*^(?<k8slb_h>[^ ]+) (?<k8slb_hh>\\k<k8slb_h>[.]?(:[0-9]+)?)$\" $k8slb_hh;",
+            "  }",
+        ]
+        .join("\n"),
+    );
+    out
 }
 
 /// nginx refuses the whole config when a server name does not fit its hash bucket (64

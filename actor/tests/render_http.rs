@@ -755,9 +755,28 @@ fn serve_as(
     dir: &Path,
     echo: bool,
 ) -> (support::Netns, Killed) {
-    let r = HttpRenderer::embedded().unwrap();
-    let eps = endpoints(routes);
     let ns = support::Netns::new("k8slbrt");
+    let child = serve_in(&ns, proxy, routes, o, dir, Some(echo));
+    (ns, child)
+}
+
+/// Runs `proxy` as [`serve_as`] does in `ns`; with `echo: None`, nothing is put on the
+/// endpoint addresses: the test's own backends are there.
+fn serve_in(
+    ns: &support::Netns,
+    proxy: &str,
+    routes: &HttpRoutes,
+    o: &HttpRenderOptions,
+    dir: &Path,
+    echo: Option<bool>,
+) -> Killed {
+    let r = HttpRenderer::embedded().unwrap();
+    let eps = if echo.is_some() {
+        endpoints(routes)
+    } else {
+        vec![]
+    };
+    let echo = echo.unwrap_or(false);
     ns.ip(&format!("addr add {VIP}/32 dev lo"));
     for (a, _) in &eps {
         ns.ip(&format!("addr add {}/32 dev lo", a.ip()));
@@ -799,6 +818,10 @@ fn serve_as(
         let mut cfg = format!(
             "pid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n"
         );
+        // What nginx.conf.tera writes first in every http block.
+        for l in k8slb_actor::render_http::nx_http_base(&o.nginx_http) {
+            cfg.push_str(&format!("  {l}\n"));
+        }
         for (a, name) in &eps {
             let answer = if echo {
                 format!("add_header x-resp from-backend; return 200 \"{name} $uri a=$http_x_a b=$http_x_b c=$http_x_c host=$http_host\";")
@@ -823,8 +846,8 @@ fn serve_as(
                 .unwrap(),
         )
     };
-    wait_for(&ns, routes.listeners[0].port);
-    (ns, child)
+    wait_for(ns, routes.listeners[0].port);
+    child
 }
 
 fn traffic(fixture: &str, requests: &[Req]) {
@@ -2686,4 +2709,332 @@ fn real_proxies_normalize_dot_segments_and_a_trailing_dot_in_the_host() {
             );
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Facts of the upstream conformance suites (issue 23): the Host a backend gets, nginx's
+// trailing-slash redirect, the Server response header. Fixture `ingress/conformance`.
+
+/// The options with the shipped `nginx.proxy` lines (`traffic_options` pins `$host`).
+fn shipped_options(dir: &Path) -> HttpRenderOptions {
+    let mut o = traffic_options(dir);
+    o.nginx_proxy = k8slb_common::config::default_nginx().proxy;
+    o
+}
+
+/// Answers a request (read up to its blank line) the way the conformance echo server
+/// does in what matters here: no `Server` header; the body is `<name> <request line>
+/// host=<Host header, or - when none>`.
+fn answer_head(mut c: TcpStream, name: &str) {
+    c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 512];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    let head = String::from_utf8_lossy(&got).to_string();
+    let line = head.lines().next().unwrap_or_default();
+    let host = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(n, _)| n.eq_ignore_ascii_case("host"))
+        .map_or("-".to_string(), |(_, v)| v.trim().to_string());
+    let body = format!("{name} {line} host={host}");
+    let server = if name == "nginx-service1" {
+        "Server: echo-1\r\n"
+    } else {
+        ""
+    };
+    let _ = write!(
+        c,
+        "HTTP/1.1 200 OK\r\n{server}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+/// `proxy` serving the conformance fixture with the shipped proxy lines, in front of
+/// [`answer_head`] backends on every endpoint address.
+fn serve_conformance(
+    proxy: &str,
+    dir: &Path,
+) -> (support::Netns, StreamBackends, Killed, HttpRoutes) {
+    let routes = routes_of("conformance");
+    let ns = support::Netns::new("k8slbcf");
+    let stop = Arc::new(AtomicBool::new(false));
+    // Leaked: tcp_backend binds a &'static address (a few per test run).
+    let threads = endpoints(&routes)
+        .into_iter()
+        .map(|(a, name)| {
+            ns.ip(&format!("addr add {}/32 dev lo", a.ip()));
+            let addr: &'static str = Box::leak(a.to_string().into_boxed_str());
+            let name: &'static str = Box::leak(name.into_boxed_str());
+            tcp_backend(&ns.name, addr, stop.clone(), answer_head, name)
+        })
+        .collect();
+    let backends = StreamBackends {
+        stop,
+        threads,
+        _tls: vec![],
+    };
+    let child = serve_in(&ns, proxy, &routes, &shipped_options(dir), dir, None);
+    (ns, backends, child, routes)
+}
+
+/// A raw request sent from inside the namespace to VIP:80; the whole answer.
+fn raw_http(ns: &support::Netns, request: &str) -> String {
+    in_ns(ns, || {
+        let mut c = TcpStream::connect((VIP, 80)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(request.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).replace('\r', "")
+    })
+}
+
+/// `<status> <body>` of an answer.
+fn status_body(answer: &str) -> String {
+    let (head, body) = answer.split_once("\n\n").unwrap_or((answer, ""));
+    let status = head.split_whitespace().nth(1).unwrap_or("none");
+    format!("{status} {}", body.trim())
+}
+
+/// The values of response header `name` (any case) in an answer.
+fn header_values(answer: &str, name: &str) -> Vec<String> {
+    let head = answer.split_once("\n\n").map_or(answer, |(h, _)| h);
+    head.lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.trim().to_string())
+        .collect()
+}
+
+fn get(path: &str, host: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+}
+
+/// The backend gets the client's `Host` as it was sent, port and case included, on both
+/// proxies with the shipped settings (the Gateway API's HTTPRouteHostnameIntersection and
+/// HTTPRouteListenerPortMatching send `very.specific.com:1234`; nginx's `$host` dropped
+/// the port). A client that sends no Host (HTTP/1.0): HAProxy forwards the request as
+/// HTTP/1.0 without one; nginx, which speaks HTTP/1.1 to backends, sends the address the
+/// request came to. A request line with an absolute URI naming another host than its
+/// Host header: HAProxy refuses it (400), nginx routes on the URI's host and sends that.
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_pass_the_clients_host_header_to_the_backend_as_sent() {
+    support::require_root_and(&["haproxy", "nginx", "openssl"]);
+    let vhost = |h: &str| format!("200 nginx-service GET / HTTP/1.1 host={h}");
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rthost")
+            .tempdir()
+            .unwrap();
+        let (ns, _backends, _child, _) = serve_conformance(proxy, dir.path());
+        for host in [
+            "very.specific.com:1234",
+            "Very.Specific.COM",
+            "very.specific.com.",
+            "very.specific.com:80",
+        ] {
+            assert_eq!(
+                status_body(&raw_http(&ns, &get("/", host))),
+                vhost(host),
+                "{proxy}: Host {host}"
+            );
+        }
+        let no_host = status_body(&raw_http(&ns, "GET /any HTTP/1.0\r\n\r\n"));
+        let absolute = status_body(&raw_http(
+            &ns,
+            "GET http://very.specific.com/ HTTP/1.1\r\nHost: other.example:81\r\nConnection: close\r\n\r\n",
+        ));
+        if proxy == "haproxy" {
+            assert_eq!(no_host, "200 nginx-service GET /any HTTP/1.0 host=-");
+            assert!(absolute.starts_with("400 "), "{proxy}: {absolute}");
+        } else {
+            assert_eq!(
+                no_host,
+                format!("200 nginx-service GET /any HTTP/1.1 host={VIP}")
+            );
+            assert_eq!(absolute, vhost("very.specific.com"), "{proxy}");
+        }
+    }
+}
+
+/// Paths with a trailing slash as the Ingress specification and the conformance
+/// features (path_rules, "trailing-slash-path-rules") say, on both proxies: Exact `/foo/`
+/// does not match `/foo` (404: nginx's automatic trailing-slash redirect answered 301),
+/// and Prefix `/aaa/bbb/` matches `/aaa/bbb`, `/aaa/bbb/` and below, element-wise. The
+/// same for HTTPRoutes (PathPrefix is the Ingress's Prefix), on a host routed on paths
+/// alone (nginx: `location = /foo/`, which redirected) and on one whose rules also match
+/// a header (nginx: one `location /`, which never did).
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_match_paths_with_a_trailing_slash_as_the_ingress_spec_says() {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    for (routes, host) in [
+        (routes_of("conformance"), "trailing-slash-path-rules"),
+        (gateway_routes_of("trailing-slash"), "plain.example.com"),
+        (gateway_routes_of("trailing-slash"), "cond.example.com"),
+    ] {
+        trailing_slash_cases(&routes, host);
+    }
+}
+
+fn trailing_slash_cases(routes: &HttpRoutes, h: &str) {
+    let cases = [
+        ("/foo", "404"),
+        ("/foo/", "200 nginx-service1"),
+        ("/foo/x", "404"),
+        ("/aaa/bbb", "200 nginx-service"),
+        ("/aaa/bbb/", "200 nginx-service"),
+        ("/aaa/bbb/c", "200 nginx-service"),
+        ("/aaa/bbbc", "404"),
+        ("/aaa", "404"),
+    ];
+    for (path, want) in cases {
+        assert_eq!(
+            expected(routes, 80, false, h, path),
+            want,
+            "model: {h}{path}"
+        );
+    }
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtslash")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        let (ns, _child) = serve(proxy, routes, &o, dir.path());
+        for (path, want) in cases {
+            assert_eq!(request(&ns, 80, false, h, path), want, "{proxy}: {h}{path}");
+        }
+    }
+}
+
+/// Every answer has one `Server` header without a version (the Ingress conformance's
+/// default_backend scenarios require one; the conformance echo server sends none), also
+/// the proxy's own answers (404): HAProxy passes a backend's own (`echo-1`) and writes
+/// `haproxy` when there is none (it wrote none); nginx writes `nginx` in place of any
+/// (it wrote `nginx/<version>`).
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_answer_with_a_server_header_without_a_version() {
+    support::require_root_and(&["haproxy", "nginx", "openssl"]);
+    let h = "trailing-slash-path-rules";
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtserver")
+            .tempdir()
+            .unwrap();
+        let (ns, _backends, _child, _) = serve_conformance(proxy, dir.path());
+        for (path, status, server) in [
+            ("/aaa/bbb", "200", proxy),
+            (
+                "/foo/",
+                "200",
+                if proxy == "haproxy" {
+                    "echo-1"
+                } else {
+                    "nginx"
+                },
+            ),
+            ("/nothing", "404", proxy),
+        ] {
+            let answer = raw_http(&ns, &get(path, h));
+            assert_eq!(
+                status_body(&answer).split_whitespace().next(),
+                Some(status),
+                "{proxy}: {path}: {answer}"
+            );
+            assert_eq!(
+                header_values(&answer, "server"),
+                [server],
+                "{proxy}: {path}: {answer}"
+            );
+        }
+    }
+}
+
+/// The shipped Host line with nginx.conf's base lines alone (no routes): a client that
+/// sends no Host gets the address it connected to as the backend's Host, an IPv6 one in
+/// brackets (a Host of `fd00::10` would not parse); a client's Host passes as sent.
+#[test]
+#[ignore = "needs root: real nginx in a network namespace; ./scripts/test.sh runs it"]
+fn nginx_sends_the_address_a_host_less_request_came_to_as_its_host() {
+    support::require_root_and(&["nginx"]);
+    let ns = support::Netns::new("k8slbh6");
+    ns.ip("addr add 198.18.0.11/32 dev lo");
+    ns.ip("addr add fd00::10/128 dev lo nodad");
+    let dir = tempfile::Builder::new()
+        .prefix("k8slb-rthost6")
+        .tempdir()
+        .unwrap();
+    let d = dir.path().display();
+    let mut cfg = format!("pid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n");
+    for l in k8slb_actor::render_http::nx_http_base(&[]) {
+        cfg.push_str(&format!("  {l}\n"));
+    }
+    let proxy: String = k8slb_common::config::default_nginx()
+        .proxy
+        .iter()
+        .map(|l| format!(" {}", l.as_str()))
+        .collect();
+    cfg.push_str(&format!(
+        "  server {{ listen 127.0.0.1:8080; location / {{ return 200 \"host=$http_host\"; }} }}\n  server {{ listen 198.18.0.11:80; listen [fd00::10]:80; location / {{{proxy} proxy_pass http://127.0.0.1:8080; }} }}\n}}\n"
+    ));
+    let file = dir.path().join("nginx.conf");
+    std::fs::write(&file, &cfg).unwrap();
+    let _nginx = Killed(
+        ns.cmd("nginx")
+            .args(["-g", "daemon off;", "-p"])
+            .arg(dir.path())
+            .arg("-c")
+            .arg(&file)
+            .spawn()
+            .unwrap(),
+    );
+    let ask = |addr: SocketAddr, req: &'static str| {
+        in_ns(&ns, move || {
+            let mut c = None;
+            for _ in 0..100 {
+                match TcpStream::connect(addr) {
+                    Ok(s) => {
+                        c = Some(s);
+                        break;
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                }
+            }
+            let mut c = c.expect("nginx listens");
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            c.write_all(req.as_bytes()).unwrap();
+            let mut out = Vec::new();
+            let _ = c.read_to_end(&mut out);
+            status_body(&String::from_utf8_lossy(&out).replace('\r', ""))
+        })
+    };
+    let v4: SocketAddr = "198.18.0.11:80".parse().unwrap();
+    let v6: SocketAddr = "[fd00::10]:80".parse().unwrap();
+    let no_host = "GET / HTTP/1.0\r\n\r\n";
+    assert_eq!(ask(v4, no_host), "200 host=198.18.0.11");
+    assert_eq!(ask(v6, no_host), "200 host=[fd00::10]");
+    assert_eq!(
+        ask(
+            v6,
+            "GET / HTTP/1.1\r\nHost: [fd00::10]:80\r\nConnection: close\r\n\r\n"
+        ),
+        "200 host=[fd00::10]:80"
+    );
+    assert_eq!(
+        ask(
+            v4,
+            "GET / HTTP/1.1\r\nHost: Very.Specific.com:1234\r\nConnection: close\r\n\r\n"
+        ),
+        "200 host=Very.Specific.com:1234"
+    );
 }

@@ -324,7 +324,9 @@ pub fn default_nginx() -> NginxSections {
             "ssl_protocols TLSv1.2 TLSv1.3;",
         ]),
         proxy: lines(&[
-            "proxy_set_header Host $host;",
+            // The client's Host as sent, port included (nginx's $host drops it); the
+            // actor defines $k8slb_host in every nginx.conf (render_http::nx_http_base).
+            "proxy_set_header Host $k8slb_host;",
             "proxy_set_header X-Real-IP $remote_addr;",
             "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;",
             "proxy_set_header X-Forwarded-Proto $scheme;",

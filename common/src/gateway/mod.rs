@@ -539,6 +539,12 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
                     }
                 }
                 conditions.push(refs);
+            } else {
+                // Not attached, but its references are still resolved and said to be:
+                // the conformance suite (HTTPRouteInvalidCrossNamespaceParentRef,
+                // HTTPRouteInvalidParentRefNotMatchingListenerPort, HTTPRouteDisallowedKind)
+                // expects ResolvedRefs beside Accepted: False. Nothing enters the model.
+                conditions.push(http_route_refs(input, r, &rns, &services, &slices));
             }
             parents.push(ParentStatus {
                 gateway: gk,
@@ -604,6 +610,12 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
                     };
                     streams_placed.push((li, host, (weighted.clone(), invalid), owner));
                 }
+                conditions.push(refs);
+            } else {
+                // As for an HTTPRoute: ResolvedRefs beside Accepted: False, and the
+                // backends resolved aside (not in the model).
+                let (_, _, refs) =
+                    l4_backends(input, r, &rns, &services, &slices, &mut BTreeMap::new());
                 conditions.push(refs);
             }
             parents.push(ParentStatus {
@@ -1459,6 +1471,37 @@ fn l4_backends(
         }
     }
     (weighted, invalid, refs)
+}
+
+/// The ResolvedRefs condition of an HTTPRoute that attaches to no listener of a parent:
+/// every rule's backendRefs resolved as [`rules_of`] resolves them (the first failure
+/// says why), into a map of its own, so that nothing of the route enters the model.
+fn http_route_refs(
+    input: &GatewayInput<'_>,
+    r: &HttpRoute,
+    rns: &str,
+    services: &BTreeMap<(String, String), &Service>,
+    slices: &crate::endpoints::SliceIndex<'_>,
+) -> Condition {
+    let mut aside = BTreeMap::new();
+    for b in r.spec.rules.iter().flat_map(|rule| &rule.backend_refs) {
+        if let Err((reason, why)) = backend(
+            input,
+            b,
+            ("HTTPRoute", rns, "TCP"),
+            services,
+            slices,
+            &mut aside,
+        ) {
+            return Condition::new("ResolvedRefs", false, reason, why);
+        }
+    }
+    Condition::new(
+        "ResolvedRefs",
+        true,
+        "ResolvedRefs",
+        "every reference resolved",
+    )
 }
 
 /// Can `sel` be evaluated (operators and values as `metav1.LabelSelector` defines them)?
