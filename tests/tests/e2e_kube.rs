@@ -270,7 +270,10 @@ fn a_poisoned_tenant_is_left_out_and_reported_while_another_tenant_keeps_changin
     assert_eq!(kube.refused_requests(), Vec::<String>::new());
     let p = probe.stop_probe(&mut sys.lab).unwrap();
     assert!(p.ok > 50, "{p:?}");
-    assert_eq!(p.failed, 0, "bank failed while the poison came and went: {p:?}");
+    assert_eq!(
+        p.failed, 0,
+        "bank failed while the poison came and went: {p:?}"
+    );
     println!(
         "bank during the poison: {} ok, {} failed, longest gap {:.0} ms",
         p.ok, p.failed, p.max_gap_ms
