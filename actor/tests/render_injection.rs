@@ -279,7 +279,8 @@ fn haproxy_lines(v: &k8slb_actor::view::HaproxyView, skipped: usize) -> usize {
         n += 1 + 1 + 2 + 1; // blank, frontend, bind, mode, default_backend
         n += f.source_ranges.is_some() as usize;
         if f.mode == k8slb_common::state::Mode::Http {
-            n += f.redirect as usize + 4 + v.httpfront.len();
+            // option forwardfor, 3 set-header, http-after-response Server
+            n += f.redirect as usize + 5 + v.httpfront.len();
         } else {
             n += v.tcpfront.len();
         }
@@ -296,6 +297,11 @@ fn haproxy_lines(v: &k8slb_actor::view::HaproxyView, skipped: usize) -> usize {
     n
 }
 
+/// The template's fixed Server-header line of every HTTP frontend (parentheses, which no
+/// validated value renders).
+const SERVER_HEADER_LINE: &str =
+    "http-after-response set-header Server haproxy unless { res.hdr(server) -m found }";
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -311,14 +317,19 @@ proptest! {
             let out = r.render(&nv).unwrap();
             let text = out.proxy.unwrap();
             prop_assert!(text.ends_with('\n'));
+            // k8slb's own fixed nginx lines (the Host and Server defaults): not templates,
+            // but constants of render_http, with quotes and a regex.
+            let base = k8slb_actor::render_http::nx_http_base(&state.config.nginx.http).join("\n");
             let admin: std::collections::HashSet<&str> = match proxy {
                 Provider::Haproxy => state.config.haproxy.global.iter()
                     .chain(&state.config.haproxy.defaults).chain(&state.config.haproxy.httpfront)
                     .chain(&state.config.haproxy.tcpfront).chain(&state.config.haproxy.httpback)
-                    .chain(&state.config.haproxy.tcpback).map(|l| l.as_str()).collect(),
+                    .chain(&state.config.haproxy.tcpback).map(|l| l.as_str())
+                    .chain([SERVER_HEADER_LINE]).collect(),
                 _ => state.config.nginx.global.iter().chain(&state.config.nginx.http)
                     .chain(&state.config.nginx.proxy).chain(&state.config.nginx.upstream)
-                    .chain(&state.config.nginx.stream).map(|l| l.as_str()).collect(),
+                    .chain(&state.config.nginx.stream).map(|l| l.as_str())
+                    .chain(base.lines().map(str::trim_start)).collect(),
             };
             // Every line is an admin line verbatim or uses only the characters the
             // templates and validated values can produce.
