@@ -963,7 +963,7 @@ impl<R: NodeRenderer> Applier<R> {
     ) -> Result<Applied, ApplyError> {
         let all: Vec<ObjRef> = owners::owners(state).into_iter().collect();
         let found = quarantine::bisect(&all, quarantine::MAX_CHECKS, |included| {
-            self.passes_without_others(state, ctx, &all, included)
+            self.check_with_only(state, ctx, &all, included).is_ok()
         });
         let (culprits, checks) = match found {
             Found::Culprits { culprits, checks } => (culprits, checks),
@@ -1011,20 +1011,8 @@ impl<R: NodeRenderer> Applier<R> {
     }
 
     /// One check of the bisection: the proxy config of `state` with only the owners
-    /// `included` of `all`, rendered and checked (files staged) like a real apply.
-    fn passes_without_others(
-        &self,
-        state: &State,
-        ctx: &NodeContext,
-        all: &[ObjRef],
-        included: &[ObjRef],
-    ) -> bool {
-        self.check_with_only(state, ctx, all, included).is_ok()
-    }
-
-    /// The proxy config of `state` with only the owners `included` of `all`, rendered
-    /// and checked (files staged) like a real apply; the reason when it is refused (the
-    /// checker's output, or why it could not be rendered).
+    /// `included` of `all`, rendered and checked (files staged) like a real apply; the
+    /// reason when it is refused (the checker's output, or why it could not be rendered).
     fn check_with_only(
         &self,
         state: &State,

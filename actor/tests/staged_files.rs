@@ -19,7 +19,7 @@ use k8slb_common::routes::{
 };
 use k8slb_common::state::{Endpoint, Provider, State};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,40 +42,6 @@ impl Daemon for CheckedProxy {
     }
     fn check(&self, candidate: &Path) -> Result<(), DaemonError> {
         self.real.check(candidate)
-    }
-    fn start(&mut self) -> Result<(), DaemonError> {
-        self.up = true;
-        Ok(())
-    }
-    fn reload(&mut self) -> Result<(), DaemonError> {
-        Ok(())
-    }
-    fn poll_exit(&mut self) -> Option<String> {
-        None
-    }
-    fn is_running(&self) -> bool {
-        self.up
-    }
-    fn stop(&mut self, _: Duration) {
-        self.up = false;
-    }
-}
-
-/// keepalived that accepts everything.
-struct AnyKeepalived {
-    cfg: PathBuf,
-    up: bool,
-}
-
-impl Daemon for AnyKeepalived {
-    fn kind(&self) -> DaemonKind {
-        DaemonKind::Keepalived
-    }
-    fn config_path(&self) -> &Path {
-        &self.cfg
-    }
-    fn check(&self, _: &Path) -> Result<(), DaemonError> {
-        Ok(())
     }
     fn start(&mut self) -> Result<(), DaemonError> {
         self.up = true;
@@ -217,7 +183,7 @@ fn a_refused_config_leaves_the_live_route_files_byte_identical() {
         real: Haproxy::new(Path::new("haproxy"), paths.clone()),
         up: false,
     };
-    let ka = AnyKeepalived {
+    let ka = support::NoKeepalived {
         cfg: work.path().join("keepalived.conf"),
         up: false,
     };
@@ -305,7 +271,7 @@ fn the_checker_reads_the_staged_files_and_the_installed_config_names_the_live_on
         real: Haproxy::new(Path::new("haproxy"), paths.clone()),
         up: false,
     };
-    let ka = AnyKeepalived {
+    let ka = support::NoKeepalived {
         cfg: work.path().join("keepalived.conf"),
         up: false,
     };
