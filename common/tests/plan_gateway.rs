@@ -6,7 +6,7 @@
 mod support;
 
 use k8slb_common::objects::Objects;
-use k8slb_common::plan::{plan, PlanOptions, Provider};
+use k8slb_common::plan::{plan, plan_round, PlanOptions, Provider};
 use k8slb_common::routes::RouteAction;
 use k8slb_common::state::State;
 use support::*;
@@ -232,7 +232,7 @@ fn a_refused_address_request_is_a_problem_and_never_loses_the_address_held() {
             "{extra}: {p:?}"
         );
         // The Gateway's status says it too.
-        let st = k8slb_common::plan::gateway_status(&c, &o, &s2);
+        let st = plan_round(&c, &PlanOptions::default(), &o, Some(&s)).gateway;
         let conds = &st.gateways[&"infra/gw".parse().unwrap()].conditions;
         let cond = conds.iter().find(|c| c.type_ == status.0).unwrap();
         assert_eq!(cond.reason, status.1, "{extra}: {conds:?}");
@@ -554,7 +554,7 @@ spec:
         "{:?}",
         s.problems
     );
-    let status = k8slb_common::plan::gateway_status(&c, &o, &s);
+    let status = plan_round(&c, &PlanOptions::default(), &o, None).gateway;
     let conditions: Vec<_> = status
         .http_routes
         .values()

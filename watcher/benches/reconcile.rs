@@ -89,6 +89,7 @@ fn bench(c: &mut Criterion) {
         uids: &Uids,
         now: None,
         reports: Default::default(),
+        certs: Default::default(),
     };
     let warm = Previous {
         state: Some(first.clone()),

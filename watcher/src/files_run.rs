@@ -10,6 +10,7 @@ use crate::cmd_plan::config_from_objects;
 use crate::events::Lookup;
 use crate::failing::FailureLog;
 use crate::files;
+use crate::node_secrets::Certs;
 use crate::reconcile::{
     reconcile, ConfigNews, ConfigRead, Planned, Previous, Published, Role, Settings, Snapshot, Step,
 };
@@ -157,7 +158,7 @@ impl Driver {
             }
             Err(e) => ConfigRead::Invalid(e.to_string()),
         };
-        let mut snapshot = Snapshot {
+        let snapshot = Snapshot {
             settings: &self.settings,
             role: Role::Leader,
             config,
@@ -167,9 +168,12 @@ impl Driver {
             uids: &NoUids,
             now: None,
             reports: Default::default(),
+            certs: match self.certs_out {
+                Some(_) => Certs::FromObjects,
+                None => Certs::Off,
+            },
         };
         let fx = reconcile(&snapshot, &self.previous);
-        let secrets = std::mem::take(&mut snapshot.objects.secrets);
         self.previous.config = fx.config;
         if let Some(news) = &fx.config_news {
             news.log(&self.settings.config_name());
@@ -183,12 +187,16 @@ impl Driver {
                 readiness.not_ready("files: no valid global config yet; nothing is written");
                 false
             }
-            Step::Plan(p) => {
+            Step::Plan(mut p) => {
                 // The certificates the new state names are in place before it is, and
                 // those it no longer names leave after it.
-                let certs = self.write_certs(&p.state, &secrets);
+                let certs = p
+                    .node_certs
+                    .take()
+                    .and_then(|c| self.write_certs(c.desired));
+                let certs_failed = self.certs_out.is_some() && certs.is_none();
                 let failed = self.write(*p, started);
-                self.remove_unused_certs(certs.as_ref()) || failed || certs.is_none()
+                self.remove_unused_certs(certs.as_ref()) || failed || certs_failed
             }
             // A leader with nothing published elsewhere neither follows nor waits.
             Step::Follow | Step::WaitForState(_) => false,
@@ -199,11 +207,9 @@ impl Driver {
     /// ones; nothing removed). None: the write failed (said in the log and `/readyz`).
     fn write_certs(
         &mut self,
-        state: &k8slb_common::state::State,
-        secrets: &[k8s_openapi::api::core::v1::Secret],
+        certs: BTreeMap<String, k8slb_common::certs::NodeCert>,
     ) -> Option<BTreeMap<String, k8slb_common::certs::NodeCert>> {
         let dir = self.certs_out.clone()?;
-        let certs = k8slb_common::certs::node_certs(state, secrets);
         match k8slb_common::certs::files::write(&dir, &certs) {
             Ok(written) => {
                 if !written.is_empty() {

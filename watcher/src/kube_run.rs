@@ -22,7 +22,7 @@ use crate::gateway_api::{GatewayDiscovery, GatewayResources};
 use crate::gateway_status::GatewayStatusWriter;
 use crate::kube_source::Stores;
 use crate::leader::{self, LeaseConfig};
-use crate::node_secrets::{self, NodeSecretWriter};
+use crate::node_secrets::NodeSecretWriter;
 use crate::publish_cm::{PublishCmError, Publisher, StateLoad};
 use crate::reconcile::{
     reconcile, ConfigNews, ConfigRead, Fresh, Planned, Previous, Published, Role, Settings,
@@ -501,6 +501,7 @@ impl Loop {
             } else {
                 Default::default()
             },
+            certs: self.stores.certs(),
         }
     }
 
@@ -595,7 +596,7 @@ impl Loop {
         }
 
         // The certificates the state names reach the nodes before the state does.
-        let cert_writes = self.node_cert_writes(&state);
+        let cert_writes = p.node_certs.map(|c| c.writes).unwrap_or_default();
         let mut failed = 0;
         if !cert_writes.apply.is_empty() {
             let leader_flag = self.leader.clone();
@@ -691,14 +692,5 @@ impl Loop {
                 .ready("leader: the current state is published");
         }
         (out.failed + failed > 0 || self.previous.status.pending()).then_some(RETRY)
-    }
-
-    /// The node certificate Secret writes for `state` (none without `--ingress`).
-    fn node_cert_writes(&self, state: &k8slb_common::state::State) -> node_secrets::Writes {
-        let Some(i) = &self.stores.ingress else {
-            return node_secrets::Writes::default();
-        };
-        let desired = k8slb_common::certs::node_certs(state, &i.secrets_for_nodes(state));
-        node_secrets::decide(&desired, &self.stores.node_cert_secrets())
     }
 }

@@ -211,18 +211,12 @@ impl Stores {
         v
     }
 
-    /// The node certificate Secrets that exist now (in our namespace, with our label), by
-    /// name. Empty without `--ingress`.
-    pub fn node_cert_secrets(&self) -> std::collections::BTreeMap<String, Arc<Secret>> {
-        let Some(i) = &self.ingress else {
-            return Default::default();
-        };
-        i.secrets
-            .state()
-            .into_iter()
-            .filter(|s| i.is_node_cert(s))
-            .filter_map(|s| Some((s.metadata.name.clone()?, s)))
-            .collect()
+    /// Where the round's node certificates come from: the Secrets, with `--ingress`.
+    pub fn certs(&self) -> crate::node_secrets::Certs<'_> {
+        match &self.ingress {
+            Some(i) => crate::node_secrets::Certs::From(i),
+            None => crate::node_secrets::Certs::Off,
+        }
     }
 
     /// The objects the plan reads, sorted by (namespace, name) so the input does not depend
@@ -422,6 +416,23 @@ impl IngressStores {
                 .as_ref()
                 .and_then(|l| l.get(NODE_CERT_LABEL))
                 .is_some_and(|v| v == "true")
+    }
+}
+
+/// The node-certificate decision reads the Secrets here.
+impl crate::node_secrets::CertSource for IngressStores {
+    fn secrets_named_by(&self, state: &k8slb_common::state::State) -> Vec<Secret> {
+        self.secrets_for_nodes(state)
+    }
+
+    /// The node certificate Secrets that exist now (in our namespace, with our label).
+    fn node_cert_secrets(&self) -> std::collections::BTreeMap<String, Arc<Secret>> {
+        self.secrets
+            .state()
+            .into_iter()
+            .filter(|s| self.is_node_cert(s))
+            .filter_map(|s| Some((s.metadata.name.clone()?, s)))
+            .collect()
     }
 }
 

@@ -10,8 +10,8 @@
 //! serves that certificate's hosts with the default certificate until its Secret arrives,
 //! and the write is retried on the next round.
 //!
-//! Which writes is decided without I/O ([`decide`], table-tested below); [`NodeSecretWriter`]
-//! only executes them. Never logs key material: names, stems and counts only.
+//! Which writes is decided without I/O, in the reconcile ([`plan`], [`decide`],
+//! table-tested below); [`NodeSecretWriter`] only executes them. Never logs key material: names, stems and counts only.
 
 use crate::failing::FailureLog;
 use crate::kube::{api_code, code_label, describe, timed, FIELD_MANAGER};
@@ -19,8 +19,10 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ByteString;
 use k8slb_common::certs::{
-    node_secret_name, NodeCert, NODE_CERT_LABEL, NODE_CERT_STEM_ANNOTATION, TLS_SECRET_TYPE,
+    node_certs, node_secret_name, NodeCert, NODE_CERT_LABEL, NODE_CERT_STEM_ANNOTATION,
+    TLS_SECRET_TYPE,
 };
+use k8slb_common::state::State;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client};
 use std::collections::BTreeMap;
@@ -36,6 +38,53 @@ pub struct Writes {
 impl Writes {
     pub fn is_empty(&self) -> bool {
         self.apply.is_empty() && self.delete.is_empty()
+    }
+}
+
+/// Where the node-certificate decision reads Secrets (the Kubernetes driver's stores).
+pub trait CertSource {
+    /// The users' TLS Secrets that `state` names and that exist, sorted.
+    fn secrets_named_by(&self, state: &State) -> Vec<Secret>;
+    /// Our node certificate Secrets as last seen, by name.
+    fn node_cert_secrets(&self) -> BTreeMap<String, Arc<Secret>>;
+}
+
+/// Where the certificates of a round come from (see [`crate::reconcile::Snapshot`]).
+#[derive(Clone, Copy, Default)]
+pub enum Certs<'a> {
+    /// Nobody needs node certificates (no `--ingress`, no `--certs-out`).
+    #[default]
+    Off,
+    /// The snapshot's objects carry the Secrets, and nothing exists yet that a write
+    /// would replace (the files driver: its directory is synced from `desired`).
+    FromObjects,
+    /// A cluster's Secrets, with the node Secrets written before.
+    From(&'a dyn CertSource),
+}
+
+/// The node-certificate decision of a round: what the nodes need, and (Kubernetes) the
+/// Secret writes that make the node Secrets hold exactly that.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct NodeCerts {
+    /// Stem → certificate: every certificate the state names, from a Secret that
+    /// `k8slb_common::certs::inspect` accepts.
+    pub desired: BTreeMap<String, NodeCert>,
+    pub writes: Writes,
+}
+
+/// The node certificates `state` needs, and their writes (none with [`Certs::Off`]).
+pub fn plan(state: &State, certs: Certs<'_>, objects: &[Secret]) -> Option<NodeCerts> {
+    match certs {
+        Certs::Off => None,
+        Certs::FromObjects => Some(NodeCerts {
+            desired: node_certs(state, objects),
+            writes: Writes::default(),
+        }),
+        Certs::From(src) => {
+            let desired = node_certs(state, &src.secrets_named_by(state));
+            let writes = decide(&desired, &src.node_cert_secrets());
+            Some(NodeCerts { desired, writes })
+        }
     }
 }
 

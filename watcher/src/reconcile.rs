@@ -21,6 +21,7 @@
 
 use crate::events::{self, Lookup, Note};
 use crate::gateway_status::{self, GwMemory, GwWrite};
+use crate::node_secrets::{self, Certs, NodeCerts};
 use crate::status::{Seen, StatusClear, StatusMemory, StatusPatch, Target};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
@@ -28,7 +29,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8slb_common::config::GlobalConfig;
 use k8slb_common::names::NodeName;
 use k8slb_common::objects::Objects;
-use k8slb_common::plan::{plan, PlanOptions};
+use k8slb_common::plan::{plan_round, Plan, PlanOptions};
 use k8slb_common::report::NodeReport;
 use k8slb_common::state::{ObjRef, Problem, Reason, State};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -137,6 +138,8 @@ pub struct Snapshot<'a> {
     /// quarantine, [`k8slb_common::report`]): each becomes a `ProxyRefused` problem.
     /// Empty in the files mode.
     pub reports: BTreeMap<NodeName, NodeReport>,
+    /// Where the node certificates come from, if any node needs them.
+    pub certs: Certs<'a>,
 }
 
 /// What the global config was, as far as the next round needs to know.
@@ -228,6 +231,10 @@ pub struct Planned {
     /// the memory of them once done.
     pub gateway_writes: Vec<GwWrite>,
     pub gateway_status: GwMemory,
+    /// The node certificates the state needs (with [`Snapshot::certs`] only): their
+    /// Secrets applied before `state` is published and deleted after, or the files
+    /// driver's directory synced the same way.
+    pub node_certs: Option<NodeCerts>,
 }
 
 /// Why a plan starts from the Services' status alone.
@@ -275,7 +282,7 @@ pub fn reconcile(snap: &Snapshot<'_>, prev: &Previous) -> Effects {
         Err(why) => return fx(config, config_event, Step::WaitForState(why)),
     };
 
-    let mut state = plan(cfg, &settings.plan, &snap.objects, previous);
+    let Plan { mut state, gateway } = plan_round(cfg, &settings.plan, &snap.objects, previous);
     let refused = refused_problems(&snap.reports, &state);
     if problem.is_some() || !refused.is_empty() {
         state.problems.extend(problem.into_iter().chain(refused));
@@ -301,14 +308,10 @@ pub fn reconcile(snap: &Snapshot<'_>, prev: &Previous) -> Effects {
     let (patches, clears) = decide_status(&mut status, &state, snap);
     let mut gateway_status = prev.gateway_status.clone();
     let gateway_writes = match &snap.now {
-        Some(now) => gateway_status::decide(
-            &k8slb_common::plan::gateway_status(cfg, &snap.objects, &state),
-            &snap.objects,
-            now,
-            &mut gateway_status,
-        ),
+        Some(now) => gateway_status::decide(&gateway, &snap.objects, now, &mut gateway_status),
         None => Vec::new(),
     };
+    let node_certs = node_secrets::plan(&state, snap.certs, &snap.objects.secrets);
     let planned = Planned {
         state,
         changed,
@@ -319,6 +322,7 @@ pub fn reconcile(snap: &Snapshot<'_>, prev: &Previous) -> Effects {
         clears,
         gateway_writes,
         gateway_status,
+        node_certs,
     };
     fx(config, config_event, Step::Plan(Box::new(planned)))
 }
@@ -585,6 +589,7 @@ mod tests {
             uids,
             now: None,
             reports: BTreeMap::new(),
+            certs: Default::default(),
         }
     }
 

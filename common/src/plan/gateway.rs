@@ -26,7 +26,6 @@ use crate::ipam::parse_ip;
 use crate::names::{ObjectKey, PoolName};
 use crate::objects::Objects;
 use crate::problem::{ObjRef, Problem, Reason};
-use crate::routes::HttpRoutes;
 use crate::state::{GatewayState, Protocol, State};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -157,13 +156,14 @@ impl<'a> Gateways<'a> {
         (me, requests)
     }
 
-    /// After allocation: the translated routes on every Gateway's addresses, what each
-    /// Gateway got, and every condition that refuses something as a problem.
+    /// After allocation: the translation on every Gateway's addresses (the routes and
+    /// every status), what each Gateway got, and every condition that refuses something
+    /// as a problem.
     pub fn build(
         &self,
         alloc: &Allocator,
         problems: &mut Problems,
-    ) -> (HttpRoutes, BTreeMap<ObjectKey, GatewayState>) {
+    ) -> (GatewayOutput, BTreeMap<ObjectKey, GatewayState>) {
         let mut unavailable: BTreeMap<ObjectKey, BTreeMap<(Protocol, u16), String>> =
             BTreeMap::new();
         let mut states = BTreeMap::new();
@@ -216,19 +216,8 @@ impl<'a> Gateways<'a> {
                 },
             );
         }
-        if states.is_empty() {
-            // No Gateway to serve; a class of ours that is refused still says why.
-            let classes = gateway::our_classes(
-                &self.objs.gateway_classes,
-                &self.objs.configmaps,
-                Some(&self.pools),
-            );
-            let out = GatewayOutput {
-                classes,
-                ..Default::default()
-            };
-            report(&out, problems);
-            return (HttpRoutes::default(), states);
+        if self.objs.gateways.is_empty() && self.objs.gateway_classes.is_empty() {
+            return (GatewayOutput::default(), states);
         }
         let out = translate(
             self.objs,
@@ -236,8 +225,18 @@ impl<'a> Gateways<'a> {
             (self.serves_udp, &self.limits),
             Some(&self.pools),
         );
-        report(&out, problems);
-        (out.routes, states)
+        if states.is_empty() {
+            // No Gateway to serve: only a class of ours that is refused says why (the
+            // statuses still say what each object is told).
+            let classes = GatewayOutput {
+                classes: out.classes.clone(),
+                ..Default::default()
+            };
+            report(&classes, problems);
+        } else {
+            report(&out, problems);
+        }
+        (out, states)
     }
 }
 
@@ -270,29 +269,6 @@ fn translate(
     input.pools = pools;
     input.conditional_rules_per_host = limits.conditional_rules_per_host;
     gateway::translate(&input)
-}
-
-/// The Gateway API statuses `state` implies for `objs` (the objects it was planned
-/// from): what the watcher writes to GatewayClasses, Gateways and HTTPRoutes. The same
-/// translation as the plan's, on the addresses the state gave.
-pub fn gateway_status(cfg: &GlobalConfig, objs: &Objects, state: &State) -> GatewayOutput {
-    if objs.gateways.is_empty() && objs.gateway_classes.is_empty() {
-        return GatewayOutput::default();
-    }
-    // The HTTPRoutes as the plan saw them: without the hostnames another namespace owns.
-    let mut ignored = super::problems::Problems::default();
-    let (objs, _) = super::owned_hosts(cfg, objs, &mut ignored);
-    let objs: &Objects = &objs;
-    let serves_udp = state.provider != Some(crate::state::Provider::Haproxy);
-    let known: BTreeSet<PoolName> = state.config.pools.keys().cloned().collect();
-    let mut out = translate(
-        objs,
-        &state.gateways,
-        (serves_udp, &cfg.limits),
-        Some(&known),
-    );
-    out.routes = HttpRoutes::default();
-    out
 }
 
 /// One Gateway's allocation request.

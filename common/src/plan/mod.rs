@@ -47,13 +47,13 @@ mod request;
 mod vrrp;
 
 pub use crate::endpoints::SERVICE_NAME_LABEL;
-pub use gateway::gateway_status;
 pub use nodes::EXCLUDE_LABEL;
 pub use options::{NodeSelector, PlanOptions, Provider};
 pub use problems::MAX_PROBLEMS_PER_OBJECT;
 pub use vrrp::{FIRST_BACKUP_PRIORITY, MAX_MEMBERS, OWNER_PRIORITY};
 
 use crate::config::GlobalConfig;
+use crate::gateway::GatewayOutput;
 use crate::names::ServiceKey;
 use crate::objects::Objects;
 use crate::state::{IpMode, ServiceState, State, STATE_VERSION};
@@ -109,13 +109,33 @@ fn owned_hosts<'o>(
     (objs, owners)
 }
 
-/// Compute the whole desired state.
+/// A round's plan: the whole desired state, and every Gateway API status its one
+/// translation decided (what the watcher writes to GatewayClasses, Gateways and routes;
+/// Services' and Ingresses' statuses follow from the state alone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub state: State,
+    /// The statuses; its `routes` are empty (they are in `state.http`).
+    pub gateway: GatewayOutput,
+}
+
+/// Compute the whole desired state (see [`plan_round`] for the statuses as well).
 pub fn plan(
     cfg: &GlobalConfig,
     opts: &PlanOptions,
     objs: &Objects,
     previous: Option<&State>,
 ) -> State {
+    plan_round(cfg, opts, objs, previous).state
+}
+
+/// Compute the whole desired state and the statuses it implies.
+pub fn plan_round(
+    cfg: &GlobalConfig,
+    opts: &PlanOptions,
+    objs: &Objects,
+    previous: Option<&State>,
+) -> Plan {
     let mut problems: problems::Problems = objs.problems.iter().cloned().collect();
     // Hosts belong to namespaces: other namespaces' claims on them are taken out first.
     let (objs, owners) = owned_hosts(cfg, objs, &mut problems);
@@ -144,7 +164,14 @@ pub fn plan(
         &mut problems,
     );
     let (mut http, ingresses) = ingresses.build(cfg, &alloc, &mut problems);
-    let (gateway_http, gateways) = gateways.build(&alloc, &mut problems);
+    let (gateway, gateways) = gateways.build(&alloc, &mut problems);
+    let GatewayOutput {
+        routes: gateway_http,
+        classes,
+        gateways: gateway_statuses,
+        http_routes,
+        l4_routes,
+    } = gateway;
     http.merge(gateway_http);
     let services = service_states(held, requests, &alloc, opts.provider);
     let (instances, vips, released) =
@@ -155,7 +182,7 @@ pub fn plan(
         config.haproxy = Default::default();
         config.nginx = Default::default();
     }
-    State {
+    let state = State {
         version: STATE_VERSION,
         provider: Some(opts.provider),
         config,
@@ -168,6 +195,16 @@ pub fn plan(
         gateways,
         released,
         problems: problems.capped(),
+    };
+    Plan {
+        state,
+        gateway: GatewayOutput {
+            routes: Default::default(),
+            classes,
+            gateways: gateway_statuses,
+            http_routes,
+            l4_routes,
+        },
     }
 }
 
