@@ -28,8 +28,8 @@ mod support;
 use k8slb_actor::admin::Metrics;
 use k8slb_actor::apply::{Applied, Applier, NodeContext, NodeRenderer, SlotOutcome};
 use k8slb_actor::daemons::{Haproxy, Paths};
+use k8slb_actor::node_renderer::RealRenderer;
 use k8slb_actor::render::Renderer;
-use k8slb_actor::run::RealRenderer;
 use k8slb_actor::view::ViewOptions;
 use k8slb_common::state::{Provider, State};
 use serde_json::{json, Value};
@@ -325,7 +325,7 @@ fn changes(
         applier.renderer().node.clone(),
         applier.renderer().base.clone(),
     );
-    let mut prev = pure.view(state, ctx, None).map_err(bug)?;
+    let mut prev = pure.view(state, ctx, None).map_err(|e| bug(e.to_string()))?;
     let scratch = paths.work_dir.join("bench-write-test.cfg");
 
     let (mut apply_t, mut view_t, mut diff_t, mut render_t, mut write_t) =
@@ -340,7 +340,7 @@ fn changes(
         let backend = format!("be_{}_{}_{}", key.namespace, key.name, svc.ports[0].port);
 
         let t = Instant::now();
-        let v = pure.view(state, ctx, Some(&prev)).map_err(bug)?;
+        let v = pure.view(state, ctx, Some(&prev)).map_err(|e| bug(e.to_string()))?;
         view_t.push(t.elapsed());
         let t = Instant::now();
         let cmds = pure.runtime_diff(&prev, &v);
@@ -352,7 +352,7 @@ fn changes(
         };
         commands = cmds.len();
         let t = Instant::now();
-        let desired = pure.render(&v).map_err(bug)?;
+        let desired = pure.render(&v).map_err(|e| bug(e.to_string()))?;
         render_t.push(t.elapsed());
         let text = desired.proxy.unwrap_or_default();
         let t = Instant::now();

@@ -6,7 +6,11 @@
 //!   the HAProxy Runtime API can apply without a reload;
 //! - [`render_http`]: pure, the L7 route model -> HAProxy / nginx config parts;
 //! - [`cmd_render`]: `k8slb-actor render`;
-//! - [`apply`]: render -> check -> atomic swap -> reload -> confirm, debounced;
+//! - [`node_renderer`]: the real view + render behind the applier's seam (no daemon, no
+//!   write);
+//! - [`apply`]: render -> check -> atomic swap -> reload -> confirm, debounced: the pure
+//!   decision (`apply::decision`), each daemon's lifecycle (`apply::slot`) and the
+//!   health and exit watcher threads (`apply::health`);
 //! - [`quarantine`]: pure, the bisection that finds the owners whose part of a config
 //!   the proxy's checker refuses (the applier serves the rest without them);
 //! - [`staged`]: the files a proxy config names, staged, checked and installed with it;
@@ -54,6 +58,7 @@ pub mod handover;
 pub mod haproxy_rt;
 pub mod init;
 pub mod leave;
+pub mod node_renderer;
 pub mod ports;
 pub mod quarantine;
 pub mod render;

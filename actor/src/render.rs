@@ -554,7 +554,7 @@ pub enum Config {
 /// Whether `config` differs between the two views beyond the contents of HAProxy server
 /// slots (their addresses and ready/drain/empty states): the one place that decides
 /// what is structural (a reload) and what is endpoints only (the Runtime API, no
-/// reload). The apply's fast path (`RealRenderer::same_outside_proxy` in [`crate::run`])
+/// reload). The apply's fast path (`RealRenderer::same_outside_proxy` in [`crate::node_renderer`])
 /// asks it for keepalived.conf, [`runtime_diff`] for the proxy config.
 ///
 /// For the proxy config: the node, the provider, the skipped ports, any HAProxy field

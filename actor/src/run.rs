@@ -42,15 +42,15 @@
 //! actors can run on one machine in different network namespaces (`ip netns exec`).
 
 use crate::admin::{self, AdminState, Health, Metrics};
-use crate::apply::{Applied, Applier, Desired, NodeContext, NodeRenderer};
+use crate::apply::{Applied, Applier, NodeContext, NodeRenderer};
 use crate::control::{self, Action, ApplyOutcome, Control, Input, Note, Poll, Supervised, Timing};
 use crate::daemons::{self, Binaries, Daemon, Paths};
 use crate::leave;
-use crate::render::{self, Renderer};
-use crate::staged::ConfigFiles;
+use crate::node_renderer::RealRenderer;
+use crate::render::Renderer;
 use crate::state_source::{self, ConfigMapOptions, ConfigMapSource, Source};
 pub use crate::state_source::{FileSource, Polled};
-use crate::view::{self, NodeView, ViewOptions};
+use crate::view::{self, ViewOptions};
 use crate::vip::{self, AddrOps, PoolNetwork};
 use anyhow::Context;
 use k8slb_common::fs::write_atomic;
@@ -179,121 +179,6 @@ fn init_logging(args: &RunArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// The real [`NodeRenderer`]: [`view::view_with_previous`] + [`Renderer`] +
-/// [`render::runtime_diff`].
-pub struct RealRenderer {
-    pub renderer: Renderer,
-    pub node: NodeName,
-    pub base: ViewOptions,
-    /// Where the rendered proxy limit goes (`proxy_maxconn`), if anywhere.
-    pub metrics: Option<Arc<Metrics>>,
-    /// The view notes logged last: each is logged once, when it appears, however often
-    /// the same config is viewed again (retries, restarts, file syncs).
-    pub logged: std::sync::Mutex<Vec<String>>,
-}
-
-impl RealRenderer {
-    pub fn new(renderer: Renderer, node: NodeName, base: ViewOptions) -> Self {
-        RealRenderer {
-            renderer,
-            node,
-            base,
-            metrics: None,
-            logged: Default::default(),
-        }
-    }
-}
-
-/// The pools of `state` whose certificate is on this node: `<certPath>/<pool>.pem`, and
-/// for nginx (which loads the key from its own file) `<certPath>/<pool>.key`.
-fn pool_certs_present(state: &State, proxy: Provider) -> BTreeSet<PoolName> {
-    let dir = Path::new(state.config.cert_path.as_str());
-    let exts: &[&str] = match proxy {
-        Provider::Nginx => &["pem", "key"],
-        _ => &["pem"],
-    };
-    state
-        .config
-        .pools
-        .keys()
-        .filter(|pool| {
-            exts.iter()
-                .all(|ext| dir.join(format!("{pool}.{ext}")).is_file())
-        })
-        .cloned()
-        .collect()
-}
-
-impl NodeRenderer for RealRenderer {
-    type View = NodeView;
-    fn view(
-        &self,
-        state: &State,
-        ctx: &NodeContext,
-        previous: Option<&NodeView>,
-    ) -> Result<NodeView, String> {
-        let mut opts = self.base.clone();
-        for (p, i) in &ctx.interfaces {
-            opts.interfaces
-                .entry(p.clone())
-                .or_insert_with(|| i.clone());
-        }
-        opts.node_addresses = ctx.node_addresses.clone();
-        if !state.http.is_empty() {
-            opts.secret_certs = Some(k8slb_common::certs::files::present(&opts.secret_cert_dir));
-            opts.pool_certs = Some(pool_certs_present(state, opts.proxy));
-        }
-        let v = view::view_with_previous(state, &self.node, &opts, previous)
-            .map_err(|e| e.to_string())?;
-        // Each note once, when it appears (not again on every apply or retry).
-        let mut logged = self.logged.lock().unwrap_or_else(|p| p.into_inner());
-        if *logged != v.notes {
-            for n in v.notes.iter().filter(|n| !logged.contains(n)) {
-                tracing::info!(note = %n, "view");
-            }
-            logged.clone_from(&v.notes);
-        }
-        if let Some(m) = &self.metrics {
-            m.proxy_maxconn.set(
-                v.proxy_maxconn()
-                    .map_or(0, |c| i64::try_from(c).unwrap_or(i64::MAX)),
-            );
-        }
-        Ok(v)
-    }
-    fn render(&self, view: &NodeView) -> Result<Desired, String> {
-        let r = self.renderer.render(view).map_err(|e| e.to_string())?;
-        // The files the proxy config names are staged, checked and installed with it
-        // by the applier, never written here.
-        Ok(Desired {
-            keepalived: r.keepalived,
-            proxy: r.proxy,
-            files: ConfigFiles::new(&self.base.routes_dir, r.files),
-        })
-    }
-    fn runtime_diff(&self, old: &NodeView, new: &NodeView) -> Option<Vec<String>> {
-        render::runtime_diff(old, new).map(|cmds| cmds.iter().map(|c| c.to_cli()).collect())
-    }
-    fn same_outside_proxy(&self, old: &NodeView, new: &NodeView) -> bool {
-        // The proxy config is `runtime_diff`'s to judge, right after this.
-        !render::is_structural(render::Config::Keepalived, old, new)
-    }
-    fn placement(&self, view: &NodeView) -> crate::handover::Placement {
-        crate::handover::placement(&view.keepalived)
-    }
-    fn listens(
-        &self,
-        view: &NodeView,
-    ) -> BTreeSet<(std::net::SocketAddr, crate::ports::Transport)> {
-        view.listens()
-    }
-
-    fn hold_out(&self, mut view: NodeView, vips: &BTreeSet<IpAddr>) -> NodeView {
-        crate::handover::hold_out(&mut view.keepalived, vips);
-        view
-    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -439,28 +324,27 @@ fn vip_sets(
 }
 
 fn remove_vips(ops: &mut dyn AddrOps, states: &[&State], node: &NodeName) {
-    for a in delete_vips(ops, states, node) {
+    for a in delete_vips(ops, states, node).removed {
         tracing::info!(vip = %a.net, interface = %a.ifname, "removed VIP");
     }
 }
 
-/// Deletes the VIPs of `states` this node holds ("already gone" is success); returns
-/// those deleted. Errors are logged.
-fn delete_vips(ops: &mut dyn AddrOps, states: &[&State], node: &NodeName) -> Vec<vip::Addr> {
+/// Deletes the VIPs of `states` this node holds ([`vip::stale_vips`]); returns what was
+/// done. Errors are logged.
+fn delete_vips(ops: &mut dyn AddrOps, states: &[&State], node: &NodeName) -> vip::Deleted {
     let (pools, known, keep) = vip_sets(states, node);
-    let mut removed = Vec::new();
-    match ops.addresses() {
-        Ok(held) => {
-            for a in vip::stale_vips(&pools, &held, &known, &keep) {
-                match ops.delete(&a) {
-                    Ok(()) => removed.push(a),
-                    Err(e) => tracing::error!(vip = %a.net, error = %e, "could not remove VIP"),
-                }
+    match vip::delete_selected(ops, |held| vip::stale_vips(&pools, held, &known, &keep)) {
+        Ok(done) => {
+            for (a, e) in &done.failed {
+                tracing::error!(vip = %a.net, error = %e, "could not remove VIP");
             }
+            done
         }
-        Err(e) => tracing::error!(error = %e, "could not list addresses"),
+        Err(e) => {
+            tracing::error!(error = %e, "could not list addresses");
+            vip::Deleted::default()
+        }
     }
-    removed
 }
 
 /// keepalived exited on its own (SIGKILL, OOM, crash): it could not remove its VIPs,
@@ -470,15 +354,10 @@ fn delete_vips(ops: &mut dyn AddrOps, states: &[&State], node: &NodeName) -> Vec
 /// restarted keepalived starts as BACKUP and takes them back by VRRP if it should.
 /// One line says which VIPs were removed (an empty list when none was held).
 fn remove_vips_of_dead_keepalived(ops: &mut dyn AddrOps, states: &[&State], node: &NodeName) {
-    let removed = delete_vips(ops, states, node);
-    let list = removed
-        .iter()
-        .map(|a| format!("{}@{}", a.ip(), a.ifname))
-        .collect::<Vec<_>>()
-        .join(",");
+    let done = delete_vips(ops, states, node);
     tracing::warn!(
-        vips = %list,
-        count = removed.len(),
+        vips = %done.list(),
+        count = done.removed.len(),
         "keepalived exited; removed its VIPs from this node before restarting it"
     );
 }

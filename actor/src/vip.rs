@@ -201,6 +201,42 @@ pub fn stale_vips(
         .collect()
 }
 
+/// What [`delete_selected`] did: the addresses deleted ("already gone" counts as
+/// deleted), and each that could not be, with why.
+#[derive(Debug, Default)]
+pub struct Deleted {
+    pub removed: Vec<Addr>,
+    pub failed: Vec<(Addr, VipError)>,
+}
+
+impl Deleted {
+    /// `<ip>@<interface>,...`, for one log line.
+    pub fn list(&self) -> String {
+        self.removed
+            .iter()
+            .map(|a| format!("{}@{}", a.ip(), a.ifname))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// The one way VIPs leave this node: every address `select` picks from those the node
+/// holds now is deleted. Err: the addresses could not be listed (nothing deleted).
+pub fn delete_selected(
+    ops: &mut dyn AddrOps,
+    select: impl FnOnce(&[Addr]) -> Vec<Addr>,
+) -> Result<Deleted, VipError> {
+    let held = ops.addresses()?;
+    let mut done = Deleted::default();
+    for a in select(&held) {
+        match ops.delete(&a) {
+            Ok(()) => done.removed.push(a),
+            Err(e) => done.failed.push((a, e)),
+        }
+    }
+    Ok(done)
+}
+
 /// Allow binding to addresses this node does not hold (yet), for nginx. See the module
 /// docs.
 pub fn allow_nonlocal_bind() -> Result<(), VipError> {

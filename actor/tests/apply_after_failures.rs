@@ -6,6 +6,8 @@
 use k8slb_actor::admin::Metrics;
 use k8slb_actor::apply::{Applied, Applier, ApplyError, Desired, NodeContext, NodeRenderer};
 use k8slb_actor::daemons::{Daemon, DaemonError, DaemonKind, Haproxy, Paths};
+use k8slb_actor::render_error::RenderError;
+use k8slb_actor::view::ViewError;
 use k8slb_common::state::State;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

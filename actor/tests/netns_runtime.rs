@@ -82,10 +82,10 @@ impl NodeRenderer for TestRenderer {
         _: &State,
         _: &NodeContext,
         _: Option<&Self::View>,
-    ) -> Result<Self::View, String> {
+    ) -> Result<Self::View, k8slb_actor::view::ViewError> {
         Ok(self.next.get())
     }
-    fn render(&self, v: &Self::View) -> Result<Desired, String> {
+    fn render(&self, v: &Self::View) -> Result<Desired, k8slb_actor::render_error::RenderError> {
         let (gen, port) = *v;
         let proxy = format!(
             "global\n  stats socket {rt} mode 600 level admin expose-fd listeners\n  pidfile {pid}\n\

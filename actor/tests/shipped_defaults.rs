@@ -7,8 +7,8 @@
 //! The log lines are the actor's own (`RealRenderer::view`), captured from `tracing`.
 
 use k8slb_actor::apply::{NodeContext, NodeRenderer};
+use k8slb_actor::node_renderer::RealRenderer;
 use k8slb_actor::render::Renderer;
-use k8slb_actor::run::RealRenderer;
 use k8slb_actor::view::ViewOptions;
 use k8slb_common::config::{parse_config_file, parse_global_config};
 use k8slb_common::state::{Provider, State};

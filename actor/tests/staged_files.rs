@@ -10,8 +10,8 @@ mod support;
 use k8slb_actor::admin::Metrics;
 use k8slb_actor::apply::{Applier, Desired, NodeContext, NodeRenderer};
 use k8slb_actor::daemons::{Daemon, DaemonError, DaemonKind, Haproxy, Paths};
+use k8slb_actor::node_renderer::RealRenderer;
 use k8slb_actor::render::Renderer;
-use k8slb_actor::run::RealRenderer;
 use k8slb_actor::view::{NodeView, ViewOptions};
 use k8slb_common::routes::{
     BackendId, BackendState, HttpRoutes, Listener, ListenerProtocol, PathMatch, RouteAction,
@@ -74,10 +74,10 @@ impl NodeRenderer for Refusable {
         state: &State,
         ctx: &NodeContext,
         previous: Option<&NodeView>,
-    ) -> Result<NodeView, String> {
+    ) -> Result<NodeView, k8slb_actor::view::ViewError> {
         self.real.view(state, ctx, previous)
     }
-    fn render(&self, view: &NodeView) -> Result<Desired, String> {
+    fn render(&self, view: &NodeView) -> Result<Desired, k8slb_actor::render_error::RenderError> {
         let mut d = self.real.render(view)?;
         if self.refuse.load(Ordering::SeqCst) {
             if let Some(p) = d.proxy.as_mut() {

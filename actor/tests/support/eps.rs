@@ -1,12 +1,12 @@
 //! A renderer stand-in for the applier's tests, shared by apply.rs's unit tests and
 //! `apply_after_failures` (both include this file with `#[path]`; the includer brings
-//! `NodeRenderer`, `Desired`, `NodeContext` and `State` into scope).
+//! `NodeRenderer`, `Desired`, `NodeContext`, `State`, `ViewError` and `RenderError` into scope).
 //!
 //! Its view is (keepalived part, two server slots), set by the test. The proxy config is
 //! `eps [a, b]`; a change of slots only is a Runtime API change (`set s<i> <value>`), a
 //! change of the keepalived part is not.
 
-use super::{Desired, NodeContext, NodeRenderer, State};
+use super::{Desired, NodeContext, NodeRenderer, RenderError, State, ViewError};
 use std::cell::Cell;
 
 pub struct Eps {
@@ -32,12 +32,15 @@ impl NodeRenderer for Eps {
         _: &State,
         _: &NodeContext,
         _: Option<&Self::View>,
-    ) -> Result<Self::View, String> {
+    ) -> Result<Self::View, ViewError> {
         Ok(self.view.get())
     }
-    fn render(&self, v: &Self::View) -> Result<Desired, String> {
+    fn render(&self, v: &Self::View) -> Result<Desired, RenderError> {
         if self.fail_render.get() {
-            return Err("render failed (stands in for any sync failure: ENOSPC, EIO)".into());
+            return Err(RenderError::Render {
+                name: "stand-in",
+                detail: "render failed (stands in for any sync failure: ENOSPC, EIO)".into(),
+            });
         }
         Ok(Desired {
             keepalived: format!("ka {}", v.0),

@@ -7,7 +7,7 @@
 
 use k8slb_actor::apply::{Desired, NodeContext, NodeRenderer};
 use k8slb_actor::daemons::{Daemon, DaemonError, DaemonKind};
-use k8slb_actor::run::RealRenderer;
+use k8slb_actor::node_renderer::RealRenderer;
 use k8slb_actor::view::NodeView;
 use k8slb_common::state::{Endpoint, Provider, State};
 use std::path::{Path, PathBuf};
@@ -32,7 +32,7 @@ impl NodeRenderer for PoisonRenderer {
         state: &State,
         ctx: &NodeContext,
         previous: Option<&Self::View>,
-    ) -> Result<Self::View, String> {
+    ) -> Result<Self::View, k8slb_actor::view::ViewError> {
         let poisoned = state
             .services
             .iter()
@@ -44,7 +44,7 @@ impl NodeRenderer for PoisonRenderer {
             poisoned,
         ))
     }
-    fn render(&self, view: &Self::View) -> Result<Desired, String> {
+    fn render(&self, view: &Self::View) -> Result<Desired, k8slb_actor::render_error::RenderError> {
         let mut d = self.real.render(&view.0)?;
         if let Some(text) = d.proxy.as_mut() {
             for p in &view.1 {
