@@ -30,8 +30,6 @@ pub mod debounce;
 pub mod endpoints;
 #[cfg(feature = "fs")]
 pub mod fs;
-pub mod gateway;
-pub mod ingress;
 pub mod ipam;
 #[cfg(feature = "logging")]
 pub mod logging;
@@ -46,5 +44,10 @@ pub mod routes;
 pub mod scale;
 pub mod state;
 pub mod tenancy;
+pub mod translate;
+/// The Gateway API translation ([`translate::gateway`]), at its historical path.
+pub use translate::gateway;
+/// The Ingress translation ([`translate::ingress`]), at its historical path.
+pub use translate::ingress;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -1,0 +1,188 @@
+//! Attachment: which listeners of which of our Gateways a route's parentRefs select,
+//! with the conditions the specification names when none does.
+
+use super::*;
+
+/// The Gateway `p` names, if it is one of `ours`.
+pub(super) fn our_parent(p: &ParentRef, route_ns: &str, ours: &[&Gateway]) -> Option<ObjectKey> {
+    let gk = parent_gateway(p, route_ns)?;
+    ours.iter()
+        .any(|g| key(&g.metadata).as_ref() == Some(&gk))
+        .then_some(gk)
+}
+
+pub(super) fn parent_gateway(p: &ParentRef, route_ns: &str) -> Option<ObjectKey> {
+    if p.group.as_deref().unwrap_or(types::GROUP) != types::GROUP
+        || p.kind.as_deref().unwrap_or("Gateway") != "Gateway"
+    {
+        return None;
+    }
+    ObjectKey::new(p.namespace.as_deref().unwrap_or(route_ns), &p.name).ok()
+}
+
+/// Attach a route of `kind` with `hostnames` to the listeners `p` selects: (the route's
+/// conditions for this parent, the (listener, hostname)s it is served on). With `taken`
+/// (TLS, TCP and UDP routes), a (listener, hostname) that an older route already holds is
+/// not attached again.
+#[allow(clippy::type_complexity)]
+pub(super) fn attach(
+    lsts: &mut [Lst<'_>],
+    gk: &ObjectKey,
+    p: &ParentRef,
+    (kind, hostnames): (&str, &[String]),
+    (rns, namespaces): (&str, &[Namespace]),
+    mut taken: Option<(&mut BTreeMap<(usize, Option<Hostname>), String>, String)>,
+) -> (Vec<Condition>, Vec<(usize, Option<Hostname>)>) {
+    let route_hosts: Vec<Hostname> = hostnames.iter().filter_map(|h| hostname(h)).collect();
+    if route_hosts.len() != hostnames.len() {
+        return (
+            vec![Condition::new(
+                "Accepted",
+                false,
+                "UnsupportedValue",
+                "a hostname is not a valid RFC 1123 host name",
+            )],
+            vec![],
+        );
+    }
+    let mut candidates = 0;
+    let mut allowed = 0;
+    let mut held_by = None;
+    let mut at = Vec::new();
+    for (i, l) in lsts.iter_mut().enumerate() {
+        if &l.gateway != gk
+            || p.section_name.as_deref().is_some_and(|s| s != l.spec.name)
+            || p.port.is_some_and(|port| port != l.spec.port)
+        {
+            continue;
+        }
+        candidates += 1;
+        if !l.served() || !l.kinds.contains(&kind) || !allows_namespace(l, rns, namespaces) {
+            continue;
+        }
+        allowed += 1;
+        // TCP and UDP listeners have no hostnames to intersect.
+        let mut hosts = if matches!(l.stream, Some(StreamProtocol::Tcp | StreamProtocol::Udp)) {
+            vec![None]
+        } else {
+            intersect(l.hostname.as_ref(), &route_hosts)
+        };
+        if let Some((taken, who)) = taken.as_mut() {
+            hosts.retain(|h| match taken.get(&(i, h.clone())) {
+                Some(holder) => {
+                    held_by = Some(holder.clone());
+                    false
+                }
+                None => {
+                    taken.insert((i, h.clone()), who.clone());
+                    true
+                }
+            });
+        }
+        if hosts.is_empty() {
+            continue;
+        }
+        l.attached += 1;
+        at.extend(hosts.into_iter().map(|h| (i, h)));
+    }
+    let cond = if candidates == 0 {
+        Condition::new(
+            "Accepted",
+            false,
+            "NoMatchingParent",
+            "no listener of the Gateway matches sectionName/port",
+        )
+    } else if allowed == 0 {
+        Condition::new(
+            "Accepted",
+            false,
+            "NotAllowedByListeners",
+            format!("no listener allows {kind}s from this namespace"),
+        )
+    } else if let (true, Some(holder)) = (at.is_empty(), &held_by) {
+        Condition::new(
+            "Accepted",
+            false,
+            "UnsupportedValue",
+            format!(
+                "the listeners it selects already serve {holder}, which is older: one route per {}",
+                if kind == "TLSRoute" {
+                    "server name"
+                } else {
+                    "listener"
+                }
+            ),
+        )
+    } else if at.is_empty() {
+        Condition::new(
+            "Accepted",
+            false,
+            "NoMatchingListenerHostname",
+            "no listener hostname intersects the route's hostnames",
+        )
+    } else {
+        Condition::new("Accepted", true, "Accepted", "attached")
+    };
+    (vec![cond], at)
+}
+
+/// Can `sel` be evaluated (operators and values as `metav1.LabelSelector` defines them)?
+pub(super) fn check_selector(sel: &LabelSelector) -> Result<(), String> {
+    for e in sel.match_expressions.iter().flatten() {
+        let values = e.values.as_deref().unwrap_or_default();
+        let ok = match e.operator.as_str() {
+            "In" | "NotIn" => !values.is_empty(),
+            "Exists" | "DoesNotExist" => values.is_empty(),
+            _ => false,
+        };
+        if !ok {
+            return Err(format!(
+                "namespace selector: operator {} with {} values is not valid",
+                crate::problem::cut(&e.operator, 20),
+                values.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Does `sel` select these labels (every matchLabels entry and every expression)?
+pub fn selects(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let by_labels = sel
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    by_labels
+        && sel.match_expressions.iter().flatten().all(|e| {
+            let values = e.values.as_deref().unwrap_or_default();
+            let have = labels.get(&e.key);
+            match e.operator.as_str() {
+                "In" => have.is_some_and(|v| values.contains(v)),
+                "NotIn" => have.is_none_or(|v| !values.contains(v)),
+                "Exists" => have.is_some(),
+                "DoesNotExist" => have.is_none(),
+                _ => false,
+            }
+        })
+}
+
+/// Does the listener allow routes from namespace `rns`?
+pub(super) fn allows_namespace(l: &Lst<'_>, rns: &str, namespaces: &[Namespace]) -> bool {
+    match &l.from {
+        RoutesFrom::Same(ns) => ns == rns,
+        RoutesFrom::All => true,
+        RoutesFrom::Nothing => false,
+        RoutesFrom::Selector(sel) => {
+            let empty = BTreeMap::new();
+            // A namespace that is not known (yet) has no labels to select.
+            let Some(ns) = namespaces
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == Some(rns))
+            else {
+                return false;
+            };
+            selects(sel, ns.metadata.labels.as_ref().unwrap_or(&empty))
+        }
+    }
+}

@@ -1,0 +1,485 @@
+//! An HTTPRoute's rules into the route model: matches, filters, precedence, and the cap
+//! on conditional rules per host.
+
+use super::*;
+
+/// The spec's precedence: path rank (Exact first), longer paths first, a method match
+/// first, more header matches first, more query parameter matches first, then the
+/// route's age and name, the rule's and the match's index.
+pub(super) type PrecedenceKey = (
+    (
+        u8,
+        std::cmp::Reverse<usize>,
+        bool,
+        std::cmp::Reverse<usize>,
+        std::cmp::Reverse<usize>,
+    ),
+    (Option<String>, String, String),
+    usize,
+    usize,
+);
+
+/// The match part of [`PrecedenceKey`].
+pub(super) fn match_precedence(
+    m: &RouteMatch,
+) -> (
+    u8,
+    std::cmp::Reverse<usize>,
+    bool,
+    std::cmp::Reverse<usize>,
+    std::cmp::Reverse<usize>,
+) {
+    use std::cmp::Reverse;
+    (
+        m.path_rank(),
+        Reverse(m.path_len()),
+        m.method.is_none(),
+        Reverse(m.headers.len()),
+        Reverse(m.query.len()),
+    )
+}
+
+/// A rule ready to go into a virtual host, with its sort key.
+pub(super) struct Placed {
+    /// (listener index, hostname)
+    pub(super) at: (usize, Option<Hostname>),
+    pub(super) key: PrecedenceKey,
+    pub(super) rule: RouteRule,
+}
+
+/// Why the rules of a route attached at `attach` would take a host beyond
+/// [`GatewayInput::conditional_rules_per_host`], if they would; else they are counted
+/// in `placed` (by address, port and host: Gateways may share an address). Routes come
+/// oldest first, so the oldest keep theirs.
+pub(super) fn over_conditional_cap(
+    input: &GatewayInput<'_>,
+    lsts: &[Lst<'_>],
+    attach: &[(usize, Option<Hostname>)],
+    rules: &[(usize, usize, RouteRule)],
+    placed: &mut BTreeMap<(IpAddr, i32, Option<Hostname>), usize>,
+) -> Option<String> {
+    let n = rules
+        .iter()
+        .filter(|(_, _, r)| r.matches.is_conditional())
+        .count();
+    if n == 0 {
+        return None;
+    }
+    let cap = input.conditional_rules_per_host;
+    let mut keys = BTreeSet::new();
+    for (li, host) in attach {
+        let l = &lsts[*li];
+        for ip in input.addresses.get(&l.gateway).into_iter().flatten() {
+            keys.insert((*ip, l.spec.port, host.clone()));
+        }
+    }
+    for k in &keys {
+        let have = placed.get(k).copied().unwrap_or(0);
+        if have + n > cap {
+            return Some(format!(
+                "host {} on {}:{} would have {} rules that match on more than the path (method, headers, query parameters); the limit is {cap} per host (limits.conditionalRulesPerHost), older routes hold {have}",
+                k.2.as_ref().map_or("*", |h| h.as_str()),
+                k.0,
+                k.1,
+                have + n
+            ));
+        }
+    }
+    for k in keys {
+        *placed.entry(k).or_default() += n;
+    }
+    None
+}
+
+/// The rules of a route: (rule index, match index, rule), the ResolvedRefs condition, and
+/// why the route cannot be served, if it cannot.
+#[allow(clippy::type_complexity)]
+pub(super) fn rules_of(
+    input: &GatewayInput<'_>,
+    r: &HttpRoute,
+    rns: &str,
+    services: &BTreeMap<(String, String), &Service>,
+    slices: &crate::endpoints::SliceIndex<'_>,
+    backends: &mut BTreeMap<BackendId, BackendState>,
+) -> (Vec<(usize, usize, RouteRule)>, Condition, Option<String>) {
+    let mut out = Vec::new();
+    let mut refs = Condition::new(
+        "ResolvedRefs",
+        true,
+        "ResolvedRefs",
+        "every reference resolved",
+    );
+    for (ri, rule) in r.spec.rules.iter().enumerate() {
+        // Served without them, a rule would not do what its author asked: refused.
+        for (field, set) in [
+            ("timeouts", rule.timeouts.is_some()),
+            ("retry", rule.retry.is_some()),
+            ("sessionPersistence", rule.session_persistence.is_some()),
+        ] {
+            if set {
+                let why = format!("rule field {field} is not served yet");
+                return (vec![], refs, Some(why));
+            }
+        }
+        // The action and the filters.
+        let mut action = None;
+        let mut filters = RuleFilters::default();
+        let mut path_rewrite = None;
+        // A redirect's ReplacePrefixMatch: resolved per match (it replaces the matched
+        // prefix).
+        let mut redirect_prefix = None;
+        let mut seen: Vec<&str> = Vec::new();
+        for f in &rule.filters {
+            if seen.contains(&f.type_.as_str()) {
+                let why = format!("filter {} is given twice in one rule", f.type_);
+                return (vec![], refs, Some(why));
+            }
+            seen.push(&f.type_);
+            let done = match f.type_.as_str() {
+                "RequestRedirect" => f.request_redirect.as_ref().map(|rd| {
+                    redirect_prefix = rd.path.clone().filter(|p| p.type_ == "ReplacePrefixMatch");
+                    redirect(rd).map(|a| {
+                        action = Some(a);
+                    })
+                }),
+                "RequestHeaderModifier" => f.request_header_modifier.as_ref().map(|m| {
+                    header_edits(m, "RequestHeaderModifier").map(|e| filters.request_headers = e)
+                }),
+                "ResponseHeaderModifier" => f.response_header_modifier.as_ref().map(|m| {
+                    header_edits(m, "ResponseHeaderModifier").map(|e| filters.response_headers = e)
+                }),
+                "URLRewrite" => f.url_rewrite.as_ref().map(|u| {
+                    let host = match &u.hostname {
+                        None => None,
+                        Some(h) => match hostname(h).filter(|h| !h.is_wildcard()) {
+                            Some(h) => Some(h),
+                            None => return Err("URLRewrite: invalid hostname".to_string()),
+                        },
+                    };
+                    filters.rewrite_host = host;
+                    path_rewrite = u.path.clone();
+                    Ok(())
+                }),
+                t => Some(Err(format!("filter {t} is not served yet"))),
+            };
+            match done {
+                Some(Ok(())) => {}
+                Some(Err(why)) => return (vec![], refs, Some(why)),
+                None => {
+                    let why = format!("filter {} lacks its settings", f.type_);
+                    return (vec![], refs, Some(why));
+                }
+            }
+        }
+        if action.is_some() && (!filters.is_empty() || path_rewrite.is_some()) {
+            // The spec forbids RequestRedirect with URLRewrite; header modifiers of a
+            // redirect would have nothing to modify that is forwarded.
+            let why = "RequestRedirect with another filter is not served".to_string();
+            return (vec![], refs, Some(why));
+        }
+        // A backend's own filters are not served either: refused, never ignored (the
+        // request would reach the backend without them).
+        if let Some(f) = rule.backend_refs.iter().flat_map(|b| &b.filters).next() {
+            return (
+                vec![],
+                refs,
+                Some(format!("backendRefs filter {} is not served yet", f.type_)),
+            );
+        }
+        let action = match action {
+            Some(a) => a,
+            None => {
+                let mut weighted = Vec::new();
+                // The weight of the invalid references: their share gets 500.
+                let mut invalid: u16 = 0;
+                for b in &rule.backend_refs {
+                    match backend(
+                        input,
+                        b,
+                        ("HTTPRoute", rns, "TCP"),
+                        services,
+                        slices,
+                        backends,
+                    ) {
+                        Ok(Some(w)) => weighted.push(w),
+                        Ok(None) => {}
+                        Err((reason, why)) => {
+                            let w = b.weight.unwrap_or(1).clamp(0, i32::from(u16::MAX));
+                            invalid = invalid.saturating_add(u16::try_from(w).unwrap_or(0));
+                            if refs.status {
+                                refs = Condition::new("ResolvedRefs", false, reason, why);
+                            }
+                        }
+                    }
+                }
+                if weighted.is_empty() {
+                    // The spec: requests to an invalid backend get 500 (and a rule
+                    // whose every backend has weight 0 too).
+                    RouteAction::Respond {
+                        status: FixedStatus::InternalServerError500,
+                    }
+                } else {
+                    // The spec: the share of requests an invalid backend would have had
+                    // gets 500; the others reach theirs.
+                    RouteAction::Forward {
+                        backends: weighted,
+                        invalid,
+                    }
+                }
+            }
+        };
+        let matches = if rule.matches.is_empty() {
+            vec![types::HttpRouteMatch::default()]
+        } else {
+            rule.matches.clone()
+        };
+        for (mi, m) in matches.iter().enumerate() {
+            let (method, headers, query) = match conditions(m) {
+                Ok(c) => c,
+                Err(why) => return (vec![], refs, Some(why)),
+            };
+            let path = m.path.clone().unwrap_or_default();
+            let value = path.value.as_deref().unwrap_or("/");
+            let Ok(p) = value.parse::<HttpPath>() else {
+                return (
+                    vec![],
+                    refs,
+                    Some(format!(
+                        "path {:?} is not a valid URL path",
+                        value.chars().take(80).collect::<String>()
+                    )),
+                );
+            };
+            let pm = match path.type_.as_deref().unwrap_or("PathPrefix") {
+                "PathPrefix" => PathMatch::prefix(&p),
+                "Exact" => PathMatch::Exact(p),
+                t => {
+                    return (
+                        vec![],
+                        refs,
+                        Some(format!("path match type {t} is not served")),
+                    )
+                }
+            };
+            let mut filters = filters.clone();
+            if let Some(m) = &path_rewrite {
+                match path_rewrite_for(m, &pm, "URLRewrite") {
+                    Ok(r) => filters.rewrite_path = Some(r),
+                    Err(why) => return (vec![], refs, Some(why)),
+                }
+            }
+            let mut action = action.clone();
+            if let (Some(m), RouteAction::Redirect(rd)) = (&redirect_prefix, &mut action) {
+                match path_rewrite_for(m, &pm, "RequestRedirect") {
+                    Ok(r) => rd.replace_prefix = Some(r),
+                    Err(why) => return (vec![], refs, Some(why)),
+                }
+            }
+            let rule = RouteRule {
+                matches: RouteMatch {
+                    path: pm,
+                    method,
+                    headers,
+                    query,
+                },
+                action,
+                filters,
+                owner: None,
+            };
+            // What nginx could not load would stop every tenant's config: refused for
+            // both providers, so a route's acceptance does not depend on the proxy.
+            if let Some(why) = rule.nginx_token_too_long() {
+                return (vec![], refs, Some(format!("rule {ri} match {mi}: {why}")));
+            }
+            out.push((ri, mi, rule));
+        }
+    }
+    (out, refs, None)
+}
+
+/// Headers a filter may not change: Host has URLRewrite's `hostname`; the framing and
+/// connection headers belong to the proxy.
+pub(super) const UNMODIFIABLE_HEADERS: [&str; 5] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+];
+
+/// A RequestHeaderModifier's or ResponseHeaderModifier's edits, validated: names and
+/// values that can reach a config ([`FieldName`], [`FieldValue`]), each name once across
+/// set, add and remove, none of [`UNMODIFIABLE_HEADERS`].
+pub(super) fn header_edits(m: &types::HeaderModifier, what: &str) -> Result<HeaderEdits, String> {
+    let mut seen: Vec<FieldName> = Vec::new();
+    let mut name = |n: &str| -> Result<FieldName, String> {
+        let name: FieldName = n
+            .to_ascii_lowercase()
+            .parse()
+            .map_err(|e| format!("{what}: {e}"))?;
+        if UNMODIFIABLE_HEADERS.contains(&name.as_str()) {
+            return Err(format!("{what}: header {name} cannot be modified"));
+        }
+        if seen.contains(&name) {
+            return Err(format!("{what}: header {name} is named twice"));
+        }
+        seen.push(name.clone());
+        Ok(name)
+    };
+    let mut pair = |nv: &types::NameValue| -> Result<HeaderValue, String> {
+        Ok(HeaderValue {
+            name: name(&nv.name)?,
+            value: nv
+                .value
+                .parse()
+                .map_err(|e| format!("{what}: value: {e}"))?,
+        })
+    };
+    let set = m.set.iter().map(&mut pair).collect::<Result<Vec<_>, _>>()?;
+    let add = m.add.iter().map(&mut pair).collect::<Result<Vec<_>, _>>()?;
+    let remove = m
+        .remove
+        .iter()
+        .map(|n| name(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(HeaderEdits { set, add, remove })
+}
+
+/// A URLRewrite's path for a rule matching `pm`: ReplacePrefixMatch needs a PathPrefix
+/// match (the spec), whose prefix it replaces.
+pub(super) fn path_rewrite_for(
+    m: &types::HttpPathModifier,
+    pm: &PathMatch,
+    filter: &str,
+) -> Result<PathRewrite, String> {
+    let path = |v: &Option<String>| {
+        v.as_deref()
+            .unwrap_or("/")
+            .parse::<HttpPath>()
+            .map_err(|_| format!("{filter}: invalid path"))
+    };
+    match (m.type_.as_str(), pm) {
+        ("ReplaceFullPath", _) => Ok(PathRewrite::Full {
+            path: path(&m.replace_full_path)?,
+        }),
+        ("ReplacePrefixMatch", PathMatch::Prefix(from)) => Ok(PathRewrite::Prefix {
+            from: from.clone(),
+            to: path(&m.replace_prefix_match)?,
+        }),
+        ("ReplacePrefixMatch", _) => Err(format!(
+            "{filter} ReplacePrefixMatch needs a PathPrefix match"
+        )),
+        (t, _) => Err(format!(
+            "{filter} path type {} is not served",
+            crate::problem::cut(t, 40)
+        )),
+    }
+}
+
+/// A match's method, header and query parameter conditions, validated: Exact matches
+/// only (RegularExpression is refused), names and values that can reach a config
+/// (see [`FieldName`], [`QueryName`], [`FieldValue`]); of several entries for one name,
+/// the first counts (the spec: later ones are ignored).
+#[allow(clippy::type_complexity)]
+pub(super) fn conditions(
+    m: &types::HttpRouteMatch,
+) -> Result<(Option<Method>, Vec<HeaderMatch>, Vec<QueryMatch>), String> {
+    let short = |s: &str| s.chars().take(80).collect::<String>();
+    let method = match &m.method {
+        None => None,
+        Some(s) => Some(
+            s.parse::<Method>()
+                .map_err(|_| format!("method {:?} is not an HTTP method", short(s)))?,
+        ),
+    };
+    let exact = |t: &Option<String>, what: &str| match t.as_deref().unwrap_or("Exact") {
+        "Exact" => Ok(()),
+        t => Err(format!("{what} match type {} is not served", short(t))),
+    };
+    let value = |v: &str, what: &str| {
+        v.parse::<FieldValue>()
+            .map_err(|e| format!("{what} value: {e}"))
+    };
+    let mut headers: Vec<HeaderMatch> = Vec::new();
+    for h in &m.headers {
+        exact(&h.type_, "header")?;
+        let name: FieldName = h
+            .name
+            .to_ascii_lowercase()
+            .parse()
+            .map_err(|e| format!("header {e}"))?;
+        let value = value(&h.value, "header")?;
+        if !headers.iter().any(|x| x.name == name) {
+            headers.push(HeaderMatch { name, value });
+        }
+    }
+    headers.sort();
+    let mut query: Vec<QueryMatch> = Vec::new();
+    for q in &m.query_params {
+        exact(&q.type_, "query parameter")?;
+        let name: QueryName = q.name.parse().map_err(|e| format!("query {e}"))?;
+        let value = value(&q.value, "query parameter")?;
+        if !query.iter().any(|x| x.name == name) {
+            query.push(QueryMatch { name, value });
+        }
+    }
+    query.sort();
+    Ok((method, headers, query))
+}
+
+pub(super) fn redirect(rd: &types::RequestRedirect) -> Result<RouteAction, String> {
+    let scheme = match rd.scheme.as_deref() {
+        None => None,
+        Some("http") => Some(Scheme::Http),
+        Some("https") => Some(Scheme::Https),
+        Some(s) => return Err(format!("redirect scheme {s:?} is not http or https")),
+    };
+    let host = match &rd.hostname {
+        None => None,
+        Some(h) => Some(
+            hostname(h)
+                .filter(|h| !h.is_wildcard())
+                .ok_or("invalid redirect hostname")?,
+        ),
+    };
+    let port = match rd.port {
+        None => None,
+        Some(p) => Some(
+            u16::try_from(p)
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or("invalid redirect port")?,
+        ),
+    };
+    let path = match &rd.path {
+        None => None,
+        Some(m) if m.type_ == "ReplaceFullPath" => Some(
+            m.replace_full_path
+                .as_deref()
+                .unwrap_or("/")
+                .parse::<HttpPath>()
+                .map_err(|_| "invalid redirect path".to_string())?,
+        ),
+        // Resolved per match by the caller (it replaces the matched prefix).
+        Some(m) if m.type_ == "ReplacePrefixMatch" => None,
+        Some(m) => {
+            return Err(format!(
+                "redirect path type {} is not served",
+                crate::problem::cut(&m.type_, 40)
+            ))
+        }
+    };
+    let status = match rd.status_code.unwrap_or(302) {
+        301 => RedirectStatus::MovedPermanently301,
+        302 => RedirectStatus::Found302,
+        c => return Err(format!("redirect status {c} is not 301 or 302")),
+    };
+    Ok(RouteAction::Redirect(Redirect {
+        scheme,
+        host,
+        port,
+        path,
+        replace_prefix: None,
+        status,
+    }))
+}

@@ -1,0 +1,1 @@
+//! References between objects, resolved one way for every kind that makes them.
