@@ -53,3 +53,82 @@ pub struct ParentStatus {
     pub port: Option<i32>,
     pub conditions: Vec<Condition>,
 }
+
+/// A served Gateway's status: its addresses, `Accepted` (unless it asks for an address
+/// type we do not assign) and `Programmed` (once it has the addresses it asked for),
+/// and its listeners'.
+pub(super) fn gateway_status(
+    input: &GatewayInput<'_>,
+    g: &Gateway,
+    gk: &ObjectKey,
+    lsts: &[Lst<'_>],
+) -> GatewayStatus {
+    let addresses = input.addresses.get(gk).cloned().unwrap_or_default();
+    let listeners: Vec<ListenerStatus> = lsts
+        .iter()
+        .filter(|l| &l.gateway == gk)
+        .map(|l| ListenerStatus {
+            name: l.spec.name.clone(),
+            attached_routes: l.attached,
+            supported_kinds: if l.served() { l.kinds.clone() } else { vec![] },
+            conditions: l.conditions.clone(),
+        })
+        .collect();
+    // spec.addresses: a type we do not assign is not accepted; an address asked for
+    // that the Gateway did not get (not in a pool, held by another) is not usable.
+    let unsupported = g
+        .spec
+        .addresses
+        .iter()
+        .find(|a| a.type_.as_deref().is_some_and(|t| t != "IPAddress"));
+    let unusable: Vec<&str> = g
+        .spec
+        .addresses
+        .iter()
+        .filter(|a| a.type_.as_deref().is_none_or(|t| t == "IPAddress"))
+        .filter(|a| crate::ipam::parse_ip(&a.value).map_or(true, |ip| !addresses.contains(&ip)))
+        .map(|a| a.value.as_str())
+        .collect();
+    let accepted = match unsupported {
+        Some(a) => Condition::new(
+            "Accepted",
+            false,
+            "UnsupportedAddress",
+            format!(
+                "spec.addresses: type {} is not supported (IPAddress is)",
+                crate::problem::cut(a.type_.as_deref().unwrap_or_default(), 40)
+            ),
+        ),
+        None => Condition::new("Accepted", true, "Accepted", "k8slb serves this Gateway"),
+    };
+    let programmed = if let Some(first) = unusable.first() {
+        Condition::new(
+            "Programmed",
+            false,
+            "AddressNotUsable",
+            format!(
+                "spec.addresses: {} is not assigned to it (not in a pool, or held by another tenant): see its Events",
+                crate::problem::cut(first, 45)
+            ),
+        )
+    } else if addresses.is_empty() {
+        Condition::new(
+            "Programmed",
+            false,
+            "AddressNotAssigned",
+            "no address from the pool yet",
+        )
+    } else {
+        Condition::new(
+            "Programmed",
+            true,
+            "Programmed",
+            "served on its addresses by the LB nodes",
+        )
+    };
+    GatewayStatus {
+        addresses,
+        conditions: vec![accepted, programmed],
+        listeners,
+    }
+}

@@ -1,0 +1,162 @@
+//! The route model the listeners make: every address of each Gateway × each of its
+//! usable listeners, the rules placed on them in precedence order, and only the
+//! backends something still routes to.
+
+use super::*;
+
+impl Translation<'_, '_> {
+    /// The TCP, UDP and TLS-passthrough listeners on every address of their Gateway,
+    /// with the stream routes placed on them (the first route of a server name wins).
+    pub(super) fn stream_listeners(&self, placed: &[StreamPlaced]) -> Vec<StreamListener> {
+        let mut streams: BTreeMap<(IpAddr, u16, bool), StreamListener> = BTreeMap::new();
+        for (li, l) in self.lsts.iter().enumerate() {
+            let Some(protocol) = l.stream else { continue };
+            let Ok(port) = u16::try_from(l.spec.port) else {
+                continue;
+            };
+            for ip in self.addresses_of(&l.gateway) {
+                let entry = streams
+                    .entry((ip, port, protocol.is_udp()))
+                    .or_insert_with(|| StreamListener {
+                        ip,
+                        port,
+                        protocol,
+                        routes: Vec::new(),
+                    });
+                if entry.protocol != protocol {
+                    continue; // another Gateway's listener on a shared address holds it
+                }
+                for (_, host, (weighted, invalid), owner) in placed.iter().filter(|p| p.0 == li) {
+                    if !entry.routes.iter().any(|r| &r.host == host) {
+                        entry.routes.push(StreamRoute {
+                            host: host.clone(),
+                            backends: weighted.clone(),
+                            invalid: *invalid,
+                            owner: Some(owner.clone()),
+                        });
+                    }
+                }
+            }
+        }
+        streams.into_values().collect()
+    }
+
+    fn addresses_of(&self, gateway: &ObjectKey) -> Vec<IpAddr> {
+        self.input
+            .addresses
+            .get(gateway)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The whole model: the HTTP and HTTPS listeners with `placed` (sorted here), the
+    /// stream listeners, and the backends they use.
+    pub(super) fn model(
+        &mut self,
+        mut placed: Vec<Placed>,
+        streams: Vec<StreamListener>,
+    ) -> HttpRoutes {
+        placed.sort_by(|a, b| a.key.cmp(&b.key));
+        let mut listeners: BTreeMap<(IpAddr, u16), Listener> = BTreeMap::new();
+        let mut default_from_any_host: BTreeMap<(IpAddr, u16), bool> = BTreeMap::new();
+        for (li, l) in self.lsts.iter().enumerate() {
+            let Some(protocol) = l.protocol else { continue };
+            let Ok(port) = u16::try_from(l.spec.port) else {
+                continue;
+            };
+            for ip in self.addresses_of(&l.gateway) {
+                let entry = listeners.entry((ip, port)).or_insert_with(|| Listener {
+                    ip,
+                    port,
+                    protocol,
+                    tls: None,
+                    virtual_hosts: Vec::new(),
+                    default_action: None,
+                    default_owner: None,
+                });
+                if let Some(t) = &l.tls {
+                    let any = default_from_any_host.entry((ip, port)).or_default();
+                    merge_tls(&mut entry.tls, any, t, l.hostname.is_none());
+                }
+                self.fill_listener(entry, li, &placed);
+            }
+        }
+        let mut routes = HttpRoutes {
+            listeners: listeners.into_values().collect(),
+            backends: std::mem::take(&mut self.backends),
+            streams,
+            udp_backends: std::mem::take(&mut self.udp_backends),
+        };
+        for l in &mut routes.listeners {
+            l.sort_virtual_hosts();
+        }
+        for s in &mut routes.streams {
+            s.sort_routes();
+        }
+        keep_used_backends(&mut routes);
+        routes
+    }
+
+    /// The rules placed on listener `li` into `entry`'s virtual hosts. Listener
+    /// isolation: a request goes to the routes of the most specific listener whose
+    /// hostname it matches, never to a less specific one's.
+    fn fill_listener(&self, entry: &mut Listener, li: usize, placed: &[Placed]) {
+        let l = &self.lsts[li];
+        let narrower: Vec<&Hostname> = self
+            .lsts
+            .iter()
+            .filter(|o| {
+                o.gateway == l.gateway && o.spec.port == l.spec.port && o.protocol.is_some()
+            })
+            .filter_map(|o| o.hostname.as_ref())
+            .filter(|h| narrower_than(h, l.hostname.as_ref()))
+            .collect();
+        for p in placed.iter().filter(|p| p.at.0 == li) {
+            let host = p.at.1.clone();
+            if narrower.iter().any(|n| covers(n, host.as_ref())) {
+                continue; // a more specific listener takes these requests
+            }
+            vhost(entry, host).rules.push(p.rule.clone());
+        }
+        // Its hostname is its own even without a route (404), so that a less specific
+        // listener's wildcard routes do not take its requests.
+        if let Some(h) = &l.hostname {
+            vhost(entry, Some(h.clone()));
+        }
+    }
+}
+
+/// Only the backends a rule forwards to or a stream route uses stay in the model.
+fn keep_used_backends(routes: &mut HttpRoutes) {
+    let streamed = |udp: bool, id: &BackendId| {
+        routes.streams.iter().any(|s| {
+            s.protocol.is_udp() == udp
+                && s.routes
+                    .iter()
+                    .any(|r| r.backends.iter().any(|b| &b.id == id))
+        })
+    };
+    let forwarded = |id: &BackendId| {
+        routes.listeners.iter().any(|l| {
+            l.virtual_hosts.iter().any(|v| {
+                v.rules.iter().any(|r| {
+                    matches!(&r.action, RouteAction::Forward { backends, .. } if backends.iter().any(|b| &b.id == id))
+                })
+            })
+        })
+    };
+    let used_by_http: BTreeSet<BackendId> = routes
+        .backends
+        .keys()
+        .filter(|id| streamed(false, id) || forwarded(id))
+        .cloned()
+        .collect();
+    let used_by_udp: BTreeSet<BackendId> = routes
+        .udp_backends
+        .keys()
+        .filter(|id| streamed(true, id))
+        .cloned()
+        .collect();
+    routes.backends.retain(|id, _| used_by_http.contains(id));
+    routes.udp_backends.retain(|id, _| used_by_udp.contains(id));
+}
