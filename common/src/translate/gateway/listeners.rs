@@ -55,7 +55,127 @@ pub(super) fn listener<'a>(
     conflict: Option<&'static str>,
     frontend_tls: bool,
 ) -> Lst<'a> {
-    let mut conditions = Vec::new();
+    let mut v = Verdict::default();
+    (v.protocol, v.stream) = protocols(input, l, &mut v.conditions);
+    let hostname = match l.hostname.as_deref() {
+        None => None,
+        Some(h) => {
+            let h = hostname(h);
+            if h.is_none() {
+                v.refuse(Condition::new(
+                    "Accepted",
+                    false,
+                    "UnsupportedValue",
+                    "invalid hostname",
+                ));
+            }
+            h
+        }
+    };
+    if let Some(reason) = conflict.filter(|_| v.served()) {
+        v.refuse(conflicted(l, reason));
+    }
+    if let Some(c) = port_unavailable(input, gk, l) {
+        v.refuse(c);
+    }
+    if let Some(why) = refused_tls(l, v.protocol, frontend_tls).filter(|_| v.served()) {
+        v.refuse(Condition::new("Accepted", false, "UnsupportedValue", why));
+    }
+    let mut tls = None;
+    if v.protocol == Some(ListenerProtocol::Https) {
+        match tls_of(input, gk, l, hostname.as_ref()) {
+            Ok(t) => tls = Some(t),
+            Err((reason, why)) => v.refuse(Condition::new("ResolvedRefs", false, reason, why)),
+        }
+    }
+    let from = routes_from(gk, l).unwrap_or_else(|why| {
+        v.refs(Condition::new(
+            "ResolvedRefs",
+            false,
+            "InvalidRouteNamespaces",
+            why,
+        ));
+        RoutesFrom::Nothing
+    });
+    let (kinds, invalid_kind) = route_kinds(l);
+    if let Some(c) = invalid_kind {
+        v.refs(c);
+    }
+    v.finish();
+    Lst {
+        gateway: gk.clone(),
+        spec: l,
+        hostname,
+        protocol: v.protocol,
+        stream: v.stream,
+        tls,
+        from,
+        kinds,
+        attached: 0,
+        conditions: v.conditions,
+    }
+}
+
+/// What a listener serves so far, and its conditions: each refusal serves nothing.
+#[derive(Default)]
+struct Verdict {
+    protocol: Option<ListenerProtocol>,
+    stream: Option<StreamProtocol>,
+    conditions: Vec<Condition>,
+}
+
+impl Verdict {
+    fn served(&self) -> bool {
+        self.protocol.is_some() || self.stream.is_some()
+    }
+
+    /// `c` says why the listener is not served.
+    fn refuse(&mut self, c: Condition) {
+        self.conditions.push(c);
+        (self.protocol, self.stream) = (None, None);
+    }
+
+    /// One ResolvedRefs condition per listener (the API keys conditions by type): the
+    /// first problem found says it.
+    fn refs(&mut self, c: Condition) {
+        if !self.conditions.iter().any(|c| c.type_ == "ResolvedRefs") {
+            self.conditions.push(c);
+        }
+    }
+
+    /// The conditions of the outcome: served, ResolvedRefs (unless a problem said it),
+    /// Accepted and Programmed; refused, not Programmed either (the spec's listener
+    /// conditions come in sets).
+    fn finish(&mut self) {
+        if self.served() {
+            self.refs(Condition::new(
+                "ResolvedRefs",
+                true,
+                "ResolvedRefs",
+                "every reference resolved",
+            ));
+            self.conditions
+                .push(Condition::new("Accepted", true, "Accepted", "served"));
+            self.conditions
+                .push(Condition::new("Programmed", true, "Programmed", "served"));
+        } else {
+            self.conditions.push(Condition::new(
+                "Programmed",
+                false,
+                "Invalid",
+                "the listener is not served",
+            ));
+        }
+    }
+}
+
+/// What a listener's protocol serves on this provider (HTTP or HTTPS routes, or a
+/// stream), or neither with the condition that says why.
+fn protocols(
+    input: &GatewayInput<'_>,
+    l: &GatewayListener,
+    conditions: &mut Vec<Condition>,
+) -> (Option<ListenerProtocol>, Option<StreamProtocol>) {
     let mut unsupported = |why: String| {
         conditions.push(Condition::new(
             "Accepted",
@@ -63,103 +183,93 @@ pub(super) fn listener<'a>(
             "UnsupportedProtocol",
             why,
         ));
+        (None, None)
     };
     let passthrough = l
         .tls
         .as_ref()
         .and_then(|t| t.mode.as_deref())
         .is_some_and(|m| m == "Passthrough");
-    let (mut protocol, mut stream) = match l.protocol.as_str() {
+    match l.protocol.as_str() {
         "HTTP" => (Some(ListenerProtocol::Http), None),
         "HTTPS" => (Some(ListenerProtocol::Https), None),
         "TCP" => (None, Some(StreamProtocol::Tcp)),
         "UDP" if input.serves_udp => (None, Some(StreamProtocol::Udp)),
         "UDP" => {
-            unsupported("HAProxy does not proxy UDP: UDP listeners need the nginx provider".into());
-            (None, None)
+            unsupported("HAProxy does not proxy UDP: UDP listeners need the nginx provider".into())
         }
         "TLS" if passthrough => (None, Some(StreamProtocol::Tls)),
-        "TLS" => {
-            unsupported(
-                "a TLS listener is served with tls.mode Passthrough (to terminate TLS, use HTTPS)"
-                    .into(),
-            );
-            (None, None)
-        }
-        other => {
-            unsupported(format!(
-                "protocol {} is not served (HTTP, HTTPS, TLS, TCP and UDP are)",
-                crate::problem::cut(other, 40)
-            ));
-            (None, None)
-        }
-    };
-    let hostname = match &l.hostname {
-        None => None,
-        Some(h) => match hostname(h) {
-            Some(h) => Some(h),
-            None => {
-                conditions.push(Condition::new(
-                    "Accepted",
-                    false,
-                    "UnsupportedValue",
-                    "invalid hostname",
-                ));
-                (protocol, stream) = (None, None);
-                None
-            }
-        },
-    };
-    let served =
-        |p: &Option<ListenerProtocol>, s: &Option<StreamProtocol>| p.is_some() || s.is_some();
-    if let Some(reason) = conflict.filter(|_| served(&protocol, &stream)) {
-        conditions.push(Condition::new(
-            "Conflicted",
-            true,
-            reason,
-            if reason == "ProtocolConflict" {
-                format!(
-                    "another listener uses port {} with another protocol",
-                    l.port
-                )
-            } else {
-                format!(
-                    "another {} listener uses port {} (nothing tells their connections apart)",
-                    l.protocol, l.port
-                )
-            },
-        ));
-        (protocol, stream) = (None, None);
+        "TLS" => unsupported(
+            "a TLS listener is served with tls.mode Passthrough (to terminate TLS, use HTTPS)"
+                .into(),
+        ),
+        other => unsupported(format!(
+            "protocol {} is not served (HTTP, HTTPS, TLS, TCP and UDP are)",
+            crate::problem::cut(other, 40)
+        )),
     }
+}
+
+/// `Conflicted` for a listener that shares its port with another (`reason`).
+fn conflicted(l: &GatewayListener, reason: &'static str) -> Condition {
+    Condition::new(
+        "Conflicted",
+        true,
+        reason,
+        if reason == "ProtocolConflict" {
+            format!(
+                "another listener uses port {} with another protocol",
+                l.port
+            )
+        } else {
+            format!(
+                "another {} listener uses port {} (nothing tells their connections apart)",
+                l.protocol, l.port
+            )
+        },
+    )
+}
+
+/// `PortUnavailable` for a port out of range, or one another tenant of the Gateway's
+/// address holds.
+fn port_unavailable(
+    input: &GatewayInput<'_>,
+    gk: &ObjectKey,
+    l: &GatewayListener,
+) -> Option<Condition> {
     let udp = l.protocol == "UDP";
     if !(1..=65535).contains(&l.port) {
-        conditions.push(Condition::new(
+        return Some(Condition::new(
             "Accepted",
             false,
             "PortUnavailable",
             "port out of range",
         ));
-        (protocol, stream) = (None, None);
-    } else if let Some(holder) = u16::try_from(l.port)
-        .ok()
-        .and_then(|p| input.unavailable.get(gk)?.get(&(p, udp)))
-    {
-        conditions.push(Condition::new(
-            "Accepted",
-            false,
-            "PortUnavailable",
-            format!(
-                "port {}/{} of the Gateway's address is used by {holder}",
-                l.port,
-                if udp { "UDP" } else { "TCP" }
-            ),
-        ));
-        (protocol, stream) = (None, None);
     }
-    // TLS settings k8slb does not serve: refused, never ignored (a client certificate
-    // validation ignored would let in the clients it was written to keep out).
+    let holder = u16::try_from(l.port)
+        .ok()
+        .and_then(|p| input.unavailable.get(gk)?.get(&(p, udp)))?;
+    Some(Condition::new(
+        "Accepted",
+        false,
+        "PortUnavailable",
+        format!(
+            "port {}/{} of the Gateway's address is used by {holder}",
+            l.port,
+            if udp { "UDP" } else { "TCP" }
+        ),
+    ))
+}
+
+/// TLS settings k8slb does not serve: refused, never ignored (a client certificate
+/// validation ignored would let in the clients it was written to keep out).
+fn refused_tls(
+    l: &GatewayListener,
+    protocol: Option<ListenerProtocol>,
+    frontend_tls: bool,
+) -> Option<&'static str> {
     let tls_settings = l.tls.as_ref();
-    let refused_tls = if tls_settings.is_some_and(|t| !t.options.is_empty()) {
+    if tls_settings.is_some_and(|t| !t.options.is_empty()) {
         Some("tls.options are not served (k8slb defines none)")
     } else if protocol == Some(ListenerProtocol::Https)
         && (frontend_tls || tls_settings.is_some_and(|t| t.frontend_validation.is_some()))
@@ -167,27 +277,17 @@ pub(super) fn listener<'a>(
         Some("client certificate validation (tls.frontendValidation, spec.tls.frontend) is not served: the listener is refused rather than served to clients without certificates")
     } else {
         None
-    };
-    if let (Some(why), true) = (refused_tls, served(&protocol, &stream)) {
-        conditions.push(Condition::new("Accepted", false, "UnsupportedValue", why));
-        (protocol, stream) = (None, None);
     }
-    let mut tls = None;
-    if protocol == Some(ListenerProtocol::Https) {
-        match tls_of(input, gk, l, hostname.as_ref()) {
-            Ok(t) => tls = Some(t),
-            Err((reason, why)) => {
-                conditions.push(Condition::new("ResolvedRefs", false, reason, why));
-                (protocol, stream) = (None, None);
-            }
-        }
-    }
+}
+
+/// The namespaces a listener takes routes from (`allowedRoutes.namespaces`), or why it
+/// takes none.
+fn routes_from<'a>(gk: &ObjectKey, l: &'a GatewayListener) -> Result<RoutesFrom<'a>, String> {
     let ns = l
         .allowed_routes
         .as_ref()
         .and_then(|a| a.namespaces.as_ref());
-    let from_text = ns.and_then(|n| n.from.as_deref()).unwrap_or("Same");
-    let from = match from_text {
+    match ns.and_then(|n| n.from.as_deref()).unwrap_or("Same") {
         "Same" => Ok(RoutesFrom::Same(gk.namespace.to_string())),
         "All" => Ok(RoutesFrom::All),
         "Selector" => match ns.and_then(|n| n.selector.as_ref()) {
@@ -200,24 +300,13 @@ pub(super) fn listener<'a>(
             "allowedRoutes.namespaces.from {} is not Same, All or Selector: it allows no namespace",
             crate::problem::cut(other, 40)
         )),
-    };
-    // One ResolvedRefs condition per listener (the API keys conditions by type): the
-    // first problem found says it.
-    let has_refs = |c: &[Condition]| c.iter().any(|c| c.type_ == "ResolvedRefs");
-    let from = match from {
-        Ok(f) => f,
-        Err(why) => {
-            if !has_refs(&conditions) {
-                conditions.push(Condition::new(
-                    "ResolvedRefs",
-                    false,
-                    "InvalidRouteNamespaces",
-                    why,
-                ));
-            }
-            RoutesFrom::Nothing
-        }
-    };
+    }
+}
+
+/// The route kinds a listener takes (its protocol's, as far as `allowedRoutes.kinds`
+/// allows), and `InvalidRouteKinds` for a kind it names that it does not support (the
+/// listener still serves the kinds it supports).
+fn route_kinds(l: &GatewayListener) -> (Vec<&'static str>, Option<Condition>) {
     let allowed_kinds = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref());
     let own_kind = kind_for(&l.protocol);
     let is_own = |k: &types::RouteGroupKind| {
@@ -231,56 +320,23 @@ pub(super) fn listener<'a>(
             .into_iter()
             .collect(),
     };
-    let invalid_kind = allowed_kinds.and_then(|k| k.iter().find(|k| !is_own(k)));
-    if let (Some(other), false) = (invalid_kind, has_refs(&conditions)) {
-        // The spec: a kind the implementation does not support on this listener is
-        // InvalidRouteKinds (the listener still serves the kinds it supports).
-        conditions.push(Condition::new(
-            "ResolvedRefs",
-            false,
-            "InvalidRouteKinds",
-            format!(
-                "route kind {}/{} is not supported on a {} listener ({} is)",
-                crate::problem::cut(other.group.as_deref().unwrap_or(types::GROUP), 60),
-                crate::problem::cut(&other.kind, 60),
-                crate::problem::cut(&l.protocol, 10),
-                own_kind.unwrap_or("none")
-            ),
-        ));
-    }
-    let served = served(&protocol, &stream);
-    if served {
-        if !conditions.iter().any(|c| c.type_ == "ResolvedRefs") {
-            conditions.push(Condition::new(
+    let invalid = allowed_kinds
+        .and_then(|k| k.iter().find(|k| !is_own(k)))
+        .map(|other| {
+            Condition::new(
                 "ResolvedRefs",
-                true,
-                "ResolvedRefs",
-                "every reference resolved",
-            ));
-        }
-        conditions.push(Condition::new("Accepted", true, "Accepted", "served"));
-        conditions.push(Condition::new("Programmed", true, "Programmed", "served"));
-    } else {
-        // Refused: not programmed either (the spec's listener conditions come in sets).
-        conditions.push(Condition::new(
-            "Programmed",
-            false,
-            "Invalid",
-            "the listener is not served",
-        ));
-    }
-    Lst {
-        gateway: gk.clone(),
-        spec: l,
-        hostname,
-        protocol,
-        stream,
-        tls,
-        from,
-        kinds,
-        attached: 0,
-        conditions,
-    }
+                false,
+                "InvalidRouteKinds",
+                format!(
+                    "route kind {}/{} is not supported on a {} listener ({} is)",
+                    crate::problem::cut(other.group.as_deref().unwrap_or(types::GROUP), 60),
+                    crate::problem::cut(&other.kind, 60),
+                    crate::problem::cut(&l.protocol, 10),
+                    own_kind.unwrap_or("none")
+                ),
+            )
+        });
+    (kinds, invalid)
 }
 
 /// Adds the TLS of one HTTPS listener to the listener of its address and port, which

@@ -110,123 +110,13 @@ pub(super) fn rules_of(
         "every reference resolved",
     );
     for (ri, rule) in r.spec.rules.iter().enumerate() {
-        // Served without them, a rule would not do what its author asked: refused.
-        for (field, set) in [
-            ("timeouts", rule.timeouts.is_some()),
-            ("retry", rule.retry.is_some()),
-            ("sessionPersistence", rule.session_persistence.is_some()),
-        ] {
-            if set {
-                let why = format!("rule field {field} is not served yet");
-                return (vec![], refs, Some(why));
-            }
-        }
-        // The action and the filters.
-        let mut action = None;
-        let mut filters = RuleFilters::default();
-        let mut path_rewrite = None;
-        // A redirect's ReplacePrefixMatch: resolved per match (it replaces the matched
-        // prefix).
-        let mut redirect_prefix = None;
-        let mut seen: Vec<&str> = Vec::new();
-        for f in &rule.filters {
-            if seen.contains(&f.type_.as_str()) {
-                let why = format!("filter {} is given twice in one rule", f.type_);
-                return (vec![], refs, Some(why));
-            }
-            seen.push(&f.type_);
-            let done = match f.type_.as_str() {
-                "RequestRedirect" => f.request_redirect.as_ref().map(|rd| {
-                    redirect_prefix = rd.path.clone().filter(|p| p.type_ == "ReplacePrefixMatch");
-                    redirect(rd).map(|a| {
-                        action = Some(a);
-                    })
-                }),
-                "RequestHeaderModifier" => f.request_header_modifier.as_ref().map(|m| {
-                    header_edits(m, "RequestHeaderModifier").map(|e| filters.request_headers = e)
-                }),
-                "ResponseHeaderModifier" => f.response_header_modifier.as_ref().map(|m| {
-                    header_edits(m, "ResponseHeaderModifier").map(|e| filters.response_headers = e)
-                }),
-                "URLRewrite" => f.url_rewrite.as_ref().map(|u| {
-                    let host = match &u.hostname {
-                        None => None,
-                        Some(h) => match hostname(h).filter(|h| !h.is_wildcard()) {
-                            Some(h) => Some(h),
-                            None => return Err("URLRewrite: invalid hostname".to_string()),
-                        },
-                    };
-                    filters.rewrite_host = host;
-                    path_rewrite = u.path.clone();
-                    Ok(())
-                }),
-                t => Some(Err(format!("filter {t} is not served yet"))),
-            };
-            match done {
-                Some(Ok(())) => {}
-                Some(Err(why)) => return (vec![], refs, Some(why)),
-                None => {
-                    let why = format!("filter {} lacks its settings", f.type_);
-                    return (vec![], refs, Some(why));
-                }
-            }
-        }
-        if action.is_some() && (!filters.is_empty() || path_rewrite.is_some()) {
-            // The spec forbids RequestRedirect with URLRewrite; header modifiers of a
-            // redirect would have nothing to modify that is forwarded.
-            let why = "RequestRedirect with another filter is not served".to_string();
-            return (vec![], refs, Some(why));
-        }
-        // A backend's own filters are not served either: refused, never ignored (the
-        // request would reach the backend without them).
-        if let Some(f) = rule.backend_refs.iter().flat_map(|b| &b.filters).next() {
-            return (
-                vec![],
-                refs,
-                Some(format!("backendRefs filter {} is not served yet", f.type_)),
-            );
-        }
-        let action = match action {
-            Some(a) => a,
-            None => {
-                let mut weighted = Vec::new();
-                // The weight of the invalid references: their share gets 500.
-                let mut invalid: u16 = 0;
-                for b in &rule.backend_refs {
-                    match backend(
-                        input,
-                        b,
-                        ("HTTPRoute", rns, "TCP"),
-                        services,
-                        slices,
-                        backends,
-                    ) {
-                        Ok(Some(w)) => weighted.push(w),
-                        Ok(None) => {}
-                        Err((reason, why)) => {
-                            let w = b.weight.unwrap_or(1).clamp(0, i32::from(u16::MAX));
-                            invalid = invalid.saturating_add(u16::try_from(w).unwrap_or(0));
-                            if refs.status {
-                                refs = Condition::new("ResolvedRefs", false, reason, why);
-                            }
-                        }
-                    }
-                }
-                if weighted.is_empty() {
-                    // The spec: requests to an invalid backend get 500 (and a rule
-                    // whose every backend has weight 0 too).
-                    RouteAction::Respond {
-                        status: FixedStatus::InternalServerError500,
-                    }
-                } else {
-                    // The spec: the share of requests an invalid backend would have had
-                    // gets 500; the others reach theirs.
-                    RouteAction::Forward {
-                        backends: weighted,
-                        invalid,
-                    }
-                }
-            }
+        let settings = match RuleSettings::of(rule) {
+            Ok(s) => s,
+            Err(why) => return (vec![], refs, Some(why)),
+        };
+        let action = match &settings.action {
+            Some(a) => a.clone(),
+            None => forward(input, rule, (rns, services, slices), backends, &mut refs),
         };
         let matches = if rule.matches.is_empty() {
             vec![types::HttpRouteMatch::default()]
@@ -234,67 +124,195 @@ pub(super) fn rules_of(
             rule.matches.clone()
         };
         for (mi, m) in matches.iter().enumerate() {
-            let (method, headers, query) = match conditions(m) {
-                Ok(c) => c,
+            match settings.rule_for(m, &action) {
+                Ok(rule) => out.push((ri, mi, rule)),
                 Err(why) => return (vec![], refs, Some(why)),
-            };
-            let path = m.path.clone().unwrap_or_default();
-            let value = path.value.as_deref().unwrap_or("/");
-            let Ok(p) = value.parse::<HttpPath>() else {
-                return (
-                    vec![],
-                    refs,
-                    Some(format!(
-                        "path {:?} is not a valid URL path",
-                        value.chars().take(80).collect::<String>()
-                    )),
-                );
-            };
-            let pm = match path.type_.as_deref().unwrap_or("PathPrefix") {
-                "PathPrefix" => PathMatch::prefix(&p),
-                "Exact" => PathMatch::Exact(p),
-                t => {
-                    return (
-                        vec![],
-                        refs,
-                        Some(format!("path match type {t} is not served")),
-                    )
-                }
-            };
-            let mut filters = filters.clone();
-            if let Some(m) = &path_rewrite {
-                match path_rewrite_for(m, &pm, "URLRewrite") {
-                    Ok(r) => filters.rewrite_path = Some(r),
-                    Err(why) => return (vec![], refs, Some(why)),
-                }
             }
-            let mut action = action.clone();
-            if let (Some(m), RouteAction::Redirect(rd)) = (&redirect_prefix, &mut action) {
-                match path_rewrite_for(m, &pm, "RequestRedirect") {
-                    Ok(r) => rd.replace_prefix = Some(r),
-                    Err(why) => return (vec![], refs, Some(why)),
-                }
-            }
-            let rule = RouteRule {
-                matches: RouteMatch {
-                    path: pm,
-                    method,
-                    headers,
-                    query,
-                },
-                action,
-                filters,
-                owner: None,
-            };
             // What nginx could not load would stop every tenant's config: refused for
             // both providers, so a route's acceptance does not depend on the proxy.
-            if let Some(why) = rule.nginx_token_too_long() {
+            if let Some(why) = out
+                .last()
+                .and_then(|(_, _, rule)| rule.nginx_token_too_long())
+            {
                 return (vec![], refs, Some(format!("rule {ri} match {mi}: {why}")));
             }
-            out.push((ri, mi, rule));
         }
     }
     (out, refs, None)
+}
+
+/// What a rule's fields and filters ask for, before its matches: a redirect (the
+/// action), header and host rewrites, a path rewrite (resolved per match), or why the
+/// rule cannot be served as its author asked.
+struct RuleSettings {
+    action: Option<RouteAction>,
+    filters: RuleFilters,
+    path_rewrite: Option<types::HttpPathModifier>,
+    /// A redirect's ReplacePrefixMatch: resolved per match (it replaces the matched
+    /// prefix).
+    redirect_prefix: Option<types::HttpPathModifier>,
+}
+
+impl RuleSettings {
+    fn of(rule: &types::HttpRouteRule) -> Result<RuleSettings, String> {
+        // Served without them, a rule would not do what its author asked: refused.
+        for (field, set) in [
+            ("timeouts", rule.timeouts.is_some()),
+            ("retry", rule.retry.is_some()),
+            ("sessionPersistence", rule.session_persistence.is_some()),
+        ] {
+            if set {
+                return Err(format!("rule field {field} is not served yet"));
+            }
+        }
+        let mut me = RuleSettings {
+            action: None,
+            filters: RuleFilters::default(),
+            path_rewrite: None,
+            redirect_prefix: None,
+        };
+        let mut seen: Vec<&str> = Vec::new();
+        for f in &rule.filters {
+            if seen.contains(&f.type_.as_str()) {
+                return Err(format!("filter {} is given twice in one rule", f.type_));
+            }
+            seen.push(&f.type_);
+            me.filter(f)?;
+        }
+        if me.action.is_some() && (!me.filters.is_empty() || me.path_rewrite.is_some()) {
+            // The spec forbids RequestRedirect with URLRewrite; header modifiers of a
+            // redirect would have nothing to modify that is forwarded.
+            return Err("RequestRedirect with another filter is not served".to_string());
+        }
+        // A backend's own filters are not served either: refused, never ignored (the
+        // request would reach the backend without them).
+        if let Some(f) = rule.backend_refs.iter().flat_map(|b| &b.filters).next() {
+            return Err(format!("backendRefs filter {} is not served yet", f.type_));
+        }
+        Ok(me)
+    }
+
+    /// One filter of the rule.
+    fn filter(&mut self, f: &types::HttpRouteFilter) -> Result<(), String> {
+        let done = match f.type_.as_str() {
+            "RequestRedirect" => f.request_redirect.as_ref().map(|rd| {
+                self.redirect_prefix = rd.path.clone().filter(|p| p.type_ == "ReplacePrefixMatch");
+                redirect(rd).map(|a| {
+                    self.action = Some(a);
+                })
+            }),
+            "RequestHeaderModifier" => f.request_header_modifier.as_ref().map(|m| {
+                header_edits(m, "RequestHeaderModifier").map(|e| self.filters.request_headers = e)
+            }),
+            "ResponseHeaderModifier" => f.response_header_modifier.as_ref().map(|m| {
+                header_edits(m, "ResponseHeaderModifier").map(|e| self.filters.response_headers = e)
+            }),
+            "URLRewrite" => f.url_rewrite.as_ref().map(|u| {
+                let host = match &u.hostname {
+                    None => None,
+                    Some(h) => match hostname(h).filter(|h| !h.is_wildcard()) {
+                        Some(h) => Some(h),
+                        None => return Err("URLRewrite: invalid hostname".to_string()),
+                    },
+                };
+                self.filters.rewrite_host = host;
+                self.path_rewrite = u.path.clone();
+                Ok(())
+            }),
+            t => Some(Err(format!("filter {t} is not served yet"))),
+        };
+        done.unwrap_or_else(|| Err(format!("filter {} lacks its settings", f.type_)))
+    }
+
+    /// The rule for one of its matches.
+    fn rule_for(
+        &self,
+        m: &types::HttpRouteMatch,
+        action: &RouteAction,
+    ) -> Result<RouteRule, String> {
+        let (method, headers, query) = conditions(m)?;
+        let path = m.path.clone().unwrap_or_default();
+        let value = path.value.as_deref().unwrap_or("/");
+        let Ok(p) = value.parse::<HttpPath>() else {
+            return Err(format!(
+                "path {:?} is not a valid URL path",
+                value.chars().take(80).collect::<String>()
+            ));
+        };
+        let pm = match path.type_.as_deref().unwrap_or("PathPrefix") {
+            "PathPrefix" => PathMatch::prefix(&p),
+            "Exact" => PathMatch::Exact(p),
+            t => return Err(format!("path match type {t} is not served")),
+        };
+        let mut filters = self.filters.clone();
+        if let Some(m) = &self.path_rewrite {
+            filters.rewrite_path = Some(path_rewrite_for(m, &pm, "URLRewrite")?);
+        }
+        let mut action = action.clone();
+        if let (Some(m), RouteAction::Redirect(rd)) = (&self.redirect_prefix, &mut action) {
+            rd.replace_prefix = Some(path_rewrite_for(m, &pm, "RequestRedirect")?);
+        }
+        Ok(RouteRule {
+            matches: RouteMatch {
+                path: pm,
+                method,
+                headers,
+                query,
+            },
+            action,
+            filters,
+            owner: None,
+        })
+    }
+}
+
+/// A rule without a redirect forwards to its backends: each resolved (the first that
+/// does not resolve says why in `refs`). The share of requests an invalid backend would
+/// have had gets 500 (the spec), and so does a rule with no valid backend, or whose every
+/// backend has weight 0.
+fn forward(
+    input: &GatewayInput<'_>,
+    rule: &types::HttpRouteRule,
+    (rns, services, slices): (
+        &str,
+        &BTreeMap<(String, String), &Service>,
+        &crate::endpoints::SliceIndex<'_>,
+    ),
+    backends: &mut BTreeMap<BackendId, BackendState>,
+    refs: &mut Condition,
+) -> RouteAction {
+    let mut weighted = Vec::new();
+    let mut invalid: u16 = 0;
+    for b in &rule.backend_refs {
+        match backend(
+            input,
+            b,
+            ("HTTPRoute", rns, "TCP"),
+            services,
+            slices,
+            backends,
+        ) {
+            Ok(Some(w)) => weighted.push(w),
+            Ok(None) => {}
+            Err((reason, why)) => {
+                let w = b.weight.unwrap_or(1).clamp(0, i32::from(u16::MAX));
+                invalid = invalid.saturating_add(u16::try_from(w).unwrap_or(0));
+                if refs.status {
+                    *refs = Condition::new("ResolvedRefs", false, reason, why);
+                }
+            }
+        }
+    }
+    if weighted.is_empty() {
+        RouteAction::Respond {
+            status: FixedStatus::InternalServerError500,
+        }
+    } else {
+        RouteAction::Forward {
+            backends: weighted,
+            invalid,
+        }
+    }
 }
 
 /// Headers a filter may not change: Host has URLRewrite's `hostname`; the framing and
