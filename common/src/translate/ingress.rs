@@ -34,12 +34,12 @@
 //! never reaches the model. Annotations are validated like the Service ones.
 
 use crate::endpoints::endpoints;
-use crate::names::{ObjectKey, ObjectName, PoolName, PortName, ServiceKey};
+use crate::names::{ObjectKey, PoolName, PortName};
 use crate::problem::{ObjRef, Reason};
 use crate::routes::{
     BackendId, BackendState, CertFile, Certificate, CookieName, FixedStatus, Hostname, HttpPath,
     HttpRoutes, Listener, ListenerProtocol, ListenerTls, PathMatch, Redirect, RedirectStatus,
-    RouteAction, RouteMatch, RouteRule, Scheme, SecretName, Sticky, VirtualHost,
+    RouteAction, RouteMatch, RouteRule, Scheme, Sticky, VirtualHost,
 };
 use crate::state::Problem;
 use k8s_openapi::api::core::v1::Service;
@@ -94,23 +94,7 @@ pub mod reason {
     pub const DUPLICATE_INGRESS: Reason = Reason::DuplicateIngress;
 }
 
-/// What the watcher knows about a Secret an Ingress names: its type and whether its
-/// certificate parsed and matched its key. Never the key material.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SecretMeta {
-    pub namespace: String,
-    pub name: String,
-    pub type_: String,
-    pub valid: bool,
-    /// The certificate chain's version ([`crate::certs::chain_version`]) when valid.
-    pub version: String,
-    /// Why [`crate::certs::inspect`] refused it, for the problem's message (bounded, never
-    /// key material); empty when valid.
-    pub refusal: String,
-    /// The DNS names (subjectAltName) its certificate is for, when valid: it serves only
-    /// the hosts they cover ([`crate::certs::covers`]).
-    pub dns_names: Vec<String>,
-}
+pub use super::refs::SecretMeta;
 
 /// The objects the translation reads.
 #[derive(Debug, Clone, Copy, Default)]
@@ -156,34 +140,6 @@ pub struct VipRoutes {
 /// `<ns>/<name>` of an Ingress, if its names are valid (Kubernetes checks them).
 pub fn key_of(ing: &Ingress) -> Option<ObjectKey> {
     ObjectKey::new(ns_of(ing), name_of(ing)).ok()
-}
-
-impl SecretMeta {
-    /// What the plan may know of a Secret: its type and whether [`crate::certs::inspect`]
-    /// accepts it.
-    pub fn of(secret: &k8s_openapi::api::core::v1::Secret) -> SecretMeta {
-        let inspected = crate::certs::inspect_names(secret);
-        SecretMeta {
-            namespace: secret
-                .metadata
-                .namespace
-                .clone()
-                .unwrap_or_else(|| "default".into()),
-            name: secret.metadata.name.clone().unwrap_or_default(),
-            type_: secret.type_.clone().unwrap_or_else(|| "Opaque".into()),
-            valid: inspected.is_ok(),
-            refusal: inspected
-                .as_ref()
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default(),
-            version: inspected
-                .as_ref()
-                .map(|c| c.cert.file.version().to_string())
-                .unwrap_or_default(),
-            dns_names: inspected.map(|c| c.dns_names).unwrap_or_default(),
-        }
-    }
 }
 
 /// `"Ingress <ns>/<name>"`, printable whatever the names hold.
@@ -454,31 +410,17 @@ impl Settings {
 
 /// Services and EndpointSlices indexed by (namespace, name).
 struct Index<'a> {
-    services: HashMap<(&'a str, &'a str), &'a Service>,
-    slices: crate::endpoints::SliceIndex<'a>,
-    secrets: HashMap<(&'a str, &'a str), &'a SecretMeta>,
+    services: super::refs::ServiceRefs<'a>,
+    secrets: super::refs::SecretRefs<'a>,
     reserved_ports: Option<&'a crate::config::ReservedPorts>,
     host_owners: Option<&'a crate::tenancy::HostOwners>,
 }
 
 impl<'a> Index<'a> {
     fn new(input: &IngressInput<'a>) -> Index<'a> {
-        let mut services = HashMap::new();
-        for s in input.services {
-            let ns = s.metadata.namespace.as_deref().unwrap_or("default");
-            let name = s.metadata.name.as_deref().unwrap_or_default();
-            services.entry((ns, name)).or_insert(s);
-        }
-        let slices = crate::endpoints::slice_index(input.slices);
-        let secrets = input
-            .secrets
-            .iter()
-            .map(|s| ((s.namespace.as_str(), s.name.as_str()), s))
-            .collect();
         Index {
-            services,
-            slices,
-            secrets,
+            services: super::refs::ServiceRefs::new(input.services, input.slices),
+            secrets: super::refs::SecretRefs::new(input.secrets),
             reserved_ports: input.reserved_ports,
             host_owners: input.host_owners,
         }
@@ -491,7 +433,8 @@ impl<'a> Index<'a> {
         &'s self,
         ns: &'s str,
         b: &'s IngressBackend,
-    ) -> Result<(BackendId, Option<PortName>, &'s [&'a EndpointSlice]), (Reason, String)> {
+    ) -> Result<(BackendId, Option<PortName>, &'s [&'s EndpointSlice]), (Reason, String)> {
+        use super::refs::{PortRef, ServiceRefError};
         let unsupported = |m: String| (reason::UNSUPPORTED_BACKEND, m);
         if b.resource.is_some() {
             return Err(unsupported(
@@ -501,81 +444,51 @@ impl<'a> Index<'a> {
         let Some(sb) = &b.service else {
             return Err(unsupported("the backend names no Service".into()));
         };
-        let not_found = |m: String| (reason::SERVICE_NOT_FOUND, m);
-        let (Ok(namespace), Ok(name)) = (ns.parse::<ObjectName>(), sb.name.parse::<ObjectName>())
-        else {
-            return Err(not_found(format!(
-                "Service {}/{} is not a valid Service name",
-                short(ns),
-                short(&sb.name)
-            )));
-        };
-        let Some(svc) = self.services.get(&(ns, sb.name.as_str())) else {
-            return Err(not_found(format!(
-                "Service {namespace}/{name} does not exist; its paths answer 503"
-            )));
-        };
-        let spec = svc.spec.as_ref();
-        if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
-            return Err(unsupported(format!(
-                "Service {namespace}/{name} is of type ExternalName, which has no endpoints"
-            )));
-        }
-        let ports = spec.and_then(|s| s.ports.as_deref()).unwrap_or_default();
         let want = sb.port.as_ref();
-        let port = ports.iter().find(|p| {
-            p.protocol.as_deref().unwrap_or("TCP") == "TCP"
-                && match want {
-                    Some(w) if w.number.is_some() => w.number == Some(p.port),
-                    Some(w) => w.name.is_some() && w.name == p.name,
-                    None => false,
-                }
+        let port = want.and_then(|w| match (w.number, w.name.as_deref()) {
+            (Some(n), _) => Some(PortRef::Number(n)),
+            (None, Some(n)) => Some(PortRef::Name(n)),
+            (None, None) => None,
         });
-        let Some(port) = port else {
-            let which = match want {
-                Some(w) => w
-                    .number
-                    .map(|n| n.to_string())
-                    .or_else(|| w.name.as_deref().map(short))
-                    .unwrap_or_default(),
-                None => String::new(),
-            };
-            return Err((
-                reason::SERVICE_PORT_NOT_FOUND,
+        let (namespace, name) = (ns, sb.name.as_str());
+        match self.services.port(ns, &sb.name, port, "TCP") {
+            Ok(p) => Ok((p.id, p.port_name, p.slices)),
+            Err(ServiceRefError::InvalidName) => Err((
+                reason::SERVICE_NOT_FOUND,
                 format!(
-                    "Service {namespace}/{name} has no TCP port {which:?}; its paths answer 503"
+                    "Service {}/{} is not a valid Service name",
+                    short(ns),
+                    short(&sb.name)
                 ),
-            ));
-        };
-        let number = u16::try_from(port.port)
-            .ok()
-            .filter(|p| *p != 0)
-            .ok_or_else(|| {
-                (
+            )),
+            Err(ServiceRefError::NotFound) => Err((
+                reason::SERVICE_NOT_FOUND,
+                format!("Service {namespace}/{name} does not exist; its paths answer 503"),
+            )),
+            Err(ServiceRefError::ExternalName) => Err(unsupported(format!(
+                "Service {namespace}/{name} is of type ExternalName, which has no endpoints"
+            ))),
+            Err(ServiceRefError::NoPort) => {
+                let which = match want {
+                    Some(w) => w
+                        .number
+                        .map(|n| n.to_string())
+                        .or_else(|| w.name.as_deref().map(short))
+                        .unwrap_or_default(),
+                    None => String::new(),
+                };
+                Err((
                     reason::SERVICE_PORT_NOT_FOUND,
                     format!(
-                        "Service {namespace}/{name} port {} is out of range",
-                        port.port
+                        "Service {namespace}/{name} has no TCP port {which:?}; its paths answer 503"
                     ),
-                )
-            })?;
-        let port_name = port
-            .name
-            .as_deref()
-            .and_then(|n| n.parse::<PortName>().ok());
-        let slices = self
-            .slices
-            .get(&(ns, sb.name.as_str()))
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        Ok((
-            BackendId {
-                service: ServiceKey { namespace, name },
-                port: number,
-            },
-            port_name,
-            slices,
-        ))
+                ))
+            }
+            Err(ServiceRefError::OutOfRange(p)) => Err((
+                reason::SERVICE_PORT_NOT_FOUND,
+                format!("Service {namespace}/{name} port {p} is out of range"),
+            )),
+        }
     }
 }
 
@@ -1125,50 +1038,42 @@ fn tls_entries(ing: &Ingress, idx: &Index<'_>, problems: &mut BTreeSet<Problem>)
     let mut out = Vec::new();
     for t in ing.spec.iter().flat_map(|s| s.tls.iter().flatten()) {
         let raw = t.secret_name.as_deref().unwrap_or("");
-        let (Ok(namespace), Ok(name)) = (ns.parse::<ObjectName>(), raw.parse::<SecretName>())
-        else {
-            problems.insert(problem(
-                ing,
-                reason::SECRET_NOT_FOUND,
-                format!("spec.tls secretName {:?} is not a valid Secret name; its hosts get no certificate", short(raw)),
-            ));
-            continue;
+        let (file, meta) = match idx.secrets.tls(ns, raw) {
+            Ok(found) => found,
+            Err(e) => {
+                use super::refs::SecretRefError;
+                let (why, message) = match e {
+                    SecretRefError::InvalidName => (
+                        reason::SECRET_NOT_FOUND,
+                        format!("spec.tls secretName {:?} is not a valid Secret name", short(raw)),
+                    ),
+                    SecretRefError::NotFound => (
+                        reason::SECRET_NOT_FOUND,
+                        format!("Secret {ns}/{raw} does not exist"),
+                    ),
+                    SecretRefError::WrongType(type_) => (
+                        reason::SECRET_WRONG_TYPE,
+                        format!(
+                            "Secret {ns}/{raw} is of type {:?}, not {TLS_SECRET_TYPE}",
+                            short(type_)
+                        ),
+                    ),
+                    SecretRefError::Invalid(refusal) => (
+                        reason::SECRET_INVALID,
+                        format!(
+                            "Secret {ns}/{raw} does not hold a certificate and key both proxies load: {refusal}"
+                        ),
+                    ),
+                };
+                problems.insert(problem(
+                    ing,
+                    why,
+                    format!("{message}; its hosts get no certificate"),
+                ));
+                continue;
+            }
         };
-        let meta = match idx.secrets.get(&(ns, raw)) {
-            None => {
-                problems.insert(problem(
-                    ing,
-                    reason::SECRET_NOT_FOUND,
-                    format!(
-                        "Secret {namespace}/{name} does not exist; its hosts get no certificate"
-                    ),
-                ));
-                continue;
-            }
-            Some(s) if s.type_ != TLS_SECRET_TYPE => {
-                problems.insert(problem(
-                    ing,
-                    reason::SECRET_WRONG_TYPE,
-                    format!(
-                        "Secret {namespace}/{name} is of type {:?}, not {TLS_SECRET_TYPE}; its hosts get no certificate",
-                        short(&s.type_)
-                    ),
-                ));
-                continue;
-            }
-            Some(s) if !s.valid => {
-                problems.insert(problem(
-                    ing,
-                    reason::SECRET_INVALID,
-                    format!(
-                        "Secret {namespace}/{name} does not hold a certificate and key both proxies load: {}; its hosts get no certificate",
-                        s.refusal
-                    ),
-                ));
-                continue;
-            }
-            Some(s) => *s,
-        };
+        let (namespace, name) = (ns, raw);
         let mut hosts = Vec::new();
         let mut uncovered = false;
         for h in t.hosts.iter().flatten() {
@@ -1203,11 +1108,7 @@ fn tls_entries(ing: &Ingress, idx: &Index<'_>, problems: &mut BTreeSet<Problem>)
         hosts.sort();
         hosts.dedup();
         out.push(TlsEntry {
-            file: CertFile::Secret {
-                namespace,
-                name,
-                version: meta.version.clone(),
-            },
+            file,
             hosts,
             hostless,
         });

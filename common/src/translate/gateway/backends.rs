@@ -2,30 +2,7 @@
 //! backends, and the ResolvedRefs condition.
 
 use super::*;
-
-/// Whether a ReferenceGrant in `to_ns` lets `from_kind` objects of `from_ns` refer to the
-/// `to_kind` (core group) object `name`.
-pub(super) fn granted(
-    grants: &[ReferenceGrant],
-    from_kind: &str,
-    from_ns: &str,
-    to_kind: &str,
-    to_ns: &str,
-    name: &str,
-) -> bool {
-    grants.iter().any(|g| {
-        g.metadata.namespace.as_deref() == Some(to_ns)
-            && g.spec
-                .from
-                .iter()
-                .any(|f| f.group == types::GROUP && f.kind == from_kind && f.namespace == from_ns)
-            && g.spec.to.iter().any(|t| {
-                t.group.is_empty()
-                    && t.kind == to_kind
-                    && t.name.as_deref().is_none_or(|n| n == name)
-            })
-    })
-}
+use crate::translate::refs::{self, PortRef, ServiceRefError, ServiceRefs};
 
 /// The backends of a TLSRoute, TCPRoute or UDPRoute (every rule's, together: they have no
 /// matches to choose between them), the summed weight of its invalid references (their
@@ -35,8 +12,7 @@ pub(super) fn l4_backends(
     input: &GatewayInput<'_>,
     r: &L4Route,
     rns: &str,
-    services: &BTreeMap<(String, String), &Service>,
-    slices: &crate::endpoints::SliceIndex<'_>,
+    services: &ServiceRefs<'_>,
     backends: &mut BTreeMap<BackendId, BackendState>,
 ) -> (Vec<WeightedBackend>, u16, Condition) {
     let protocol = if r.kind == L4Kind::Udp { "UDP" } else { "TCP" };
@@ -54,7 +30,6 @@ pub(super) fn l4_backends(
             b,
             (r.kind.as_str(), rns, protocol),
             services,
-            slices,
             backends,
         ) {
             Ok(Some(w)) => match weighted.iter_mut().find(|have| have.id == w.id) {
@@ -81,19 +56,13 @@ pub(super) fn http_route_refs(
     input: &GatewayInput<'_>,
     r: &HttpRoute,
     rns: &str,
-    services: &BTreeMap<(String, String), &Service>,
-    slices: &crate::endpoints::SliceIndex<'_>,
+    services: &ServiceRefs<'_>,
 ) -> Condition {
     let mut aside = BTreeMap::new();
     for b in r.spec.rules.iter().flat_map(|rule| &rule.backend_refs) {
-        if let Err((reason, why)) = backend(
-            input,
-            b,
-            ("HTTPRoute", rns, "TCP"),
-            services,
-            slices,
-            &mut aside,
-        ) {
+        if let Err((reason, why)) =
+            backend(input, b, ("HTTPRoute", rns, "TCP"), services, &mut aside)
+        {
             return Condition::new("ResolvedRefs", false, reason, why);
         }
     }
@@ -105,20 +74,12 @@ pub(super) fn http_route_refs(
     )
 }
 
-pub(super) fn service_index(services: &[Service]) -> BTreeMap<(String, String), &Service> {
-    services
-        .iter()
-        .filter_map(|s| Some(((s.metadata.namespace.clone()?, s.metadata.name.clone()?), s)))
-        .collect()
-}
-
 /// A backendRef as a weighted backend (`Ok(None)`: weight 0), or why it is invalid.
 pub(super) fn backend(
     input: &GatewayInput<'_>,
     b: &types::HttpBackendRef,
     (from_kind, rns, protocol): (&str, &str, &str),
-    services: &BTreeMap<(String, String), &Service>,
-    slices: &crate::endpoints::SliceIndex<'_>,
+    services: &ServiceRefs<'_>,
     backends: &mut BTreeMap<BackendId, BackendState>,
 ) -> Result<Option<WeightedBackend>, (&'static str, String)> {
     if !b.group.as_deref().unwrap_or("").is_empty()
@@ -130,7 +91,7 @@ pub(super) fn backend(
         ));
     }
     let ns = b.namespace.as_deref().unwrap_or(rns);
-    if ns != rns && !granted(input.grants, from_kind, rns, "Service", ns, &b.name) {
+    if ns != rns && !refs::granted(input.grants, (from_kind, rns), ("Service", ns, &b.name)) {
         return Err((
             "RefNotPermitted",
             format!(
@@ -139,59 +100,50 @@ pub(super) fn backend(
             ),
         ));
     }
-    let Some(svc) = services.get(&(ns.to_string(), b.name.clone())) else {
-        return Err((
-            "BackendNotFound",
-            format!("Service {ns}/{} does not exist", b.name),
-        ));
-    };
     let Some(port) = b.port else {
+        // A Service that does not exist says so first.
+        if let Err(ServiceRefError::NotFound | ServiceRefError::InvalidName) =
+            services.port(ns, &b.name, None, protocol)
+        {
+            return Err((
+                "BackendNotFound",
+                format!("Service {ns}/{} does not exist", b.name),
+            ));
+        }
         return Err((
             "UnsupportedValue",
             format!("backend {ns}/{} has no port", b.name),
         ));
     };
-    let sp = svc
-        .spec
-        .as_ref()
-        .and_then(|s| s.ports.as_ref())
-        .and_then(|ps| {
-            ps.iter()
-                .find(|p| p.port == port && p.protocol.as_deref().unwrap_or("TCP") == protocol)
-        });
-    let Some(sp) = sp else {
-        return Err((
-            "BackendNotFound",
-            format!("Service {ns}/{} has no {protocol} port {port}", b.name),
-        ));
-    };
+    let found = services
+        .port(ns, &b.name, Some(PortRef::Number(port)), protocol)
+        .map_err(|e| match e {
+            // No Service has an invalid name.
+            ServiceRefError::InvalidName | ServiceRefError::NotFound => (
+                "BackendNotFound",
+                format!("Service {ns}/{} does not exist", b.name),
+            ),
+            ServiceRefError::ExternalName => (
+                "BackendNotFound",
+                format!(
+                    "Service {ns}/{} is of type ExternalName, which has no endpoints",
+                    b.name
+                ),
+            ),
+            ServiceRefError::NoPort => (
+                "BackendNotFound",
+                format!("Service {ns}/{} has no {protocol} port {port}", b.name),
+            ),
+            ServiceRefError::OutOfRange(_) => ("UnsupportedValue", "port out of range".into()),
+        })?;
     let weight = b.weight.unwrap_or(1);
     if weight == 0 {
         return Ok(None);
     }
-    let Ok(service) = ServiceKey::new(ns, &b.name) else {
-        return Err(("BackendNotFound", "invalid Service name".into()));
-    };
-    let Ok(port16) = u16::try_from(port) else {
-        return Err(("UnsupportedValue", "port out of range".into()));
-    };
-    let id = BackendId {
-        service,
-        port: port16,
-    };
-    backends.entry(id.clone()).or_insert_with(|| {
-        let eps: Vec<Endpoint> = endpoints(
-            sp.name.as_deref().unwrap_or(""),
-            protocol,
-            slices
-                .get(&(ns, b.name.as_str()))
-                .map(Vec::as_slice)
-                .unwrap_or_default(),
-        );
-        BackendState {
-            endpoints: eps,
-            stickiness: None,
-        }
+    let id = found.id;
+    backends.entry(id.clone()).or_insert_with(|| BackendState {
+        endpoints: endpoints(found.port_name_raw, protocol, found.slices),
+        stickiness: None,
     });
     Ok(Some(WeightedBackend {
         id,

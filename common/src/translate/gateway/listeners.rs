@@ -2,6 +2,7 @@
 //! and the certificates of HTTPS listeners.
 
 use super::*;
+use crate::translate::refs::{self, SecretRefError, SecretRefs};
 
 impl Lst<'_> {
     pub(super) fn served(&self) -> bool {
@@ -49,7 +50,7 @@ pub(super) enum RoutesFrom<'a> {
 }
 
 pub(super) fn listener<'a>(
-    input: &GatewayInput<'_>,
+    (input, secrets): (&GatewayInput<'_>, &SecretRefs<'_>),
     gk: &ObjectKey,
     l: &'a GatewayListener,
     conflict: Option<&'static str>,
@@ -83,7 +84,7 @@ pub(super) fn listener<'a>(
     }
     let mut tls = None;
     if v.protocol == Some(ListenerProtocol::Https) {
-        match tls_of(input, gk, l, hostname.as_ref()) {
+        match tls_of((input, secrets), gk, l, hostname.as_ref()) {
             Ok(t) => tls = Some(t),
             Err((reason, why)) => v.refuse(Condition::new("ResolvedRefs", false, reason, why)),
         }
@@ -376,7 +377,7 @@ pub(super) fn merge_tls(
 /// The TLS of an HTTPS listener: its certificates, chosen by SNI for its `hostname` (any
 /// server name when it has none).
 pub(super) fn tls_of(
-    input: &GatewayInput<'_>,
+    (input, secrets): (&GatewayInput<'_>, &SecretRefs<'_>),
     gk: &ObjectKey,
     l: &GatewayListener,
     hostname: Option<&Hostname>,
@@ -393,95 +394,11 @@ pub(super) fn tls_of(
             "tls.mode Passthrough is served by TLS listeners, not HTTPS".into(),
         ));
     }
-    let mut certificates = Vec::new();
-    for c in &t.certificate_refs {
-        let ns = c.namespace.as_deref().unwrap_or(gk.namespace.as_str());
-        if !c.group.as_deref().unwrap_or("").is_empty()
-            || c.kind.as_deref().unwrap_or("Secret") != "Secret"
-        {
-            return Err((
-                "InvalidCertificateRef",
-                format!("{} is not a Secret", c.name),
-            ));
-        }
-        if ns != gk.namespace.as_str()
-            && !granted(
-                input.grants,
-                "Gateway",
-                gk.namespace.as_str(),
-                "Secret",
-                ns,
-                &c.name,
-            )
-        {
-            return Err((
-                "RefNotPermitted",
-                format!(
-                    "Secret {ns}/{} is in another namespace and no ReferenceGrant allows it",
-                    c.name
-                ),
-            ));
-        }
-        let Some(s) = input
-            .secrets
-            .iter()
-            .find(|s| s.namespace == ns && s.name == c.name)
-        else {
-            return Err((
-                "InvalidCertificateRef",
-                format!("Secret {ns}/{} does not exist", c.name),
-            ));
-        };
-        // The same check as an Ingress's (certs::inspect, through SecretMeta): the type,
-        // then what both proxies load.
-        if s.type_ != crate::certs::TLS_SECRET_TYPE {
-            return Err((
-                "InvalidCertificateRef",
-                format!(
-                    "Secret {ns}/{} is of type {:?}, not {}",
-                    c.name,
-                    s.type_.chars().take(64).collect::<String>(),
-                    crate::certs::TLS_SECRET_TYPE
-                ),
-            ));
-        }
-        if !s.valid {
-            return Err((
-                "InvalidCertificateRef",
-                format!(
-                    "Secret {ns}/{} does not hold a certificate and key both proxies load: {}",
-                    c.name, s.refusal
-                ),
-            ));
-        }
-        // A certificate serves only the hostname its names cover (the same rule as an
-        // Ingress's TLS host; a listener without a hostname is its Gateway's default).
-        if let Some(h) = hostname.filter(|h| !crate::certs::covers(&s.dns_names, h.as_str())) {
-            return Err((
-                "InvalidCertificateRef",
-                format!(
-                    "the certificate of Secret {ns}/{} is not for the listener's hostname {h} (its subjectAltName DNS names: {}; the common name is never read)",
-                    c.name,
-                    crate::certs::names_list(&s.dns_names)
-                ),
-            ));
-        }
-        let (Ok(namespace), Ok(name)) = (ns.parse(), c.name.parse()) else {
-            return Err(("InvalidCertificateRef", "invalid Secret name".into()));
-        };
-        certificates.push(Certificate {
-            file: CertFile::Secret {
-                namespace,
-                name,
-                version: s.version.clone(),
-            },
-            hosts: hostname.into_iter().cloned().collect(),
-            owner: Some(ObjRef::Gateway {
-                namespace: gk.namespace.to_string(),
-                name: gk.name.to_string(),
-            }),
-        });
-    }
+    let certificates = t
+        .certificate_refs
+        .iter()
+        .map(|c| certificate(input, secrets, gk, c, hostname))
+        .collect::<Result<Vec<_>, _>>()?;
     if certificates.is_empty() {
         return Err((
             "InvalidCertificateRef",
@@ -492,5 +409,76 @@ pub(super) fn tls_of(
     Ok(ListenerTls {
         certificates,
         default_certificate,
+    })
+}
+
+/// The certificate of one `certificateRefs` entry of a Gateway's HTTPS listener (its
+/// hostname, if it has one), or why it gives none.
+fn certificate(
+    input: &GatewayInput<'_>,
+    secrets: &SecretRefs<'_>,
+    gk: &ObjectKey,
+    c: &types::ObjectRef,
+    hostname: Option<&Hostname>,
+) -> Result<Certificate, (&'static str, String)> {
+    let ns = c.namespace.as_deref().unwrap_or(gk.namespace.as_str());
+    if !c.group.as_deref().unwrap_or("").is_empty()
+        || c.kind.as_deref().unwrap_or("Secret") != "Secret"
+    {
+        return Err((
+            "InvalidCertificateRef",
+            format!("{} is not a Secret", c.name),
+        ));
+    }
+    if ns != gk.namespace.as_str()
+        && !refs::granted(
+            input.grants,
+            ("Gateway", gk.namespace.as_str()),
+            ("Secret", ns, &c.name),
+        )
+    {
+        return Err((
+            "RefNotPermitted",
+            format!(
+                "Secret {ns}/{} is in another namespace and no ReferenceGrant allows it",
+                c.name
+            ),
+        ));
+    }
+    // The same check as an Ingress's (certs::inspect, through SecretMeta): the type,
+    // then what both proxies load.
+    let invalid = |why: String| ("InvalidCertificateRef", why);
+    let (file, s) = secrets.tls(ns, &c.name).map_err(|e| match e {
+        // No Secret has an invalid name.
+        SecretRefError::InvalidName | SecretRefError::NotFound => {
+            invalid(format!("Secret {ns}/{} does not exist", c.name))
+        }
+        SecretRefError::WrongType(type_) => invalid(format!(
+            "Secret {ns}/{} is of type {:?}, not {}",
+            c.name,
+            type_.chars().take(64).collect::<String>(),
+            crate::certs::TLS_SECRET_TYPE
+        )),
+        SecretRefError::Invalid(refusal) => invalid(format!(
+            "Secret {ns}/{} does not hold a certificate and key both proxies load: {refusal}",
+            c.name
+        )),
+    })?;
+    // A certificate serves only the hostname its names cover (the same rule as an
+    // Ingress's TLS host; a listener without a hostname is its Gateway's default).
+    if let Some(h) = hostname.filter(|h| !crate::certs::covers(&s.dns_names, h.as_str())) {
+        return Err(invalid(format!(
+            "the certificate of Secret {ns}/{} is not for the listener's hostname {h} (its subjectAltName DNS names: {}; the common name is never read)",
+            c.name,
+            crate::certs::names_list(&s.dns_names)
+        )));
+    }
+    Ok(Certificate {
+        file,
+        hosts: hostname.into_iter().cloned().collect(),
+        owner: Some(ObjRef::Gateway {
+            namespace: gk.namespace.to_string(),
+            name: gk.name.to_string(),
+        }),
     })
 }

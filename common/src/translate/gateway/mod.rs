@@ -44,16 +44,16 @@ mod status;
 
 pub mod types;
 
-use crate::endpoints::{endpoints, slice_index, Endpoint};
+use crate::endpoints::endpoints;
 use crate::ingress::SecretMeta;
-use crate::names::{ObjectKey, ServiceKey};
+use crate::names::ObjectKey;
 use crate::problem::ObjRef;
 use crate::routes::{
-    BackendId, BackendState, CertFile, Certificate, FieldName, FieldValue, FixedStatus,
-    HeaderEdits, HeaderMatch, HeaderValue, Hostname, HttpPath, HttpRoutes, Listener,
-    ListenerProtocol, ListenerTls, Method, PathMatch, PathRewrite, QueryMatch, QueryName, Redirect,
-    RedirectStatus, RouteAction, RouteMatch, RouteRule, RuleFilters, Scheme, StreamListener,
-    StreamProtocol, StreamRoute, VirtualHost, WeightedBackend,
+    BackendId, BackendState, Certificate, FieldName, FieldValue, FixedStatus, HeaderEdits,
+    HeaderMatch, HeaderValue, Hostname, HttpPath, HttpRoutes, Listener, ListenerProtocol,
+    ListenerTls, Method, PathMatch, PathRewrite, QueryMatch, QueryName, Redirect, RedirectStatus,
+    RouteAction, RouteMatch, RouteRule, RuleFilters, Scheme, StreamListener, StreamProtocol,
+    StreamRoute, VirtualHost, WeightedBackend,
 };
 pub use attach::selects;
 use attach::*;
@@ -197,8 +197,7 @@ struct Translation<'i, 'a> {
     input: &'i GatewayInput<'a>,
     gateways: &'i [&'a Gateway],
     lsts: Vec<Lst<'a>>,
-    services: BTreeMap<(String, String), &'a Service>,
-    slices: crate::endpoints::SliceIndex<'a>,
+    services: crate::translate::refs::ServiceRefs<'a>,
     backends: BTreeMap<BackendId, BackendState>,
     udp_backends: BTreeMap<BackendId, BackendState>,
 }
@@ -212,12 +211,14 @@ impl<'i, 'a> Translation<'i, 'a> {
         Translation {
             input,
             gateways,
-            lsts: gateways
-                .iter()
-                .flat_map(|g| gateway_listeners(input, g))
-                .collect(),
-            services: service_index(input.services),
-            slices: slice_index(input.slices),
+            lsts: {
+                let secrets = crate::translate::refs::SecretRefs::new(input.secrets);
+                gateways
+                    .iter()
+                    .flat_map(|g| gateway_listeners((input, &secrets), g))
+                    .collect()
+            },
+            services: crate::translate::refs::ServiceRefs::new(input.services, input.slices),
             backends: BTreeMap::new(),
             udp_backends: BTreeMap::new(),
         }
@@ -257,13 +258,7 @@ impl<'i, 'a> Translation<'i, 'a> {
                     // HTTPRouteDisallowedKind) expects ResolvedRefs beside Accepted:
                     // False. Nothing enters the model.
                     let mut c = conds;
-                    c.push(http_route_refs(
-                        input,
-                        r,
-                        &rns,
-                        &self.services,
-                        &self.slices,
-                    ));
+                    c.push(http_route_refs(input, r, &rns, &self.services));
                     c
                 } else {
                     self.place_http_route(r, &rk, &attach, conds, &mut conditional, &mut placed)
@@ -296,14 +291,8 @@ impl<'i, 'a> Translation<'i, 'a> {
         placed: &mut Vec<Placed>,
     ) -> Vec<Condition> {
         let rns = rk.namespace.as_str();
-        let (mut rules, refs, mut unsupported) = rules_of(
-            self.input,
-            r,
-            rns,
-            &self.services,
-            &self.slices,
-            &mut self.backends,
-        );
+        let (mut rules, refs, mut unsupported) =
+            rules_of(self.input, r, rns, &self.services, &mut self.backends);
         let owner = ObjRef::HttpRoute {
             namespace: rk.namespace.to_string(),
             name: rk.name.to_string(),
@@ -379,8 +368,7 @@ impl<'i, 'a> Translation<'i, 'a> {
                 } else {
                     &mut self.backends
                 };
-                let (weighted, invalid, refs) =
-                    l4_backends(input, r, &rns, &self.services, &self.slices, into);
+                let (weighted, invalid, refs) = l4_backends(input, r, &rns, &self.services, into);
                 for (li, host) in at {
                     let owner = ObjRef::L4Route {
                         kind: r.kind,
@@ -408,7 +396,10 @@ impl<'i, 'a> Translation<'i, 'a> {
 /// A Gateway's listeners. Listeners on one port of one transport: all of one protocol
 /// (TCP and UDP on one port are apart), and a TCP or UDP listener alone (nothing tells
 /// two apart).
-fn gateway_listeners<'a>(input: &GatewayInput<'a>, g: &'a Gateway) -> Vec<Lst<'a>> {
+fn gateway_listeners<'a>(
+    (input, secrets): (&GatewayInput<'a>, &crate::translate::refs::SecretRefs<'_>),
+    g: &'a Gateway,
+) -> Vec<Lst<'a>> {
     let Some(gk) = key(&g.metadata) else {
         return Vec::new();
     };
@@ -437,7 +428,7 @@ fn gateway_listeners<'a>(input: &GatewayInput<'a>, g: &'a Gateway) -> Vec<Lst<'a
             } else {
                 None
             };
-            listener(input, &gk, l, conflict, frontend_tls)
+            listener((input, secrets), &gk, l, conflict, frontend_tls)
         })
         .collect()
 }

@@ -98,8 +98,7 @@ pub(super) fn rules_of(
     input: &GatewayInput<'_>,
     r: &HttpRoute,
     rns: &str,
-    services: &BTreeMap<(String, String), &Service>,
-    slices: &crate::endpoints::SliceIndex<'_>,
+    services: &crate::translate::refs::ServiceRefs<'_>,
     backends: &mut BTreeMap<BackendId, BackendState>,
 ) -> (Vec<(usize, usize, RouteRule)>, Condition, Option<String>) {
     let mut out = Vec::new();
@@ -116,7 +115,7 @@ pub(super) fn rules_of(
         };
         let action = match &settings.action {
             Some(a) => a.clone(),
-            None => forward(input, rule, (rns, services, slices), backends, &mut refs),
+            None => forward(input, rule, (rns, services), backends, &mut refs),
         };
         let matches = if rule.matches.is_empty() {
             vec![types::HttpRouteMatch::default()]
@@ -273,25 +272,14 @@ impl RuleSettings {
 fn forward(
     input: &GatewayInput<'_>,
     rule: &types::HttpRouteRule,
-    (rns, services, slices): (
-        &str,
-        &BTreeMap<(String, String), &Service>,
-        &crate::endpoints::SliceIndex<'_>,
-    ),
+    (rns, services): (&str, &crate::translate::refs::ServiceRefs<'_>),
     backends: &mut BTreeMap<BackendId, BackendState>,
     refs: &mut Condition,
 ) -> RouteAction {
     let mut weighted = Vec::new();
     let mut invalid: u16 = 0;
     for b in &rule.backend_refs {
-        match backend(
-            input,
-            b,
-            ("HTTPRoute", rns, "TCP"),
-            services,
-            slices,
-            backends,
-        ) {
+        match backend(input, b, ("HTTPRoute", rns, "TCP"), services, backends) {
             Ok(Some(w)) => weighted.push(w),
             Ok(None) => {}
             Err((reason, why)) => {
