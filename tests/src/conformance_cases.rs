@@ -797,10 +797,6 @@ pub fn cases() -> Vec<Case> {
             )),
         case("HTTPRoute303Redirect", "httproute-303-redirect.yaml")
             .ext(&["HTTPRoute303RedirectStatusCode"])
-            .expect_fail(
-                "",
-                "redirect status codes other than 301 and 302 are refused",
-            )
             .check(accepted(SAME, &["303-redirect"]))
             .check(requests(
                 SAME,
@@ -808,10 +804,6 @@ pub fn cases() -> Vec<Case> {
             )),
         case("HTTPRoute307Redirect", "httproute-307-redirect.yaml")
             .ext(&["HTTPRoute307RedirectStatusCode"])
-            .expect_fail(
-                "",
-                "redirect status codes other than 301 and 302 are refused",
-            )
             .check(accepted(SAME, &["307-redirect"]))
             .check(requests(
                 SAME,
@@ -819,10 +811,6 @@ pub fn cases() -> Vec<Case> {
             )),
         case("HTTPRoute308Redirect", "httproute-308-redirect.yaml")
             .ext(&["HTTPRoute308RedirectStatusCode"])
-            .expect_fail(
-                "",
-                "redirect status codes other than 301 and 302 are refused",
-            )
             .check(accepted(SAME, &["308-redirect"]))
             .check(requests(
                 SAME,
