@@ -984,7 +984,8 @@ pub fn cases() -> Vec<Case> {
         .skip("rule timeouts: refused (not served)"),
         case("HTTPRouteNamedRule", "httproute-named-rule.yaml")
             .ext(&["HTTPRouteNamedRouteRule"])
-            .skip("named rules: not transcribed yet"),
+            .check(accepted(SAME, &["http-named-rules"]))
+            .check(requests(SAME, vec![get("/named"), get("/unnamed")])),
         case(
             "HTTPRouteRequestHeaderModifierBackendWeights",
             "httproute-request-header-modifier-backend-weights.yaml",
@@ -996,7 +997,58 @@ pub fn cases() -> Vec<Case> {
             "httproute-redirect-port-and-scheme.yaml",
         )
         .ext(&["HTTPRoutePortRedirect", "GatewayPort8080"])
-        .skip("not transcribed yet"),
+        .check(accepted(SAME, &["http-route-for-listener-on-port-80"]))
+        .check(requests(
+            SAME,
+            vec![
+                get("/scheme-nil-and-port-nil").redirect(302, to("http", None)),
+                get("/scheme-nil-and-port-80").redirect(302, to("http", None)),
+                get("/scheme-nil-and-port-8080").redirect(302, to("http", Some("8080"))),
+                get("/scheme-https-and-port-nil").redirect(302, to("https", None)),
+                get("/scheme-https-and-port-443").redirect(302, to("https", None)),
+                get("/scheme-https-and-port-8443").redirect(302, to("https", Some("8443"))),
+            ],
+        ))
+        .check(accepted(
+            "same-namespace-with-http-listener-on-8080",
+            &["http-route-for-listener-on-port-8080"],
+        ))
+        .check(requests_on(
+            "same-namespace-with-http-listener-on-8080",
+            8080,
+            vec![
+                get("/scheme-nil-and-port-nil").redirect(302, to("http", Some("8080"))),
+                get("/scheme-nil-and-port-80").redirect(302, to("http", None)),
+                get("/scheme-https-and-port-nil").redirect(302, to("https", None)),
+            ],
+        ))
+        .check(accepted(
+            "same-namespace-with-https-listener",
+            &["http-route-for-listener-on-port-443"],
+        ))
+        .check(https_requests(
+            "same-namespace-with-https-listener",
+            vec![
+                get("/scheme-nil-and-port-nil")
+                    .host("example.org")
+                    .redirect(302, to("https", None)),
+                get("/scheme-nil-and-port-443")
+                    .host("example.org")
+                    .redirect(302, to("https", None)),
+                get("/scheme-nil-and-port-8443")
+                    .host("example.org")
+                    .redirect(302, to("https", Some("8443"))),
+                get("/scheme-http-and-port-nil")
+                    .host("example.org")
+                    .redirect(302, to("http", None)),
+                get("/scheme-http-and-port-80")
+                    .host("example.org")
+                    .redirect(302, to("http", None)),
+                get("/scheme-http-and-port-8080")
+                    .host("example.org")
+                    .redirect(302, to("http", Some("8080"))),
+            ],
+        )),
     ];
     // Tests that need what the files source cannot give (an API server's generation
     // bumps): not run here, said so.
@@ -1025,6 +1077,16 @@ pub fn cases() -> Vec<Case> {
     );
     let _ = (TCP, UDP);
     v
+}
+
+/// A redirect to `example.org` with `scheme` and `port` (None: the scheme's default).
+fn to(scheme: &str, port: Option<&str>) -> Redirect {
+    Redirect {
+        scheme: Some(scheme.into()),
+        host: Some("example.org".into()),
+        port: port.map(str::to_string),
+        path: None,
+    }
 }
 
 fn port_to(host: Option<&str>, port: &str) -> Redirect {
