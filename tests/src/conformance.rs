@@ -263,6 +263,16 @@ pub enum Check {
     },
     /// A Gateway condition.
     GatewayCondition { gateway: Nn, cond: Cond },
+    /// A listener's status as the suite's `GatewayStatusMustHaveListeners` compares it:
+    /// its supported kinds (none when none is given, else at least these), these
+    /// conditions, its attached routes.
+    Listener {
+        gateway: Nn,
+        listener: &'static str,
+        kinds: Vec<&'static str>,
+        conds: Vec<Cond>,
+        attached: u64,
+    },
     /// A listener condition.
     ListenerCondition {
         gateway: Nn,
@@ -414,7 +424,8 @@ impl<'a> Runner<'a> {
 
     /// The documents of `docs` made ready for the files source: creation times in
     /// document order (the suite applies them in that order; precedence between
-    /// routes follows it), and an EndpointSlice to its echo for each Service whose
+    /// routes follows it), namespaces labelled with their name (as the API server
+    /// does), and an EndpointSlice to its echo for each Service whose
     /// selector's `app` is a Deployment we echo (manifests' own EndpointSlices are
     /// pointed at infra-backend-v1's echo, as the suite fills them with its pods).
     pub fn prepare(&mut self, docs: &[Value]) -> Vec<Value> {
@@ -433,6 +444,11 @@ impl<'a> Runner<'a> {
                 d["metadata"]["creationTimestamp"] = json!(t);
             }
             match kind.as_str() {
+                // The API server labels every namespace with its name (Kubernetes 1.22+);
+                // the suite's selectors rely on it.
+                "Namespace" => {
+                    d["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(id.name);
+                }
                 "Service" => {
                     let app = d["spec"]["selector"]["app"].as_str().unwrap_or_default();
                     let target = Nn {
@@ -739,6 +755,53 @@ impl<'a> Runner<'a> {
                         cond.type_, cond.status, cond.reason, st["conditions"]
                     ))
                 }
+            }
+            Check::Listener {
+                gateway,
+                listener,
+                kinds,
+                conds,
+                attached,
+            } => {
+                let st = self.status("Gateway", gateway)?;
+                let l = st["listeners"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|l| l["name"] == *listener)
+                    .ok_or_else(|| format!("Gateway {gateway}: no listener {listener}"))?;
+                let got: Vec<&str> = l["supportedKinds"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|k| k["kind"].as_str())
+                    .collect();
+                // The suite: none expected means none; otherwise each expected is listed.
+                let kinds_ok = if kinds.is_empty() {
+                    got.is_empty()
+                } else {
+                    kinds.iter().all(|k| got.contains(k))
+                };
+                if !kinds_ok {
+                    return Err(format!(
+                        "Gateway {gateway} listener {listener}: supported kinds {got:?}, want {kinds:?}"
+                    ));
+                }
+                for c in conds {
+                    if !Self::has_cond(&l["conditions"], c) {
+                        return Err(format!(
+                            "Gateway {gateway} listener {listener}: want {} {} {}, got {}",
+                            c.type_, c.status, c.reason, l["conditions"]
+                        ));
+                    }
+                }
+                if l["attachedRoutes"] != *attached {
+                    return Err(format!(
+                        "Gateway {gateway} listener {listener}: {} routes, want {attached}",
+                        l["attachedRoutes"]
+                    ));
+                }
+                Ok(())
             }
             Check::ListenerCondition {
                 gateway,

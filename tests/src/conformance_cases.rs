@@ -136,6 +136,47 @@ pub fn attached(gateway: &str, listeners: &[(&'static str, u64)]) -> Check {
     }
 }
 
+/// A listener's status (see [`Check::Listener`]); conditions as `(type, status, reason)`,
+/// an empty reason meaning any.
+pub fn listener(
+    gateway: &str,
+    name: &'static str,
+    kinds: &[&'static str],
+    conds: &[(&'static str, &'static str, &'static str)],
+    attached: u64,
+) -> Check {
+    Check::Listener {
+        gateway: nn(gateway),
+        listener: name,
+        kinds: kinds.to_vec(),
+        conds: conds
+            .iter()
+            .map(|(type_, status, reason)| Cond {
+                type_,
+                status,
+                reason,
+            })
+            .collect(),
+        attached,
+    }
+}
+
+pub fn gateway_cond(
+    gateway: &str,
+    type_: &'static str,
+    status: &'static str,
+    reason: &'static str,
+) -> Check {
+    Check::GatewayCondition {
+        gateway: nn(gateway),
+        cond: Cond {
+            type_,
+            status,
+            reason,
+        },
+    }
+}
+
 fn redirect() -> Redirect {
     Redirect::default()
 }
@@ -660,6 +701,200 @@ pub fn cases() -> Vec<Case> {
                 get("/").host("foo.com:8090").to(V3),
                 get("/").host("bar.com:8090").status(404),
             ],
+        )),
+        // --- Gateway tests (core; counted in GATEWAY-HTTP) ---
+        case("GatewayInvalidRouteKind", "gateway-invalid-route-kind.yaml")
+            .check(listener(
+                "gateway-only-invalid-route-kind",
+                "http",
+                &[],
+                &[("ResolvedRefs", "False", "InvalidRouteKinds")],
+                0,
+            ))
+            .check(listener(
+                "gateway-supported-and-invalid-route-kind",
+                "http",
+                &["HTTPRoute"],
+                &[("ResolvedRefs", "False", "InvalidRouteKinds")],
+                0,
+            )),
+        case(
+            "GatewayInvalidTLSConfiguration",
+            "gateway-invalid-tls-configuration.yaml",
+        )
+        .check(listener(
+            "gateway-certificate-nonexistent-secret",
+            "https",
+            &["HTTPRoute"],
+            &[("ResolvedRefs", "False", "InvalidCertificateRef")],
+            0,
+        ))
+        .check(listener(
+            "gateway-certificate-unsupported-group",
+            "https",
+            &["HTTPRoute"],
+            &[("ResolvedRefs", "False", "InvalidCertificateRef")],
+            0,
+        ))
+        .check(listener(
+            "gateway-certificate-unsupported-kind",
+            "https",
+            &["HTTPRoute"],
+            &[("ResolvedRefs", "False", "InvalidCertificateRef")],
+            0,
+        ))
+        .check(listener(
+            "gateway-certificate-malformed-secret",
+            "https",
+            &["HTTPRoute"],
+            &[("ResolvedRefs", "False", "InvalidCertificateRef")],
+            0,
+        )),
+        case(
+            "GatewaySecretInvalidReferenceGrant",
+            "gateway-secret-invalid-reference-grant.yaml",
+        )
+        .check(listener(
+            "gateway-secret-invalid-reference-grant",
+            "https",
+            &["HTTPRoute"],
+            &[("ResolvedRefs", "False", "RefNotPermitted")],
+            0,
+        )),
+        case(
+            "GatewaySecretMissingReferenceGrant",
+            "gateway-secret-missing-reference-grant.yaml",
+        )
+        .check(listener(
+            "gateway-secret-missing-reference-grant",
+            "https",
+            &["HTTPRoute"],
+            &[("ResolvedRefs", "False", "RefNotPermitted")],
+            0,
+        )),
+        case(
+            "GatewaySecretReferenceGrantAllInNamespace",
+            "gateway-secret-reference-grant-all-in-namespace.yaml",
+        )
+        .check(listener(
+            "gateway-secret-reference-grant-all-in-namespace",
+            "https",
+            &["HTTPRoute"],
+            &[
+                ("Programmed", "True", "Programmed"),
+                ("ResolvedRefs", "True", ""),
+            ],
+            0,
+        )),
+        case(
+            "GatewaySecretReferenceGrantSpecific",
+            "gateway-secret-reference-grant-specific.yaml",
+        )
+        .check(listener(
+            "gateway-secret-reference-grant-specific",
+            "https",
+            &["HTTPRoute"],
+            &[
+                ("Programmed", "True", "Programmed"),
+                ("ResolvedRefs", "True", ""),
+            ],
+            0,
+        )),
+        case(
+            "GatewayWithAttachedRoutes",
+            "gateway-with-attached-routes.yaml",
+        )
+        .expect_fail(
+            "",
+            "a listener that is not served (its certificate unresolved) counts no \
+             attached route; the suite expects the route it accepted counted",
+        )
+        .check(listener(
+            "gateway-with-one-attached-route",
+            "http",
+            &["HTTPRoute"],
+            &[("Accepted", "True", ""), ("ResolvedRefs", "True", "")],
+            1,
+        ))
+        .check(listener(
+            "gateway-with-two-attached-routes",
+            "http",
+            &["HTTPRoute"],
+            &[("Accepted", "True", ""), ("ResolvedRefs", "True", "")],
+            2,
+        ))
+        .check(route_cond(
+            "http-route-not-accepted",
+            "gateway-with-two-attached-routes",
+            "Accepted",
+            "False",
+            "NoMatchingListenerHostname",
+        ))
+        .check(listener(
+            "unresolved-gateway-with-one-attached-unresolved-route",
+            "tls",
+            &["HTTPRoute"],
+            &[("Programmed", "False", ""), ("ResolvedRefs", "False", "")],
+            1,
+        ))
+        .check(route_cond(
+            "http-route-4",
+            "unresolved-gateway-with-one-attached-unresolved-route",
+            "ResolvedRefs",
+            "False",
+            "",
+        )),
+        case(
+            "GatewayListenerUnsupportedProtocol",
+            "gateway-invalid-listeners-unsupported-protocol.yaml",
+        )
+        .check(gateway_cond(
+            "gateway-only-unsupported-protocols",
+            "Accepted",
+            "False",
+            "ListenersNotValid",
+        ))
+        .check(listener(
+            "gateway-only-unsupported-protocols",
+            "invalid",
+            &[],
+            &[("Accepted", "False", "UnsupportedProtocol")],
+            0,
+        ))
+        .check(gateway_cond(
+            "gateway-supported-and-unsupported-protocols",
+            "Accepted",
+            "True",
+            "ListenersNotValid",
+        ))
+        .check(listener(
+            "gateway-supported-and-unsupported-protocols",
+            "http",
+            &["HTTPRoute"],
+            &[("Accepted", "True", "Accepted")],
+            0,
+        ))
+        .check(listener(
+            "gateway-supported-and-unsupported-protocols",
+            "invalid",
+            &[],
+            &[("Accepted", "False", "UnsupportedProtocol")],
+            0,
+        )),
+        case(
+            "GatewayInvalidParametersRef",
+            "gateway-invalid-parameters-ref.yaml",
+        )
+        .expect_fail(
+            "",
+            "a Gateway's spec.infrastructure.parametersRef is ignored, not refused with \
+             Accepted False (InvalidParameters)",
+        )
+        .check(gateway_cond(
+            "gateway-invalid-parameters-ref",
+            "Accepted",
+            "False",
+            "InvalidParameters",
         )),
         // --- GATEWAY-HTTP, extended ---
         case(
