@@ -898,6 +898,47 @@ pub fn cases() -> Vec<Case> {
         )),
         // --- GATEWAY-HTTP, extended ---
         case(
+            "HTTPRouteInvalidParentRefNotMatchingListenerPort",
+            "httproute-invalid-parentref-not-matching-listener-port.yaml",
+        )
+        .ext(&["HTTPRouteDestinationPortMatching"])
+        .check(route_cond(
+            "httproute-listener-not-matching-route-port",
+            SAME,
+            "ResolvedRefs",
+            "True",
+            "",
+        ))
+        .check(route_cond(
+            "httproute-listener-not-matching-route-port",
+            SAME,
+            "Accepted",
+            "False",
+            "NoMatchingParent",
+        ))
+        .check(no_accepted_parents(
+            "httproute-listener-not-matching-route-port",
+        ))
+        .check(zero_routes(SAME)),
+        case(
+            "HTTPRouteInvalidParentRefSectionNameNotMatchingPort",
+            "httproute-invalid-parentref-section-name-not-matching-port.yaml",
+        )
+        .ext(&["HTTPRouteParentRefPort"])
+        .check(route_cond(
+            "httproute-listener-section-name-not-matching-port",
+            "gateway-with-one-not-matching-port-and-section-name-route",
+            "Accepted",
+            "False",
+            "NoMatchingParent",
+        ))
+        .check(no_accepted_parents(
+            "httproute-listener-section-name-not-matching-port",
+        ))
+        .check(zero_routes(
+            "gateway-with-one-not-matching-port-and-section-name-route",
+        )),
+        case(
             "HTTPRouteQueryParamMatching",
             "httproute-query-param-matching.yaml",
         )
