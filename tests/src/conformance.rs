@@ -303,6 +303,8 @@ pub struct Case {
     pub name: &'static str,
     /// `tests/<manifest>` of the suite's data (None: the base manifests alone).
     pub manifest: Option<&'static str>,
+    /// More manifests the test applies after it.
+    pub more_manifests: Vec<&'static str>,
     /// The profile it counts in.
     pub profile: &'static str,
     /// The extended features it needs (empty: a core test).
@@ -528,16 +530,14 @@ impl<'a> Runner<'a> {
         if let Some((_, why)) = case.skip_on.iter().find(|(p, _)| *p == proxy) {
             return Outcome::Skip(why.to_string());
         }
-        let mut docs = match case.manifest {
-            Some(m) => {
-                let path = self.data.join("gateway-api/conformance/tests").join(m);
-                match read_manifest(&path) {
-                    Ok(d) => self.prepare(&d),
-                    Err(e) => return Outcome::Fail(format!("{e:#}")),
-                }
+        let mut docs = Vec::new();
+        for m in case.manifest.iter().chain(&case.more_manifests) {
+            let path = self.data.join("gateway-api/conformance/tests").join(m);
+            match read_manifest(&path) {
+                Ok(d) => docs.extend(self.prepare(&d)),
+                Err(e) => return Outcome::Fail(format!("{e:#}")),
             }
-            None => Vec::new(),
-        };
+        }
         let stem = format!("case-{}", case.name);
         if !docs.is_empty() {
             if let Err(e) = self.apply(&stem, &docs) {

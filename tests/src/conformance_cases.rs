@@ -5,7 +5,7 @@
 //!
 //! Adding a test: append a [`case`] to [`cases`] with its manifest file name, then
 //! `.ext(&["Feature"])` for an extended test, its checks (`.check(accepted(..))`,
-//! `.check(requests(..))`, ...), or `.skip("why")` / `.skip_on("nginx", "why")` when
+//! `.check(requests(..))`, ...; `.and("file")` for a second manifest), or `.skip("why")` / `.skip_on("nginx", "why")` when
 //! k8slb does not claim it (a SKIP is reported, never counted as a pass), or
 //! `.expect_fail("", "why")` for a known failure (run, reported as FAIL; the lab test
 //! fails only once it passes, so that the entry goes). The runner
@@ -24,6 +24,7 @@ pub fn case(name: &'static str, manifest: &'static str) -> Case {
     Case {
         name,
         manifest: (!manifest.is_empty()).then_some(manifest),
+        more_manifests: vec![],
         profile: HTTP,
         features: &[],
         skip: None,
@@ -34,6 +35,11 @@ pub fn case(name: &'static str, manifest: &'static str) -> Case {
 }
 
 impl Case {
+    /// Another manifest the test applies.
+    pub fn and(mut self, manifest: &'static str) -> Case {
+        self.more_manifests.push(manifest);
+        self
+    }
     pub fn profile(mut self, p: &'static str) -> Case {
         self.profile = p;
         self
@@ -898,6 +904,35 @@ pub fn cases() -> Vec<Case> {
         )),
         // --- GATEWAY-HTTP, extended ---
         case(
+            "GatewayHTTPListenerIsolation",
+            "gateway-http-listener-isolation.yaml",
+        )
+        .and("gateway-http-listener-isolation-with-hostname-intersection.yaml")
+        .ext(&["GatewayHTTPListenerIsolation"])
+        .check(accepted(
+            "http-listener-isolation",
+            &[
+                "attaches-to-empty-hostname",
+                "attaches-to-wildcard-example-com",
+                "attaches-to-wildcard-foo-example-com",
+                "attaches-to-abc-foo-example-com",
+            ],
+        ))
+        .check(requests("http-listener-isolation", isolation()))
+        .check(accepted(
+            "http-listener-isolation-with-hostname-intersection",
+            &[
+                "attaches-to-empty-hostname-with-hostname-intersection",
+                "attaches-to-wildcard-example-com-with-hostname-intersection",
+                "attaches-to-wildcard-foo-example-com-with-hostname-intersection",
+                "attaches-to-abc-foo-example-com-with-hostname-intersection",
+            ],
+        ))
+        .check(requests(
+            "http-listener-isolation-with-hostname-intersection",
+            isolation(),
+        )),
+        case(
             "HTTPRouteInvalidParentRefNotMatchingListenerPort",
             "httproute-invalid-parentref-not-matching-listener-port.yaml",
         )
@@ -1353,6 +1388,31 @@ pub fn cases() -> Vec<Case> {
     );
     let _ = (TCP, UDP);
     v
+}
+
+/// GatewayHTTPListenerIsolation's requests: each host reaches only the routes of the
+/// most specific listener it matches.
+fn isolation() -> Vec<Req> {
+    let paths = [
+        "/empty-hostname",
+        "/wildcard-example-com",
+        "/wildcard-foo-example-com",
+        "/abc-foo-example-com",
+    ];
+    let hosts = [
+        "bar.com",
+        "bar.example.com",
+        "bar.foo.example.com",
+        "abc.foo.example.com",
+    ];
+    let mut out = Vec::new();
+    for (i, host) in hosts.iter().enumerate() {
+        for (j, path) in paths.iter().enumerate() {
+            let r = get(path).host(host);
+            out.push(if i == j { r.to(V1) } else { r.status(404) });
+        }
+    }
+    out
 }
 
 /// A redirect to `example.org` with `scheme` and `port` (None: the scheme's default).

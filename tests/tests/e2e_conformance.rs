@@ -83,7 +83,10 @@ fn run_on(
     // Every Deployment the base and the cases' manifests name gets an echo identity.
     let mut deployments = conformance::deployments(&base);
     for c in &all {
-        if let (Some(m), None) = (c.manifest, c.skip) {
+        if c.skip.is_some() {
+            continue;
+        }
+        for m in c.manifest.iter().chain(&c.more_manifests) {
             let docs = read_manifest(&data.join("gateway-api/conformance/tests").join(m))
                 .unwrap_or_else(|e| panic!("{}: {e:#}", c.name));
             deployments.extend(conformance::deployments(&docs));
