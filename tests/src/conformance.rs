@@ -1239,3 +1239,121 @@ fn chrono_like_now() -> String {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(status: u16, headers: &[(&str, &str)], body: Value) -> Answer {
+        Answer {
+            status,
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_ascii_lowercase(), v.to_string()))
+                .collect(),
+            body: body.to_string(),
+        }
+    }
+
+    fn echo(path: &str, pod: &str) -> Value {
+        json!({"path": path, "host": "h", "method": "GET", "namespace": INFRA, "pod": pod,
+               "headers": {"X-Header-Add": ["a", "b"]}})
+    }
+
+    #[test]
+    fn an_answer_is_judged_by_status_backend_path_and_headers() {
+        let r = get("/p").to("infra-backend-v1");
+        assert!(compare(
+            &r,
+            &answer(200, &[], echo("/p", "infra-backend-v1-lab-0")),
+            false
+        )
+        .is_ok());
+        assert!(compare(
+            &r,
+            &answer(200, &[], echo("/p", "infra-backend-v2-lab-0")),
+            false
+        )
+        .is_err());
+        assert!(compare(
+            &r,
+            &answer(200, &[], echo("/q", "infra-backend-v1-lab-0")),
+            false
+        )
+        .is_err());
+        assert!(compare(&r, &answer(404, &[], json!({})), false).is_err());
+        // Values of one header seen on several lines join with commas, as the suite's.
+        let r = get("/p")
+            .want_header("x-header-add", "a,b")
+            .absent("X-Gone");
+        assert!(compare(&r, &answer(200, &[], echo("/p", "x")), false).is_ok());
+        let r = get("/p").want_header("X-Header-Add", "a");
+        assert!(compare(&r, &answer(200, &[], echo("/p", "x")), false).is_err());
+        let r = get("/p").absent("X-Header-Add");
+        assert!(compare(&r, &answer(200, &[], echo("/p", "x")), false).is_err());
+        // Not the echo's JSON (a proxy's own page) is no pass.
+        let a = Answer {
+            status: 200,
+            headers: vec![],
+            body: "<html>".into(),
+        };
+        assert!(compare(&get("/p"), &a, false).is_err());
+    }
+
+    #[test]
+    fn a_redirect_is_judged_by_scheme_host_port_and_path_with_the_suites_defaults() {
+        let loc = |l: &str| answer(302, &[("Location", l)], json!(null));
+        let r = get("/a").redirect(
+            302,
+            Redirect {
+                host: Some("example.org".into()),
+                ..Redirect::default()
+            },
+        );
+        assert!(compare(&r, &loc("http://example.org/a"), false).is_ok());
+        assert!(compare(&r, &loc("http://example.org:80/a"), false).is_ok());
+        assert!(
+            compare(&r, &loc("http://example.org:8080/a"), false).is_err(),
+            "port"
+        );
+        assert!(
+            compare(&r, &loc("https://example.org/a"), false).is_err(),
+            "scheme"
+        );
+        assert!(
+            compare(&r, &loc("http://example.com/a"), false).is_err(),
+            "host"
+        );
+        assert!(
+            compare(&r, &loc("http://example.org/b"), false).is_err(),
+            "path"
+        );
+        assert!(compare(
+            &r,
+            &answer(301, &[("Location", "http://example.org/a")], json!(null)),
+            false
+        )
+        .is_err());
+        let r = get("/a").redirect(
+            302,
+            Redirect {
+                scheme: Some("https".into()),
+                port: Some("8443".into()),
+                ..Redirect::default()
+            },
+        );
+        assert!(compare(&r, &loc("https://x:8443/a?q=1"), false).is_ok());
+        assert!(compare(&r, &loc("https://x/a"), false).is_err());
+    }
+
+    #[test]
+    fn curls_output_gives_the_final_answer_after_an_interim_one() {
+        let out =
+            "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 404 Not Found\r\nServer: x\r\nA: 1\r\n\r\nbody";
+        let a = parse_answer(out).unwrap();
+        assert_eq!(a.status, 404);
+        assert_eq!(a.header("a").as_deref(), Some("1"));
+        assert_eq!(a.body, "body");
+        assert!(parse_answer("").is_none());
+    }
+}
