@@ -248,12 +248,29 @@ pub enum Check {
     /// Accepted and ResolvedRefs True (`GatewayAndHTTPRoutesMustBeAccepted` +
     /// `HTTPRouteMustHaveResolvedRefsConditionsTrue`).
     Accepted { gateway: Nn, routes: Vec<Nn> },
-    /// Accepted only (no ResolvedRefs check).
-    AcceptedOnly { gateway: Nn, routes: Vec<Nn> },
-    /// The route's parent entry for the Gateway has this condition.
-    RouteCondition { route: Nn, gateway: Nn, cond: Cond },
-    /// The route has no parent entry Accepted (one entry at most, Accepted False).
-    NoAcceptedParents { route: Nn },
+    /// Accepted only (no ResolvedRefs check), routes of `kind`.
+    AcceptedOnly {
+        gateway: Nn,
+        routes: Vec<Nn>,
+        kind: &'static str,
+    },
+    /// The parent entry of the route (of `kind`) for the Gateway has this condition.
+    RouteCondition {
+        kind: &'static str,
+        route: Nn,
+        gateway: Nn,
+        cond: Cond,
+    },
+    /// The route (of `kind`) has no parent entry Accepted (one entry at most, Accepted
+    /// False).
+    NoAcceptedParents { kind: &'static str, route: Nn },
+    /// A TLS handshake with this server name to the Gateway's `port` is refused (the
+    /// suite's `MakeTLSConnectionAndExpectEventuallyConnectionRejection`).
+    TlsRejected {
+        gateway: Nn,
+        port: u16,
+        server_name: &'static str,
+    },
     /// Every listener of the Gateway counts zero routes.
     ZeroRoutes { gateway: Nn },
     /// Listener (name → attachedRoutes) of the Gateway.
@@ -625,9 +642,9 @@ impl<'a> Runner<'a> {
             .ok_or_else(|| format!("{kind} {n} has no status"))
     }
 
-    /// Our parent entry of `route` for `gateway`.
-    fn parent(&self, route: &Nn, gateway: &Nn) -> std::result::Result<Value, String> {
-        let st = self.status("HTTPRoute", route)?;
+    /// Our parent entry of `route` (a `kind`) for `gateway`.
+    fn parent(&self, kind: &str, route: &Nn, gateway: &Nn) -> std::result::Result<Value, String> {
+        let st = self.status(kind, route)?;
         st["parents"]
             .as_array()
             .into_iter()
@@ -642,7 +659,7 @@ impl<'a> Runner<'a> {
             })
             .cloned()
             .ok_or_else(|| {
-                format!("HTTPRoute {route} has no parent entry for Gateway {gateway}: {st}")
+                format!("{kind} {route} has no parent entry for Gateway {gateway}: {st}")
             })
     }
 
@@ -670,10 +687,17 @@ impl<'a> Runner<'a> {
             reason: "",
         };
         match c {
-            Check::Accepted { gateway, routes } | Check::AcceptedOnly { gateway, routes } => {
+            Check::Accepted { gateway, routes }
+            | Check::AcceptedOnly {
+                gateway, routes, ..
+            } => {
+                let kind = match c {
+                    Check::AcceptedOnly { kind, .. } => *kind,
+                    _ => "HTTPRoute",
+                };
                 self.address(gateway)?;
                 for r in routes {
-                    let p = self.parent(r, gateway)?;
+                    let p = self.parent(kind, r, gateway)?;
                     let mut want = vec![cond("Accepted", "True")];
                     if matches!(c, Check::Accepted { .. }) {
                         want.push(cond("ResolvedRefs", "True"));
@@ -681,7 +705,7 @@ impl<'a> Runner<'a> {
                     for w in want {
                         if !Self::has_cond(&p["conditions"], &w) {
                             return Err(format!(
-                                "HTTPRoute {r}: no {} {} for {gateway}: {}",
+                                "{kind} {r}: no {} {} for {gateway}: {}",
                                 w.type_, w.status, p["conditions"]
                             ));
                         }
@@ -690,29 +714,59 @@ impl<'a> Runner<'a> {
                 Ok(())
             }
             Check::RouteCondition {
+                kind,
                 route,
                 gateway,
                 cond,
             } => {
-                let p = self.parent(route, gateway)?;
+                let p = self.parent(kind, route, gateway)?;
                 if Self::has_cond(&p["conditions"], cond) {
                     Ok(())
                 } else {
                     Err(format!(
-                        "HTTPRoute {route}: want {} {} {} for {gateway}, got {}",
+                        "{kind} {route}: want {} {} {} for {gateway}, got {}",
                         cond.type_, cond.status, cond.reason, p["conditions"]
                     ))
                 }
             }
-            Check::NoAcceptedParents { route } => {
-                let st = self.status("HTTPRoute", route).unwrap_or(json!({}));
+            Check::TlsRejected {
+                gateway,
+                port,
+                server_name,
+            } => {
+                let ip = self.address(gateway)?;
+                let out = self
+                    .sys
+                    .lab
+                    .run_in(
+                        "client",
+                        &[
+                            "timeout",
+                            "3",
+                            "openssl",
+                            "s_client",
+                            "-connect",
+                            &format!("{ip}:{port}"),
+                            "-servername",
+                            server_name,
+                        ],
+                    )
+                    .map_err(|e| format!("openssl: {e:#}"))?;
+                if out.status.success() {
+                    Err(format!(
+                        "a TLS handshake for {server_name} to {ip}:{port} succeeded"
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+            Check::NoAcceptedParents { kind, route } => {
+                let st = self.status(kind, route).unwrap_or(json!({}));
                 let parents: Vec<&Value> = st["parents"].as_array().into_iter().flatten().collect();
                 match parents.as_slice() {
                     [] => Ok(()),
                     [p] if Self::has_cond(&p["conditions"], &cond("Accepted", "False")) => Ok(()),
-                    _ => Err(format!(
-                        "HTTPRoute {route}: want no accepted parent, got {st}"
-                    )),
+                    _ => Err(format!("{kind} {route}: want no accepted parent, got {st}")),
                 }
             }
             Check::ZeroRoutes { gateway } => {

@@ -77,9 +77,15 @@ pub fn accepted(gateway: &str, routes: &[&str]) -> Check {
 
 /// The Gateway and routes are accepted (references not checked).
 pub fn accepted_only(gateway: &str, routes: &[&str]) -> Check {
+    accepted_kind("HTTPRoute", gateway, routes)
+}
+
+/// The Gateway and routes of `kind` are accepted (references not checked).
+pub fn accepted_kind(kind: &'static str, gateway: &str, routes: &[&str]) -> Check {
     Check::AcceptedOnly {
         gateway: nn(gateway),
         routes: routes.iter().map(|r| nn(r)).collect(),
+        kind,
     }
 }
 
@@ -106,7 +112,8 @@ pub fn https_requests(gateway: &str, reqs: Vec<Req>) -> Check {
     }
 }
 
-/// The route's parent entry for the Gateway has condition `type_` = `status` (`reason`).
+/// The HTTPRoute's parent entry for the Gateway has condition `type_` = `status`
+/// (`reason`).
 pub fn route_cond(
     route: &str,
     gateway: &str,
@@ -114,7 +121,20 @@ pub fn route_cond(
     status: &'static str,
     reason: &'static str,
 ) -> Check {
+    kind_cond("HTTPRoute", route, gateway, type_, status, reason)
+}
+
+/// The same for a route of `kind`.
+pub fn kind_cond(
+    kind: &'static str,
+    route: &str,
+    gateway: &str,
+    type_: &'static str,
+    status: &'static str,
+    reason: &'static str,
+) -> Check {
     Check::RouteCondition {
+        kind,
         route: nn(route),
         gateway: nn(gateway),
         cond: Cond {
@@ -126,7 +146,18 @@ pub fn route_cond(
 }
 
 pub fn no_accepted_parents(route: &str) -> Check {
-    Check::NoAcceptedParents { route: nn(route) }
+    Check::NoAcceptedParents {
+        kind: "HTTPRoute",
+        route: nn(route),
+    }
+}
+
+pub fn tls_rejected(gateway: &str, server_name: &'static str) -> Check {
+    Check::TlsRejected {
+        gateway: nn(gateway),
+        port: 443,
+        server_name,
+    }
 }
 
 pub fn zero_routes(gateway: &str) -> Check {
@@ -1241,6 +1272,112 @@ pub fn cases() -> Vec<Case> {
             ))
             .check(no_accepted_parents("disallowed-kind"))
             .check(zero_routes("tlsroutes-only")),
+        // --- GATEWAY-TLS, core ---
+        case(
+            "TLSRouteInvalidBackendRefNonexistent",
+            "tlsroute-invalid-backendref-nonexistent.yaml",
+        )
+        .profile(TLS)
+        .check(accepted_kind(
+            "TLSRoute",
+            "gateway-tlsroute-invalid-backend-ref-nonexistent",
+            &["invalid-backend-ref-nonexistent"],
+        ))
+        .check(kind_cond(
+            "TLSRoute",
+            "invalid-backend-ref-nonexistent",
+            "gateway-tlsroute-invalid-backend-ref-nonexistent",
+            "ResolvedRefs",
+            "False",
+            "BackendNotFound",
+        ))
+        .check(tls_rejected(
+            "gateway-tlsroute-invalid-backend-ref-nonexistent",
+            "example.com",
+        )),
+        case(
+            "TLSRouteInvalidBackendRefUnknownKind",
+            "tlsroute-invalid-backendref-unknown-kind.yaml",
+        )
+        .profile(TLS)
+        .check(accepted_kind(
+            "TLSRoute",
+            "gateway-tlsroute-invalid-backend-ref-unknown-kind",
+            &["invalid-backend-ref-unknown-kind"],
+        ))
+        .check(kind_cond(
+            "TLSRoute",
+            "invalid-backend-ref-unknown-kind",
+            "gateway-tlsroute-invalid-backend-ref-unknown-kind",
+            "ResolvedRefs",
+            "False",
+            "InvalidKind",
+        ))
+        .check(tls_rejected(
+            "gateway-tlsroute-invalid-backend-ref-unknown-kind",
+            "example.com",
+        )),
+        case(
+            "TLSRouteInvalidNoMatchingListenerHostname",
+            "tlsroute-invalid-no-matching-listener-hostname.yaml",
+        )
+        .profile(TLS)
+        .check(kind_cond(
+            "TLSRoute",
+            "tlsroute-hostname-mismatch-1",
+            "gateway-tls-exact-hostname",
+            "Accepted",
+            "False",
+            "NoMatchingListenerHostname",
+        ))
+        .check(kind_cond(
+            "TLSRoute",
+            "tlsroute-hostname-mismatch-2",
+            "gateway-tls-wildcard-hostname",
+            "Accepted",
+            "False",
+            "NoMatchingListenerHostname",
+        ))
+        .check(Check::NoAcceptedParents {
+            kind: "TLSRoute",
+            route: nn("tlsroute-hostname-mismatch-1"),
+        })
+        .check(Check::NoAcceptedParents {
+            kind: "TLSRoute",
+            route: nn("tlsroute-hostname-mismatch-2"),
+        })
+        .check(zero_routes("gateway-tls-exact-hostname"))
+        .check(zero_routes("gateway-tls-wildcard-hostname")),
+        case(
+            "TLSRouteInvalidReferenceGrant",
+            "tlsroute-invalid-reference-grant.yaml",
+        )
+        .profile(TLS)
+        .check(accepted_kind(
+            "TLSRoute",
+            "gateway-tlsroute-referencegrant",
+            &["gateway-conformance-infra-test"],
+        ))
+        .check(kind_cond(
+            "TLSRoute",
+            "gateway-conformance-infra-test",
+            "gateway-tlsroute-referencegrant",
+            "ResolvedRefs",
+            "False",
+            "RefNotPermitted",
+        )),
+        case(
+            "TLSRouteListenerPassthroughSupportedKinds",
+            "tlsroute-listener-passthrough-supported-kinds.yaml",
+        )
+        .profile(TLS)
+        .check(listener(
+            "gateway-tlsroute-passthrough-supported-kind",
+            "tls-passthrough",
+            &["TLSRoute"],
+            &[("ResolvedRefs", "False", "InvalidRouteKinds")],
+            0,
+        )),
         case(
             "GRPCExactMethodMatching",
             "grpcroute-exact-method-matching.yaml",
