@@ -412,3 +412,85 @@ spec:
         );
     }
 }
+
+/// GatewayInvalidTLSConfiguration: an HTTPS listener whose certificate reference does
+/// not resolve (here: no such Secret) is not served, says `ResolvedRefs: False`
+/// (`InvalidCertificateRef`), and still lists HTTPRoute as its supported kind.
+#[test]
+fn gateway_invalid_tls_configuration() {
+    let objs = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gateway-certificate-nonexistent-secret, namespace: gateway-conformance-infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - name: https
+    port: 443
+    protocol: HTTPS
+    allowedRoutes: { namespaces: { from: Same } }
+    tls: { certificateRefs: [{ group: "", kind: Secret, name: nonexistent-certificate }] }
+"#;
+    let out = run(&objects(objs));
+    let st = &out.gateways[&format!("{INFRA}/gateway-certificate-nonexistent-secret")
+        .parse()
+        .unwrap()];
+    let l = &st.listeners[0];
+    assert_eq!(l.supported_kinds, ["HTTPRoute"]);
+    assert_eq!(l.attached_routes, 0);
+    assert!(
+        triples(&l.conditions).contains(&("ResolvedRefs", false, "InvalidCertificateRef")),
+        "{:?}",
+        l.conditions
+    );
+}
+
+/// GatewayListenerUnsupportedProtocol: a Gateway none of whose listeners is valid is
+/// `Accepted: False` (`ListenersNotValid`); one with a valid listener beside an invalid
+/// one is `Accepted: True` with the same reason; the invalid listener supports no kind.
+#[test]
+fn gateway_listener_unsupported_protocol() {
+    let objs = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gateway-only-unsupported-protocols, namespace: gateway-conformance-infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: invalid, port: 8080, protocol: example.com/invalid-protocol }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gateway-supported-and-unsupported-protocols, namespace: gateway-conformance-infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: http, port: 80, protocol: HTTP }
+  - { name: invalid, port: 8080, protocol: example.com/invalid-protocol }
+"#;
+    let out = run(&objects(objs));
+    let gw = |n: &str| &out.gateways[&format!("{INFRA}/{n}").parse().unwrap()];
+    let only = gw("gateway-only-unsupported-protocols");
+    assert!(
+        triples(&only.conditions).contains(&("Accepted", false, "ListenersNotValid")),
+        "{:?}",
+        only.conditions
+    );
+    let mixed = gw("gateway-supported-and-unsupported-protocols");
+    assert!(
+        triples(&mixed.conditions).contains(&("Accepted", true, "ListenersNotValid")),
+        "{:?}",
+        mixed.conditions
+    );
+    for st in [only, mixed] {
+        let invalid = st.listeners.iter().find(|l| l.name == "invalid").unwrap();
+        assert!(invalid.supported_kinds.is_empty());
+        assert!(
+            triples(&invalid.conditions).contains(&("Accepted", false, "UnsupportedProtocol")),
+            "{:?}",
+            invalid.conditions
+        );
+    }
+    let http = mixed.listeners.iter().find(|l| l.name == "http").unwrap();
+    assert_eq!(http.supported_kinds, ["HTTPRoute"]);
+}

@@ -310,6 +310,49 @@ spec:
     );
 }
 
+/// The conformance suite's HTTPRoute303Redirect, HTTPRoute307Redirect and
+/// HTTPRoute308Redirect: those codes are served as given; a code the specification does
+/// not name is refused, never answered as another.
+#[test]
+fn redirect_status_codes_303_307_and_308_are_served_and_others_refused() {
+    for (code, served) in [
+        (301, true),
+        (302, true),
+        (303, true),
+        (307, true),
+        (308, true),
+        (300, false),
+        (304, false),
+        (70000, false),
+    ] {
+        let routes = format!(
+            r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{ name: r, namespace: default }}
+spec:
+  parentRefs: [{{ name: gw, namespace: infra, port: 80 }}]
+  rules:
+  - matches: [{{ path: {{ value: /old }} }}]
+    filters: [{{ type: RequestRedirect, requestRedirect: {{ hostname: new.example.com, statusCode: {code} }} }}]
+"#
+        );
+        let out = run(&objects(&[CLASS, GATEWAY, &routes]), &[]);
+        let (accepted, reason) = route_cond(&out, "default/r", "Accepted");
+        if served {
+            assert!(accepted, "{code}: {reason}");
+            assert_eq!(
+                goes(&out, 80, "h", "/old"),
+                format!("redirect {code} new.example.com")
+            );
+        } else {
+            assert!(!accepted, "{code}");
+            assert_eq!(reason, "UnsupportedValue", "{code}");
+            assert_eq!(goes(&out, 80, "h", "/old"), "404", "{code}: not served");
+        }
+    }
+}
+
 #[test]
 fn weights_redirects_and_backend_references() {
     let routes = r#"

@@ -9,8 +9,12 @@
 //! - [`kube`]: the fake API server and its relays, for the Kubernetes path.
 //! - [`soak`]: the chaos soak and the VIP sampler (who holds which VIP, every 20 ms).
 //! - [`container`]: the k8slb image under podman, with the manifests' security contexts.
+//! - [`conformance`] and [`conformance_cases`]: the Gateway API conformance runner and its
+//!   tests as data.
 
 pub mod bins;
+pub mod conformance;
+pub mod conformance_cases;
 pub mod container;
 pub mod kube;
 pub mod l7;

@@ -366,6 +366,7 @@ impl System {
                 let src = format!("files:{}", sys.objects_dir.display());
                 let out = format!("file:{}", sys.state_path.display());
                 let node_certs = sys.node_certs_dir().to_string_lossy().into_owned();
+                let status = sys.status_dir().to_string_lossy().into_owned();
                 let p = sys.lab.spawn_in(
                     "client",
                     "watcher",
@@ -378,6 +379,8 @@ impl System {
                         &out,
                         "--certs-out",
                         &node_certs,
+                        "--status-out",
+                        &status,
                         "--proxy",
                         &opts.proxy,
                         "--cert-path",
@@ -405,6 +408,18 @@ impl System {
     /// the actors read.
     pub fn node_certs_dir(&self) -> PathBuf {
         self.lab.dir.join("node-certs")
+    }
+
+    /// Files mode: where the watcher writes the objects' statuses (`--status-out`).
+    pub fn status_dir(&self) -> PathBuf {
+        self.lab.dir.join("status")
+    }
+
+    /// Files mode: the status the watcher wrote for `<kind>/<namespace>/<name>`
+    /// (`<kind>/<name>` for a cluster-scoped kind), None while there is none.
+    pub fn status_of(&self, path: &str) -> Option<Value> {
+        let text = std::fs::read(self.status_dir().join(format!("{path}.json"))).ok()?;
+        serde_json::from_slice(&text).ok()
     }
 
     /// Kube mode: where the actor on `node` writes the node certificates (`--certs-dir`).

@@ -2,8 +2,9 @@
 //!
 //! Polls the directory's fingerprint ([`crate::files`]); on a change, a periodic resync or a
 //! retry it reads every object, lets [`crate::reconcile`] decide, and writes the state file
-//! when the state changed. There is no leader, no Service status and no Event here: only
-//! the state. `/readyz` says whether the file holds the current state.
+//! when the state changed. There is no leader and no Event here; with `--status-out`, the
+//! statuses the Kubernetes mode would write go to files ([`crate::status_files`]).
+//! `/readyz` says whether the file holds the current state.
 
 use crate::admin::Metrics;
 use crate::cmd_plan::config_from_objects;
@@ -15,6 +16,7 @@ use crate::reconcile::{
     reconcile, ConfigNews, ConfigRead, Planned, Previous, Published, Role, Settings, Snapshot, Step,
 };
 use crate::sink::Sink;
+use crate::status_files::{Changes, StatusDir};
 use crate::Error;
 use k8slb_common::plan::PlanOptions;
 use std::collections::BTreeMap;
@@ -35,6 +37,8 @@ pub struct FilesArgs {
     pub admin_addr: SocketAddr,
     /// Where node certificates go (`--certs-out`), if anywhere.
     pub certs_out: Option<std::path::PathBuf>,
+    /// Where the objects' statuses go (`--status-out`), if anywhere.
+    pub status_out: Option<std::path::PathBuf>,
 }
 
 /// Files carry no uids the watcher could write Events about (it writes none here).
@@ -79,6 +83,12 @@ pub fn run(args: &FilesArgs, dir: &Path, state_path: &Path) -> Result<(), Error>
             tokio_util::sync::CancellationToken::new(),
         ))
         .map_err(|e| Error::Usage(format!("cannot listen on {addr}: {e}")))?;
+    let status = match &args.status_out {
+        Some(d) => Some(StatusDir::open(d).map_err(|e| {
+            Error::Usage(format!("cannot use {} for --status-out: {e}", d.display()))
+        })?),
+        None => None,
+    };
     let sink = Sink::File(state_path.to_path_buf());
     let mut driver = Driver {
         settings: Settings {
@@ -96,6 +106,8 @@ pub fn run(args: &FilesArgs, dir: &Path, state_path: &Path) -> Result<(), Error>
         write_log: FailureLog::new("writing the state file"),
         certs_out: args.certs_out.clone(),
         certs_log: FailureLog::new("writing the node certificates"),
+        status,
+        status_log: FailureLog::new("writing the status files"),
     };
     // A failed write is retried this soon, even without a change.
     let mut retry_at: Option<Instant> = None;
@@ -132,6 +144,8 @@ struct Driver {
     write_log: FailureLog,
     certs_out: Option<std::path::PathBuf>,
     certs_log: FailureLog,
+    status: Option<StatusDir>,
+    status_log: FailureLog,
 }
 
 impl Driver {
@@ -158,7 +172,7 @@ impl Driver {
             }
             Err(e) => ConfigRead::Invalid(e.to_string()),
         };
-        let snapshot = Snapshot {
+        let mut snapshot = Snapshot {
             settings: &self.settings,
             role: Role::Leader,
             config,
@@ -174,6 +188,7 @@ impl Driver {
             },
         };
         let fx = reconcile(&snapshot, &self.previous);
+        let objects = std::mem::take(&mut snapshot.objects);
         self.previous.config = fx.config;
         if let Some(news) = &fx.config_news {
             news.log(&self.settings.config_name());
@@ -195,11 +210,44 @@ impl Driver {
                     .take()
                     .and_then(|c| self.write_certs(c.desired));
                 let certs_failed = self.certs_out.is_some() && certs.is_none();
+                let gateway = std::mem::take(&mut p.gateway);
                 let failed = self.write(*p, started);
-                self.remove_unused_certs(certs.as_ref()) || failed || certs_failed
+                // The statuses follow the state they describe, as on a cluster.
+                let status_failed = !failed && self.write_status(&gateway, &objects);
+                self.remove_unused_certs(certs.as_ref()) || failed || certs_failed || status_failed
             }
             // A leader with nothing published elsewhere neither follows nor waits.
             Step::Follow | Step::WaitForState(_) => false,
+        }
+    }
+
+    /// The status files for `objects` planned into the state just written
+    /// (`--status-out`). True: a write failed (said in the log; retried soon). The state
+    /// is not held back for it.
+    fn write_status(
+        &mut self,
+        gateway: &k8slb_common::gateway::GatewayOutput,
+        objects: &k8slb_common::objects::Objects,
+    ) -> bool {
+        let (Some(dir), Some(state)) = (&mut self.status, &self.previous.state) else {
+            return false;
+        };
+        let now = k8s_openapi::jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        match dir.round(gateway, objects, state, &now) {
+            Ok(c) => {
+                self.status_log.succeeded();
+                if c != Changes::default() {
+                    tracing::debug!(written = c.written, removed = c.removed, "status files");
+                }
+                false
+            }
+            Err(e) => {
+                self.status_log
+                    .failed(1, &format!("cannot write the status files: {e}"));
+                true
+            }
         }
     }
 

@@ -159,14 +159,15 @@ fn is_ours(entry: &Value) -> bool {
     entry.get("controllerName").and_then(Value::as_str) == Some(CONTROLLER)
 }
 
-/// The writes that bring every status to what `out` says (see the module's doc). `now`
-/// is the time a changed condition transitioned (RFC 3339).
-pub fn decide(
+/// The status every object of ours should show, as `out` says: (target, the observed
+/// object's resourceVersion, the wanted status fields, the same fields as observed). A
+/// route that never named a Gateway of ours is left out. `now` is the time a changed
+/// condition transitioned (RFC 3339); an unchanged one keeps its observed time.
+pub fn desired(
     out: &GatewayOutput,
     objs: &Objects,
     now: &str,
-    memory: &mut GwMemory,
-) -> Vec<GwWrite> {
+) -> Vec<(GwTarget, String, Value, Value)> {
     let mut wanted: Vec<(GwTarget, String, Value, Value)> = Vec::new();
     for c in &objs.gateway_classes {
         let Some(name) = c.metadata.name.clone() else {
@@ -259,7 +260,18 @@ pub fn decide(
         let rv = meta.resource_version.clone().unwrap_or_default();
         wanted.push((target, rv, want, seen));
     }
+    wanted
+}
 
+/// The writes that bring every status to what `out` says (see the module's doc). `now`
+/// is the time a changed condition transitioned (RFC 3339).
+pub fn decide(
+    out: &GatewayOutput,
+    objs: &Objects,
+    now: &str,
+    memory: &mut GwMemory,
+) -> Vec<GwWrite> {
+    let wanted = desired(out, objs, now);
     let mut writes = Vec::new();
     let mut kept = Vec::new();
     for (target, rv, want, seen) in wanted {

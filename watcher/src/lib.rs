@@ -5,7 +5,8 @@
 //! - [`reconcile`]: the one decision, pure: a snapshot and what was done before in, the
 //!   effects out (publish, Service status writes and clears, Events);
 //! - [`files_run`]: the files driver, with [`files`] (the `files:<dir>` source, a directory
-//!   of Kubernetes YAML) and [`sink`] (the state file, atomically replaced);
+//!   of Kubernetes YAML), [`sink`] (the state file, atomically replaced) and
+//!   [`status_files`] (`--status-out`: the statuses as files);
 //! - [`kube_run`]: the Kubernetes driver, with [`kube_source`] (watchers and stores),
 //!   [`publish_cm`] (the state ConfigMaps), [`status`] (Service status), [`events`],
 //!   [`leader`] (the Lease);
@@ -37,6 +38,7 @@ pub mod reconcile;
 pub mod run;
 pub mod sink;
 pub mod status;
+pub mod status_files;
 
 /// Errors of the watcher's commands, each with its exit code.
 #[derive(Debug, thiserror::Error)]

@@ -231,6 +231,8 @@ pub struct Planned {
     /// the memory of them once done.
     pub gateway_writes: Vec<GwWrite>,
     pub gateway_status: GwMemory,
+    /// The Gateway API statuses the plan gave (the files driver's `--status-out`).
+    pub gateway: k8slb_common::gateway::GatewayOutput,
     /// The node certificates the state needs (with [`Snapshot::certs`] only): their
     /// Secrets applied before `state` is published and deleted after, or the files
     /// driver's directory synced the same way.
@@ -322,6 +324,7 @@ pub fn reconcile(snap: &Snapshot<'_>, prev: &Previous) -> Effects {
         clears,
         gateway_writes,
         gateway_status,
+        gateway,
         node_certs,
     };
     fx(config, config_event, Step::Plan(Box::new(planned)))

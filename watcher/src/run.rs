@@ -50,6 +50,12 @@ pub struct RunArgs {
     /// Without it, Ingress TLS from Secrets is planned but the nodes get no certificate.
     #[arg(long = "certs-out", env = "K8SLB_CERTS_OUT")]
     pub certs_out: Option<std::path::PathBuf>,
+    /// Files source only: where to write, after each round, the status the Kubernetes
+    /// mode would write for each GatewayClass, Gateway, route, Service and Ingress
+    /// (`<dir>/<Kind>/<namespace>/<name>.json`, the object's `status` as JSON; removed
+    /// when the object goes). Without it, no status is written anywhere.
+    #[arg(long = "status-out", env = "K8SLB_STATUS_OUT")]
+    pub status_out: Option<std::path::PathBuf>,
     /// How often the files source looks for changes, in milliseconds.
     #[arg(long, env = "K8SLB_POLL_MS", default_value_t = 100)]
     pub poll_ms: u64,
@@ -97,6 +103,7 @@ pub fn files_args(args: &RunArgs) -> FilesArgs {
         resync: Duration::from_secs(args.resync_s),
         admin_addr: args.kube.admin_addr,
         certs_out: args.certs_out.clone(),
+        status_out: args.status_out.clone(),
     }
 }
 

@@ -35,7 +35,7 @@ pub struct Ingress {
 }
 
 impl Ingress {
-    fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut m = serde_json::Map::new();
         if let Some(ip) = &self.ip {
             m.insert("ip".into(), json!(ip));

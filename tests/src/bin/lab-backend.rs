@@ -14,6 +14,12 @@
 //!   backend that terminates TLS itself (Rancher on `targetPort: 443`) is.
 //! - TCP: writes `backend=<name>\n` on connect, then echoes what it receives.
 //! - UDP: answers each datagram with `backend=<name> <datagram>`.
+//! - Echo (`--echo ADDR,NAMESPACE,POD`): HTTP/1.1 answered like the Gateway API
+//!   conformance suite's echo server: `200` with a JSON body naming the request (`path`
+//!   as sent, `host`, `method`, `proto`, `headers` as name → values, names in Go's
+//!   canonical form) and who answered (`namespace`, `pod`, `service`: the pod's name up
+//!   to `-lab`), and `httpPort`; a request header `X-Echo-Set-Header: Name:value,...`
+//!   sets those response headers; a query `delay=<n>s|<n>ms` waits that long first.
 //!
 //! Any number of each listener may be given. Runs until killed.
 
@@ -32,6 +38,14 @@ struct Args {
     key: Option<PathBuf>,
     tcp: Vec<SocketAddr>,
     udp: Vec<SocketAddr>,
+    echo: Vec<(SocketAddr, Arc<Echo>)>,
+}
+
+/// Who an echo listener says it is.
+#[derive(Debug)]
+struct Echo {
+    namespace: String,
+    pod: String,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -43,6 +57,7 @@ fn parse_args() -> Result<Args, String> {
         key: None,
         tcp: vec![],
         udp: vec![],
+        echo: vec![],
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -59,10 +74,26 @@ fn parse_args() -> Result<Args, String> {
             "--key" => a.key = Some(PathBuf::from(&val)),
             "--tcp" => a.tcp.push(addr()?),
             "--udp" => a.udp.push(addr()?),
+            "--echo" => {
+                let mut parts = val.split(',');
+                let (Some(at), Some(namespace), Some(pod), None) =
+                    (parts.next(), parts.next(), parts.next(), parts.next())
+                else {
+                    return Err(format!("--echo {val}: expected ADDR,NAMESPACE,POD"));
+                };
+                let at = at
+                    .parse::<SocketAddr>()
+                    .map_err(|e| format!("--echo {val}: {e}"))?;
+                let echo = Echo {
+                    namespace: namespace.to_string(),
+                    pod: pod.to_string(),
+                };
+                a.echo.push((at, Arc::new(echo)));
+            }
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
-    if a.name.is_empty() {
+    if a.name.is_empty() && a.echo.is_empty() {
         return Err("--name is required".into());
     }
     if !a.https.is_empty() && (a.cert.is_none() || a.key.is_none()) {
@@ -75,7 +106,7 @@ fn main() {
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]...");
+            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]...");
             std::process::exit(64);
         }
     };
@@ -136,6 +167,21 @@ async fn run(args: Args) -> std::io::Result<()> {
                 }
             });
         }
+    }
+    for (addr, echo) in args.echo {
+        let l = bind(addr).await?;
+        tasks.spawn(async move {
+            loop {
+                if let Ok((s, _)) = l.accept().await {
+                    let echo = echo.clone();
+                    tokio::spawn(async move {
+                        if s.set_nodelay(true).is_ok() {
+                            let _ = serve_echo(s, &echo, addr.port()).await;
+                        }
+                    });
+                }
+            }
+        });
     }
     for addr in args.tcp {
         let l = bind(addr).await?;
@@ -303,6 +349,138 @@ async fn serve_http<S: AsyncRead + AsyncWrite + Unpin>(
             body.len(),
             if close { "Connection: close\r\n" } else { "" },
             if is_head { "" } else { body.as_str() }
+        );
+        s.write_all(resp.as_bytes()).await?;
+        if close {
+            let _ = s.shutdown().await;
+            return Ok(());
+        }
+    }
+}
+
+/// Go's canonical form of a header name (`x-header-set` → `X-Header-Set`), as the
+/// suite's echo server reports names.
+fn canonical(name: &str) -> String {
+    name.split('-')
+        .map(|w| {
+            let mut c = w.chars();
+            match c.next() {
+                Some(f) => f.to_ascii_uppercase().to_string() + &c.as_str().to_ascii_lowercase(),
+                None => String::new(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// The `delay` query parameter (`1s`, `500ms`), if any.
+fn delay_of(target: &str) -> Option<std::time::Duration> {
+    let query = target.split_once('?')?.1;
+    let v = query.split('&').find_map(|kv| kv.strip_prefix("delay="))?;
+    if let Some(ms) = v.strip_suffix("ms") {
+        return ms.parse().ok().map(std::time::Duration::from_millis);
+    }
+    v.strip_suffix('s')?
+        .parse::<f64>()
+        .ok()
+        .map(std::time::Duration::from_secs_f64)
+}
+
+/// Serves HTTP/1.x on a connection as the conformance suite's echo server answers.
+async fn serve_echo(mut s: TcpStream, echo: &Echo, port: u16) -> std::io::Result<()> {
+    let mut buf: Vec<u8> = Vec::with_capacity(4096);
+    let mut chunk = vec![0u8; 8192];
+    loop {
+        let head_end = loop {
+            if let Some(i) = find(&buf, b"\r\n\r\n") {
+                break i + 4;
+            }
+            if buf.len() > 65536 {
+                return Ok(());
+            }
+            let n = s.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        let mut lines = head.split("\r\n");
+        let request_line = lines.next().unwrap_or_default().to_string();
+        let mut parts = request_line.split(' ');
+        let method = parts.next().unwrap_or_default().to_string();
+        let target = parts.next().unwrap_or_default().to_string();
+        let proto = parts.next().unwrap_or("HTTP/1.0").to_string();
+        let mut close = proto == "HTTP/1.0";
+        let mut body_len = 0usize;
+        let mut host = String::new();
+        let mut headers: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        let mut set_headers: Vec<(String, String)> = Vec::new();
+        for l in lines {
+            let Some((k, v)) = l.split_once(':') else {
+                continue;
+            };
+            let v = v.trim().to_string();
+            let name = canonical(k.trim());
+            match name.as_str() {
+                "Host" => {
+                    host = v;
+                    continue;
+                }
+                "Content-Length" => body_len = v.parse().unwrap_or(0),
+                "Connection" if v.eq_ignore_ascii_case("close") => close = true,
+                "Connection" if v.eq_ignore_ascii_case("keep-alive") => close = false,
+                "X-Echo-Set-Header" => {
+                    for kv in v.split(',') {
+                        if let Some((n, val)) = kv.trim().split_once(':') {
+                            set_headers.push((n.to_string(), val.trim().to_string()));
+                        }
+                    }
+                }
+                _ => {}
+            }
+            headers.entry(name).or_default().push(v);
+        }
+        let mut have = buf.len() - head_end;
+        while have < body_len {
+            let n = s.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            have += n;
+        }
+        buf.drain(..head_end + body_len);
+        if let Some(d) = delay_of(&target) {
+            tokio::time::sleep(d).await;
+        }
+        let service = echo
+            .pod
+            .rsplit_once("-lab")
+            .map(|(s, _)| s)
+            .unwrap_or(&echo.pod);
+        let body = serde_json::json!({
+            "path": target,
+            "host": host,
+            "method": method,
+            "proto": proto,
+            "headers": headers,
+            "httpPort": port.to_string(),
+            "namespace": echo.namespace,
+            "ingress": "",
+            "service": service,
+            "pod": echo.pod,
+        })
+        .to_string();
+        let mut extra = String::new();
+        for (n, v) in &set_headers {
+            extra.push_str(&format!("{n}: {v}\r\n"));
+        }
+        let resp = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n{extra}Content-Length: {}\r\n{}\r\n{}",
+            body.len(),
+            if close { "Connection: close\r\n" } else { "" },
+            if method == "HEAD" { "" } else { body.as_str() }
         );
         s.write_all(resp.as_bytes()).await?;
         if close {

@@ -475,11 +475,11 @@ pub(super) fn redirect(rd: &types::RequestRedirect) -> Result<RouteAction, Strin
             ))
         }
     };
-    let status = match rd.status_code.unwrap_or(302) {
-        301 => RedirectStatus::MovedPermanently301,
-        302 => RedirectStatus::Found302,
-        c => return Err(format!("redirect status {c} is not 301 or 302")),
-    };
+    // 301 and 302 are core, 303, 307 and 308 extended; both proxies answer each as is.
+    let code = rd.status_code.unwrap_or(302);
+    let status = u16::try_from(code)
+        .map_err(|_| format!("redirect status {code} is not 301, 302, 303, 307 or 308"))
+        .and_then(RedirectStatus::try_from)?;
     Ok(RouteAction::Redirect(Redirect {
         scheme,
         host,

@@ -64,16 +64,26 @@ pub(super) fn gateway_status(
     lsts: &[Lst<'_>],
 ) -> GatewayStatus {
     let addresses = input.addresses.get(gk).cloned().unwrap_or_default();
-    let listeners: Vec<ListenerStatus> = lsts
-        .iter()
-        .filter(|l| &l.gateway == gk)
-        .map(|l| ListenerStatus {
-            name: l.spec.name.clone(),
-            attached_routes: l.attached,
-            supported_kinds: if l.served() { l.kinds.clone() } else { vec![] },
-            conditions: l.conditions.clone(),
-        })
-        .collect();
+    let listeners: Vec<ListenerStatus> =
+        lsts.iter()
+            .filter(|l| &l.gateway == gk)
+            .map(|l| ListenerStatus {
+                name: l.spec.name.clone(),
+                attached_routes: l.attached,
+                // The kinds its protocol and allowedRoutes take, also while it is not
+                // served for another reason than its protocol (a certificate problem: the
+                // suite's GatewayInvalidTLSConfiguration); none for a protocol refused
+                // (GatewayListenerUnsupportedProtocol).
+                supported_kinds: if l.conditions.iter().any(|c| {
+                    c.type_ == "Accepted" && !c.status && c.reason == "UnsupportedProtocol"
+                }) {
+                    vec![]
+                } else {
+                    l.kinds.clone()
+                },
+                conditions: l.conditions.clone(),
+            })
+            .collect();
     // spec.addresses: a type we do not assign is not accepted; an address asked for
     // that the Gateway did not get (not in a pool, held by another) is not usable.
     let unsupported = g
@@ -99,7 +109,33 @@ pub(super) fn gateway_status(
                 crate::problem::cut(a.type_.as_deref().unwrap_or_default(), 40)
             ),
         ),
-        None => Condition::new("Accepted", true, "Accepted", "k8slb serves this Gateway"),
+        // The specification: a Gateway with invalid listeners says ListenersNotValid,
+        // not accepted when none of them is (GatewayListenerUnsupportedProtocol).
+        None => {
+            let refused = listeners
+                .iter()
+                .filter(|l| {
+                    l.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Accepted" && !c.status)
+                })
+                .count();
+            match refused {
+                0 => Condition::new("Accepted", true, "Accepted", "k8slb serves this Gateway"),
+                n if n == listeners.len() => Condition::new(
+                    "Accepted",
+                    false,
+                    "ListenersNotValid",
+                    "no listener of this Gateway is valid",
+                ),
+                n => Condition::new(
+                    "Accepted",
+                    true,
+                    "ListenersNotValid",
+                    format!("{n} of its {} listeners are not valid", listeners.len()),
+                ),
+            }
+        }
     };
     let programmed = if let Some(first) = unusable.first() {
         Condition::new(

@@ -1,0 +1,1413 @@
+//! The Gateway API conformance runner's machinery (the tests themselves are data, in
+//! [`crate::conformance_cases`]; the lab test is `tests/tests/e2e_conformance.rs`).
+//!
+//! It reads the upstream suite's data files (`K8SLB_CONFORMANCE_DIR`, default
+//! `<repo>/../shared/conformance`: `gateway-api/conformance/base/manifests.yaml` and
+//! `gateway-api/conformance/tests/<file>.yaml`), applies them to the standalone (files)
+//! mode of a [`System`] with the suite's class name replaced by `k8slb` (a GatewayClass of
+//! our controller is added), gives every Deployment of the manifests an echo identity
+//! (lab-backend `--echo` on `be1`, one port each, answering like the suite's echo
+//! server) and every Service selecting it an EndpointSlice to it, then checks each
+//! case's expectations: statuses read from the watcher's `--status-out`, requests sent
+//! with curl from the client.
+//!
+//! One case at a time: its manifests are written as one file, its checks polled until
+//! they all hold on [`SWEEPS`] sweeps in a row (or [`CASE_TIMEOUT`] passes: FAIL with the
+//! last mismatch), then the file is removed and the next case waits until its objects'
+//! statuses are gone.
+
+use crate::bins;
+use crate::system::System;
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub const INFRA: &str = "gateway-conformance-infra";
+pub const APP: &str = "gateway-conformance-app-backend";
+pub const WEB: &str = "gateway-conformance-web-backend";
+/// Our controller, as the GatewayClass names it.
+pub const CONTROLLER: &str = "k8slb.io/gateway-controller";
+/// The class the suite's `{GATEWAY_CLASS_NAME}` becomes.
+pub const CLASS: &str = "k8slb";
+/// How long a case may take to converge before it FAILs.
+pub const CASE_TIMEOUT: Duration = Duration::from_secs(25);
+/// The same for a case known to fail (see [`Case::expect_fail`]).
+pub const KNOWN_FAIL_TIMEOUT: Duration = Duration::from_secs(6);
+/// How many full sweeps in a row must pass (the suite asks for consecutive successes).
+pub const SWEEPS: usize = 3;
+/// The first port of the echo listeners on `be1`.
+const ECHO_PORT: u16 = 20000;
+
+/// Where the upstream data is: `K8SLB_CONFORMANCE_DIR`, else `<repo>/../shared/conformance`.
+/// Err (with the fix) when it is not there: the runner never passes without its data.
+pub fn data_dir() -> Result<PathBuf> {
+    let dir = match std::env::var_os("K8SLB_CONFORMANCE_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => bins::repo_root().join("../shared/conformance"),
+    };
+    let base = dir.join("gateway-api/conformance/base/manifests.yaml");
+    if !base.is_file() {
+        bail!(
+            "the Gateway API conformance data is not at {} (no {}): put the upstream v1.6.1 \
+             data files there or set K8SLB_CONFORMANCE_DIR to their directory",
+            dir.display(),
+            base.display()
+        );
+    }
+    Ok(dir)
+}
+
+/// The documents of a manifest file of the suite, `{GATEWAY_CLASS_NAME}` → `k8slb`.
+pub fn read_manifest(path: &Path) -> Result<Vec<Value>> {
+    use serde::Deserialize;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .replace("{GATEWAY_CLASS_NAME}", CLASS)
+        .replace("{GATEWAY_CONTROLLER_NAME}", CONTROLLER);
+    let mut docs = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let v = Value::deserialize(doc).with_context(|| format!("parsing {}", path.display()))?;
+        if !v.is_null() {
+            docs.push(v);
+        }
+    }
+    Ok(docs)
+}
+
+/// A namespaced name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Nn {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// `<namespace>/<name>` in the infra namespace unless it says otherwise.
+pub fn nn(s: &str) -> Nn {
+    match s.split_once('/') {
+        Some((ns, name)) => Nn {
+            namespace: ns.into(),
+            name: name.into(),
+        },
+        None => Nn {
+            namespace: INFRA.into(),
+            name: s.into(),
+        },
+    }
+}
+
+impl std::fmt::Display for Nn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Where a redirect must point (None: the suite's default, see [`Req::redirect`]).
+#[derive(Debug, Clone, Default)]
+pub struct Redirect {
+    pub scheme: Option<String>,
+    pub host: Option<String>,
+    pub port: Option<String>,
+    pub path: Option<String>,
+}
+
+/// One request and what must come of it (the suite's `ExpectedResponse`).
+#[derive(Debug, Clone)]
+pub struct Req {
+    pub method: String,
+    pub host: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    /// Acceptable status codes (default 200).
+    pub status: Vec<u16>,
+    /// The backend (pod name prefix) and namespace that must answer a 200.
+    pub backend: Option<String>,
+    pub namespace: String,
+    /// The request as the backend must see it (default: as sent).
+    pub want_path: Option<String>,
+    pub want_host: Option<String>,
+    pub want_headers: Vec<(String, String)>,
+    pub absent_headers: Vec<String>,
+    /// Response headers that must be there (and with that value) / must not.
+    pub resp_headers: Vec<(String, String)>,
+    pub resp_absent: Vec<String>,
+    /// `X-Echo-Set-Header`: what the backend sets on its response.
+    pub backend_sets: Vec<(String, String)>,
+    pub redirect: Option<Redirect>,
+}
+
+/// A GET of `path` that must reach `infra-backend-v1` in the infra namespace unless
+/// told otherwise.
+pub fn get(path: &str) -> Req {
+    Req {
+        method: "GET".into(),
+        host: String::new(),
+        path: path.into(),
+        headers: vec![],
+        status: vec![200],
+        backend: None,
+        namespace: INFRA.into(),
+        want_path: None,
+        want_host: None,
+        want_headers: vec![],
+        absent_headers: vec![],
+        resp_headers: vec![],
+        resp_absent: vec![],
+        backend_sets: vec![],
+        redirect: None,
+    }
+}
+
+impl Req {
+    /// Answered by `backend` (`<namespace>/<name>`, the infra namespace by default).
+    pub fn to(mut self, backend: &str) -> Req {
+        let b = nn(backend);
+        self.backend = Some(b.name);
+        self.namespace = b.namespace;
+        self
+    }
+    pub fn host(mut self, h: &str) -> Req {
+        self.host = h.into();
+        self
+    }
+    pub fn method(mut self, m: &str) -> Req {
+        self.method = m.into();
+        self
+    }
+    pub fn header(mut self, k: &str, v: &str) -> Req {
+        self.headers.push((k.into(), v.into()));
+        self
+    }
+    pub fn status(mut self, s: u16) -> Req {
+        self.status = vec![s];
+        self
+    }
+    pub fn statuses(mut self, s: &[u16]) -> Req {
+        self.status = s.to_vec();
+        self
+    }
+    pub fn want_path(mut self, p: &str) -> Req {
+        self.want_path = Some(p.into());
+        self
+    }
+    pub fn want_host(mut self, h: &str) -> Req {
+        self.want_host = Some(h.into());
+        self
+    }
+    pub fn want_header(mut self, k: &str, v: &str) -> Req {
+        self.want_headers.push((k.into(), v.into()));
+        self
+    }
+    pub fn absent(mut self, k: &str) -> Req {
+        self.absent_headers.push(k.into());
+        self
+    }
+    pub fn resp_header(mut self, k: &str, v: &str) -> Req {
+        self.resp_headers.push((k.into(), v.into()));
+        self
+    }
+    pub fn resp_absent(mut self, k: &str) -> Req {
+        self.resp_absent.push(k.into());
+        self
+    }
+    pub fn backend_sets(mut self, k: &str, v: &str) -> Req {
+        self.backend_sets.push((k.into(), v.into()));
+        self
+    }
+    /// A redirect with `status`; what is not given is the suite's default (scheme and
+    /// path as requested, any host, the scheme's default port).
+    pub fn redirect(mut self, status: u16, r: Redirect) -> Req {
+        self.status = vec![status];
+        self.redirect = Some(r);
+        self
+    }
+    fn describe(&self) -> String {
+        let mut s = format!("{} {}{}", self.method, self.host, self.path);
+        if !self.headers.is_empty() {
+            s.push_str(&format!(" {:?}", self.headers));
+        }
+        s
+    }
+}
+
+/// One condition of a route's parent entry for a Gateway, as the suite checks it.
+#[derive(Debug, Clone)]
+pub struct Cond {
+    pub type_: &'static str,
+    pub status: &'static str,
+    /// Empty: any reason.
+    pub reason: &'static str,
+}
+
+/// What a case checks.
+#[derive(Debug, Clone)]
+pub enum Check {
+    /// The Gateway has an address, and each route a parent entry of ours for it with
+    /// Accepted and ResolvedRefs True (`GatewayAndHTTPRoutesMustBeAccepted` +
+    /// `HTTPRouteMustHaveResolvedRefsConditionsTrue`).
+    Accepted { gateway: Nn, routes: Vec<Nn> },
+    /// Accepted only (no ResolvedRefs check), routes of `kind`.
+    AcceptedOnly {
+        gateway: Nn,
+        routes: Vec<Nn>,
+        kind: &'static str,
+    },
+    /// The parent entry of the route (of `kind`) for the Gateway has this condition.
+    RouteCondition {
+        kind: &'static str,
+        route: Nn,
+        gateway: Nn,
+        cond: Cond,
+    },
+    /// The route (of `kind`) has no parent entry Accepted (one entry at most, Accepted
+    /// False).
+    NoAcceptedParents { kind: &'static str, route: Nn },
+    /// A TLS handshake with this server name to the Gateway's `port` is refused (the
+    /// suite's `MakeTLSConnectionAndExpectEventuallyConnectionRejection`).
+    TlsRejected {
+        gateway: Nn,
+        port: u16,
+        server_name: &'static str,
+    },
+    /// Every listener of the Gateway counts zero routes.
+    ZeroRoutes { gateway: Nn },
+    /// Listener (name → attachedRoutes) of the Gateway.
+    AttachedRoutes {
+        gateway: Nn,
+        listeners: Vec<(&'static str, u64)>,
+    },
+    /// A Gateway condition.
+    GatewayCondition { gateway: Nn, cond: Cond },
+    /// A listener's status as the suite's `GatewayStatusMustHaveListeners` compares it:
+    /// its supported kinds (none when none is given, else at least these), these
+    /// conditions, its attached routes.
+    Listener {
+        gateway: Nn,
+        listener: &'static str,
+        kinds: Vec<&'static str>,
+        conds: Vec<Cond>,
+        attached: u64,
+    },
+    /// A listener condition.
+    ListenerCondition {
+        gateway: Nn,
+        listener: &'static str,
+        cond: Cond,
+    },
+    /// Requests to the Gateway's address on `port` (HTTPS when `tls`).
+    Requests {
+        gateway: Nn,
+        port: u16,
+        tls: bool,
+        reqs: Vec<Req>,
+    },
+    /// Requests to `/` (answered 200 from the namespace of `gateway`) spread over the
+    /// backends as `weights` say (500 requests, within 5 points: the suite's measure).
+    Weights {
+        gateway: Nn,
+        weights: Vec<(&'static str, f64)>,
+    },
+    /// Remove a document of the case (kind, namespace/name) before the next checks.
+    Delete { kind: &'static str, object: Nn },
+}
+
+/// One upstream test.
+#[derive(Debug, Clone)]
+pub struct Case {
+    /// The upstream `ShortName`.
+    pub name: &'static str,
+    /// `tests/<manifest>` of the suite's data (None: the base manifests alone).
+    pub manifest: Option<&'static str>,
+    /// More manifests the test applies after it.
+    pub more_manifests: Vec<&'static str>,
+    /// The profile it counts in.
+    pub profile: &'static str,
+    /// The extended features it needs (empty: a core test).
+    pub features: &'static [&'static str],
+    /// Not run, and why (a feature k8slb does not claim; not a failure).
+    pub skip: Option<&'static str>,
+    /// Not run on one proxy, and why.
+    pub skip_on: Vec<(&'static str, &'static str)>,
+    /// Known to FAIL (on the proxies named; empty: both), and why: run and reported as
+    /// FAIL, the lab test fails only if it passes (then the entry must go).
+    pub expect_fail: Vec<(&'static str, &'static str)>,
+    pub checks: Vec<Check>,
+}
+
+impl Case {
+    /// Why this case is known to fail on `proxy`, if it is.
+    pub fn known_failure(&self, proxy: &str) -> Option<&'static str> {
+        self.expect_fail
+            .iter()
+            .find(|(p, _)| p.is_empty() || *p == proxy)
+            .map(|(_, why)| *why)
+    }
+}
+
+/// PASS, FAIL or SKIP, with why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Pass,
+    Fail(String),
+    Skip(String),
+}
+
+impl Outcome {
+    pub fn word(&self) -> &'static str {
+        match self {
+            Outcome::Pass => "PASS",
+            Outcome::Fail(_) => "FAIL",
+            Outcome::Skip(_) => "SKIP",
+        }
+    }
+}
+
+/// The echo identities: Deployment (namespace/name) → its port on `be1`.
+pub type Echoes = BTreeMap<Nn, u16>;
+
+/// The runner on one [`System`].
+pub struct Runner<'a> {
+    pub sys: &'a System,
+    pub data: PathBuf,
+    echoes: Echoes,
+    be: IpAddr,
+    stamp: u64,
+}
+
+/// kind/namespace/name of a document.
+fn doc_id(d: &Value) -> (String, Nn) {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    (
+        s(&d["kind"]),
+        Nn {
+            namespace: s(&d["metadata"]["namespace"]),
+            name: s(&d["metadata"]["name"]),
+        },
+    )
+}
+
+/// Every Deployment of `docs`.
+pub fn deployments(docs: &[Value]) -> Vec<Nn> {
+    docs.iter()
+        .filter(|d| d["kind"] == "Deployment")
+        .map(|d| doc_id(d).1)
+        .collect()
+}
+
+impl<'a> Runner<'a> {
+    /// Starts the echo listeners on `be1` for `deployments` (their pods are named
+    /// `<deployment>-lab-0`); `sys` must have been started with a backend.
+    pub fn start(sys: &'a mut System, data: PathBuf, deployments: &[Nn]) -> Result<Runner<'a>> {
+        let be = IpAddr::V4(sys.lab.host("be1").v4);
+        let bin = bins::locate("lab-backend")?.to_string_lossy().into_owned();
+        let mut echoes = Echoes::new();
+        let mut args = vec![bin];
+        for (i, d) in deployments.iter().enumerate() {
+            if echoes.contains_key(d) {
+                continue;
+            }
+            let port = ECHO_PORT + i as u16;
+            echoes.insert(d.clone(), port);
+            args.push("--echo".into());
+            args.push(format!("{be}:{port},{},{}-lab-0", d.namespace, d.name));
+        }
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        sys.lab.spawn_in("be1", "echo", &argv)?;
+        let runner = Runner {
+            sys,
+            data,
+            echoes,
+            be,
+            stamp: 0,
+        };
+        // Listening: the first echo answers.
+        let (_, port) = runner
+            .echoes
+            .iter()
+            .next()
+            .context("no Deployment to echo")?;
+        let url = format!("http://{be}:{port}/");
+        crate::wait::until(Duration::from_secs(10), || {
+            Ok(runner
+                .sys
+                .lab
+                .run_in("client", &["curl", "-sf", "-m", "1", &url])?
+                .status
+                .success())
+        })
+        .context("the echo backend does not answer")?;
+        Ok(runner)
+    }
+
+    /// The documents of `docs` made ready for the files source: creation times in
+    /// document order (the suite applies them in that order; precedence between
+    /// routes follows it), namespaces labelled with their name (as the API server
+    /// does), and an EndpointSlice to its echo for each Service whose
+    /// selector's `app` is a Deployment we echo (manifests' own EndpointSlices are
+    /// pointed at infra-backend-v1's echo, as the suite fills them with its pods).
+    pub fn prepare(&mut self, docs: &[Value]) -> Vec<Value> {
+        let mut out = Vec::new();
+        for d in docs {
+            let mut d = d.clone();
+            let (kind, id) = doc_id(&d);
+            if d["metadata"].is_object() && d["metadata"]["creationTimestamp"].is_null() {
+                self.stamp += 1;
+                let t = format!(
+                    "2026-01-01T{:02}:{:02}:{:02}Z",
+                    self.stamp / 3600 % 24,
+                    self.stamp / 60 % 60,
+                    self.stamp % 60
+                );
+                d["metadata"]["creationTimestamp"] = json!(t);
+            }
+            match kind.as_str() {
+                // The API server labels every namespace with its name (Kubernetes 1.22+);
+                // the suite's selectors rely on it.
+                "Namespace" => {
+                    d["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(id.name);
+                }
+                "Service" => {
+                    let app = d["spec"]["selector"]["app"].as_str().unwrap_or_default();
+                    let target = Nn {
+                        namespace: id.namespace.clone(),
+                        name: app.to_string(),
+                    };
+                    if let Some(port) = self.echoes.get(&target) {
+                        out.push(self.slice_for(&d, &id, *port));
+                    }
+                }
+                "EndpointSlice" => {
+                    let infra = self.echoes.get(&nn("infra-backend-v1")).copied();
+                    let v4 = d["addressType"] == "IPv4";
+                    if let (Some(port), true) = (infra, v4) {
+                        d["endpoints"] = json!([{
+                            "addresses": [self.be.to_string()],
+                            "conditions": {"ready": true, "serving": true, "terminating": false},
+                        }]);
+                        if let Some(ports) = d["ports"].as_array_mut() {
+                            for p in ports {
+                                p["port"] = json!(port);
+                            }
+                        }
+                    } else {
+                        d["endpoints"] = json!([]);
+                    }
+                }
+                _ => {}
+            }
+            out.push(d);
+        }
+        out
+    }
+
+    fn slice_for(&self, svc: &Value, id: &Nn, port: u16) -> Value {
+        let ports: Vec<Value> = svc["spec"]["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                let mut e =
+                    json!({"port": port, "protocol": p["protocol"].as_str().unwrap_or("TCP")});
+                if let Some(n) = p["name"].as_str() {
+                    e["name"] = json!(n);
+                }
+                e
+            })
+            .collect();
+        json!({
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": format!("{}-lab", id.name),
+                "namespace": id.namespace,
+                "labels": {"kubernetes.io/service-name": id.name},
+            },
+            "addressType": "IPv4",
+            "endpoints": [{
+                "addresses": [self.be.to_string()],
+                "conditions": {"ready": true, "serving": true, "terminating": false},
+            }],
+            "ports": ports,
+        })
+    }
+
+    /// Writes `docs` as the file `<stem>.yaml` of the watched directory (a List).
+    pub fn apply(&self, stem: &str, docs: &[Value]) -> Result<()> {
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": docs});
+        self.sys.apply(stem, &list)
+    }
+
+    /// Runs one case (its manifests already prepared as `docs`).
+    pub fn run_case(&mut self, case: &Case, proxy: &str) -> Outcome {
+        if let Some(why) = case.skip {
+            return Outcome::Skip(why.to_string());
+        }
+        if let Some((_, why)) = case.skip_on.iter().find(|(p, _)| *p == proxy) {
+            return Outcome::Skip(why.to_string());
+        }
+        let mut docs = Vec::new();
+        for m in case.manifest.iter().chain(&case.more_manifests) {
+            let path = self.data.join("gateway-api/conformance/tests").join(m);
+            match read_manifest(&path) {
+                Ok(d) => docs.extend(self.prepare(&d)),
+                Err(e) => return Outcome::Fail(format!("{e:#}")),
+            }
+        }
+        let stem = format!("case-{}", case.name);
+        if !docs.is_empty() {
+            if let Err(e) = self.apply(&stem, &docs) {
+                return Outcome::Fail(format!("applying: {e:#}"));
+            }
+        }
+        let mut outcome = Outcome::Pass;
+        let timeout = if case.known_failure(proxy).is_some() {
+            KNOWN_FAIL_TIMEOUT
+        } else {
+            CASE_TIMEOUT
+        };
+        let mut i = 0;
+        let checks = &case.checks;
+        while i < checks.len() {
+            // A run of checks up to the next Delete converges together.
+            let end = checks[i..]
+                .iter()
+                .position(|c| matches!(c, Check::Delete { .. }))
+                .map(|p| i + p)
+                .unwrap_or(checks.len());
+            if let Err(e) = self.converge(&checks[i..end], timeout) {
+                outcome = Outcome::Fail(e);
+                break;
+            }
+            if let Some(Check::Delete { kind, object }) = checks.get(end) {
+                docs.retain(|d| doc_id(d) != (kind.to_string(), object.clone()));
+                if let Err(e) = self.apply(&stem, &docs) {
+                    outcome = Outcome::Fail(format!("deleting {kind} {object}: {e:#}"));
+                    break;
+                }
+            }
+            i = end + 1;
+        }
+        if !docs.is_empty() {
+            let _ = self.sys.delete(&stem);
+            self.wait_gone(&docs);
+        }
+        outcome
+    }
+
+    /// Waits (10 s at most) until no status file of `docs`' routes is left.
+    fn wait_gone(&self, docs: &[Value]) {
+        let routes: Vec<String> = docs
+            .iter()
+            .filter_map(|d| {
+                let (kind, id) = doc_id(d);
+                kind.ends_with("Route")
+                    .then(|| format!("{kind}/{}/{}", id.namespace, id.name))
+            })
+            .collect();
+        let _ = crate::wait::until(Duration::from_secs(10), || {
+            Ok(routes.iter().all(|r| self.sys.status_of(r).is_none()))
+        });
+    }
+
+    /// Polls `checks` until they all hold [`SWEEPS`] times in a row. Err: the last mismatch.
+    fn converge(&self, checks: &[Check], timeout: Duration) -> std::result::Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        let mut streak = 0;
+        loop {
+            let failed = checks.iter().find_map(|c| self.check(c).err());
+            match failed {
+                None => {
+                    streak += 1;
+                    if streak >= SWEEPS {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                Some(e) => {
+                    streak = 0;
+                    if Instant::now() >= deadline {
+                        return Err(e);
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn status(&self, kind: &str, n: &Nn) -> std::result::Result<Value, String> {
+        self.sys
+            .status_of(&format!("{kind}/{}/{}", n.namespace, n.name))
+            .ok_or_else(|| format!("{kind} {n} has no status"))
+    }
+
+    /// Our parent entry of `route` (a `kind`) for `gateway`.
+    fn parent(&self, kind: &str, route: &Nn, gateway: &Nn) -> std::result::Result<Value, String> {
+        let st = self.status(kind, route)?;
+        st["parents"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| {
+                p["controllerName"] == CONTROLLER
+                    && p["parentRef"]["name"] == gateway.name.as_str()
+                    && p["parentRef"]["namespace"]
+                        .as_str()
+                        .unwrap_or(route.namespace.as_str())
+                        == gateway.namespace
+            })
+            .cloned()
+            .ok_or_else(|| {
+                format!("{kind} {route} has no parent entry for Gateway {gateway}: {st}")
+            })
+    }
+
+    fn has_cond(conds: &Value, c: &Cond) -> bool {
+        conds.as_array().into_iter().flatten().any(|x| {
+            x["type"] == c.type_
+                && x["status"] == c.status
+                && (c.reason.is_empty() || x["reason"] == c.reason)
+        })
+    }
+
+    /// The Gateway's first address.
+    pub fn address(&self, gateway: &Nn) -> std::result::Result<String, String> {
+        let st = self.status("Gateway", gateway)?;
+        st["addresses"][0]["value"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| format!("Gateway {gateway} has no address: {st}"))
+    }
+
+    fn check(&self, c: &Check) -> std::result::Result<(), String> {
+        let cond = |t, s| Cond {
+            type_: t,
+            status: s,
+            reason: "",
+        };
+        match c {
+            Check::Accepted { gateway, routes }
+            | Check::AcceptedOnly {
+                gateway, routes, ..
+            } => {
+                let kind = match c {
+                    Check::AcceptedOnly { kind, .. } => *kind,
+                    _ => "HTTPRoute",
+                };
+                self.address(gateway)?;
+                for r in routes {
+                    let p = self.parent(kind, r, gateway)?;
+                    let mut want = vec![cond("Accepted", "True")];
+                    if matches!(c, Check::Accepted { .. }) {
+                        want.push(cond("ResolvedRefs", "True"));
+                    }
+                    for w in want {
+                        if !Self::has_cond(&p["conditions"], &w) {
+                            return Err(format!(
+                                "{kind} {r}: no {} {} for {gateway}: {}",
+                                w.type_, w.status, p["conditions"]
+                            ));
+                        }
+                    }
+                }
+                Ok(())
+            }
+            Check::RouteCondition {
+                kind,
+                route,
+                gateway,
+                cond,
+            } => {
+                let p = self.parent(kind, route, gateway)?;
+                if Self::has_cond(&p["conditions"], cond) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{kind} {route}: want {} {} {} for {gateway}, got {}",
+                        cond.type_, cond.status, cond.reason, p["conditions"]
+                    ))
+                }
+            }
+            Check::TlsRejected {
+                gateway,
+                port,
+                server_name,
+            } => {
+                let ip = self.address(gateway)?;
+                let out = self
+                    .sys
+                    .lab
+                    .run_in(
+                        "client",
+                        &[
+                            "timeout",
+                            "3",
+                            "openssl",
+                            "s_client",
+                            "-connect",
+                            &format!("{ip}:{port}"),
+                            "-servername",
+                            server_name,
+                        ],
+                    )
+                    .map_err(|e| format!("openssl: {e:#}"))?;
+                if out.status.success() {
+                    Err(format!(
+                        "a TLS handshake for {server_name} to {ip}:{port} succeeded"
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+            Check::NoAcceptedParents { kind, route } => {
+                let st = self.status(kind, route).unwrap_or(json!({}));
+                let parents: Vec<&Value> = st["parents"].as_array().into_iter().flatten().collect();
+                match parents.as_slice() {
+                    [] => Ok(()),
+                    [p] if Self::has_cond(&p["conditions"], &cond("Accepted", "False")) => Ok(()),
+                    _ => Err(format!("{kind} {route}: want no accepted parent, got {st}")),
+                }
+            }
+            Check::ZeroRoutes { gateway } => {
+                let st = self.status("Gateway", gateway)?;
+                let ls = st["listeners"].as_array().cloned().unwrap_or_default();
+                if ls.iter().all(|l| l["attachedRoutes"] == 0) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "Gateway {gateway}: want zero routes, got {}",
+                        st["listeners"]
+                    ))
+                }
+            }
+            Check::AttachedRoutes { gateway, listeners } => {
+                let st = self.status("Gateway", gateway)?;
+                for (name, n) in listeners {
+                    let l = st["listeners"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .find(|l| l["name"] == *name)
+                        .ok_or_else(|| format!("Gateway {gateway}: no listener {name}"))?;
+                    if l["attachedRoutes"] != *n {
+                        return Err(format!(
+                            "Gateway {gateway} listener {name}: want {n} routes, got {}",
+                            l["attachedRoutes"]
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            Check::GatewayCondition { gateway, cond } => {
+                let st = self.status("Gateway", gateway)?;
+                if Self::has_cond(&st["conditions"], cond) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "Gateway {gateway}: want {} {} {}, got {}",
+                        cond.type_, cond.status, cond.reason, st["conditions"]
+                    ))
+                }
+            }
+            Check::Listener {
+                gateway,
+                listener,
+                kinds,
+                conds,
+                attached,
+            } => {
+                let st = self.status("Gateway", gateway)?;
+                let l = st["listeners"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|l| l["name"] == *listener)
+                    .ok_or_else(|| format!("Gateway {gateway}: no listener {listener}"))?;
+                let got: Vec<&str> = l["supportedKinds"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|k| k["kind"].as_str())
+                    .collect();
+                // The suite: none expected means none; otherwise each expected is listed.
+                let kinds_ok = if kinds.is_empty() {
+                    got.is_empty()
+                } else {
+                    kinds.iter().all(|k| got.contains(k))
+                };
+                if !kinds_ok {
+                    return Err(format!(
+                        "Gateway {gateway} listener {listener}: supported kinds {got:?}, want {kinds:?}"
+                    ));
+                }
+                for c in conds {
+                    if !Self::has_cond(&l["conditions"], c) {
+                        return Err(format!(
+                            "Gateway {gateway} listener {listener}: want {} {} {}, got {}",
+                            c.type_, c.status, c.reason, l["conditions"]
+                        ));
+                    }
+                }
+                if l["attachedRoutes"] != *attached {
+                    return Err(format!(
+                        "Gateway {gateway} listener {listener}: {} routes, want {attached}",
+                        l["attachedRoutes"]
+                    ));
+                }
+                Ok(())
+            }
+            Check::ListenerCondition {
+                gateway,
+                listener,
+                cond,
+            } => {
+                let st = self.status("Gateway", gateway)?;
+                let l = st["listeners"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|l| l["name"] == *listener)
+                    .ok_or_else(|| format!("Gateway {gateway}: no listener {listener}"))?;
+                if Self::has_cond(&l["conditions"], cond) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "Gateway {gateway} listener {listener}: want {} {} {}, got {}",
+                        cond.type_, cond.status, cond.reason, l["conditions"]
+                    ))
+                }
+            }
+            Check::Requests {
+                gateway,
+                port,
+                tls,
+                reqs,
+            } => {
+                let ip = self.address(gateway)?;
+                for r in reqs {
+                    let got = self.send(&ip, *port, *tls, r)?;
+                    compare(r, &got, *tls).map_err(|e| format!("{}: {e}", r.describe()))?;
+                }
+                Ok(())
+            }
+            Check::Weights { gateway, weights } => {
+                let ip = self.address(gateway)?;
+                self.weights(&ip, &gateway.namespace, weights)
+            }
+            Check::Delete { .. } => Ok(()),
+        }
+    }
+
+    /// One request with curl from the client.
+    fn send(&self, ip: &str, port: u16, tls: bool, r: &Req) -> std::result::Result<Answer, String> {
+        let mut args: Vec<String> = vec![
+            "curl".into(),
+            "-s".into(),
+            "-i".into(),
+            "--path-as-is".into(),
+            "-m".into(),
+            "3".into(),
+            "-X".into(),
+            r.method.clone(),
+        ];
+        let url = if tls {
+            let host = if r.host.is_empty() {
+                ip
+            } else {
+                r.host.as_str()
+            };
+            args.extend([
+                "-k".into(),
+                "--resolve".into(),
+                format!("{host}:{port}:{ip}"),
+            ]);
+            format!("https://{host}:{port}{}", r.path)
+        } else {
+            if !r.host.is_empty() {
+                args.extend(["-H".into(), format!("Host: {}", r.host)]);
+            }
+            format!("http://{ip}:{port}{}", r.path)
+        };
+        for (k, v) in &r.headers {
+            args.extend(["-H".into(), format!("{k}: {v}")]);
+        }
+        let sets: Vec<String> = r
+            .backend_sets
+            .iter()
+            .map(|(k, v)| format!("{k}:{v}"))
+            .collect();
+        args.extend([
+            "-H".into(),
+            format!("X-Echo-Set-Header: {}", sets.join(",")),
+        ]);
+        if r.method == "HEAD" {
+            args.push("-I".into());
+        }
+        args.push(url);
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = self
+            .sys
+            .lab
+            .run_in("client", &argv)
+            .map_err(|e| format!("curl: {e:#}"))?;
+        parse_answer(&String::from_utf8_lossy(&out.stdout))
+            .ok_or_else(|| format!("no HTTP answer (curl exit {:?})", out.status.code()))
+    }
+
+    fn weights(
+        &self,
+        ip: &str,
+        namespace: &str,
+        weights: &[(&'static str, f64)],
+    ) -> std::result::Result<(), String> {
+        const TOTAL: usize = 500;
+        let url = format!("http://{ip}/");
+        let mut args = vec!["curl", "-s", "-m", "20", "-w", "\\n"];
+        for _ in 0..TOTAL {
+            args.push(&url);
+        }
+        let out = self
+            .sys
+            .lab
+            .run_in("client", &args)
+            .map_err(|e| format!("curl: {e:#}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut by: BTreeMap<String, usize> = BTreeMap::new();
+        let mut n = 0;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v: Value = serde_json::from_str(line)
+                .map_err(|e| format!("not an echo answer ({e}): {line}"))?;
+            if v["namespace"] != namespace {
+                return Err(format!("answered from {}", v["namespace"]));
+            }
+            let pod = v["pod"].as_str().unwrap_or_default();
+            let b = pod.strip_suffix("-lab-0").unwrap_or(pod).to_string();
+            *by.entry(b).or_default() += 1;
+            n += 1;
+        }
+        if n != TOTAL {
+            return Err(format!("{n} of {TOTAL} requests answered"));
+        }
+        for (b, want) in weights {
+            let got = *by.get(*b).unwrap_or(&0) as f64 / TOTAL as f64;
+            if (got - want).abs() > 0.05 {
+                return Err(format!(
+                    "backend {b}: {got:.3} of the traffic, want {want} (±0.05): {by:?}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An HTTP answer as curl -i printed it.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    /// Lowercase names.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<String> {
+        let vals: Vec<&str> = self
+            .headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect();
+        (!vals.is_empty()).then(|| vals.join(","))
+    }
+}
+
+/// The final response head (and its body) of curl -i's output (1xx heads skipped).
+pub fn parse_answer(out: &str) -> Option<Answer> {
+    let mut rest = out;
+    loop {
+        let (head, body) = rest.split_once("\r\n\r\n").unwrap_or((rest, ""));
+        let mut lines = head.split("\r\n");
+        let status: u16 = lines.next()?.split(' ').nth(1)?.trim().parse().ok()?;
+        if (100..200).contains(&status) && body.starts_with("HTTP/") {
+            rest = body;
+            continue;
+        }
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        return Some(Answer {
+            status,
+            headers,
+            body: body.to_string(),
+        });
+    }
+}
+
+fn is_redirect(s: u16) -> bool {
+    matches!(s, 300 | 301 | 302 | 303 | 304 | 305 | 307 | 308)
+}
+
+/// The suite's comparison of an answer with what a request expects (its
+/// `CompareRoundTrip`, as facts: status; for 200 the request the backend saw, who
+/// answered and the response headers; for a redirect where it points).
+pub fn compare(r: &Req, a: &Answer, tls: bool) -> std::result::Result<(), String> {
+    let timeout = |s: u16| s == 408 || s == 504;
+    if timeout(a.status) && r.status.iter().any(|s| timeout(*s)) {
+        return Ok(());
+    }
+    if !r.status.contains(&a.status) {
+        return Err(format!("status {}, want {:?}", a.status, r.status));
+    }
+    if a.status == 200 || a.status == 204 {
+        let echo: Value = serde_json::from_str(&a.body)
+            .map_err(|e| format!("the answer is not the echo's JSON ({e}): {}", a.body))?;
+        let want_host = r.want_host.clone().unwrap_or_else(|| r.host.clone());
+        if !want_host.is_empty() && echo["host"] != want_host.as_str() {
+            return Err(format!(
+                "backend saw host {}, want {want_host}",
+                echo["host"]
+            ));
+        }
+        let want_path = r.want_path.clone().unwrap_or_else(|| r.path.clone());
+        if echo["path"] != want_path.as_str() {
+            return Err(format!(
+                "backend saw path {}, want {want_path}",
+                echo["path"]
+            ));
+        }
+        if echo["method"] != r.method.as_str() {
+            return Err(format!(
+                "backend saw method {}, want {}",
+                echo["method"], r.method
+            ));
+        }
+        if echo["namespace"] != r.namespace.as_str() {
+            return Err(format!(
+                "answered from namespace {}, want {}",
+                echo["namespace"], r.namespace
+            ));
+        }
+        let seen = |name: &str| -> Option<String> {
+            let m = echo["headers"].as_object()?;
+            let vals: Vec<String> = m
+                .iter()
+                .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+                .flat_map(|(_, v)| v.as_array().cloned().unwrap_or_default())
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect();
+            (!vals.is_empty()).then(|| vals.join(","))
+        };
+        for (k, v) in &r.want_headers {
+            match seen(k) {
+                Some(got) if got == *v => {}
+                got => return Err(format!("backend saw {k}: {got:?}, want {v}")),
+            }
+        }
+        for k in &r.absent_headers {
+            if let Some(got) = seen(k) {
+                return Err(format!("backend saw {k}: {got}, want none"));
+            }
+        }
+        for (k, v) in &r.resp_headers {
+            match a.header(k) {
+                Some(got) if got == *v => {}
+                got => return Err(format!("response {k}: {got:?}, want {v}")),
+            }
+        }
+        for k in &r.resp_absent {
+            if let Some(got) = a.header(k) {
+                return Err(format!("response {k}: {got}, want none"));
+            }
+        }
+        let pod = echo["pod"].as_str().unwrap_or_default();
+        if let Some(b) = &r.backend {
+            if !pod.starts_with(b.as_str()) {
+                return Err(format!("answered by {pod}, want {b}"));
+            }
+        }
+    } else if is_redirect(a.status) {
+        let Some(want) = &r.redirect else {
+            return Ok(());
+        };
+        let loc = a
+            .header("location")
+            .ok_or_else(|| format!("{} without Location", a.status))?;
+        let (scheme, rest) = loc
+            .split_once("://")
+            .ok_or_else(|| format!("Location {loc} is not absolute"))?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        let path = path.split('?').next().unwrap_or_default();
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => (h, p),
+            _ => (authority, ""),
+        };
+        let req_scheme = if tls { "https" } else { "http" };
+        let want_scheme = want.scheme.as_deref().unwrap_or(req_scheme);
+        if scheme != want_scheme {
+            return Err(format!(
+                "redirect scheme {scheme}, want {want_scheme} ({loc})"
+            ));
+        }
+        if let Some(h) = &want.host {
+            if host != h {
+                return Err(format!("redirect host {host}, want {h} ({loc})"));
+            }
+        }
+        match &want.port {
+            Some(p) if port != p => {
+                return Err(format!("redirect port {port:?}, want {p} ({loc})"))
+            }
+            Some(_) => {}
+            None => {
+                let default = if scheme.eq_ignore_ascii_case("https") {
+                    "443"
+                } else {
+                    "80"
+                };
+                if !port.is_empty() && port != default {
+                    return Err(format!(
+                        "redirect port {port}, want none or {default} ({loc})"
+                    ));
+                }
+            }
+        }
+        let req_path = r.path.split('?').next().unwrap_or_default();
+        let want_path = want.path.as_deref().unwrap_or(req_path);
+        if path != want_path {
+            return Err(format!("redirect path {path}, want {want_path} ({loc})"));
+        }
+    }
+    Ok(())
+}
+
+/// The upstream `ConformanceReport` (YAML) of `results` on `proxy`: per profile with a
+/// passing test, core and extended counts, the extended features every test of which
+/// passed (supported) and the others (unsupported), skipped and failed tests listed.
+pub fn report(proxy: &str, version: &str, results: &[(Case, Outcome)]) -> String {
+    let mut profiles: BTreeMap<&str, Vec<&(Case, Outcome)>> = BTreeMap::new();
+    for r in results {
+        profiles.entry(r.0.profile).or_default().push(r);
+    }
+    let mut out = Vec::new();
+    for (name, rs) in profiles {
+        let part = |ext: bool| {
+            let rs: Vec<_> = rs
+                .iter()
+                .filter(|r| r.0.features.is_empty() != ext)
+                .collect();
+            let count = |w: &str| rs.iter().filter(|r| r.1.word() == w).count();
+            let (p, f, s) = (count("PASS"), count("FAIL"), count("SKIP"));
+            let result = if f > 0 {
+                "failure"
+            } else if s > 0 {
+                "partial"
+            } else {
+                "success"
+            };
+            let mut v = json!({
+                "result": result,
+                "statistics": {"Passed": p, "Failed": f, "Skipped": s},
+            });
+            let skipped: Vec<&str> = rs
+                .iter()
+                .filter(|r| r.1.word() == "SKIP")
+                .map(|r| r.0.name)
+                .collect();
+            if !skipped.is_empty() {
+                v["skippedTests"] = json!(skipped);
+            }
+            let failed: Vec<&str> = rs
+                .iter()
+                .filter(|r| r.1.word() == "FAIL")
+                .map(|r| r.0.name)
+                .collect();
+            if !failed.is_empty() {
+                v["failedTests"] = json!(failed);
+            }
+            if ext {
+                let mut supported = std::collections::BTreeSet::new();
+                let mut unsupported = std::collections::BTreeSet::new();
+                for r in &rs {
+                    for f in r.0.features {
+                        if r.1 == Outcome::Pass {
+                            supported.insert(*f);
+                        } else {
+                            unsupported.insert(*f);
+                        }
+                    }
+                }
+                let supported: Vec<&str> = supported.difference(&unsupported).copied().collect();
+                v["supportedFeatures"] = json!(supported);
+                v["unsupportedFeatures"] = json!(unsupported);
+            }
+            (v, p + f + s)
+        };
+        // A profile none of whose tests passed is not claimed at all.
+        if !rs.iter().any(|r| r.1 == Outcome::Pass) {
+            continue;
+        }
+        let (core, _) = part(false);
+        let (ext, n_ext) = part(true);
+        let mut p = json!({"name": name, "core": core});
+        if n_ext > 0 {
+            p["extended"] = ext;
+        }
+        let summary = format!(
+            "Core tests: {} passed, {} failed, {} skipped.",
+            p["core"]["statistics"]["Passed"],
+            p["core"]["statistics"]["Failed"],
+            p["core"]["statistics"]["Skipped"]
+        );
+        p["summary"] = json!(summary);
+        out.push(p);
+    }
+    let doc = json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "ConformanceReport",
+        "date": chrono_like_now(),
+        "gatewayAPIChannel": "experimental",
+        "gatewayAPIVersion": "v1.6.1",
+        "implementation": {
+            "organization": "k8slb",
+            "project": format!("k8slb-{proxy}"),
+            "url": "https://github.com/k8slb/k8slb",
+            "version": version,
+            "contact": ["k8slb maintainers"],
+        },
+        "mode": "default",
+        "profiles": out,
+    });
+    serde_yaml::to_string(&doc).unwrap_or_default()
+}
+
+/// The date of a report: the day it ran (UTC, from `date`; no clock dependency here).
+fn chrono_like_now() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(status: u16, headers: &[(&str, &str)], body: Value) -> Answer {
+        Answer {
+            status,
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_ascii_lowercase(), v.to_string()))
+                .collect(),
+            body: body.to_string(),
+        }
+    }
+
+    fn echo(path: &str, pod: &str) -> Value {
+        json!({"path": path, "host": "h", "method": "GET", "namespace": INFRA, "pod": pod,
+               "headers": {"X-Header-Add": ["a", "b"]}})
+    }
+
+    #[test]
+    fn an_answer_is_judged_by_status_backend_path_and_headers() {
+        let r = get("/p").to("infra-backend-v1");
+        assert!(compare(
+            &r,
+            &answer(200, &[], echo("/p", "infra-backend-v1-lab-0")),
+            false
+        )
+        .is_ok());
+        assert!(compare(
+            &r,
+            &answer(200, &[], echo("/p", "infra-backend-v2-lab-0")),
+            false
+        )
+        .is_err());
+        assert!(compare(
+            &r,
+            &answer(200, &[], echo("/q", "infra-backend-v1-lab-0")),
+            false
+        )
+        .is_err());
+        assert!(compare(&r, &answer(404, &[], json!({})), false).is_err());
+        // Values of one header seen on several lines join with commas, as the suite's.
+        let r = get("/p")
+            .want_header("x-header-add", "a,b")
+            .absent("X-Gone");
+        assert!(compare(&r, &answer(200, &[], echo("/p", "x")), false).is_ok());
+        let r = get("/p").want_header("X-Header-Add", "a");
+        assert!(compare(&r, &answer(200, &[], echo("/p", "x")), false).is_err());
+        let r = get("/p").absent("X-Header-Add");
+        assert!(compare(&r, &answer(200, &[], echo("/p", "x")), false).is_err());
+        // Not the echo's JSON (a proxy's own page) is no pass.
+        let a = Answer {
+            status: 200,
+            headers: vec![],
+            body: "<html>".into(),
+        };
+        assert!(compare(&get("/p"), &a, false).is_err());
+    }
+
+    #[test]
+    fn a_redirect_is_judged_by_scheme_host_port_and_path_with_the_suites_defaults() {
+        let loc = |l: &str| answer(302, &[("Location", l)], json!(null));
+        let r = get("/a").redirect(
+            302,
+            Redirect {
+                host: Some("example.org".into()),
+                ..Redirect::default()
+            },
+        );
+        assert!(compare(&r, &loc("http://example.org/a"), false).is_ok());
+        assert!(compare(&r, &loc("http://example.org:80/a"), false).is_ok());
+        assert!(
+            compare(&r, &loc("http://example.org:8080/a"), false).is_err(),
+            "port"
+        );
+        assert!(
+            compare(&r, &loc("https://example.org/a"), false).is_err(),
+            "scheme"
+        );
+        assert!(
+            compare(&r, &loc("http://example.com/a"), false).is_err(),
+            "host"
+        );
+        assert!(
+            compare(&r, &loc("http://example.org/b"), false).is_err(),
+            "path"
+        );
+        assert!(compare(
+            &r,
+            &answer(301, &[("Location", "http://example.org/a")], json!(null)),
+            false
+        )
+        .is_err());
+        let r = get("/a").redirect(
+            302,
+            Redirect {
+                scheme: Some("https".into()),
+                port: Some("8443".into()),
+                ..Redirect::default()
+            },
+        );
+        assert!(compare(&r, &loc("https://x:8443/a?q=1"), false).is_ok());
+        assert!(compare(&r, &loc("https://x/a"), false).is_err());
+    }
+
+    #[test]
+    fn curls_output_gives_the_final_answer_after_an_interim_one() {
+        let out =
+            "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 404 Not Found\r\nServer: x\r\nA: 1\r\n\r\nbody";
+        let a = parse_answer(out).unwrap();
+        assert_eq!(a.status, 404);
+        assert_eq!(a.header("a").as_deref(), Some("1"));
+        assert_eq!(a.body, "body");
+        assert!(parse_answer("").is_none());
+    }
+}

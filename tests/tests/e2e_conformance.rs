@@ -1,0 +1,188 @@
+//! The Gateway API conformance runner (issue 23): the upstream v1.6.1 suite's data
+//! (`K8SLB_CONFORMANCE_DIR`, default `<repo>/../shared/conformance`) through the
+//! standalone mode on HAProxy and on nginx, each in a lab of its own (one LB node, one
+//! backend host running the suite's echo identities). Prints one line per test per
+//! proxy (PASS, FAIL or SKIP with the reason) and writes a `ConformanceReport` per proxy
+//! to `docs/conformance/` (what passed, what was skipped and why). Fails when any test
+//! FAILs, and when the data is missing (never a silent pass).
+//!
+//! The tests are data: `tests/src/conformance_cases.rs` (its header says how to add
+//! one); the machinery is `tests/src/conformance.rs`. `K8SLB_CONFORMANCE_ONLY=<text>`
+//! runs only the tests whose name contains it (no report written);
+//! `K8SLB_CONFORMANCE_PROXIES=nginx` only that proxy.
+
+use k8slb_common::testing::self_signed_for;
+use k8slb_tests::conformance::{
+    self, nn, read_manifest, Outcome, Runner, CLASS, CONTROLLER, INFRA,
+};
+use k8slb_tests::conformance_cases::cases;
+use k8slb_tests::l7::tls_secret;
+use k8slb_tests::system::{Options, System};
+use k8slb_tests::wait;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// The certificates the suite creates at its start (names and SANs as it gives them).
+fn secrets() -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    for (ns, name, sans) in [
+        (conformance::WEB, "certificate", vec!["*"]),
+        (
+            INFRA,
+            "tls-validity-checks-certificate",
+            vec!["*", "*.org", "*.wildcard.org"],
+        ),
+        (
+            INFRA,
+            "tls-checks-certificate",
+            vec!["abc.example.com", "other.example.com"],
+        ),
+        (
+            INFRA,
+            "tls-passthrough-checks-certificate",
+            vec!["abc.example.com"],
+        ),
+        (
+            conformance::APP,
+            "tls-passthrough-checks-certificate",
+            vec!["abc.example.com"],
+        ),
+        (
+            INFRA,
+            "tls-terminate-checks-certificate",
+            vec!["tls.example.com"],
+        ),
+    ] {
+        let (crt, key) = self_signed_for(&sans);
+        out.push(tls_secret(ns, name, &crt, &key));
+    }
+    out
+}
+
+fn run_on(
+    proxy: &str,
+    data: &std::path::Path,
+    only: Option<&str>,
+) -> Vec<(conformance::Case, Outcome)> {
+    let mut opts = Options::new(&format!("conf-{proxy}"))
+        .proxy(proxy)
+        .lbs(1)
+        .backends(1);
+    // Room for every Gateway of the suite's manifests (one address each).
+    let mut config = k8slb_tests::system::default_config(opts.advert_int);
+    config["pools"]["default"]["range"] = json!("198.18.0.100-198.18.0.250");
+    opts.config_extra = json!({"pools": config["pools"]});
+    let mut sys = System::start(opts).expect("the lab starts");
+
+    let base = read_manifest(&data.join("gateway-api/conformance/base/manifests.yaml"))
+        .expect("the base manifests");
+    let mut all = cases();
+    if let Some(o) = only {
+        all.retain(|c| c.name.contains(o));
+    }
+    // Every Deployment the base and the cases' manifests name gets an echo identity.
+    let mut deployments = conformance::deployments(&base);
+    for c in &all {
+        if c.skip.is_some() {
+            continue;
+        }
+        for m in c.manifest.iter().chain(&c.more_manifests) {
+            let docs = read_manifest(&data.join("gateway-api/conformance/tests").join(m))
+                .unwrap_or_else(|e| panic!("{}: {e:#}", c.name));
+            deployments.extend(conformance::deployments(&docs));
+        }
+    }
+    let results;
+    {
+        let mut runner =
+            Runner::start(&mut sys, data.to_path_buf(), &deployments).expect("the echo backend");
+        let class = json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+            "metadata": {"name": CLASS},
+            "spec": {"controllerName": CONTROLLER},
+        });
+        let mut docs = vec![class];
+        docs.extend(base);
+        docs.extend(secrets());
+        let docs = runner.prepare(&docs);
+        runner
+            .apply("base", &docs)
+            .expect("the base manifests applied");
+        wait::until(Duration::from_secs(60), || {
+            Ok(["same-namespace", "all-namespaces", "backend-namespaces"]
+                .iter()
+                .all(|g| runner.address(&nn(g)).is_ok()))
+        })
+        .expect("the base Gateways get their addresses");
+
+        let started = Instant::now();
+        let mut out = Vec::new();
+        for c in all {
+            let t = Instant::now();
+            let o = runner.run_case(&c, proxy);
+            let why = match (&o, c.known_failure(proxy)) {
+                (Outcome::Pass, _) => String::new(),
+                (Outcome::Fail(w), Some(known)) => format!(": known failure ({known}): {w}"),
+                (Outcome::Fail(w) | Outcome::Skip(w), _) => format!(": {w}"),
+            };
+            println!(
+                "conformance {proxy} {} {} ({:.1} s){why}",
+                o.word(),
+                c.name,
+                t.elapsed().as_secs_f64()
+            );
+            out.push((c, o));
+        }
+        println!(
+            "conformance {proxy}: {} tests in {:.0} s",
+            out.len(),
+            started.elapsed().as_secs_f64()
+        );
+        results = out;
+    }
+    if results
+        .iter()
+        .all(|(c, o)| o.word() != "FAIL" || c.known_failure(proxy).is_some())
+    {
+        sys.lab.pass();
+    }
+    results
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived, HAProxy and nginx; ./scripts/test.sh runs it"]
+fn gateway_api_conformance_suite_on_haproxy_and_nginx() {
+    let data = conformance::data_dir().unwrap_or_else(|e| panic!("{e:#}"));
+    let only = std::env::var("K8SLB_CONFORMANCE_ONLY").ok();
+    let proxies = std::env::var("K8SLB_CONFORMANCE_PROXIES").unwrap_or("haproxy,nginx".into());
+    let mut failed = Vec::new();
+    let mut fixed = Vec::new();
+    for proxy in proxies.split(',') {
+        let results = run_on(proxy, &data, only.as_deref());
+        for (c, o) in &results {
+            match (o, c.known_failure(proxy)) {
+                (Outcome::Fail(why), None) => failed.push(format!("{proxy} {}: {why}", c.name)),
+                (Outcome::Pass, Some(_)) => fixed.push(format!("{proxy} {}", c.name)),
+                _ => {}
+            }
+        }
+        if only.is_none() {
+            let dir = k8slb_tests::bins::repo_root().join("docs/conformance");
+            std::fs::create_dir_all(&dir).unwrap();
+            let text = conformance::report(proxy, env!("CARGO_PKG_VERSION"), &results);
+            let path = dir.join(format!("k8slb-{proxy}-report.yaml"));
+            std::fs::write(&path, text).unwrap();
+            println!("conformance {proxy}: report written to {}", path.display());
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "conformance failures:\n{}",
+        failed.join("\n")
+    );
+    assert!(
+        fixed.is_empty(),
+        "known failures that pass now (remove their expect_fail in conformance_cases.rs):\n{}",
+        fixed.join("\n")
+    );
+}
