@@ -8,10 +8,13 @@
 //! - [`l7`]: HTTP statuses, served certificates and TLS Secrets for the L7 tests.
 //! - [`kube`]: the fake API server and its relays, for the Kubernetes path.
 //! - [`soak`]: the chaos soak and the VIP sampler (who holds which VIP, every 20 ms).
+//! - [`grpc`]: a gRPC echo server and client (the conformance suite's GrpcEcho) and a
+//!   WebSocket-style upgrade echo, for the gRPC and WebSocket tests through the proxies.
 //! - [`container`]: the k8slb image under podman, with the manifests' security contexts.
 
 pub mod bins;
 pub mod container;
+pub mod grpc;
 pub mod kube;
 pub mod l7;
 pub mod lab;

@@ -37,9 +37,9 @@ use crate::endpoints::endpoints;
 use crate::names::{ObjectKey, ObjectName, PoolName, PortName, ServiceKey};
 use crate::problem::{ObjRef, Reason};
 use crate::routes::{
-    BackendId, BackendState, CertFile, Certificate, CookieName, FixedStatus, Hostname, HttpPath,
-    HttpRoutes, Listener, ListenerProtocol, ListenerTls, PathMatch, Redirect, RedirectStatus,
-    RouteAction, RouteMatch, RouteRule, Scheme, SecretName, Sticky, VirtualHost,
+    BackendId, BackendProtocol, BackendState, CertFile, Certificate, CookieName, FixedStatus,
+    Hostname, HttpPath, HttpRoutes, Listener, ListenerProtocol, ListenerTls, PathMatch, Redirect,
+    RedirectStatus, RouteAction, RouteMatch, RouteRule, Scheme, SecretName, Sticky, VirtualHost,
 };
 use crate::state::Problem;
 use k8s_openapi::api::core::v1::Service;
@@ -491,7 +491,15 @@ impl<'a> Index<'a> {
         &'s self,
         ns: &'s str,
         b: &'s IngressBackend,
-    ) -> Result<(BackendId, Option<PortName>, &'s [&'a EndpointSlice]), (Reason, String)> {
+    ) -> Result<
+        (
+            BackendId,
+            Option<PortName>,
+            &'s [&'a EndpointSlice],
+            BackendProtocol,
+        ),
+        (Reason, String),
+    > {
         let unsupported = |m: String| (reason::UNSUPPORTED_BACKEND, m);
         if b.resource.is_some() {
             return Err(unsupported(
@@ -559,6 +567,12 @@ impl<'a> Index<'a> {
                     ),
                 )
             })?;
+        let protocol =
+            BackendProtocol::from_app_protocol(port.app_protocol.as_deref()).map_err(|e| {
+                unsupported(format!(
+                    "Service {namespace}/{name} port {number}: {e}; its paths answer 503"
+                ))
+            })?;
         let port_name = port
             .name
             .as_deref()
@@ -575,6 +589,7 @@ impl<'a> Index<'a> {
             },
             port_name,
             slices,
+            protocol,
         ))
     }
 }
@@ -939,7 +954,7 @@ impl Translation<'_, '_> {
     fn resolve(&mut self, cur: &Current<'_>, b: &IngressBackend) -> RouteAction {
         let ns = ns_of(cur.ing);
         match self.idx.backend(ns, b) {
-            Ok((id, port_name, slices)) => {
+            Ok((id, port_name, slices, protocol)) => {
                 match self.backends.get(&id) {
                     Some((st, owner))
                         if st.stickiness != cur.settings.sticky && owner != &cur.me =>
@@ -962,6 +977,7 @@ impl Translation<'_, '_> {
                                         slices,
                                     ),
                                     stickiness: cur.settings.sticky.clone(),
+                                    protocol,
                                 },
                                 cur.me.clone(),
                             ),

@@ -165,6 +165,14 @@ pub(super) fn backend(
             format!("Service {ns}/{} has no {protocol} port {port}", b.name),
         ));
     };
+    let backend_protocol =
+        crate::app_protocol::BackendProtocol::from_app_protocol(sp.app_protocol.as_deref())
+            .map_err(|e| {
+                (
+                    "UnsupportedProtocol",
+                    format!("backend {ns}/{}: {e}", b.name),
+                )
+            })?;
     let weight = b.weight.unwrap_or(1);
     if weight == 0 {
         return Ok(None);
@@ -191,6 +199,7 @@ pub(super) fn backend(
         BackendState {
             endpoints: eps,
             stickiness: None,
+            protocol: backend_protocol,
         }
     });
     Ok(Some(WeightedBackend {

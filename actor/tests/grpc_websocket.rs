@@ -1,0 +1,278 @@
+//! gRPC and WebSocket through the real HAProxy and nginx, rendered from the route model
+//! (the routes of Ingresses and HTTPRoutes alike): a gRPC backend is a Service port with
+//! `appProtocol: kubernetes.io/h2c` ([`BackendProtocol::H2c`]), a WebSocket backend any
+//! HTTP/1.1 one. The gRPC echo server and client and the upgrade echo are the `tests`
+//! crate's ([`k8slb_tests::grpc`]).
+//!
+//! Root tests (a network namespace each, the VIP and the endpoints on its loopback);
+//! `apt-get install -y haproxy nginx iproute2 curl`.
+
+mod support;
+
+use k8slb_actor::render_http::{HttpRenderOptions, HttpRenderer};
+use k8slb_common::routes::{
+    BackendId, BackendProtocol, BackendState, HttpRoutes, Listener, ListenerProtocol, PathMatch,
+    RouteAction, RouteMatch, RouteRule, VirtualHost,
+};
+use k8slb_common::state::Endpoint;
+use k8slb_tests::grpc::{self, PodContext, Upgraded};
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::time::Duration;
+
+const VIP: &str = "198.18.0.10";
+const GRPC_EP: &str = "198.18.1.1:9000";
+const WS_EP: &str = "198.18.1.2:8080";
+const T: Duration = Duration::from_secs(5);
+
+fn backend(key: &str) -> BackendId {
+    key.parse().unwrap()
+}
+
+fn state(ep: &str, protocol: BackendProtocol) -> BackendState {
+    let a: SocketAddr = ep.parse().unwrap();
+    BackendState {
+        endpoints: vec![Endpoint {
+            ip: a.ip(),
+            port: a.port(),
+            draining: false,
+        }],
+        stickiness: None,
+        protocol,
+    }
+}
+
+fn host(name: &str, to: &BackendId) -> VirtualHost {
+    VirtualHost::new(
+        Some(name.parse().unwrap()),
+        vec![RouteRule::new(
+            RouteMatch::on_path(PathMatch::prefix(&"/".parse().unwrap())),
+            RouteAction::forward(to.clone()),
+        )],
+    )
+}
+
+fn listener(port: u16, hosts: Vec<VirtualHost>) -> Listener {
+    Listener {
+        ip: VIP.parse().unwrap(),
+        port,
+        protocol: ListenerProtocol::Http,
+        tls: None,
+        virtual_hosts: hosts,
+        default_action: None,
+        default_owner: None,
+    }
+}
+
+/// Port 80: `grpc.example` (h2c) and `ws.example` (HTTP/1.1) on one listener; port 81:
+/// `grpc.example` alone.
+fn routes() -> HttpRoutes {
+    let (g, w) = (backend("default/grpc:9000"), backend("default/ws:8080"));
+    let mut r = HttpRoutes {
+        listeners: vec![
+            listener(80, vec![host("grpc.example", &g), host("ws.example", &w)]),
+            listener(81, vec![host("grpc.example", &g)]),
+        ],
+        ..HttpRoutes::default()
+    };
+    r.backends.insert(g, state(GRPC_EP, BackendProtocol::H2c));
+    r.backends.insert(w, state(WS_EP, BackendProtocol::Http));
+    r.normalize();
+    r
+}
+
+fn options(dir: &Path) -> HttpRenderOptions {
+    HttpRenderOptions {
+        files_dir: dir.to_path_buf(),
+        // The shipped lines (proxy_http_version 1.1 among them).
+        nginx_proxy: k8slb_common::config::default_nginx().proxy,
+        ..HttpRenderOptions::default()
+    }
+}
+
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn enter(ns: &str) {
+    let f = std::fs::File::open(Path::new("/run/netns").join(ns)).unwrap();
+    nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+}
+
+/// Runs `f` on a thread inside `ns`.
+fn in_ns<T: Send>(ns: &support::Netns, f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            enter(&ns.name);
+            f()
+        })
+        .join()
+        .unwrap()
+    })
+}
+
+/// Binds `addr` inside `ns` (the socket stays in it whatever thread serves it).
+fn bind_in(ns: &support::Netns, addr: &str) -> TcpListener {
+    in_ns(ns, || TcpListener::bind(addr).unwrap())
+}
+
+/// The proxy with `routes`, the echo servers on the endpoints; the notes of the render.
+fn serve(
+    proxy: &str,
+    routes: &HttpRoutes,
+    dir: &Path,
+) -> (support::Netns, Killed, grpc::EchoServer, Vec<String>) {
+    let ns = support::Netns::new("k8slbgrpc");
+    ns.ip(&format!("addr add {VIP}/32 dev lo"));
+    for ep in [GRPC_EP, WS_EP] {
+        let a: SocketAddr = ep.parse().unwrap();
+        ns.ip(&format!("addr add {}/32 dev lo", a.ip()));
+    }
+    let echo = grpc::echo_server(
+        bind_in(&ns, GRPC_EP),
+        PodContext {
+            namespace: "default".into(),
+            service_name: "grpc".into(),
+            pod: "grpc-0".into(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    grpc::upgrade_backend(bind_in(&ns, WS_EP), "ws");
+    let o = options(dir);
+    let r = HttpRenderer::embedded().unwrap();
+    let (child, notes) = if proxy == "haproxy" {
+        let hp = r.haproxy(routes, &o, &[]).unwrap();
+        for (f, t) in &hp.files {
+            std::fs::write(f, t).unwrap();
+        }
+        let cfg = format!(
+            "global\n  expose-experimental-directives\ndefaults\n  mode http\n  timeout connect 2s\n  timeout client 30s\n  timeout server 30s\n  timeout tunnel 1h\n{}",
+            hp.text
+        );
+        let file = dir.join("haproxy.cfg");
+        std::fs::write(&file, &cfg).unwrap();
+        let c = ns
+            .cmd("haproxy")
+            .arg("-db")
+            .arg("-f")
+            .arg(&file)
+            .spawn()
+            .unwrap();
+        (Killed(c), hp.notes)
+    } else {
+        let nx = r.nginx(routes, &o).unwrap();
+        let d = dir.display();
+        let mut cfg = format!(
+            "pid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n"
+        );
+        for l in k8slb_actor::render_http::nx_http_base(&[]) {
+            cfg.push_str(&format!("  {l}\n"));
+        }
+        cfg.push_str(&nx.text);
+        cfg.push_str("\n}\n");
+        let file = dir.join("nginx.conf");
+        std::fs::write(&file, &cfg).unwrap();
+        let c = ns
+            .cmd("nginx")
+            .args(["-g", "daemon off;", "-p"])
+            .arg(dir)
+            .arg("-c")
+            .arg(&file)
+            .spawn()
+            .unwrap();
+        (Killed(c), nx.notes)
+    };
+    let up = support::wait_until(Duration::from_secs(10), || {
+        in_ns(&ns, || {
+            std::net::TcpStream::connect((VIP, 81)).is_ok()
+                && std::net::TcpStream::connect((VIP, 80)).is_ok()
+        })
+    });
+    assert!(up, "{proxy} did not listen on {VIP}");
+    (ns, child, echo, notes)
+}
+
+fn vip(port: u16) -> SocketAddr {
+    SocketAddr::new(VIP.parse().unwrap(), port)
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, real haproxy and nginx"]
+fn grpc_calls_reach_an_h2c_backend_through_both_proxies() {
+    support::require_root_and(&["haproxy", "nginx", "ip"]);
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (ns, _p, _echo, notes) = serve(proxy, &routes(), dir.path());
+        in_ns(&ns, || {
+            let echo = grpc::method_path("Echo");
+            let r = grpc::call_blocking(vip(81), "grpc.example", &echo, &[("x-k", "v")], T)
+                .unwrap_or_else(|e| panic!("{proxy}: {e}"));
+            assert_eq!(r.grpc_status, Some(0), "{proxy}: {r:?}");
+            let a = r.assertions.unwrap();
+            assert_eq!(a.fully_qualified_method, echo, "{proxy}");
+            assert_eq!(a.context.pod, "grpc-0", "{proxy}");
+            assert_eq!(a.header("x-k"), vec!["v"], "{proxy}: metadata passes");
+            assert_eq!(a.authority, "grpc.example", "{proxy}: :authority passes");
+            // An unimplemented method's status passes (a trailers-only answer).
+            let r = grpc::call_blocking(
+                vip(81),
+                "grpc.example",
+                &grpc::method_path("EchoThree"),
+                &[],
+                T,
+            )
+            .unwrap();
+            assert_eq!(r.grpc_status, Some(12), "{proxy}: {r:?}");
+            // A stream: messages go back and forth on one call.
+            let mut s = grpc::GrpcStream::open(vip(81), "grpc.example", T).unwrap();
+            for i in 0..3u8 {
+                assert_eq!(&s.ping(&[i; 4], T).unwrap()[..], &[i; 4], "{proxy}");
+            }
+        });
+        // Port 80 mixes an h2c and an HTTP/1.1 backend: HAProxy takes h2c there too;
+        // nginx (before 1.25.1) cannot take both on one cleartext port and says so.
+        let mixed = in_ns(&ns, || {
+            grpc::call_blocking(vip(80), "grpc.example", &grpc::method_path("Echo"), &[], T)
+        });
+        if proxy == "haproxy" {
+            assert_eq!(mixed.unwrap().grpc_status, Some(0));
+        } else {
+            assert!(mixed.is_err(), "nginx: {mixed:?}");
+            assert!(
+                notes.iter().any(|n| n.contains("198.18.0.10:80")
+                    && n.contains("h2c and HTTP/1.1 on one cleartext port")),
+                "{notes:?}"
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, real haproxy and nginx"]
+fn websocket_upgrades_pass_both_proxies_and_plain_requests_still_do() {
+    support::require_root_and(&["haproxy", "nginx", "ip", "curl"]);
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (ns, _p, _echo, _) = serve(proxy, &routes(), dir.path());
+        in_ns(&ns, || {
+            let mut u = Upgraded::open(vip(80), "ws.example", "/chat")
+                .unwrap_or_else(|e| panic!("{proxy}: no 101: {e}"));
+            for m in [&b"hello"[..], b"again", b"\x00\x01binary"] {
+                assert_eq!(u.ping(m, T).unwrap(), m, "{proxy}");
+            }
+        });
+        let plain = ns
+            .cmd("curl")
+            .args(["-s", "--max-time", "3", "-H", "Host: ws.example"])
+            .arg(format!("http://{VIP}/"))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&plain.stdout), "ws", "{proxy}");
+    }
+}
