@@ -276,3 +276,266 @@ fn websocket_upgrades_pass_both_proxies_and_plain_requests_still_do() {
         assert_eq!(String::from_utf8_lossy(&plain.stdout), "ws", "{proxy}");
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// GRPCRoute through the real proxies: the GATEWAY-GRPC core tests' routes (Gateway API
+// v1.6.1 conformance/tests/grpcroute-*.yaml, transcribed), translated by the real
+// Gateway API translation, rendered, and called with gRPC.
+
+const INFRA_BASE: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: k8slb }
+spec: { controllerName: k8slb.io/gateway-controller }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: same-namespace, namespace: gateway-conformance-infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: http, port: 80, protocol: HTTP, allowedRoutes: { namespaces: { from: Same } } }
+"#;
+
+/// The three gRPC echo backends: Service `grpc-infra-backend-v<n>` port 8080, its one
+/// endpoint `198.18.2.<n>:9000`.
+fn grpc_backends_yaml() -> String {
+    let mut out = String::new();
+    for n in 1..=3 {
+        out.push_str(&format!(
+            r#"
+---
+apiVersion: v1
+kind: Service
+metadata: {{ namespace: gateway-conformance-infra, name: grpc-infra-backend-v{n} }}
+spec: {{ type: ClusterIP, ports: [{{ port: 8080, targetPort: 9000 }}] }}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{ namespace: gateway-conformance-infra, name: grpc-infra-backend-v{n}-a, labels: {{ kubernetes.io/service-name: grpc-infra-backend-v{n} }} }}
+addressType: IPv4
+ports: [{{ port: 9000, protocol: TCP }}]
+endpoints: [{{ addresses: [198.18.2.{n}], conditions: {{ ready: true }} }}]
+"#
+        ));
+    }
+    out
+}
+
+fn grpc_route_model(routes_yaml: &str) -> HttpRoutes {
+    let mut objs = k8slb_common::objects::Objects::default();
+    for t in [INFRA_BASE, &grpc_backends_yaml(), routes_yaml] {
+        objs.add_text(t).unwrap();
+    }
+    assert!(objs.problems.is_empty(), "{:?}", objs.problems);
+    let addresses = objs
+        .gateways
+        .iter()
+        .map(|g| {
+            let key = k8slb_common::names::ObjectKey::new(
+                g.metadata.namespace.as_deref().unwrap(),
+                g.metadata.name.as_deref().unwrap(),
+            )
+            .unwrap();
+            (key, vec![VIP.parse().unwrap()])
+        })
+        .collect();
+    let out =
+        k8slb_common::gateway::translate(&objs.gateway_input(&[], &addresses, &Default::default()));
+    for (route, parents) in &out.grpc_routes {
+        for p in parents {
+            assert!(
+                p.conditions.iter().all(|c| c.status),
+                "{route}: {:?}",
+                p.conditions
+            );
+        }
+    }
+    assert!(!out.grpc_routes.is_empty());
+    out.routes
+}
+
+/// Runs `proxy` with `routes` (one listener, port 80) and the three echo backends.
+fn serve_grpc(
+    proxy: &str,
+    routes: &HttpRoutes,
+    dir: &Path,
+) -> (support::Netns, Killed, Vec<grpc::EchoServer>) {
+    let ns = support::Netns::new("k8slbgrpcr");
+    ns.ip(&format!("addr add {VIP}/32 dev lo"));
+    let mut servers = Vec::new();
+    for n in 1..=3 {
+        ns.ip(&format!("addr add 198.18.2.{n}/32 dev lo"));
+        servers.push(
+            grpc::echo_server(
+                bind_in(&ns, &format!("198.18.2.{n}:9000")),
+                PodContext {
+                    namespace: "gateway-conformance-infra".into(),
+                    service_name: format!("grpc-infra-backend-v{n}"),
+                    pod: format!("grpc-infra-backend-v{n}-0"),
+                    ..Default::default()
+                },
+            )
+            .unwrap(),
+        );
+    }
+    let o = options(dir);
+    let r = HttpRenderer::embedded().unwrap();
+    let child = if proxy == "haproxy" {
+        let hp = r.haproxy(routes, &o, &[]).unwrap();
+        for (f, t) in &hp.files {
+            std::fs::write(f, t).unwrap();
+        }
+        let cfg = format!(
+            "global\n  expose-experimental-directives\ndefaults\n  mode http\n  timeout connect 2s\n  timeout client 30s\n  timeout server 30s\n{}",
+            hp.text
+        );
+        let file = dir.join("haproxy.cfg");
+        std::fs::write(&file, &cfg).unwrap();
+        Killed(
+            ns.cmd("haproxy")
+                .arg("-db")
+                .arg("-f")
+                .arg(&file)
+                .spawn()
+                .unwrap(),
+        )
+    } else {
+        let nx = r.nginx(routes, &o).unwrap();
+        assert!(nx.notes.is_empty(), "{:?}", nx.notes);
+        let d = dir.display();
+        let mut cfg = format!(
+            "pid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n"
+        );
+        for l in k8slb_actor::render_http::nx_http_base(&[]) {
+            cfg.push_str(&format!("  {l}\n"));
+        }
+        cfg.push_str(&nx.text);
+        cfg.push_str("\n}\n");
+        let file = dir.join("nginx.conf");
+        std::fs::write(&file, &cfg).unwrap();
+        Killed(
+            ns.cmd("nginx")
+                .args(["-g", "daemon off;", "-p"])
+                .arg(dir)
+                .arg("-c")
+                .arg(&file)
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let up = support::wait_until(Duration::from_secs(10), || {
+        in_ns(&ns, || std::net::TcpStream::connect((VIP, 80)).is_ok())
+    });
+    assert!(up, "{proxy} did not listen on {VIP}:80");
+    (ns, child, servers)
+}
+
+/// Who answered a call, as the conformance suite reads it: the serving Service's name, or
+/// `Unimplemented` (gRPC status 12, or HTTP 404 with no gRPC status: what gRPC clients
+/// map a 404 to).
+fn who(r: Result<grpc::Reply, grpc::GrpcError>) -> String {
+    match r {
+        Ok(r) if r.grpc_status == Some(0) => r
+            .assertions
+            .map(|a| a.context.service_name)
+            .unwrap_or_default(),
+        Ok(r) if r.grpc_status == Some(12) || (r.grpc_status.is_none() && r.http_status == 404) => {
+            "Unimplemented".into()
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, real haproxy and nginx"]
+fn grpcroute_method_and_header_matching_route_real_grpc_calls_on_both_proxies() {
+    support::require_root_and(&["haproxy", "nginx", "ip"]);
+    let exact = grpc_route_model(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: { name: exact-matching, namespace: gateway-conformance-infra }
+spec:
+  parentRefs: [{ name: same-namespace }]
+  rules:
+  - matches: [{ method: { service: gateway_api_conformance.echo_basic.grpcecho.GrpcEcho, method: Echo } }]
+    backendRefs: [{ name: grpc-infra-backend-v1, port: 8080 }]
+  - matches: [{ method: { service: gateway_api_conformance.echo_basic.grpcecho.GrpcEcho, method: EchoTwo } }]
+    backendRefs: [{ name: grpc-infra-backend-v2, port: 8080 }]
+"#,
+    );
+    let headers = grpc_route_model(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: { name: grpc-header-matching, namespace: gateway-conformance-infra }
+spec:
+  parentRefs: [{ name: same-namespace }]
+  rules:
+  - matches: [{ headers: [{ name: version, value: one }] }]
+    backendRefs: [{ name: grpc-infra-backend-v1, port: 8080 }]
+  - matches: [{ headers: [{ name: version, value: two }] }]
+    backendRefs: [{ name: grpc-infra-backend-v2, port: 8080 }]
+  - matches: [{ headers: [{ name: version, value: two }, { name: color, value: orange }] }]
+    backendRefs: [{ name: grpc-infra-backend-v1, port: 8080 }]
+  - matches: [{ headers: [{ name: color, value: blue }] }, { headers: [{ name: color, value: green }] }]
+    backendRefs: [{ name: grpc-infra-backend-v1, port: 8080 }]
+  - matches: [{ headers: [{ name: color, value: red }] }, { headers: [{ name: color, value: yellow }] }]
+    backendRefs: [{ name: grpc-infra-backend-v2, port: 8080 }]
+"#,
+    );
+    let (v1, v2, none) = (
+        "grpc-infra-backend-v1",
+        "grpc-infra-backend-v2",
+        "Unimplemented",
+    );
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (ns, _p, _servers) = serve_grpc(proxy, &exact, dir.path());
+        let got: Vec<String> = in_ns(&ns, || {
+            ["Echo", "EchoTwo", "EchoThree"]
+                .iter()
+                .map(|m| {
+                    who(grpc::call_blocking(
+                        vip(80),
+                        VIP,
+                        &grpc::method_path(m),
+                        &[],
+                        T,
+                    ))
+                })
+                .collect()
+        });
+        assert_eq!(got, [v1, v2, none], "{proxy}: GRPCExactMethodMatching");
+        drop((ns, _p, _servers));
+
+        let dir = tempfile::tempdir().unwrap();
+        let (ns, _p, _servers) = serve_grpc(proxy, &headers, dir.path());
+        let table: [(&[(&str, &str)], &str); 11] = [
+            (&[("version", "one")], v1),
+            (&[("version", "two")], v2),
+            (&[("version", "two"), ("color", "orange")], v1),
+            (&[("version", "two"), ("color", "blue")], v2),
+            (&[("color", "orange")], none),
+            (&[("some-other-header", "one")], none),
+            (&[("color", "blue")], v1),
+            (&[("color", "green")], v1),
+            (&[("color", "red")], v2),
+            (&[("color", "yellow")], v2),
+            (&[("color", "purple")], none),
+        ];
+        for (md, want) in table {
+            let got = in_ns(&ns, || {
+                who(grpc::call_blocking(
+                    vip(80),
+                    VIP,
+                    &grpc::method_path("Echo"),
+                    md,
+                    T,
+                ))
+            });
+            assert_eq!(got, want, "{proxy}: GRPCRouteHeaderMatching {md:?}");
+        }
+    }
+}

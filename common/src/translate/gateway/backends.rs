@@ -79,21 +79,16 @@ pub(super) fn l4_backends(
 /// says why), into a map of its own, so that nothing of the route enters the model.
 pub(super) fn http_route_refs(
     input: &GatewayInput<'_>,
-    r: &HttpRoute,
+    (r, kind): (&HttpRoute, &str),
     rns: &str,
     services: &BTreeMap<(String, String), &Service>,
     slices: &crate::endpoints::SliceIndex<'_>,
 ) -> Condition {
     let mut aside = BTreeMap::new();
     for b in r.spec.rules.iter().flat_map(|rule| &rule.backend_refs) {
-        if let Err((reason, why)) = backend(
-            input,
-            b,
-            ("HTTPRoute", rns, "TCP"),
-            services,
-            slices,
-            &mut aside,
-        ) {
+        if let Err((reason, why)) =
+            backend(input, b, (kind, rns, "TCP"), services, slices, &mut aside)
+        {
             return Condition::new("ResolvedRefs", false, reason, why);
         }
     }
@@ -165,14 +160,18 @@ pub(super) fn backend(
             format!("Service {ns}/{} has no {protocol} port {port}", b.name),
         ));
     };
-    let backend_protocol =
+    // A GRPCRoute's backends are gRPC servers: h2c whatever the port says.
+    let backend_protocol = if from_kind == grpc::KIND {
+        crate::app_protocol::BackendProtocol::H2c
+    } else {
         crate::app_protocol::BackendProtocol::from_app_protocol(sp.app_protocol.as_deref())
             .map_err(|e| {
                 (
                     "UnsupportedProtocol",
                     format!("backend {ns}/{}: {e}", b.name),
                 )
-            })?;
+            })?
+    };
     let weight = b.weight.unwrap_or(1);
     if weight == 0 {
         return Ok(None);

@@ -96,7 +96,7 @@ pub(super) fn over_conditional_cap(
 #[allow(clippy::type_complexity)]
 pub(super) fn rules_of(
     input: &GatewayInput<'_>,
-    r: &HttpRoute,
+    (r, kind): (&HttpRoute, &str),
     rns: &str,
     services: &BTreeMap<(String, String), &Service>,
     slices: &crate::endpoints::SliceIndex<'_>,
@@ -116,7 +116,13 @@ pub(super) fn rules_of(
         };
         let action = match &settings.action {
             Some(a) => a.clone(),
-            None => forward(input, rule, (rns, services, slices), backends, &mut refs),
+            None => forward(
+                input,
+                rule,
+                (kind, rns, services, slices),
+                backends,
+                &mut refs,
+            ),
         };
         let matches = if rule.matches.is_empty() {
             vec![types::HttpRouteMatch::default()]
@@ -273,7 +279,8 @@ impl RuleSettings {
 fn forward(
     input: &GatewayInput<'_>,
     rule: &types::HttpRouteRule,
-    (rns, services, slices): (
+    (kind, rns, services, slices): (
+        &str,
         &str,
         &BTreeMap<(String, String), &Service>,
         &crate::endpoints::SliceIndex<'_>,
@@ -284,14 +291,7 @@ fn forward(
     let mut weighted = Vec::new();
     let mut invalid: u16 = 0;
     for b in &rule.backend_refs {
-        match backend(
-            input,
-            b,
-            ("HTTPRoute", rns, "TCP"),
-            services,
-            slices,
-            backends,
-        ) {
+        match backend(input, b, (kind, rns, "TCP"), services, slices, backends) {
             Ok(Some(w)) => weighted.push(w),
             Ok(None) => {}
             Err((reason, why)) => {
