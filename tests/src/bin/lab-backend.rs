@@ -14,6 +14,9 @@
 //!   backend that terminates TLS itself (Rancher on `targetPort: 443`) is.
 //! - TCP: writes `backend=<name>\n` on connect, then echoes what it receives.
 //! - UDP: answers each datagram with `backend=<name> <datagram>`.
+//! - gRPC (`--grpc`, h2c): the conformance suite's GrpcEcho service
+//!   ([`k8slb_tests::grpc`]), its pod context naming this backend (`pod` and
+//!   `service_name` = `<name>`).
 //!
 //! Any number of each listener may be given. Runs until killed.
 
@@ -32,6 +35,7 @@ struct Args {
     key: Option<PathBuf>,
     tcp: Vec<SocketAddr>,
     udp: Vec<SocketAddr>,
+    grpc: Vec<SocketAddr>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -43,6 +47,7 @@ fn parse_args() -> Result<Args, String> {
         key: None,
         tcp: vec![],
         udp: vec![],
+        grpc: vec![],
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -59,6 +64,7 @@ fn parse_args() -> Result<Args, String> {
             "--key" => a.key = Some(PathBuf::from(&val)),
             "--tcp" => a.tcp.push(addr()?),
             "--udp" => a.udp.push(addr()?),
+            "--grpc" => a.grpc.push(addr()?),
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
@@ -75,7 +81,7 @@ fn main() {
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]...");
+            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--grpc ADDR]...");
             std::process::exit(64);
         }
     };
@@ -164,6 +170,19 @@ async fn run(args: Args) -> std::io::Result<()> {
                 }
             }
         });
+    }
+    // The gRPC echo servers run on threads of their own, for the process's life.
+    let mut grpc = Vec::new();
+    for addr in args.grpc {
+        let ctx = k8slb_tests::grpc::PodContext {
+            service_name: name.to_string(),
+            pod: name.to_string(),
+            ..Default::default()
+        };
+        grpc.push(k8slb_tests::grpc::echo_server(
+            std::net::TcpListener::bind(addr)?,
+            ctx,
+        )?);
     }
     eprintln!("lab-backend {name}: listening");
     while tasks.join_next().await.is_some() {}
