@@ -273,7 +273,11 @@ fn websocket_upgrades_pass_both_proxies_and_plain_requests_still_do() {
             .arg(format!("http://{VIP}/"))
             .output()
             .unwrap();
-        assert_eq!(String::from_utf8_lossy(&plain.stdout), "ws", "{proxy}");
+        assert_eq!(
+            String::from_utf8_lossy(&plain.stdout),
+            "backend=ws\n",
+            "{proxy}"
+        );
     }
 }
 

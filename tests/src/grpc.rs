@@ -559,13 +559,15 @@ impl GrpcStream {
 
 /// Answers on `listener` (bound by the caller) on threads of its own until the process
 /// ends: an `Upgrade: websocket` request gets `101 Switching Protocols` and then every byte
-/// echoed; any other request `200` with `name` as the body.
-pub fn upgrade_backend(listener: TcpListener, name: &'static str) {
+/// echoed; any other request `200` with `backend=<name>\n` as the body.
+pub fn upgrade_backend(listener: TcpListener, name: &str) {
+    let name: std::sync::Arc<str> = name.into();
     std::thread::spawn(move || {
         for c in listener.incoming() {
             let Ok(c) = c else { continue };
+            let name = name.clone();
             std::thread::spawn(move || {
-                let _ = upgrade_conn(c, name);
+                let _ = upgrade_conn(c, &name);
             });
         }
     });
@@ -590,10 +592,12 @@ fn upgrade_conn(mut c: TcpStream, name: &str) -> std::io::Result<()> {
         l.starts_with("upgrade:") && l.contains("websocket")
     });
     if !upgrade {
+        // As lab-backend's HTTP answers (what the lab's client reads).
+        let body = format!("backend={name}\n");
         return write!(
             c,
-            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{name}",
-            name.len()
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
         );
     }
     // The accept key is not computed (no proxy checks it).

@@ -17,6 +17,8 @@
 //! - gRPC (`--grpc`, h2c): the conformance suite's GrpcEcho service
 //!   ([`k8slb_tests::grpc`]), its pod context naming this backend (`pod` and
 //!   `service_name` = `<name>`).
+//! - WebSocket (`--ws`): an `Upgrade: websocket` request gets `101`, then every byte is
+//!   echoed ([`k8slb_tests::grpc::upgrade_backend`]); another request `200 <name>`.
 //!
 //! Any number of each listener may be given. Runs until killed.
 
@@ -36,6 +38,7 @@ struct Args {
     tcp: Vec<SocketAddr>,
     udp: Vec<SocketAddr>,
     grpc: Vec<SocketAddr>,
+    ws: Vec<SocketAddr>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -48,6 +51,7 @@ fn parse_args() -> Result<Args, String> {
         tcp: vec![],
         udp: vec![],
         grpc: vec![],
+        ws: vec![],
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -65,6 +69,7 @@ fn parse_args() -> Result<Args, String> {
             "--tcp" => a.tcp.push(addr()?),
             "--udp" => a.udp.push(addr()?),
             "--grpc" => a.grpc.push(addr()?),
+            "--ws" => a.ws.push(addr()?),
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
@@ -81,7 +86,7 @@ fn main() {
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--grpc ADDR]...");
+            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--grpc ADDR]... [--ws ADDR]...");
             std::process::exit(64);
         }
     };
@@ -183,6 +188,9 @@ async fn run(args: Args) -> std::io::Result<()> {
             std::net::TcpListener::bind(addr)?,
             ctx,
         )?);
+    }
+    for addr in args.ws {
+        k8slb_tests::grpc::upgrade_backend(std::net::TcpListener::bind(addr)?, &name);
     }
     eprintln!("lab-backend {name}: listening");
     while tasks.join_next().await.is_some() {}
