@@ -84,6 +84,8 @@ fn routes() -> HttpRoutes {
 fn options(dir: &Path) -> HttpRenderOptions {
     HttpRenderOptions {
         files_dir: dir.to_path_buf(),
+        // The pool certificate of tls_routes (certificate).
+        pool_cert_dir: dir.to_path_buf(),
         // The shipped lines (proxy_http_version 1.1 among them).
         nginx_proxy: k8slb_common::config::default_nginx().proxy,
         ..HttpRenderOptions::default()
@@ -190,8 +192,10 @@ fn serve(
     };
     let up = support::wait_until(Duration::from_secs(10), || {
         in_ns(&ns, || {
-            std::net::TcpStream::connect((VIP, 81)).is_ok()
-                && std::net::TcpStream::connect((VIP, 80)).is_ok()
+            routes
+                .listeners
+                .iter()
+                .all(|l| std::net::TcpStream::connect((VIP, l.port)).is_ok())
         })
     });
     assert!(up, "{proxy} did not listen on {VIP}");
@@ -541,5 +545,84 @@ spec:
             });
             assert_eq!(got, want, "{proxy}: GRPCRouteHeaderMatching {md:?}");
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// gRPC over TLS: an HTTPS listener offers h2 by ALPN on both proxies.
+
+/// A self-signed certificate for `grpc.example` in `dir`: `default.pem` (chain + key, as
+/// HAProxy reads a pool's), `default.key` (nginx); returns the certificate's PEM.
+fn certificate(dir: &Path) -> String {
+    let (crt, key) = (dir.join("default.crt"), dir.join("default.key"));
+    let out = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", "/CN=grpc.example"])
+        .args(["-addext", "subjectAltName=DNS:grpc.example"])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&crt)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (c, k) = (
+        std::fs::read_to_string(&crt).unwrap(),
+        std::fs::read_to_string(&key).unwrap(),
+    );
+    std::fs::write(dir.join("default.pem"), format!("{c}{k}")).unwrap();
+    c
+}
+
+/// Port 443 (HTTPS, the pool certificate `default`): `grpc.example` (h2c backend) and
+/// `ws.example` (HTTP/1.1 backend).
+fn tls_routes() -> HttpRoutes {
+    let (g, w) = (backend("default/grpc:9000"), backend("default/ws:8080"));
+    let mut l = listener(443, vec![host("grpc.example", &g), host("ws.example", &w)]);
+    l.protocol = ListenerProtocol::Https;
+    l.tls = Some(k8slb_common::routes::ListenerTls {
+        certificates: vec![],
+        default_certificate: Some(k8slb_common::routes::CertFile::Pool {
+            pool: "default".parse().unwrap(),
+        }),
+    });
+    let mut r = HttpRoutes {
+        listeners: vec![l],
+        ..HttpRoutes::default()
+    };
+    r.backends.insert(g, state(GRPC_EP, BackendProtocol::H2c));
+    r.backends.insert(w, state(WS_EP, BackendProtocol::Http));
+    r.normalize();
+    r
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, real haproxy and nginx"]
+fn grpc_over_tls_negotiates_h2_by_alpn_on_both_proxies() {
+    support::require_root_and(&["haproxy", "nginx", "ip", "openssl"]);
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = certificate(dir.path());
+        let (ns, _p, _echo, notes) = serve(proxy, &tls_routes(), dir.path());
+        assert!(notes.is_empty(), "{proxy}: {notes:?}");
+        let r = in_ns(&ns, || {
+            grpc::call_tls_blocking(vip(443), "grpc.example", &grpc::method_path("Echo"), &ca, T)
+        })
+        .unwrap_or_else(|e| panic!("{proxy}: {e}"));
+        assert_eq!(r.grpc_status, Some(0), "{proxy}: {r:?}");
+        let a = r.assertions.unwrap();
+        assert_eq!(a.context.pod, "grpc-0", "{proxy}");
+        assert_eq!(a.authority, "grpc.example", "{proxy}");
     }
 }

@@ -97,6 +97,8 @@ pub enum GrpcError {
     Decode(String),
     #[error("timed out after {0:?}")]
     Timeout(Duration),
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 // ---------------------------------------------------------------------------------------
@@ -408,11 +410,57 @@ async fn connect(addr: SocketAddr) -> Result<h2::client::SendRequest<Bytes>, Grp
     let tcp = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|source| GrpcError::Connect { addr, source })?;
-    let (client, conn) = h2::client::handshake(tcp).await?;
+    over(tcp).await
+}
+
+/// HTTP/2 over `io` (a TCP or TLS stream).
+async fn over<T>(io: T) -> Result<h2::client::SendRequest<Bytes>, GrpcError>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (client, conn) = h2::client::handshake(io).await?;
     tokio::spawn(async move {
         let _ = conn.await;
     });
     Ok(client.ready().await?)
+}
+
+/// TLS to `addr` for `server_name`, offering ALPN `h2` only, the server's certificate
+/// verified against `ca_pem`; an error when the server did not choose h2.
+async fn connect_tls(
+    addr: SocketAddr,
+    server_name: &str,
+    ca_pem: &str,
+) -> Result<h2::client::SendRequest<Bytes>, GrpcError> {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    let tls_err = |e: String| GrpcError::Tls(e);
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots
+            .add(c.map_err(|e| tls_err(e.to_string()))?)
+            .map_err(|e| tls_err(e.to_string()))?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls_err(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let name = rustls::pki_types::ServerName::try_from(server_name.to_string())
+        .map_err(|e| tls_err(e.to_string()))?;
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|source| GrpcError::Connect { addr, source })?;
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| tls_err(e.to_string()))?;
+    if tls.get_ref().1.alpn_protocol() != Some(b"h2") {
+        return Err(tls_err("the server did not choose ALPN h2".into()));
+    }
+    over(tls).await
 }
 
 fn grpc_request(
@@ -443,7 +491,38 @@ pub async fn call(
     path: &str,
     metadata: &[(&str, &str)],
 ) -> Result<Reply, GrpcError> {
-    let mut client = connect(addr).await?;
+    unary(connect(addr).await?, authority, path, metadata).await
+}
+
+/// [`call`] over TLS (ALPN h2, SNI = `authority`, the certificate verified against
+/// `ca_pem`), blocking as [`call_blocking`].
+pub fn call_tls_blocking(
+    addr: SocketAddr,
+    authority: &str,
+    path: &str,
+    ca_pem: &str,
+    timeout: Duration,
+) -> Result<Reply, GrpcError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        tokio::time::timeout(timeout, async {
+            let client = connect_tls(addr, authority, ca_pem).await?;
+            unary(client, authority, path, &[]).await
+        })
+        .await
+        .map_err(|_| GrpcError::Timeout(timeout))?
+    })
+}
+
+async fn unary(
+    mut client: h2::client::SendRequest<Bytes>,
+    authority: &str,
+    path: &str,
+    metadata: &[(&str, &str)],
+) -> Result<Reply, GrpcError> {
     let (resp, mut send) = client.send_request(grpc_request(authority, path, metadata)?, false)?;
     send.send_data(frame(&[]), true)?;
     let resp = resp.await?;
