@@ -29,6 +29,7 @@ fn routes() -> HttpRoutes {
             BackendState {
                 endpoints,
                 stickiness: None,
+                protocol: Default::default(),
             },
         );
     }

@@ -325,7 +325,9 @@ fn changes(
         applier.renderer().node.clone(),
         applier.renderer().base.clone(),
     );
-    let mut prev = pure.view(state, ctx, None).map_err(|e| bug(e.to_string()))?;
+    let mut prev = pure
+        .view(state, ctx, None)
+        .map_err(|e| bug(e.to_string()))?;
     let scratch = paths.work_dir.join("bench-write-test.cfg");
 
     let (mut apply_t, mut view_t, mut diff_t, mut render_t, mut write_t) =
@@ -340,7 +342,9 @@ fn changes(
         let backend = format!("be_{}_{}_{}", key.namespace, key.name, svc.ports[0].port);
 
         let t = Instant::now();
-        let v = pure.view(state, ctx, Some(&prev)).map_err(|e| bug(e.to_string()))?;
+        let v = pure
+            .view(state, ctx, Some(&prev))
+            .map_err(|e| bug(e.to_string()))?;
         view_t.push(t.elapsed());
         let t = Instant::now();
         let cmds = pure.runtime_diff(&prev, &v);

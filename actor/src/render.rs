@@ -120,6 +120,10 @@ struct NginxHead<'a> {
     base: Vec<String>,
     http: &'a [ConfigLine],
     proxy: &'a [ConfigLine],
+    /// [`crate::view::nginx_upgrade_lines`]
+    upgrade: &'a [&'static str],
+    /// `proxy` for the h2c ports' `grpc_pass` ([`crate::render_http::nx_grpc_line`]).
+    grpc_proxy: Vec<String>,
     upstream: &'a [ConfigLine],
     stream: &'a [ConfigLine],
     has_stream: bool,
@@ -276,6 +280,7 @@ fn nginx_ctx(
         stream_module,
         http,
         proxy,
+        upgrade,
         upstream,
         stream,
         http_servers,
@@ -291,6 +296,11 @@ fn nginx_ctx(
         base: crate::render_http::nx_http_base(http),
         http,
         proxy,
+        upgrade,
+        grpc_proxy: proxy
+            .iter()
+            .map(|l| crate::render_http::nx_grpc_line(l.as_str()))
+            .collect(),
         upstream,
         stream,
         has_stream: *has_stream,

@@ -28,9 +28,9 @@ use crate::view::{
 };
 use k8slb_common::names::ConfigLine;
 use k8slb_common::routes::{
-    CertFile, FieldName, FieldValue, HttpRoutes, Listener, ListenerProtocol, PathMatch,
-    PathRewrite, Redirect, Request, RouteAction, RouteMatch, RuleFilters, Scheme, Sticky,
-    VirtualHost,
+    BackendId, BackendProtocol, CertFile, FieldName, FieldValue, HttpRoutes, Listener,
+    ListenerProtocol, PathMatch, PathRewrite, Redirect, Request, RouteAction, RouteMatch,
+    RuleFilters, Scheme, Sticky, VirtualHost,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -829,6 +829,8 @@ struct NxServer {
     default: bool,
     server_name: String,
     tls: Option<NxTls>,
+    /// `http2` on the listen ([`nx_listener_h2`]).
+    h2: bool,
     /// The locations, pre-rendered by [`nx_location_lines`] (a 5,000-host render spent
     /// most of its time in a template loop over them).
     location_lines: String,
@@ -839,11 +841,72 @@ struct NxServer {
 /// proxies through a variable returns 500 for it.
 const NX_INVALID_SHARE: &str = "k8slb_500";
 
+/// A `proxy_*` line as the `grpc_*` line that does the same for `grpc_pass` (header
+/// edits and the timeouts and retries of the default `nginx.proxy` lines); any other
+/// line as it is (nginx accepts a `proxy_*` line beside `grpc_pass`: it does nothing).
+pub fn nx_grpc_line(line: &str) -> String {
+    const SAME: [&str; 7] = [
+        "proxy_set_header",
+        "proxy_hide_header",
+        "proxy_pass_header",
+        "proxy_connect_timeout",
+        "proxy_read_timeout",
+        "proxy_send_timeout",
+        "proxy_next_upstream",
+    ];
+    let word = line.split_whitespace().next().unwrap_or_default();
+    if SAME.contains(&word) {
+        format!("grpc_{}", &line[line.find("proxy_").unwrap_or(0) + 6..])
+    } else {
+        line.to_string()
+    }
+}
+
+/// Does nginx put `http2` on the listener's `listen`? On TLS, when some location of it
+/// forwards to an h2c backend (ALPN then offers h2 and http/1.1). On cleartext, only when
+/// every backend it forwards to speaks h2c: nginx before 1.25.1 takes only HTTP/2 on a
+/// cleartext `http2` port, so one HTTP/1.1 backend beside them keeps the port HTTP/1.1
+/// (and its h2c backends reachable by HTTP/1.1 clients only: a note says so).
+fn nx_listener_h2(l: &Listener, routes: &HttpRoutes, notes: &mut Vec<String>) -> bool {
+    let mut ids = BTreeSet::new();
+    let actions = l
+        .virtual_hosts
+        .iter()
+        .flat_map(|v| v.rules.iter().map(|r| &r.action))
+        .chain(l.default_action.as_ref());
+    for a in actions {
+        if let RouteAction::Forward { backends, .. } = a {
+            ids.extend(backends.iter().filter(|b| b.weight > 0).map(|b| &b.id));
+        }
+    }
+    let h2c = |id: &&BackendId| {
+        routes
+            .backends
+            .get(*id)
+            .is_some_and(|b| b.protocol == BackendProtocol::H2c)
+    };
+    let some = ids.iter().any(h2c);
+    match l.protocol {
+        ListenerProtocol::Https => some,
+        ListenerProtocol::Http => {
+            let all = some && ids.iter().all(h2c);
+            if some && !all {
+                notes.push(format!(
+                    "{}: nginx cannot take h2c and HTTP/1.1 on one cleartext port; its h2c backends are reached by HTTP/1.1 clients only",
+                    SocketAddr::new(l.ip, l.port)
+                ));
+            }
+            all
+        }
+    }
+}
+
 fn nx_location_lines(
     locations: &[NxLocation],
     proxy_lines: &[ConfigLine],
     invalid_shares: bool,
 ) -> String {
+    let upgrade_lines = crate::view::nginx_upgrade_lines(proxy_lines);
     let mut out = String::with_capacity(locations.len() * 96);
     for loc in locations {
         out.push_str("\n    location ");
@@ -878,13 +941,29 @@ fn nx_location_lines(
                         continue; // a filter of this location sets it
                     }
                     out.push_str("\n      ");
-                    out.push_str(l.as_str());
+                    if loc.h2c {
+                        out.push_str(&nx_grpc_line(l.as_str()));
+                    } else {
+                        out.push_str(l.as_str());
+                    }
                 }
                 for l in &loc.filter_lines {
                     out.push_str("\n      ");
-                    out.push_str(l);
+                    if loc.h2c {
+                        out.push_str(&nx_grpc_line(l));
+                    } else {
+                        out.push_str(l);
+                    }
                 }
-                out.push_str("\n      proxy_pass http://");
+                if loc.h2c {
+                    out.push_str("\n      grpc_pass grpc://");
+                } else {
+                    for l in &upgrade_lines {
+                        out.push_str("\n      ");
+                        out.push_str(l);
+                    }
+                    out.push_str("\n      proxy_pass http://");
+                }
                 out.push_str(&loc.upstream);
                 out.push(';');
             }
@@ -918,6 +997,9 @@ struct NxLocation {
     /// Request headers the filters set: the admin's `proxy_set_header` lines for them
     /// are left out of this location (nginx would send both).
     skip_headers: Vec<String>,
+    /// forward / pick: every upstream speaks h2c: `grpc_pass grpc://`, and the header
+    /// lines as `grpc_*` ([`nx_grpc_line`]).
+    h2c: bool,
 }
 
 /// nginx's variable for request header `n`: `$http_<n with - as _>`.
@@ -1098,6 +1180,11 @@ struct NxSplits {
     invalid_shares: bool,
     /// Conditional hosts rendered so far (each names its rule chain after its number).
     hosts: usize,
+    /// The upstreams whose backends speak h2c ([`BackendProtocol::H2c`]): a location
+    /// that forwards only to them uses `grpc_pass`.
+    h2c: BTreeSet<String>,
+    /// The listener being rendered gets `http2` on its `listen` ([`nx_listener_h2`]).
+    listen_h2: bool,
 }
 
 /// `value` as a case-sensitive nginx regex source that matches exactly `1<value>`: every
@@ -1338,9 +1425,11 @@ fn nx_conditional_locations(
     let mut returns: Vec<(String, NxLocation)> = Vec::new();
     let mut upstreams: Vec<(String, String)> = Vec::new();
     let mut acts: Vec<(String, String)> = Vec::new();
+    let mut h2c = None;
     for (id, action, _) in &chosen {
         let loc = nx_action(action, splits);
         if loc.kind == "forward" {
+            *h2c.get_or_insert(true) &= loc.h2c;
             upstreams.push((id.clone(), loc.upstream));
             continue;
         }
@@ -1381,6 +1470,7 @@ fn nx_conditional_locations(
         path: "/".into(),
         kind: "pick",
         upstream,
+        h2c: h2c.unwrap_or(false),
         returns_on,
         returns,
         filter_lines,
@@ -1394,11 +1484,15 @@ fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
         RouteAction::Forward { backends, invalid } => {
             let live: Vec<_> = backends.iter().filter(|b| b.weight > 0).collect();
             match live.as_slice() {
-                [one] if *invalid == 0 => NxLocation {
-                    kind: "forward",
-                    upstream: route_backend_name(&one.id),
-                    ..Default::default()
-                },
+                [one] if *invalid == 0 => {
+                    let upstream = route_backend_name(&one.id);
+                    NxLocation {
+                        kind: "forward",
+                        h2c: splits.h2c.contains(&upstream),
+                        upstream,
+                        ..Default::default()
+                    }
+                }
                 [] => NxLocation {
                     kind: "respond",
                     status: 500,
@@ -1409,6 +1503,7 @@ fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
                         .iter()
                         .map(|b| (route_backend_name(&b.id), b.weight))
                         .collect();
+                    let h2c = weights.iter().all(|(u, _)| splits.h2c.contains(u));
                     if *invalid > 0 {
                         weights.push((NX_INVALID_SHARE.to_string(), *invalid));
                         splits.invalid_shares = true;
@@ -1417,6 +1512,7 @@ fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
                         kind: "forward",
                         // proxy_pass through a variable naming an upstream group.
                         upstream: splits.variable(weights),
+                        h2c,
                         ..Default::default()
                     }
                 }
@@ -1462,6 +1558,7 @@ fn nx_server(
 ) -> Result<Option<NxServer>, RenderError> {
     let listen = SocketAddr::new(l.ip, l.port).to_string();
     splits.listener = Some((listener_scheme(l), l.port));
+    let h2 = splits.listen_h2;
     let host = v.and_then(|v| v.host.as_ref());
     let what = format!("{listen} host {}", host.map_or("*", |h| h.as_str()));
     let server_name = match host {
@@ -1524,6 +1621,7 @@ fn nx_server(
             default: host.is_none(),
             server_name,
             tls,
+            h2,
             location_lines: nx_location_lines(&locations, &o.nginx_proxy, splits.invalid_shares),
         }));
     }
@@ -1543,6 +1641,7 @@ fn nx_server(
         let loc = |path: String| NxLocation {
             path,
             kind: act.kind,
+            h2c: act.h2c,
             upstream: act.upstream.clone(),
             location: act.location.clone(),
             status: act.status,
@@ -1602,6 +1701,7 @@ fn nx_server(
         default: host.is_none(),
         server_name,
         tls,
+        h2,
         location_lines: nx_location_lines(&locations, &o.nginx_proxy, splits.invalid_shares),
     }))
 }
@@ -1667,6 +1767,12 @@ pub fn nx_http_base(admin_http: &[ConfigLine]) -> Vec<String> {
     }
     out.push(
         "map $server_addr $k8slb_addr {\n    \"~:\" \"[$server_addr]\";\n    default $server_addr;\n  }"
+            .to_string(),
+    );
+    // The Connection header of a proxied request (view::nginx_upgrade_lines): `upgrade`
+    // for a WebSocket handshake, else `close` (nginx's own default).
+    out.push(
+        "map $http_upgrade $k8slb_connection {\n    default upgrade;\n    \"\" close;\n  }"
             .to_string(),
     );
     out.push(
@@ -1815,8 +1921,17 @@ impl HttpRenderer {
         let mut notes = Vec::new();
         let upstreams = nx_upstreams(routes, &mut notes);
         let mut servers = Vec::new();
-        let mut splits = NxSplits::default();
+        let mut splits = NxSplits {
+            h2c: routes
+                .backends
+                .iter()
+                .filter(|(_, b)| b.protocol == BackendProtocol::H2c)
+                .map(|(id, _)| route_backend_name(id))
+                .collect(),
+            ..NxSplits::default()
+        };
         for l in &routes.listeners {
+            splits.listen_h2 = nx_listener_h2(l, routes, &mut notes);
             for v in &l.virtual_hosts {
                 servers.extend(nx_server(l, Some(v), o, &mut notes, &mut splits)?);
             }

@@ -23,6 +23,7 @@
 //!   workers after the reload).
 
 use crate::fdlimit::{self, FdBudget, HaproxyFds};
+use k8slb_common::app_protocol::BackendProtocol;
 use k8slb_common::names::{ConfigLine, Email, IfName, NodeName, PoolName, ServiceKey, SmtpServer};
 use k8slb_common::routes::{BackendId, BackendState, CertFile, HttpRoutes, Sticky};
 use k8slb_common::state::{Family, Mode, Protocol, Provider, ProxyProtocol, State, Stickiness};
@@ -419,6 +420,10 @@ pub struct Frontend {
     pub source_ranges: Option<String>,
     pub redirect: bool,
     pub backend: String,
+    /// The port's backends speak h2c (`appProtocol: kubernetes.io/h2c`): a TLS bind
+    /// offers `alpn h2,http/1.1` so gRPC clients get HTTP/2. (A cleartext bind takes
+    /// HTTP/1.1 and h2c prior knowledge alike.)
+    pub h2: bool,
 }
 
 /// Serialised (for the template) as `BackendCtx`: the `server` lines of all slots are one
@@ -595,6 +600,9 @@ pub struct NginxView {
     pub stream_module: Option<&'static str>,
     pub http: Vec<ConfigLine>,
     pub proxy: Vec<ConfigLine>,
+    /// The WebSocket lines after `proxy` in every proxied location
+    /// ([`nginx_upgrade_lines`]).
+    pub upgrade: Vec<&'static str>,
     pub upstream: Vec<ConfigLine>,
     pub stream: Vec<ConfigLine>,
     pub http_servers: Vec<NginxServer>,
@@ -620,6 +628,11 @@ pub struct NginxServer {
     pub deny_all: bool,
     pub redirect: bool,
     pub backend_tls: bool,
+    /// The port's backends speak h2c (`appProtocol: kubernetes.io/h2c`): `grpc_pass
+    /// grpc://` instead of `proxy_pass http://`, and `http2` on the listens. nginx before
+    /// 1.25.1 takes only HTTP/2 on a cleartext `http2` listen (no HTTP/1.1), which such a
+    /// port's clients speak.
+    pub h2c: bool,
     pub proxy_protocol: bool,
     /// `ip_hash` (http) / `hash $remote_addr consistent` (stream).
     pub hash_source: bool,
@@ -930,7 +943,13 @@ pub fn route_backends(routes: &HttpRoutes, prev: &[Backend]) -> Vec<Backend> {
             }),
             // A cookie is HTTP: a tcp backend has none.
             cookie: mode == Mode::Http && matches!(st.stickiness, Some(Sticky::Cookie { .. })),
-            server_opts: " check".into(),
+            // h2c backends (appProtocol kubernetes.io/h2c) speak HTTP/2 to the server;
+            // only in http mode (a stream passes bytes).
+            server_opts: if mode == Mode::Http && st.protocol == BackendProtocol::H2c {
+                " check proto h2".into()
+            } else {
+                " check".into()
+            },
             slots,
             name,
         }
@@ -942,6 +961,31 @@ pub fn route_backends(routes: &HttpRoutes, prev: &[Backend]) -> Vec<Backend> {
         .collect();
     for id in stream_backend_ids(routes) {
         out.push(backend(id, &routes.backends[id], Mode::Tcp));
+    }
+    out
+}
+
+/// The lines that let a WebSocket handshake through an nginx location (HAProxy passes
+/// one as it is): the client's `Upgrade` header, and `Connection: upgrade` when it sent
+/// one (`$k8slb_connection`, a map of `$http_upgrade` the actor writes in every
+/// nginx.conf: `render_http::nx_http_base`), else `close` as nginx sends by default.
+/// nginx speaks HTTP/1.1 to backends with the default `nginx.proxy` lines
+/// (`proxy_http_version 1.1`), which an upgrade needs. Left out for a header the
+/// admin's `nginx.proxy` lines already set.
+pub fn nginx_upgrade_lines(proxy: &[ConfigLine]) -> Vec<&'static str> {
+    let sets = |h: &str| {
+        proxy.iter().any(|l| {
+            let mut w = l.as_str().split_whitespace();
+            w.next() == Some("proxy_set_header")
+                && w.next().is_some_and(|n| n.eq_ignore_ascii_case(h))
+        })
+    };
+    let mut out = Vec::new();
+    if !sets("Upgrade") {
+        out.push("proxy_set_header Upgrade $http_upgrade;");
+    }
+    if !sets("Connection") {
+        out.push("proxy_set_header Connection $k8slb_connection;");
     }
     out
 }
@@ -1360,6 +1404,7 @@ fn haproxy_view(
                     source_ranges: source_ranges.clone(),
                     redirect: p.redirect && p.mode == Mode::Http && !p.tls,
                     backend: be_name.clone(),
+                    h2: p.app_protocol == BackendProtocol::H2c,
                 });
             }
 
@@ -1384,6 +1429,9 @@ fn haproxy_view(
             }
             if p.backend_tls {
                 server_opts.push_str(" ssl verify none");
+            }
+            if p.app_protocol == BackendProtocol::H2c {
+                server_opts.push_str(" proto h2");
             }
             match p.proxy_protocol {
                 Some(ProxyProtocol::V1) => server_opts.push_str(" send-proxy"),
@@ -1702,6 +1750,7 @@ fn nginx_view(
                 deny_all: !p.source_ranges.is_empty(),
                 redirect: l7 && p.redirect && !p.tls,
                 backend_tls: p.backend_tls,
+                h2c: l7 && p.app_protocol == BackendProtocol::H2c,
                 proxy_protocol: !udp && p.proxy_protocol.is_some(),
                 hash_source: p.stickiness != Stickiness::None,
                 servers,
@@ -1725,6 +1774,7 @@ fn nginx_view(
         stream_module: (has_stream && !loads_stream).then_some(NGINX_STREAM_MODULE),
         http: cfg.http.clone(),
         proxy: cfg.proxy.clone(),
+        upgrade: nginx_upgrade_lines(&cfg.proxy),
         upstream: cfg.upstream.clone(),
         stream: cfg.stream.clone(),
         http_servers,

@@ -498,6 +498,7 @@ fn model_only_routes() -> HttpRoutes {
                 BackendState {
                     endpoints: vec![ep("fd00:244::1", 80)],
                     stickiness: None,
+                    protocol: Default::default(),
                 },
             ),
             (
@@ -505,6 +506,7 @@ fn model_only_routes() -> HttpRoutes {
                 BackendState {
                     endpoints: vec![],
                     stickiness: None,
+                    protocol: Default::default(),
                 },
             ),
         ]
@@ -1007,6 +1009,7 @@ fn split_routes(heavy: u16, light: u16) -> HttpRoutes {
             draining: false,
         }],
         stickiness: None,
+        protocol: Default::default(),
     };
     HttpRoutes {
         listeners: vec![Listener {
@@ -1770,6 +1773,7 @@ fn stream_routes() -> HttpRoutes {
                 draining: false,
             }],
             stickiness: None,
+            protocol: Default::default(),
         }
     };
     let wb = |s: &str, weight| WeightedBackend { id: id(s), weight };
@@ -2198,8 +2202,14 @@ fn serve_streams(
     } else {
         let nx = r.nginx(routes, o).unwrap();
         let d = dir.display();
+        // What nginx.conf.tera writes first in every http block ($k8slb_connection of
+        // the locations' WebSocket lines among it).
+        let base: String = k8slb_actor::render_http::nx_http_base(&[])
+            .iter()
+            .map(|l| format!("  {l}\n"))
+            .collect();
         let cfg = format!(
-            "load_module {};\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n{}\n}}\nstream {{\n{}\n}}\n",
+            "load_module {};\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n{base}{}\n}}\nstream {{\n{}\n}}\n",
             k8slb_actor::view::NGINX_STREAM_MODULE,
             nx.text,
             nx.stream_text

@@ -284,4 +284,8 @@ fixtures! {
     /// The sections k8slb's defaults give (common::config::default_haproxy/default_nginx):
     /// nginx gets the actor's own `events` block.
     default_sections: "default-sections" on "lb-1" with [Haproxy, Nginx];
+    /// A Service port whose `appProtocol` is `kubernetes.io/h2c` (gRPC): HAProxy's
+    /// servers speak HTTP/2 (`proto h2`), its TLS bind offers h2 by ALPN; nginx listens
+    /// with `http2` and forwards with `grpc_pass`.
+    h2c_service_ports: "h2c" on "lb-1" with [Haproxy, Nginx];
 }

@@ -138,6 +138,7 @@ fn state_with_hosts(hosts: &[&str]) -> State {
                     draining: false,
                 }],
                 stickiness: None,
+                protocol: Default::default(),
             },
         )]),
         ..Default::default()

@@ -13,6 +13,7 @@
 //! - [`owners`]: which object contributed each part of a state (the actor's quarantine);
 //! - [`report`]: an actor's node report (what its proxy refuses) as the watcher reads it;
 //! - [`tenancy`]: which namespace owns a host;
+//! - [`app_protocol`]: the protocol a proxy speaks to a backend (`appProtocol` h2c);
 //! - [`endpoints`]: EndpointSlices -> backends (the plan's Services and the routes);
 //! - [`certs`]: how TLS Secrets reach the nodes apart from the state;
 //! - [`scale`]: N addresses per pool (`loadbalancer/scale`);
@@ -24,6 +25,7 @@
 
 #[cfg(feature = "admin")]
 pub mod admin;
+pub mod app_protocol;
 pub mod certs;
 pub mod config;
 pub mod debounce;

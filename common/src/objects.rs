@@ -36,6 +36,7 @@ pub struct Objects {
     pub gateway_classes: Vec<crate::gateway::types::GatewayClass>,
     pub gateways: Vec<crate::gateway::types::Gateway>,
     pub http_routes: Vec<crate::gateway::types::HttpRoute>,
+    pub grpc_routes: Vec<crate::gateway::grpc::GrpcRoute>,
     pub reference_grants: Vec<crate::gateway::types::ReferenceGrant>,
     /// TLSRoutes, TCPRoutes and UDPRoutes (experimental channel), each with its kind.
     pub l4_routes: Vec<crate::gateway::types::L4Route>,
@@ -95,7 +96,7 @@ impl Objects {
         match kind {
             "List" | "ServiceList" | "EndpointSliceList" | "NodeList" | "ConfigMapList"
             | "IngressList" | "IngressClassList" | "SecretList" | "GatewayClassList"
-            | "GatewayList" | "HTTPRouteList" | "ReferenceGrantList" => {
+            | "GatewayList" | "HTTPRouteList" | "GRPCRouteList" | "ReferenceGrantList" => {
                 let item_kind = kind.strip_suffix("List").unwrap_or_default().to_string();
                 if let Some(Value::Array(items)) = v.get("items").cloned() {
                     for mut item in items {
@@ -153,8 +154,8 @@ impl Objects {
             "Secret" => push(&mut self.secrets, &mut self.problems, v, Kind::Secret),
             "Namespace" => push(&mut self.namespaces, &mut self.problems, v, Kind::Namespace),
             // Gateway API kinds only from their group (other groups reuse the names).
-            "GatewayClass" | "Gateway" | "HTTPRoute" | "ReferenceGrant" | "TLSRoute"
-            | "TCPRoute" | "UDPRoute"
+            "GatewayClass" | "Gateway" | "HTTPRoute" | "GRPCRoute" | "ReferenceGrant"
+            | "TLSRoute" | "TCPRoute" | "UDPRoute"
                 if v.get("apiVersion")
                     .and_then(Value::as_str)
                     .is_some_and(|a| a.starts_with("gateway.networking.k8s.io/")) =>
@@ -172,6 +173,12 @@ impl Objects {
                         &mut self.problems,
                         v,
                         Kind::HttpRoute,
+                    ),
+                    "GRPCRoute" => push(
+                        &mut self.grpc_routes,
+                        &mut self.problems,
+                        v,
+                        Kind::GrpcRoute,
                     ),
                     "TLSRoute" | "TCPRoute" | "UDPRoute" => {
                         let l4 = crate::gateway::types::L4Kind::parse(kind)
@@ -391,6 +398,7 @@ impl Objects {
             classes: &self.gateway_classes,
             gateways: &self.gateways,
             routes: &self.http_routes,
+            grpc_routes: &self.grpc_routes,
             l4_routes: &self.l4_routes,
             grants: &self.reference_grants,
             services: &self.services,

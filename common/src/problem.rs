@@ -292,6 +292,7 @@ pub enum Kind {
     GatewayClass,
     Gateway,
     HttpRoute,
+    GrpcRoute,
     ReferenceGrant,
     Namespace,
     /// TLSRoute, TCPRoute, UDPRoute.
@@ -311,6 +312,7 @@ impl Kind {
             Kind::GatewayClass => "GatewayClass",
             Kind::Gateway => "Gateway",
             Kind::HttpRoute => "HTTPRoute",
+            Kind::GrpcRoute => "GRPCRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
             Kind::Namespace => "Namespace",
             Kind::L4Route(k) => k.as_str(),
@@ -329,6 +331,7 @@ impl Kind {
             Kind::GatewayClass,
             Kind::Gateway,
             Kind::HttpRoute,
+            Kind::GrpcRoute,
             Kind::ReferenceGrant,
             Kind::Namespace,
             Kind::L4Route(crate::names::L4Kind::Tls),
@@ -357,6 +360,8 @@ pub enum ObjRef {
     Gateway { namespace: String, name: String },
     /// `HTTPRoute <ns>/<name>`.
     HttpRoute { namespace: String, name: String },
+    /// `GRPCRoute <ns>/<name>`.
+    GrpcRoute { namespace: String, name: String },
     /// `TLSRoute <ns>/<name>`, `TCPRoute ...`, `UDPRoute ...`.
     L4Route {
         kind: crate::names::L4Kind,
@@ -415,11 +420,12 @@ impl ObjRef {
                     };
                 }
             }
-            Kind::Gateway | Kind::HttpRoute => {
+            Kind::Gateway | Kind::HttpRoute | Kind::GrpcRoute => {
                 if let Some((ns, name)) = shown.split_once('/') {
                     let (namespace, name) = (ns.to_string(), name.to_string());
                     return match kind {
                         Kind::Gateway => ObjRef::Gateway { namespace, name },
+                        Kind::GrpcRoute => ObjRef::GrpcRoute { namespace, name },
                         _ => ObjRef::HttpRoute { namespace, name },
                     };
                 }
@@ -453,6 +459,7 @@ impl ObjRef {
             ObjRef::Ingress { namespace, name } => ["Ingress ", namespace, "/", name, ""],
             ObjRef::Gateway { namespace, name } => ["Gateway ", namespace, "/", name, ""],
             ObjRef::HttpRoute { namespace, name } => ["HTTPRoute ", namespace, "/", name, ""],
+            ObjRef::GrpcRoute { namespace, name } => ["GRPCRoute ", namespace, "/", name, ""],
             ObjRef::L4Route {
                 kind,
                 namespace,

@@ -42,6 +42,7 @@
 //! carry scheme, host, port, path and status. URL rewrite and header modifiers are
 //! [`RouteRule::filters`], not new actions.
 
+pub use crate::app_protocol::BackendProtocol;
 use crate::endpoints::Endpoint;
 use crate::names::{err, string_newtype, NameError, ObjectName, PoolName, ServiceKey};
 use crate::problem::ObjRef;
@@ -1392,6 +1393,9 @@ pub struct BackendState {
     pub endpoints: Vec<Endpoint>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stickiness: Option<Sticky>,
+    /// What the proxy speaks to the endpoints (the Service port's `appProtocol`).
+    #[serde(default, skip_serializing_if = "BackendProtocol::is_http")]
+    pub protocol: BackendProtocol,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

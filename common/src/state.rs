@@ -503,6 +503,13 @@ pub struct PortState {
     pub stickiness_timeout_s: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy_protocol: Option<ProxyProtocol>,
+    /// What an http-mode port speaks to its backends: `h2c` when the Service port's
+    /// `appProtocol` is `kubernetes.io/h2c` (gRPC); HTTP/1.1 otherwise.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::app_protocol::BackendProtocol::is_http"
+    )]
+    pub app_protocol: crate::app_protocol::BackendProtocol,
     /// Client CIDRs allowed to connect (`spec.loadBalancerSourceRanges`); empty: all.
     /// A range that did not parse is [`FAIL_CLOSED_SOURCE_RANGE`] (no client).
     pub source_ranges: Vec<IpNet>,

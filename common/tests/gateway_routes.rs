@@ -131,7 +131,7 @@ fn only_our_classes_are_accepted_and_their_gateways_programmed() {
     assert!(gw
         .listeners
         .iter()
-        .all(|l| l.supported_kinds == ["HTTPRoute"]));
+        .all(|l| l.supported_kinds == ["HTTPRoute", "GRPCRoute"]));
     // Another controller's Gateway gets nothing from us.
     let mut o2 = objects(&[CLASS, GATEWAY]);
     o2.gateways[0].spec.gateway_class_name = "other".into();
@@ -471,7 +471,7 @@ spec:
   - name: kinds
     port: 8080
     protocol: HTTP
-    allowedRoutes: { kinds: [{ kind: HTTPRoute }, { kind: GRPCRoute }] }
+    allowedRoutes: { kinds: [{ kind: HTTPRoute }, { kind: GRPCRoute }, { kind: TLSRoute }] }
   - name: only-tcp-routes
     port: 8081
     protocol: HTTP
@@ -505,14 +505,15 @@ spec:
     // Refused listeners are not Programmed either, and support no kind.
     assert!(!cond(&l("tls-terminate").conditions, "Programmed").status);
     assert!(l("tls-terminate").supported_kinds.is_empty());
-    // A route kind we do not serve: InvalidRouteKinds; HTTPRoute still served.
+    // A route kind an HTTP listener does not serve: InvalidRouteKinds; HTTPRoute and
+    // GRPCRoute still served.
     let kinds = l("kinds");
     assert_eq!(
         cond(&kinds.conditions, "ResolvedRefs").reason,
         "InvalidRouteKinds"
     );
     assert!(cond(&kinds.conditions, "Programmed").status);
-    assert_eq!(kinds.supported_kinds, vec!["HTTPRoute"]);
+    assert_eq!(kinds.supported_kinds, vec!["HTTPRoute", "GRPCRoute"]);
     assert!(l("only-tcp-routes").supported_kinds.is_empty());
     assert_eq!(
         cond(&l("only-tcp-routes").conditions, "ResolvedRefs").reason,

@@ -218,7 +218,7 @@ pub(crate) fn validate_status(res: &Resource, name: &str, obj: &Value) -> Result
             Ok(())
         }
         // Every route kind's status is the same RouteStatus.
-        "HTTPRoute" | "TLSRoute" | "TCPRoute" | "UDPRoute" => {
+        "HTTPRoute" | "GRPCRoute" | "TLSRoute" | "TCPRoute" | "UDPRoute" => {
             if status.get("parents").is_none() {
                 return Err(c.required("status.parents"));
             }

@@ -243,6 +243,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
     ),
     gateway_api("v1", "gateways", "gateway", "Gateway", true, true),
     gateway_api("v1", "httproutes", "httproute", "HTTPRoute", true, true),
+    gateway_api("v1", "grpcroutes", "grpcroute", "GRPCRoute", true, true),
     // The standard channel serves ReferenceGrant as v1beta1 (v1 only from v1.6).
     gateway_api(
         "v1beta1",

@@ -8,6 +8,8 @@
 //! - [`l7`]: HTTP statuses, served certificates and TLS Secrets for the L7 tests.
 //! - [`kube`]: the fake API server and its relays, for the Kubernetes path.
 //! - [`soak`]: the chaos soak and the VIP sampler (who holds which VIP, every 20 ms).
+//! - [`grpc`]: a gRPC echo server and client (the conformance suite's GrpcEcho) and a
+//!   WebSocket-style upgrade echo, for the gRPC and WebSocket tests through the proxies.
 //! - [`container`]: the k8slb image under podman, with the manifests' security contexts.
 //! - [`conformance`] and [`conformance_cases`]: the Gateway API conformance runner and its
 //!   tests as data.
@@ -16,6 +18,7 @@ pub mod bins;
 pub mod conformance;
 pub mod conformance_cases;
 pub mod container;
+pub mod grpc;
 pub mod kube;
 pub mod l7;
 pub mod lab;

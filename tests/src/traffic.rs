@@ -247,9 +247,14 @@ pub const HTTP_EXTRA_PORTS: [u16; 1] = [80];
 pub const HTTPS_PORT: u16 = 443;
 pub const TCP_PORT: u16 = 9000;
 pub const UDP_PORT: u16 = 9001;
+/// gRPC (h2c) echo ([`crate::grpc`]).
+pub const GRPC_PORT: u16 = 9002;
+/// WebSocket-style upgrade echo ([`crate::grpc::upgrade_backend`]).
+pub const WS_PORT: u16 = 9003;
 
 /// Starts lab-backend on a backend host: HTTP on 8080 (and 80), HTTPS on 443, TCP echo on
-/// 9000, UDP echo on 9001, on its v4 and v6 addresses, answering with the host's name.
+/// 9000, UDP echo on 9001, gRPC echo on 9002, WebSocket echo on 9003, on its v4 and v6
+/// addresses, answering with the host's name.
 pub fn start_backend(lab: &mut Lab, host: &str) -> Result<ProcId> {
     let bin = bins::locate("lab-backend")?;
     let bin = bin.to_string_lossy().into_owned();
@@ -272,6 +277,8 @@ pub fn start_backend(lab: &mut Lab, host: &str) -> Result<ProcId> {
         args.extend(["--https".into(), format!("{ip}:{HTTPS_PORT}")]);
         args.extend(["--tcp".into(), format!("{ip}:{TCP_PORT}")]);
         args.extend(["--udp".into(), format!("{ip}:{UDP_PORT}")]);
+        args.extend(["--grpc".into(), format!("{ip}:{GRPC_PORT}")]);
+        args.extend(["--ws".into(), format!("{ip}:{WS_PORT}")]);
     }
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let p = lab.spawn_in(host, "backend", &argv)?;

@@ -15,7 +15,7 @@
 //!   `status.listeners` go, and `status.conditions` go back to what the Gateway API CRD
 //!   gives a Gateway no controller has seen (`Accepted` and `Programmed` `Unknown`,
 //!   reason `Pending`, "Waiting for controller").
-//! - **Routes** (HTTPRoute, TLSRoute, TCPRoute, UDPRoute): the `status.parents` entries
+//! - **Routes** (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute): the `status.parents` entries
 //!   whose `controllerName` is ours; another controller's entries stay as they are.
 //! - the published **state ConfigMaps** (`k8slb-state`, `k8slb-state-<i>`) in the
 //!   watcher's namespace.
@@ -143,7 +143,7 @@ pub enum Target {
         namespace: String,
         name: String,
     },
-    /// `kind` is HTTPRoute, TLSRoute, TCPRoute or UDPRoute.
+    /// `kind` is HTTPRoute, GRPCRoute, TLSRoute, TCPRoute or UDPRoute.
     Route {
         kind: String,
         namespace: String,
@@ -470,6 +470,7 @@ async fn pass(
             writes.extend(gateway(&g, &ours_classes));
         }
         let mut kinds = vec![r.routes.clone()];
+        kinds.extend(r.grpc.clone());
         kinds.extend(r.l4.iter().map(|(_, ar)| ar.clone()));
         for ar in kinds {
             let what = format!("{}s", ar.kind);

@@ -253,6 +253,9 @@ fn problem_target(p: &Problem, look: &dyn Lookup) -> Option<Target> {
         ObjRef::HttpRoute { namespace, name } => {
             gateway_api_target(look, "HTTPRoute", Some(namespace), name)
         }
+        ObjRef::GrpcRoute { namespace, name } => {
+            gateway_api_target(look, "GRPCRoute", Some(namespace), name)
+        }
         ObjRef::L4Route {
             kind,
             namespace,

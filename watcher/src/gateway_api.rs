@@ -18,6 +18,8 @@ pub struct GatewayResources {
     /// None when the cluster serves no ReferenceGrant (every cross-namespace reference
     /// is then refused, as the spec says for a reference without a grant).
     pub grants: Option<ApiResource>,
+    /// GRPCRoute (standard channel since v1.1), when the cluster serves it.
+    pub grpc: Option<ApiResource>,
     /// The experimental channel's TLSRoute, TCPRoute and UDPRoute, those the cluster
     /// serves (each at its most stable version: TLSRoute is v1alpha2, v1alpha3 or v1 by
     /// release).
@@ -71,6 +73,7 @@ impl GatewayResources {
             gateways,
             routes,
             grants: find("ReferenceGrant"),
+            grpc: find("GRPCRoute"),
             l4: L4Kind::ALL
                 .into_iter()
                 .filter_map(|k| Some((k, find(k.as_str())?)))

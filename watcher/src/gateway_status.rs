@@ -1,6 +1,6 @@
 //! Gateway API status, as the specification defines it: our GatewayClasses' conditions;
 //! each Gateway's `addresses`, conditions and listeners (`attachedRoutes`,
-//! `supportedKinds`, conditions); each HTTPRoute's `parents` entry for every Gateway of
+//! `supportedKinds`, conditions); each HTTPRoute's (GRPCRoute's, ...) `parents` entry for every Gateway of
 //! ours it names (other controllers' entries are kept as they are, ours are removed when
 //! the route no longer names a Gateway of ours).
 //!
@@ -31,6 +31,7 @@ pub enum GwTarget {
     GatewayClass(String),
     Gateway(ObjectKey),
     HttpRoute(ObjectKey),
+    GrpcRoute(ObjectKey),
     /// A TLSRoute, TCPRoute or UDPRoute.
     L4Route(L4Kind, ObjectKey),
 }
@@ -41,6 +42,7 @@ impl std::fmt::Display for GwTarget {
             GwTarget::GatewayClass(n) => write!(f, "GatewayClass {n}"),
             GwTarget::Gateway(k) => write!(f, "Gateway {k}"),
             GwTarget::HttpRoute(k) => write!(f, "HTTPRoute {k}"),
+            GwTarget::GrpcRoute(k) => write!(f, "GRPCRoute {k}"),
             GwTarget::L4Route(kind, k) => write!(f, "{} {k}", kind.as_str()),
         }
     }
@@ -231,7 +233,17 @@ pub fn desired(
             ours,
         )
     });
-    for (target, meta, obs, ours) in http.chain(l4) {
+    let grpc = objs.grpc_routes.iter().map(|r| {
+        let k = key_of(&r.metadata);
+        let ours = k.as_ref().and_then(|k| out.grpc_routes.get(k));
+        (
+            k.map(GwTarget::GrpcRoute),
+            &r.metadata,
+            r.status.as_ref(),
+            ours,
+        )
+    });
+    for (target, meta, obs, ours) in http.chain(grpc).chain(l4) {
         let Some(target) = target else {
             continue;
         };
@@ -344,6 +356,19 @@ impl GatewayStatusWriter {
                     ),
                     k.name.to_string(),
                 ),
+                GwTarget::GrpcRoute(k) => {
+                    let Some(ar) = self.resources.grpc.as_ref() else {
+                        continue; // its CRD is gone: nothing to write to
+                    };
+                    (
+                        Api::<DynamicObject>::namespaced_with(
+                            self.client.clone(),
+                            k.namespace.as_str(),
+                            ar,
+                        ),
+                        k.name.to_string(),
+                    )
+                }
                 GwTarget::L4Route(kind, k) => {
                     let Some(ar) = self.resources.l4(*kind) else {
                         continue; // its CRD is gone: nothing to write to

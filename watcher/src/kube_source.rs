@@ -70,6 +70,8 @@ pub struct GatewayStores {
     pub gateways: Store<DynamicObject>,
     pub routes: Store<DynamicObject>,
     pub grants: Option<Store<DynamicObject>>,
+    /// GRPCRoutes, when the cluster serves them.
+    pub grpc: Option<Store<DynamicObject>>,
     /// TLSRoutes, TCPRoutes, UDPRoutes: the kinds the cluster serves (see
     /// [`GatewayResources::l4`]), in its order.
     pub l4: Vec<Store<DynamicObject>>,
@@ -156,6 +158,10 @@ impl Stores {
                     .grants
                     .as_ref()
                     .map(|g| w.spawn_dynamic(client, g, "referencegrants")),
+                grpc: r
+                    .grpc
+                    .as_ref()
+                    .map(|g| w.spawn_dynamic(client, g, "grpcroutes")),
                 l4: r
                     .l4
                     .iter()
@@ -188,6 +194,9 @@ impl Stores {
             g.gateways.wait_until_ready().await?;
             g.routes.wait_until_ready().await?;
             if let Some(r) = &g.grants {
+                r.wait_until_ready().await?;
+            }
+            if let Some(r) = &g.grpc {
                 r.wait_until_ready().await?;
             }
             for s in &g.l4 {
@@ -448,6 +457,7 @@ impl Source for GatewayStores {
         ]
         .into_iter()
         .chain(self.grants.as_ref().zip(r.grants.as_ref()))
+        .chain(self.grpc.as_ref().zip(r.grpc.as_ref()))
         .chain(self.l4.iter().zip(r.l4.iter().map(|(_, ar)| ar)));
         objs.namespaces = sorted(self.namespaces.state());
         for (store, ar) in stores {
@@ -510,6 +520,7 @@ impl Lookup for Stores {
             "GatewayClass" => (&g.classes, &g.resources.classes),
             "Gateway" => (&g.gateways, &g.resources.gateways),
             "HTTPRoute" => (&g.routes, &g.resources.routes),
+            "GRPCRoute" => (g.grpc.as_ref()?, g.resources.grpc.as_ref()?),
             other => {
                 let i = g
                     .resources

@@ -25,10 +25,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The kinds of object a status file is written for (the directories under `--status-out`).
-pub const KINDS: [&str; 8] = [
+pub const KINDS: [&str; 9] = [
     "GatewayClass",
     "Gateway",
     "HTTPRoute",
+    "GRPCRoute",
     "TLSRoute",
     "TCPRoute",
     "UDPRoute",
@@ -42,6 +43,7 @@ fn gateway_path(target: &GwTarget) -> PathBuf {
         GwTarget::GatewayClass(n) => PathBuf::from(format!("GatewayClass/{n}.json")),
         GwTarget::Gateway(k) => namespaced("Gateway", k.namespace.as_str(), k.name.as_str()),
         GwTarget::HttpRoute(k) => namespaced("HTTPRoute", k.namespace.as_str(), k.name.as_str()),
+        GwTarget::GrpcRoute(k) => namespaced("GRPCRoute", k.namespace.as_str(), k.name.as_str()),
         GwTarget::L4Route(kind, k) => {
             namespaced(kind.as_str(), k.namespace.as_str(), k.name.as_str())
         }

@@ -154,6 +154,14 @@ async fn gateways_get_addresses_and_the_specifications_status_within_the_variant
     r["status"] = json!({"parents": [theirs.clone()]});
     api.put_object(r);
     api.put_object(route("missing", "nope"));
+    // A GRPCRoute (standard channel): watched, attached and given its status as well.
+    api.put_object(
+        json!({"apiVersion": format!("{GW}/v1"), "kind": "GRPCRoute",
+               "metadata": {"name": "rpc", "namespace": "default"},
+               "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["grpc.example.com"],
+                        "rules": [{"matches": [{"method": {"service": "echo.Echo", "method": "Ping"}}],
+                                   "backendRefs": [{"name": "web", "port": 80}]}]}}),
+    );
     let w = start_gateway(&api);
 
     let gw = wait_for("the Gateway's status shows its address", || {
@@ -180,10 +188,10 @@ async fn gateways_get_addresses_and_the_specifications_status_within_the_variant
     );
     let listeners = gw["status"]["listeners"].as_array().unwrap();
     let http = listeners.iter().find(|l| l["name"] == "http").unwrap();
-    assert_eq!(http["attachedRoutes"], 2, "{http:#}");
+    assert_eq!(http["attachedRoutes"], 3, "{http:#}");
     assert_eq!(
         http["supportedKinds"],
-        json!([{"group": GW, "kind": "HTTPRoute"}])
+        json!([{"group": GW, "kind": "HTTPRoute"}, {"group": GW, "kind": "GRPCRoute"}])
     );
     assert!(
         has(&http["conditions"], "Programmed", "True", "Programmed"),
@@ -250,6 +258,20 @@ async fn gateways_get_addresses_and_the_specifications_status_within_the_variant
         "True",
         "ResolvedRefs"
     ));
+    let rpc = wait_for("the GRPCRoute's parent status", || {
+        let r = get(&api, "namespaces/default/grpcroutes/rpc");
+        r.pointer("/status/parents/0").cloned()
+    })
+    .await;
+    assert_eq!(rpc["controllerName"], "k8slb.io/gateway-controller");
+    assert!(
+        has(&rpc["conditions"], "Accepted", "True", "Accepted"),
+        "{rpc:#}"
+    );
+    assert!(
+        has(&rpc["conditions"], "ResolvedRefs", "True", "ResolvedRefs"),
+        "{rpc:#}"
+    );
     let missing = wait_for("the broken route's status", || {
         let r = get(&api, "namespaces/default/httproutes/missing");
         r.pointer("/status/parents/0").cloned()

@@ -25,6 +25,7 @@ fn backends(a_ep: (&str, u16), b_ep: (&str, u16)) -> (BackendId, BackendId, Http
             draining: false,
         }],
         stickiness: None,
+        protocol: Default::default(),
     };
     let routes = HttpRoutes {
         backends: [(a.clone(), st(a_ep)), (b.clone(), st(b_ep))]

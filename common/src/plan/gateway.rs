@@ -459,7 +459,14 @@ fn report(out: &GatewayOutput, problems: &mut Problems) {
         };
         (obj, parents)
     });
-    for (obj, parents) in http.chain(l4) {
+    let grpc = out.grpc_routes.iter().map(|(k, parents)| {
+        let obj = ObjRef::GrpcRoute {
+            namespace: k.namespace.to_string(),
+            name: k.name.to_string(),
+        };
+        (obj, parents)
+    });
+    for (obj, parents) in http.chain(grpc).chain(l4) {
         for p in parents {
             let section = p
                 .section_name

@@ -3,6 +3,7 @@
 //! objects without the claims it refuses (each a `HostConflict` problem).
 
 use crate::config::Tenancy;
+use crate::gateway::grpc::GrpcRoute;
 use crate::gateway::types::HttpRoute;
 use crate::objects::Objects;
 use crate::problem::{ObjRef, Problem, Reason};
@@ -39,6 +40,7 @@ pub(super) fn owners<'a>(
     tenancy: &Tenancy,
     ingresses: impl IntoIterator<Item = &'a Ingress>,
     routes: impl IntoIterator<Item = &'a HttpRoute>,
+    grpc_routes: impl IntoIterator<Item = &'a GrpcRoute>,
 ) -> HostOwners {
     let mut me = HostOwners::new(tenancy);
     if me.shared() {
@@ -56,6 +58,13 @@ pub(super) fn owners<'a>(
         .chain(routes.into_iter().map(|r| Claimant {
             created: r.metadata.creation_timestamp.as_ref(),
             kind: "HTTPRoute",
+            namespace: r.metadata.namespace.as_deref().unwrap_or("default"),
+            name: r.metadata.name.as_deref().unwrap_or_default(),
+            hosts: r.spec.hostnames.clone(),
+        }))
+        .chain(grpc_routes.into_iter().map(|r| Claimant {
+            created: r.metadata.creation_timestamp.as_ref(),
+            kind: "GRPCRoute",
             namespace: r.metadata.namespace.as_deref().unwrap_or("default"),
             name: r.metadata.name.as_deref().unwrap_or_default(),
             hosts: r.spec.hostnames.clone(),
@@ -115,7 +124,17 @@ pub(super) fn enforce<'a>(
             .iter()
             .any(|h| owners.owner_of(h, &ns).is_some())
     };
-    if !objs.ingresses.iter().any(ingress_refused) && !objs.http_routes.iter().any(route_refused) {
+    let grpc_refused = |r: &GrpcRoute| {
+        let ns = ns_of(&r.metadata);
+        r.spec
+            .hostnames
+            .iter()
+            .any(|h| owners.owner_of(h, &ns).is_some())
+    };
+    if !objs.ingresses.iter().any(ingress_refused)
+        && !objs.http_routes.iter().any(route_refused)
+        && !objs.grpc_routes.iter().any(grpc_refused)
+    {
         return Cow::Borrowed(objs);
     }
     let mut out = objs.clone();
@@ -191,6 +210,38 @@ pub(super) fn enforce<'a>(
                 object,
                 Reason::HostConflict,
                 "every hostname of this HTTPRoute belongs to another namespace; it is not served (without hostnames it would match every host)",
+            ));
+            return false;
+        }
+        true
+    });
+    // GRPCRoutes as HTTPRoutes: the hosts another namespace owns are not theirs.
+    out.grpc_routes.retain_mut(|r| {
+        if !grpc_refused(r) {
+            return true;
+        }
+        let ns = ns_of(&r.metadata);
+        let object = ObjRef::GrpcRoute {
+            namespace: ns.clone(),
+            name: r.metadata.name.clone().unwrap_or_default(),
+        };
+        let wanted = r.spec.hostnames.len();
+        r.spec.hostnames.retain(|h| match owners.owner_of(h, &ns) {
+            Some(owner) => {
+                problems.push(Problem::new(
+                    object.clone(),
+                    Reason::HostConflict,
+                    refused(owner, h, "not served for this GRPCRoute"),
+                ));
+                false
+            }
+            None => true,
+        });
+        if wanted > 0 && r.spec.hostnames.is_empty() {
+            problems.push(Problem::new(
+                object,
+                Reason::HostConflict,
+                "every hostname of this GRPCRoute belongs to another namespace; it is not served (without hostnames it would match every host)",
             ));
             return false;
         }

@@ -100,7 +100,17 @@ fn owned_hosts<'o>(
             ))
         })
     });
-    let owners = hosts::owners(&cfg.tenancy, ours, routes);
+    let ours_only = |r: &&crate::gateway::grpc::GrpcRoute| {
+        let ns = r.metadata.namespace.as_deref().unwrap_or("default");
+        r.spec.parent_refs.iter().any(|p| {
+            our_gateways.contains(&(
+                p.namespace.clone().unwrap_or_else(|| ns.to_string()),
+                p.name.clone(),
+            ))
+        })
+    };
+    let grpc_routes = objs.grpc_routes.iter().filter(ours_only);
+    let owners = hosts::owners(&cfg.tenancy, ours, routes, grpc_routes);
     let mut refused = Vec::new();
     let objs = hosts::enforce(&owners, objs, &mut refused);
     for p in refused {
@@ -170,6 +180,7 @@ pub fn plan_round(
         classes,
         gateways: gateway_statuses,
         http_routes,
+        grpc_routes,
         l4_routes,
     } = gateway;
     http.merge(gateway_http);
@@ -203,6 +214,7 @@ pub fn plan_round(
             classes,
             gateways: gateway_statuses,
             http_routes,
+            grpc_routes,
             l4_routes,
         },
     }

@@ -4,6 +4,7 @@
 use super::annotations::Annotations;
 use super::options::Provider;
 use super::problems::{short, Problems};
+use crate::app_protocol::BackendProtocol;
 use crate::endpoints::endpoints;
 use crate::ipam::parse_ip;
 use crate::names::{PoolName, PortName};
@@ -101,6 +102,15 @@ pub(super) fn port_state(
         stickiness,
         stickiness_timeout_s,
         proxy_protocol: proxy_protocol(cx, problems),
+        // h2c only in http mode (a tcp port passes any protocol through); wss is
+        // WebSocket over TLS, which `backend_tls` (annotation sslbackend, targetPort
+        // 443) governs as for any http-mode port.
+        app_protocol: match mode {
+            Mode::Http => {
+                BackendProtocol::from_app_protocol(sp.app_protocol.as_deref()).unwrap_or_default()
+            }
+            Mode::Tcp => BackendProtocol::Http,
+        },
         source_ranges: source_ranges(cx, problems),
         endpoints: endpoints(
             name.as_ref().map_or("", PortName::as_str),

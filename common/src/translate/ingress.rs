@@ -37,9 +37,9 @@ use crate::endpoints::endpoints;
 use crate::names::{ObjectKey, PoolName, PortName};
 use crate::problem::{ObjRef, Reason};
 use crate::routes::{
-    BackendId, BackendState, CertFile, Certificate, CookieName, FixedStatus, Hostname, HttpPath,
-    HttpRoutes, Listener, ListenerProtocol, ListenerTls, PathMatch, Redirect, RedirectStatus,
-    RouteAction, RouteMatch, RouteRule, Scheme, Sticky, VirtualHost,
+    BackendId, BackendProtocol, BackendState, CertFile, Certificate, CookieName, FixedStatus,
+    Hostname, HttpPath, HttpRoutes, Listener, ListenerProtocol, ListenerTls, PathMatch, Redirect,
+    RedirectStatus, RouteAction, RouteMatch, RouteRule, Scheme, Sticky, VirtualHost,
 };
 use crate::state::Problem;
 use k8s_openapi::api::core::v1::Service;
@@ -433,7 +433,15 @@ impl<'a> Index<'a> {
         &'s self,
         ns: &'s str,
         b: &'s IngressBackend,
-    ) -> Result<(BackendId, Option<PortName>, &'s [&'s EndpointSlice]), (Reason, String)> {
+    ) -> Result<
+        (
+            BackendId,
+            Option<PortName>,
+            &'s [&'s EndpointSlice],
+            BackendProtocol,
+        ),
+        (Reason, String),
+    > {
         use super::refs::{PortRef, ServiceRefError};
         let unsupported = |m: String| (reason::UNSUPPORTED_BACKEND, m);
         if b.resource.is_some() {
@@ -452,7 +460,15 @@ impl<'a> Index<'a> {
         });
         let (namespace, name) = (ns, sb.name.as_str());
         match self.services.port(ns, &sb.name, port, "TCP") {
-            Ok(p) => Ok((p.id, p.port_name, p.slices)),
+            Ok(p) => {
+                let protocol = BackendProtocol::from_app_protocol(p.app_protocol).map_err(|e| {
+                    unsupported(format!(
+                        "Service {namespace}/{name} port {}: {e}; its paths answer 503",
+                        p.id.port
+                    ))
+                })?;
+                Ok((p.id, p.port_name, p.slices, protocol))
+            }
             Err(ServiceRefError::InvalidName) => Err((
                 reason::SERVICE_NOT_FOUND,
                 format!(
@@ -852,7 +868,7 @@ impl Translation<'_, '_> {
     fn resolve(&mut self, cur: &Current<'_>, b: &IngressBackend) -> RouteAction {
         let ns = ns_of(cur.ing);
         match self.idx.backend(ns, b) {
-            Ok((id, port_name, slices)) => {
+            Ok((id, port_name, slices, protocol)) => {
                 match self.backends.get(&id) {
                     Some((st, owner))
                         if st.stickiness != cur.settings.sticky && owner != &cur.me =>
@@ -875,6 +891,7 @@ impl Translation<'_, '_> {
                                         slices,
                                     ),
                                     stickiness: cur.settings.sticky.clone(),
+                                    protocol,
                                 },
                                 cur.me.clone(),
                             ),

@@ -142,6 +142,8 @@ pub struct ResolvedPort<'s> {
     pub port_name: Option<PortName>,
     /// The name as the Service gives it ("" when it has none), for the endpoints.
     pub port_name_raw: &'s str,
+    /// The port's `appProtocol`, as the Service gives it.
+    pub app_protocol: Option<&'s str>,
     pub slices: &'s [&'s EndpointSlice],
 }
 
@@ -230,6 +232,7 @@ impl<'a> ServiceRefs<'a> {
             },
             port_name: sp.name.as_deref().and_then(|n| n.parse().ok()),
             port_name_raw: sp.name.as_deref().unwrap_or(""),
+            app_protocol: sp.app_protocol.as_deref(),
             slices,
         })
     }

@@ -20,6 +20,11 @@
 //!   canonical form) and who answered (`namespace`, `pod`, `service`: the pod's name up
 //!   to `-lab`), and `httpPort`; a request header `X-Echo-Set-Header: Name:value,...`
 //!   sets those response headers; a query `delay=<n>s|<n>ms` waits that long first.
+//! - gRPC (`--grpc`, h2c): the conformance suite's GrpcEcho service
+//!   ([`k8slb_tests::grpc`]), its pod context naming this backend (`pod` and
+//!   `service_name` = `<name>`).
+//! - WebSocket (`--ws`): an `Upgrade: websocket` request gets `101`, then every byte is
+//!   echoed ([`k8slb_tests::grpc::upgrade_backend`]); another request `200 <name>`.
 //!
 //! Any number of each listener may be given. Runs until killed.
 
@@ -38,6 +43,8 @@ struct Args {
     key: Option<PathBuf>,
     tcp: Vec<SocketAddr>,
     udp: Vec<SocketAddr>,
+    grpc: Vec<SocketAddr>,
+    ws: Vec<SocketAddr>,
     echo: Vec<(SocketAddr, Arc<Echo>)>,
 }
 
@@ -58,6 +65,8 @@ fn parse_args() -> Result<Args, String> {
         tcp: vec![],
         udp: vec![],
         echo: vec![],
+        grpc: vec![],
+        ws: vec![],
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -90,6 +99,8 @@ fn parse_args() -> Result<Args, String> {
                 };
                 a.echo.push((at, Arc::new(echo)));
             }
+            "--grpc" => a.grpc.push(addr()?),
+            "--ws" => a.ws.push(addr()?),
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
@@ -106,7 +117,7 @@ fn main() {
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]...");
+            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc ADDR]... [--ws ADDR]...");
             std::process::exit(64);
         }
     };
@@ -210,6 +221,22 @@ async fn run(args: Args) -> std::io::Result<()> {
                 }
             }
         });
+    }
+    // The gRPC echo servers run on threads of their own, for the process's life.
+    let mut grpc = Vec::new();
+    for addr in args.grpc {
+        let ctx = k8slb_tests::grpc::PodContext {
+            service_name: name.to_string(),
+            pod: name.to_string(),
+            ..Default::default()
+        };
+        grpc.push(k8slb_tests::grpc::echo_server(
+            std::net::TcpListener::bind(addr)?,
+            ctx,
+        )?);
+    }
+    for addr in args.ws {
+        k8slb_tests::grpc::upgrade_backend(std::net::TcpListener::bind(addr)?, &name);
     }
     eprintln!("lab-backend {name}: listening");
     while tasks.join_next().await.is_some() {}

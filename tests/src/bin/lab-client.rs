@@ -121,7 +121,39 @@ fn parse() -> Result<Opts, String> {
     Ok(o)
 }
 
+/// `lab-client grpc <addr> <authority> <method> [<key>=<value>]...`: one unary call of the
+/// GrpcEcho service's `<method>` over h2c; prints `grpc=<status|none> http=<status>
+/// backend=<serving pod>` (exit 0), or `error=<what>` (exit 1).
+fn grpc_call(args: &[String]) -> i32 {
+    let [addr, authority, method, md @ ..] = args else {
+        eprintln!("lab-client grpc: usage: grpc <addr> <authority> <method> [k=v]...");
+        return 64;
+    };
+    let Ok(addr) = addr.parse::<std::net::SocketAddr>() else {
+        eprintln!("lab-client grpc: {addr}: not an address");
+        return 64;
+    };
+    let md: Vec<(&str, &str)> = md.iter().filter_map(|kv| kv.split_once('=')).collect();
+    let path = k8slb_tests::grpc::method_path(method);
+    match k8slb_tests::grpc::call_blocking(addr, authority, &path, &md, Duration::from_secs(3)) {
+        Ok(r) => {
+            let grpc = r.grpc_status.map_or("none".to_string(), |s| s.to_string());
+            let backend = r.assertions.map(|a| a.context.pod).unwrap_or_default();
+            println!("grpc={grpc} http={} backend={backend}", r.http_status);
+            0
+        }
+        Err(e) => {
+            println!("error={e}");
+            1
+        }
+    }
+}
+
 fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some("grpc") {
+        std::process::exit(grpc_call(&argv[1..]));
+    }
     let o = match parse() {
         Ok(o) => o,
         Err(e) => {

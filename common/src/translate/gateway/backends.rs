@@ -54,15 +54,13 @@ pub(super) fn l4_backends(
 /// says why), into a map of its own, so that nothing of the route enters the model.
 pub(super) fn http_route_refs(
     input: &GatewayInput<'_>,
-    r: &HttpRoute,
+    (r, kind): (&HttpRoute, &str),
     rns: &str,
     services: &ServiceRefs<'_>,
 ) -> Condition {
     let mut aside = BTreeMap::new();
     for b in r.spec.rules.iter().flat_map(|rule| &rule.backend_refs) {
-        if let Err((reason, why)) =
-            backend(input, b, ("HTTPRoute", rns, "TCP"), services, &mut aside)
-        {
+        if let Err((reason, why)) = backend(input, b, (kind, rns, "TCP"), services, &mut aside) {
             return Condition::new("ResolvedRefs", false, reason, why);
         }
     }
@@ -136,6 +134,19 @@ pub(super) fn backend(
             ),
             ServiceRefError::OutOfRange(_) => ("UnsupportedValue", "port out of range".into()),
         })?;
+    // A GRPCRoute's backends are gRPC servers: h2c whatever the port says.
+    let backend_protocol = if from_kind == grpc::KIND {
+        crate::app_protocol::BackendProtocol::H2c
+    } else {
+        crate::app_protocol::BackendProtocol::from_app_protocol(found.app_protocol).map_err(
+            |e| {
+                (
+                    "UnsupportedProtocol",
+                    format!("backend {ns}/{}: {e}", b.name),
+                )
+            },
+        )?
+    };
     let weight = b.weight.unwrap_or(1);
     if weight == 0 {
         return Ok(None);
@@ -144,6 +155,7 @@ pub(super) fn backend(
     backends.entry(id.clone()).or_insert_with(|| BackendState {
         endpoints: endpoints(found.port_name_raw, protocol, found.slices),
         stickiness: None,
+        protocol: backend_protocol,
     });
     Ok(Some(WeightedBackend {
         id,

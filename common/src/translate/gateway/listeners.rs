@@ -11,13 +11,13 @@ impl Lst<'_> {
 }
 
 /// The route kind a listener protocol takes.
-pub(super) fn kind_for(protocol: &str) -> Option<&'static str> {
+pub(super) fn kind_for(protocol: &str) -> &'static [&'static str] {
     match protocol {
-        "HTTP" | "HTTPS" => Some("HTTPRoute"),
-        "TLS" => Some("TLSRoute"),
-        "TCP" => Some("TCPRoute"),
-        "UDP" => Some("UDPRoute"),
-        _ => None,
+        "HTTP" | "HTTPS" => &["HTTPRoute", grpc::KIND],
+        "TLS" => &["TLSRoute"],
+        "TCP" => &["TCPRoute"],
+        "UDP" => &["UDPRoute"],
+        _ => &[],
     }
 }
 
@@ -309,16 +309,21 @@ fn routes_from<'a>(gk: &ObjectKey, l: &'a GatewayListener) -> Result<RoutesFrom<
 /// listener still serves the kinds it supports).
 fn route_kinds(l: &GatewayListener) -> (Vec<&'static str>, Option<Condition>) {
     let allowed_kinds = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref());
-    let own_kind = kind_for(&l.protocol);
+    let own_kinds = kind_for(&l.protocol);
     let is_own = |k: &types::RouteGroupKind| {
-        Some(k.kind.as_str()) == own_kind
+        own_kinds.contains(&k.kind.as_str())
             && k.group.as_deref().unwrap_or(types::GROUP) == types::GROUP
     };
     let kinds: Vec<&'static str> = match allowed_kinds {
-        None => own_kind.into_iter().collect(),
-        Some(k) => own_kind
-            .filter(|_| k.iter().any(is_own))
-            .into_iter()
+        None => own_kinds.to_vec(),
+        Some(k) => own_kinds
+            .iter()
+            .copied()
+            .filter(|own| {
+                k.iter().any(|k| {
+                    k.kind == *own && k.group.as_deref().unwrap_or(types::GROUP) == types::GROUP
+                })
+            })
             .collect(),
     };
     let invalid = allowed_kinds
@@ -333,7 +338,11 @@ fn route_kinds(l: &GatewayListener) -> (Vec<&'static str>, Option<Condition>) {
                     crate::problem::cut(other.group.as_deref().unwrap_or(types::GROUP), 60),
                     crate::problem::cut(&other.kind, 60),
                     crate::problem::cut(&l.protocol, 10),
-                    own_kind.unwrap_or("none")
+                    if own_kinds.is_empty() {
+                        "none".to_string()
+                    } else {
+                        own_kinds.join(", ")
+                    }
                 ),
             )
         });

@@ -42,6 +42,7 @@ mod model;
 mod rules;
 mod status;
 
+pub mod grpc;
 pub mod types;
 
 use crate::endpoints::endpoints;
@@ -82,6 +83,8 @@ pub struct GatewayInput<'a> {
     pub classes: &'a [GatewayClass],
     pub gateways: &'a [Gateway],
     pub routes: &'a [HttpRoute],
+    /// GRPCRoutes ([`grpc`]).
+    pub grpc_routes: &'a [grpc::GrpcRoute],
     /// TLSRoutes, TCPRoutes and UDPRoutes.
     pub l4_routes: &'a [L4Route],
     pub grants: &'a [ReferenceGrant],
@@ -117,6 +120,8 @@ pub struct GatewayOutput {
     pub classes: BTreeMap<String, Vec<Condition>>,
     pub gateways: BTreeMap<ObjectKey, GatewayStatus>,
     pub http_routes: BTreeMap<ObjectKey, Vec<ParentStatus>>,
+    /// GRPCRoutes, by name.
+    pub grpc_routes: BTreeMap<ObjectKey, Vec<ParentStatus>>,
     /// TLSRoutes, TCPRoutes and UDPRoutes, by kind and name.
     pub l4_routes: BTreeMap<(L4Kind, ObjectKey), Vec<ParentStatus>>,
 }
@@ -145,7 +150,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
     let classes = our_classes(input.classes, input.configmaps, input.pools);
     let gateways = served_gateways(input, &classes);
     let mut t = Translation::new(input, &gateways);
-    let (placed, http_routes) = t.http_routes();
+    let (placed, http_routes, grpc_routes) = t.http_routes();
     let (streams_placed, l4_routes) = t.l4_routes();
     let streams = t.stream_listeners(&streams_placed);
     let routes = t.model(placed, streams);
@@ -162,6 +167,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
         classes,
         gateways: statuses,
         http_routes,
+        grpc_routes,
         l4_routes,
     }
 }
@@ -224,17 +230,42 @@ impl<'i, 'a> Translation<'i, 'a> {
         }
     }
 
-    /// The HTTPRoutes, oldest first: each attached to the listeners its parentRefs
-    /// select, its rules placed there; and each route's status per parent of ours.
-    fn http_routes(&mut self) -> (Vec<Placed>, BTreeMap<ObjectKey, Vec<ParentStatus>>) {
+    /// The HTTPRoutes and GRPCRoutes (as the HTTPRoutes they mean, [`grpc::to_http`]),
+    /// oldest first: each attached to the listeners its parentRefs select, its rules
+    /// placed there; and each route's status per parent of ours (HTTPRoutes', then
+    /// GRPCRoutes').
+    #[allow(clippy::type_complexity)]
+    fn http_routes(
+        &mut self,
+    ) -> (
+        Vec<Placed>,
+        BTreeMap<ObjectKey, Vec<ParentStatus>>,
+        BTreeMap<ObjectKey, Vec<ParentStatus>>,
+    ) {
         let input = self.input;
         let mut placed: Vec<Placed> = Vec::new();
         let mut statuses = BTreeMap::new();
+        let mut grpc_statuses = BTreeMap::new();
         // Conditional rules placed so far on each (address, port, host): the cap.
         let mut conditional: BTreeMap<(IpAddr, i32, Option<Hostname>), usize> = BTreeMap::new();
-        let mut routes: Vec<&HttpRoute> = input.routes.iter().collect();
-        routes.sort_by_key(|r| age(&r.metadata));
-        for r in routes {
+        // A GRPCRoute that cannot be served attaches without its rules and is refused on
+        // each of its parents.
+        let grpc: Vec<(HttpRoute, Option<String>)> = input
+            .grpc_routes
+            .iter()
+            .map(|g| match grpc::to_http(g) {
+                Ok(h) => (h, None),
+                Err(why) => (grpc::without_rules(g), Some(why)),
+            })
+            .collect();
+        let mut routes: Vec<(&HttpRoute, &'static str, Option<&String>)> = input
+            .routes
+            .iter()
+            .map(|r| (r, "HTTPRoute", None))
+            .chain(grpc.iter().map(|(r, why)| (r, grpc::KIND, why.as_ref())))
+            .collect();
+        routes.sort_by_key(|r| age(&r.0.metadata));
+        for (r, kind, refused) in routes {
             let Some(rk) = key(&r.metadata) else { continue };
             let rns = rk.namespace.as_str().to_string();
             let mut parents = Vec::new();
@@ -247,7 +278,7 @@ impl<'i, 'a> Translation<'i, 'a> {
                     &mut self.lsts,
                     &gk,
                     p,
-                    ("HTTPRoute", &r.spec.hostnames),
+                    (kind, &r.spec.hostnames),
                     (&rns, input.namespaces),
                     None,
                 );
@@ -258,10 +289,16 @@ impl<'i, 'a> Translation<'i, 'a> {
                     // HTTPRouteDisallowedKind) expects ResolvedRefs beside Accepted:
                     // False. Nothing enters the model.
                     let mut c = conds;
-                    c.push(http_route_refs(input, r, &rns, &self.services));
+                    c.push(http_route_refs(input, (r, kind), &rns, &self.services));
                     c
                 } else {
-                    self.place_http_route(r, &rk, &attach, conds, &mut conditional, &mut placed)
+                    self.place_http_route(
+                        (r, kind, refused),
+                        &rk,
+                        &attach,
+                        conds,
+                        (&mut conditional, &mut placed),
+                    )
                 };
                 parents.push(ParentStatus {
                     gateway: gk,
@@ -271,31 +308,54 @@ impl<'i, 'a> Translation<'i, 'a> {
                 });
             }
             if !parents.is_empty() {
-                statuses.insert(rk, parents);
+                if kind == grpc::KIND {
+                    grpc_statuses.insert(rk, parents);
+                } else {
+                    statuses.insert(rk, parents);
+                }
             }
         }
-        (placed, statuses)
+        (placed, statuses, grpc_statuses)
     }
 
     /// An HTTPRoute attached at `attach`: its rules, once per attached (listener,
     /// hostname), unless one of them is refused or the host's cap would be passed (then
     /// the route is not Accepted and leaves the listeners' attachedRoutes). Its
     /// conditions for this parent.
+    /// `kind`: HTTPRoute or GRPCRoute; `refused`: why a GRPCRoute cannot be served.
+    #[allow(clippy::type_complexity)]
     fn place_http_route(
         &mut self,
-        r: &HttpRoute,
+        (r, kind, refused): (&HttpRoute, &str, Option<&String>),
         rk: &ObjectKey,
         attach: &[(usize, Option<Hostname>)],
         mut conditions: Vec<Condition>,
-        conditional: &mut BTreeMap<(IpAddr, i32, Option<Hostname>), usize>,
-        placed: &mut Vec<Placed>,
+        (conditional, placed): (
+            &mut BTreeMap<(IpAddr, i32, Option<Hostname>), usize>,
+            &mut Vec<Placed>,
+        ),
     ) -> Vec<Condition> {
         let rns = rk.namespace.as_str();
-        let (mut rules, refs, mut unsupported) =
-            rules_of(self.input, r, rns, &self.services, &mut self.backends);
-        let owner = ObjRef::HttpRoute {
-            namespace: rk.namespace.to_string(),
-            name: rk.name.to_string(),
+        let (mut rules, refs, mut unsupported) = rules_of(
+            self.input,
+            (r, kind),
+            rns,
+            &self.services,
+            &mut self.backends,
+        );
+        if let Some(why) = refused {
+            unsupported = Some(why.clone());
+        }
+        let owner = if kind == grpc::KIND {
+            ObjRef::GrpcRoute {
+                namespace: rk.namespace.to_string(),
+                name: rk.name.to_string(),
+            }
+        } else {
+            ObjRef::HttpRoute {
+                namespace: rk.namespace.to_string(),
+                name: rk.name.to_string(),
+            }
         };
         for (_, _, rule) in &mut rules {
             rule.owner = Some(owner.clone());

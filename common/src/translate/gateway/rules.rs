@@ -96,7 +96,7 @@ pub(super) fn over_conditional_cap(
 #[allow(clippy::type_complexity)]
 pub(super) fn rules_of(
     input: &GatewayInput<'_>,
-    r: &HttpRoute,
+    (r, kind): (&HttpRoute, &str),
     rns: &str,
     services: &crate::translate::refs::ServiceRefs<'_>,
     backends: &mut BTreeMap<BackendId, BackendState>,
@@ -115,7 +115,7 @@ pub(super) fn rules_of(
         };
         let action = match &settings.action {
             Some(a) => a.clone(),
-            None => forward(input, rule, (rns, services), backends, &mut refs),
+            None => forward(input, rule, (kind, rns, services), backends, &mut refs),
         };
         let matches = if rule.matches.is_empty() {
             vec![types::HttpRouteMatch::default()]
@@ -272,14 +272,14 @@ impl RuleSettings {
 fn forward(
     input: &GatewayInput<'_>,
     rule: &types::HttpRouteRule,
-    (rns, services): (&str, &crate::translate::refs::ServiceRefs<'_>),
+    (kind, rns, services): (&str, &str, &crate::translate::refs::ServiceRefs<'_>),
     backends: &mut BTreeMap<BackendId, BackendState>,
     refs: &mut Condition,
 ) -> RouteAction {
     let mut weighted = Vec::new();
     let mut invalid: u16 = 0;
     for b in &rule.backend_refs {
-        match backend(input, b, ("HTTPRoute", rns, "TCP"), services, backends) {
+        match backend(input, b, (kind, rns, "TCP"), services, backends) {
             Ok(Some(w)) => weighted.push(w),
             Ok(None) => {}
             Err((reason, why)) => {
