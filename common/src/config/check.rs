@@ -1,246 +1,10 @@
-//! The global config: ConfigMap `k8slb-system/global`, key `config`, k8slb's JSON format.
-//!
-//! ```json
-//! { "pools": { "default": { "network": "192.168.10.0/24",
-//!                           "range": "192.168.10.200-192.168.10.254",
-//!                           "interface": "eth0" } },
-//!   "keepalived": { "email": "", "emailFrom": "", "emailServer": "", "emailServerTimeout": "30",
-//!                   "advertInt": 0.1, "unicast": false, "preempt": false },
-//!   "haproxy": { "global": [], "defaults": [], "tcpfront": [], "httpfront": [], "tcpback": [], "httpback": [] },
-//!   "nginx": { "global": [], "http": [], "proxy": [], "upstream": [], "stream": [] },
-//!   "loadBalancerClass": "k8slb.io/loadbalancer", "claimUnclassed": true,
-//!   "reservedPorts": [22, "2379-2380", 6443, 9253, 9254, 10250, 10256],
-//!   "limits": { "conditionalRulesPerHost": 256 } }
-//! ```
-//!
-//! A config is checked as a whole and every problem is listed; one bad key rejects the
-//! whole document (the caller keeps the last good config in force). Unknown keys are
-//! problems too, with the closest known key suggested, so a typo never silently turns a
-//! setting off.
+//! The checker of the global config: every key known (with the closest known one
+//! suggested for a typo), every value validated, duplicate keys refused, and every
+//! error collected with its path.
 
-use crate::ipam::PoolExpr;
-use crate::names::{ConfigLine, Email, IfName, PoolName, SmtpServer};
-use crate::state::{
-    ActorConfig, CertPath, Family, HaproxySections, KeepalivedSettings, NginxSections, PoolInfo,
-};
-use serde_json::{Map, Value};
-use std::collections::BTreeMap;
-use std::fmt;
+use super::*;
 
-/// Our `spec.loadBalancerClass` unless the config says otherwise.
-pub const DEFAULT_CLASS: &str = "k8slb.io/loadbalancer";
-/// Default VRRP advertisement interval: 100 ms, so a dead master is detected in
-/// 3 x 100 ms + skew (about 0.3-0.4 s). The cost is 10 small multicast (or unicast)
-/// packets per second per VRRP instance from its master; keepalived's default (1 s) gives
-/// about 3.5 s failover.
-pub const DEFAULT_ADVERT_INT_MS: u32 = 100;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pool {
-    pub name: PoolName,
-    pub network: PoolExpr,
-    pub range: PoolExpr,
-    pub interface: Option<IfName>,
-    /// `maxScale`: the most addresses one object may ask for with `loadbalancer/scale`
-    /// (default and at most [`crate::scale::MAX`]).
-    pub max_scale: u8,
-    /// `addressesPerNamespace`: the most addresses of this pool the Services and
-    /// Gateways of one namespace may hold together (default: no limit).
-    pub per_namespace: Option<u32>,
-}
-
-impl Pool {
-    pub fn family(&self) -> Family {
-        if self.network.range().family_is_v4() {
-            Family::V4
-        } else {
-            Family::V6
-        }
-    }
-}
-
-/// A checked global config.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GlobalConfig {
-    pub pools: BTreeMap<PoolName, Pool>,
-    pub keepalived: KeepalivedSettings,
-    pub haproxy: HaproxySections,
-    pub nginx: NginxSections,
-    /// Our load-balancer class.
-    pub class: String,
-    /// Also claim LoadBalancer Services that name no class.
-    pub claim_unclassed: bool,
-    /// The ports the LB nodes keep for themselves: no Service, Ingress or Gateway
-    /// listener is served on them by a proxy (it could not bind, and would exit).
-    pub reserved_ports: ReservedPorts,
-    /// Who may serve which host (see [`crate::tenancy`]).
-    pub tenancy: Tenancy,
-    /// What one tenant may ask of the shared proxies (`limits`).
-    pub limits: Limits,
-    /// Things that are accepted but worth telling (a CIDR that was not aligned, ...).
-    pub warnings: Vec<String>,
-}
-
-/// Host ownership between namespaces (`tenancy` in the config; see [`crate::tenancy`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tenancy {
-    /// `hostOwnership: "Shared"`: any namespace may serve any host (no ownership).
-    /// Default `"Strict"`: the namespace of the oldest claim owns a host.
-    pub shared_hosts: bool,
-    /// `namespaceGroups`: namespaces that share their hosts (and, with a sharing key,
-    /// their addresses), group by group.
-    pub namespace_groups: Vec<std::collections::BTreeSet<String>>,
-    /// `addressSharing`: who may join an address another tenant holds.
-    pub address_sharing: AddressSharing,
-}
-
-/// Who may ask for an address that another tenant holds (always on other ports, never
-/// the pool's Ingress address, never one that was allocated dynamically).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum AddressSharing {
-    /// `"SameNamespace"` (default): every tenant on it carries the same
-    /// `loadbalancer/allow-shared-ip` key and is in the same namespace (or group).
-    #[default]
-    SameNamespace,
-    /// `"AnyNamespace"`: the same key, in any namespace.
-    AnyNamespace,
-    /// `"Open"`: k8slb's rule, anyone asking for it by name (no key).
-    Open,
-}
-
-/// Ports (TCP and UDP alike) that the LB nodes use themselves, as sorted, disjoint
-/// inclusive ranges. A proxy that was told to listen on one of them on a VIP could not
-/// bind (sshd, kubelet, etcd, the API server and k8slb's own admin ports listen on every
-/// address of the node) and would refuse the node's whole config.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReservedPorts(Vec<(u16, u16)>);
-
-impl ReservedPorts {
-    /// k8slb's default: sshd (22), etcd (2379-2380), kube-apiserver (6443), the
-    /// watcher's and the actor's admin ports (9253, 9254), kubelet (10250) and
-    /// kube-proxy's health port (10256).
-    pub fn default_set() -> ReservedPorts {
-        ReservedPorts::from_ranges(vec![
-            (22, 22),
-            (2379, 2380),
-            (6443, 6443),
-            (9253, 9254),
-            (10250, 10250),
-            (10256, 10256),
-        ])
-    }
-
-    /// No reserved port.
-    pub fn none() -> ReservedPorts {
-        ReservedPorts(vec![])
-    }
-
-    /// From inclusive ranges in any order, merged.
-    pub fn from_ranges(mut ranges: Vec<(u16, u16)>) -> ReservedPorts {
-        ranges.sort_unstable();
-        let mut out: Vec<(u16, u16)> = Vec::with_capacity(ranges.len());
-        for (a, b) in ranges {
-            match out.last_mut() {
-                Some(last) if u32::from(a) <= u32::from(last.1) + 1 => last.1 = last.1.max(b),
-                _ => out.push((a, b)),
-            }
-        }
-        ReservedPorts(out)
-    }
-
-    pub fn contains(&self, port: u16) -> bool {
-        let i = self.0.partition_point(|&(_, b)| b < port);
-        self.0.get(i).is_some_and(|&(a, _)| a <= port)
-    }
-
-    pub fn ranges(&self) -> &[(u16, u16)] {
-        &self.0
-    }
-}
-
-impl Default for ReservedPorts {
-    fn default() -> Self {
-        ReservedPorts::default_set()
-    }
-}
-
-impl fmt::Display for ReservedPorts {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, (a, b)) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            if a == b {
-                write!(f, "{a}")?;
-            } else {
-                write!(f, "{a}-{b}")?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Default of `limits.conditionalRulesPerHost`.
-pub const DEFAULT_CONDITIONAL_RULES_PER_HOST: usize = 256;
-
-/// `limits`: bounds on what one tenant's objects may cost every other tenant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Rules that match on more than the path (method, headers, query parameters) on
-    /// one host of one listener: they are tried in order for every request of that
-    /// host. Rules beyond it are refused (the oldest routes keep theirs).
-    pub conditional_rules_per_host: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            conditional_rules_per_host: DEFAULT_CONDITIONAL_RULES_PER_HOST,
-        }
-    }
-}
-
-impl GlobalConfig {
-    /// The part of the config that the actors need, with the watcher's cert path.
-    pub fn actor_config(&self, cert_path: &CertPath) -> ActorConfig {
-        ActorConfig {
-            pools: self
-                .pools
-                .iter()
-                .map(|(n, p)| {
-                    (
-                        n.clone(),
-                        PoolInfo {
-                            network: p.network.canonical(),
-                            prefix_len: p.network.prefix_len(),
-                            family: p.family(),
-                            interface: p.interface.clone(),
-                            first: p.network.range().start(),
-                        },
-                    )
-                })
-                .collect(),
-            keepalived: self.keepalived.clone(),
-            haproxy: self.haproxy.clone(),
-            nginx: self.nginx.clone(),
-            cert_path: cert_path.clone(),
-        }
-    }
-}
-
-/// Every problem found in a config, each with the JSON path of the offending key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigErrors(pub Vec<String>);
-
-impl fmt::Display for ConfigErrors {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} problem(s): {}", self.0.len(), self.0.join("; "))
-    }
-}
-
-impl std::error::Error for ConfigErrors {}
-
-const TOP_KEYS: &[&str] = &[
+pub(super) const TOP_KEYS: &[&str] = &[
     "pools",
     "keepalived",
     "haproxy",
@@ -251,16 +15,16 @@ const TOP_KEYS: &[&str] = &[
     "tenancy",
     "limits",
 ];
-const LIMITS_KEYS: &[&str] = &["conditionalRulesPerHost"];
-const TENANCY_KEYS: &[&str] = &["hostOwnership", "namespaceGroups", "addressSharing"];
-const POOL_KEYS: &[&str] = &[
+pub(super) const LIMITS_KEYS: &[&str] = &["conditionalRulesPerHost"];
+pub(super) const TENANCY_KEYS: &[&str] = &["hostOwnership", "namespaceGroups", "addressSharing"];
+pub(super) const POOL_KEYS: &[&str] = &[
     "network",
     "range",
     "interface",
     "maxScale",
     "addressesPerNamespace",
 ];
-const KEEPALIVED_KEYS: &[&str] = &[
+pub(super) const KEEPALIVED_KEYS: &[&str] = &[
     "email",
     "emailFrom",
     "emailServer",
@@ -271,7 +35,7 @@ const KEEPALIVED_KEYS: &[&str] = &[
     "garpRepeat",
     "garpMasterDelay",
 ];
-const HAPROXY_KEYS: &[&str] = &[
+pub(super) const HAPROXY_KEYS: &[&str] = &[
     "global",
     "defaults",
     "tcpfront",
@@ -279,142 +43,16 @@ const HAPROXY_KEYS: &[&str] = &[
     "tcpback",
     "httpback",
 ];
-const NGINX_KEYS: &[&str] = &["global", "http", "proxy", "upstream", "stream"];
-
-/// HAProxy sections used when the config has no `haproxy` key. Unlike k8slb's sample
-/// (`timeout connect 30ms`, `daemon`, `chroot`), these suit an actor that supervises
-/// HAProxy in the foreground.
-pub fn default_haproxy() -> HaproxySections {
-    let lines = |v: &[&str]| v.iter().map(|s| s.parse().expect("valid")).collect();
-    HaproxySections {
-        global: lines(&[
-            "maxconn 20000",
-            "ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets",
-            "ssl-default-server-options ssl-min-ver TLSv1.2 no-tls-tickets",
-            "tune.ssl.default-dh-param 2048",
-        ]),
-        defaults: lines(&[
-            "log global",
-            "retries 3",
-            "option redispatch",
-            "balance leastconn",
-            "timeout connect 5s",
-            "timeout check 1s",
-            "timeout client 30s",
-            "timeout server 30s",
-            "timeout tunnel 1h",
-        ]),
-        tcpfront: vec![],
-        // X-Forwarded-For/-Proto/-Port are written by the template in every http
-        // frontend (k8slb's default httpfront lines would only repeat them).
-        httpfront: vec![],
-        tcpback: vec![],
-        httpback: vec![],
-    }
-}
-
-/// nginx sections used when the config has no `nginx` key.
-pub fn default_nginx() -> NginxSections {
-    let lines = |v: &[&str]| v.iter().map(|s| s.parse().expect("valid")).collect();
-    NginxSections {
-        global: lines(&["worker_processes auto;"]),
-        http: lines(&[
-            "sendfile on;",
-            "keepalive_timeout 65;",
-            "ssl_protocols TLSv1.2 TLSv1.3;",
-        ]),
-        proxy: lines(&[
-            // The client's Host as sent, port included (nginx's $host drops it); the
-            // actor defines $k8slb_host in every nginx.conf (render_http::nx_http_base).
-            "proxy_set_header Host $k8slb_host;",
-            "proxy_set_header X-Real-IP $remote_addr;",
-            "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;",
-            "proxy_set_header X-Forwarded-Proto $scheme;",
-            "proxy_http_version 1.1;",
-            "proxy_connect_timeout 5s;",
-            "proxy_next_upstream error timeout;",
-        ]),
-        upstream: vec![],
-        stream: vec![],
-    }
-}
-
-pub fn default_keepalived() -> KeepalivedSettings {
-    KeepalivedSettings {
-        advert_int_ms: DEFAULT_ADVERT_INT_MS,
-        unicast: false,
-        preempt: false,
-        email: None,
-        email_from: None,
-        email_server: None,
-        email_server_timeout_s: 30,
-        garp_repeat: 5,
-        garp_master_delay_s: 1,
-    }
-}
-
-/// Parse and check a global config (the JSON text of the ConfigMap's `config` key).
-pub fn parse_global_config(text: &str) -> Result<GlobalConfig, ConfigErrors> {
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| ConfigErrors(vec![format!("config is not valid JSON: {e}")]))?;
-    let mut c = Checker::default();
-    for path in duplicate_keys(text) {
-        c.err(
-            &path,
-            "duplicate key: the object gives it more than once (only one would be used)",
-        );
-    }
-    let cfg = c.global(&value);
-    if c.errors.is_empty() {
-        let mut cfg = cfg;
-        cfg.warnings = c.warnings;
-        Ok(cfg)
-    } else {
-        Err(ConfigErrors(c.errors))
-    }
-}
-
-/// Read a config file: raw JSON, or the `global` ConfigMap as YAML/JSON (key `config`).
-pub fn parse_config_file(text: &str) -> Result<GlobalConfig, ConfigErrors> {
-    let trimmed = text.trim_start();
-    if trimmed.starts_with('{') {
-        if let Ok(v) = serde_json::from_str::<Value>(text) {
-            if v.get("kind").and_then(Value::as_str) == Some("ConfigMap") {
-                return config_from_configmap_value(&v);
-            }
-            return parse_global_config(text);
-        }
-    }
-    // Through serde_yaml's own Value first: it refuses a key given twice, which a
-    // serde_json::Value would silently collapse to the last one.
-    let v: Value = serde_yaml::from_str::<serde_yaml::Value>(text)
-        .map_err(|e| e.to_string())
-        .and_then(|y| serde_json::to_value(y).map_err(|e| e.to_string()))
-        .map_err(|e| ConfigErrors(vec![format!("config file is neither JSON nor YAML: {e}")]))?;
-    if v.get("kind").and_then(Value::as_str) == Some("ConfigMap") {
-        config_from_configmap_value(&v)
-    } else {
-        parse_global_config(&serde_json::to_string(&v).expect("json"))
-    }
-}
-
-fn config_from_configmap_value(v: &Value) -> Result<GlobalConfig, ConfigErrors> {
-    match v.pointer("/data/config").and_then(Value::as_str) {
-        Some(s) => parse_global_config(s),
-        None => Err(ConfigErrors(vec![
-            "ConfigMap has no data.config key holding the JSON config".into(),
-        ])),
-    }
-}
+pub(super) const NGINX_KEYS: &[&str] = &["global", "http", "proxy", "upstream", "stream"];
 
 #[derive(Default)]
-struct Checker {
-    errors: Vec<String>,
-    warnings: Vec<String>,
+pub(super) struct Checker {
+    pub(super) errors: Vec<String>,
+    pub(super) warnings: Vec<String>,
 }
 
 impl Checker {
-    fn err(&mut self, path: &str, msg: impl fmt::Display) {
+    pub(super) fn err(&mut self, path: &str, msg: impl fmt::Display) {
         self.errors.push(format!("{path}: {msg}"));
     }
 
@@ -439,7 +77,7 @@ impl Checker {
         }
     }
 
-    fn global(&mut self, v: &Value) -> GlobalConfig {
+    pub(super) fn global(&mut self, v: &Value) -> GlobalConfig {
         let mut cfg = GlobalConfig {
             pools: BTreeMap::new(),
             keepalived: default_keepalived(),
@@ -988,7 +626,7 @@ impl Checker {
 /// The JSON paths of keys given twice in one object. `serde_json::Value` keeps the last
 /// one silently, which would turn a copy-pasted pool that was not renamed into a pool
 /// that quietly vanished.
-fn duplicate_keys(text: &str) -> Vec<String> {
+pub(super) fn duplicate_keys(text: &str) -> Vec<String> {
     use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
     struct Walk<'a> {
         path: String,
@@ -1062,14 +700,14 @@ fn duplicate_keys(text: &str) -> Vec<String> {
     out
 }
 
-fn valid_class(s: &str) -> bool {
+pub(super) fn valid_class(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 253
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-./_".contains(&b))
 }
 
-fn join(path: &str, key: &str) -> String {
+pub(super) fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_string()
     } else {
@@ -1077,7 +715,7 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
-fn kind(v: &Value) -> &'static str {
+pub(super) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -1089,7 +727,7 @@ fn kind(v: &Value) -> &'static str {
 }
 
 /// The known key closest to `k` (case-insensitive equality, or edit distance <= 2).
-fn closest<'a>(k: &str, known: &[&'a str]) -> Option<&'a str> {
+pub(super) fn closest<'a>(k: &str, known: &[&'a str]) -> Option<&'a str> {
     let lower = k.to_ascii_lowercase();
     known
         .iter()
@@ -1097,181 +735,4 @@ fn closest<'a>(k: &str, known: &[&'a str]) -> Option<&'a str> {
         .filter(|(d, _)| *d <= 2)
         .min()
         .map(|(_, c)| c)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const README_TWO_POOLS: &str = r#"{ "pools": {
-        "default": { "network": "192.168.10.0/24", "range": "192.168.10.200-192.168.10.254" },
-        "external": { "network": "1.2.3.0/22", "range": "1.2.3.50-1.2.3.74", "interface": "em1" } } }"#;
-
-    #[test]
-    fn conditional_rules_per_host_defaults_to_256_and_is_admin_settable() {
-        let c = parse_global_config(README_TWO_POOLS).unwrap();
-        assert_eq!(c.limits.conditional_rules_per_host, 256);
-        let with = |limits: &str| {
-            let text = README_TWO_POOLS.trim_end().trim_end_matches('}');
-            parse_global_config(&format!("{text}, \"limits\": {limits} }}"))
-        };
-        let c = with(r#"{ "conditionalRulesPerHost": 8000 }"#).unwrap();
-        assert_eq!(c.limits.conditional_rules_per_host, 8000);
-        for bad in [
-            r#"{ "conditionalRulesPerHost": 0 }"#,
-            r#"{ "conditionalRulesPerHost": 2.5 }"#,
-            r#"{ "conditionalRulesPerHost": -1 }"#,
-            r#"{ "conditionalRulesPerHots": 10 }"#,
-            r#"[]"#,
-        ] {
-            let e = with(bad).unwrap_err();
-            assert!(e.0.iter().any(|m| m.starts_with("limits")), "{bad}: {e}");
-        }
-    }
-
-    #[test]
-    fn readme_two_pool_config_is_accepted_with_a_warning() {
-        let c = parse_global_config(README_TWO_POOLS).unwrap();
-        assert_eq!(c.pools.len(), 2);
-        let ext = &c.pools[&"external".parse().unwrap()];
-        assert_eq!(ext.network.canonical(), "1.2.0.0/22");
-        assert_eq!(ext.interface.as_ref().unwrap().as_str(), "em1");
-        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
-        assert!(c.warnings[0].contains("1.2.3.0/22"));
-        assert_eq!(c.class, DEFAULT_CLASS);
-        assert!(c.claim_unclassed);
-        assert_eq!(c.keepalived.advert_int_ms, 100);
-    }
-
-    #[test]
-    fn every_problem_is_listed() {
-        let bad = r#"{ "pools": {
-            "a": { "network": "10.0.0.0/24", "range": "10.0.1.0-10.0.1.5" },
-            "b": { "network": "10.0.0.0/16", "range": "10.0.0.1-10.0.0.2", "interfce": "eth0" },
-            "c d": { "network": "10.9.0.0/24", "range": "10.9.0.1" } },
-          "haproxy": { "global": ["maxconn 10\nfrontend evil"], "defualts": [] },
-          "keepalived": { "advertInt": 0.005 },
-          "poolz": {} }"#;
-        let e = parse_global_config(bad).unwrap_err();
-        let all = e.0.join("\n");
-        for needle in [
-            "pools.a.range: 10.0.1.0-10.0.1.5 is not inside the pool's network 10.0.0.0/24",
-            "pools.b.interfce: unknown key (did you mean \"interface\"?)",
-            "pools.c d: invalid pool name",
-            "haproxy.global[0]: invalid config line",
-            "haproxy.defualts: unknown key (did you mean \"defaults\"?)",
-            "keepalived.advertInt",
-            "poolz: unknown key (did you mean \"pools\"?)",
-        ] {
-            assert!(all.contains(needle), "missing {needle:?} in:\n{all}");
-        }
-    }
-
-    #[test]
-    fn overlapping_pools_are_refused() {
-        let e = parse_global_config(
-            r#"{"pools":{"a":{"network":"10.0.0.0/24","range":"10.0.0.10-10.0.0.20"},
-                         "b":{"network":"10.0.0.128/25","range":"10.0.0.200-10.0.0.210"}}}"#,
-        )
-        .unwrap_err();
-        assert!(e.0[0].contains("overlaps pool \"a\""), "{e}");
-    }
-
-    #[test]
-    fn ipv6_pool_and_family_mismatch() {
-        let ok = parse_global_config(
-            r#"{"pools":{"ipv6":{"network":"2001:468::/32","range":"2001:468:101::/96"}}}"#,
-        )
-        .unwrap();
-        assert_eq!(ok.pools.values().next().unwrap().family(), Family::V6);
-        let e = parse_global_config(
-            r#"{"pools":{"x":{"network":"2001:468::/32","range":"10.0.0.1-10.0.0.2"}}}"#,
-        )
-        .unwrap_err();
-        assert!(e.0[0].contains("different address families"), "{e}");
-    }
-
-    #[test]
-    fn k8slb_readme_ipv6_example_is_reported_not_accepted() {
-        // The seed README's IPv6 pool has its range outside its network.
-        let e = parse_global_config(
-            r#"{"pools":{"ipv6":{"network":"2001:468::/64","range":"2001:468:101::/96","interface":"eth0"}}}"#,
-        )
-        .unwrap_err();
-        assert!(
-            e.0[0].contains("not inside the pool's network 2001:468::/64"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn keepalived_section_and_strings_as_numbers() {
-        let c = parse_global_config(
-            r#"{"pools":{},"keepalived":{"email":"ops@example.com","emailFrom":"lb@example.com",
-                "emailServer":"smtp.example.com","emailServerTimeout":"30","advertInt":"0.25",
-                "unicast":true}}"#,
-        )
-        .unwrap();
-        assert_eq!(c.keepalived.advert_int_ms, 250);
-        assert!(c.keepalived.unicast);
-        assert_eq!(c.keepalived.email.unwrap().as_str(), "ops@example.com");
-        // k8slb's manifest default: all empty strings.
-        let c = parse_global_config(
-            r#"{"pools":{},"keepalived":{"email":"","emailFrom":"","emailServer":"","emailServerTimeout":"30"}}"#,
-        )
-        .unwrap();
-        assert!(c.keepalived.email.is_none());
-    }
-
-    #[test]
-    fn missing_pools_and_not_json() {
-        assert!(parse_global_config("{}").unwrap_err().0[0].contains("pools: is required"));
-        assert!(parse_global_config("pools: {}").unwrap_err().0[0].contains("not valid JSON"));
-    }
-
-    #[test]
-    fn configmap_yaml_is_read() {
-        let y = r#"
-apiVersion: v1
-kind: ConfigMap
-metadata: { name: global, namespace: k8slb-system }
-data:
-  config: |
-    { "pools": { "default": { "network": "198.18.0.0/24", "range": "198.18.0.100-198.18.0.120" } } }
-"#;
-        let c = parse_config_file(y).unwrap();
-        assert_eq!(c.pools.len(), 1);
-    }
-
-    #[test]
-    fn reserved_ports_default_to_the_nodes_own_and_a_list_replaces_them() {
-        let base = r#""pools": {"default": {"network": "198.18.0.0/24", "range": "198.18.0.10-198.18.0.20"}}"#;
-        let d = parse_global_config(&format!("{{{base}}}")).unwrap();
-        for p in [22, 2379, 2380, 6443, 9253, 9254, 10250, 10256] {
-            assert!(d.reserved_ports.contains(p), "{p}");
-        }
-        for p in [21, 23, 80, 443, 2378, 2381, 9252, 9255, 10251] {
-            assert!(!d.reserved_ports.contains(p), "{p}");
-        }
-        let c = parse_global_config(&format!(
-            r#"{{{base}, "reservedPorts": [8080, "30000-32767", "22", "30010-30020"]}}"#
-        ))
-        .unwrap();
-        assert_eq!(c.reserved_ports.to_string(), "22,8080,30000-32767");
-        assert!(c.reserved_ports.contains(31000) && !c.reserved_ports.contains(6443));
-        let none = parse_global_config(&format!(r#"{{{base}, "reservedPorts": []}}"#)).unwrap();
-        assert!(!none.reserved_ports.contains(22));
-        for bad in [
-            r#""22""#,
-            r#"[0]"#,
-            r#"[70000]"#,
-            r#"["9-3"]"#,
-            r#"["a-b"]"#,
-            r#"[true]"#,
-        ] {
-            let e =
-                parse_global_config(&format!(r#"{{{base}, "reservedPorts": {bad}}}"#)).unwrap_err();
-            assert!(e.to_string().contains("reservedPorts"), "{bad}: {e}");
-        }
-    }
 }

@@ -1,0 +1,170 @@
+//! HTTP and HTTPS listeners: their TLS (certificates by SNI) and virtual hosts.
+
+use super::*;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListenerProtocol {
+    Http,
+    /// TLS terminated here; `tls` is set.
+    Https,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listener {
+    pub ip: IpAddr,
+    pub port: u16,
+    pub protocol: ListenerProtocol,
+    /// Set iff `protocol` is HTTPS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ListenerTls>,
+    /// In precedence order: exact hosts, then wildcards, then the one any-host entry
+    /// (see [`VirtualHost::precedence`]).
+    pub virtual_hosts: Vec<VirtualHost>,
+    /// What a request gets when no virtual host, or no rule of its virtual host,
+    /// matches. `None`: 404.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_action: Option<RouteAction>,
+    /// The object whose default backend `default_action` is (see [`RouteRule::owner`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_owner: Option<ObjRef>,
+}
+
+impl Listener {
+    /// See [`HttpRoutes::route`].
+    pub fn route(&self, host: &str, path: &str) -> Option<&RouteAction> {
+        self.route_request(&Request::get(host, path))
+    }
+
+    /// See [`HttpRoutes::route_request`].
+    pub fn route_request(&self, req: &Request<'_>) -> Option<&RouteAction> {
+        match self.rule_for(req) {
+            Some(r) => Some(&r.action),
+            None => self.default_action.as_ref(),
+        }
+    }
+
+    /// The rule a request gets (`None`: the listener's default action).
+    pub fn rule_for(&self, req: &Request<'_>) -> Option<&RouteRule> {
+        let host = host_without_port(req.host).to_ascii_lowercase();
+        let vh = self.virtual_hosts.iter().find(|v| v.takes(&host))?;
+        vh.rules.iter().find(|r| r.matches.matches_request(req))
+    }
+
+    /// Sort the virtual hosts by precedence. Sources call it once after building.
+    pub fn sort_virtual_hosts(&mut self) {
+        self.virtual_hosts
+            .sort_by(|a, b| a.precedence().cmp(&b.precedence()));
+    }
+}
+
+/// `example.com:8080` → `example.com`; `[2001:db8::1]:80` → `[2001:db8::1]`.
+pub(super) fn host_without_port(h: &str) -> &str {
+    if h.starts_with('[') {
+        return h.split_once(']').map_or(h, |(a, _)| &h[..a.len() + 1]);
+    }
+    h.split_once(':').map_or(h, |(a, _)| a)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerTls {
+    /// Chosen by SNI: the first whose `hosts` match the server name. Sorted by file.
+    pub certificates: Vec<Certificate>,
+    /// For a server name no certificate names (or no SNI at all). `None`: the first of
+    /// `certificates`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_certificate: Option<CertFile>,
+}
+
+impl ListenerTls {
+    /// The certificate a TLS client asking for `server_name` gets (exact names before
+    /// wildcards, then the default).
+    pub fn certificate_for(&self, server_name: &str) -> Option<&CertFile> {
+        let sn = server_name.to_ascii_lowercase();
+        let by = |wild: bool| {
+            self.certificates
+                .iter()
+                .find(|c| {
+                    c.hosts
+                        .iter()
+                        .any(|h| h.is_wildcard() == wild && h.matches(&sn))
+                })
+                .map(|c| &c.file)
+        };
+        by(false)
+            .or_else(|| by(true))
+            .or(self.default_certificate.as_ref())
+            .or_else(|| self.certificates.first().map(|c| &c.file))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Certificate {
+    pub file: CertFile,
+    /// The server names (SNI) this certificate is used for; sorted.
+    pub hosts: Vec<Hostname>,
+    /// The object that produced it (an Ingress, HTTPRoute, TLSRoute, TCPRoute, UDPRoute
+    /// or Gateway): what the actor's quarantine removes when the proxy refuses a config
+    /// because of it. Absent in states of older watchers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<ObjRef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualHost {
+    /// `None`: any host (the rules of Ingress rules without `host`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<Hostname>,
+    /// For a wildcard host: it matches any number of labels before its suffix (the
+    /// Gateway API's `*.example.com` matches `a.example.com` and `a.b.example.com`), not
+    /// exactly one (the Ingress API's).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub any_depth: bool,
+    /// In precedence order; the first that matches wins.
+    pub rules: Vec<RouteRule>,
+}
+
+impl VirtualHost {
+    /// A virtual host whose wildcard (if any) matches one label.
+    pub fn new(host: Option<Hostname>, rules: Vec<RouteRule>) -> VirtualHost {
+        VirtualHost {
+            host,
+            any_depth: false,
+            rules,
+        }
+    }
+
+    /// Does it take a request for `host` (lowercase, without its port)?
+    pub fn takes(&self, host: &str) -> bool {
+        match &self.host {
+            None => true,
+            Some(h) if self.any_depth => h.matches_any_depth(host),
+            Some(h) => h.matches(host),
+        }
+    }
+
+    /// Sort key: exact hosts (by name), one-label wildcards (by name), any-depth
+    /// wildcards (the longest suffix first: `*.b.example.com` before `*.example.com`),
+    /// then any.
+    pub fn precedence(&self) -> (u8, std::cmp::Reverse<usize>, Option<&str>) {
+        use std::cmp::Reverse;
+        match &self.host {
+            Some(h) if !h.is_wildcard() => (0, Reverse(0), Some(h.as_str())),
+            Some(h) if !self.any_depth => (1, Reverse(0), Some(h.as_str())),
+            Some(h) => (2, Reverse(h.as_str().len()), Some(h.as_str())),
+            None => (3, Reverse(0), None),
+        }
+    }
+
+    /// Sort the rules by the Ingress API's precedence: Exact paths first, then Prefix
+    /// paths longest first (ties by path, for determinism). For the paths one request
+    /// can match this is the API's "longest matching path, then Exact over Prefix".
+    pub fn sort_rules(&mut self) {
+        self.rules
+            .sort_by(|a, b| a.matches.precedence().cmp(&b.matches.precedence()));
+    }
+}

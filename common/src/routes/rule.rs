@@ -1,0 +1,406 @@
+//! A rule: its match (path, method, headers, query), its filters, and how a request is
+//! matched against it.
+
+use super::*;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteRule {
+    pub matches: RouteMatch,
+    pub action: RouteAction,
+    /// What a forwarded request and its response get changed (Gateway API filters).
+    #[serde(default, skip_serializing_if = "RuleFilters::is_empty")]
+    pub filters: RuleFilters,
+    /// The object that produced it (an Ingress, HTTPRoute, TLSRoute, TCPRoute, UDPRoute
+    /// or Gateway): what the actor's quarantine removes when the proxy refuses a config
+    /// because of it. Absent in states of older watchers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<ObjRef>,
+}
+
+impl RouteRule {
+    /// A rule without filters.
+    pub fn new(matches: RouteMatch, action: RouteAction) -> RouteRule {
+        RouteRule {
+            matches,
+            action,
+            filters: RuleFilters::default(),
+            owner: None,
+        }
+    }
+
+    /// Why nginx could not load this rule, if it could not: one of its values renders
+    /// to a token longer than [`NGINX_MAX_TOKEN`] ([`FieldValue::nginx_match_token_len`],
+    /// [`FieldValue::nginx_edit_token_len`]). Refused at plan time for both providers
+    /// (a route accepted or refused the same whatever the proxy), never rendered:
+    /// one such token makes nginx refuse the whole config of every tenant.
+    pub fn nginx_token_too_long(&self) -> Option<String> {
+        let too_long = |what: String, len: usize| {
+            (len > NGINX_MAX_TOKEN).then(|| {
+                format!(
+                    "{what}: its value renders to {len} bytes, over the {NGINX_MAX_TOKEN} bytes nginx takes in one token (a match value counts each character other than a letter or digit twice)"
+                )
+            })
+        };
+        let m = &self.matches;
+        let matches = m
+            .headers
+            .iter()
+            .map(|h| (format!("header match {}", h.name), &h.value))
+            .chain(
+                m.query
+                    .iter()
+                    .map(|q| (format!("query parameter match {}", q.name), &q.value)),
+            );
+        for (what, v) in matches {
+            if let Some(why) = too_long(what, v.nginx_match_token_len()) {
+                return Some(why);
+            }
+        }
+        let f = &self.filters;
+        for (dir, e, request) in [
+            ("RequestHeaderModifier", &f.request_headers, true),
+            ("ResponseHeaderModifier", &f.response_headers, false),
+        ] {
+            for (h, added) in e
+                .set
+                .iter()
+                .map(|h| (h, false))
+                .chain(e.add.iter().map(|h| (h, true)))
+            {
+                let len = h.value.nginx_edit_token_len(&h.name, added && request);
+                if let Some(why) = too_long(format!("{dir} header {}", h.name), len) {
+                    return Some(why);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// What a rule changes on a request it forwards, and on the response: Gateway API's
+/// RequestHeaderModifier, ResponseHeaderModifier and URLRewrite filters. Applied only
+/// to [`RouteAction::Forward`] (a redirect or a fixed answer sends nothing on).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleFilters {
+    #[serde(default, skip_serializing_if = "HeaderEdits::is_empty")]
+    pub request_headers: HeaderEdits,
+    #[serde(default, skip_serializing_if = "HeaderEdits::is_empty")]
+    pub response_headers: HeaderEdits,
+    /// The Host header sent to the backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewrite_host: Option<Hostname>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewrite_path: Option<PathRewrite>,
+}
+
+impl RuleFilters {
+    pub fn is_empty(&self) -> bool {
+        self == &RuleFilters::default()
+    }
+}
+
+/// Header changes, applied in this order: remove, set (replace every value), add (one
+/// more value). Each name at most once across the three (names are [`FieldName`]s:
+/// lowercase).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeaderEdits {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set: Vec<HeaderValue>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add: Vec<HeaderValue>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove: Vec<FieldName>,
+}
+
+impl HeaderEdits {
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
+    }
+
+    /// Every name it touches.
+    pub fn names(&self) -> impl Iterator<Item = &FieldName> {
+        self.set
+            .iter()
+            .map(|h| &h.name)
+            .chain(self.add.iter().map(|h| &h.name))
+            .chain(self.remove.iter())
+    }
+
+    /// The request's (or response's) headers after the edits: `headers` as (name, value)
+    /// in order, names in any case.
+    pub fn apply(&self, headers: &[(String, String)]) -> Vec<(String, String)> {
+        let touched = |n: &str| {
+            self.remove
+                .iter()
+                .chain(self.set.iter().map(|h| &h.name))
+                .any(|r| r.as_str().eq_ignore_ascii_case(n))
+        };
+        let mut out: Vec<(String, String)> = headers
+            .iter()
+            .filter(|(n, _)| !touched(n))
+            .cloned()
+            .collect();
+        for h in self.set.iter().chain(&self.add) {
+            out.push((h.name.to_string(), h.value.to_string()));
+        }
+        out
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeaderValue {
+    pub name: FieldName,
+    pub value: FieldValue,
+}
+
+/// The path sent to the backend (the query string is kept).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "type")]
+pub enum PathRewrite {
+    /// The whole path becomes `path`.
+    Full { path: HttpPath },
+    /// The element-wise prefix `from` (the rule's Prefix match, without a trailing `/`)
+    /// becomes `to`: `/from/x` → `/to/x`, `/from` → `/to`; with `to` `/`, `/from/x` →
+    /// `/x` and `/from` → `/`.
+    Prefix { from: HttpPath, to: HttpPath },
+}
+
+impl PathRewrite {
+    /// The path a request for `path` (which the rule matched) is sent with.
+    pub fn apply(&self, path: &str) -> String {
+        match self {
+            PathRewrite::Full { path } => path.to_string(),
+            PathRewrite::Prefix { from, to } => {
+                let from = from.as_str().trim_end_matches('/');
+                let rest = path.strip_prefix(from).unwrap_or(path);
+                let to = to.as_str().trim_end_matches('/');
+                match (to.is_empty(), rest.is_empty()) {
+                    (true, true) => "/".to_string(),
+                    (true, false) => rest.to_string(),
+                    (false, _) => format!("{to}{rest}"),
+                }
+            }
+        }
+    }
+}
+
+/// What a request must look like: its path and, when set, its method, headers and
+/// query parameters (Gateway API HTTPRoute matches); all of them must match.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteMatch {
+    pub path: PathMatch,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<Method>,
+    /// Each header (the first occurrence of its name in the request) has exactly this
+    /// value. One entry per name, sorted by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<HeaderMatch>,
+    /// Each query parameter (its first occurrence, as sent: not percent-decoded) has
+    /// exactly this value. One entry per name, sorted by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub query: Vec<QueryMatch>,
+}
+
+/// An HTTP request as the reference router sees it: enough to decide a route.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The Host header, any case, with or without `:port`.
+    pub host: &'a str,
+    /// Without the query.
+    pub path: &'a str,
+    pub method: &'a str,
+    /// (name, value) in the order sent; names in any case.
+    pub headers: &'a [(&'a str, &'a str)],
+    /// (name, value) in the order sent, as sent.
+    pub query: &'a [(&'a str, &'a str)],
+}
+
+impl<'a> Request<'a> {
+    /// A GET of `path` on `host`, without headers or query.
+    pub fn get(host: &'a str, path: &'a str) -> Request<'a> {
+        Request {
+            host,
+            path,
+            method: "GET",
+            headers: &[],
+            query: &[],
+        }
+    }
+
+    fn header(&self, name: &str) -> Option<&'a str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v)
+    }
+
+    fn query_param(&self, name: &str) -> Option<&'a str> {
+        self.query.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+    }
+}
+
+impl RouteMatch {
+    /// A match on the path alone.
+    pub fn on_path(path: PathMatch) -> RouteMatch {
+        RouteMatch {
+            path,
+            method: None,
+            headers: Vec::new(),
+            query: Vec::new(),
+        }
+    }
+
+    /// Does a GET of `path`, without headers or query, match?
+    pub fn matches(&self, path: &str) -> bool {
+        self.matches_request(&Request::get("", path))
+    }
+
+    pub fn matches_request(&self, req: &Request<'_>) -> bool {
+        self.path.matches(req.path)
+            && self.method.is_none_or(|m| m.as_str() == req.method)
+            && self
+                .headers
+                .iter()
+                .all(|h| req.header(h.name.as_str()) == Some(h.value.as_str()))
+            && self
+                .query
+                .iter()
+                .all(|q| req.query_param(q.name.as_str()) == Some(q.value.as_str()))
+    }
+
+    /// Does it match on more than the path?
+    pub fn is_conditional(&self) -> bool {
+        self.method.is_some() || !self.headers.is_empty() || !self.query.is_empty()
+    }
+
+    /// 0 for an Exact path, 1 for a Prefix (Exact matches win).
+    pub fn path_rank(&self) -> u8 {
+        match &self.path {
+            PathMatch::Exact(_) => 0,
+            PathMatch::Prefix(_) => 1,
+        }
+    }
+
+    /// The path's length (longer prefixes win).
+    pub fn path_len(&self) -> usize {
+        match &self.path {
+            PathMatch::Exact(p) | PathMatch::Prefix(p) => p.as_str().len(),
+        }
+    }
+
+    pub(super) fn precedence(&self) -> (u8, std::cmp::Reverse<usize>, &str) {
+        match &self.path {
+            PathMatch::Exact(p) => (0, std::cmp::Reverse(p.as_str().len()), p.as_str()),
+            PathMatch::Prefix(p) => (1, std::cmp::Reverse(p.as_str().len()), p.as_str()),
+        }
+    }
+}
+
+/// An HTTP method a rule may require.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Method {
+    Get,
+    Head,
+    Post,
+    Put,
+    Delete,
+    Connect,
+    Options,
+    Trace,
+    Patch,
+}
+
+impl Method {
+    pub const ALL: [Method; 9] = [
+        Method::Get,
+        Method::Head,
+        Method::Post,
+        Method::Put,
+        Method::Delete,
+        Method::Connect,
+        Method::Options,
+        Method::Trace,
+        Method::Patch,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+            Method::Connect => "CONNECT",
+            Method::Options => "OPTIONS",
+            Method::Trace => "TRACE",
+            Method::Patch => "PATCH",
+        }
+    }
+}
+
+impl FromStr for Method {
+    type Err = NameError;
+    fn from_str(s: &str) -> Result<Method, NameError> {
+        Method::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| {
+                err(
+                    "method",
+                    s,
+                    "must be one of GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE, PATCH",
+                )
+            })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeaderMatch {
+    pub name: FieldName,
+    pub value: FieldValue,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueryMatch {
+    pub name: QueryName,
+    pub value: FieldValue,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PathMatch {
+    /// The path, byte for byte (case-sensitive).
+    Exact(HttpPath),
+    /// Element-wise prefix: `/foo` matches `/foo`, `/foo/` and `/foo/bar`, not
+    /// `/foobar`. Stored without a trailing `/` (see [`PathMatch::prefix`]).
+    Prefix(HttpPath),
+}
+
+impl PathMatch {
+    /// A Prefix match in canonical form: a trailing `/` is dropped (the Ingress API
+    /// ignores it: Prefix `/aaa/bbb/` matches `/aaa/bbb`).
+    pub fn prefix(p: &HttpPath) -> PathMatch {
+        PathMatch::Prefix(p.trim_trailing_slash())
+    }
+
+    pub fn matches(&self, path: &str) -> bool {
+        match self {
+            PathMatch::Exact(p) => p.as_str() == path,
+            PathMatch::Prefix(p) => {
+                let p = p.as_str();
+                p == "/"
+                    || path
+                        .strip_prefix(p)
+                        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+            }
+        }
+    }
+}

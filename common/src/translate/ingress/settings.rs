@@ -1,0 +1,152 @@
+//! An Ingress's annotations: the known ones read and validated (each refused value a
+//! problem), an unknown one in our prefix said to be unknown.
+
+use super::*;
+
+/// `loadbalancer/*` annotations: (option lowercased, value trimmed).
+pub(super) fn annotations(ing: &Ingress) -> Vec<(String, String)> {
+    ing.metadata
+        .annotations
+        .iter()
+        .flatten()
+        .filter_map(|(k, v)| {
+            let lk = k.to_ascii_lowercase();
+            lk.strip_prefix("loadbalancer/")
+                .map(|o| (o.to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+pub(super) const KNOWN_ANNOTATIONS: &[&str] = &[
+    "pool",
+    "sslredirect",
+    "http",
+    "http-port",
+    "https-port",
+    "stickiness",
+    "stickiness-cookie",
+    "scale",
+];
+
+/// An Ingress's `loadbalancer/*` settings, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Settings {
+    pub(super) ssl_redirect: bool,
+    pub(super) http: bool,
+    pub(super) http_port: u16,
+    pub(super) https_port: u16,
+    pub(super) sticky: Option<Sticky>,
+}
+
+impl Settings {
+    pub(super) fn read(ing: &Ingress, problems: &mut BTreeSet<Problem>) -> Settings {
+        let mut s = Settings {
+            ssl_redirect: true,
+            http: true,
+            http_port: DEFAULT_HTTP_PORT,
+            https_port: DEFAULT_HTTPS_PORT,
+            sticky: None,
+        };
+        let bad = |problems: &mut BTreeSet<Problem>, opt: &str, v: &str, what: &str| {
+            problems.insert(problem(
+                ing,
+                reason::INVALID_ANNOTATION,
+                format!(
+                    "loadbalancer/{opt}: {:?} is not {what}; ignored",
+                    v.chars().take(64).collect::<String>()
+                ),
+            ));
+        };
+        let mut kind: Option<&str> = None;
+        let mut cookie: Option<CookieName> = None;
+        let list = annotations(ing);
+        for (opt, v) in &list {
+            if !KNOWN_ANNOTATIONS.contains(&opt.as_str()) {
+                let why = if opt == "config" {
+                    " (a raw proxy configuration from tenants is not supported, on purpose: see docs/ingress.md)"
+                } else {
+                    ""
+                };
+                problems.insert(problem(
+                    ing,
+                    reason::UNKNOWN_ANNOTATION,
+                    format!(
+                        "annotation loadbalancer/{} is not one of loadbalancer/{{{}}}; ignored{why}",
+                        short(opt),
+                        KNOWN_ANNOTATIONS.join(",")
+                    ),
+                ));
+                continue;
+            }
+            if v.len() > 256 || v.chars().any(char::is_control) {
+                bad(problems, opt, v, "a short single-line value");
+                continue;
+            }
+            let flag = |v: &str| match v.to_ascii_lowercase().as_str() {
+                "true" => Some(true),
+                "false" => Some(false),
+                _ => None,
+            };
+            let port = |v: &str| v.parse::<u16>().ok().filter(|p| *p != 0);
+            match opt.as_str() {
+                "pool" => {} // read by `select`
+                "scale" => {
+                    if let Err(message) = crate::scale::parse(v) {
+                        problems.insert(problem(ing, reason::INVALID_ANNOTATION, message));
+                    }
+                }
+                "sslredirect" => match flag(v) {
+                    Some(b) => s.ssl_redirect = b,
+                    None => bad(problems, opt, v, "true or false"),
+                },
+                "http" => match flag(v) {
+                    Some(b) => s.http = b,
+                    None => bad(problems, opt, v, "true or false"),
+                },
+                "http-port" => match port(v) {
+                    Some(p) => s.http_port = p,
+                    None => bad(problems, opt, v, "a port (1-65535)"),
+                },
+                "https-port" => match port(v) {
+                    Some(p) => s.https_port = p,
+                    None => bad(problems, opt, v, "a port (1-65535)"),
+                },
+                "stickiness" => match v.to_ascii_lowercase().as_str() {
+                    "none" | "" => kind = Some("none"),
+                    "source" => kind = Some("source"),
+                    "cookie" => kind = Some("cookie"),
+                    _ => bad(problems, opt, v, "none, source or cookie"),
+                },
+                "stickiness-cookie" => match v.parse::<CookieName>() {
+                    Ok(c) => cookie = Some(c),
+                    Err(_) => bad(
+                        problems,
+                        opt,
+                        v,
+                        "a cookie name (letters, digits, -_.!*+^~)",
+                    ),
+                },
+                _ => unreachable!("unknown options are skipped above"),
+            }
+        }
+        s.sticky = match kind {
+            Some("source") => Some(Sticky::Source),
+            Some("cookie") => Some(Sticky::Cookie {
+                name: cookie.unwrap_or_else(|| DEFAULT_COOKIE.parse().expect("valid")),
+            }),
+            _ => None,
+        };
+        if s.http && s.http_port == s.https_port {
+            problems.insert(problem(
+                ing,
+                reason::PORT_CONFLICT,
+                format!(
+                    "loadbalancer/http-port and https-port are both {}; plain HTTP is off",
+                    s.http_port
+                ),
+            ));
+            s.http = false;
+        }
+        s
+    }
+}
