@@ -97,26 +97,7 @@ impl Objects {
             "List" | "ServiceList" | "EndpointSliceList" | "NodeList" | "ConfigMapList"
             | "IngressList" | "IngressClassList" | "SecretList" | "GatewayClassList"
             | "GatewayList" | "HTTPRouteList" | "GRPCRouteList" | "ReferenceGrantList" => {
-                let item_kind = kind.strip_suffix("List").unwrap_or_default().to_string();
-                if let Some(Value::Array(items)) = v.get("items").cloned() {
-                    for mut item in items {
-                        // Only an object can take a default kind (`item["kind"] = ..`
-                        // panics on a number or a string); anything else is skipped.
-                        if let Value::Object(m) = &mut item {
-                            if !item_kind.is_empty() && !m.contains_key("kind") {
-                                m.insert("kind".into(), Value::String(item_kind.clone()));
-                                // A typed list's items are of its group and version.
-                                if let Some(av) = v
-                                    .get("apiVersion")
-                                    .filter(|_| !m.contains_key("apiVersion"))
-                                {
-                                    m.insert("apiVersion".into(), av.clone());
-                                }
-                            }
-                            self.add_value(item);
-                        }
-                    }
-                }
+                self.add_list(kind, &v);
             }
             "Service" => {
                 let key = v
@@ -160,49 +141,80 @@ impl Objects {
                     .and_then(Value::as_str)
                     .is_some_and(|a| a.starts_with("gateway.networking.k8s.io/")) =>
             {
-                match kind {
-                    "GatewayClass" => push(
-                        &mut self.gateway_classes,
-                        &mut self.problems,
-                        v,
-                        Kind::GatewayClass,
-                    ),
-                    "Gateway" => push(&mut self.gateways, &mut self.problems, v, Kind::Gateway),
-                    "HTTPRoute" => push(
-                        &mut self.http_routes,
-                        &mut self.problems,
-                        v,
-                        Kind::HttpRoute,
-                    ),
-                    "GRPCRoute" => push(
-                        &mut self.grpc_routes,
-                        &mut self.problems,
-                        v,
-                        Kind::GrpcRoute,
-                    ),
-                    "TLSRoute" | "TCPRoute" | "UDPRoute" => {
-                        let l4 = crate::gateway::types::L4Kind::parse(kind)
-                            .unwrap_or_else(|| unreachable!("matched above"));
-                        let before = self.l4_routes.len();
-                        push(
-                            &mut self.l4_routes,
-                            &mut self.problems,
-                            v,
-                            Kind::L4Route(l4),
-                        );
-                        if let Some(r) = self.l4_routes.get_mut(before) {
-                            r.kind = l4;
-                        }
-                    }
-                    _ => push(
-                        &mut self.reference_grants,
-                        &mut self.problems,
-                        v,
-                        Kind::ReferenceGrant,
-                    ),
-                }
+                let kind = kind.to_owned();
+                self.add_gateway_api(&kind, v)
             }
             _ => {} // other kinds (Deployments, ...) are not ours to read
+        }
+    }
+
+    /// The items of a `List` (or a typed list), each with the list's kind and version
+    /// when it has none. Only an object can take a default kind (`item["kind"] = ..`
+    /// panics on a number or a string); anything else is skipped.
+    fn add_list(&mut self, kind: &str, v: &Value) {
+        let item_kind = kind.strip_suffix("List").unwrap_or_default().to_string();
+        let Some(Value::Array(items)) = v.get("items").cloned() else {
+            return;
+        };
+        for mut item in items {
+            if let Value::Object(m) = &mut item {
+                if !item_kind.is_empty() && !m.contains_key("kind") {
+                    m.insert("kind".into(), Value::String(item_kind.clone()));
+                    // A typed list's items are of its group and version.
+                    if let Some(av) = v
+                        .get("apiVersion")
+                        .filter(|_| !m.contains_key("apiVersion"))
+                    {
+                        m.insert("apiVersion".into(), av.clone());
+                    }
+                }
+                self.add_value(item);
+            }
+        }
+    }
+
+    /// One Gateway API object (of the Gateway API group).
+    fn add_gateway_api(&mut self, kind: &str, v: Value) {
+        match kind {
+            "GatewayClass" => push(
+                &mut self.gateway_classes,
+                &mut self.problems,
+                v,
+                Kind::GatewayClass,
+            ),
+            "Gateway" => push(&mut self.gateways, &mut self.problems, v, Kind::Gateway),
+            "HTTPRoute" => push(
+                &mut self.http_routes,
+                &mut self.problems,
+                v,
+                Kind::HttpRoute,
+            ),
+            "GRPCRoute" => push(
+                &mut self.grpc_routes,
+                &mut self.problems,
+                v,
+                Kind::GrpcRoute,
+            ),
+            "TLSRoute" | "TCPRoute" | "UDPRoute" => {
+                let l4 = crate::gateway::types::L4Kind::parse(kind)
+                    .unwrap_or_else(|| unreachable!("matched above"));
+                let before = self.l4_routes.len();
+                push(
+                    &mut self.l4_routes,
+                    &mut self.problems,
+                    v,
+                    Kind::L4Route(l4),
+                );
+                if let Some(r) = self.l4_routes.get_mut(before) {
+                    r.kind = l4;
+                }
+            }
+            _ => push(
+                &mut self.reference_grants,
+                &mut self.problems,
+                v,
+                Kind::ReferenceGrant,
+            ),
         }
     }
 }

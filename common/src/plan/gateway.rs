@@ -322,64 +322,15 @@ fn request(
             refused = true;
         }
     }
-    let mut statics = Vec::new();
-    for a in &g.spec.addresses {
-        match a.type_.as_deref() {
-            None | Some("IPAddress") => match parse_ip(&a.value) {
-                Ok(ip) => statics.push(ip),
-                Err(e) => {
-                    problem(
-                        Reason::InvalidIp,
-                        format!("spec.addresses: {e}; nothing new is allocated"),
-                    );
-                    refused = true;
-                }
-            },
-            Some(t) => {
-                problem(
-                    Reason::UnsupportedAddress,
-                    format!(
-                        "spec.addresses: type {:?} is not supported (IPAddress is); nothing new is allocated",
-                        crate::problem::cut(t, 40)
-                    ),
-                );
-                refused = true;
-            }
-        }
-    }
+    let (statics, bad_address) = static_addresses(g, &mut problem);
+    refused |= bad_address;
     if refused {
         // Nothing new for a request refused as written (never a surprise address);
         // what it holds stays (see `allocate`).
         pools.clear();
     }
-    let wanted = listener_ports(g);
     let tenant = Tenant::Gateway(k.clone());
-    let port_keys = match tenant.previous_ips(prev) {
-        Some(ips) => {
-            let http = prev
-                .http
-                .listeners
-                .iter()
-                .filter(|l| ips.contains(&l.ip))
-                .map(|l| (Protocol::Tcp, l.port));
-            let streams = prev
-                .http
-                .streams
-                .iter()
-                .filter(|s| ips.contains(&s.ip))
-                .map(|s| {
-                    let proto = if s.protocol.is_udp() {
-                        Protocol::Udp
-                    } else {
-                        Protocol::Tcp
-                    };
-                    (proto, s.port)
-                });
-            let before: BTreeSet<(Protocol, u16)> = http.chain(streams).collect();
-            wanted.intersection(&before).copied().collect()
-        }
-        None => wanted,
-    };
+    let port_keys = sticky_ports(listener_ports(g), &tenant, prev);
     Request {
         key: tenant,
         object: object(k),
@@ -405,6 +356,74 @@ fn request(
             .map(|k| k.trim().to_string())
             .filter(|k| !k.is_empty() && k.len() <= 1024 && !k.chars().any(char::is_control)),
     }
+}
+
+/// The addresses a Gateway asks for (`spec.addresses` of type `IPAddress`); true when one
+/// is refused (said through `problem`), and then nothing new is allocated.
+fn static_addresses(
+    g: &Gateway,
+    problem: &mut impl FnMut(Reason, String),
+) -> (Vec<std::net::IpAddr>, bool) {
+    let mut statics = Vec::new();
+    let mut refused = false;
+    for a in &g.spec.addresses {
+        match a.type_.as_deref() {
+            None | Some("IPAddress") => match parse_ip(&a.value) {
+                Ok(ip) => statics.push(ip),
+                Err(e) => {
+                    problem(
+                        Reason::InvalidIp,
+                        format!("spec.addresses: {e}; nothing new is allocated"),
+                    );
+                    refused = true;
+                }
+            },
+            Some(t) => {
+                problem(
+                    Reason::UnsupportedAddress,
+                    format!(
+                        "spec.addresses: type {:?} is not supported (IPAddress is); nothing new is allocated",
+                        crate::problem::cut(t, 40)
+                    ),
+                );
+                refused = true;
+            }
+        }
+    }
+    (statics, refused)
+}
+
+/// The ports an existing Gateway claims: those it wants that it served in the previous
+/// state (ports are sticky); a new Gateway claims all it wants.
+fn sticky_ports(
+    wanted: BTreeSet<(Protocol, u16)>,
+    tenant: &Tenant,
+    prev: &State,
+) -> BTreeSet<(Protocol, u16)> {
+    let Some(ips) = tenant.previous_ips(prev) else {
+        return wanted;
+    };
+    let http = prev
+        .http
+        .listeners
+        .iter()
+        .filter(|l| ips.contains(&l.ip))
+        .map(|l| (Protocol::Tcp, l.port));
+    let streams = prev
+        .http
+        .streams
+        .iter()
+        .filter(|s| ips.contains(&s.ip))
+        .map(|s| {
+            let proto = if s.protocol.is_udp() {
+                Protocol::Udp
+            } else {
+                Protocol::Tcp
+            };
+            (proto, s.port)
+        });
+    let before: BTreeSet<(Protocol, u16)> = http.chain(streams).collect();
+    wanted.intersection(&before).copied().collect()
 }
 
 /// Every condition that says something is not served, as a problem on its object.

@@ -139,113 +139,123 @@ pub(super) fn enforce<'a>(
     }
     let mut out = objs.clone();
     for i in out.ingresses.iter_mut().filter(|i| ingress_refused(i)) {
-        let ns = ns_of(&i.metadata);
-        let object = crate::ingress::object(i);
-        let Some(spec) = i.spec.as_mut() else {
-            continue;
-        };
-        if let Some(rules) = spec.rules.as_mut() {
-            rules.retain(|r| {
-                let Some(owner) = r.host.as_deref().and_then(|h| owners.owner_of(h, &ns)) else {
-                    return true;
-                };
-                problems.push(Problem::new(
-                    object.clone(),
-                    Reason::HostConflict,
-                    refused(
-                        owner,
-                        r.host.as_deref().unwrap_or_default(),
-                        "its rules are not served",
-                    ),
-                ));
-                false
-            });
-        }
-        if let Some(tls) = spec.tls.as_mut() {
-            tls.retain_mut(|t| {
-                let Some(hosts) = t.hosts.as_mut() else {
-                    return true;
-                };
-                let before = hosts.len();
-                hosts.retain(|h| match owners.owner_of(h, &ns) {
-                    Some(owner) => {
-                        problems.push(Problem::new(
-                            object.clone(),
-                            Reason::HostConflict,
-                            refused(owner, h, "this Ingress's certificate is not served for it"),
-                        ));
-                        false
-                    }
-                    None => true,
-                });
-                // An entry left with no host would become a default-certificate
-                // candidate: it goes.
-                !(before > 0 && hosts.is_empty())
-            });
-        }
+        take_out_ingress_hosts(owners, i, problems);
     }
     out.http_routes.retain_mut(|r| {
-        if !route_refused(r) {
-            return true;
+        !route_refused(r) || {
+            let ns = ns_of(&r.metadata);
+            let object = ObjRef::HttpRoute {
+                namespace: ns.clone(),
+                name: r.metadata.name.clone().unwrap_or_default(),
+            };
+            keep_own_hostnames(
+                owners,
+                (&ns, object, "HTTPRoute"),
+                &mut r.spec.hostnames,
+                problems,
+            )
         }
-        let ns = ns_of(&r.metadata);
-        let object = ObjRef::HttpRoute {
-            namespace: ns.clone(),
-            name: r.metadata.name.clone().unwrap_or_default(),
-        };
-        let wanted = r.spec.hostnames.len();
-        r.spec.hostnames.retain(|h| match owners.owner_of(h, &ns) {
-            Some(owner) => {
-                problems.push(Problem::new(
-                    object.clone(),
-                    Reason::HostConflict,
-                    refused(owner, h, "not served for this HTTPRoute"),
-                ));
-                false
-            }
-            None => true,
-        });
-        if wanted > 0 && r.spec.hostnames.is_empty() {
-            problems.push(Problem::new(
-                object,
-                Reason::HostConflict,
-                "every hostname of this HTTPRoute belongs to another namespace; it is not served (without hostnames it would match every host)",
-            ));
-            return false;
-        }
-        true
     });
     // GRPCRoutes as HTTPRoutes: the hosts another namespace owns are not theirs.
     out.grpc_routes.retain_mut(|r| {
-        if !grpc_refused(r) {
-            return true;
+        !grpc_refused(r) || {
+            let ns = ns_of(&r.metadata);
+            let object = ObjRef::GrpcRoute {
+                namespace: ns.clone(),
+                name: r.metadata.name.clone().unwrap_or_default(),
+            };
+            keep_own_hostnames(
+                owners,
+                (&ns, object, "GRPCRoute"),
+                &mut r.spec.hostnames,
+                problems,
+            )
         }
-        let ns = ns_of(&r.metadata);
-        let object = ObjRef::GrpcRoute {
-            namespace: ns.clone(),
-            name: r.metadata.name.clone().unwrap_or_default(),
-        };
-        let wanted = r.spec.hostnames.len();
-        r.spec.hostnames.retain(|h| match owners.owner_of(h, &ns) {
-            Some(owner) => {
-                problems.push(Problem::new(
-                    object.clone(),
-                    Reason::HostConflict,
-                    refused(owner, h, "not served for this GRPCRoute"),
-                ));
-                false
-            }
-            None => true,
-        });
-        if wanted > 0 && r.spec.hostnames.is_empty() {
-            problems.push(Problem::new(
-                object,
-                Reason::HostConflict,
-                "every hostname of this GRPCRoute belongs to another namespace; it is not served (without hostnames it would match every host)",
-            ));
-            return false;
-        }
-        true
     });
     Cow::Owned(out)
+}
+
+/// An Ingress without the rules and TLS hosts for hosts another namespace owns, each a
+/// `HostConflict` problem.
+fn take_out_ingress_hosts(owners: &HostOwners, i: &mut Ingress, problems: &mut Vec<Problem>) {
+    let ns = i
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let object = crate::ingress::object(i);
+    let Some(spec) = i.spec.as_mut() else {
+        return;
+    };
+    if let Some(rules) = spec.rules.as_mut() {
+        rules.retain(|r| {
+            let Some(owner) = r.host.as_deref().and_then(|h| owners.owner_of(h, &ns)) else {
+                return true;
+            };
+            problems.push(Problem::new(
+                object.clone(),
+                Reason::HostConflict,
+                refused(
+                    owner,
+                    r.host.as_deref().unwrap_or_default(),
+                    "its rules are not served",
+                ),
+            ));
+            false
+        });
+    }
+    if let Some(tls) = spec.tls.as_mut() {
+        tls.retain_mut(|t| {
+            let Some(hosts) = t.hosts.as_mut() else {
+                return true;
+            };
+            let before = hosts.len();
+            hosts.retain(|h| match owners.owner_of(h, &ns) {
+                Some(owner) => {
+                    problems.push(Problem::new(
+                        object.clone(),
+                        Reason::HostConflict,
+                        refused(owner, h, "this Ingress's certificate is not served for it"),
+                    ));
+                    false
+                }
+                None => true,
+            });
+            // An entry left with no host would become a default-certificate
+            // candidate: it goes.
+            !(before > 0 && hosts.is_empty())
+        });
+    }
+}
+
+/// A route's hostnames without those another namespace owns, each a `HostConflict`
+/// problem. False: none is left of those it had, and the route goes (without hostnames
+/// it would match every host).
+fn keep_own_hostnames(
+    owners: &HostOwners,
+    (ns, object, kind): (&str, ObjRef, &str),
+    hostnames: &mut Vec<String>,
+    problems: &mut Vec<Problem>,
+) -> bool {
+    let wanted = hostnames.len();
+    hostnames.retain(|h| match owners.owner_of(h, ns) {
+        Some(owner) => {
+            problems.push(Problem::new(
+                object.clone(),
+                Reason::HostConflict,
+                refused(owner, h, &format!("not served for this {kind}")),
+            ));
+            false
+        }
+        None => true,
+    });
+    if wanted > 0 && hostnames.is_empty() {
+        problems.push(Problem::new(
+            object,
+            Reason::HostConflict,
+            format!("every hostname of this {kind} belongs to another namespace; it is not served (without hostnames it would match every host)"),
+        ));
+        return false;
+    }
+    true
 }

@@ -64,26 +64,11 @@ pub(super) fn gateway_status(
     lsts: &[Lst<'_>],
 ) -> GatewayStatus {
     let addresses = input.addresses.get(gk).cloned().unwrap_or_default();
-    let listeners: Vec<ListenerStatus> =
-        lsts.iter()
-            .filter(|l| &l.gateway == gk)
-            .map(|l| ListenerStatus {
-                name: l.spec.name.clone(),
-                attached_routes: l.attached,
-                // The kinds its protocol and allowedRoutes take, also while it is not
-                // served for another reason than its protocol (a certificate problem: the
-                // suite's GatewayInvalidTLSConfiguration); none for a protocol refused
-                // (GatewayListenerUnsupportedProtocol).
-                supported_kinds: if l.conditions.iter().any(|c| {
-                    c.type_ == "Accepted" && !c.status && c.reason == "UnsupportedProtocol"
-                }) {
-                    vec![]
-                } else {
-                    l.kinds.clone()
-                },
-                conditions: l.conditions.clone(),
-            })
-            .collect();
+    let listeners: Vec<ListenerStatus> = lsts
+        .iter()
+        .filter(|l| &l.gateway == gk)
+        .map(listener_status)
+        .collect();
     // spec.addresses: a type we do not assign is not accepted; an address asked for
     // that the Gateway did not get (not in a pool, held by another) is not usable.
     let unsupported = g
@@ -166,5 +151,27 @@ pub(super) fn gateway_status(
         addresses,
         conditions: vec![accepted, programmed],
         listeners,
+    }
+}
+
+/// A listener's status.
+fn listener_status(l: &Lst<'_>) -> ListenerStatus {
+    ListenerStatus {
+        name: l.spec.name.clone(),
+        attached_routes: l.attached,
+        // The kinds its protocol and allowedRoutes take, also while it is not served for
+        // another reason than its protocol (a certificate problem: the suite's
+        // GatewayInvalidTLSConfiguration); none for a protocol refused
+        // (GatewayListenerUnsupportedProtocol).
+        supported_kinds: if l
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Accepted" && !c.status && c.reason == "UnsupportedProtocol")
+        {
+            vec![]
+        } else {
+            l.kinds.clone()
+        },
+        conditions: l.conditions.clone(),
     }
 }

@@ -62,20 +62,7 @@ impl Settings {
         let list = annotations(ing);
         for (opt, v) in &list {
             if !KNOWN_ANNOTATIONS.contains(&opt.as_str()) {
-                let why = if opt == "config" {
-                    " (a raw proxy configuration from tenants is not supported, on purpose: see docs/ingress.md)"
-                } else {
-                    ""
-                };
-                problems.insert(problem(
-                    ing,
-                    reason::UNKNOWN_ANNOTATION,
-                    format!(
-                        "annotation loadbalancer/{} is not one of loadbalancer/{{{}}}; ignored{why}",
-                        short(opt),
-                        KNOWN_ANNOTATIONS.join(",")
-                    ),
-                ));
+                problems.insert(unknown_annotation(ing, opt));
                 continue;
             }
             if v.len() > 256 || v.chars().any(char::is_control) {
@@ -136,17 +123,39 @@ impl Settings {
             }),
             _ => None,
         };
-        if s.http && s.http_port == s.https_port {
+        s.plain_http_apart(ing, problems);
+        s
+    }
+    /// Plain HTTP on the HTTPS port cannot be: off, with a problem.
+    fn plain_http_apart(&mut self, ing: &Ingress, problems: &mut BTreeSet<Problem>) {
+        if self.http && self.http_port == self.https_port {
             problems.insert(problem(
                 ing,
                 reason::PORT_CONFLICT,
                 format!(
                     "loadbalancer/http-port and https-port are both {}; plain HTTP is off",
-                    s.http_port
+                    self.http_port
                 ),
             ));
-            s.http = false;
+            self.http = false;
         }
-        s
     }
+}
+
+/// An annotation in our prefix that is not one of ours: said, and ignored.
+fn unknown_annotation(ing: &Ingress, opt: &str) -> Problem {
+    let why = if opt == "config" {
+        " (a raw proxy configuration from tenants is not supported, on purpose: see docs/ingress.md)"
+    } else {
+        ""
+    };
+    problem(
+        ing,
+        reason::UNKNOWN_ANNOTATION,
+        format!(
+            "annotation loadbalancer/{} is not one of loadbalancer/{{{}}}; ignored{why}",
+            short(opt),
+            KNOWN_ANNOTATIONS.join(",")
+        ),
+    )
 }
