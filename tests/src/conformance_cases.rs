@@ -11,7 +11,9 @@
 //! fails only once it passes, so that the entry goes). The runner
 //! (`tests/tests/e2e_conformance.rs`) picks it up; nothing else changes.
 
-use crate::conformance::{get, nn, Case, Check, Cond, Redirect, Req, APP, WEB};
+use crate::conformance::{
+    get, nn, rpc, Case, Check, Cond, GrpcReq, Redirect, Req, APP, GRPC_UNIMPLEMENTED, WEB,
+};
 
 const HTTP: &str = "GATEWAY-HTTP";
 const TLS: &str = "GATEWAY-TLS";
@@ -72,6 +74,16 @@ pub fn accepted(gateway: &str, routes: &[&str]) -> Check {
     Check::Accepted {
         gateway: nn(gateway),
         routes: routes.iter().map(|r| nn(r)).collect(),
+        kind: "HTTPRoute",
+    }
+}
+
+/// The Gateway and GRPCRoutes are accepted, the routes' references resolved.
+pub fn accepted_grpc(gateway: &str, routes: &[&str]) -> Check {
+    Check::Accepted {
+        gateway: nn(gateway),
+        routes: routes.iter().map(|r| nn(r)).collect(),
+        kind: "GRPCRoute",
     }
 }
 
@@ -214,6 +226,21 @@ pub fn gateway_cond(
     }
 }
 
+/// gRPC calls to port 80 of the Gateway.
+pub fn grpc(gateway: &str, reqs: Vec<GrpcReq>) -> Check {
+    Check::Grpc {
+        gateway: nn(gateway),
+        port: 80,
+        reqs,
+    }
+}
+
+/// An `Echo` call no rule matches: the Gateway's 404, which a gRPC client reports as
+/// `Unimplemented`.
+fn unmatched() -> GrpcReq {
+    rpc("Echo", "").code(GRPC_UNIMPLEMENTED)
+}
+
 fn redirect() -> Redirect {
     Redirect::default()
 }
@@ -229,10 +256,12 @@ const V1: &str = "infra-backend-v1";
 const V2: &str = "infra-backend-v2";
 const V3: &str = "infra-backend-v3";
 const SAME: &str = "same-namespace";
+const G1: &str = "grpc-infra-backend-v1";
+const G2: &str = "grpc-infra-backend-v2";
+const G3: &str = "grpc-infra-backend-v3";
 
 /// Every test the runner knows, in the upstream suite's order of files.
 pub fn cases() -> Vec<Case> {
-    let grpc = "GRPCRoute: not served (branch grpc adds it)";
     let mut v = vec![
         // --- GATEWAY-HTTP, core ---
         case(
@@ -1383,23 +1412,69 @@ pub fn cases() -> Vec<Case> {
             "grpcroute-exact-method-matching.yaml",
         )
         .profile(GRPC)
-        .skip(grpc),
+        .check(accepted_grpc(SAME, &["exact-matching"]))
+        .check(grpc(
+            SAME,
+            vec![
+                rpc("Echo", G1),
+                rpc("EchoTwo", G2),
+                rpc("EchoThree", "").code(GRPC_UNIMPLEMENTED),
+            ],
+        )),
         case("GRPCRouteHeaderMatching", "grpcroute-header-matching.yaml")
             .profile(GRPC)
-            .skip(grpc),
+            .check(accepted_grpc(SAME, &["grpc-header-matching"]))
+            .check(grpc(
+                SAME,
+                vec![
+                    rpc("Echo", G1).md("Version", "one"),
+                    rpc("Echo", G2).md("Version", "two"),
+                    rpc("Echo", G1).md("Version", "two").md("Color", "orange"),
+                    rpc("Echo", G2).md("Version", "two").md("Color", "blue"),
+                    unmatched().md("Color", "orange"),
+                    unmatched().md("Some-Other-Header", "one"),
+                    rpc("Echo", G1).md("Color", "blue"),
+                    rpc("Echo", G1).md("Color", "green"),
+                    rpc("Echo", G2).md("Color", "red"),
+                    rpc("Echo", G2).md("Color", "yellow"),
+                    unmatched().md("Color", "purple"),
+                ],
+            )),
         case(
             "GRPCRouteListenerHostnameMatching",
             "grpcroute-listener-hostname-matching.yaml",
         )
         .profile(GRPC)
-        .skip(grpc),
+        .check(accepted_grpc(
+            "grpcroute-listener-hostname-matching",
+            &["backend-v1", "backend-v2", "backend-v3"],
+        ))
+        .check(grpc(
+            "grpcroute-listener-hostname-matching",
+            vec![
+                rpc("Echo", G1).authority("bar.com"),
+                rpc("Echo", G2).authority("foo.bar.com"),
+                rpc("Echo", G3).authority("baz.bar.com"),
+                rpc("Echo", G3).authority("boo.bar.com"),
+                rpc("Echo", G3).authority("multiple.prefixes.bar.com"),
+                rpc("Echo", G3).authority("multiple.prefixes.foo.com"),
+                unmatched().authority("foo.com"),
+                unmatched().authority("no.matching.host"),
+            ],
+        )),
         case("GRPCRouteWeight", "grpcroute-weight.yaml")
             .profile(GRPC)
-            .skip(grpc),
+            .check(accepted_grpc(SAME, &["weighted-backends"]))
+            .check(grpc(SAME, vec![rpc("Echo", "")]))
+            .check(Check::GrpcWeights {
+                gateway: nn(SAME),
+                weights: vec![(G1, 0.7), (G2, 0.3), (G3, 0.0)],
+            }),
         case("GRPCRouteNamedRule", "grpcroute-named-rule.yaml")
             .profile(GRPC)
             .ext(&["GRPCRouteNamedRouteRule"])
-            .skip(grpc),
+            .check(accepted_grpc(SAME, &["grpc-named-rules"]))
+            .check(grpc(SAME, vec![rpc("Echo", G1), rpc("EchoTwo", G2)])),
         case(
             "HTTPRouteBackendProtocolWebSocket",
             "httproute-backend-protocol-websocket.yaml",

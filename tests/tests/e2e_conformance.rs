@@ -82,6 +82,8 @@ fn run_on(
     }
     // Every Deployment the base and the cases' manifests name gets an echo identity.
     let mut deployments = conformance::deployments(&base);
+    // Those that run the suite's gRPC echo server (GRPC_ECHO_SERVER) answer gRPC.
+    let mut grpc = conformance::grpc_deployments(&base);
     for c in &all {
         if c.skip.is_some() {
             continue;
@@ -90,12 +92,13 @@ fn run_on(
             let docs = read_manifest(&data.join("gateway-api/conformance/tests").join(m))
                 .unwrap_or_else(|e| panic!("{}: {e:#}", c.name));
             deployments.extend(conformance::deployments(&docs));
+            grpc.extend(conformance::grpc_deployments(&docs));
         }
     }
     let results;
     {
-        let mut runner =
-            Runner::start(&mut sys, data.to_path_buf(), &deployments).expect("the echo backend");
+        let mut runner = Runner::start(&mut sys, data.to_path_buf(), &deployments, &grpc)
+            .expect("the echo backend");
         let class = json!({
             "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
             "metadata": {"name": CLASS},

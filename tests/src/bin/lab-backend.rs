@@ -22,7 +22,8 @@
 //!   sets those response headers; a query `delay=<n>s|<n>ms` waits that long first.
 //! - gRPC (`--grpc`, h2c): the conformance suite's GrpcEcho service
 //!   ([`k8slb_tests::grpc`]), its pod context naming this backend (`pod` and
-//!   `service_name` = `<name>`).
+//!   `service_name` = `<name>`). `--grpc-echo ADDR,NAMESPACE,POD`: the same service
+//!   naming that namespace and pod, as the suite's `GRPC_ECHO_SERVER` Deployments answer.
 //! - WebSocket (`--ws`): an `Upgrade: websocket` request gets `101`, then every byte is
 //!   echoed ([`k8slb_tests::grpc::upgrade_backend`]); another request `200 <name>`.
 //!
@@ -46,6 +47,7 @@ struct Args {
     grpc: Vec<SocketAddr>,
     ws: Vec<SocketAddr>,
     echo: Vec<(SocketAddr, Arc<Echo>)>,
+    grpc_echo: Vec<(SocketAddr, Arc<Echo>)>,
 }
 
 /// Who an echo listener says it is.
@@ -65,6 +67,7 @@ fn parse_args() -> Result<Args, String> {
         tcp: vec![],
         udp: vec![],
         echo: vec![],
+        grpc_echo: vec![],
         grpc: vec![],
         ws: vec![],
     };
@@ -83,28 +86,32 @@ fn parse_args() -> Result<Args, String> {
             "--key" => a.key = Some(PathBuf::from(&val)),
             "--tcp" => a.tcp.push(addr()?),
             "--udp" => a.udp.push(addr()?),
-            "--echo" => {
+            "--echo" | "--grpc-echo" => {
                 let mut parts = val.split(',');
                 let (Some(at), Some(namespace), Some(pod), None) =
                     (parts.next(), parts.next(), parts.next(), parts.next())
                 else {
-                    return Err(format!("--echo {val}: expected ADDR,NAMESPACE,POD"));
+                    return Err(format!("{flag} {val}: expected ADDR,NAMESPACE,POD"));
                 };
                 let at = at
                     .parse::<SocketAddr>()
-                    .map_err(|e| format!("--echo {val}: {e}"))?;
+                    .map_err(|e| format!("{flag} {val}: {e}"))?;
                 let echo = Echo {
                     namespace: namespace.to_string(),
                     pod: pod.to_string(),
                 };
-                a.echo.push((at, Arc::new(echo)));
+                if flag == "--echo" {
+                    a.echo.push((at, Arc::new(echo)));
+                } else {
+                    a.grpc_echo.push((at, Arc::new(echo)));
+                }
             }
             "--grpc" => a.grpc.push(addr()?),
             "--ws" => a.ws.push(addr()?),
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
-    if a.name.is_empty() && a.echo.is_empty() {
+    if a.name.is_empty() && a.echo.is_empty() && a.grpc_echo.is_empty() {
         return Err("--name is required".into());
     }
     if !a.https.is_empty() && (a.cert.is_none() || a.key.is_none()) {
@@ -117,7 +124,7 @@ fn main() {
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc ADDR]... [--ws ADDR]...");
+            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc-echo ADDR,NAMESPACE,POD]... [--grpc ADDR]... [--ws ADDR]...");
             std::process::exit(64);
         }
     };
@@ -228,6 +235,17 @@ async fn run(args: Args) -> std::io::Result<()> {
         let ctx = k8slb_tests::grpc::PodContext {
             service_name: name.to_string(),
             pod: name.to_string(),
+            ..Default::default()
+        };
+        grpc.push(k8slb_tests::grpc::echo_server(
+            std::net::TcpListener::bind(addr)?,
+            ctx,
+        )?);
+    }
+    for (addr, echo) in args.grpc_echo {
+        let ctx = k8slb_tests::grpc::PodContext {
+            namespace: echo.namespace.clone(),
+            pod: echo.pod.clone(),
             ..Default::default()
         };
         grpc.push(k8slb_tests::grpc::echo_server(

@@ -149,10 +149,56 @@ fn grpc_call(args: &[String]) -> i32 {
     }
 }
 
+/// `lab-client grpc-json <count> <addr> <authority> <method> [<key>=<value>]...`: `count`
+/// unary calls as `grpc`, each on a new connection, one JSON line each:
+/// `{"grpc": <status|null>, "http": <status>, "method": .., "namespace": .., "pod": ..}` or
+/// `{"error": "<what>"}` (the conformance runner's gRPC requests).
+fn grpc_json(args: &[String]) -> i32 {
+    let [count, addr, authority, method, md @ ..] = args else {
+        eprintln!(
+            "lab-client grpc-json: usage: grpc-json <count> <addr> <authority> <method> [k=v]..."
+        );
+        return 64;
+    };
+    let (Ok(count), Ok(addr)) = (count.parse::<usize>(), addr.parse::<std::net::SocketAddr>())
+    else {
+        eprintln!("lab-client grpc-json: {count} {addr}: not a count and an address");
+        return 64;
+    };
+    let md: Vec<(&str, &str)> = md.iter().filter_map(|kv| kv.split_once('=')).collect();
+    let path = k8slb_tests::grpc::method_path(method);
+    for _ in 0..count {
+        let line = match k8slb_tests::grpc::call_blocking(
+            addr,
+            authority,
+            &path,
+            &md,
+            Duration::from_secs(3),
+        ) {
+            Ok(r) => {
+                let a = r.assertions.unwrap_or_default();
+                serde_json::json!({
+                    "grpc": r.grpc_status,
+                    "http": r.http_status,
+                    "method": a.fully_qualified_method,
+                    "namespace": a.context.namespace,
+                    "pod": a.context.pod,
+                })
+            }
+            Err(e) => serde_json::json!({"error": e.to_string()}),
+        };
+        println!("{line}");
+    }
+    0
+}
+
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.first().map(String::as_str) == Some("grpc") {
         std::process::exit(grpc_call(&argv[1..]));
+    }
+    if argv.first().map(String::as_str) == Some("grpc-json") {
+        std::process::exit(grpc_json(&argv[1..]));
     }
     let o = match parse() {
         Ok(o) => o,
