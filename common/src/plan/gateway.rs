@@ -347,6 +347,15 @@ fn request(
             }
         }
     }
+    if g.spec
+        .infrastructure
+        .as_ref()
+        .and_then(|i| i.parameters_ref.as_ref())
+        .is_some()
+    {
+        // The status says it (Accepted False InvalidParameters; see `report`).
+        refused = true;
+    }
     if refused {
         // Nothing new for a request refused as written (never a surprise address);
         // what it holds stays (see `allocate`).

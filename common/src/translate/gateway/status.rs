@@ -64,26 +64,24 @@ pub(super) fn gateway_status(
     lsts: &[Lst<'_>],
 ) -> GatewayStatus {
     let addresses = input.addresses.get(gk).cloned().unwrap_or_default();
-    let listeners: Vec<ListenerStatus> =
-        lsts.iter()
-            .filter(|l| &l.gateway == gk)
-            .map(|l| ListenerStatus {
-                name: l.spec.name.clone(),
-                attached_routes: l.attached,
-                // The kinds its protocol and allowedRoutes take, also while it is not
-                // served for another reason than its protocol (a certificate problem: the
-                // suite's GatewayInvalidTLSConfiguration); none for a protocol refused
-                // (GatewayListenerUnsupportedProtocol).
-                supported_kinds: if l.conditions.iter().any(|c| {
-                    c.type_ == "Accepted" && !c.status && c.reason == "UnsupportedProtocol"
-                }) {
-                    vec![]
-                } else {
-                    l.kinds.clone()
-                },
-                conditions: l.conditions.clone(),
-            })
-            .collect();
+    let listeners: Vec<ListenerStatus> = lsts
+        .iter()
+        .filter(|l| &l.gateway == gk)
+        .map(|l| ListenerStatus {
+            name: l.spec.name.clone(),
+            attached_routes: l.attached,
+            // The kinds its protocol and allowedRoutes take, also while it is not
+            // served for another reason than its protocol (a certificate problem: the
+            // suite's GatewayInvalidTLSConfiguration); none for a protocol refused
+            // (GatewayListenerUnsupportedProtocol).
+            supported_kinds: if l.protocol_refused() {
+                vec![]
+            } else {
+                l.kinds.clone()
+            },
+            conditions: l.conditions.clone(),
+        })
+        .collect();
     // spec.addresses: a type we do not assign is not accepted; an address asked for
     // that the Gateway did not get (not in a pool, held by another) is not usable.
     let unsupported = g
@@ -99,8 +97,14 @@ pub(super) fn gateway_status(
         .filter(|a| crate::ipam::parse_ip(&a.value).map_or(true, |ip| !addresses.contains(&ip)))
         .map(|a| a.value.as_str())
         .collect();
-    let accepted = match unsupported {
-        Some(a) => Condition::new(
+    let params = g
+        .spec
+        .infrastructure
+        .as_ref()
+        .and_then(|i| i.parameters_ref.as_ref());
+    let accepted = match (unsupported, params) {
+        (_, Some(p)) => Condition::new("Accepted", false, "InvalidParameters", p.refusal()),
+        (Some(a), None) => Condition::new(
             "Accepted",
             false,
             "UnsupportedAddress",
@@ -111,7 +115,7 @@ pub(super) fn gateway_status(
         ),
         // The specification: a Gateway with invalid listeners says ListenersNotValid,
         // not accepted when none of them is (GatewayListenerUnsupportedProtocol).
-        None => {
+        (None, None) => {
             let refused = listeners
                 .iter()
                 .filter(|l| {
