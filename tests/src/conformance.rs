@@ -339,6 +339,32 @@ pub fn compare_grpc(r: &GrpcReq, a: &GrpcAnswer) -> std::result::Result<(), Stri
     Ok(())
 }
 
+/// The suite's TCP echo check, as facts: the welcome line, `PONG`, `IS_TLS` `false`
+/// (k8slb's TCP backends are plain), the namespace, and a pod named `<backend>-...`.
+pub fn compare_tcp(backend: &Nn, v: &Value) -> std::result::Result<(), String> {
+    if let Some(e) = v["error"].as_str() {
+        return Err(format!("TCP echo: {e}"));
+    }
+    if v["welcome"] != true || v["pong"] != true {
+        return Err(format!("not the suite's TCP echo dialogue: {v}"));
+    }
+    if v["isTLS"] != "false" {
+        return Err(format!("IS_TLS answered {}, want false", v["isTLS"]));
+    }
+    let t = &v["test"];
+    if t["namespace"] != backend.namespace.as_str() {
+        return Err(format!(
+            "answered from namespace {}, want {}",
+            t["namespace"], backend.namespace
+        ));
+    }
+    let pod = t["pod"].as_str().unwrap_or_default();
+    if !pod.starts_with(&format!("{}-", backend.name)) {
+        return Err(format!("answered by pod {pod}, want {}-*", backend.name));
+    }
+    Ok(())
+}
+
 /// One line of `lab-client grpc-json`.
 pub fn parse_grpc_answer(line: &str) -> std::result::Result<GrpcAnswer, String> {
     let v: Value =
@@ -449,6 +475,17 @@ pub enum Check {
         gateway: Nn,
         weights: Vec<(&'static str, f64)>,
     },
+    /// A connection to the Gateway's address on `port` speaking the suite's TCP echo
+    /// protocol (welcome, `PONG`, `IS_TLS` false) answered by `backend` (pod name
+    /// prefix `<backend>-`) in `namespace` (the suite's `MakeTCPRequest...`).
+    Tcp { gateway: Nn, port: u16, backend: Nn },
+    /// TCP echo connections to `port` spread over the backends as `weights` say (500
+    /// connections, within 5 points, as [`Check::Weights`]).
+    TcpWeights {
+        gateway: Nn,
+        port: u16,
+        weights: Vec<(&'static str, f64)>,
+    },
     /// Remove a document of the case (kind, namespace/name) before the next checks.
     Delete { kind: &'static str, object: Nn },
 }
@@ -539,6 +576,15 @@ pub fn deployments(docs: &[Value]) -> Vec<Nn> {
 /// The Deployments of `docs` that run the suite's gRPC echo server (a container with
 /// the environment variable `GRPC_ECHO_SERVER`).
 pub fn grpc_deployments(docs: &[Value]) -> BTreeSet<Nn> {
+    deployments_with_env(docs, "GRPC_ECHO_SERVER")
+}
+
+/// The same for its TCP echo server (`TCP_ECHO_SERVER`).
+pub fn tcp_deployments(docs: &[Value]) -> BTreeSet<Nn> {
+    deployments_with_env(docs, "TCP_ECHO_SERVER")
+}
+
+fn deployments_with_env(docs: &[Value], var: &str) -> BTreeSet<Nn> {
     docs.iter()
         .filter(|d| d["kind"] == "Deployment")
         .filter(|d| {
@@ -547,10 +593,34 @@ pub fn grpc_deployments(docs: &[Value]) -> BTreeSet<Nn> {
                 .into_iter()
                 .flatten()
                 .flat_map(|c| c["env"].as_array().into_iter().flatten())
-                .any(|e| e["name"] == "GRPC_ECHO_SERVER")
+                .any(|e| e["name"] == var)
         })
         .map(|d| doc_id(d).1)
         .collect()
+}
+
+/// Which echo a Deployment gets: HTTP unless the runner found it in one of these.
+#[derive(Debug, Clone, Default)]
+pub struct EchoKinds {
+    pub grpc: BTreeSet<Nn>,
+    pub tcp: BTreeSet<Nn>,
+}
+
+impl EchoKinds {
+    /// Those of `docs`.
+    pub fn extend(&mut self, docs: &[Value]) {
+        self.grpc.extend(grpc_deployments(docs));
+        self.tcp.extend(tcp_deployments(docs));
+    }
+    fn flag(&self, d: &Nn) -> &'static str {
+        if self.grpc.contains(d) {
+            "--grpc-echo"
+        } else if self.tcp.contains(d) {
+            "--tcp-echo"
+        } else {
+            "--echo"
+        }
+    }
 }
 
 impl<'a> Runner<'a> {
@@ -560,7 +630,7 @@ impl<'a> Runner<'a> {
         sys: &'a mut System,
         data: PathBuf,
         deployments: &[Nn],
-        grpc: &BTreeSet<Nn>,
+        kinds: &EchoKinds,
     ) -> Result<Runner<'a>> {
         let be = IpAddr::V4(sys.lab.host("be1").v4);
         let bin = bins::locate("lab-backend")?.to_string_lossy().into_owned();
@@ -572,12 +642,7 @@ impl<'a> Runner<'a> {
             }
             let port = ECHO_PORT + i as u16;
             echoes.insert(d.clone(), port);
-            let flag = if grpc.contains(d) {
-                "--grpc-echo"
-            } else {
-                "--echo"
-            };
-            args.push(flag.into());
+            args.push(kinds.flag(d).into());
             args.push(format!("{be}:{port},{},{}-lab-0", d.namespace, d.name));
         }
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -593,7 +658,7 @@ impl<'a> Runner<'a> {
         let (_, port) = runner
             .echoes
             .iter()
-            .find(|(d, _)| !grpc.contains(d))
+            .find(|(d, _)| kinds.flag(d) == "--echo")
             .context("no Deployment to echo")?;
         let url = format!("http://{be}:{port}/");
         crate::wait::until(Duration::from_secs(10), || {
@@ -1080,8 +1145,73 @@ impl<'a> Runner<'a> {
                 let ip = self.address(gateway)?;
                 self.grpc_weights(&ip, &gateway.namespace, weights)
             }
+            Check::Tcp {
+                gateway,
+                port,
+                backend,
+            } => {
+                let ip = self.address(gateway)?;
+                let got = self.tcp_echo(&ip, *port, 1)?;
+                compare_tcp(backend, &got[0])
+            }
+            Check::TcpWeights {
+                gateway,
+                port,
+                weights,
+            } => {
+                const TOTAL: usize = 500;
+                let ip = self.address(gateway)?;
+                let got = self.tcp_echo(&ip, *port, TOTAL)?;
+                let mut by: BTreeMap<String, usize> = BTreeMap::new();
+                for v in &got {
+                    if let Some(e) = v["error"].as_str() {
+                        return Err(format!("TCP echo: {e}"));
+                    }
+                    let pod = v["test"]["pod"].as_str().unwrap_or_default();
+                    let b = pod.strip_suffix("-lab-0").unwrap_or(pod).to_string();
+                    *by.entry(b).or_default() += 1;
+                }
+                for (b, want) in weights {
+                    let share = *by.get(*b).unwrap_or(&0) as f64 / TOTAL as f64;
+                    if (share - want).abs() > 0.05 {
+                        return Err(format!(
+                            "backend {b}: {share:.3} of the connections, want {want} (±0.05): {by:?}"
+                        ));
+                    }
+                }
+                Ok(())
+            }
             Check::Delete { .. } => Ok(()),
         }
+    }
+
+    /// `count` connections with `lab-client tcp-echo` from the client, one JSON each.
+    fn tcp_echo(
+        &self,
+        ip: &str,
+        port: u16,
+        count: usize,
+    ) -> std::result::Result<Vec<Value>, String> {
+        let bin = bins::locate("lab-client")
+            .map_err(|e| format!("{e:#}"))?
+            .to_string_lossy()
+            .into_owned();
+        let addr = format!("{ip}:{port}");
+        let n = count.to_string();
+        let out = self
+            .sys
+            .lab
+            .run_in("client", &[&bin, "tcp-echo", &n, &addr])
+            .map_err(|e| format!("lab-client: {e:#}"))?;
+        let got: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).map_err(|e| format!("{e}: {l}")))
+            .collect::<std::result::Result<_, _>>()?;
+        if got.len() != count {
+            return Err(format!("{} of {count} TCP connections reported", got.len()));
+        }
+        Ok(got)
     }
 
     /// `count` calls of `r` with `lab-client grpc-json` from the client.
@@ -1730,5 +1860,26 @@ mod tests {
         let none = parse_grpc_answer(r#"{"grpc":null,"http":404}"#).unwrap();
         assert_eq!((none.grpc, none.http), (None, 404));
         assert!(parse_grpc_answer(r#"{"error":"connect refused"}"#).is_err());
+    }
+
+    #[test]
+    fn a_tcp_echo_answer_is_judged_by_dialogue_namespace_and_pod_prefix() {
+        let b = nn("tcp-backend-v1");
+        let good = json!({"welcome": true, "pong": true, "isTLS": "false",
+            "test": {"namespace": INFRA, "pod": "tcp-backend-v1-lab-0"}});
+        assert_eq!(compare_tcp(&b, &good), Ok(()));
+        let mut other = good.clone();
+        other["test"]["pod"] = json!("tcp-backend-v10-lab-0");
+        assert!(compare_tcp(&b, &other).unwrap_err().contains("pod"));
+        let mut ns = good.clone();
+        ns["test"]["namespace"] = json!(WEB);
+        assert!(compare_tcp(&b, &ns).unwrap_err().contains("namespace"));
+        let mut tls = good.clone();
+        tls["isTLS"] = json!("true");
+        assert!(compare_tcp(&b, &tls).is_err());
+        let mut no_welcome = good.clone();
+        no_welcome["welcome"] = json!(false);
+        assert!(compare_tcp(&b, &no_welcome).is_err());
+        assert!(compare_tcp(&b, &json!({"error": "connect: refused"})).is_err());
     }
 }

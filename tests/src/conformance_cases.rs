@@ -238,6 +238,16 @@ pub fn grpc(gateway: &str, reqs: Vec<GrpcReq>) -> Check {
     }
 }
 
+/// A TCP echo connection to `port` of the Gateway answered by `backend`
+/// (`<namespace>/<name>`, the infra namespace by default).
+fn tcp_to(gateway: &str, port: u16, backend: &str) -> Check {
+    Check::Tcp {
+        gateway: nn(gateway),
+        port,
+        backend: nn(backend),
+    }
+}
+
 /// An `Echo` call no rule matches: the Gateway's 404, which a gRPC client reports as
 /// `Unimplemented`.
 fn unmatched() -> GrpcReq {
@@ -1592,8 +1602,8 @@ pub fn cases() -> Vec<Case> {
         )
         .skip(generation),
     );
-    // --- GATEWAY-TCP, GATEWAY-UDP: the status tests (the traffic tests need the
-    // suite's TCP echo protocol, not transcribed yet) ---
+    // --- GATEWAY-TCP (status and traffic, the suite's TCP echo protocol), GATEWAY-UDP
+    // (the status tests; UDP traffic needs the suite's UDP echo, not transcribed yet) ---
     v.extend([
         case(
             "TCPRouteInvalidBackendRefNonexistent",
@@ -1640,6 +1650,93 @@ pub fn cases() -> Vec<Case> {
             "NotAllowedByListeners",
         ))
         .check(zero_routes("tcp-mixed-protocol-gateway")),
+        case(
+            "TCPRouteParentRefAttachAll",
+            "tcproute-parentref-attach-all.yaml",
+        )
+        .profile(TCP)
+        .check(accepted_kind(
+            "TCPRoute",
+            "tcp-attach-all-gateway",
+            &["tcp-route-attach-all"],
+        ))
+        .check(tcp_to(
+            "tcp-attach-all-gateway",
+            9310,
+            "tcp-echo-attach-all",
+        ))
+        .check(tcp_to(
+            "tcp-attach-all-gateway",
+            9311,
+            "tcp-echo-attach-all",
+        ))
+        .check(tcp_to(
+            "tcp-attach-all-gateway",
+            9312,
+            "tcp-echo-attach-all",
+        ))
+        .check(tcp_to(
+            "tcp-attach-all-gateway",
+            9313,
+            "tcp-echo-attach-all",
+        )),
+        case(
+            "TCPRouteParentRefPortAndSectionName",
+            "tcproute-parentref-port-and-section-name.yaml",
+        )
+        .profile(TCP)
+        .check(accepted_kind(
+            "TCPRoute",
+            "tcp-multi-listener-gateway",
+            &[
+                "tcp-route-by-port",
+                "tcp-route-by-section",
+                "tcp-route-by-section-and-port",
+            ],
+        ))
+        .check(tcp_to("tcp-multi-listener-gateway", 9300, "tcp-echo-one"))
+        .check(tcp_to("tcp-multi-listener-gateway", 9301, "tcp-echo-two"))
+        .check(tcp_to("tcp-multi-listener-gateway", 9302, "tcp-echo-three")),
+        case("TCPRouteReferenceGrant", "tcproute-reference-grant.yaml")
+            .profile(TCP)
+            .check(accepted_kind(
+                "TCPRoute",
+                "tcp-reference-grant-gateway",
+                &["tcp-reference-grant"],
+            ))
+            .check(tcp_to(
+                "tcp-reference-grant-gateway",
+                9320,
+                &format!("{WEB}/tcp-reference-grant-backend"),
+            ))
+            .check(Check::Delete {
+                kind: "ReferenceGrant",
+                object: nn(&format!("{WEB}/tcp-reference-grant")),
+            })
+            .check(kind_cond(
+                "TCPRoute",
+                "tcp-reference-grant",
+                "tcp-reference-grant-gateway",
+                "ResolvedRefs",
+                "False",
+                "RefNotPermitted",
+            )),
+        case("TCPRouteWeightedRouting", "tcproute-weighted-routing.yaml")
+            .profile(TCP)
+            .check(accepted_kind(
+                "TCPRoute",
+                "tcp-weighted-gateway",
+                &["tcp-weighted-route"],
+            ))
+            .check(Check::TcpWeights {
+                gateway: nn("tcp-weighted-gateway"),
+                port: 9300,
+                weights: vec![
+                    ("tcp-backend-v1", 0.7),
+                    ("tcp-backend-v2", 0.3),
+                    ("tcp-backend-v3", 0.0),
+                ],
+            }),
         case(
             "UDPRouteInvalidBackendRefNonexistent",
             "udproute-invalid-backendref-nonexistent.yaml",

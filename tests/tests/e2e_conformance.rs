@@ -82,8 +82,10 @@ fn run_on(
     }
     // Every Deployment the base and the cases' manifests name gets an echo identity.
     let mut deployments = conformance::deployments(&base);
-    // Those that run the suite's gRPC echo server (GRPC_ECHO_SERVER) answer gRPC.
-    let mut grpc = conformance::grpc_deployments(&base);
+    // Those that run the suite's gRPC or TCP echo server (GRPC_ECHO_SERVER,
+    // TCP_ECHO_SERVER) answer gRPC or its TCP protocol.
+    let mut kinds = conformance::EchoKinds::default();
+    kinds.extend(&base);
     for c in &all {
         if c.skip.is_some() {
             continue;
@@ -92,12 +94,12 @@ fn run_on(
             let docs = read_manifest(&data.join("gateway-api/conformance/tests").join(m))
                 .unwrap_or_else(|e| panic!("{}: {e:#}", c.name));
             deployments.extend(conformance::deployments(&docs));
-            grpc.extend(conformance::grpc_deployments(&docs));
+            kinds.extend(&docs);
         }
     }
     let results;
     {
-        let mut runner = Runner::start(&mut sys, data.to_path_buf(), &deployments, &grpc)
+        let mut runner = Runner::start(&mut sys, data.to_path_buf(), &deployments, &kinds)
             .expect("the echo backend");
         let class = json!({
             "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",

@@ -24,6 +24,9 @@
 //!   ([`k8slb_tests::grpc`]), its pod context naming this backend (`pod` and
 //!   `service_name` = `<name>`). `--grpc-echo ADDR,NAMESPACE,POD`: the same service
 //!   naming that namespace and pod, as the suite's `GRPC_ECHO_SERVER` Deployments answer.
+//! - TCP echo (`--tcp-echo ADDR,NAMESPACE,POD`): the suite's TCP echo protocol
+//!   (welcome line; `PING`, `IS_TLS`, `TEST` answered), as its `TCP_ECHO_SERVER`
+//!   Deployments answer.
 //! - WebSocket (`--ws`): an `Upgrade: websocket` request gets `101`, then every byte is
 //!   echoed ([`k8slb_tests::grpc::upgrade_backend`]); another request `200 <name>`.
 //!
@@ -48,6 +51,7 @@ struct Args {
     ws: Vec<SocketAddr>,
     echo: Vec<(SocketAddr, Arc<Echo>)>,
     grpc_echo: Vec<(SocketAddr, Arc<Echo>)>,
+    tcp_echo: Vec<(SocketAddr, Arc<Echo>)>,
 }
 
 /// Who an echo listener says it is.
@@ -68,6 +72,7 @@ fn parse_args() -> Result<Args, String> {
         udp: vec![],
         echo: vec![],
         grpc_echo: vec![],
+        tcp_echo: vec![],
         grpc: vec![],
         ws: vec![],
     };
@@ -86,7 +91,7 @@ fn parse_args() -> Result<Args, String> {
             "--key" => a.key = Some(PathBuf::from(&val)),
             "--tcp" => a.tcp.push(addr()?),
             "--udp" => a.udp.push(addr()?),
-            "--echo" | "--grpc-echo" => {
+            "--echo" | "--grpc-echo" | "--tcp-echo" => {
                 let mut parts = val.split(',');
                 let (Some(at), Some(namespace), Some(pod), None) =
                     (parts.next(), parts.next(), parts.next(), parts.next())
@@ -100,10 +105,10 @@ fn parse_args() -> Result<Args, String> {
                     namespace: namespace.to_string(),
                     pod: pod.to_string(),
                 };
-                if flag == "--echo" {
-                    a.echo.push((at, Arc::new(echo)));
-                } else {
-                    a.grpc_echo.push((at, Arc::new(echo)));
+                match flag.as_str() {
+                    "--echo" => a.echo.push((at, Arc::new(echo))),
+                    "--grpc-echo" => a.grpc_echo.push((at, Arc::new(echo))),
+                    _ => a.tcp_echo.push((at, Arc::new(echo))),
                 }
             }
             "--grpc" => a.grpc.push(addr()?),
@@ -111,7 +116,7 @@ fn parse_args() -> Result<Args, String> {
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
-    if a.name.is_empty() && a.echo.is_empty() && a.grpc_echo.is_empty() {
+    if a.name.is_empty() && a.echo.is_empty() && a.grpc_echo.is_empty() && a.tcp_echo.is_empty() {
         return Err("--name is required".into());
     }
     if !a.https.is_empty() && (a.cert.is_none() || a.key.is_none()) {
@@ -124,7 +129,7 @@ fn main() {
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc-echo ADDR,NAMESPACE,POD]... [--grpc ADDR]... [--ws ADDR]...");
+            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc-echo ADDR,NAMESPACE,POD]... [--tcp-echo ADDR,NAMESPACE,POD]... [--grpc ADDR]... [--ws ADDR]...");
             std::process::exit(64);
         }
     };
@@ -195,6 +200,21 @@ async fn run(args: Args) -> std::io::Result<()> {
                     tokio::spawn(async move {
                         if s.set_nodelay(true).is_ok() {
                             let _ = serve_echo(s, &echo, addr.port()).await;
+                        }
+                    });
+                }
+            }
+        });
+    }
+    for (addr, echo) in args.tcp_echo {
+        let l = bind(addr).await?;
+        tasks.spawn(async move {
+            loop {
+                if let Ok((s, _)) = l.accept().await {
+                    let echo = echo.clone();
+                    tokio::spawn(async move {
+                        if s.set_nodelay(true).is_ok() {
+                            let _ = serve_tcp_echo(s, &echo, addr.port()).await;
                         }
                     });
                 }
@@ -307,6 +327,37 @@ async fn serve_tcp(mut s: TcpStream, name: &str) -> std::io::Result<()> {
         }
         s.write_all(&buf[..n]).await?;
     }
+}
+
+/// The suite's TCP echo protocol (echo-basic's tcpserver, v1.6.1): a welcome line, then
+/// per line `PING` → `PONG`, `IS_TLS` → `false`, `TEST` → one JSON line naming who
+/// answers (`namespace`, `service`, `pod`, `tcpport`, `isTLS`); anything else is ignored.
+async fn serve_tcp_echo(s: TcpStream, echo: &Echo, port: u16) -> std::io::Result<()> {
+    use tokio::io::AsyncBufReadExt;
+    let (r, mut w) = s.into_split();
+    w.write_all(b"Gateway API Test TCP Server\n").await?;
+    let mut lines = tokio::io::BufReader::new(r).lines();
+    while let Some(line) = lines.next_line().await? {
+        let answer = match line.trim() {
+            "PING" => "PONG".to_string(),
+            "IS_TLS" => "false".to_string(),
+            "TEST" => {
+                let service = echo.pod.strip_suffix("-lab-0").unwrap_or(&echo.pod);
+                serde_json::json!({
+                    "namespace": echo.namespace,
+                    "ingress": "",
+                    "service": service,
+                    "pod": echo.pod,
+                    "tcpport": port.to_string(),
+                    "isTLS": false,
+                })
+                .to_string()
+            }
+            _ => continue,
+        };
+        w.write_all(format!("{answer}\n").as_bytes()).await?;
+    }
+    Ok(())
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {

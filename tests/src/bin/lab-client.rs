@@ -192,8 +192,69 @@ fn grpc_json(args: &[String]) -> i32 {
     0
 }
 
+/// `lab-client tcp-echo <count> <addr>`: `count` connections speaking the conformance
+/// suite's TCP echo protocol, one JSON line each: `{"welcome": bool, "pong": bool,
+/// "isTLS": "<answer>", "test": <the TEST answer>}` or `{"error": "<what>"}`.
+fn tcp_echo(args: &[String]) -> i32 {
+    let [count, addr] = args else {
+        eprintln!("lab-client tcp-echo: usage: tcp-echo <count> <addr>");
+        return 64;
+    };
+    let (Ok(count), Ok(addr)) = (count.parse::<usize>(), addr.parse::<SocketAddr>()) else {
+        eprintln!("lab-client tcp-echo: {count} {addr}: not a count and an address");
+        return 64;
+    };
+    for _ in 0..count {
+        let line = match tcp_echo_once(addr) {
+            Ok(v) => v,
+            Err(e) => json!({"error": e}),
+        };
+        println!("{line}");
+    }
+    0
+}
+
+fn tcp_echo_once(addr: SocketAddr) -> Result<serde_json::Value, String> {
+    use std::io::BufRead;
+    let s = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+        .map_err(|e| format!("connect: {e}"))?;
+    let _ = s.set_nodelay(true);
+    s.set_read_timeout(Some(Duration::from_secs(3)))
+        .map_err(|e| e.to_string())?;
+    let mut w = s.try_clone().map_err(|e| e.to_string())?;
+    let mut r = std::io::BufReader::new(s);
+    let mut line = |out: &mut String| -> Result<(), String> {
+        out.clear();
+        r.read_line(out).map_err(|e| format!("read: {e}"))?;
+        Ok(())
+    };
+    let mut welcome = String::new();
+    line(&mut welcome)?;
+    let mut ask = |q: &str| -> Result<String, String> {
+        w.write_all(format!("{q}\n").as_bytes())
+            .map_err(|e| format!("write: {e}"))?;
+        let mut a = String::new();
+        line(&mut a)?;
+        Ok(a.trim_end().to_string())
+    };
+    let pong = ask("PING")?;
+    let is_tls = ask("IS_TLS")?;
+    let test = ask("TEST")?;
+    let test: serde_json::Value =
+        serde_json::from_str(&test).map_err(|e| format!("TEST answer {test:?}: {e}"))?;
+    Ok(json!({
+        "welcome": welcome == "Gateway API Test TCP Server\n",
+        "pong": pong == "PONG",
+        "isTLS": is_tls,
+        "test": test,
+    }))
+}
+
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some("tcp-echo") {
+        std::process::exit(tcp_echo(&argv[1..]));
+    }
     if argv.first().map(String::as_str) == Some("grpc") {
         std::process::exit(grpc_call(&argv[1..]));
     }
