@@ -365,6 +365,41 @@ pub fn compare_tcp(backend: &Nn, v: &Value) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// The suite's UDP echo check: an answer; with `backend`, its service and namespace.
+pub fn compare_udp(backend: Option<&Nn>, v: &Value) -> std::result::Result<(), String> {
+    if let Some(e) = v["error"].as_str() {
+        return Err(format!("UDP echo: {e}"));
+    }
+    if let Some(b) = backend {
+        if v["service"] != b.name.as_str() || v["namespace"] != b.namespace.as_str() {
+            return Err(format!(
+                "answered by {}/{}, want {b}",
+                v["namespace"], v["service"]
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The share of each backend among the answering `pods` (`<backend>-lab-0`) is
+/// within 5 points of its weight (the suite's weighted distribution test).
+pub fn spread(pods: &[String], weights: &[(&'static str, f64)]) -> std::result::Result<(), String> {
+    let mut by: BTreeMap<String, usize> = BTreeMap::new();
+    for p in pods {
+        let b = p.strip_suffix("-lab-0").unwrap_or(p).to_string();
+        *by.entry(b).or_default() += 1;
+    }
+    for (b, want) in weights {
+        let share = *by.get(*b).unwrap_or(&0) as f64 / pods.len().max(1) as f64;
+        if (share - want).abs() > 0.05 {
+            return Err(format!(
+                "backend {b}: {share:.3} of the answers, want {want} (±0.05): {by:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// One line of `lab-client grpc-json`.
 pub fn parse_grpc_answer(line: &str) -> std::result::Result<GrpcAnswer, String> {
     let v: Value =
@@ -482,6 +517,21 @@ pub enum Check {
     /// TCP echo connections to `port` spread over the backends as `weights` say (500
     /// connections, within 5 points, as [`Check::Weights`]).
     TcpWeights {
+        gateway: Nn,
+        port: u16,
+        weights: Vec<(&'static str, f64)>,
+    },
+    /// UDP echo probes to the Gateway's address on `port` (the suite's
+    /// `ExpectEchoResponseFromBackend`): answered, by `backend` (its service name and
+    /// namespace) when given.
+    Udp {
+        gateway: Nn,
+        port: u16,
+        backend: Option<Nn>,
+    },
+    /// UDP echo probes to `port` spread over the backends as `weights` say (500 probes,
+    /// within 5 points).
+    UdpWeights {
         gateway: Nn,
         port: u16,
         weights: Vec<(&'static str, f64)>,
@@ -604,6 +654,7 @@ fn deployments_with_env(docs: &[Value], var: &str) -> BTreeSet<Nn> {
 pub struct EchoKinds {
     pub grpc: BTreeSet<Nn>,
     pub tcp: BTreeSet<Nn>,
+    pub udp: BTreeSet<Nn>,
 }
 
 impl EchoKinds {
@@ -611,12 +662,16 @@ impl EchoKinds {
     pub fn extend(&mut self, docs: &[Value]) {
         self.grpc.extend(grpc_deployments(docs));
         self.tcp.extend(tcp_deployments(docs));
+        self.udp
+            .extend(deployments_with_env(docs, "UDP_ECHO_SERVER"));
     }
     fn flag(&self, d: &Nn) -> &'static str {
         if self.grpc.contains(d) {
             "--grpc-echo"
         } else if self.tcp.contains(d) {
             "--tcp-echo"
+        } else if self.udp.contains(d) {
+            "--udp-echo"
         } else {
             "--echo"
         }
@@ -1181,6 +1236,29 @@ impl<'a> Runner<'a> {
                 }
                 Ok(())
             }
+            Check::Udp {
+                gateway,
+                port,
+                backend,
+            } => {
+                let ip = self.address(gateway)?;
+                let got = self.echo_lines("udp-echo", &ip, *port, 1)?;
+                compare_udp(backend.as_ref(), &got[0])
+            }
+            Check::UdpWeights {
+                gateway,
+                port,
+                weights,
+            } => {
+                let ip = self.address(gateway)?;
+                let got = self.echo_lines("udp-echo", &ip, *port, 500)?;
+                let mut pods = Vec::new();
+                for v in &got {
+                    compare_udp(None, v)?;
+                    pods.push(v["pod"].as_str().unwrap_or_default().to_string());
+                }
+                spread(&pods, weights)
+            }
             Check::Delete { .. } => Ok(()),
         }
     }
@@ -1188,6 +1266,17 @@ impl<'a> Runner<'a> {
     /// `count` connections with `lab-client tcp-echo` from the client, one JSON each.
     fn tcp_echo(
         &self,
+        ip: &str,
+        port: u16,
+        count: usize,
+    ) -> std::result::Result<Vec<Value>, String> {
+        self.echo_lines("tcp-echo", ip, port, count)
+    }
+
+    /// `count` probes with `lab-client <sub>` (tcp-echo, udp-echo), one JSON each.
+    fn echo_lines(
+        &self,
+        sub: &str,
         ip: &str,
         port: u16,
         count: usize,
@@ -1201,7 +1290,7 @@ impl<'a> Runner<'a> {
         let out = self
             .sys
             .lab
-            .run_in("client", &[&bin, "tcp-echo", &n, &addr])
+            .run_in("client", &[&bin, sub, &n, &addr])
             .map_err(|e| format!("lab-client: {e:#}"))?;
         let got: Vec<Value> = String::from_utf8_lossy(&out.stdout)
             .lines()
@@ -1209,7 +1298,7 @@ impl<'a> Runner<'a> {
             .map(|l| serde_json::from_str(l).map_err(|e| format!("{e}: {l}")))
             .collect::<std::result::Result<_, _>>()?;
         if got.len() != count {
-            return Err(format!("{} of {count} TCP connections reported", got.len()));
+            return Err(format!("{} of {count} {sub} probes reported", got.len()));
         }
         Ok(got)
     }
@@ -1881,5 +1970,26 @@ mod tests {
         no_welcome["welcome"] = json!(false);
         assert!(compare_tcp(&b, &no_welcome).is_err());
         assert!(compare_tcp(&b, &json!({"error": "connect: refused"})).is_err());
+    }
+
+    #[test]
+    fn udp_answers_are_judged_by_service_and_namespace_and_weights_by_share() {
+        let b = nn("udp-echo-by-port");
+        let good = json!({"request": "x", "namespace": INFRA, "service": "udp-echo-by-port",
+            "pod": "udp-echo-by-port-lab-0"});
+        assert_eq!(compare_udp(Some(&b), &good), Ok(()));
+        let mut other = good.clone();
+        other["service"] = json!("udp-echo-by-section");
+        assert!(compare_udp(Some(&b), &other).is_err());
+        assert_eq!(compare_udp(None, &other), Ok(()));
+        assert!(compare_udp(None, &json!({"error": "recv: timed out"})).is_err());
+        let pods: Vec<String> = (0..100)
+            .map(|i| if i < 70 { "v1-lab-0" } else { "v2-lab-0" }.to_string())
+            .collect();
+        assert_eq!(
+            spread(&pods, &[("v1", 0.7), ("v2", 0.3), ("v3", 0.0)]),
+            Ok(())
+        );
+        assert!(spread(&pods, &[("v1", 0.5)]).is_err());
     }
 }

@@ -248,6 +248,16 @@ fn tcp_to(gateway: &str, port: u16, backend: &str) -> Check {
     }
 }
 
+/// A UDP echo probe to `port` of the Gateway answered by `backend` (its service name,
+/// `<namespace>/<name>`, the infra namespace by default).
+fn udp_to(gateway: &str, port: u16, backend: &str) -> Check {
+    Check::Udp {
+        gateway: nn(gateway),
+        port,
+        backend: Some(nn(backend)),
+    }
+}
+
 /// An `Echo` call no rule matches: the Gateway's 404, which a gRPC client reports as
 /// `Unimplemented`.
 fn unmatched() -> GrpcReq {
@@ -1602,8 +1612,8 @@ pub fn cases() -> Vec<Case> {
         )
         .skip(generation),
     );
-    // --- GATEWAY-TCP (status and traffic, the suite's TCP echo protocol), GATEWAY-UDP
-    // (the status tests; UDP traffic needs the suite's UDP echo, not transcribed yet) ---
+    // --- GATEWAY-TCP and GATEWAY-UDP (status and traffic: the suite's TCP echo
+    // protocol and UDP echo) ---
     v.extend([
         case(
             "TCPRouteInvalidBackendRefNonexistent",
@@ -1735,6 +1745,104 @@ pub fn cases() -> Vec<Case> {
                     ("tcp-backend-v1", 0.7),
                     ("tcp-backend-v2", 0.3),
                     ("tcp-backend-v3", 0.0),
+                ],
+            }),
+        case(
+            "UDPRouteParentRefAttachAllListeners",
+            "udproute-parentref-attach-all-listeners.yaml",
+        )
+        .profile(UDP)
+        .skip_on("haproxy", NO_UDP)
+        .check(accepted_kind(
+            "UDPRoute",
+            "udp-attach-all-listeners-gateway",
+            &["udp-route-attach-all"],
+        ))
+        .check(udp_to(
+            "udp-attach-all-listeners-gateway",
+            5310,
+            "udp-echo-attach-all",
+        ))
+        .check(udp_to(
+            "udp-attach-all-listeners-gateway",
+            5311,
+            "udp-echo-attach-all",
+        ))
+        .check(udp_to(
+            "udp-attach-all-listeners-gateway",
+            5312,
+            "udp-echo-attach-all",
+        )),
+        case(
+            "UDPRouteParentRefPortAndSectionName",
+            "udproute-parentref-port-and-section-name.yaml",
+        )
+        .profile(UDP)
+        .skip_on("haproxy", NO_UDP)
+        .check(accepted_kind(
+            "UDPRoute",
+            "udp-multi-listener-gateway",
+            &[
+                "udp-route-by-port",
+                "udp-route-by-section",
+                "udp-route-by-section-and-port",
+            ],
+        ))
+        .check(udp_to(
+            "udp-multi-listener-gateway",
+            5300,
+            "udp-echo-by-port",
+        ))
+        .check(udp_to(
+            "udp-multi-listener-gateway",
+            5301,
+            "udp-echo-by-section",
+        ))
+        .check(udp_to(
+            "udp-multi-listener-gateway",
+            5302,
+            "udp-echo-by-section-and-port",
+        )),
+        case("UDPRouteReferenceGrant", "udproute-reference-grant.yaml")
+            .profile(UDP)
+            .skip_on("haproxy", NO_UDP)
+            .check(Check::Accepted {
+                gateway: nn("udp-gateway-reference-grant"),
+                routes: vec![nn("udp-route-reference-grant")],
+                kind: "UDPRoute",
+            })
+            .check(udp_to(
+                "udp-gateway-reference-grant",
+                5300,
+                &format!("{APP}/udp-echo-reference-grant"),
+            ))
+            .check(Check::Delete {
+                kind: "ReferenceGrant",
+                object: nn(&format!("{APP}/udp-reference-grant")),
+            })
+            .check(kind_cond(
+                "UDPRoute",
+                "udp-route-reference-grant",
+                "udp-gateway-reference-grant",
+                "ResolvedRefs",
+                "False",
+                "RefNotPermitted",
+            )),
+        case("UDPRouteWeightedRouting", "udproute-weighted-routing.yaml")
+            .profile(UDP)
+            .skip_on("haproxy", NO_UDP)
+            .check(accepted_kind(
+                "UDPRoute",
+                "udp-weighted-gateway",
+                &["udp-weighted-route"],
+            ))
+            .check(Check::UdpWeights {
+                gateway: nn("udp-weighted-gateway"),
+                port: 5300,
+                weights: vec![
+                    ("udp-backend-v1", 0.7),
+                    ("udp-backend-v2", 0.3),
+                    ("udp-backend-v3", 0.0),
                 ],
             }),
         case(

@@ -27,6 +27,8 @@
 //! - TCP echo (`--tcp-echo ADDR,NAMESPACE,POD`): the suite's TCP echo protocol
 //!   (welcome line; `PING`, `IS_TLS`, `TEST` answered), as its `TCP_ECHO_SERVER`
 //!   Deployments answer.
+//! - UDP echo (`--udp-echo ADDR,NAMESPACE,POD`): each datagram answered with JSON
+//!   (`request`, `namespace`, `service`, `pod`), as the suite's `UDP_ECHO_SERVER`.
 //! - WebSocket (`--ws`): an `Upgrade: websocket` request gets `101`, then every byte is
 //!   echoed ([`k8slb_tests::grpc::upgrade_backend`]); another request `200 <name>`.
 //!
@@ -52,6 +54,7 @@ struct Args {
     echo: Vec<(SocketAddr, Arc<Echo>)>,
     grpc_echo: Vec<(SocketAddr, Arc<Echo>)>,
     tcp_echo: Vec<(SocketAddr, Arc<Echo>)>,
+    udp_echo: Vec<(SocketAddr, Arc<Echo>)>,
 }
 
 /// Who an echo listener says it is.
@@ -73,6 +76,7 @@ fn parse_args() -> Result<Args, String> {
         echo: vec![],
         grpc_echo: vec![],
         tcp_echo: vec![],
+        udp_echo: vec![],
         grpc: vec![],
         ws: vec![],
     };
@@ -91,7 +95,7 @@ fn parse_args() -> Result<Args, String> {
             "--key" => a.key = Some(PathBuf::from(&val)),
             "--tcp" => a.tcp.push(addr()?),
             "--udp" => a.udp.push(addr()?),
-            "--echo" | "--grpc-echo" | "--tcp-echo" => {
+            "--echo" | "--grpc-echo" | "--tcp-echo" | "--udp-echo" => {
                 let mut parts = val.split(',');
                 let (Some(at), Some(namespace), Some(pod), None) =
                     (parts.next(), parts.next(), parts.next(), parts.next())
@@ -108,7 +112,8 @@ fn parse_args() -> Result<Args, String> {
                 match flag.as_str() {
                     "--echo" => a.echo.push((at, Arc::new(echo))),
                     "--grpc-echo" => a.grpc_echo.push((at, Arc::new(echo))),
-                    _ => a.tcp_echo.push((at, Arc::new(echo))),
+                    "--tcp-echo" => a.tcp_echo.push((at, Arc::new(echo))),
+                    _ => a.udp_echo.push((at, Arc::new(echo))),
                 }
             }
             "--grpc" => a.grpc.push(addr()?),
@@ -129,7 +134,7 @@ fn main() {
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc-echo ADDR,NAMESPACE,POD]... [--tcp-echo ADDR,NAMESPACE,POD]... [--grpc ADDR]... [--ws ADDR]...");
+            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc-echo ADDR,NAMESPACE,POD]... [--tcp-echo ADDR,NAMESPACE,POD]... [--udp-echo ADDR,NAMESPACE,POD]... [--grpc ADDR]... [--ws ADDR]...");
             std::process::exit(64);
         }
     };
@@ -217,6 +222,18 @@ async fn run(args: Args) -> std::io::Result<()> {
                             let _ = serve_tcp_echo(s, &echo, addr.port()).await;
                         }
                     });
+                }
+            }
+        });
+    }
+    for (addr, echo) in args.udp_echo {
+        let sock = UdpSocket::bind(addr).await?;
+        tasks.spawn(async move {
+            let mut buf = vec![0u8; 2048];
+            loop {
+                if let Ok((n, peer)) = sock.recv_from(&mut buf).await {
+                    let reply = udp_echo_reply(&echo, &buf[..n]);
+                    let _ = sock.send_to(reply.as_bytes(), peer).await;
                 }
             }
         });
@@ -327,6 +344,20 @@ async fn serve_tcp(mut s: TcpStream, name: &str) -> std::io::Result<()> {
         }
         s.write_all(&buf[..n]).await?;
     }
+}
+
+/// The suite's UDP echo (echo-basic's udpechoserver, v1.6.1): each datagram answered
+/// with one JSON object, the `request` as received and who answers.
+fn udp_echo_reply(echo: &Echo, datagram: &[u8]) -> String {
+    let service = echo.pod.strip_suffix("-lab-0").unwrap_or(&echo.pod);
+    serde_json::json!({
+        "request": String::from_utf8_lossy(datagram),
+        "namespace": echo.namespace,
+        "ingress": "",
+        "service": service,
+        "pod": echo.pod,
+    })
+    .to_string()
 }
 
 /// The suite's TCP echo protocol (echo-basic's tcpserver, v1.6.1): a welcome line, then

@@ -214,6 +214,41 @@ fn tcp_echo(args: &[String]) -> i32 {
     0
 }
 
+/// `lab-client udp-echo <count> <addr>`: `count` probes of the conformance suite's UDP
+/// echo (a datagram from a new socket each, 2 s for the answer), one line each: the
+/// answer (JSON) or `{"error": "<what>"}`.
+fn udp_echo(args: &[String]) -> i32 {
+    let [count, addr] = args else {
+        eprintln!("lab-client udp-echo: usage: udp-echo <count> <addr>");
+        return 64;
+    };
+    let (Ok(count), Ok(addr)) = (count.parse::<usize>(), addr.parse::<SocketAddr>()) else {
+        eprintln!("lab-client udp-echo: {count} {addr}: not a count and an address");
+        return 64;
+    };
+    for _ in 0..count {
+        let once = || -> Result<String, String> {
+            let s = UdpSocket::bind("0.0.0.0:0").map_err(|e| format!("bind: {e}"))?;
+            s.set_read_timeout(Some(Duration::from_secs(2)))
+                .map_err(|e| e.to_string())?;
+            s.connect(addr).map_err(|e| format!("connect: {e}"))?;
+            s.send(b"gateway-api-conformance-udp-echo")
+                .map_err(|e| format!("send: {e}"))?;
+            let mut buf = [0u8; 2048];
+            let n = s.recv(&mut buf).map_err(|e| format!("recv: {e}"))?;
+            let text = String::from_utf8_lossy(&buf[..n]).to_string();
+            serde_json::from_str::<serde_json::Value>(&text)
+                .map_err(|e| format!("not JSON ({e}): {text}"))?;
+            Ok(text)
+        };
+        match once() {
+            Ok(line) => println!("{line}"),
+            Err(e) => println!("{}", json!({"error": e})),
+        }
+    }
+    0
+}
+
 fn tcp_echo_once(addr: SocketAddr) -> Result<serde_json::Value, String> {
     use std::io::BufRead;
     let s = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
@@ -252,6 +287,9 @@ fn tcp_echo_once(addr: SocketAddr) -> Result<serde_json::Value, String> {
 
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some("udp-echo") {
+        std::process::exit(udp_echo(&argv[1..]));
+    }
     if argv.first().map(String::as_str) == Some("tcp-echo") {
         std::process::exit(tcp_echo(&argv[1..]));
     }
