@@ -339,17 +339,27 @@ pub fn compare_grpc(r: &GrpcReq, a: &GrpcAnswer) -> std::result::Result<(), Stri
     Ok(())
 }
 
-/// The suite's TCP echo check, as facts: the welcome line, `PONG`, `IS_TLS` `false`
-/// (k8slb's TCP backends are plain), the namespace, and a pod named `<backend>-...`.
-pub fn compare_tcp(backend: &Nn, v: &Value) -> std::result::Result<(), String> {
+/// The suite's TCP echo check, as facts: the welcome line, `PONG`, `IS_TLS` (`true`
+/// with the server name asked for when over TLS, else `false`), the namespace, and a
+/// pod named `<backend>-...`.
+pub fn compare_tcp(backend: &Nn, sni: Option<&str>, v: &Value) -> std::result::Result<(), String> {
     if let Some(e) = v["error"].as_str() {
         return Err(format!("TCP echo: {e}"));
     }
     if v["welcome"] != true || v["pong"] != true {
         return Err(format!("not the suite's TCP echo dialogue: {v}"));
     }
-    if v["isTLS"] != "false" {
-        return Err(format!("IS_TLS answered {}, want false", v["isTLS"]));
+    let want_tls = if sni.is_some() { "true" } else { "false" };
+    if v["isTLS"] != want_tls {
+        return Err(format!("IS_TLS answered {}, want {want_tls}", v["isTLS"]));
+    }
+    if let Some(n) = sni {
+        if v["test"]["tls"]["serverName"] != n {
+            return Err(format!(
+                "the backend saw server name {}, want {n}",
+                v["test"]["tls"]["serverName"]
+            ));
+        }
     }
     let t = &v["test"];
     if t["namespace"] != backend.namespace.as_str() {
@@ -513,7 +523,14 @@ pub enum Check {
     /// A connection to the Gateway's address on `port` speaking the suite's TCP echo
     /// protocol (welcome, `PONG`, `IS_TLS` false) answered by `backend` (pod name
     /// prefix `<backend>-`) in `namespace` (the suite's `MakeTCPRequest...`).
-    Tcp { gateway: Nn, port: u16, backend: Nn },
+    Tcp {
+        gateway: Nn,
+        port: u16,
+        backend: Nn,
+        /// Over TLS with this server name: the backend must see TLS and the name (a
+        /// passthrough listener hands the handshake to it).
+        sni: Option<&'static str>,
+    },
     /// TCP echo connections to `port` spread over the backends as `weights` say (500
     /// connections, within 5 points, as [`Check::Weights`]).
     TcpWeights {
@@ -655,6 +672,11 @@ pub struct EchoKinds {
     pub grpc: BTreeSet<Nn>,
     pub tcp: BTreeSet<Nn>,
     pub udp: BTreeSet<Nn>,
+    /// TCP echoes with a TLS port too (`TLS_SERVER_CERT`): TLS when the client starts it.
+    pub tcp_tls: BTreeSet<Nn>,
+    /// The certificate and key (PEM) they serve: the suite mounts
+    /// `tls-passthrough-checks-certificate` (abc.example.com) into them.
+    pub tls_pem: Option<(String, String)>,
 }
 
 impl EchoKinds {
@@ -664,10 +686,18 @@ impl EchoKinds {
         self.tcp.extend(tcp_deployments(docs));
         self.udp
             .extend(deployments_with_env(docs, "UDP_ECHO_SERVER"));
+        let tls = deployments_with_env(docs, "TLS_SERVER_CERT");
+        self.tcp_tls.extend(
+            tcp_deployments(docs)
+                .into_iter()
+                .filter(|d| tls.contains(d)),
+        );
     }
     fn flag(&self, d: &Nn) -> &'static str {
         if self.grpc.contains(d) {
             "--grpc-echo"
+        } else if self.tcp_tls.contains(d) && self.tls_pem.is_some() {
+            "--tcp-echo-tls"
         } else if self.tcp.contains(d) {
             "--tcp-echo"
         } else if self.udp.contains(d) {
@@ -699,6 +729,20 @@ impl<'a> Runner<'a> {
             echoes.insert(d.clone(), port);
             args.push(kinds.flag(d).into());
             args.push(format!("{be}:{port},{},{}-lab-0", d.namespace, d.name));
+        }
+        if let Some((crt, key)) = &kinds.tls_pem {
+            let dir =
+                std::env::temp_dir().join(format!("k8slb-conformance-{}", std::process::id()));
+            std::fs::create_dir_all(&dir)?;
+            let (c, k) = (dir.join("tcp-echo.crt"), dir.join("tcp-echo.key"));
+            std::fs::write(&c, crt)?;
+            std::fs::write(&k, key)?;
+            args.extend([
+                "--cert".into(),
+                c.display().to_string(),
+                "--key".into(),
+                k.display().to_string(),
+            ]);
         }
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         sys.lab.spawn_in("be1", "echo", &argv)?;
@@ -1204,10 +1248,14 @@ impl<'a> Runner<'a> {
                 gateway,
                 port,
                 backend,
+                sni,
             } => {
                 let ip = self.address(gateway)?;
-                let got = self.tcp_echo(&ip, *port, 1)?;
-                compare_tcp(backend, &got[0])
+                let got = match sni {
+                    None => self.tcp_echo(&ip, *port, 1)?,
+                    Some(n) => self.echo_lines_with("tcp-echo", &ip, *port, 1, &[n])?,
+                };
+                compare_tcp(backend, *sni, &got[0])
             }
             Check::TcpWeights {
                 gateway,
@@ -1271,6 +1319,18 @@ impl<'a> Runner<'a> {
         port: u16,
         count: usize,
     ) -> std::result::Result<Vec<Value>, String> {
+        self.echo_lines_with(sub, ip, port, count, &[])
+    }
+
+    /// The same with more arguments after the address.
+    fn echo_lines_with(
+        &self,
+        sub: &str,
+        ip: &str,
+        port: u16,
+        count: usize,
+        more: &[&str],
+    ) -> std::result::Result<Vec<Value>, String> {
         let bin = bins::locate("lab-client")
             .map_err(|e| format!("{e:#}"))?
             .to_string_lossy()
@@ -1280,7 +1340,10 @@ impl<'a> Runner<'a> {
         let out = self
             .sys
             .lab
-            .run_in("client", &[&bin, sub, &n, &addr])
+            .run_in(
+                "client",
+                &[&[bin.as_str(), sub, n.as_str(), addr.as_str()], more].concat(),
+            )
             .map_err(|e| format!("lab-client: {e:#}"))?;
         let got: Vec<Value> = String::from_utf8_lossy(&out.stdout)
             .lines()
@@ -1946,20 +2009,29 @@ mod tests {
         let b = nn("tcp-backend-v1");
         let good = json!({"welcome": true, "pong": true, "isTLS": "false",
             "test": {"namespace": INFRA, "pod": "tcp-backend-v1-lab-0"}});
-        assert_eq!(compare_tcp(&b, &good), Ok(()));
+        assert_eq!(compare_tcp(&b, None, &good), Ok(()));
         let mut other = good.clone();
         other["test"]["pod"] = json!("tcp-backend-v10-lab-0");
-        assert!(compare_tcp(&b, &other).unwrap_err().contains("pod"));
+        assert!(compare_tcp(&b, None, &other).unwrap_err().contains("pod"));
         let mut ns = good.clone();
         ns["test"]["namespace"] = json!(WEB);
-        assert!(compare_tcp(&b, &ns).unwrap_err().contains("namespace"));
+        assert!(compare_tcp(&b, None, &ns)
+            .unwrap_err()
+            .contains("namespace"));
         let mut tls = good.clone();
         tls["isTLS"] = json!("true");
-        assert!(compare_tcp(&b, &tls).is_err());
+        assert!(compare_tcp(&b, None, &tls).is_err());
         let mut no_welcome = good.clone();
         no_welcome["welcome"] = json!(false);
-        assert!(compare_tcp(&b, &no_welcome).is_err());
-        assert!(compare_tcp(&b, &json!({"error": "connect: refused"})).is_err());
+        assert!(compare_tcp(&b, None, &no_welcome).is_err());
+        assert!(compare_tcp(&b, None, &json!({"error": "connect: refused"})).is_err());
+        // Over TLS: IS_TLS true and the server name the client asked for.
+        let mut tls = good.clone();
+        tls["isTLS"] = json!("true");
+        tls["test"]["tls"] = json!({"serverName": "abc.example.com"});
+        assert_eq!(compare_tcp(&b, Some("abc.example.com"), &tls), Ok(()));
+        assert!(compare_tcp(&b, Some("other.example.com"), &tls).is_err());
+        assert!(compare_tcp(&b, Some("abc.example.com"), &good).is_err());
     }
 
     #[test]

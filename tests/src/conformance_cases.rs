@@ -245,6 +245,17 @@ fn tcp_to(gateway: &str, port: u16, backend: &str) -> Check {
         gateway: nn(gateway),
         port,
         backend: nn(backend),
+        sni: None,
+    }
+}
+
+/// The same over TLS with server name `sni` (port 443), the backend terminating it.
+fn tls_to(gateway: &str, sni: &'static str, backend: &str) -> Check {
+    Check::Tcp {
+        gateway: nn(gateway),
+        port: 443,
+        backend: nn(backend),
+        sni: Some(sni),
     }
 }
 
@@ -1409,6 +1420,17 @@ pub fn cases() -> Vec<Case> {
             "False",
             "RefNotPermitted",
         )),
+        case(
+            "TLSRouteSimpleSameNamespace",
+            "tlsroute-simple-same-namespace.yaml",
+        )
+        .profile(TLS)
+        .check(Check::Accepted {
+            gateway: nn("gateway-tlsroute"),
+            routes: vec![nn("gateway-conformance-infra-test")],
+            kind: "TLSRoute",
+        })
+        .check(tls_to("gateway-tlsroute", "abc.example.com", "tcp-backend")),
         case(
             "TLSRouteListenerPassthroughSupportedKinds",
             "tlsroute-listener-passthrough-supported-kinds.yaml",

@@ -23,8 +23,9 @@ use serde_json::json;
 use std::time::{Duration, Instant};
 
 /// The certificates the suite creates at its start (names and SANs as it gives them).
-fn secrets() -> Vec<serde_json::Value> {
+fn secrets() -> (Vec<serde_json::Value>, (String, String)) {
     let mut out = Vec::new();
+    let mut passthrough = None;
     for (ns, name, sans) in [
         (conformance::WEB, "certificate", vec!["*"]),
         (
@@ -54,9 +55,12 @@ fn secrets() -> Vec<serde_json::Value> {
         ),
     ] {
         let (crt, key) = self_signed_for(&sans);
+        if (ns, name) == (INFRA, "tls-passthrough-checks-certificate") {
+            passthrough = Some((crt.clone(), key.clone()));
+        }
         out.push(tls_secret(ns, name, &crt, &key));
     }
-    out
+    (out, passthrough.expect("the passthrough certificate"))
 }
 
 fn run_on(
@@ -84,7 +88,12 @@ fn run_on(
     let mut deployments = conformance::deployments(&base);
     // Those that run the suite's gRPC or TCP echo server (GRPC_ECHO_SERVER,
     // TCP_ECHO_SERVER) answer gRPC or its TCP protocol.
-    let mut kinds = conformance::EchoKinds::default();
+    // The suite mounts the passthrough certificate into its TLS echo (tcp-backend).
+    let (secrets, passthrough) = secrets();
+    let mut kinds = conformance::EchoKinds {
+        tls_pem: Some(passthrough),
+        ..Default::default()
+    };
     kinds.extend(&base);
     for c in &all {
         if c.skip.is_some() {
@@ -108,7 +117,7 @@ fn run_on(
         });
         let mut docs = vec![class];
         docs.extend(base);
-        docs.extend(secrets());
+        docs.extend(secrets);
         let docs = runner.prepare(&docs);
         runner
             .apply("base", &docs)

@@ -55,6 +55,7 @@ struct Args {
     grpc_echo: Vec<(SocketAddr, Arc<Echo>)>,
     tcp_echo: Vec<(SocketAddr, Arc<Echo>)>,
     udp_echo: Vec<(SocketAddr, Arc<Echo>)>,
+    tcp_echo_tls: Vec<(SocketAddr, Arc<Echo>)>,
 }
 
 /// Who an echo listener says it is.
@@ -77,6 +78,7 @@ fn parse_args() -> Result<Args, String> {
         grpc_echo: vec![],
         tcp_echo: vec![],
         udp_echo: vec![],
+        tcp_echo_tls: vec![],
         grpc: vec![],
         ws: vec![],
     };
@@ -95,7 +97,7 @@ fn parse_args() -> Result<Args, String> {
             "--key" => a.key = Some(PathBuf::from(&val)),
             "--tcp" => a.tcp.push(addr()?),
             "--udp" => a.udp.push(addr()?),
-            "--echo" | "--grpc-echo" | "--tcp-echo" | "--udp-echo" => {
+            "--echo" | "--grpc-echo" | "--tcp-echo" | "--tcp-echo-tls" | "--udp-echo" => {
                 let mut parts = val.split(',');
                 let (Some(at), Some(namespace), Some(pod), None) =
                     (parts.next(), parts.next(), parts.next(), parts.next())
@@ -113,6 +115,7 @@ fn parse_args() -> Result<Args, String> {
                     "--echo" => a.echo.push((at, Arc::new(echo))),
                     "--grpc-echo" => a.grpc_echo.push((at, Arc::new(echo))),
                     "--tcp-echo" => a.tcp_echo.push((at, Arc::new(echo))),
+                    "--tcp-echo-tls" => a.tcp_echo_tls.push((at, Arc::new(echo))),
                     _ => a.udp_echo.push((at, Arc::new(echo))),
                 }
             }
@@ -134,7 +137,7 @@ fn main() {
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc-echo ADDR,NAMESPACE,POD]... [--tcp-echo ADDR,NAMESPACE,POD]... [--udp-echo ADDR,NAMESPACE,POD]... [--grpc ADDR]... [--ws ADDR]...");
+            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc-echo ADDR,NAMESPACE,POD]... [--tcp-echo ADDR,NAMESPACE,POD]... [--udp-echo ADDR,NAMESPACE,POD]... [--tcp-echo-tls ADDR,NAMESPACE,POD --cert PEM --key PEM]... [--grpc ADDR]... [--ws ADDR]...");
             std::process::exit(64);
         }
     };
@@ -152,6 +155,11 @@ fn main() {
 async fn run(args: Args) -> std::io::Result<()> {
     let name: Arc<str> = Arc::from(args.name.as_str());
     let acceptor = if args.https.is_empty() {
+        None
+    } else {
+        Some(tls_acceptor(&args)?)
+    };
+    let tcp_tls_acceptor = if args.tcp_echo_tls.is_empty() {
         None
     } else {
         Some(tls_acceptor(&args)?)
@@ -225,6 +233,24 @@ async fn run(args: Args) -> std::io::Result<()> {
                 }
             }
         });
+    }
+    if let Some(acceptor) = tcp_tls_acceptor {
+        for (addr, echo) in args.tcp_echo_tls {
+            let l = bind(addr).await?;
+            let acceptor = acceptor.clone();
+            tasks.spawn(async move {
+                loop {
+                    if let Ok((s, _)) = l.accept().await {
+                        let echo = echo.clone();
+                        let acceptor = acceptor.clone();
+                        tokio::spawn(async move {
+                            let _ = s.set_nodelay(true);
+                            let _ = serve_tcp_echo_either(s, &echo, addr.port(), acceptor).await;
+                        });
+                    }
+                }
+            });
+        }
     }
     for (addr, echo) in args.udp_echo {
         let sock = UdpSocket::bind(addr).await?;
@@ -360,33 +386,74 @@ fn udp_echo_reply(echo: &Echo, datagram: &[u8]) -> String {
     .to_string()
 }
 
+/// The suite's TCP echo server with its TLS port on the same listener: a client that
+/// speaks first with a TLS handshake (a first byte 0x16 within 300 ms) gets TLS with
+/// `--cert`/`--key` and `IS_TLS` `true` (and the server name it asked for in `TEST`);
+/// one that waits (the plain protocol starts with the server's welcome) gets plain.
+async fn serve_tcp_echo_either(
+    s: TcpStream,
+    echo: &Echo,
+    port: u16,
+    acceptor: tokio_rustls::TlsAcceptor,
+) -> std::io::Result<()> {
+    let mut first = [0u8; 1];
+    let peeked =
+        tokio::time::timeout(std::time::Duration::from_millis(300), s.peek(&mut first)).await;
+    if !matches!(peeked, Ok(Ok(1))) || first[0] != 0x16 {
+        return serve_tcp_echo(s, echo, port).await;
+    }
+    let tls = acceptor.accept(s).await?;
+    let (_, conn) = tls.get_ref();
+    let info = serde_json::json!({
+        "version": format!("{:?}", conn.protocol_version()),
+        "serverName": conn.server_name().unwrap_or_default(),
+        "cipherSuite": conn.negotiated_cipher_suite().map(|c| format!("{:?}", c.suite())),
+    });
+    echo_dialogue(tls, echo, port, Some(info)).await
+}
+
 /// The suite's TCP echo protocol (echo-basic's tcpserver, v1.6.1): a welcome line, then
 /// per line `PING` → `PONG`, `IS_TLS` → `false`, `TEST` → one JSON line naming who
 /// answers (`namespace`, `service`, `pod`, `tcpport`, `isTLS`); anything else is ignored.
 async fn serve_tcp_echo(s: TcpStream, echo: &Echo, port: u16) -> std::io::Result<()> {
+    echo_dialogue(s, echo, port, None).await
+}
+
+/// The dialogue over `s`; `tls`: the TLS facts of a TLS connection.
+async fn echo_dialogue<S: AsyncRead + AsyncWrite + Unpin>(
+    s: S,
+    echo: &Echo,
+    port: u16,
+    tls: Option<serde_json::Value>,
+) -> std::io::Result<()> {
     use tokio::io::AsyncBufReadExt;
-    let (r, mut w) = s.into_split();
+    let (r, mut w) = tokio::io::split(s);
     w.write_all(b"Gateway API Test TCP Server\n").await?;
+    w.flush().await?;
     let mut lines = tokio::io::BufReader::new(r).lines();
     while let Some(line) = lines.next_line().await? {
         let answer = match line.trim() {
             "PING" => "PONG".to_string(),
-            "IS_TLS" => "false".to_string(),
+            "IS_TLS" => tls.is_some().to_string(),
             "TEST" => {
                 let service = echo.pod.strip_suffix("-lab-0").unwrap_or(&echo.pod);
-                serde_json::json!({
+                let mut v = serde_json::json!({
                     "namespace": echo.namespace,
                     "ingress": "",
                     "service": service,
                     "pod": echo.pod,
                     "tcpport": port.to_string(),
-                    "isTLS": false,
-                })
-                .to_string()
+                    "isTLS": tls.is_some(),
+                });
+                if let Some(t) = &tls {
+                    v["tls"] = t.clone();
+                }
+                v.to_string()
             }
             _ => continue,
         };
         w.write_all(format!("{answer}\n").as_bytes()).await?;
+        w.flush().await?;
     }
     Ok(())
 }

@@ -192,20 +192,25 @@ fn grpc_json(args: &[String]) -> i32 {
     0
 }
 
-/// `lab-client tcp-echo <count> <addr>`: `count` connections speaking the conformance
-/// suite's TCP echo protocol, one JSON line each: `{"welcome": bool, "pong": bool,
-/// "isTLS": "<answer>", "test": <the TEST answer>}` or `{"error": "<what>"}`.
+/// `lab-client tcp-echo <count> <addr> [<server name>]`: `count` connections speaking
+/// the conformance suite's TCP echo protocol (over TLS with that server name, any
+/// certificate taken, when one is given), one JSON line each: `{"welcome": bool,
+/// "pong": bool, "isTLS": "<answer>", "test": <the TEST answer>}` or `{"error": "<what>"}`.
 fn tcp_echo(args: &[String]) -> i32 {
-    let [count, addr] = args else {
-        eprintln!("lab-client tcp-echo: usage: tcp-echo <count> <addr>");
-        return 64;
+    let (count, addr, sni) = match args {
+        [c, a] => (c, a, None),
+        [c, a, n] => (c, a, Some(n.clone())),
+        _ => {
+            eprintln!("lab-client tcp-echo: usage: tcp-echo <count> <addr> [<server name>]");
+            return 64;
+        }
     };
     let (Ok(count), Ok(addr)) = (count.parse::<usize>(), addr.parse::<SocketAddr>()) else {
         eprintln!("lab-client tcp-echo: {count} {addr}: not a count and an address");
         return 64;
     };
     for _ in 0..count {
-        let line = match tcp_echo_once(addr) {
+        let line = match tcp_echo_once(addr, sni.as_deref()) {
             Ok(v) => v,
             Err(e) => json!({"error": e}),
         };
@@ -249,28 +254,45 @@ fn udp_echo(args: &[String]) -> i32 {
     0
 }
 
-fn tcp_echo_once(addr: SocketAddr) -> Result<serde_json::Value, String> {
-    use std::io::BufRead;
+fn tcp_echo_once(addr: SocketAddr, sni: Option<&str>) -> Result<serde_json::Value, String> {
     let s = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
         .map_err(|e| format!("connect: {e}"))?;
     let _ = s.set_nodelay(true);
     s.set_read_timeout(Some(Duration::from_secs(3)))
         .map_err(|e| e.to_string())?;
-    let mut w = s.try_clone().map_err(|e| e.to_string())?;
-    let mut r = std::io::BufReader::new(s);
-    let mut line = |out: &mut String| -> Result<(), String> {
-        out.clear();
-        r.read_line(out).map_err(|e| format!("read: {e}"))?;
-        Ok(())
-    };
-    let mut welcome = String::new();
-    line(&mut welcome)?;
+    match sni {
+        None => echo_dialogue(s),
+        Some(host) => {
+            let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host.to_string())
+                .map_err(|e| format!("server name: {e}"))?;
+            let conn = tokio_rustls::rustls::ClientConnection::new(tls_config(), name)
+                .map_err(|e| format!("tls: {e}"))?;
+            echo_dialogue(tokio_rustls::rustls::StreamOwned::new(conn, s))
+        }
+    }
+}
+
+/// The TCP echo dialogue over `s`: welcome, PING, IS_TLS, TEST.
+fn echo_dialogue(mut s: impl Read + Write) -> Result<serde_json::Value, String> {
+    fn line(s: &mut impl Read) -> Result<String, String> {
+        let mut out = Vec::new();
+        let mut b = [0u8; 1];
+        loop {
+            match s.read(&mut b) {
+                Ok(0) => return Err("closed".into()),
+                Ok(_) if b[0] == b'\n' => break,
+                Ok(_) => out.push(b[0]),
+                Err(e) => return Err(format!("read: {e}")),
+            }
+        }
+        Ok(String::from_utf8_lossy(&out).to_string())
+    }
+    let welcome = line(&mut s)?;
     let mut ask = |q: &str| -> Result<String, String> {
-        w.write_all(format!("{q}\n").as_bytes())
+        s.write_all(format!("{q}\n").as_bytes())
             .map_err(|e| format!("write: {e}"))?;
-        let mut a = String::new();
-        line(&mut a)?;
-        Ok(a.trim_end().to_string())
+        s.flush().map_err(|e| format!("write: {e}"))?;
+        line(&mut s)
     };
     let pong = ask("PING")?;
     let is_tls = ask("IS_TLS")?;
@@ -278,7 +300,7 @@ fn tcp_echo_once(addr: SocketAddr) -> Result<serde_json::Value, String> {
     let test: serde_json::Value =
         serde_json::from_str(&test).map_err(|e| format!("TEST answer {test:?}: {e}"))?;
     Ok(json!({
-        "welcome": welcome == "Gateway API Test TCP Server\n",
+        "welcome": welcome == "Gateway API Test TCP Server",
         "pong": pong == "PONG",
         "isTLS": is_tls,
         "test": test,
