@@ -618,6 +618,16 @@ pub struct Runner<'a> {
     echoes: Echoes,
     be: IpAddr,
     stamp: u64,
+    /// Where the TLS echo's certificate files are (removed with the runner).
+    tmp: Option<PathBuf>,
+}
+
+impl Drop for Runner<'_> {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.tmp {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }
 
 /// kind/namespace/name of a document.
@@ -730,9 +740,11 @@ impl<'a> Runner<'a> {
             args.push(kinds.flag(d).into());
             args.push(format!("{be}:{port},{},{}-lab-0", d.namespace, d.name));
         }
+        let mut tmp = None;
         if let Some((crt, key)) = &kinds.tls_pem {
             let dir =
                 std::env::temp_dir().join(format!("k8slb-conformance-{}", std::process::id()));
+            tmp = Some(dir.clone());
             std::fs::create_dir_all(&dir)?;
             let (c, k) = (dir.join("tcp-echo.crt"), dir.join("tcp-echo.key"));
             std::fs::write(&c, crt)?;
@@ -752,6 +764,7 @@ impl<'a> Runner<'a> {
             echoes,
             be,
             stamp: 0,
+            tmp,
         };
         // Listening: the first HTTP echo answers.
         let (_, port) = runner
