@@ -941,6 +941,25 @@ pub fn cases() -> Vec<Case> {
             "",
         )),
         case(
+            "GatewayWithAttachedRoutesWithPort8080",
+            "gateway-with-attached-routes-with-port-8080.yaml",
+        )
+        .ext(&["GatewayPort8080"])
+        .check(listener(
+            "gateway-with-two-listeners-and-one-attached-route",
+            "http-unattached",
+            &["HTTPRoute"],
+            &[("Accepted", "True", ""), ("ResolvedRefs", "True", "")],
+            0,
+        ))
+        .check(listener(
+            "gateway-with-two-listeners-and-one-attached-route",
+            "http",
+            &["HTTPRoute"],
+            &[("Accepted", "True", ""), ("ResolvedRefs", "True", "")],
+            1,
+        )),
+        case(
             "GatewayListenerUnsupportedProtocol",
             "gateway-invalid-listeners-unsupported-protocol.yaml",
         )
@@ -1431,6 +1450,49 @@ pub fn cases() -> Vec<Case> {
             kind: "TLSRoute",
         })
         .check(tls_to("gateway-tlsroute", "abc.example.com", "tcp-backend")),
+        case(
+            "TLSRouteInvalidNoMatchingListener",
+            "tlsroute-invalid-no-matching-listener.yaml",
+        )
+        .profile(TLS)
+        .check(kind_cond(
+            "TLSRoute",
+            "tlsroute-not-allowed-protocol-http",
+            "gateway-tlsroute-http-only",
+            "Accepted",
+            "False",
+            "NotAllowedByListeners",
+        ))
+        .check(kind_cond(
+            "TLSRoute",
+            "tlsroute-not-allowed-protocol-https",
+            "gateway-tlsroute-https-only",
+            "Accepted",
+            "False",
+            "NotAllowedByListeners",
+        ))
+        .check(kind_cond(
+            "TLSRoute",
+            "tlsroute-no-matching-section-name",
+            "gateway-tlsroute-tls-passthrough-only",
+            "Accepted",
+            "False",
+            "NoMatchingParent",
+        ))
+        .check(Check::NoAcceptedParents {
+            kind: "TLSRoute",
+            route: nn("tlsroute-not-allowed-protocol-http"),
+        })
+        .check(Check::NoAcceptedParents {
+            kind: "TLSRoute",
+            route: nn("tlsroute-not-allowed-protocol-https"),
+        })
+        .check(Check::NoAcceptedParents {
+            kind: "TLSRoute",
+            route: nn("tlsroute-no-matching-section-name"),
+        })
+        .check(zero_routes("gateway-tlsroute-http-only"))
+        .check(zero_routes("gateway-tlsroute-https-only")),
         case(
             "TLSRouteListenerPassthroughSupportedKinds",
             "tlsroute-listener-passthrough-supported-kinds.yaml",
