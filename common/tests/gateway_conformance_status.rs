@@ -496,3 +496,96 @@ spec:
     let http = mixed.listeners.iter().find(|l| l.name == "http").unwrap();
     assert_eq!(http.supported_kinds, ["HTTPRoute", "GRPCRoute"]);
 }
+
+/// GatewayWithAttachedRoutes, its third part: a route attaches to a listener that is not
+/// served (its certificate does not exist) all the same: the listener counts it
+/// (`attachedRoutes: 1`, Programmed and ResolvedRefs False), the route's own unresolved
+/// backend is `ResolvedRefs: False`; nothing is served on that listener.
+#[test]
+fn gateway_with_attached_routes_counts_a_route_on_an_unresolved_listener() {
+    let objs = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: unresolved-gateway-with-one-attached-unresolved-route, namespace: gateway-conformance-infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - name: tls
+    port: 443
+    protocol: HTTPS
+    allowedRoutes:
+      kinds: [{ kind: HTTPRoute }]
+      namespaces:
+        from: Selector
+        selector: { matchLabels: { kubernetes.io/metadata.name: gateway-conformance-infra } }
+    tls: { mode: Terminate, certificateRefs: [{ group: "", kind: Secret, name: does-not-exist }] }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: http-route-4, namespace: gateway-conformance-infra }
+spec:
+  parentRefs:
+  - { kind: Gateway, name: unresolved-gateway-with-one-attached-unresolved-route, namespace: gateway-conformance-infra, sectionName: tls }
+  rules:
+  - backendRefs: [{ name: does-not-exist, port: 8080 }]
+"#;
+    let mut o = objects(objs);
+    // The API server labels every namespace with its name.
+    for ns in &mut o.namespaces {
+        let name = ns.metadata.name.clone().unwrap();
+        ns.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("kubernetes.io/metadata.name".into(), name);
+    }
+    let out = run(&o);
+    let gw = "unresolved-gateway-with-one-attached-unresolved-route";
+    let st = &out.gateways[&format!("{INFRA}/{gw}").parse().unwrap()];
+    let l = &st.listeners[0];
+    assert_eq!(l.attached_routes, 1, "{:?}", l.conditions);
+    let conds = triples(&l.conditions);
+    assert!(
+        conds.iter().any(|c| c.0 == "Programmed" && !c.1)
+            && conds.iter().any(|c| c.0 == "ResolvedRefs" && !c.1),
+        "{conds:?}"
+    );
+    let p = http_parent(&out, &format!("{INFRA}/http-route-4"), gw);
+    let rc = triples(&p.conditions);
+    assert!(rc.contains(&("Accepted", true, "Accepted")), "{rc:?}");
+    assert!(rc.iter().any(|c| c.0 == "ResolvedRefs" && !c.1), "{rc:?}");
+    // Not served: no route of the model is on the Gateway's port 443.
+    assert!(
+        out.routes.listeners.iter().all(|l| l.port != 443),
+        "{:?}",
+        out.routes.listeners
+    );
+}
+
+/// GatewayInvalidParametersRef: `spec.infrastructure.parametersRef` names a kind k8slb
+/// does not have (it has none): `Accepted: False` (`InvalidParameters`).
+#[test]
+fn gateway_invalid_parameters_ref() {
+    let objs = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gateway-invalid-parameters-ref, namespace: gateway-conformance-infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: http, port: 80, protocol: HTTP }
+  infrastructure:
+    parametersRef: { group: invalid.io, kind: InvalidParameters, name: invalid }
+"#;
+    let out = run(&objects(objs));
+    let st = &out.gateways[&format!("{INFRA}/gateway-invalid-parameters-ref")
+        .parse()
+        .unwrap()];
+    assert!(
+        triples(&st.conditions).contains(&("Accepted", false, "InvalidParameters")),
+        "{:?}",
+        st.conditions
+    );
+    // The Gateway without it is accepted (the condition is the reference's doing).
+    let same = &out.gateways[&format!("{INFRA}/same-namespace").parse().unwrap()];
+    assert!(triples(&same.conditions).contains(&("Accepted", true, "Accepted")));
+}

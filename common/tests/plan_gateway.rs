@@ -209,6 +209,11 @@ fn a_refused_address_request_is_a_problem_and_never_loses_the_address_held() {
             ("Programmed", "AddressNotUsable"),
         ),
         (
+            "  infrastructure: { parametersRef: { group: invalid.io, kind: InvalidParameters, name: invalid } }",
+            "InvalidParameters",
+            ("Accepted", "InvalidParameters"),
+        ),
+        (
             "  infrastructure: { annotations: { loadbalancer/pool: nope } }",
             "UnknownPool",
             ("Programmed", "Programmed"),

@@ -20,7 +20,7 @@ use crate::bins;
 use crate::system::System;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -232,6 +232,201 @@ impl Req {
     }
 }
 
+/// gRPC status codes the suite's GRPCRoute tests name.
+pub const GRPC_OK: u32 = 0;
+pub const GRPC_UNIMPLEMENTED: u32 = 12;
+
+/// One unary call of the suite's `GrpcEcho` service and what must come of it (the
+/// suite's gRPC `ExpectedResponse`): `Echo`, `EchoTwo` or `EchoThree`, with an
+/// `:authority` (empty: the Gateway's address, as a gRPC client dials it) and metadata;
+/// the gRPC status code (an HTTP answer without `grpc-status` counts as gRPC's HTTP
+/// mapping gives it: 404 is `Unimplemented`), and for `OK` the method the backend saw
+/// and who answered (pod name prefix, namespace).
+#[derive(Debug, Clone)]
+pub struct GrpcReq {
+    pub method: &'static str,
+    pub authority: String,
+    pub metadata: Vec<(String, String)>,
+    pub code: u32,
+    pub backend: Option<String>,
+    pub namespace: String,
+}
+
+/// A call of `method` that must be answered `OK` by `backend` in the infra namespace.
+pub fn rpc(method: &'static str, backend: &str) -> GrpcReq {
+    GrpcReq {
+        method,
+        authority: String::new(),
+        metadata: vec![],
+        code: GRPC_OK,
+        backend: Some(backend.into()),
+        namespace: INFRA.into(),
+    }
+}
+
+impl GrpcReq {
+    /// No backend answers: the call ends with gRPC status `code`.
+    pub fn code(mut self, code: u32) -> GrpcReq {
+        self.code = code;
+        self.backend = None;
+        self
+    }
+    pub fn authority(mut self, a: &str) -> GrpcReq {
+        self.authority = a.into();
+        self
+    }
+    /// Metadata, as the suite's client sends it (gRPC lowercases the keys).
+    pub fn md(mut self, k: &str, v: &str) -> GrpcReq {
+        self.metadata.push((k.to_ascii_lowercase(), v.into()));
+        self
+    }
+    fn describe(&self) -> String {
+        format!("{} {} {:?}", self.method, self.authority, self.metadata)
+    }
+}
+
+/// What one call got (`lab-client grpc-json`'s line).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GrpcAnswer {
+    pub grpc: Option<u32>,
+    pub http: u16,
+    pub method: String,
+    pub namespace: String,
+    pub pod: String,
+}
+
+/// The gRPC status a client reports for an answer with no `grpc-status` (the HTTP to
+/// gRPC status mapping of gRPC's `http-grpc-status-mapping.md`).
+pub fn grpc_code_of_http(status: u16) -> u32 {
+    match status {
+        400 => 13,
+        401 => 16,
+        403 => 7,
+        404 => GRPC_UNIMPLEMENTED,
+        429 | 502 | 503 | 504 => 14,
+        _ => 2,
+    }
+}
+
+/// The suite's gRPC `compareResponse`, as facts: the status code; for `OK` the fully
+/// qualified method the backend saw, the namespace and the pod name prefix.
+pub fn compare_grpc(r: &GrpcReq, a: &GrpcAnswer) -> std::result::Result<(), String> {
+    let code = a.grpc.unwrap_or_else(|| grpc_code_of_http(a.http));
+    if code != r.code {
+        return Err(format!(
+            "gRPC status {code} (HTTP {}), want {}",
+            a.http, r.code
+        ));
+    }
+    if code != GRPC_OK {
+        return Ok(());
+    }
+    let want = crate::grpc::method_path(r.method);
+    if a.method != want {
+        return Err(format!("the backend saw {}, want {want}", a.method));
+    }
+    if !r.namespace.is_empty() && a.namespace != r.namespace {
+        return Err(format!(
+            "answered from namespace {}, want {}",
+            a.namespace, r.namespace
+        ));
+    }
+    if let Some(b) = &r.backend {
+        if !a.pod.starts_with(b.as_str()) {
+            return Err(format!("answered by pod {}, want {b}*", a.pod));
+        }
+    }
+    Ok(())
+}
+
+/// The suite's TCP echo check, as facts: the welcome line, `PONG`, `IS_TLS` (`true`
+/// with the server name asked for when over TLS, else `false`), the namespace, and a
+/// pod named `<backend>-...`.
+pub fn compare_tcp(backend: &Nn, sni: Option<&str>, v: &Value) -> std::result::Result<(), String> {
+    if let Some(e) = v["error"].as_str() {
+        return Err(format!("TCP echo: {e}"));
+    }
+    if v["welcome"] != true || v["pong"] != true {
+        return Err(format!("not the suite's TCP echo dialogue: {v}"));
+    }
+    let want_tls = if sni.is_some() { "true" } else { "false" };
+    if v["isTLS"] != want_tls {
+        return Err(format!("IS_TLS answered {}, want {want_tls}", v["isTLS"]));
+    }
+    if let Some(n) = sni {
+        if v["test"]["tls"]["serverName"] != n {
+            return Err(format!(
+                "the backend saw server name {}, want {n}",
+                v["test"]["tls"]["serverName"]
+            ));
+        }
+    }
+    let t = &v["test"];
+    if t["namespace"] != backend.namespace.as_str() {
+        return Err(format!(
+            "answered from namespace {}, want {}",
+            t["namespace"], backend.namespace
+        ));
+    }
+    let pod = t["pod"].as_str().unwrap_or_default();
+    if !pod.starts_with(&format!("{}-", backend.name)) {
+        return Err(format!("answered by pod {pod}, want {}-*", backend.name));
+    }
+    Ok(())
+}
+
+/// The suite's UDP echo check: an answer; with `backend`, its service and namespace.
+pub fn compare_udp(backend: Option<&Nn>, v: &Value) -> std::result::Result<(), String> {
+    if let Some(e) = v["error"].as_str() {
+        return Err(format!("UDP echo: {e}"));
+    }
+    if let Some(b) = backend {
+        if v["service"] != b.name.as_str() || v["namespace"] != b.namespace.as_str() {
+            return Err(format!(
+                "answered by {}/{}, want {b}",
+                v["namespace"], v["service"]
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The share of each backend among the answering `pods` (`<backend>-lab-0`) is
+/// within 5 points of its weight (the suite's weighted distribution test).
+pub fn spread(pods: &[String], weights: &[(&'static str, f64)]) -> std::result::Result<(), String> {
+    let mut by: BTreeMap<String, usize> = BTreeMap::new();
+    for p in pods {
+        let b = p.strip_suffix("-lab-0").unwrap_or(p).to_string();
+        *by.entry(b).or_default() += 1;
+    }
+    for (b, want) in weights {
+        let share = *by.get(*b).unwrap_or(&0) as f64 / pods.len().max(1) as f64;
+        if (share - want).abs() > 0.05 {
+            return Err(format!(
+                "backend {b}: {share:.3} of the answers, want {want} (±0.05): {by:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One line of `lab-client grpc-json`.
+pub fn parse_grpc_answer(line: &str) -> std::result::Result<GrpcAnswer, String> {
+    let v: Value =
+        serde_json::from_str(line).map_err(|e| format!("not a grpc-json line ({e}): {line}"))?;
+    if let Some(e) = v["error"].as_str() {
+        return Err(format!("gRPC call: {e}"));
+    }
+    let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+    Ok(GrpcAnswer {
+        grpc: v["grpc"].as_u64().map(|c| c as u32),
+        http: v["http"].as_u64().unwrap_or_default() as u16,
+        method: s("method"),
+        namespace: s("namespace"),
+        pod: s("pod"),
+    })
+}
+
 /// One condition of a route's parent entry for a Gateway, as the suite checks it.
 #[derive(Debug, Clone)]
 pub struct Cond {
@@ -247,7 +442,11 @@ pub enum Check {
     /// The Gateway has an address, and each route a parent entry of ours for it with
     /// Accepted and ResolvedRefs True (`GatewayAndHTTPRoutesMustBeAccepted` +
     /// `HTTPRouteMustHaveResolvedRefsConditionsTrue`).
-    Accepted { gateway: Nn, routes: Vec<Nn> },
+    Accepted {
+        gateway: Nn,
+        routes: Vec<Nn>,
+        kind: &'static str,
+    },
     /// Accepted only (no ResolvedRefs check), routes of `kind`.
     AcceptedOnly {
         gateway: Nn,
@@ -307,6 +506,51 @@ pub enum Check {
     /// backends as `weights` say (500 requests, within 5 points: the suite's measure).
     Weights {
         gateway: Nn,
+        weights: Vec<(&'static str, f64)>,
+    },
+    /// gRPC calls to the Gateway's address on `port` (h2c).
+    Grpc {
+        gateway: Nn,
+        port: u16,
+        reqs: Vec<GrpcReq>,
+    },
+    /// `Echo` calls (each on a new connection, the suite's entropy header on each) spread
+    /// over the backends as `weights` say (500 calls, within 5 points, as [`Check::Weights`]).
+    GrpcWeights {
+        gateway: Nn,
+        weights: Vec<(&'static str, f64)>,
+    },
+    /// A connection to the Gateway's address on `port` speaking the suite's TCP echo
+    /// protocol (welcome, `PONG`, `IS_TLS` false) answered by `backend` (pod name
+    /// prefix `<backend>-`) in `namespace` (the suite's `MakeTCPRequest...`).
+    Tcp {
+        gateway: Nn,
+        port: u16,
+        backend: Nn,
+        /// Over TLS with this server name: the backend must see TLS and the name (a
+        /// passthrough listener hands the handshake to it).
+        sni: Option<&'static str>,
+    },
+    /// TCP echo connections to `port` spread over the backends as `weights` say (500
+    /// connections, within 5 points, as [`Check::Weights`]).
+    TcpWeights {
+        gateway: Nn,
+        port: u16,
+        weights: Vec<(&'static str, f64)>,
+    },
+    /// UDP echo probes to the Gateway's address on `port` (the suite's
+    /// `ExpectEchoResponseFromBackend`): answered, by `backend` (its service name and
+    /// namespace) when given.
+    Udp {
+        gateway: Nn,
+        port: u16,
+        backend: Option<Nn>,
+    },
+    /// UDP echo probes to `port` spread over the backends as `weights` say (500 probes,
+    /// within 5 points).
+    UdpWeights {
+        gateway: Nn,
+        port: u16,
         weights: Vec<(&'static str, f64)>,
     },
     /// Remove a document of the case (kind, namespace/name) before the next checks.
@@ -374,6 +618,16 @@ pub struct Runner<'a> {
     echoes: Echoes,
     be: IpAddr,
     stamp: u64,
+    /// Where the TLS echo's certificate files are (removed with the runner).
+    tmp: Option<PathBuf>,
+}
+
+impl Drop for Runner<'_> {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.tmp {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }
 
 /// kind/namespace/name of a document.
@@ -396,10 +650,83 @@ pub fn deployments(docs: &[Value]) -> Vec<Nn> {
         .collect()
 }
 
+/// The Deployments of `docs` that run the suite's gRPC echo server (a container with
+/// the environment variable `GRPC_ECHO_SERVER`).
+pub fn grpc_deployments(docs: &[Value]) -> BTreeSet<Nn> {
+    deployments_with_env(docs, "GRPC_ECHO_SERVER")
+}
+
+/// The same for its TCP echo server (`TCP_ECHO_SERVER`).
+pub fn tcp_deployments(docs: &[Value]) -> BTreeSet<Nn> {
+    deployments_with_env(docs, "TCP_ECHO_SERVER")
+}
+
+fn deployments_with_env(docs: &[Value], var: &str) -> BTreeSet<Nn> {
+    docs.iter()
+        .filter(|d| d["kind"] == "Deployment")
+        .filter(|d| {
+            d["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|c| c["env"].as_array().into_iter().flatten())
+                .any(|e| e["name"] == var)
+        })
+        .map(|d| doc_id(d).1)
+        .collect()
+}
+
+/// Which echo a Deployment gets: HTTP unless the runner found it in one of these.
+#[derive(Debug, Clone, Default)]
+pub struct EchoKinds {
+    pub grpc: BTreeSet<Nn>,
+    pub tcp: BTreeSet<Nn>,
+    pub udp: BTreeSet<Nn>,
+    /// TCP echoes with a TLS port too (`TLS_SERVER_CERT`): TLS when the client starts it.
+    pub tcp_tls: BTreeSet<Nn>,
+    /// The certificate and key (PEM) they serve: the suite mounts
+    /// `tls-passthrough-checks-certificate` (abc.example.com) into them.
+    pub tls_pem: Option<(String, String)>,
+}
+
+impl EchoKinds {
+    /// Those of `docs`.
+    pub fn extend(&mut self, docs: &[Value]) {
+        self.grpc.extend(grpc_deployments(docs));
+        self.tcp.extend(tcp_deployments(docs));
+        self.udp
+            .extend(deployments_with_env(docs, "UDP_ECHO_SERVER"));
+        let tls = deployments_with_env(docs, "TLS_SERVER_CERT");
+        self.tcp_tls.extend(
+            tcp_deployments(docs)
+                .into_iter()
+                .filter(|d| tls.contains(d)),
+        );
+    }
+    fn flag(&self, d: &Nn) -> &'static str {
+        if self.grpc.contains(d) {
+            "--grpc-echo"
+        } else if self.tcp_tls.contains(d) && self.tls_pem.is_some() {
+            "--tcp-echo-tls"
+        } else if self.tcp.contains(d) {
+            "--tcp-echo"
+        } else if self.udp.contains(d) {
+            "--udp-echo"
+        } else {
+            "--echo"
+        }
+    }
+}
+
 impl<'a> Runner<'a> {
     /// Starts the echo listeners on `be1` for `deployments` (their pods are named
     /// `<deployment>-lab-0`); `sys` must have been started with a backend.
-    pub fn start(sys: &'a mut System, data: PathBuf, deployments: &[Nn]) -> Result<Runner<'a>> {
+    pub fn start(
+        sys: &'a mut System,
+        data: PathBuf,
+        deployments: &[Nn],
+        kinds: &EchoKinds,
+    ) -> Result<Runner<'a>> {
         let be = IpAddr::V4(sys.lab.host("be1").v4);
         let bin = bins::locate("lab-backend")?.to_string_lossy().into_owned();
         let mut echoes = Echoes::new();
@@ -410,8 +737,24 @@ impl<'a> Runner<'a> {
             }
             let port = ECHO_PORT + i as u16;
             echoes.insert(d.clone(), port);
-            args.push("--echo".into());
+            args.push(kinds.flag(d).into());
             args.push(format!("{be}:{port},{},{}-lab-0", d.namespace, d.name));
+        }
+        let mut tmp = None;
+        if let Some((crt, key)) = &kinds.tls_pem {
+            let dir =
+                std::env::temp_dir().join(format!("k8slb-conformance-{}", std::process::id()));
+            tmp = Some(dir.clone());
+            std::fs::create_dir_all(&dir)?;
+            let (c, k) = (dir.join("tcp-echo.crt"), dir.join("tcp-echo.key"));
+            std::fs::write(&c, crt)?;
+            std::fs::write(&k, key)?;
+            args.extend([
+                "--cert".into(),
+                c.display().to_string(),
+                "--key".into(),
+                k.display().to_string(),
+            ]);
         }
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         sys.lab.spawn_in("be1", "echo", &argv)?;
@@ -421,12 +764,13 @@ impl<'a> Runner<'a> {
             echoes,
             be,
             stamp: 0,
+            tmp,
         };
-        // Listening: the first echo answers.
+        // Listening: the first HTTP echo answers.
         let (_, port) = runner
             .echoes
             .iter()
-            .next()
+            .find(|(d, _)| kinds.flag(d) == "--echo")
             .context("no Deployment to echo")?;
         let url = format!("http://{be}:{port}/");
         crate::wait::until(Duration::from_secs(10), || {
@@ -687,14 +1031,16 @@ impl<'a> Runner<'a> {
             reason: "",
         };
         match c {
-            Check::Accepted { gateway, routes }
+            Check::Accepted {
+                gateway,
+                routes,
+                kind,
+            }
             | Check::AcceptedOnly {
-                gateway, routes, ..
+                gateway,
+                routes,
+                kind,
             } => {
-                let kind = match c {
-                    Check::AcceptedOnly { kind, .. } => *kind,
-                    _ => "HTTPRoute",
-                };
                 self.address(gateway)?;
                 for r in routes {
                     let p = self.parent(kind, r, gateway)?;
@@ -895,8 +1241,212 @@ impl<'a> Runner<'a> {
                 let ip = self.address(gateway)?;
                 self.weights(&ip, &gateway.namespace, weights)
             }
+            Check::Grpc {
+                gateway,
+                port,
+                reqs,
+            } => {
+                let ip = self.address(gateway)?;
+                for r in reqs {
+                    let got = self.grpc(&ip, *port, r, 1)?;
+                    compare_grpc(r, &got[0]).map_err(|e| format!("{}: {e}", r.describe()))?;
+                }
+                Ok(())
+            }
+            Check::GrpcWeights { gateway, weights } => {
+                let ip = self.address(gateway)?;
+                self.grpc_weights(&ip, &gateway.namespace, weights)
+            }
+            Check::Tcp {
+                gateway,
+                port,
+                backend,
+                sni,
+            } => {
+                let ip = self.address(gateway)?;
+                let got = match sni {
+                    None => self.tcp_echo(&ip, *port, 1)?,
+                    Some(n) => self.echo_lines_with("tcp-echo", &ip, *port, 1, &[n])?,
+                };
+                compare_tcp(backend, *sni, &got[0])
+            }
+            Check::TcpWeights {
+                gateway,
+                port,
+                weights,
+            } => {
+                const TOTAL: usize = 500;
+                let ip = self.address(gateway)?;
+                let got = self.tcp_echo(&ip, *port, TOTAL)?;
+                let mut pods = Vec::new();
+                for v in &got {
+                    if let Some(e) = v["error"].as_str() {
+                        return Err(format!("TCP echo: {e}"));
+                    }
+                    pods.push(v["test"]["pod"].as_str().unwrap_or_default().to_string());
+                }
+                spread(&pods, weights)
+            }
+            Check::Udp {
+                gateway,
+                port,
+                backend,
+            } => {
+                let ip = self.address(gateway)?;
+                let got = self.echo_lines("udp-echo", &ip, *port, 1)?;
+                compare_udp(backend.as_ref(), &got[0])
+            }
+            Check::UdpWeights {
+                gateway,
+                port,
+                weights,
+            } => {
+                let ip = self.address(gateway)?;
+                let got = self.echo_lines("udp-echo", &ip, *port, 500)?;
+                let mut pods = Vec::new();
+                for v in &got {
+                    compare_udp(None, v)?;
+                    pods.push(v["pod"].as_str().unwrap_or_default().to_string());
+                }
+                spread(&pods, weights)
+            }
             Check::Delete { .. } => Ok(()),
         }
+    }
+
+    /// `count` connections with `lab-client tcp-echo` from the client, one JSON each.
+    fn tcp_echo(
+        &self,
+        ip: &str,
+        port: u16,
+        count: usize,
+    ) -> std::result::Result<Vec<Value>, String> {
+        self.echo_lines("tcp-echo", ip, port, count)
+    }
+
+    /// `count` probes with `lab-client <sub>` (tcp-echo, udp-echo), one JSON each.
+    fn echo_lines(
+        &self,
+        sub: &str,
+        ip: &str,
+        port: u16,
+        count: usize,
+    ) -> std::result::Result<Vec<Value>, String> {
+        self.echo_lines_with(sub, ip, port, count, &[])
+    }
+
+    /// The same with more arguments after the address.
+    fn echo_lines_with(
+        &self,
+        sub: &str,
+        ip: &str,
+        port: u16,
+        count: usize,
+        more: &[&str],
+    ) -> std::result::Result<Vec<Value>, String> {
+        let bin = bins::locate("lab-client")
+            .map_err(|e| format!("{e:#}"))?
+            .to_string_lossy()
+            .into_owned();
+        let addr = format!("{ip}:{port}");
+        let n = count.to_string();
+        let out = self
+            .sys
+            .lab
+            .run_in(
+                "client",
+                &[&[bin.as_str(), sub, n.as_str(), addr.as_str()], more].concat(),
+            )
+            .map_err(|e| format!("lab-client: {e:#}"))?;
+        let got: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).map_err(|e| format!("{e}: {l}")))
+            .collect::<std::result::Result<_, _>>()?;
+        if got.len() != count {
+            return Err(format!("{} of {count} {sub} probes reported", got.len()));
+        }
+        Ok(got)
+    }
+
+    /// `count` calls of `r` with `lab-client grpc-json` from the client.
+    fn grpc(
+        &self,
+        ip: &str,
+        port: u16,
+        r: &GrpcReq,
+        count: usize,
+    ) -> std::result::Result<Vec<GrpcAnswer>, String> {
+        let bin = bins::locate("lab-client")
+            .map_err(|e| format!("{e:#}"))?
+            .to_string_lossy()
+            .into_owned();
+        let addr = format!("{ip}:{port}");
+        let authority = if r.authority.is_empty() {
+            addr.clone()
+        } else {
+            r.authority.clone()
+        };
+        let mut args = vec![
+            bin,
+            "grpc-json".into(),
+            count.to_string(),
+            addr,
+            authority,
+            r.method.into(),
+        ];
+        args.extend(r.metadata.iter().map(|(k, v)| format!("{k}={v}")));
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = self
+            .sys
+            .lab
+            .run_in("client", &argv)
+            .map_err(|e| format!("lab-client: {e:#}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let answers = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(parse_grpc_answer)
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        if answers.len() != count {
+            return Err(format!(
+                "{} of {count} gRPC calls answered (lab-client exit {:?})",
+                answers.len(),
+                out.status.code()
+            ));
+        }
+        Ok(answers)
+    }
+
+    fn grpc_weights(
+        &self,
+        ip: &str,
+        namespace: &str,
+        weights: &[(&'static str, f64)],
+    ) -> std::result::Result<(), String> {
+        const TOTAL: usize = 500;
+        // The suite adds random metadata to each call (its entropy); one fixed key is
+        // enough here, as no route matches on it and every call is a new connection.
+        let r = rpc("Echo", "").md("x-jitter", "k8slb");
+        let answers = self.grpc(ip, 80, &r, TOTAL)?;
+        let mut by: BTreeMap<String, usize> = BTreeMap::new();
+        for a in &answers {
+            compare_grpc(&r, a)?;
+            if a.namespace != namespace {
+                return Err(format!("answered from {}", a.namespace));
+            }
+            let b = a.pod.strip_suffix("-lab-0").unwrap_or(&a.pod).to_string();
+            *by.entry(b).or_default() += 1;
+        }
+        for (b, want) in weights {
+            let got = *by.get(*b).unwrap_or(&0) as f64 / TOTAL as f64;
+            if (got - want).abs() > 0.05 {
+                return Err(format!(
+                    "backend {b}: {got:.3} of the calls, want {want} (±0.05): {by:?}"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// One request with curl from the client.
@@ -1409,5 +1959,112 @@ mod tests {
         assert_eq!(a.header("a").as_deref(), Some("1"));
         assert_eq!(a.body, "body");
         assert!(parse_answer("").is_none());
+    }
+
+    fn grpc_answer(grpc: Option<u32>, http: u16, method: &str, pod: &str) -> GrpcAnswer {
+        GrpcAnswer {
+            grpc,
+            http,
+            method: crate::grpc::method_path(method),
+            namespace: INFRA.into(),
+            pod: pod.into(),
+        }
+    }
+
+    #[test]
+    fn a_grpc_answer_is_judged_by_code_method_namespace_and_pod() {
+        let r = rpc("EchoTwo", "grpc-infra-backend-v2");
+        let good = grpc_answer(Some(0), 200, "EchoTwo", "grpc-infra-backend-v2-lab-0");
+        assert_eq!(compare_grpc(&r, &good), Ok(()));
+        // Another backend, another method, another namespace, a failed call.
+        let other = grpc_answer(Some(0), 200, "EchoTwo", "grpc-infra-backend-v1-lab-0");
+        assert!(compare_grpc(&r, &other).unwrap_err().contains("pod"));
+        let method = grpc_answer(Some(0), 200, "Echo", "grpc-infra-backend-v2-lab-0");
+        assert!(compare_grpc(&r, &method).unwrap_err().contains("saw"));
+        let ns = GrpcAnswer {
+            namespace: APP.into(),
+            ..good.clone()
+        };
+        assert!(compare_grpc(&r, &ns).unwrap_err().contains("namespace"));
+        let failed = grpc_answer(Some(14), 200, "", "");
+        assert!(compare_grpc(&r, &failed).is_err());
+    }
+
+    #[test]
+    fn a_proxy_404_without_grpc_status_counts_as_unimplemented() {
+        let r = rpc("Echo", "").code(GRPC_UNIMPLEMENTED);
+        assert_eq!(compare_grpc(&r, &grpc_answer(None, 404, "", "")), Ok(()));
+        // The backend's own Unimplemented (EchoThree) too.
+        assert_eq!(
+            compare_grpc(&r, &grpc_answer(Some(12), 200, "", "")),
+            Ok(())
+        );
+        // A 503 is Unavailable, an answered call OK: neither is Unimplemented.
+        assert!(compare_grpc(&r, &grpc_answer(None, 503, "", "")).is_err());
+        let ok = grpc_answer(Some(0), 200, "Echo", "grpc-infra-backend-v1-lab-0");
+        assert!(compare_grpc(&r, &ok).is_err());
+    }
+
+    #[test]
+    fn grpc_json_lines_parse_and_a_failed_call_is_an_error() {
+        let a = parse_grpc_answer(
+            r#"{"grpc":0,"http":200,"method":"/m","namespace":"ns","pod":"p-lab-0"}"#,
+        )
+        .unwrap();
+        assert_eq!((a.grpc, a.http, a.pod.as_str()), (Some(0), 200, "p-lab-0"));
+        let none = parse_grpc_answer(r#"{"grpc":null,"http":404}"#).unwrap();
+        assert_eq!((none.grpc, none.http), (None, 404));
+        assert!(parse_grpc_answer(r#"{"error":"connect refused"}"#).is_err());
+    }
+
+    #[test]
+    fn a_tcp_echo_answer_is_judged_by_dialogue_namespace_and_pod_prefix() {
+        let b = nn("tcp-backend-v1");
+        let good = json!({"welcome": true, "pong": true, "isTLS": "false",
+            "test": {"namespace": INFRA, "pod": "tcp-backend-v1-lab-0"}});
+        assert_eq!(compare_tcp(&b, None, &good), Ok(()));
+        let mut other = good.clone();
+        other["test"]["pod"] = json!("tcp-backend-v10-lab-0");
+        assert!(compare_tcp(&b, None, &other).unwrap_err().contains("pod"));
+        let mut ns = good.clone();
+        ns["test"]["namespace"] = json!(WEB);
+        assert!(compare_tcp(&b, None, &ns)
+            .unwrap_err()
+            .contains("namespace"));
+        let mut tls = good.clone();
+        tls["isTLS"] = json!("true");
+        assert!(compare_tcp(&b, None, &tls).is_err());
+        let mut no_welcome = good.clone();
+        no_welcome["welcome"] = json!(false);
+        assert!(compare_tcp(&b, None, &no_welcome).is_err());
+        assert!(compare_tcp(&b, None, &json!({"error": "connect: refused"})).is_err());
+        // Over TLS: IS_TLS true and the server name the client asked for.
+        let mut tls = good.clone();
+        tls["isTLS"] = json!("true");
+        tls["test"]["tls"] = json!({"serverName": "abc.example.com"});
+        assert_eq!(compare_tcp(&b, Some("abc.example.com"), &tls), Ok(()));
+        assert!(compare_tcp(&b, Some("other.example.com"), &tls).is_err());
+        assert!(compare_tcp(&b, Some("abc.example.com"), &good).is_err());
+    }
+
+    #[test]
+    fn udp_answers_are_judged_by_service_and_namespace_and_weights_by_share() {
+        let b = nn("udp-echo-by-port");
+        let good = json!({"request": "x", "namespace": INFRA, "service": "udp-echo-by-port",
+            "pod": "udp-echo-by-port-lab-0"});
+        assert_eq!(compare_udp(Some(&b), &good), Ok(()));
+        let mut other = good.clone();
+        other["service"] = json!("udp-echo-by-section");
+        assert!(compare_udp(Some(&b), &other).is_err());
+        assert_eq!(compare_udp(None, &other), Ok(()));
+        assert!(compare_udp(None, &json!({"error": "recv: timed out"})).is_err());
+        let pods: Vec<String> = (0..100)
+            .map(|i| if i < 70 { "v1-lab-0" } else { "v2-lab-0" }.to_string())
+            .collect();
+        assert_eq!(
+            spread(&pods, &[("v1", 0.7), ("v2", 0.3), ("v3", 0.0)]),
+            Ok(())
+        );
+        assert!(spread(&pods, &[("v1", 0.5)]).is_err());
     }
 }

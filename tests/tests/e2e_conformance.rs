@@ -23,8 +23,9 @@ use serde_json::json;
 use std::time::{Duration, Instant};
 
 /// The certificates the suite creates at its start (names and SANs as it gives them).
-fn secrets() -> Vec<serde_json::Value> {
+fn secrets() -> (Vec<serde_json::Value>, (String, String)) {
     let mut out = Vec::new();
+    let mut passthrough = None;
     for (ns, name, sans) in [
         (conformance::WEB, "certificate", vec!["*"]),
         (
@@ -54,9 +55,12 @@ fn secrets() -> Vec<serde_json::Value> {
         ),
     ] {
         let (crt, key) = self_signed_for(&sans);
+        if (ns, name) == (INFRA, "tls-passthrough-checks-certificate") {
+            passthrough = Some((crt.clone(), key.clone()));
+        }
         out.push(tls_secret(ns, name, &crt, &key));
     }
-    out
+    (out, passthrough.expect("the passthrough certificate"))
 }
 
 fn run_on(
@@ -82,6 +86,15 @@ fn run_on(
     }
     // Every Deployment the base and the cases' manifests name gets an echo identity.
     let mut deployments = conformance::deployments(&base);
+    // Those that run the suite's gRPC or TCP echo server (GRPC_ECHO_SERVER,
+    // TCP_ECHO_SERVER) answer gRPC or its TCP protocol.
+    // The suite mounts the passthrough certificate into its TLS echo (tcp-backend).
+    let (secrets, passthrough) = secrets();
+    let mut kinds = conformance::EchoKinds {
+        tls_pem: Some(passthrough),
+        ..Default::default()
+    };
+    kinds.extend(&base);
     for c in &all {
         if c.skip.is_some() {
             continue;
@@ -90,12 +103,13 @@ fn run_on(
             let docs = read_manifest(&data.join("gateway-api/conformance/tests").join(m))
                 .unwrap_or_else(|e| panic!("{}: {e:#}", c.name));
             deployments.extend(conformance::deployments(&docs));
+            kinds.extend(&docs);
         }
     }
     let results;
     {
-        let mut runner =
-            Runner::start(&mut sys, data.to_path_buf(), &deployments).expect("the echo backend");
+        let mut runner = Runner::start(&mut sys, data.to_path_buf(), &deployments, &kinds)
+            .expect("the echo backend");
         let class = json!({
             "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
             "metadata": {"name": CLASS},
@@ -103,7 +117,7 @@ fn run_on(
         });
         let mut docs = vec![class];
         docs.extend(base);
-        docs.extend(secrets());
+        docs.extend(secrets);
         let docs = runner.prepare(&docs);
         runner
             .apply("base", &docs)

@@ -147,7 +147,13 @@ fn status_out_holds_the_status_of_each_object_ours_and_follows_its_changes() {
         "{r}"
     );
 
-    let gw = read(&out.join("Gateway/default/gw.json")).expect("the Gateway's status");
+    // One round writes the files one after the other: each is waited for.
+    let gw = wait_file(
+        &out.join("Gateway/default/gw.json"),
+        "the Gateway's status",
+        |v| v.is_some(),
+    )
+    .unwrap();
     let ip = gw["addresses"][0]["value"].as_str().expect("an address");
     assert!(ip.starts_with("198.18.0.1"), "{gw}");
     assert_eq!(gw["listeners"][0]["attachedRoutes"], 1, "{gw}");
@@ -157,13 +163,18 @@ fn status_out_holds_the_status_of_each_object_ours_and_follows_its_changes() {
         "{gw}"
     );
     let class_path = out.join("GatewayClass/k8slb.json");
-    let class = read(&class_path).expect("the GatewayClass's status");
+    let class = wait_file(&class_path, "the GatewayClass's status", |v| v.is_some()).unwrap();
     assert_eq!(
         cond(&class["conditions"], "Accepted").map(|c| &c["status"]),
         Some(&Value::from("True")),
         "{class}"
     );
-    let svc = read(&out.join("Service/default/web.json")).expect("the Service's status");
+    let svc = wait_file(
+        &out.join("Service/default/web.json"),
+        "the Service's status",
+        |v| v.is_some(),
+    )
+    .unwrap();
     assert_eq!(
         svc["loadBalancer"]["ingress"][0]["ipMode"], "Proxy",
         "{svc}"

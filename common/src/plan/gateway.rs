@@ -324,6 +324,15 @@ fn request(
     }
     let (statics, bad_address) = static_addresses(g, &mut problem);
     refused |= bad_address;
+    if g.spec
+        .infrastructure
+        .as_ref()
+        .and_then(|i| i.parameters_ref.as_ref())
+        .is_some()
+    {
+        // The status says it (Accepted False InvalidParameters; see `report`).
+        refused = true;
+    }
     if refused {
         // Nothing new for a request refused as written (never a surprise address);
         // what it holds stays (see `allocate`).

@@ -22,7 +22,13 @@
 //!   sets those response headers; a query `delay=<n>s|<n>ms` waits that long first.
 //! - gRPC (`--grpc`, h2c): the conformance suite's GrpcEcho service
 //!   ([`k8slb_tests::grpc`]), its pod context naming this backend (`pod` and
-//!   `service_name` = `<name>`).
+//!   `service_name` = `<name>`). `--grpc-echo ADDR,NAMESPACE,POD`: the same service
+//!   naming that namespace and pod, as the suite's `GRPC_ECHO_SERVER` Deployments answer.
+//! - TCP echo (`--tcp-echo ADDR,NAMESPACE,POD`): the suite's TCP echo protocol
+//!   (welcome line; `PING`, `IS_TLS`, `TEST` answered), as its `TCP_ECHO_SERVER`
+//!   Deployments answer.
+//! - UDP echo (`--udp-echo ADDR,NAMESPACE,POD`): each datagram answered with JSON
+//!   (`request`, `namespace`, `service`, `pod`), as the suite's `UDP_ECHO_SERVER`.
 //! - WebSocket (`--ws`): an `Upgrade: websocket` request gets `101`, then every byte is
 //!   echoed ([`k8slb_tests::grpc::upgrade_backend`]); another request `200 <name>`.
 //!
@@ -46,6 +52,10 @@ struct Args {
     grpc: Vec<SocketAddr>,
     ws: Vec<SocketAddr>,
     echo: Vec<(SocketAddr, Arc<Echo>)>,
+    grpc_echo: Vec<(SocketAddr, Arc<Echo>)>,
+    tcp_echo: Vec<(SocketAddr, Arc<Echo>)>,
+    udp_echo: Vec<(SocketAddr, Arc<Echo>)>,
+    tcp_echo_tls: Vec<(SocketAddr, Arc<Echo>)>,
 }
 
 /// Who an echo listener says it is.
@@ -65,6 +75,10 @@ fn parse_args() -> Result<Args, String> {
         tcp: vec![],
         udp: vec![],
         echo: vec![],
+        grpc_echo: vec![],
+        tcp_echo: vec![],
+        udp_echo: vec![],
+        tcp_echo_tls: vec![],
         grpc: vec![],
         ws: vec![],
     };
@@ -83,28 +97,34 @@ fn parse_args() -> Result<Args, String> {
             "--key" => a.key = Some(PathBuf::from(&val)),
             "--tcp" => a.tcp.push(addr()?),
             "--udp" => a.udp.push(addr()?),
-            "--echo" => {
+            "--echo" | "--grpc-echo" | "--tcp-echo" | "--tcp-echo-tls" | "--udp-echo" => {
                 let mut parts = val.split(',');
                 let (Some(at), Some(namespace), Some(pod), None) =
                     (parts.next(), parts.next(), parts.next(), parts.next())
                 else {
-                    return Err(format!("--echo {val}: expected ADDR,NAMESPACE,POD"));
+                    return Err(format!("{flag} {val}: expected ADDR,NAMESPACE,POD"));
                 };
                 let at = at
                     .parse::<SocketAddr>()
-                    .map_err(|e| format!("--echo {val}: {e}"))?;
+                    .map_err(|e| format!("{flag} {val}: {e}"))?;
                 let echo = Echo {
                     namespace: namespace.to_string(),
                     pod: pod.to_string(),
                 };
-                a.echo.push((at, Arc::new(echo)));
+                match flag.as_str() {
+                    "--echo" => a.echo.push((at, Arc::new(echo))),
+                    "--grpc-echo" => a.grpc_echo.push((at, Arc::new(echo))),
+                    "--tcp-echo" => a.tcp_echo.push((at, Arc::new(echo))),
+                    "--tcp-echo-tls" => a.tcp_echo_tls.push((at, Arc::new(echo))),
+                    _ => a.udp_echo.push((at, Arc::new(echo))),
+                }
             }
             "--grpc" => a.grpc.push(addr()?),
             "--ws" => a.ws.push(addr()?),
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
-    if a.name.is_empty() && a.echo.is_empty() {
+    if a.name.is_empty() && a.echo.is_empty() && a.grpc_echo.is_empty() && a.tcp_echo.is_empty() {
         return Err("--name is required".into());
     }
     if !a.https.is_empty() && (a.cert.is_none() || a.key.is_none()) {
@@ -117,7 +137,7 @@ fn main() {
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc ADDR]... [--ws ADDR]...");
+            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc-echo ADDR,NAMESPACE,POD]... [--tcp-echo ADDR,NAMESPACE,POD]... [--udp-echo ADDR,NAMESPACE,POD]... [--tcp-echo-tls ADDR,NAMESPACE,POD --cert PEM --key PEM]... [--grpc ADDR]... [--ws ADDR]...");
             std::process::exit(64);
         }
     };
@@ -135,6 +155,11 @@ fn main() {
 async fn run(args: Args) -> std::io::Result<()> {
     let name: Arc<str> = Arc::from(args.name.as_str());
     let acceptor = if args.https.is_empty() {
+        None
+    } else {
+        Some(tls_acceptor(&args)?)
+    };
+    let tcp_tls_acceptor = if args.tcp_echo_tls.is_empty() {
         None
     } else {
         Some(tls_acceptor(&args)?)
@@ -194,6 +219,51 @@ async fn run(args: Args) -> std::io::Result<()> {
             }
         });
     }
+    for (addr, echo) in args.tcp_echo {
+        let l = bind(addr).await?;
+        tasks.spawn(async move {
+            loop {
+                if let Ok((s, _)) = l.accept().await {
+                    let echo = echo.clone();
+                    tokio::spawn(async move {
+                        if s.set_nodelay(true).is_ok() {
+                            let _ = serve_tcp_echo(s, &echo, addr.port()).await;
+                        }
+                    });
+                }
+            }
+        });
+    }
+    if let Some(acceptor) = tcp_tls_acceptor {
+        for (addr, echo) in args.tcp_echo_tls {
+            let l = bind(addr).await?;
+            let acceptor = acceptor.clone();
+            tasks.spawn(async move {
+                loop {
+                    if let Ok((s, _)) = l.accept().await {
+                        let echo = echo.clone();
+                        let acceptor = acceptor.clone();
+                        tokio::spawn(async move {
+                            let _ = s.set_nodelay(true);
+                            let _ = serve_tcp_echo_either(s, &echo, addr.port(), acceptor).await;
+                        });
+                    }
+                }
+            });
+        }
+    }
+    for (addr, echo) in args.udp_echo {
+        let sock = UdpSocket::bind(addr).await?;
+        tasks.spawn(async move {
+            let mut buf = vec![0u8; 2048];
+            loop {
+                if let Ok((n, peer)) = sock.recv_from(&mut buf).await {
+                    let reply = udp_echo_reply(&echo, &buf[..n]);
+                    let _ = sock.send_to(reply.as_bytes(), peer).await;
+                }
+            }
+        });
+    }
     for addr in args.tcp {
         let l = bind(addr).await?;
         let name = name.clone();
@@ -228,6 +298,17 @@ async fn run(args: Args) -> std::io::Result<()> {
         let ctx = k8slb_tests::grpc::PodContext {
             service_name: name.to_string(),
             pod: name.to_string(),
+            ..Default::default()
+        };
+        grpc.push(k8slb_tests::grpc::echo_server(
+            std::net::TcpListener::bind(addr)?,
+            ctx,
+        )?);
+    }
+    for (addr, echo) in args.grpc_echo {
+        let ctx = k8slb_tests::grpc::PodContext {
+            namespace: echo.namespace.clone(),
+            pod: echo.pod.clone(),
             ..Default::default()
         };
         grpc.push(k8slb_tests::grpc::echo_server(
@@ -289,6 +370,92 @@ async fn serve_tcp(mut s: TcpStream, name: &str) -> std::io::Result<()> {
         }
         s.write_all(&buf[..n]).await?;
     }
+}
+
+/// The suite's UDP echo (echo-basic's udpechoserver, v1.6.1): each datagram answered
+/// with one JSON object, the `request` as received and who answers.
+fn udp_echo_reply(echo: &Echo, datagram: &[u8]) -> String {
+    let service = echo.pod.strip_suffix("-lab-0").unwrap_or(&echo.pod);
+    serde_json::json!({
+        "request": String::from_utf8_lossy(datagram),
+        "namespace": echo.namespace,
+        "ingress": "",
+        "service": service,
+        "pod": echo.pod,
+    })
+    .to_string()
+}
+
+/// The suite's TCP echo server with its TLS port on the same listener: a client that
+/// speaks first with a TLS handshake (a first byte 0x16 within 300 ms) gets TLS with
+/// `--cert`/`--key` and `IS_TLS` `true` (and the server name it asked for in `TEST`);
+/// one that waits (the plain protocol starts with the server's welcome) gets plain.
+async fn serve_tcp_echo_either(
+    s: TcpStream,
+    echo: &Echo,
+    port: u16,
+    acceptor: tokio_rustls::TlsAcceptor,
+) -> std::io::Result<()> {
+    let mut first = [0u8; 1];
+    let peeked =
+        tokio::time::timeout(std::time::Duration::from_millis(300), s.peek(&mut first)).await;
+    if !matches!(peeked, Ok(Ok(1))) || first[0] != 0x16 {
+        return serve_tcp_echo(s, echo, port).await;
+    }
+    let tls = acceptor.accept(s).await?;
+    let (_, conn) = tls.get_ref();
+    let info = serde_json::json!({
+        "version": format!("{:?}", conn.protocol_version()),
+        "serverName": conn.server_name().unwrap_or_default(),
+        "cipherSuite": conn.negotiated_cipher_suite().map(|c| format!("{:?}", c.suite())),
+    });
+    echo_dialogue(tls, echo, port, Some(info)).await
+}
+
+/// The suite's TCP echo protocol (echo-basic's tcpserver, v1.6.1): a welcome line, then
+/// per line `PING` → `PONG`, `IS_TLS` → `false`, `TEST` → one JSON line naming who
+/// answers (`namespace`, `service`, `pod`, `tcpport`, `isTLS`); anything else is ignored.
+async fn serve_tcp_echo(s: TcpStream, echo: &Echo, port: u16) -> std::io::Result<()> {
+    echo_dialogue(s, echo, port, None).await
+}
+
+/// The dialogue over `s`; `tls`: the TLS facts of a TLS connection.
+async fn echo_dialogue<S: AsyncRead + AsyncWrite + Unpin>(
+    s: S,
+    echo: &Echo,
+    port: u16,
+    tls: Option<serde_json::Value>,
+) -> std::io::Result<()> {
+    use tokio::io::AsyncBufReadExt;
+    let (r, mut w) = tokio::io::split(s);
+    w.write_all(b"Gateway API Test TCP Server\n").await?;
+    w.flush().await?;
+    let mut lines = tokio::io::BufReader::new(r).lines();
+    while let Some(line) = lines.next_line().await? {
+        let answer = match line.trim() {
+            "PING" => "PONG".to_string(),
+            "IS_TLS" => tls.is_some().to_string(),
+            "TEST" => {
+                let service = echo.pod.strip_suffix("-lab-0").unwrap_or(&echo.pod);
+                let mut v = serde_json::json!({
+                    "namespace": echo.namespace,
+                    "ingress": "",
+                    "service": service,
+                    "pod": echo.pod,
+                    "tcpport": port.to_string(),
+                    "isTLS": tls.is_some(),
+                });
+                if let Some(t) = &tls {
+                    v["tls"] = t.clone();
+                }
+                v.to_string()
+            }
+            _ => continue,
+        };
+        w.write_all(format!("{answer}\n").as_bytes()).await?;
+        w.flush().await?;
+    }
+    Ok(())
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {

@@ -149,10 +149,177 @@ fn grpc_call(args: &[String]) -> i32 {
     }
 }
 
+/// `lab-client grpc-json <count> <addr> <authority> <method> [<key>=<value>]...`: `count`
+/// unary calls as `grpc`, each on a new connection, one JSON line each:
+/// `{"grpc": <status|null>, "http": <status>, "method": .., "namespace": .., "pod": ..}` or
+/// `{"error": "<what>"}` (the conformance runner's gRPC requests).
+fn grpc_json(args: &[String]) -> i32 {
+    let [count, addr, authority, method, md @ ..] = args else {
+        eprintln!(
+            "lab-client grpc-json: usage: grpc-json <count> <addr> <authority> <method> [k=v]..."
+        );
+        return 64;
+    };
+    let (Ok(count), Ok(addr)) = (count.parse::<usize>(), addr.parse::<std::net::SocketAddr>())
+    else {
+        eprintln!("lab-client grpc-json: {count} {addr}: not a count and an address");
+        return 64;
+    };
+    let md: Vec<(&str, &str)> = md.iter().filter_map(|kv| kv.split_once('=')).collect();
+    let path = k8slb_tests::grpc::method_path(method);
+    for _ in 0..count {
+        let line = match k8slb_tests::grpc::call_blocking(
+            addr,
+            authority,
+            &path,
+            &md,
+            Duration::from_secs(3),
+        ) {
+            Ok(r) => {
+                let a = r.assertions.unwrap_or_default();
+                serde_json::json!({
+                    "grpc": r.grpc_status,
+                    "http": r.http_status,
+                    "method": a.fully_qualified_method,
+                    "namespace": a.context.namespace,
+                    "pod": a.context.pod,
+                })
+            }
+            Err(e) => serde_json::json!({"error": e.to_string()}),
+        };
+        println!("{line}");
+    }
+    0
+}
+
+/// `lab-client tcp-echo <count> <addr> [<server name>]`: `count` connections speaking
+/// the conformance suite's TCP echo protocol (over TLS with that server name, any
+/// certificate taken, when one is given), one JSON line each: `{"welcome": bool,
+/// "pong": bool, "isTLS": "<answer>", "test": <the TEST answer>}` or `{"error": "<what>"}`.
+fn tcp_echo(args: &[String]) -> i32 {
+    let (count, addr, sni) = match args {
+        [c, a] => (c, a, None),
+        [c, a, n] => (c, a, Some(n.clone())),
+        _ => {
+            eprintln!("lab-client tcp-echo: usage: tcp-echo <count> <addr> [<server name>]");
+            return 64;
+        }
+    };
+    let (Ok(count), Ok(addr)) = (count.parse::<usize>(), addr.parse::<SocketAddr>()) else {
+        eprintln!("lab-client tcp-echo: {count} {addr}: not a count and an address");
+        return 64;
+    };
+    for _ in 0..count {
+        let line = match tcp_echo_once(addr, sni.as_deref()) {
+            Ok(v) => v,
+            Err(e) => json!({"error": e}),
+        };
+        println!("{line}");
+    }
+    0
+}
+
+/// `lab-client udp-echo <count> <addr>`: `count` probes of the conformance suite's UDP
+/// echo (a datagram from a new socket each, 2 s for the answer), one line each: the
+/// answer (JSON) or `{"error": "<what>"}`.
+fn udp_echo(args: &[String]) -> i32 {
+    let [count, addr] = args else {
+        eprintln!("lab-client udp-echo: usage: udp-echo <count> <addr>");
+        return 64;
+    };
+    let (Ok(count), Ok(addr)) = (count.parse::<usize>(), addr.parse::<SocketAddr>()) else {
+        eprintln!("lab-client udp-echo: {count} {addr}: not a count and an address");
+        return 64;
+    };
+    for _ in 0..count {
+        let once = || -> Result<String, String> {
+            let s = UdpSocket::bind("0.0.0.0:0").map_err(|e| format!("bind: {e}"))?;
+            s.set_read_timeout(Some(Duration::from_secs(2)))
+                .map_err(|e| e.to_string())?;
+            s.connect(addr).map_err(|e| format!("connect: {e}"))?;
+            s.send(b"gateway-api-conformance-udp-echo")
+                .map_err(|e| format!("send: {e}"))?;
+            let mut buf = [0u8; 2048];
+            let n = s.recv(&mut buf).map_err(|e| format!("recv: {e}"))?;
+            let text = String::from_utf8_lossy(&buf[..n]).to_string();
+            serde_json::from_str::<serde_json::Value>(&text)
+                .map_err(|e| format!("not JSON ({e}): {text}"))?;
+            Ok(text)
+        };
+        match once() {
+            Ok(line) => println!("{line}"),
+            Err(e) => println!("{}", json!({"error": e})),
+        }
+    }
+    0
+}
+
+fn tcp_echo_once(addr: SocketAddr, sni: Option<&str>) -> Result<serde_json::Value, String> {
+    let s = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+        .map_err(|e| format!("connect: {e}"))?;
+    let _ = s.set_nodelay(true);
+    s.set_read_timeout(Some(Duration::from_secs(3)))
+        .map_err(|e| e.to_string())?;
+    match sni {
+        None => echo_dialogue(s),
+        Some(host) => {
+            let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host.to_string())
+                .map_err(|e| format!("server name: {e}"))?;
+            let conn = tokio_rustls::rustls::ClientConnection::new(tls_config(), name)
+                .map_err(|e| format!("tls: {e}"))?;
+            echo_dialogue(tokio_rustls::rustls::StreamOwned::new(conn, s))
+        }
+    }
+}
+
+/// The TCP echo dialogue over `s`: welcome, PING, IS_TLS, TEST.
+fn echo_dialogue(mut s: impl Read + Write) -> Result<serde_json::Value, String> {
+    fn line(s: &mut impl Read) -> Result<String, String> {
+        let mut out = Vec::new();
+        let mut b = [0u8; 1];
+        loop {
+            match s.read(&mut b) {
+                Ok(0) => return Err("closed".into()),
+                Ok(_) if b[0] == b'\n' => break,
+                Ok(_) => out.push(b[0]),
+                Err(e) => return Err(format!("read: {e}")),
+            }
+        }
+        Ok(String::from_utf8_lossy(&out).to_string())
+    }
+    let welcome = line(&mut s)?;
+    let mut ask = |q: &str| -> Result<String, String> {
+        s.write_all(format!("{q}\n").as_bytes())
+            .map_err(|e| format!("write: {e}"))?;
+        s.flush().map_err(|e| format!("write: {e}"))?;
+        line(&mut s)
+    };
+    let pong = ask("PING")?;
+    let is_tls = ask("IS_TLS")?;
+    let test = ask("TEST")?;
+    let test: serde_json::Value =
+        serde_json::from_str(&test).map_err(|e| format!("TEST answer {test:?}: {e}"))?;
+    Ok(json!({
+        "welcome": welcome == "Gateway API Test TCP Server",
+        "pong": pong == "PONG",
+        "isTLS": is_tls,
+        "test": test,
+    }))
+}
+
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some("udp-echo") {
+        std::process::exit(udp_echo(&argv[1..]));
+    }
+    if argv.first().map(String::as_str) == Some("tcp-echo") {
+        std::process::exit(tcp_echo(&argv[1..]));
+    }
     if argv.first().map(String::as_str) == Some("grpc") {
         std::process::exit(grpc_call(&argv[1..]));
+    }
+    if argv.first().map(String::as_str) == Some("grpc-json") {
+        std::process::exit(grpc_json(&argv[1..]));
     }
     let o = match parse() {
         Ok(o) => o,

@@ -47,6 +47,10 @@ pub(super) fn attach(
     }
     let mut candidates = 0;
     let mut allowed = 0;
+    // Listeners not served (a certificate unresolved, a conflict, ...) that the route
+    // attaches to all the same: attachment is parentRefs × allowedRoutes alone (the
+    // specification's ListenerStatus.attachedRoutes), serving is the listener's business.
+    let mut unserved = 0;
     let mut held_by = None;
     let mut at = Vec::new();
     for (i, l) in lsts.iter_mut().enumerate() {
@@ -57,7 +61,8 @@ pub(super) fn attach(
             continue;
         }
         candidates += 1;
-        if !l.served() || !l.kinds.contains(&kind) || !allows_namespace(l, rns, namespaces) {
+        if l.protocol_refused() || !l.kinds.contains(&kind) || !allows_namespace(l, rns, namespaces)
+        {
             continue;
         }
         allowed += 1;
@@ -67,6 +72,14 @@ pub(super) fn attach(
         } else {
             intersect(l.hostname.as_ref(), &route_hosts)
         };
+        if !l.served() {
+            // Counted, never served (and holds no server name against other routes).
+            if !hosts.is_empty() {
+                l.attached += 1;
+                unserved += 1;
+            }
+            continue;
+        }
         if let Some((taken, who)) = taken.as_mut() {
             hosts.retain(|h| match taken.get(&(i, h.clone())) {
                 Some(holder) => {
@@ -112,6 +125,13 @@ pub(super) fn attach(
                     "listener"
                 }
             ),
+        )
+    } else if at.is_empty() && unserved > 0 && held_by.is_none() {
+        Condition::new(
+            "Accepted",
+            true,
+            "Accepted",
+            "attached to listeners that are not programmed: nothing is served until they are",
         )
     } else if at.is_empty() {
         Condition::new(

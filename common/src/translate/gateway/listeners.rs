@@ -8,6 +8,14 @@ impl Lst<'_> {
     pub(super) fn served(&self) -> bool {
         self.protocol.is_some() || self.stream.is_some()
     }
+
+    /// Its protocol is refused (`UnsupportedProtocol`): no route attaches to it at all
+    /// (another reason not to serve it, a certificate say, still lets routes attach).
+    pub(super) fn protocol_refused(&self) -> bool {
+        self.conditions
+            .iter()
+            .any(|c| c.type_ == "Accepted" && !c.status && c.reason == "UnsupportedProtocol")
+    }
 }
 
 /// The route kind a listener protocol takes.

@@ -84,8 +84,14 @@ pub(super) fn gateway_status(
         .filter(|a| crate::ipam::parse_ip(&a.value).map_or(true, |ip| !addresses.contains(&ip)))
         .map(|a| a.value.as_str())
         .collect();
-    let accepted = match unsupported {
-        Some(a) => Condition::new(
+    let params = g
+        .spec
+        .infrastructure
+        .as_ref()
+        .and_then(|i| i.parameters_ref.as_ref());
+    let accepted = match (unsupported, params) {
+        (_, Some(p)) => Condition::new("Accepted", false, "InvalidParameters", p.refusal()),
+        (Some(a), None) => Condition::new(
             "Accepted",
             false,
             "UnsupportedAddress",
@@ -96,7 +102,7 @@ pub(super) fn gateway_status(
         ),
         // The specification: a Gateway with invalid listeners says ListenersNotValid,
         // not accepted when none of them is (GatewayListenerUnsupportedProtocol).
-        None => {
+        (None, None) => {
             let refused = listeners
                 .iter()
                 .filter(|l| {
@@ -163,11 +169,7 @@ fn listener_status(l: &Lst<'_>) -> ListenerStatus {
         // another reason than its protocol (a certificate problem: the suite's
         // GatewayInvalidTLSConfiguration); none for a protocol refused
         // (GatewayListenerUnsupportedProtocol).
-        supported_kinds: if l
-            .conditions
-            .iter()
-            .any(|c| c.type_ == "Accepted" && !c.status && c.reason == "UnsupportedProtocol")
-        {
+        supported_kinds: if l.protocol_refused() {
             vec![]
         } else {
             l.kinds.clone()

@@ -83,6 +83,34 @@ impl Gateway {
 pub struct GatewayInfrastructure {
     #[serde(default)]
     pub annotations: std::collections::BTreeMap<String, String>,
+    /// `parametersRef`: k8slb defines no parameters kind, so a Gateway naming one is
+    /// not accepted (`InvalidParameters`, as the specification says for an unsupported
+    /// kind) and gets no new address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters_ref: Option<LocalParametersRef>,
+}
+
+/// A `LocalParametersReference`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LocalParametersRef {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+}
+
+impl LocalParametersRef {
+    /// Why a Gateway naming it is refused (user text cut, for status and Events).
+    pub fn refusal(&self) -> String {
+        format!(
+            "spec.infrastructure.parametersRef: {}/{} {} is not a parameters kind k8slb knows (it has none)",
+            crate::problem::cut(&self.group, 60),
+            crate::problem::cut(&self.kind, 60),
+            crate::problem::cut(&self.name, 60)
+        )
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
