@@ -1835,6 +1835,18 @@ pub fn report(proxy: &str, version: &str, results: &[(Case, Outcome)]) -> String
     serde_yaml::to_string(&doc).unwrap_or_default()
 }
 
+/// Whether two reports say the same but for their `date`: a run that measured nothing new
+/// leaves the committed report as it is.
+pub fn same_report(old: &str, new: &str) -> bool {
+    let body = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| !l.starts_with("date:"))
+            .map(str::to_string)
+            .collect()
+    };
+    body(old) == body(new)
+}
+
 /// The date of a report: the day it ran (UTC, from `date`; no clock dependency here).
 fn chrono_like_now() -> String {
     std::process::Command::new("date")
@@ -1847,6 +1859,15 @@ fn chrono_like_now() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_that_differs_only_by_its_date_is_the_same_report() {
+        let a = "apiVersion: v1\ndate: 2026-11-26T10:00:00Z\nprofiles: []\n";
+        let b = "apiVersion: v1\ndate: 2026-11-27T11:00:00Z\nprofiles: []\n";
+        let c = "apiVersion: v1\ndate: 2026-11-26T10:00:00Z\nprofiles: [x]\n";
+        assert!(same_report(a, b));
+        assert!(!same_report(a, c));
+    }
 
     fn answer(status: u16, headers: &[(&str, &str)], body: Value) -> Answer {
         Answer {
