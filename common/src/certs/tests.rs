@@ -1,4 +1,3 @@
-
 use super::*;
 
 #[cfg(feature = "fs")]
