@@ -14,10 +14,8 @@
 mod support;
 
 use k8slb_common::gateway::types::L4Kind;
-use k8slb_common::gateway::{translate, Condition, GatewayOutput, ParentStatus};
+use k8slb_common::gateway::{Condition, GatewayOutput, ParentStatus};
 use k8slb_common::objects::Objects;
-use std::collections::BTreeMap;
-use std::net::IpAddr;
 use support::*;
 
 const VIP: &str = "198.18.0.60";
@@ -72,21 +70,7 @@ fn objects(extra: &str) -> Objects {
 }
 
 fn run(o: &Objects) -> GatewayOutput {
-    let addresses: BTreeMap<_, _> = o
-        .gateways
-        .iter()
-        .map(|g| {
-            (
-                k8slb_common::names::ObjectKey::new(
-                    g.metadata.namespace.as_deref().unwrap(),
-                    g.metadata.name.as_deref().unwrap(),
-                )
-                .unwrap(),
-                vec![VIP.parse::<IpAddr>().unwrap()],
-            )
-        })
-        .collect();
-    translate(&o.gateway_input(&[], &addresses, &BTreeMap::new()))
+    translate_on(o, &[], VIP)
 }
 
 /// (type, status, reason) of each condition: what the suite compares.

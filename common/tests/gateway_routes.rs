@@ -65,21 +65,7 @@ fn objects(texts: &[&str]) -> Objects {
 }
 
 fn run(o: &Objects, secrets: &[SecretMeta]) -> GatewayOutput {
-    let addresses: BTreeMap<_, _> = o
-        .gateways
-        .iter()
-        .map(|g| {
-            (
-                k8slb_common::names::ObjectKey::new(
-                    g.metadata.namespace.as_deref().unwrap(),
-                    g.metadata.name.as_deref().unwrap(),
-                )
-                .unwrap(),
-                vec![VIP.parse::<IpAddr>().unwrap()],
-            )
-        })
-        .collect();
-    translate(&o.gateway_input(secrets, &addresses, &BTreeMap::new()))
+    translate_on(o, secrets, VIP)
 }
 
 /// Where a request goes: the backend Services by name (weights dropped), `redirect`, or

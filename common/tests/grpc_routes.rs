@@ -10,11 +10,9 @@
 mod support;
 
 use k8slb_common::app_protocol::BackendProtocol;
-use k8slb_common::gateway::{translate, GatewayOutput};
+use k8slb_common::gateway::GatewayOutput;
 use k8slb_common::objects::Objects;
 use k8slb_common::routes::{Request, RouteAction};
-use std::collections::BTreeMap;
-use std::net::IpAddr;
 use support::*;
 
 const VIP: &str = "198.18.0.70";
@@ -69,21 +67,7 @@ fn objects(extra: &str) -> Objects {
 }
 
 fn run(o: &Objects) -> GatewayOutput {
-    let addresses: BTreeMap<_, _> = o
-        .gateways
-        .iter()
-        .map(|g| {
-            (
-                k8slb_common::names::ObjectKey::new(
-                    g.metadata.namespace.as_deref().unwrap(),
-                    g.metadata.name.as_deref().unwrap(),
-                )
-                .unwrap(),
-                vec![VIP.parse::<IpAddr>().unwrap()],
-            )
-        })
-        .collect();
-    translate(&o.gateway_input(&[], &addresses, &BTreeMap::new()))
+    translate_on(o, &[], VIP)
 }
 
 /// Where a gRPC call of `method` with `metadata` to `authority` goes: the backend

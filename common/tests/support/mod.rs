@@ -253,3 +253,31 @@ pub fn ingress_problems(s: &State, key: &str) -> Vec<(String, String)> {
         .map(|p| (p.reason.to_string(), p.message.clone()))
         .collect()
 }
+
+/// The Gateway API translation of `o` with every Gateway on the one address `vip` (and
+/// the Secrets `secrets` known), as the plan would call it after allocation.
+pub fn translate_on(
+    o: &Objects,
+    secrets: &[k8slb_common::ingress::SecretMeta],
+    vip: &str,
+) -> k8slb_common::gateway::GatewayOutput {
+    let addresses: std::collections::BTreeMap<_, _> = o
+        .gateways
+        .iter()
+        .map(|g| {
+            (
+                k8slb_common::names::ObjectKey::new(
+                    g.metadata.namespace.as_deref().unwrap(),
+                    g.metadata.name.as_deref().unwrap(),
+                )
+                .unwrap(),
+                vec![vip.parse::<std::net::IpAddr>().unwrap()],
+            )
+        })
+        .collect();
+    k8slb_common::gateway::translate(&o.gateway_input(
+        secrets,
+        &addresses,
+        &std::collections::BTreeMap::new(),
+    ))
+}
