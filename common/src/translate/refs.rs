@@ -139,9 +139,9 @@ pub enum PortRef<'r> {
 #[derive(Debug, Clone)]
 pub struct ResolvedPort<'s> {
     pub id: BackendId,
-    pub port_name: Option<PortName>,
-    /// The name as the Service gives it ("" when it has none), for the endpoints.
-    pub port_name_raw: &'s str,
+    /// The port's name as the Service gives it ("" when it has none): endpoints are
+    /// found by it in the EndpointSlices.
+    pub port_name: &'s str,
     /// The port's `appProtocol`, as the Service gives it.
     pub app_protocol: Option<&'s str>,
     pub slices: &'s [&'s EndpointSlice],
@@ -166,6 +166,15 @@ pub enum ServiceRefError {
 pub struct ServiceRefs<'a> {
     services: HashMap<(&'a str, &'a str), &'a Service>,
     slices: SliceIndex<'a>,
+}
+
+impl ResolvedPort<'_> {
+    /// The port's name, when it has a valid one.
+    pub fn name(&self) -> Option<PortName> {
+        Some(self.port_name)
+            .filter(|n| !n.is_empty())
+            .and_then(|n| n.parse().ok())
+    }
 }
 
 impl<'a> ServiceRefs<'a> {
@@ -230,8 +239,7 @@ impl<'a> ServiceRefs<'a> {
                 service,
                 port: number,
             },
-            port_name: sp.name.as_deref().and_then(|n| n.parse().ok()),
-            port_name_raw: sp.name.as_deref().unwrap_or(""),
+            port_name: sp.name.as_deref().unwrap_or(""),
             app_protocol: sp.app_protocol.as_deref(),
             slices,
         })

@@ -153,7 +153,7 @@ pub(super) fn backend(
     }
     let id = found.id;
     backends.entry(id.clone()).or_insert_with(|| BackendState {
-        endpoints: endpoints(found.port_name_raw, protocol, found.slices),
+        endpoints: endpoints(found.port_name, protocol, found.slices),
         stickiness: None,
         protocol: backend_protocol,
     });

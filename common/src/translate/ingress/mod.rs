@@ -326,7 +326,8 @@ impl<'a> Index<'a> {
                         p.id.port
                     ))
                 })?;
-                Ok((p.id, p.port_name, p.slices, protocol))
+                let name = p.name();
+                Ok((p.id, name, p.slices, protocol))
             }
             Err(ServiceRefError::InvalidName) => Err((
                 reason::SERVICE_NOT_FOUND,
