@@ -3,7 +3,7 @@
 //! 1,000 backends of 10 endpoints; prints the output sizes.
 
 use criterion::{criterion_group, Criterion};
-use k8slb_actor::render_http::{HttpRenderOptions, HttpRenderer};
+use k8slb_actor::render::{HttpRenderOptions, HttpRenderer};
 use k8slb_common::routes::{
     BackendId, BackendState, HttpRoutes, Listener, ListenerProtocol, PathMatch, RouteAction,
     RouteMatch, RouteRule, VirtualHost,

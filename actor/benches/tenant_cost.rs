@@ -17,7 +17,7 @@
 #[path = "../tests/support/tenant_routes.rs"]
 mod tenant_routes;
 
-use k8slb_actor::render_http::{HttpRenderOptions, HttpRenderer};
+use k8slb_actor::render::{HttpRenderOptions, HttpRenderer};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;

@@ -132,7 +132,11 @@ pub fn run(args: RenderArgs) -> anyhow::Result<()> {
         keepalived,
         proxy,
         files,
+        notes,
     } = renderer.render(&v).context("rendering")?;
+    for n in &notes {
+        eprintln!("k8slb-actor: note: {n}");
+    }
     if !files.is_empty() {
         std::fs::create_dir_all(&opts.routes_dir)
             .with_context(|| format!("creating {}", opts.routes_dir.display()))?;

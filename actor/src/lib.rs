@@ -63,8 +63,6 @@ pub mod ports;
 pub mod quarantine;
 pub mod render;
 pub mod render_error;
-pub mod render_http;
-pub mod render_stream;
 pub mod report;
 pub mod run;
 pub mod staged;

@@ -28,6 +28,19 @@ pub struct RealRenderer {
     /// The view notes logged last: each is logged once, when it appears, however often
     /// the same config is viewed again (retries, restarts, file syncs).
     pub logged: std::sync::Mutex<Vec<String>>,
+    /// The same for the render's notes ([`render::Rendered::notes`]).
+    pub logged_render: std::sync::Mutex<Vec<String>>,
+}
+
+/// Log each of `notes` that `logged` does not hold yet, then remember `notes`.
+fn log_new_notes(logged: &std::sync::Mutex<Vec<String>>, notes: &[String], what: &'static str) {
+    let mut logged = logged.lock().unwrap_or_else(|p| p.into_inner());
+    if *logged != notes {
+        for n in notes.iter().filter(|n| !logged.contains(n)) {
+            tracing::info!(note = %n, "{what}");
+        }
+        *logged = notes.to_vec();
+    }
 }
 
 impl RealRenderer {
@@ -38,6 +51,7 @@ impl RealRenderer {
             base,
             metrics: None,
             logged: Default::default(),
+            logged_render: Default::default(),
         }
     }
 }
@@ -83,13 +97,7 @@ impl NodeRenderer for RealRenderer {
         }
         let v = view::view_with_previous(state, &self.node, &opts, previous)?;
         // Each note once, when it appears (not again on every apply or retry).
-        let mut logged = self.logged.lock().unwrap_or_else(|p| p.into_inner());
-        if *logged != v.notes {
-            for n in v.notes.iter().filter(|n| !logged.contains(n)) {
-                tracing::info!(note = %n, "view");
-            }
-            logged.clone_from(&v.notes);
-        }
+        log_new_notes(&self.logged, &v.notes, "view");
         if let Some(m) = &self.metrics {
             m.proxy_maxconn.set(
                 v.proxy_maxconn()
@@ -100,6 +108,7 @@ impl NodeRenderer for RealRenderer {
     }
     fn render(&self, view: &NodeView) -> Result<Desired, RenderError> {
         let r = self.renderer.render(view)?;
+        log_new_notes(&self.logged_render, &r.notes, "render");
         // The files the proxy config names are staged, checked and installed with it
         // by the applier, never written here.
         Ok(Desired {

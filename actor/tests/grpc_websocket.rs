@@ -9,7 +9,7 @@
 
 mod support;
 
-use k8slb_actor::render_http::{HttpRenderOptions, HttpRenderer};
+use k8slb_actor::render::{HttpRenderOptions, HttpRenderer};
 use k8slb_common::routes::{
     BackendId, BackendProtocol, BackendState, HttpRoutes, Listener, ListenerProtocol, PathMatch,
     RouteAction, RouteMatch, RouteRule, VirtualHost,
@@ -173,7 +173,7 @@ fn serve(
         let mut cfg = format!(
             "pid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n"
         );
-        for l in k8slb_actor::render_http::nx_http_base(&[]) {
+        for l in k8slb_actor::render::nx_http_base(&[]) {
             cfg.push_str(&format!("  {l}\n"));
         }
         cfg.push_str(&nx.text);
@@ -415,7 +415,7 @@ fn serve_grpc(
         let mut cfg = format!(
             "pid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n"
         );
-        for l in k8slb_actor::render_http::nx_http_base(&[]) {
+        for l in k8slb_actor::render::nx_http_base(&[]) {
             cfg.push_str(&format!("  {l}\n"));
         }
         cfg.push_str(&nx.text);

@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8slb_actor::render::Renderer;
-use k8slb_actor::render_http::{HttpRenderOptions, HttpRenderer};
+use k8slb_actor::render::{HttpRenderOptions, HttpRenderer};
 use k8slb_actor::view::{view, ViewOptions};
 use k8slb_common::ingress::{routes_for_vip, select, IngressInput, SecretMeta, VipOptions};
 use k8slb_common::routes::{
@@ -821,7 +821,7 @@ fn serve_in(
             "pid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n"
         );
         // What nginx.conf.tera writes first in every http block.
-        for l in k8slb_actor::render_http::nx_http_base(&o.nginx_http) {
+        for l in k8slb_actor::render::nx_http_base(&o.nginx_http) {
             cfg.push_str(&format!("  {l}\n"));
         }
         for (a, name) in &eps {
@@ -904,12 +904,14 @@ fn real_proxies_split_traffic_by_weight() {
         if proxy == "haproxy" {
             // 90/10 -> 10/90 as the actor does it: the Runtime API's `set map`, no reload.
             let new = split_routes(10, 90);
-            let cmds: Vec<String> = k8slb_actor::render_http::split_entries(&new.listeners[0])
+            let splits =
+                k8slb_actor::render::SplitsMap::of_listener(&new.listeners[0], &o).unwrap();
+            let cmds: Vec<String> = splits
+                .entries
                 .into_iter()
                 .map(|(key, value)| {
                     k8slb_actor::render::RuntimeCommand::SetMap {
-                        map: k8slb_actor::render_http::splits_map_path(&new.listeners[0], &o)
-                            .unwrap(),
+                        map: splits.path.clone(),
                         key,
                         value,
                     }
@@ -2204,7 +2206,7 @@ fn serve_streams(
         let d = dir.display();
         // What nginx.conf.tera writes first in every http block ($k8slb_connection of
         // the locations' WebSocket lines among it).
-        let base: String = k8slb_actor::render_http::nx_http_base(&[])
+        let base: String = k8slb_actor::render::nx_http_base(&[])
             .iter()
             .map(|l| format!("  {l}\n"))
             .collect();
@@ -2459,8 +2461,10 @@ fn real_proxies_split_tcp_connections_by_weight() {
             let s = new.streams.iter_mut().find(|s| s.port == 5000).unwrap();
             s.routes[0].backends[0].weight = 10;
             s.routes[0].backends[1].weight = 90;
-            let map = k8slb_actor::render_stream::stream_splits_map_path(s, &o).unwrap();
-            let cmds: Vec<String> = k8slb_actor::render_stream::stream_split_entries(s)
+            let splits = k8slb_actor::render::SplitsMap::of_stream(s, &o).unwrap();
+            let map = splits.path;
+            let cmds: Vec<String> = splits
+                .entries
                 .into_iter()
                 .map(|(key, value)| {
                     k8slb_actor::render::RuntimeCommand::SetMap {
@@ -2986,7 +2990,7 @@ fn nginx_sends_the_address_a_host_less_request_came_to_as_its_host() {
         .unwrap();
     let d = dir.path().display();
     let mut cfg = format!("pid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n");
-    for l in k8slb_actor::render_http::nx_http_base(&[]) {
+    for l in k8slb_actor::render::nx_http_base(&[]) {
         cfg.push_str(&format!("  {l}\n"));
     }
     let proxy: String = k8slb_common::config::default_nginx()

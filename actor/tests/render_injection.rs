@@ -319,7 +319,7 @@ proptest! {
             prop_assert!(text.ends_with('\n'));
             // k8slb's own fixed nginx lines (the Host and Server defaults): not templates,
             // but constants of render_http, with quotes and a regex.
-            let base = k8slb_actor::render_http::nx_http_base(&state.config.nginx.http).join("\n");
+            let base = k8slb_actor::render::nx_http_base(&state.config.nginx.http).join("\n");
             let admin: std::collections::HashSet<&str> = match proxy {
                 Provider::Haproxy => state.config.haproxy.global.iter()
                     .chain(&state.config.haproxy.defaults).chain(&state.config.haproxy.httpfront)

@@ -1,0 +1,594 @@
+//! The HTTP route frontends of haproxy.cfg and their map and crt-list files: hosts, paths
+//! and actions looked up in maps (see `templates/haproxy-routes.cfg.tera` for the chain),
+//! rules that match on more than the path in a frontend of their own.
+
+use crate::render::files::{
+    cert_path, files_dir, http_frontend_name, ip_slug, listener_scheme, rule_pos, split_key,
+    SplitsMap,
+};
+use crate::render_error::RenderError;
+use crate::view::route_backend_name;
+use crate::view::HttpRenderOptions;
+use k8slb_common::routes::{
+    Listener, ListenerProtocol, PathMatch, PathRewrite, Redirect, RouteAction, RouteMatch,
+    RuleFilters, Scheme,
+};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+
+#[derive(Serialize)]
+pub(crate) struct HpFrontend {
+    name: String,
+    bind: String,
+    tls: Option<HpTls>,
+    /// Map files (full paths), `None` when empty.
+    hosts_map: Option<String>,
+    wildcards_map: Option<String>,
+    /// Any-depth wildcards (Gateway API): `.<suffix>` keys, longest first, for map_end.
+    suffixes_map: Option<String>,
+    /// The splits' shares ([`split_entries`]), when there are splits.
+    splits_map: Option<String>,
+    exact_map: Option<String>,
+    prefix_map: Option<String>,
+    /// The id of the any-host virtual host.
+    any_vh: Option<String>,
+    /// Set on the frontend of one virtual host whose rules match on more than the path
+    /// (method, headers, query): see [`HpHop`].
+    hop: Option<HpHop>,
+    /// The map from those virtual hosts to their [`HpHop::backend`].
+    cond_map: Option<String>,
+    /// A hop's frontend: its host's rules, in precedence order: one ACL line each, tried
+    /// in order.
+    cond_rules: Vec<HpCond>,
+    /// The `acl` lines those rules name ([`HpAcls`]).
+    acls: Vec<String>,
+    /// The query parameters those rules match on: each one's first occurrence is set
+    /// to `txn.k8slb_q_<name>` before them.
+    query_names: BTreeSet<String>,
+    /// The default action's value (a backend name or an action id).
+    default: String,
+    /// The distinct non-forward actions.
+    actions: Vec<HpAction>,
+    /// The forwards with filters: their lines, before the actions (a split they forward
+    /// to is one of `actions`).
+    filtered: Vec<HpFiltered>,
+}
+
+/// A virtual host whose rules match on more than the path has a frontend of its own,
+/// reached from the listener's through `backend` (one server: the abstract socket
+/// `socket`, with the PROXY protocol so the client's address stays the source): its
+/// rules are ACL lines tried in order, which HAProxy cannot skip within one frontend, so
+/// in the listener's they would cost every request of every host (8,000 rules: 404 µs
+/// instead of 57 µs for another tenant's requests). The listener's frontend spends one
+/// map lookup to send such a host's requests there.
+#[derive(Serialize)]
+struct HpHop {
+    backend: String,
+    socket: String,
+}
+
+/// A forward with filters (`id`): its request lines, then the value it forwards to
+/// (`inner`: a backend name or a split's action id); its response lines apply to the
+/// responses of the requests it took (`txn.k8slb_r`).
+#[derive(Serialize)]
+struct HpFiltered {
+    id: String,
+    inner: String,
+    request_lines: Vec<String>,
+    response_lines: Vec<String>,
+}
+
+/// A regex that matches `path` literally: its only regex-special characters (`.`, `*`,
+/// `+`; an [`HttpPath`] has no others) as one-character classes.
+pub(crate) fn literal_regex(path: &str) -> String {
+    let mut out = String::with_capacity(path.len() + 8);
+    for c in path.chars() {
+        if matches!(c, '.' | '*' | '+') {
+            out.push('[');
+            out.push(c);
+            out.push(']');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// HAProxy's lines for `f` (without their condition): request lines (remove, set, add,
+/// host, path) and response lines. Names are [`FieldName`]s, values [`FieldValue`]s
+/// (no `"`, `\\`, `$`, `%`: safe between double quotes in a log-format string).
+fn hp_filter_lines(f: &RuleFilters) -> (Vec<String>, Vec<String>) {
+    let edits = |dir: &str, e: &k8slb_common::routes::HeaderEdits| {
+        let mut out = Vec::new();
+        for n in &e.remove {
+            out.push(format!("http-{dir} del-header {n}"));
+        }
+        for h in &e.set {
+            out.push(format!("http-{dir} set-header {} \"{}\"", h.name, h.value));
+        }
+        for h in &e.add {
+            out.push(format!("http-{dir} add-header {} \"{}\"", h.name, h.value));
+        }
+        out
+    };
+    let mut req = edits("request", &f.request_headers);
+    if let Some(h) = &f.rewrite_host {
+        req.push(format!("http-request set-header host {h}"));
+    }
+    if let Some(r) = &f.rewrite_path {
+        req.extend(hp_path_lines(r));
+    }
+    (req, edits("response", &f.response_headers))
+}
+
+/// HAProxy's lines (without their condition) that rewrite the request's path as `r`
+/// says; the query string stays.
+fn hp_path_lines(r: &PathRewrite) -> Vec<String> {
+    match r {
+        PathRewrite::Full { path } => vec![format!("http-request set-path {path}")],
+        PathRewrite::Prefix { from, to } => {
+            let from = literal_regex(from.as_str().trim_end_matches('/'));
+            let to = to.as_str().trim_end_matches('/');
+            if to.is_empty() {
+                vec![
+                    format!("http-request replace-path ^{from}$ /"),
+                    format!("http-request replace-path ^{from}(/.*)$ \\1"),
+                ]
+            } else {
+                vec![format!("http-request replace-path ^{from}(/.*)?$ {to}\\1")]
+            }
+        }
+    }
+}
+
+/// One line of a conditional virtual host: `value` (see [`HpFrontend::default`]) if every
+/// ACL of `acl` (names of [`HpAcls`]) holds.
+#[derive(Serialize)]
+struct HpCond {
+    value: String,
+    acl: String,
+}
+
+/// The named ACLs of a frontend's conditional rules: one `acl` line per distinct
+/// condition, so a rule's line names its conditions in one word each (HAProxy refuses
+/// lines over 64 words; a match may hold a method, 16 headers and 16 query parameters).
+#[derive(Default)]
+struct HpAcls {
+    by_expr: HashMap<String, String>,
+    lines: Vec<String>,
+}
+
+impl HpAcls {
+    /// The name of the ACL `expr` (declared once).
+    fn name(&mut self, expr: String) -> String {
+        if let Some(n) = self.by_expr.get(&expr) {
+            return n.clone();
+        }
+        let n = format!("k8slb_c{}", self.lines.len());
+        self.lines.push(format!("acl {n} {expr}"));
+        self.by_expr.insert(expr, n.clone());
+        n
+    }
+}
+
+/// The ACLs of a rule of virtual host `vh` that matches on more than the path: one
+/// string of ACL names per alternative (an element-wise Prefix is "the path itself, or
+/// below it"). Every piece is a validated name or value: a `FieldValue` holds no quote,
+/// backslash, `$` or `%`, so it may stand between double quotes; `--` ends the flags, so
+/// a value that begins with `-` is a value.
+fn hp_cond_acls(vh: Option<&str>, m: &RouteMatch, acls: &mut HpAcls) -> Vec<String> {
+    let mut rest = String::new();
+    let mut and = |expr: String, acls: &mut HpAcls| {
+        rest.push(' ');
+        rest.push_str(&acls.name(expr));
+    };
+    if let Some(method) = m.method {
+        and(format!("method {}", method.as_str()), acls);
+    }
+    for h in &m.headers {
+        and(
+            format!("req.fhdr({},1) -m str -- \"{}\"", h.name, h.value),
+            acls,
+        );
+    }
+    for q in &m.query {
+        // The first occurrence (set by the frontend: an ACL on url_param would match any).
+        and(
+            format!("var(txn.k8slb_q_{}) -m str -- \"{}\"", q.name, q.value),
+            acls,
+        );
+    }
+    let vh = vh
+        .map(|vh| format!(" {}", acls.name(format!("var(txn.k8slb_vh) -m str {vh}"))))
+        .unwrap_or_default();
+    let mut path = |op: &str, p: String| acls.name(format!("var(txn.k8slb_path) -m {op} {p}"));
+    let all = match &m.path {
+        PathMatch::Exact(p) => vec![format!("{vh} {}{rest}", path("str", p.to_string()))],
+        PathMatch::Prefix(p) if p.as_str() == "/" => vec![format!("{vh}{rest}")],
+        PathMatch::Prefix(p) => vec![
+            format!("{vh} {}{rest}", path("str", p.to_string())),
+            format!("{vh} {}{rest}", path("beg", format!("{p}/"))),
+        ],
+    };
+    all.into_iter()
+        .map(|a| a.trim_start().to_string())
+        .collect()
+}
+
+#[derive(Serialize)]
+struct HpTls {
+    default_crt: Option<String>,
+    crt_list: Option<String>,
+}
+
+#[derive(Serialize, Default)]
+struct HpAction {
+    id: String,
+    /// split | redirect | respond
+    kind: &'static str,
+    split: Vec<HpSplit>,
+    location: String,
+    /// redirect: the lines that rewrite the path first (the Location takes the
+    /// rewritten path and the query), with their condition.
+    pre_lines: Vec<String>,
+    status: u16,
+}
+
+#[derive(Serialize)]
+struct HpSplit {
+    backend: String,
+    /// Its key in the splits map: the cumulative share (of [`SPLIT_SCALE`]) below
+    /// which a request goes to `backend`.
+    key: String,
+}
+
+/// The Location of a redirect from a listener of scheme `listener` on `port` (the
+/// Gateway API's rules: [`Redirect::location_port`]), and the lines that rewrite the path
+/// before it (without their condition).
+fn hp_redirect(
+    rd: &Redirect,
+    (listener, port): (Scheme, u16),
+    notes: &mut Vec<String>,
+    what: &str,
+) -> (String, Vec<String>) {
+    let scheme = rd.location_scheme(listener).as_str();
+    let host = match &rd.host {
+        Some(h) if h.is_wildcard() => {
+            notes.push(format!(
+                "{what}: a redirect to a wildcard host keeps the request's host"
+            ));
+            "%[var(txn.k8slb_host)]".to_string()
+        }
+        Some(h) => h.to_string(),
+        None => "%[var(txn.k8slb_host)]".to_string(),
+    };
+    let port = rd
+        .location_port(listener, port)
+        .map(|p| format!(":{p}"))
+        .unwrap_or_default();
+    let rewrite = match (&rd.path, &rd.replace_prefix) {
+        (Some(path), _) => hp_path_lines(&PathRewrite::Full { path: path.clone() }),
+        (None, Some(r)) => hp_path_lines(r),
+        (None, None) => vec![],
+    };
+    (format!("{scheme}://{host}{port}%[pathq]"), rewrite)
+}
+
+/// The actions of one frontend: a forward to one backend is the backend's name; every
+/// other distinct action gets an id `a<N>` and a few lines in the frontend.
+struct Actions {
+    ids: HashMap<String, String>,
+    list: Vec<HpAction>,
+    filtered: Vec<HpFiltered>,
+    /// The listener's scheme and port (redirects derive their Location's from them).
+    listener: (Scheme, u16),
+}
+
+impl Actions {
+    /// [`Actions::value`] of a rule's action with its filters: a forward with filters is
+    /// an action of its own (see [`HpFiltered`]).
+    fn value_with(
+        &mut self,
+        action: &RouteAction,
+        pos: &str,
+        filters: &RuleFilters,
+        notes: &mut Vec<String>,
+        what: &str,
+    ) -> String {
+        let inner = self.value(action, pos, notes, what);
+        if filters.is_empty() || !matches!(action, RouteAction::Forward { .. }) {
+            return inner;
+        }
+        // By what it forwards to (a split is its position's own), not by the weights.
+        let key = serde_json::to_string(&(&inner, filters)).expect("filters serialise");
+        if let Some(id) = self.ids.get(&key) {
+            return id.clone();
+        }
+        let id = format!("f{}", self.filtered.len() + 1);
+        let cond = |var: &str| format!(" if {{ var(txn.{var}) -m str {id} }}");
+        let (request, response) = hp_filter_lines(filters);
+        self.filtered.push(HpFiltered {
+            id: id.clone(),
+            inner,
+            request_lines: request.into_iter().map(|l| l + &cond("k8slb_a")).collect(),
+            response_lines: response.into_iter().map(|l| l + &cond("k8slb_r")).collect(),
+        });
+        self.ids.insert(key, id.clone());
+        id
+    }
+
+    fn value(
+        &mut self,
+        action: &RouteAction,
+        pos: &str,
+        notes: &mut Vec<String>,
+        what: &str,
+    ) -> String {
+        if let RouteAction::Forward { backends, invalid } = action {
+            if let ([one], 0) = (backends.as_slice(), invalid) {
+                if one.weight > 0 {
+                    return route_backend_name(&one.id);
+                }
+            } else if action.is_split() {
+                // A split of its own, its shares in the splits map (keys from `pos`), so
+                // a change of weights is a `set map`, not a reload.
+                let id = format!("s{pos}");
+                self.list.push(HpAction {
+                    id: id.clone(),
+                    kind: "split",
+                    split: backends
+                        .iter()
+                        .enumerate()
+                        .map(|(i, b)| HpSplit {
+                            backend: route_backend_name(&b.id),
+                            key: split_key(pos, i),
+                        })
+                        .collect(),
+                    ..Default::default()
+                });
+                return id;
+            }
+        }
+        let key = serde_json::to_string(action).expect("an action serialises");
+        if let Some(id) = self.ids.get(&key) {
+            return id.clone();
+        }
+        let plain = self.list.iter().filter(|a| a.kind != "split").count();
+        let id = format!("a{}", plain + 1);
+        let a = match action {
+            // No backend, or one of weight 0.
+            RouteAction::Forward { .. } => HpAction {
+                kind: "respond",
+                status: 500,
+                ..Default::default()
+            },
+            RouteAction::Redirect(rd) => {
+                let (location, rewrite) = hp_redirect(rd, self.listener, notes, what);
+                let cond = format!(" if {{ var(txn.k8slb_a) -m str {id} }}");
+                HpAction {
+                    kind: "redirect",
+                    location,
+                    pre_lines: rewrite.into_iter().map(|l| l + &cond).collect(),
+                    status: rd.status.code(),
+                    ..Default::default()
+                }
+            }
+            RouteAction::Respond { status } => HpAction {
+                kind: "respond",
+                status: status.code(),
+                ..Default::default()
+            },
+        };
+        self.list.push(HpAction {
+            id: id.clone(),
+            ..a
+        });
+        self.ids.insert(key, id.clone());
+        id
+    }
+}
+
+/// The frontends of listener `l`: its own, then one per virtual host whose rules match
+/// on more than the path ([`HpHop`]); none when it cannot be rendered.
+pub(crate) fn hp_frontend(
+    l: &Listener,
+    o: &HttpRenderOptions,
+    files: &mut BTreeMap<String, String>,
+    notes: &mut Vec<String>,
+) -> Result<Vec<HpFrontend>, RenderError> {
+    let name = http_frontend_name(l);
+    let dir = files_dir(o)?;
+    let file = |ext: &str| format!("{dir}/{name}.{ext}");
+    let tls = match (l.protocol, &l.tls) {
+        (ListenerProtocol::Http, _) => None,
+        (ListenerProtocol::Https, None) => {
+            notes.push(format!("{name}: HTTPS without TLS settings; not rendered"));
+            return Ok(Vec::new());
+        }
+        (ListenerProtocol::Https, Some(t)) => {
+            if t.certificates.is_empty() && t.default_certificate.is_none() {
+                notes.push(format!(
+                    "{name}: HTTPS without any certificate; not rendered"
+                ));
+                return Ok(Vec::new());
+            }
+            let default_crt = match &t.default_certificate {
+                Some(f) => Some(format!("{}.pem", cert_path(f, o)?)),
+                None => None,
+            };
+            let crt_list = if t.certificates.is_empty() {
+                None
+            } else {
+                let mut text = String::new();
+                for c in &t.certificates {
+                    text.push_str(&cert_path(&c.file, o)?);
+                    text.push_str(".pem");
+                    for h in &c.hosts {
+                        text.push(' ');
+                        text.push_str(h.as_str());
+                    }
+                    text.push('\n');
+                }
+                let f = file("crt-list");
+                files.insert(f.clone(), text);
+                Some(f)
+            };
+            Some(HpTls {
+                default_crt,
+                crt_list,
+            })
+        }
+    };
+    let mut actions = Actions {
+        ids: HashMap::new(),
+        list: Vec::new(),
+        filtered: Vec::new(),
+        listener: (listener_scheme(l), l.port),
+    };
+    let (mut hosts, mut wildcards, mut exact) = (String::new(), String::new(), String::new());
+    let mut prefixes: Vec<(String, String)> = Vec::new();
+    let mut any_vh = None;
+    let mut suffixes: Vec<(String, String)> = Vec::new();
+    let mut cond_map = String::new();
+    let mut hops: Vec<HpFrontend> = Vec::new();
+    let default_action = l.default_action.clone().unwrap_or(RouteAction::Respond {
+        status: k8slb_common::routes::FixedStatus::NotFound404,
+    });
+    for (i, v) in l.virtual_hosts.iter().enumerate() {
+        let id = format!("v{}", i + 1);
+        match &v.host {
+            None => any_vh = Some(id.clone()),
+            Some(h) => match h.wildcard_suffix() {
+                Some(suffix) if v.any_depth => suffixes.push((suffix.to_string(), id.clone())),
+                _ => {
+                    let (map, key) = match h.wildcard_suffix() {
+                        Some(suffix) => (&mut wildcards, suffix),
+                        None => (&mut hosts, h.as_str()),
+                    };
+                    map.push_str(key);
+                    map.push(' ');
+                    map.push_str(&id);
+                    map.push('\n');
+                }
+            },
+        }
+        if v.rules.iter().any(|r| r.matches.is_conditional()) {
+            // Matches beyond the path: every rule of this host is an ACL line, tried in
+            // precedence order (a map key holds one action), in a frontend of its own.
+            let hop_name = format!("{name}_{id}");
+            let backend = format!("rtv_{}_{}_{id}", ip_slug(l.ip), l.port);
+            cond_map.push_str(&format!("{id} {backend}\n"));
+            let mut hop_actions = Actions {
+                ids: HashMap::new(),
+                list: Vec::new(),
+                filtered: Vec::new(),
+                listener: (listener_scheme(l), l.port),
+            };
+            let mut acls = HpAcls::default();
+            let mut query_names = BTreeSet::new();
+            let mut cond_rules = Vec::new();
+            for (j, r) in v.rules.iter().enumerate() {
+                let pos = rule_pos(i + 1, j);
+                let value = hop_actions.value_with(&r.action, &pos, &r.filters, notes, &name);
+                query_names.extend(r.matches.query.iter().map(|q| q.name.to_string()));
+                for acl in hp_cond_acls(None, &r.matches, &mut acls) {
+                    cond_rules.push(HpCond {
+                        value: value.clone(),
+                        acl,
+                    });
+                }
+            }
+            let default = hop_actions.value(&default_action, "d", notes, &name);
+            hops.push(HpFrontend {
+                name: hop_name,
+                bind: format!("abns@k8slb_{backend}"),
+                tls: None,
+                hop: Some(HpHop {
+                    socket: format!("abns@k8slb_{backend}"),
+                    backend,
+                }),
+                cond_map: None,
+                hosts_map: None,
+                wildcards_map: None,
+                suffixes_map: None,
+                splits_map: None,
+                exact_map: None,
+                prefix_map: None,
+                any_vh: None,
+                cond_rules,
+                acls: acls.lines,
+                query_names,
+                default,
+                actions: hop_actions.list,
+                filtered: hop_actions.filtered,
+            });
+            continue;
+        }
+        let mut seen_exact: BTreeSet<&str> = BTreeSet::new();
+        let mut seen_prefix: BTreeSet<&str> = BTreeSet::new();
+        for (j, r) in v.rules.iter().enumerate() {
+            let pos = rule_pos(i + 1, j);
+            let value = actions.value_with(&r.action, &pos, &r.filters, notes, &name);
+            match &r.matches.path {
+                PathMatch::Exact(p) => {
+                    if seen_exact.insert(p.as_str()) {
+                        exact.push_str(&format!("{id}{p} {value}\n"));
+                    }
+                }
+                PathMatch::Prefix(p) => {
+                    if seen_prefix.insert(p.as_str()) {
+                        let key = if p.as_str() == "/" {
+                            format!("{id}/")
+                        } else {
+                            format!("{id}{p}/")
+                        };
+                        prefixes.push((key, value));
+                    }
+                }
+            }
+        }
+    }
+    // Longest first: the first match is the longest, whether HAProxy scans the list or
+    // looks the prefix up in a tree.
+    prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+    let prefix: String = prefixes.iter().map(|(k, v)| format!("{k} {v}\n")).collect();
+    let default = actions.value(&default_action, "d", notes, &name);
+    let splits_map = SplitsMap::of_listener(l, o)?.write(files);
+    for h in &mut hops {
+        h.splits_map.clone_from(&splits_map);
+    }
+    let mut map = |ext: &str, text: String| {
+        (!text.is_empty()).then(|| {
+            let f = file(ext);
+            files.insert(f.clone(), text);
+            f
+        })
+    };
+    let mut out = vec![HpFrontend {
+        bind: SocketAddr::new(l.ip, l.port).to_string(),
+        tls,
+        hop: None,
+        cond_map: map("cond.map", cond_map),
+        hosts_map: map("hosts.map", hosts),
+        wildcards_map: map("wildcards.map", wildcards),
+        suffixes_map: map("suffixes.map", {
+            // The longest suffix first: the first that matches is the most specific.
+            suffixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+            suffixes.iter().map(|(k, v)| format!("{k} {v}\n")).collect()
+        }),
+        exact_map: map("exact.map", exact),
+        prefix_map: map("prefix.map", prefix),
+        any_vh,
+        splits_map,
+        cond_rules: Vec::new(),
+        acls: Vec::new(),
+        query_names: BTreeSet::new(),
+        default,
+        actions: actions.list,
+        filtered: actions.filtered,
+        name,
+    }];
+    out.extend(hops);
+    Ok(out)
+}

@@ -1,0 +1,204 @@
+//! haproxy.cfg: the Services' part (the view's [`crate::view::HaproxyView`], serialised in
+//! parallel chunks) and the routes' part ([`HaproxyRoutes`]: HTTP frontends in
+//! [`http`], L4 stream frontends in [`stream`], the routes' backends from the view).
+
+pub(crate) mod http;
+pub(crate) mod stream;
+
+use crate::render::haproxy::http::hp_frontend;
+use crate::render::haproxy::http::HpFrontend;
+use crate::render::haproxy::stream::{hp_streams, HpStream};
+use crate::render::{context, par_array, threads, to_value};
+use crate::render_error::RenderError;
+use crate::view::HttpRenderOptions;
+use crate::view::{route_backend_name, route_backends, Backend, HaproxyView, Skipped, StickSource};
+use k8slb_common::names::{ConfigLine, NodeName};
+use k8slb_common::routes::{HttpRoutes, Sticky};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use tera::Context;
+
+pub(crate) const HAPROXY: &str = "haproxy.cfg.tera";
+
+/// The template context of haproxy.cfg: `{ node, hp, skipped }`, where `hp` is the
+/// [`HaproxyView`] with every field. Built by [`haproxy_ctx`]: the head below is
+/// serialised in place, the two long lists in parallel chunks.
+#[derive(Serialize)]
+struct HaproxyHead<'a> {
+    runtime_socket: &'a str,
+    pid_file: &'a str,
+    global: &'a [ConfigLine],
+    defaults: &'a [ConfigLine],
+    default_global: &'a [&'static str],
+    default_timeouts: &'a [&'static str],
+    tcpfront: &'a [ConfigLine],
+    httpfront: &'a [ConfigLine],
+    tcpback: &'a [ConfigLine],
+    httpback: &'a [ConfigLine],
+}
+
+pub(crate) fn haproxy_ctx(
+    node: &NodeName,
+    hp: &HaproxyView,
+    skipped: &[Skipped],
+) -> Result<Context, RenderError> {
+    // Exhaustive: a field added to HaproxyView does not compile until it is passed on.
+    let HaproxyView {
+        runtime_socket,
+        pid_file,
+        global,
+        defaults,
+        default_global,
+        default_timeouts,
+        tcpfront,
+        httpfront,
+        tcpback,
+        httpback,
+        frontends,
+        backends,
+        // Already in `global` (the fitted line); kept for metrics.
+        maxconn: _,
+    } = hp;
+    let head = HaproxyHead {
+        runtime_socket,
+        pid_file,
+        global,
+        defaults,
+        default_global,
+        default_timeouts,
+        tcpfront,
+        httpfront,
+        tcpback,
+        httpback,
+    };
+    let n = threads();
+    let (fe, be) = (
+        par_array(HAPROXY, frontends, n)?,
+        par_array(HAPROXY, backends, n)?,
+    );
+    context(
+        HAPROXY,
+        node,
+        "hp",
+        to_value(HAPROXY, &head)?,
+        vec![("frontends", fe), ("backends", be)],
+        skipped,
+    )
+}
+
+/// The HAProxy part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HaproxyRoutes {
+    /// Frontends and backends, to append to haproxy.cfg.
+    pub text: String,
+    /// The crt-list and map files the text names: full path → content. The actor
+    /// writes them before checking the config. (Map entries can later be changed over
+    /// the Runtime API, `set map` / `add map`, for route changes without a reload.)
+    pub files: BTreeMap<String, String>,
+    /// The backends with their slots: pass them as `prev` next time.
+    pub backends: Vec<Backend>,
+    /// What was not rendered as modelled, one line each.
+    pub notes: Vec<String>,
+}
+
+/// The routes' part of haproxy.cfg as the actor renders it: [`HaproxyRoutes`] without the
+/// backends, which the view holds.
+pub(crate) struct RoutesPart {
+    pub(crate) text: String,
+    pub(crate) files: BTreeMap<String, String>,
+    /// What was not rendered as modelled ([`HaproxyRoutes::notes`]).
+    pub(crate) notes: Vec<String>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct HpCtx<'a> {
+    frontends: Vec<HpFrontend>,
+    /// The L4 streams' frontends ([`crate::render::haproxy::stream`]).
+    streams: Vec<HpStream>,
+    /// Streams not rendered, one comment line each.
+    skipped_streams: Vec<String>,
+    backends: Vec<HpBackend<'a>>,
+    httpfront: &'a [ConfigLine],
+    httpback: &'a [ConfigLine],
+    tcpfront: &'a [ConfigLine],
+    tcpback: &'a [ConfigLine],
+}
+
+#[derive(Serialize)]
+pub(crate) struct HpBackend<'a> {
+    name: &'a str,
+    mode: k8slb_common::state::Mode,
+    stick_source: &'a Option<StickSource>,
+    cookie: Option<String>,
+    server_lines: String,
+}
+
+/// The template of the L7 routes and L4 streams part of haproxy.cfg.
+pub const HAPROXY_ROUTES: &str = "haproxy-routes.cfg.tera";
+
+impl crate::render::HttpRenderer {
+    /// The HAProxy frontends and backends of `routes`. `prev`: the backends of the
+    /// previous render, so endpoints keep their slots. (The actor's render takes the
+    /// slots the view assigned instead: [`Self::haproxy_with_backends`].)
+    pub fn haproxy(
+        &self,
+        routes: &HttpRoutes,
+        o: &HttpRenderOptions,
+        prev: &[Backend],
+    ) -> Result<HaproxyRoutes, RenderError> {
+        let backends = route_backends(routes, prev);
+        let RoutesPart { text, files, notes } = self.haproxy_with_backends(routes, o, &backends)?;
+        Ok(HaproxyRoutes {
+            text,
+            files,
+            backends,
+            notes,
+        })
+    }
+
+    /// The text, files and notes of the routes' part, with `backends` (the view's
+    /// [`crate::view::HttpPart::backends`], whose server slots it assigned) as they are.
+    pub(crate) fn haproxy_with_backends(
+        &self,
+        routes: &HttpRoutes,
+        o: &HttpRenderOptions,
+        backends: &[Backend],
+    ) -> Result<RoutesPart, RenderError> {
+        let mut notes = Vec::new();
+        let mut files = BTreeMap::new();
+        let mut frontends = Vec::new();
+        for l in &routes.listeners {
+            frontends.extend(hp_frontend(l, o, &mut files, &mut notes)?);
+        }
+        let (streams, skipped_streams) = hp_streams(routes, o, &mut files, &mut notes)?;
+        let cookie_names: HashMap<String, String> = routes
+            .backends
+            .iter()
+            .filter_map(|(id, st)| match &st.stickiness {
+                Some(Sticky::Cookie { name }) => Some((route_backend_name(id), name.to_string())),
+                _ => None,
+            })
+            .collect();
+        let ctx = HpCtx {
+            frontends,
+            streams,
+            skipped_streams,
+            backends: backends
+                .iter()
+                .map(|b| HpBackend {
+                    name: &b.name,
+                    mode: b.mode,
+                    stick_source: &b.stick_source,
+                    cookie: cookie_names.get(&b.name).cloned(),
+                    server_lines: b.server_lines(),
+                })
+                .collect(),
+            httpfront: &o.httpfront,
+            httpback: &o.httpback,
+            tcpfront: &o.tcpfront,
+            tcpback: &o.tcpback,
+        };
+        let text = self.one(HAPROXY_ROUTES, ctx)?;
+        Ok(RoutesPart { text, files, notes })
+    }
+}

@@ -1,0 +1,974 @@
+//! The HTTP routes of nginx.conf: one `server` per listener and virtual host, locations
+//! for Exact and Prefix paths, `map` blocks for rules that match on more than the path,
+//! `split_clients` for weighted splits.
+
+use crate::render::files::{cert_path, listener_scheme, one_label_regex};
+use crate::render::haproxy::http::literal_regex;
+use crate::render::nginx::nx_grpc_line;
+use crate::render_error::RenderError;
+use crate::view::HttpRenderOptions;
+use crate::view::{route_backend_name, PLACEHOLDER};
+use k8slb_common::names::ConfigLine;
+use k8slb_common::routes::{
+    BackendId, BackendProtocol, CertFile, FieldName, FieldValue, HttpRoutes, Listener,
+    ListenerProtocol, PathMatch, PathRewrite, Request, RouteAction, RouteMatch, RuleFilters,
+    Scheme, Sticky, VirtualHost,
+};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+
+#[derive(Serialize)]
+pub(crate) struct NxUpstream {
+    name: String,
+    hash_source: bool,
+    server_lines: String,
+}
+
+/// The files of a server's certificate: a pool's are `<pool>.pem` and `<pool>.key` (as
+/// for Services); a Secret's is one `<stem>.pem` holding the chain and then the key
+/// (nginx reads the key from the same file).
+#[derive(Serialize)]
+struct NxTls {
+    cert: String,
+    key: String,
+}
+
+#[derive(Serialize)]
+pub(crate) struct NxServer {
+    listen: String,
+    default: bool,
+    server_name: String,
+    tls: Option<NxTls>,
+    /// `http2` on the listen ([`nx_listener_h2`]).
+    h2: bool,
+    /// The locations, pre-rendered by [`nx_location_lines`] (a 5,000-host render spent
+    /// most of its time in a template loop over them).
+    location_lines: String,
+}
+
+/// The `location` blocks of one server, as the template would write them.
+/// The value a split variable takes for the invalid references' share: a location that
+/// proxies through a variable returns 500 for it.
+const NX_INVALID_SHARE: &str = "k8slb_500";
+
+/// Does nginx put `http2` on the listener's `listen`? On TLS, when some location of it
+/// forwards to an h2c backend (ALPN then offers h2 and http/1.1). On cleartext, only when
+/// every backend it forwards to speaks h2c: nginx before 1.25.1 takes only HTTP/2 on a
+/// cleartext `http2` port, so one HTTP/1.1 backend beside them keeps the port HTTP/1.1
+/// (and its h2c backends reachable by HTTP/1.1 clients only: a note says so).
+pub(crate) fn nx_listener_h2(l: &Listener, routes: &HttpRoutes, notes: &mut Vec<String>) -> bool {
+    let mut ids = BTreeSet::new();
+    let actions = l
+        .virtual_hosts
+        .iter()
+        .flat_map(|v| v.rules.iter().map(|r| &r.action))
+        .chain(l.default_action.as_ref());
+    for a in actions {
+        if let RouteAction::Forward { backends, .. } = a {
+            ids.extend(backends.iter().filter(|b| b.weight > 0).map(|b| &b.id));
+        }
+    }
+    let h2c = |id: &&BackendId| {
+        routes
+            .backends
+            .get(*id)
+            .is_some_and(|b| b.protocol == BackendProtocol::H2c)
+    };
+    let some = ids.iter().any(h2c);
+    match l.protocol {
+        ListenerProtocol::Https => some,
+        ListenerProtocol::Http => {
+            let all = some && ids.iter().all(h2c);
+            if some && !all {
+                notes.push(format!(
+                    "{}: nginx cannot take h2c and HTTP/1.1 on one cleartext port; its h2c backends are reached by HTTP/1.1 clients only",
+                    SocketAddr::new(l.ip, l.port)
+                ));
+            }
+            all
+        }
+    }
+}
+
+fn nx_location_lines(
+    locations: &[NxLocation],
+    proxy_lines: &[ConfigLine],
+    invalid_shares: bool,
+) -> String {
+    let upgrade_lines = crate::view::nginx_upgrade_lines(proxy_lines);
+    let mut out = String::with_capacity(locations.len() * 96);
+    for loc in locations {
+        out.push_str("\n    location ");
+        out.push_str(&loc.path);
+        out.push_str(" {");
+        match loc.kind {
+            "forward" | "pick" => {
+                if invalid_shares && loc.upstream.starts_with('$') {
+                    out.push_str(&format!(
+                        "\n      if ({} = {NX_INVALID_SHARE}) {{ return 500; }}",
+                        loc.upstream
+                    ));
+                }
+                let on = if loc.returns_on.is_empty() {
+                    &loc.upstream
+                } else {
+                    &loc.returns_on
+                };
+                for (value, r) in &loc.returns {
+                    out.push_str(&format!(
+                        "\n      if ({on} = {value}) {{ {} }}",
+                        nx_return(r)
+                    ));
+                }
+                for l in proxy_lines {
+                    let mut words = l.as_str().split_whitespace();
+                    if words.next() == Some("proxy_set_header")
+                        && words.next().is_some_and(|h| {
+                            loc.skip_headers.iter().any(|s| s.eq_ignore_ascii_case(h))
+                        })
+                    {
+                        continue; // a filter of this location sets it
+                    }
+                    out.push_str("\n      ");
+                    if loc.h2c {
+                        out.push_str(&nx_grpc_line(l.as_str()));
+                    } else {
+                        out.push_str(l.as_str());
+                    }
+                }
+                for l in &loc.filter_lines {
+                    out.push_str("\n      ");
+                    if loc.h2c {
+                        out.push_str(&nx_grpc_line(l));
+                    } else {
+                        out.push_str(l);
+                    }
+                }
+                if loc.h2c {
+                    out.push_str("\n      grpc_pass grpc://");
+                } else {
+                    for l in &upgrade_lines {
+                        out.push_str("\n      ");
+                        out.push_str(l);
+                    }
+                    out.push_str("\n      proxy_pass http://");
+                }
+                out.push_str(&loc.upstream);
+                out.push(';');
+            }
+            _ => {
+                out.push_str("\n      ");
+                out.push_str(&nx_return(loc));
+            }
+        }
+        out.push_str("\n    }");
+    }
+    out
+}
+
+#[derive(Default, Clone)]
+struct NxLocation {
+    /// `= /p`, `^~ /p/` or `/`.
+    path: String,
+    /// forward | redirect | respond | pick (see [`nx_conditional_locations`])
+    kind: &'static str,
+    /// forward: the upstream or split variable; pick: the picking variable.
+    upstream: String,
+    location: String,
+    status: u16,
+    /// pick: the values of `returns_on` (else of `upstream`) that return (a redirect or
+    /// a status).
+    returns: Vec<(String, NxLocation)>,
+    /// pick: the variable `returns` are values of.
+    returns_on: String,
+    /// The filters' lines (after the admin's proxy lines).
+    filter_lines: Vec<String>,
+    /// Request headers the filters set: the admin's `proxy_set_header` lines for them
+    /// are left out of this location (nginx would send both).
+    skip_headers: Vec<String>,
+    /// forward / pick: every upstream speaks h2c: `grpc_pass grpc://`, and the header
+    /// lines as `grpc_*` ([`nx_grpc_line`]).
+    h2c: bool,
+}
+
+/// nginx's variable for request header `n`: `$http_<n with - as _>`.
+fn nx_http_var(n: &FieldName) -> String {
+    format!("$http_{}", n.as_str().replace('-', "_"))
+}
+
+/// The lines of a location whose one rule has filters `f` (see [`nx_pick_filters`] for
+/// a location that picks among rules), and the request headers they set.
+fn nx_filter_lines(f: &RuleFilters, splits: &mut NxSplits) -> (Vec<String>, Vec<String>) {
+    let mut lines = Vec::new();
+    let mut skip = Vec::new();
+    let rq = &f.request_headers;
+    for n in &rq.remove {
+        lines.push(format!("proxy_set_header {n} \"\";"));
+        skip.push(n.to_string());
+    }
+    for h in &rq.set {
+        lines.push(format!("proxy_set_header {} \"{}\";", h.name, h.value));
+        skip.push(h.name.to_string());
+    }
+    for h in &rq.add {
+        let var = splits.added(&h.name, &h.value);
+        lines.push(format!("proxy_set_header {} {var};", h.name));
+        skip.push(h.name.to_string());
+    }
+    if let Some(h) = &f.rewrite_host {
+        lines.push(format!("proxy_set_header Host {h};"));
+        skip.push("host".into());
+    }
+    let rs = &f.response_headers;
+    for n in rs.remove.iter().chain(rs.set.iter().map(|h| &h.name)) {
+        lines.push(format!("proxy_hide_header {n};"));
+    }
+    for h in rs.set.iter().chain(&rs.add) {
+        lines.push(format!("add_header {} \"{}\" always;", h.name, h.value));
+    }
+    lines.extend(nx_rewrite_lines(f));
+    (lines, skip)
+}
+
+/// `rewrite ... break;` lines of a URL rewrite (the path is the decoded `$uri`; the
+/// query string is kept).
+fn nx_rewrite_lines(f: &RuleFilters) -> Vec<String> {
+    match &f.rewrite_path {
+        None => vec![],
+        Some(PathRewrite::Full { path }) => vec![format!("rewrite ^ {path} break;")],
+        Some(PathRewrite::Prefix { from, to }) => {
+            let from = literal_regex(from.as_str().trim_end_matches('/'));
+            let to = to.as_str().trim_end_matches('/');
+            if to.is_empty() {
+                vec![
+                    format!("rewrite ^{from}$ / break;"),
+                    format!("rewrite ^{from}(/.*)$ $1 break;"),
+                ]
+            } else {
+                vec![format!("rewrite ^{from}(/.*)?$ {to}$1 break;")]
+            }
+        }
+    }
+}
+
+/// The filter lines of a location that picks among rules (`rules`: the rule id each
+/// value of `rid` stands for, with its filters): each header any of them changes is
+/// set from a `map` on `rid` (the request's own value for the rules that leave it), a
+/// response header is hidden and added back from two `map`s (the backend's value, then
+/// the rule's), a path rewrite is an `if ($rid = <id>) { rewrite ... break; }`.
+fn nx_pick_filters(
+    rid: &str,
+    rules: &[(String, &RuleFilters)],
+    host_default: &str,
+    splits: &mut NxSplits,
+) -> (Vec<String>, Vec<String>) {
+    let mut lines = Vec::new();
+    let mut skip = Vec::new();
+    // Each map has entries only for the rules that change its value (the others take
+    // the default): its size is linear in the filters, not in rules x names.
+    let mut names: Vec<&FieldName> = rules
+        .iter()
+        .flat_map(|(_, f)| f.request_headers.names())
+        .collect();
+    names.sort();
+    names.dedup();
+    for n in names {
+        let own = nx_http_var(n);
+        let mut entries: Vec<(String, String)> = Vec::new();
+        for (id, f) in rules {
+            let e = &f.request_headers;
+            let v = if e.remove.contains(n) {
+                "\"\"".to_string()
+            } else if let Some(h) = e.set.iter().find(|h| &h.name == n) {
+                format!("\"{}\"", h.value)
+            } else if let Some(h) = e.add.iter().find(|h| &h.name == n) {
+                splits.added(&h.name, &h.value)
+            } else {
+                continue;
+            };
+            entries.push((id.clone(), v));
+        }
+        let var = splits.map_on(rid, &entries, &own);
+        lines.push(format!("proxy_set_header {n} {var};"));
+        skip.push(n.to_string());
+    }
+    if rules.iter().any(|(_, f)| f.rewrite_host.is_some()) {
+        let entries: Vec<(String, String)> = rules
+            .iter()
+            .filter_map(|(id, f)| f.rewrite_host.as_ref().map(|h| (id.clone(), h.to_string())))
+            .collect();
+        let var = splits.map_on(rid, &entries, host_default);
+        lines.push(format!("proxy_set_header Host {var};"));
+        skip.push("host".into());
+    }
+    let mut names: Vec<&FieldName> = rules
+        .iter()
+        .flat_map(|(_, f)| f.response_headers.names())
+        .collect();
+    names.sort();
+    names.dedup();
+    for n in names {
+        let upstream = format!("$upstream_http_{}", n.as_str().replace('-', "_"));
+        let keep: Vec<(String, String)> = rules
+            .iter()
+            .filter(|(_, f)| {
+                let e = &f.response_headers;
+                e.remove.contains(n) || e.set.iter().any(|h| &h.name == n)
+            })
+            .map(|(id, _)| (id.clone(), "\"\"".to_string()))
+            .collect();
+        let new: Vec<(String, String)> = rules
+            .iter()
+            .filter_map(|(id, f)| {
+                let e = &f.response_headers;
+                e.set
+                    .iter()
+                    .chain(&e.add)
+                    .find(|h| &h.name == n)
+                    .map(|h| (id.clone(), format!("\"{}\"", h.value)))
+            })
+            .collect();
+        let keep = splits.map_on(rid, &keep, &upstream);
+        let new = splits.map_on(rid, &new, "\"\"");
+        lines.push(format!("proxy_hide_header {n};"));
+        lines.push(format!("add_header {n} {keep} always;"));
+        lines.push(format!("add_header {n} {new} always;"));
+    }
+    for (id, f) in rules {
+        for l in nx_rewrite_lines(f) {
+            lines.push(format!("if ({rid} = {id}) {{ {l} }}"));
+        }
+    }
+    (lines, skip)
+}
+
+/// `return <status>[ <url>];` of a redirect or respond location.
+fn nx_return(loc: &NxLocation) -> String {
+    match loc.kind {
+        "redirect" => format!("return {} {};", loc.status, loc.location),
+        _ => format!("return {};", loc.status),
+    }
+}
+
+/// The traffic splits of a render: one `split_clients` block per distinct set of
+/// (upstream, weight), shared by every location that splits the same way.
+#[derive(Default)]
+pub(crate) struct NxSplits {
+    pub(crate) by_backends: BTreeMap<Vec<(String, u16)>, String>,
+    /// The `split_clients` and `map` blocks, in the order their variables were named.
+    pub(crate) blocks: Vec<String>,
+    /// Conditions (method, headers, query of a [`RouteMatch`]) → the `map` variable that
+    /// is `1` when a request meets them, else `0`.
+    pub(crate) conds: HashMap<String, String>,
+    /// (condition variables, values) → the `map` variable that picks a location's value.
+    pub(crate) picks: HashMap<String, String>,
+    /// The scheme and port of the listener whose server is being rendered (redirects
+    /// derive their Location's from them).
+    pub(crate) listener: Option<(Scheme, u16)>,
+    /// Some split has an invalid references' share ([`NX_INVALID_SHARE`]).
+    pub(crate) invalid_shares: bool,
+    /// Conditional hosts rendered so far (each names its rule chain after its number).
+    pub(crate) hosts: usize,
+    /// The upstreams whose backends speak h2c ([`BackendProtocol::H2c`]): a location
+    /// that forwards only to them uses `grpc_pass`.
+    pub(crate) h2c: BTreeSet<String>,
+    /// The listener being rendered gets `http2` on its `listen` ([`nx_listener_h2`]).
+    pub(crate) listen_h2: bool,
+}
+
+/// `value` as a case-sensitive nginx regex source that matches exactly `1<value>`: every
+/// character but letters and digits is escaped with `\` (PCRE takes an escaped
+/// non-alphanumeric character literally; nginx keeps such a `\` inside double quotes).
+/// A `FieldValue` holds no `"`, `'` nor `\`, so the quoted string stays closed.
+pub(crate) fn nx_exact_after_one(value: &str) -> String {
+    let mut out = String::from("~^1");
+    for c in value.chars() {
+        if !c.is_ascii_alphanumeric() {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('$');
+    out
+}
+
+impl NxSplits {
+    /// The variable that names the upstream of one request split by `weights` (each
+    /// weight > 0, at least two): `split_clients` on `$request_id` (random per request),
+    /// each upstream's share in hundredths of a percent, the last one `*` (the rest).
+    fn variable(&mut self, weights: Vec<(String, u16)>) -> String {
+        if let Some(v) = self.by_backends.get(&weights) {
+            return v.clone();
+        }
+        let var = format!("$k8slb_split_{}", self.blocks.len());
+        let total: u64 = weights.iter().map(|(_, w)| u64::from(*w)).sum();
+        let mut block = format!("split_clients \"${{request_id}}\" {var} {{");
+        let last = weights.len() - 1;
+        for (i, (upstream, w)) in weights.iter().enumerate() {
+            if i == last {
+                block.push_str(&format!("\n    * {upstream};"));
+            } else {
+                let hundredths = u64::from(*w) * 10_000 / total;
+                block.push_str(&format!(
+                    "\n    {}.{:02}% {upstream};",
+                    hundredths / 100,
+                    hundredths % 100
+                ));
+            }
+        }
+        block.push_str("\n  }");
+        self.blocks.push(block);
+        self.by_backends.insert(weights, var.clone());
+        var
+    }
+}
+
+impl NxSplits {
+    /// The variable that is `1` when a request meets the method, header and query
+    /// conditions of `m` (its path is the location's), else `0`: a chain of `map`s, one
+    /// per condition, each matching `<previous 0 or 1><the request's value>` against
+    /// `1<wanted value>` (case-sensitive regex: nginx matches map strings ignoring case).
+    fn condition(&mut self, m: &RouteMatch) -> String {
+        let key = serde_json::to_string(&(&m.method, &m.headers, &m.query))
+            .expect("conditions serialise");
+        if let Some(v) = self.conds.get(&key) {
+            return v.clone();
+        }
+        let n = self.conds.len();
+        let mut links: Vec<(String, String)> = Vec::new();
+        if let Some(method) = m.method {
+            links.push(("$request_method".into(), method.as_str().into()));
+        }
+        for h in &m.headers {
+            links.push((
+                format!("$http_{}", h.name.as_str().replace('-', "_")),
+                h.value.to_string(),
+            ));
+        }
+        for q in &m.query {
+            links.push((format!("$arg_{}", q.name), q.value.to_string()));
+        }
+        let mut prev = "1".to_string();
+        let last = links.len() - 1;
+        for (i, (source, want)) in links.iter().enumerate() {
+            let var = if i == last {
+                format!("$k8slb_m{n}")
+            } else {
+                format!("$k8slb_m{n}_{i}")
+            };
+            self.blocks.push(format!(
+                "map \"{prev}{source}\" {var} {{\n    \"{}\" 1;\n    default 0;\n  }}",
+                nx_exact_after_one(want)
+            ));
+            prev = var;
+        }
+        self.conds.insert(key, prev.clone());
+        prev
+    }
+
+    /// The value of request header `n` with `v` added (Gateway API `add`): `v` when the
+    /// request has none, else its value, a comma and `v` (one header of a list).
+    pub(crate) fn added(&mut self, n: &FieldName, v: &FieldValue) -> String {
+        let src = nx_http_var(n);
+        self.map_on(
+            &src,
+            &[("''".into(), format!("\"{v}\""))],
+            &format!("\"{src},{v}\""),
+        )
+    }
+
+    /// A `map` of `source` (exact keys, as written) to values (as written), with
+    /// `default`; the same map is made once.
+    /// The variable that holds the path and query a `ReplacePrefixMatch` redirect goes
+    /// to: a regex `map` on the raw `$request_uri` (never the decoded `$uri`, which
+    /// could put a decoded CR or LF into the Location). A request whose raw path does not
+    /// start with the literal prefix (the location matched it percent-encoded, or with
+    /// `//`) goes to the replacement prefix itself.
+    fn prefix_redirect(&mut self, r: &PathRewrite) -> String {
+        let PathRewrite::Prefix { from, to } = r else {
+            return "$request_uri".to_string();
+        };
+        let from = literal_regex(from.as_str().trim_end_matches('/'));
+        let to = to.as_str().trim_end_matches('/');
+        let entries = if to.is_empty() {
+            vec![
+                (format!("\"~^{from}([?].*)?$\""), "\"/$1\"".to_string()),
+                (
+                    format!("\"~^{from}(/[^?]*)([?].*)?$\""),
+                    "\"$1$2\"".to_string(),
+                ),
+            ]
+        } else {
+            vec![(
+                format!("\"~^{from}(/[^?]*)?([?].*)?$\""),
+                format!("\"{to}$1$2\""),
+            )]
+        };
+        let root = if to.is_empty() { "/" } else { to };
+        self.map_on(
+            "$request_uri",
+            &entries,
+            &format!("\"{root}$is_args$args\""),
+        )
+    }
+
+    fn map_on(&mut self, source: &str, entries: &[(String, String)], default: &str) -> String {
+        let key = serde_json::to_string(&(source, entries, default)).expect("maps serialise");
+        if let Some(v) = self.picks.get(&key) {
+            return v.clone();
+        }
+        let var = format!("$k8slb_v{}", self.picks.len());
+        let mut block = format!("map {source} {var} {{");
+        for (k, v) in entries {
+            block.push_str(&format!("\n    {k} {v};"));
+        }
+        block.push_str(&format!("\n    default {default};\n  }}"));
+        self.blocks.push(block);
+        self.picks.insert(key, var.clone());
+        var
+    }
+}
+
+/// The path part of a rule's link in a conditional host's chain (see
+/// [`nx_conditional_locations`]): a regex on nginx's normalised `$uri` that matches as
+/// the model does (Exact: the path itself; element-wise Prefix: the path, or below it);
+/// `\z` is the very end (`$` would also match before a final newline, which a decoded
+/// `%0A` can put there).
+fn nx_path_regex(p: &PathMatch) -> String {
+    match p {
+        PathMatch::Exact(p) => format!("{}\\z", literal_regex(p.as_str())),
+        PathMatch::Prefix(p) if p.as_str() == "/" => String::new(),
+        PathMatch::Prefix(p) => format!("{}(/|\\z)", literal_regex(p.as_str())),
+    }
+}
+
+/// The locations of a virtual host whose rules match on more than the path: one
+/// `location /`, its size and the maps it uses linear in the rules (issue 20: copying
+/// every covering rule into each location grew as n^2.8).
+///
+/// A chain of `map`s, one link per rule in precedence order, names the first rule a
+/// request meets: link `i` keeps the rule named by the link before it, else is `r<i>`
+/// when the request meets the rule's conditions (its [`NxSplits::condition`] variable)
+/// and its path (a regex on `$uri`, [`nx_path_regex`]); the last link falls back to `rd`
+/// (the listener's default). Maps of that name then pick the upstream (or split
+/// variable), the redirect or fixed answer to return (an `if (...) { return ...; }`,
+/// what nginx documents as safe inside `if`), and the filters' values (entries only
+/// for the rules that change them). The chain stops at the first rule that matches
+/// every request (a Prefix `/` without conditions).
+fn nx_conditional_locations(
+    rules: &[k8slb_common::routes::RouteRule],
+    default: &RouteAction,
+    host_default: &str,
+    splits: &mut NxSplits,
+) -> Vec<NxLocation> {
+    let no_filters = RuleFilters::default();
+    let h = splits.hosts;
+    splits.hosts += 1;
+    // (id, action, filters) of the rules a request can get, in precedence order.
+    let mut chosen: Vec<(String, &RouteAction, &RuleFilters)> = Vec::new();
+    let mut links: Vec<(String, String)> = Vec::new();
+    let mut catch_all = None;
+    for (i, r) in rules.iter().enumerate() {
+        let m = &r.matches;
+        let cond = if m.is_conditional() {
+            splits.condition(m)
+        } else {
+            String::new()
+        };
+        let want = if m.is_conditional() { "1" } else { "" };
+        links.push((format!("\"~^:{want}{}\"", nx_path_regex(&m.path)), cond));
+        chosen.push((format!("r{i}"), &r.action, &r.filters));
+        if !m.is_conditional() && matches!(&m.path, PathMatch::Prefix(p) if p.as_str() == "/") {
+            catch_all = Some(i);
+            break;
+        }
+    }
+    if catch_all.is_none() {
+        chosen.push(("rd".into(), default, &no_filters));
+    }
+    let mut prev = String::new();
+    let last = links.len() - 1;
+    for (i, (key, cond)) in links.iter().enumerate() {
+        let var = if i == last {
+            format!("$k8slb_h{h}")
+        } else {
+            format!("$k8slb_h{h}_{i}")
+        };
+        let mut block = format!("map \"{prev}:{cond}$uri\" {var} {{");
+        if i > 0 {
+            block.push_str("\n    \"~^(r[0-9]+):\" $1;");
+        }
+        block.push_str(&format!("\n    {key} r{i};"));
+        let fallback = if i == last && catch_all.is_none() {
+            "rd"
+        } else {
+            "\"\""
+        };
+        block.push_str(&format!("\n    default {fallback};\n  }}"));
+        splits.blocks.push(block);
+        prev = var;
+    }
+    let sel = prev;
+    // What each rule does: its upstream (or split variable), or `act<i>` for a redirect
+    // or a fixed answer (distinct ones once).
+    let mut returns: Vec<(String, NxLocation)> = Vec::new();
+    let mut upstreams: Vec<(String, String)> = Vec::new();
+    let mut acts: Vec<(String, String)> = Vec::new();
+    let mut h2c = None;
+    for (id, action, _) in &chosen {
+        let loc = nx_action(action, splits);
+        if loc.kind == "forward" {
+            *h2c.get_or_insert(true) &= loc.h2c;
+            upstreams.push((id.clone(), loc.upstream));
+            continue;
+        }
+        let v = match returns.iter().find(|(_, l)| {
+            l.kind == loc.kind && l.status == loc.status && l.location == loc.location
+        }) {
+            Some((v, _)) => v.clone(),
+            None => {
+                let v = format!("act{}", returns.len());
+                returns.push((v.clone(), loc));
+                v
+            }
+        };
+        acts.push((id.clone(), v));
+    }
+    // A request that returns never reaches proxy_pass: any upstream will do as default.
+    let up_default = upstreams
+        .last()
+        .map(|(_, u)| u.clone())
+        .unwrap_or_else(|| NX_INVALID_SHARE.to_string());
+    let upstream = splits.map_on(&sel, &upstreams, &up_default);
+    let returns_on = if returns.is_empty() {
+        String::new()
+    } else {
+        splits.map_on(&sel, &acts, "\"\"")
+    };
+    let forwards = |a: &RouteAction| matches!(a, RouteAction::Forward { .. });
+    let filtered: Vec<(String, &RuleFilters)> = chosen
+        .iter()
+        .map(|(id, a, f)| (id.clone(), if forwards(a) { *f } else { &no_filters }))
+        .collect();
+    let (filter_lines, skip_headers) = if filtered.iter().all(|(_, f)| f.is_empty()) {
+        (Vec::new(), Vec::new())
+    } else {
+        nx_pick_filters(&sel, &filtered, host_default, splits)
+    };
+    vec![NxLocation {
+        path: "/".into(),
+        kind: "pick",
+        upstream,
+        h2c: h2c.unwrap_or(false),
+        returns_on,
+        returns,
+        filter_lines,
+        skip_headers,
+        ..Default::default()
+    }]
+}
+
+fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
+    match action {
+        RouteAction::Forward { backends, invalid } => {
+            let live: Vec<_> = backends.iter().filter(|b| b.weight > 0).collect();
+            match live.as_slice() {
+                [one] if *invalid == 0 => {
+                    let upstream = route_backend_name(&one.id);
+                    NxLocation {
+                        kind: "forward",
+                        h2c: splits.h2c.contains(&upstream),
+                        upstream,
+                        ..Default::default()
+                    }
+                }
+                [] => NxLocation {
+                    kind: "respond",
+                    status: 500,
+                    ..Default::default()
+                },
+                several => {
+                    let mut weights: Vec<(String, u16)> = several
+                        .iter()
+                        .map(|b| (route_backend_name(&b.id), b.weight))
+                        .collect();
+                    let h2c = weights.iter().all(|(u, _)| splits.h2c.contains(u));
+                    if *invalid > 0 {
+                        weights.push((NX_INVALID_SHARE.to_string(), *invalid));
+                        splits.invalid_shares = true;
+                    }
+                    NxLocation {
+                        kind: "forward",
+                        // proxy_pass through a variable naming an upstream group.
+                        upstream: splits.variable(weights),
+                        h2c,
+                        ..Default::default()
+                    }
+                }
+            }
+        }
+        RouteAction::Redirect(rd) => {
+            let listener = splits.listener.unwrap_or((Scheme::Http, 80));
+            let scheme = rd.location_scheme(listener.0).as_str();
+            let host = match &rd.host {
+                Some(h) if !h.is_wildcard() => h.to_string(),
+                _ => "$host".to_string(),
+            };
+            let port = rd
+                .location_port(listener.0, listener.1)
+                .map(|p| format!(":{p}"))
+                .unwrap_or_default();
+            let path = match (&rd.path, &rd.replace_prefix) {
+                (Some(p), _) => format!("{p}$is_args$args"),
+                (None, Some(r)) => splits.prefix_redirect(r),
+                (None, None) => "$request_uri".to_string(),
+            };
+            NxLocation {
+                kind: "redirect",
+                location: format!("{scheme}://{host}{port}{path}"),
+                status: rd.status.code(),
+                ..Default::default()
+            }
+        }
+        RouteAction::Respond { status } => NxLocation {
+            kind: "respond",
+            status: status.code(),
+            ..Default::default()
+        },
+    }
+}
+
+pub(crate) fn nx_server(
+    l: &Listener,
+    v: Option<&VirtualHost>,
+    o: &HttpRenderOptions,
+    notes: &mut Vec<String>,
+    splits: &mut NxSplits,
+) -> Result<Option<NxServer>, RenderError> {
+    let listen = SocketAddr::new(l.ip, l.port).to_string();
+    splits.listener = Some((listener_scheme(l), l.port));
+    let h2 = splits.listen_h2;
+    let host = v.and_then(|v| v.host.as_ref());
+    let what = format!("{listen} host {}", host.map_or("*", |h| h.as_str()));
+    let server_name = match host {
+        None => "_".to_string(),
+        Some(h) => match h.wildcard_suffix() {
+            Some(suffix) if v.is_some_and(|v| v.any_depth) => {
+                format!("~^.+{}$", suffix.replace('.', "[.]"))
+            }
+            Some(suffix) => format!("~{}", one_label_regex(suffix)),
+            None => h.to_string(),
+        },
+    };
+    let tls = match (l.protocol, &l.tls) {
+        (ListenerProtocol::Http, _) => None,
+        (ListenerProtocol::Https, t) => {
+            let cert = t.as_ref().and_then(|t| match host {
+                Some(h) => t.certificate_for(h.as_str()),
+                None => t
+                    .default_certificate
+                    .as_ref()
+                    .or_else(|| t.certificates.first().map(|c| &c.file)),
+            });
+            match cert {
+                Some(f) => {
+                    let base = cert_path(f, o)?;
+                    let key = match f {
+                        CertFile::Pool { .. } => format!("{base}.key"),
+                        CertFile::Secret { .. } => format!("{base}.pem"),
+                    };
+                    Some(NxTls {
+                        cert: format!("{base}.pem"),
+                        key,
+                    })
+                }
+                None => {
+                    notes.push(format!("{what}: HTTPS without a certificate; not rendered"));
+                    return Ok(None);
+                }
+            }
+        }
+    };
+    let default_action = l.default_action.clone().unwrap_or(RouteAction::Respond {
+        status: k8slb_common::routes::FixedStatus::NotFound404,
+    });
+    if let Some(v) = v.filter(|v| v.rules.iter().any(|r| r.matches.is_conditional())) {
+        let host_default = o
+            .nginx_proxy
+            .iter()
+            .find_map(|l| {
+                let mut w = l.as_str().split_whitespace();
+                (w.next() == Some("proxy_set_header")
+                    && w.next().is_some_and(|h| h.eq_ignore_ascii_case("host")))
+                .then(|| w.next().map(|v| v.trim_end_matches(';').to_string()))
+                .flatten()
+            })
+            .unwrap_or_else(|| "$proxy_host".to_string());
+        let locations = nx_conditional_locations(&v.rules, &default_action, &host_default, splits);
+        return Ok(Some(NxServer {
+            listen,
+            default: host.is_none(),
+            server_name,
+            tls,
+            h2,
+            location_lines: nx_location_lines(&locations, &o.nginx_proxy, splits.invalid_shares),
+        }));
+    }
+    let mut locations = Vec::new();
+    let mut exact: BTreeSet<String> = BTreeSet::new();
+    let mut root = false;
+    let rules = v.map(|v| v.rules.as_slice()).unwrap_or_default();
+    // Each rule's location, without its path.
+    let mut by_rule: Vec<NxLocation> = Vec::with_capacity(rules.len());
+    for r in rules {
+        let act = nx_action(&r.action, splits);
+        let (filter_lines, skip_headers) = if act.kind == "forward" {
+            nx_filter_lines(&r.filters, splits)
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let loc = |path: String| NxLocation {
+            path,
+            kind: act.kind,
+            h2c: act.h2c,
+            upstream: act.upstream.clone(),
+            location: act.location.clone(),
+            status: act.status,
+            returns: Vec::new(),
+            returns_on: String::new(),
+            filter_lines: filter_lines.clone(),
+            skip_headers: skip_headers.clone(),
+        };
+        by_rule.push(loc(String::new()));
+        match &r.matches.path {
+            PathMatch::Exact(p) => {
+                if exact.insert(p.to_string()) {
+                    locations.push(loc(format!("= {p}")));
+                }
+            }
+            PathMatch::Prefix(p) if p.as_str() == "/" => {
+                if !root {
+                    root = true;
+                    locations.push(loc("/".into()));
+                }
+            }
+            PathMatch::Prefix(p) => {
+                if exact.insert(p.to_string()) {
+                    locations.push(loc(format!("= {p}")));
+                }
+                locations.push(loc(format!("^~ {p}/")));
+            }
+        }
+    }
+    // nginx answers `/p` with a 301 to `/p/` when a location named `/p/` proxies and no
+    // location `= /p` exists (its auto_redirect): an Exact `/p/` would redirect `/p`,
+    // which it does not match (the Ingress conformance's path_rules: 404). So `/p` gets
+    // a location of its own, with what the model gives it: the first rule that matches
+    // it, else the default.
+    let slashed: Vec<String> = exact
+        .iter()
+        .filter_map(|p| p.strip_suffix('/').filter(|q| !q.is_empty()))
+        .filter(|q| !exact.contains(*q))
+        .map(str::to_string)
+        .collect();
+    for q in slashed {
+        let req = Request::get("", &q);
+        let mut loc = match rules.iter().position(|r| r.matches.matches_request(&req)) {
+            Some(i) => by_rule[i].clone(),
+            None => nx_action(&default_action, splits),
+        };
+        loc.path = format!("= {q}");
+        locations.push(loc);
+    }
+    if !root {
+        let mut d = nx_action(&default_action, splits);
+        d.path = "/".into();
+        locations.push(d);
+    }
+    Ok(Some(NxServer {
+        listen,
+        default: host.is_none(),
+        server_name,
+        tls,
+        h2,
+        location_lines: nx_location_lines(&locations, &o.nginx_proxy, splits.invalid_shares),
+    }))
+}
+
+pub(crate) fn nx_upstreams(routes: &HttpRoutes, notes: &mut Vec<String>) -> Vec<NxUpstream> {
+    routes
+        .backends
+        .iter()
+        .map(|(id, st)| {
+            let name = route_backend_name(id);
+            if matches!(st.stickiness, Some(Sticky::Cookie { .. })) {
+                notes.push(format!(
+                    "{id}: nginx has no cookie stickiness; using the client address"
+                ));
+            }
+            let mut lines = String::new();
+            let mut push = |addr: SocketAddr, down: bool| {
+                lines.push_str("\n    server ");
+                lines.push_str(&addr.to_string());
+                if down {
+                    lines.push_str(" down");
+                }
+                lines.push_str(" max_fails=3 fail_timeout=5s;");
+            };
+            for e in &st.endpoints {
+                push(SocketAddr::new(e.ip, e.port), e.draining);
+            }
+            if st.endpoints.is_empty() {
+                // An empty upstream is a config error; a down placeholder is valid (502).
+                push(PLACEHOLDER, true);
+            }
+            NxUpstream {
+                name,
+                hash_source: st.stickiness.is_some(),
+                server_lines: lines,
+            }
+        })
+        .collect()
+}
+
+/// nginx refuses the whole config when a server name does not fit its hash bucket (64
+/// bytes by default: a valid 200-character host name would block every other route) or
+/// when there are more names than its default hash size allows (hundreds). So the
+/// routes size the hash for their own names, unless the admin's `nginx.http` lines do.
+pub(crate) fn nx_hash_lines(
+    servers: &[NxServer],
+    o: &HttpRenderOptions,
+    notes: &mut Vec<String>,
+) -> Vec<String> {
+    let names: Vec<&str> = servers
+        .iter()
+        .map(|s| s.server_name.as_str())
+        .filter(|n| *n != "_" && !n.starts_with('~'))
+        .collect();
+    let Some(longest) = names.iter().map(|n| n.len()).max() else {
+        return Vec::new();
+    };
+    let admin = |word: &str| {
+        o.nginx_http
+            .iter()
+            .any(|l| l.as_str().split_whitespace().next() == Some(word))
+    };
+    let mut out = Vec::new();
+    // An entry is the name, a pointer and 2 bytes, rounded up to a pointer.
+    let bucket = (longest + 2 + 8).next_power_of_two().max(64);
+    let size = (names.len() * 4).next_power_of_two().max(512);
+    for (word, value) in [
+        ("server_names_hash_bucket_size", bucket),
+        ("server_names_hash_max_size", size),
+    ] {
+        if admin(word) {
+            notes.push(format!(
+                "nginx.http sets {word}; the routes need at least {value}"
+            ));
+        } else {
+            out.push(format!("{word} {value};"));
+        }
+    }
+    out
+}

@@ -1,0 +1,283 @@
+//! The L4 routes of nginx.conf's `stream { }` (TCPRoute, TLSRoute passthrough, UDPRoute):
+//! upstreams with weights, SNI maps, a sink for what no route takes.
+//!
+//! Decisions:
+//! - **nginx**: in `stream { }`, one upstream per route whose servers are every backend's
+//!   ready endpoints, each weighted so that its backend's share follows the route's
+//!   weights ([`nx_weights`]); nginx's weighted round-robin then gives each backend its
+//!   share. TLS passthrough: `ssl_preread on`, a `map $ssl_preread_server_name` with
+//!   `hostnames` (exact names first, then `*.suffix`, which in nginx matches any depth,
+//!   the longest first, then `default`: the any-name route), behind a map on
+//!   `$ssl_preread_protocol` that sends what is not TLS to the closing sink.
+//! - **Closing in nginx.** nginx 1.22's stream module decides by SNI only in the content
+//!   phase (`ssl_preread` runs after the access phase), and a server has one content
+//!   handler, `proxy_pass` or `return`, chosen statically; `ssl_reject_handshake` and
+//!   `pass` are not in its stream module. So a connection no route takes is proxied to
+//!   one internal sink, `127.75.78.1:1` (loopback, next to the keepalived anchors
+//!   `127.75.76.x`; no file, so nothing is left behind by a crash), a server that
+//!   refuses every connection with `deny all` (the access module, before any content
+//!   handler; its `return ""` is only there because nginx requires a handler). A TCP or
+//!   UDP listener without a usable route is bound and refuses with `deny all` itself
+//!   (not left unbound: another socket on `0.0.0.0:<port>` of the node would take it).
+
+use crate::render::files::ip_slug;
+use crate::view::PLACEHOLDER;
+use k8slb_common::routes::{
+    BackendId, BackendState, HttpRoutes, Sticky, StreamProtocol, StreamRoute, WeightedBackend,
+};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+
+/// nginx's closing sink (see the module's documentation).
+pub const NGINX_SINK: &str = "127.75.78.1:1";
+
+/// The upstream of [`NGINX_SINK`].
+const SINK_UPSTREAM: &str = "k8slb_sink";
+
+#[derive(Serialize, Default)]
+pub(crate) struct NxStreams {
+    upstreams: Vec<NxStreamUpstream>,
+    /// `map` blocks (TLS listeners), pre-rendered from validated hosts and generated
+    /// names.
+    maps: Vec<String>,
+    servers: Vec<NxStreamServer>,
+    /// Render the closing sink ([`NGINX_SINK`]).
+    sink: Option<&'static str>,
+    /// The sink takes datagrams too (a UDP route's invalid share): it drops them.
+    sink_udp: bool,
+}
+
+impl NxStreams {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+}
+
+#[derive(Serialize)]
+struct NxStreamUpstream {
+    /// One of its servers is the closing sink (the invalid references' share).
+    #[serde(skip)]
+    sink: bool,
+    name: String,
+    hash_source: bool,
+    /// `\n    server <addr> weight=<n>[ down] max_fails=3 fail_timeout=5s;` per server.
+    server_lines: String,
+}
+
+#[derive(Serialize)]
+struct NxStreamServer {
+    listen: String,
+    udp: bool,
+    ssl_preread: bool,
+    /// `proxy_pass` target: an upstream or a map variable; `None`: `deny all`.
+    proxy_pass: Option<String>,
+}
+
+fn gcd(a: u128, b: u128) -> u128 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// The largest server weight written; above it the weights are scaled down (rounded,
+/// at least 1), which moves a backend's share by less than one part in 10^5.
+pub(crate) const MAX_NGINX_WEIGHT: u128 = 100_000;
+
+/// The nginx server weight of each ready endpoint of each backend `(weight, ready
+/// endpoints)`, so that backend `b`'s share of the round-robin is `weight_b / Σ weight`:
+/// `weight_b · L / n_b` with `L` the least common multiple of the `n_b`, divided by the
+/// weights' greatest common divisor. `None` for a backend without a ready endpoint or
+/// of weight 0 (its share goes to the others: nginx skips servers it cannot use).
+pub fn nx_weights(backends: &[(u16, usize)]) -> Vec<Option<u128>> {
+    let live = |&(w, n): &(u16, usize)| w > 0 && n > 0;
+    let lcm = backends
+        .iter()
+        .filter(|b| live(b))
+        .fold(1u128, |l, &(_, n)| l / gcd(l, n as u128) * n as u128);
+    let raw: Vec<Option<u128>> = backends
+        .iter()
+        .map(|b| live(b).then(|| u128::from(b.0) * (lcm / b.1 as u128)))
+        .collect();
+    let g = raw.iter().flatten().fold(0u128, |g, &w| gcd(g, w)).max(1);
+    let max = raw.iter().flatten().max().copied().unwrap_or(1) / g;
+    raw.into_iter()
+        .map(|w| {
+            w.map(|w| {
+                let w = w / g;
+                if max <= MAX_NGINX_WEIGHT {
+                    w
+                } else {
+                    ((w * MAX_NGINX_WEIGHT + max / 2) / max).max(1)
+                }
+            })
+        })
+        .collect()
+}
+
+fn proto_word(p: StreamProtocol) -> &'static str {
+    match p {
+        StreamProtocol::Tcp => "tcp",
+        StreamProtocol::Udp => "udp",
+        StreamProtocol::Tls => "tls",
+    }
+}
+
+/// The upstream of route `r` (`None`: no backend it can use: weight 0, or not in the
+/// table), named `name`.
+fn nx_upstream(
+    name: String,
+    r: &StreamRoute,
+    table: &BTreeMap<BackendId, BackendState>,
+    notes: &mut Vec<String>,
+) -> Option<NxStreamUpstream> {
+    let present: Vec<(&WeightedBackend, &BackendState)> = r
+        .backends
+        .iter()
+        .filter(|b| b.weight > 0)
+        .filter_map(|b| match table.get(&b.id) {
+            Some(st) => Some((b, st)),
+            None => {
+                notes.push(format!(
+                    "{name}: backend {} is not in the backends table; left out",
+                    b.id
+                ));
+                None
+            }
+        })
+        .collect();
+    if present.is_empty() {
+        return None;
+    }
+    let ready = |st: &BackendState| st.endpoints.iter().filter(|e| !e.draining).count();
+    // The invalid references' share goes to the closing sink, weighted like a backend of
+    // one endpoint.
+    let mut shares: Vec<(u16, usize)> = present
+        .iter()
+        .map(|(b, st)| (b.weight, ready(st)))
+        .collect();
+    if r.invalid > 0 {
+        shares.push((r.invalid, 1));
+    }
+    let weights = nx_weights(&shares);
+    let mut lines = String::new();
+    let mut push = |addr: SocketAddr, weight: Option<u128>, down: bool| {
+        lines.push_str("\n    server ");
+        lines.push_str(&addr.to_string());
+        if let Some(w) = weight.filter(|w| *w != 1) {
+            lines.push_str(&format!(" weight={w}"));
+        }
+        if down {
+            lines.push_str(" down");
+        }
+        if addr.to_string() == NGINX_SINK {
+            // Closing is what it is for, never a failure to count (a UDP datagram it
+            // drops gets no answer): it is never taken out of the draw.
+            lines.push_str(" max_fails=0;");
+        } else {
+            lines.push_str(" max_fails=3 fail_timeout=5s;");
+        }
+    };
+    let mut servers = 0;
+    for ((_, st), w) in present.iter().zip(&weights) {
+        for e in &st.endpoints {
+            push(SocketAddr::new(e.ip, e.port), *w, e.draining || w.is_none());
+            servers += 1;
+        }
+    }
+    let sink = r.invalid > 0;
+    if let (true, Some(w)) = (sink, weights.last()) {
+        let addr: SocketAddr = NGINX_SINK.parse().expect("the sink is an address");
+        push(addr, *w, w.is_none());
+    }
+    if servers == 0 {
+        // An empty upstream is a config error; a down placeholder is valid (closed).
+        push(PLACEHOLDER, None, true);
+    }
+    Some(NxStreamUpstream {
+        sink,
+        name,
+        hash_source: present
+            .iter()
+            .all(|(_, st)| matches!(st.stickiness, Some(Sticky::Source))),
+        server_lines: lines,
+    })
+}
+
+pub(crate) fn nx_streams(routes: &HttpRoutes, notes: &mut Vec<String>) -> NxStreams {
+    let mut out = NxStreams::default();
+    for s in &routes.streams {
+        let slug = format!("{}_{}_{}", ip_slug(s.ip), s.port, proto_word(s.protocol));
+        let table = if s.protocol.is_udp() {
+            &routes.udp_backends
+        } else {
+            &routes.backends
+        };
+        let listen = SocketAddr::new(s.ip, s.port).to_string();
+        let udp = s.protocol.is_udp();
+        let mut upstream = |i: usize, r: &StreamRoute, notes: &mut Vec<String>| {
+            nx_upstream(format!("rts_{slug}_r{i}"), r, table, notes).map(|u| {
+                let name = u.name.clone();
+                if u.sink {
+                    out.sink = Some(NGINX_SINK);
+                    out.sink_udp |= udp;
+                }
+                out.upstreams.push(u);
+                name
+            })
+        };
+        if s.protocol != StreamProtocol::Tls {
+            if s.routes.len() > 1 {
+                notes.push(format!(
+                    "{listen}/{}: one route per listener; the first is used",
+                    s.protocol.as_str()
+                ));
+            }
+            let target = s.routes.first().and_then(|r| upstream(0, r, notes));
+            out.servers.push(NxStreamServer {
+                listen,
+                udp: s.protocol.is_udp(),
+                ssl_preread: false,
+                proxy_pass: target,
+            });
+            continue;
+        }
+        let mut seen = BTreeSet::new();
+        let mut entries = String::new();
+        let mut default = None;
+        for (i, r) in s.routes.iter().enumerate() {
+            if r.host.as_ref().is_some_and(|h| !seen.insert(h.as_str())) {
+                continue;
+            }
+            if r.host.is_none() && default.is_some() {
+                continue;
+            }
+            let target = upstream(i, r, notes).unwrap_or_else(|| SINK_UPSTREAM.to_string());
+            match &r.host {
+                // `*.suffix` in a `hostnames` map matches any depth, not the suffix itself.
+                Some(h) => entries.push_str(&format!("\n    {h} {target};")),
+                None => default = Some(target),
+            }
+        }
+        let sni_var = format!("$k8slb_sni_{slug}");
+        let tls_var = format!("$k8slb_tls_{slug}");
+        out.maps.push(format!(
+            "map $ssl_preread_server_name {sni_var} {{\n    hostnames;{entries}\n    default {};\n  }}",
+            default.as_deref().unwrap_or(SINK_UPSTREAM)
+        ));
+        // What is not TLS has no protocol: closed, whatever the any-name route.
+        out.maps.push(format!(
+            "map $ssl_preread_protocol {tls_var} {{\n    \"\" {SINK_UPSTREAM};\n    default {sni_var};\n  }}"
+        ));
+        out.sink = Some(NGINX_SINK);
+        out.servers.push(NxStreamServer {
+            listen,
+            udp: false,
+            ssl_preread: true,
+            proxy_pass: Some(tls_var),
+        });
+    }
+    out
+}
