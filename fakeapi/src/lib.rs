@@ -433,7 +433,8 @@ impl FakeApi {
         }))
     }
 
-    /// Stores an object as given (status included, no validation, no defaults), creating
+    /// Stores an object as given (status included, no validation, no defaults; only an
+    /// installed CRD's kind is pruned and defaulted, as a real server reads it back), creating
     /// or replacing it, and notifies watches. `apiVersion`, `kind` and `metadata.name` are
     /// required; a namespaced object without a namespace goes to `default`. Returns the
     /// stored object (with `resourceVersion`, `uid`, `creationTimestamp`). This is the
@@ -456,7 +457,7 @@ impl FakeApi {
     /// installs (a real server deletes them with their CRD; no test relies on either).
     pub fn install_crds(&self, dir: impl AsRef<Path>) -> Result<(), CrdError> {
         let crds = crd::Crds::load_dir(dir.as_ref())?;
-        lock(&self.shared.store).crds = Arc::new(crds);
+        lock(&self.shared.store).install_crds(crds);
         Ok(())
     }
 

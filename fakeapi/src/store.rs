@@ -558,6 +558,34 @@ impl Store {
         new
     }
 
+    /// Installs `crds`, and prunes and defaults the stored objects of the kinds they
+    /// define, as a real server shows them once their CRD exists (without events: nothing
+    /// was written).
+    pub fn install_crds(&mut self, crds: Crds) {
+        self.crds = Arc::new(crds);
+        for (i, res) in RESOURCES.iter().enumerate() {
+            if resources::storage_row(i) != i {
+                continue;
+            }
+            // Objects are stored at the version they were written at.
+            for obj in self.objects[i].values_mut() {
+                let version = obj
+                    .get("apiVersion")
+                    .and_then(Value::as_str)
+                    .and_then(|a| a.rsplit_once('/'))
+                    .map_or("", |(_, v)| v)
+                    .to_string();
+                let row = RESOURCES
+                    .iter()
+                    .find(|r| r.group == res.group && r.kind == res.kind && r.version == version);
+                if let Some(v) = row.and_then(|r| self.crds.version(r)) {
+                    crate::schema::prune(&v.schema, obj, true);
+                    crate::schema::default(&v.schema, obj);
+                }
+            }
+        }
+    }
+
     /// Forgets the whole history, like an etcd compaction: watches and continue tokens from
     /// any earlier resourceVersion get 410 Expired.
     pub fn compact(&mut self) {
@@ -1136,6 +1164,12 @@ impl Store {
         }
         if res.group.is_empty() && res.plural == "namespaces" && obj.get("status").is_none() {
             obj["status"] = json!({"phase": "Active"});
+        }
+        // A real server reads a custom resource back pruned and defaulted, whatever it
+        // was written with.
+        if let Some(v) = self.crds.version(res) {
+            crate::schema::prune(&v.schema, &mut obj, true);
+            crate::schema::default(&v.schema, &mut obj);
         }
         let old = self.objects[resources::storage_row(res_i)]
             .get(&(ns.clone(), name))
