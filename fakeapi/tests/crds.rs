@@ -147,6 +147,22 @@ async fn the_standard_channel_serves_every_kind_and_version_its_crd_files_declar
         served("v1alpha2").await,
         ["tcproutes", "tlsroutes", "udproutes"]
     );
+    assert_eq!(
+        served("v1alpha3").await,
+        ["backendtlspolicies", "tlsroutes"]
+    );
+    let x = client
+        .list_api_group_resources("gateway.networking.x-k8s.io/v1alpha1")
+        .await
+        .expect("the experimental x-k8s.io group");
+    let mut x: Vec<String> = x
+        .resources
+        .into_iter()
+        .map(|r| r.name)
+        .filter(|n| !n.contains('/'))
+        .collect();
+    x.sort();
+    assert_eq!(x, ["xbackends", "xbackendtrafficpolicies", "xmeshes"]);
 
     // One object, every version: written at v1, read at v1beta1.
     let v1: Api<DynamicObject> = Api::namespaced_with(
