@@ -118,6 +118,8 @@ conformance_dir=${K8SLB_CONFORMANCE_DIR:-$(pwd)/../shared/conformance}
 if [ ! -f "$conformance_dir/gateway-api/conformance/base/manifests.yaml" ]; then
     skips+=(--skip gateway_api_conformance_suite_on_haproxy_and_nginx)
     other_ignored+="${other_ignored:+$'\n'}gateway_api_conformance_suite_on_haproxy_and_nginx"$'\t'"tests/tests/e2e_conformance.rs: no conformance data at $conformance_dir (set K8SLB_CONFORMANCE_DIR)"
+    skips+=(--skip ingress_conformance_features_on_haproxy_and_nginx)
+    other_ignored+="${other_ignored:+$'\n'}ingress_conformance_features_on_haproxy_and_nginx"$'\t'"tests/tests/e2e_conformance.rs: no conformance data at $conformance_dir (set K8SLB_CONFORMANCE_DIR)"
 fi
 # The fake API server serves the Gateway API from the same data's CRD files
 # (gateway-api/config/crd/): the tests that install them fail without them, and are

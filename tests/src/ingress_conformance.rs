@@ -182,7 +182,7 @@ impl Drop for IngressRunner<'_> {
 }
 
 /// One scenario's state (the suite's `state.Scenario`).
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Run {
     docs: Vec<Value>,
     ingress: Option<(String, String)>,
@@ -245,30 +245,83 @@ impl<'a> IngressRunner<'a> {
     }
 
     /// Runs every scenario of a feature: (scenario name, Ok or the failed step and why).
-    pub fn run_feature(&mut self, stem: &str, f: &Feature) -> Vec<(String, Result<(), String>)> {
+    /// `known` says whether a scenario is a known failure (it then gets
+    /// [`crate::conformance::KNOWN_FAIL_TIMEOUT`], not [`STATUS_TIMEOUT`]). Between
+    /// features, the last one's Ingresses are deleted and their statuses waited out.
+    pub fn run_feature(
+        &mut self,
+        stem: &str,
+        f: &Feature,
+        known: impl Fn(&str) -> bool,
+    ) -> Vec<(String, Result<(), String>)> {
         let file = format!("ingress-conformance-{stem}");
         let mut out = Vec::new();
         for s in &f.scenarios {
-            let r = self.run_scenario(stem, &file, f, s);
+            let timeout = if known(&s.name) {
+                crate::conformance::KNOWN_FAIL_TIMEOUT
+            } else {
+                STATUS_TIMEOUT
+            };
+            let r = self.run_scenario(stem, &file, f, s, timeout);
             out.push((s.name.clone(), r));
         }
         let _ = self.sys.delete(&file);
+        let dir = self
+            .sys
+            .status_dir()
+            .join("Ingress")
+            .join(namespace_of(stem));
+        let _ = crate::wait::until(Duration::from_secs(10), || {
+            Ok(std::fs::read_dir(&dir).map_or(true, |d| d.count() == 0))
+        });
         out
     }
 
+    /// The steps up to the first request set the scene, once; the requests and their
+    /// assertions are then repeated until they hold [`crate::conformance::SWEEPS`] times
+    /// in a row (the proxies converge on a new Ingress a moment after its status shows
+    /// the address), or `timeout` passes: Err, the last failed step and why.
     fn run_scenario(
         &self,
         stem: &str,
         file: &str,
         f: &Feature,
         s: &Scenario,
+        timeout: Duration,
     ) -> Result<(), String> {
+        let steps: Vec<&Step> = f.background.iter().chain(&s.steps).collect();
+        let first_request = steps
+            .iter()
+            .position(|st| pattern(&st.text).0.starts_with("I send "))
+            .unwrap_or(steps.len());
         let mut run = Run::default();
-        for step in f.background.iter().chain(&s.steps) {
+        for step in &steps[..first_request] {
             self.step(stem, file, &mut run, step)
                 .map_err(|e| format!("{}: {e:#}", step.text))?;
         }
-        Ok(())
+        let deadline = Instant::now() + timeout;
+        let mut streak = 0;
+        loop {
+            let mut probe = run.clone();
+            let failed = steps[first_request..].iter().find_map(|step| {
+                self.step(stem, file, &mut probe, step)
+                    .err()
+                    .map(|e| format!("{}: {e:#}", step.text))
+            });
+            match failed {
+                None => {
+                    streak += 1;
+                    if streak >= crate::conformance::SWEEPS {
+                        return Ok(());
+                    }
+                }
+                Some(e) if Instant::now() >= deadline => return Err(e),
+                Some(_) => {
+                    streak = 0;
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        }
     }
 
     fn namespace_docs(&self, run: &mut Run, ns: &str) {
