@@ -451,6 +451,19 @@ async fn with_the_experimental_crds_tcp_and_udp_routes_get_their_status_within_t
             .any(|(reason, _, _)| reason == "NotAllowedByListeners"),
         "{ev:?}"
     );
+    // The Event names the route at the version the watcher watches: v1 from the v1.6.1
+    // CRDs on (v1alpha2 is served by the experimental channel, not preferred).
+    let involved: Vec<String> = api
+        .list("events")
+        .iter()
+        .filter(|e| e.pointer("/involvedObject/name") == Some(&json!("dns")))
+        .filter_map(|e| {
+            e.pointer("/involvedObject/apiVersion")?
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(involved, [format!("{GW}/v1")], "{involved:?}");
     let g = get(&api, "namespaces/default/gateways/gw");
     let listeners = g["status"]["listeners"].as_array().unwrap();
     let udp = listeners.iter().find(|l| l["name"] == "dns").unwrap();
