@@ -167,7 +167,7 @@ pub fn parse(text: &str) -> Result<Feature> {
         for row in rows {
             let sub = |t: &str| substitute(t, header, row);
             out.push(Scenario {
-                name: format!("{} [{}]", s.name, row.join(", ")),
+                name: format!("{} [{}]", sub(&s.name), row.join(", ")),
                 steps: s
                     .steps
                     .iter()
