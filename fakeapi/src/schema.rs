@@ -577,6 +577,60 @@ mod tests {
         }
     }
 
+    fn causes(schema: &Value, status: Value) -> Vec<(&'static str, String)> {
+        let root = serde_json::json!({"type": "object", "properties": {"status": schema}});
+        let obj = serde_json::json!({"status": status});
+        validate(&Crds::default(), &root, &obj, None)
+            .into_iter()
+            .map(|c| (c.reason, c.field))
+            .collect()
+    }
+
+    #[test]
+    fn sets_maps_and_nullable_are_checked_as_the_apiserver_checks_them() {
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "names": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+            "labels": {"type": "object", "maxProperties": 2, "additionalProperties": {"type": "string", "maxLength": 3}},
+            "note": {"type": "string", "nullable": true},
+        }});
+        assert_eq!(
+            causes(
+                &schema,
+                serde_json::json!({"names": ["a", "b"], "note": null})
+            ),
+            []
+        );
+        assert_eq!(
+            causes(&schema, serde_json::json!({"names": ["a", "a"]})),
+            [("FieldValueDuplicate", "status.names[1]".to_string())]
+        );
+        assert_eq!(
+            causes(
+                &schema,
+                serde_json::json!({"labels": {"a": "1", "b": "2", "c": "3"}})
+            ),
+            [("FieldValueTooMany", "status.labels".to_string())]
+        );
+        assert_eq!(
+            causes(&schema, serde_json::json!({"labels": {"a": "long"}})),
+            [("FieldValueTooLong", "status.labels[a]".to_string())]
+        );
+        assert_eq!(
+            causes(&schema, serde_json::json!({"names": null})),
+            [("FieldValueInvalid", "status.names".to_string())]
+        );
+        // Pruning: unknown fields (nested too) and non-nullable nulls go; a nullable null stays.
+        let root = serde_json::json!({"type": "object", "properties": {"status": schema}});
+        let mut obj = serde_json::json!({"apiVersion": "x/v1", "metadata": {"name": "n", "any": 1},
+            "status": {"names": null, "note": null, "other": 1, "labels": {"a": "1"}}});
+        prune(&root, &mut obj, true);
+        assert_eq!(
+            obj,
+            serde_json::json!({"apiVersion": "x/v1", "metadata": {"name": "n", "any": 1},
+                "status": {"note": null, "labels": {"a": "1"}}})
+        );
+    }
+
     #[test]
     fn the_status_hostname_rule_is_transcribed() {
         let check = status_rule(r#"self.type == 'Hostname' ? self.value.matches(r"""^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"""): true"#).unwrap();

@@ -192,6 +192,14 @@ async fn cleanup_removes_our_status_and_state_and_keeps_other_controllers_entrie
         gw_get(&api, "namespaces/default/httproutes/web")["status"]["parents"],
         json!([theirs])
     );
+    // Every write the cleanup made passes the v1.6.1 CRDs' schemas.
+    let invalid: Vec<String> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.status == 422)
+        .map(|r| format!("{} {}: {}", r.method, r.path, r.message.unwrap_or_default()))
+        .collect();
+    assert_eq!(invalid, Vec::<String>::new());
     // The global config stays (the uninstall deletes it with the namespace).
     assert!(api
         .get_object(&format!("/api/v1/namespaces/{NS}/configmaps/global"))
