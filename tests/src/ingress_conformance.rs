@@ -248,6 +248,9 @@ impl<'a> IngressRunner<'a> {
     /// `known` says whether a scenario is a known failure (it then gets
     /// [`crate::conformance::KNOWN_FAIL_TIMEOUT`], not [`STATUS_TIMEOUT`]). Between
     /// features, the last one's Ingresses are deleted and their statuses waited out.
+    /// A negative scenario (a 404 expected) cannot pass early on a proxy that has not
+    /// loaded the feature's Ingress yet: in every feature a positive scenario (an answer
+    /// from a named backend) runs first, on the same objects.
     pub fn run_feature(
         &mut self,
         stem: &str,
