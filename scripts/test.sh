@@ -118,6 +118,27 @@ conformance_dir=${K8SLB_CONFORMANCE_DIR:-$(pwd)/../shared/conformance}
 if [ ! -f "$conformance_dir/gateway-api/conformance/base/manifests.yaml" ]; then
     skips+=(--skip gateway_api_conformance_suite_on_haproxy_and_nginx)
     other_ignored+="${other_ignored:+$'\n'}gateway_api_conformance_suite_on_haproxy_and_nginx"$'\t'"tests/tests/e2e_conformance.rs: no conformance data at $conformance_dir (set K8SLB_CONFORMANCE_DIR)"
+    skips+=(--skip ingress_conformance_features_on_haproxy_and_nginx)
+    other_ignored+="${other_ignored:+$'\n'}ingress_conformance_features_on_haproxy_and_nginx"$'\t'"tests/tests/e2e_conformance.rs: no conformance data at $conformance_dir (set K8SLB_CONFORMANCE_DIR)"
+fi
+# The fake API server serves the Gateway API from the same data's CRD files
+# (gateway-api/config/crd/): the tests that install them fail without them, and are
+# skipped here with that reason.
+if [ ! -f "$conformance_dir/gateway-api/config/crd/standard/gateway.networking.k8s.io_gateways.yaml" ]; then
+    for t in \
+        fakeapi/tests/crds.rs:the_standard_channel_serves_every_kind_and_version_its_crd_files_declare \
+        fakeapi/tests/crds.rs:a_new_gateway_reads_back_pruned_and_with_its_crds_defaults \
+        fakeapi/tests/crds.rs:a_status_the_real_apiserver_refuses_is_refused_with_its_422 \
+        fakeapi/tests/crds.rs:a_spec_the_schema_refuses_is_refused_on_create_and_update \
+        fakeapi/tests/kube_client.rs:gateway_api_kinds_behave_as_custom_resources \
+        watcher/tests/kube_cleanup.rs:cleanup_removes_our_status_and_state_and_keeps_other_controllers_entries \
+        watcher/tests/kube_gateway.rs:gateways_get_addresses_and_the_specifications_status_within_the_variants_rbac \
+        watcher/tests/kube_gateway.rs:with_the_experimental_crds_tcp_and_udp_routes_get_their_status_within_the_rbac \
+        watcher/tests/kube_gateway.rs:without_the_crds_services_are_served_and_the_watcher_restarts_once_they_exist \
+        watcher/tests/kube_gateway.rs:the_watcher_restarts_when_the_l4_route_kinds_are_installed_later; do
+        skips+=(--skip "${t#*:}")
+        other_ignored+="${other_ignored:+$'\n'}${t#*:}"$'\t'"${t%%:*}: no Gateway API CRD files at $conformance_dir/gateway-api/config/crd (set K8SLB_CONFORMANCE_DIR)"
+    done
 fi
 
 if [ -z "${K8SLB_SKIP_DEPS:-}" ]; then

@@ -155,6 +155,39 @@ impl ApiError {
         }))
     }
 
+    /// 422 as kube-apiserver answers a custom resource its CRD's schema refuses: the
+    /// qualified kind (`Gateway.gateway.networking.k8s.io`) in the message, every cause
+    /// listed (in brackets when there are several), each with its reason and field.
+    pub fn invalid_causes(res: &Resource, name: &str, causes: &[crate::schema::Cause]) -> Self {
+        let qualified = if res.group.is_empty() {
+            res.kind.to_string()
+        } else {
+            format!("{}.{}", res.kind, res.group)
+        };
+        let lines: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.detail))
+            .collect();
+        let listed = match lines.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        Self::new(
+            422,
+            "Invalid",
+            format!("{qualified} \"{name}\" is invalid: {listed}"),
+        )
+        .with_details(json!({
+            "name": name,
+            "group": res.group,
+            "kind": res.kind,
+            "causes": causes
+                .iter()
+                .map(|c| json!({"reason": c.reason, "message": c.detail, "field": c.field}))
+                .collect::<Vec<_>>(),
+        }))
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
     }

@@ -52,9 +52,13 @@
 //!
 //! core/v1 Services, Nodes, Pods, ConfigMaps, Secrets, Events, Endpoints, Namespaces;
 //! discovery.k8s.io/v1 EndpointSlices; events.k8s.io/v1 Events; coordination.k8s.io/v1 Leases;
-//! networking.k8s.io/v1 Ingresses and IngressClasses; gateway.networking.k8s.io/v1
-//! GatewayClasses, Gateways and HTTPRoutes (with `/status`) and v1beta1 ReferenceGrants,
-//! once [`FakeApi::install_gateway_api_crds`] installed them; core/v1 ServiceAccounts; apps/v1
+//! networking.k8s.io/v1 Ingresses and IngressClasses; the Gateway API kinds at every version
+//! the installed CRD files serve, with the status subresource they declare
+//! ([`FakeApi::install_gateway_api_crds`]: the upstream v1.6.1 files, standard channel:
+//! GatewayClass, Gateway, HTTPRoute v1 and v1beta1, GRPCRoute, ListenerSet,
+//! BackendTLSPolicy, TLSRoute, TCPRoute, UDPRoute v1, ReferenceGrant v1 and v1beta1; the
+//! experimental channel adds the alpha versions and the `gateway.networking.x-k8s.io`
+//! kinds; [`FakeApi::install_crds`] for any directory); core/v1 ServiceAccounts; apps/v1
 //! Deployments and DaemonSets (stored, not run); rbac.authorization.k8s.io/v1 Roles,
 //! RoleBindings, ClusterRoles and ClusterRoleBindings. Services, Nodes, Pods, Namespaces,
 //! Ingresses, Deployments and DaemonSets have a `/status` subresource. Adding a kind is one
@@ -119,10 +123,13 @@
 //!   labels for Namespaces, path segments for RBAC objects, RFC 1123 subdomains for
 //!   everything else); a ConfigMap's `data` plus `binaryData` at most 1 MiB (1048576
 //!   bytes); a core/v1 Event is created in its `involvedObject`'s namespace (`default` for
-//!   cluster-scoped objects); the status of Gateway API objects as their CRDs' schemas
-//!   check it (conditions, a Gateway's addresses and listeners, an HTTPRoute's parents:
-//!   see `gateway_schema`). Object bodies are otherwise stored as sent, unknown fields
-//!   included.
+//!   cluster-scoped objects). CRD-defined kinds are pruned, defaulted and validated against
+//!   their CRD's `openAPIV3Schema` as kube-apiserver does for a structural schema (every
+//!   keyword the Gateway API's schemas use; the one CEL rule under `status` transcribed,
+//!   the spec's CEL rules not evaluated: see `schema.rs`), with the real 422 shape.
+//!   Other object bodies are stored as sent, unknown fields included.
+//! - **Versions of a CRD** are views of the same objects that differ only by `apiVersion`
+//!   (the Gateway API's conversion is `None`).
 //! - **Both Event APIs** (core/v1 and events.k8s.io/v1) are separate stores here; in a real
 //!   cluster they are two views of the same objects.
 //! - PUT never creates: an update of a missing object is 404 NotFound.
@@ -131,14 +138,17 @@
 //! - Only JSON is served (no protobuf, no CBOR, no Table output, no aggregated discovery).
 
 mod authz;
+mod crd;
 mod error;
-mod gateway_schema;
 mod patch;
 mod query;
 mod resources;
+mod schema;
 mod selector;
 mod server;
 mod store;
+
+pub use crate::crd::{gateway_api_crd_dir, CrdError};
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -306,7 +316,6 @@ impl FakeApi {
             running: Mutex::new(None),
             authorization: options.authorization,
             tokens: Mutex::new(tokens),
-            crds: std::sync::atomic::AtomicU8::new(0),
         });
         spawn_server(&shared, listener);
         Ok(FakeApi {
@@ -424,7 +433,8 @@ impl FakeApi {
         }))
     }
 
-    /// Stores an object as given (status included, no validation, no defaults), creating
+    /// Stores an object as given (status included, no validation, no defaults; only an
+    /// installed CRD's kind is pruned and defaulted, as a real server reads it back), creating
     /// or replacing it, and notifies watches. `apiVersion`, `kind` and `metadata.name` are
     /// required; a namespaced object without a namespace goes to `default`. Returns the
     /// stored object (with `resourceVersion`, `uid`, `creationTimestamp`). This is the
@@ -440,23 +450,48 @@ impl FakeApi {
             .unwrap_or_else(|e| panic!("FakeApi::put_object: {e}"))
     }
 
-    /// Install (or, with `false`, remove) the Gateway API CRDs (standard channel:
-    /// GatewayClass, Gateway, HTTPRoute v1, ReferenceGrant v1beta1). A new fake has none,
-    /// as a new cluster has none: their paths are 404 and discovery does not list
-    /// `gateway.networking.k8s.io`. Removing them keeps the objects stored (a real
-    /// server deletes them with the CRD; no test relies on either).
-    pub fn install_gateway_api_crds(&self, installed: bool) {
-        self.shared
-            .crds
-            .store(u8::from(installed), std::sync::atomic::Ordering::SeqCst);
+    /// Installs the CustomResourceDefinitions of every `*.yaml` file in `dir`, replacing
+    /// the ones installed before: each version a file marks `served` is served (discovery
+    /// included) with its status subresource, and writes are pruned, defaulted and
+    /// validated against its `openAPIV3Schema` (see `schema.rs`). Objects are kept across
+    /// installs (a real server deletes them with their CRD; no test relies on either).
+    pub fn install_crds(&self, dir: impl AsRef<Path>) -> Result<(), CrdError> {
+        let crds = crd::Crds::load_dir(dir.as_ref())?;
+        lock(&self.shared.store).install_crds(crds);
+        Ok(())
     }
 
-    /// Install the Gateway API CRDs of the experimental channel: the standard ones and
-    /// TLSRoute, TCPRoute, UDPRoute (v1alpha2).
+    /// Installs (or, with `false`, removes) the Gateway API v1.6.1 CRDs of the standard
+    /// channel, read from [`gateway_api_crd_dir`]`("standard")`. A new fake has none, as a
+    /// new cluster has none: their paths are 404 and discovery does not list
+    /// `gateway.networking.k8s.io`.
+    ///
+    /// # Panics
+    /// When the CRD files are not there (the message says where they were looked for and
+    /// how to point at them: a test that needs the real schemas never passes without
+    /// them), or cannot be installed.
+    pub fn install_gateway_api_crds(&self, installed: bool) {
+        if installed {
+            self.install_channel("standard");
+        } else {
+            lock(&self.shared.store).crds = Arc::new(crd::Crds::default());
+        }
+    }
+
+    /// Installs the Gateway API v1.6.1 CRDs of the experimental channel (the standard
+    /// kinds and versions, the alpha versions of TLSRoute, TCPRoute, UDPRoute and
+    /// BackendTLSPolicy, and the `gateway.networking.x-k8s.io` kinds).
+    ///
+    /// # Panics
+    /// As [`FakeApi::install_gateway_api_crds`].
     pub fn install_gateway_api_experimental_crds(&self) {
-        self.shared
-            .crds
-            .store(2, std::sync::atomic::Ordering::SeqCst);
+        self.install_channel("experimental");
+    }
+
+    fn install_channel(&self, channel: &str) {
+        let dir = gateway_api_crd_dir(channel).unwrap_or_else(|why| panic!("{why}"));
+        self.install_crds(&dir)
+            .unwrap_or_else(|e| panic!("installing the Gateway API CRDs: {e}"));
     }
 
     /// The object at an API path such as `/api/v1/namespaces/default/services/web` or

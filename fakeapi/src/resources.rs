@@ -1,6 +1,8 @@
 //! The table of served resources. Everything else is generic over it, so adding a kind is
 //! one row here.
 
+use crate::crd::Crds;
+
 /// One served resource (a plural under one group/version).
 #[derive(Debug)]
 pub(crate) struct Resource {
@@ -20,20 +22,20 @@ pub(crate) struct Resource {
     /// (each kind's `AddFieldLabelConversionFunc` in kube-apiserver; the rest are refused).
     pub field_labels: &'static [&'static str],
     /// Defined by a CustomResourceDefinition that a cluster may not have: served only
-    /// once [`crate::FakeApi::install_gateway_api_crds`] installed it (404 before, as for
-    /// any path the server does not know).
+    /// while an installed CRD file serves this group, version and plural (`crd.rs`; 404
+    /// before, as for any path the server does not know).
     pub crd: bool,
-    /// A CRD of the Gateway API's experimental channel (TLSRoute, TCPRoute, UDPRoute):
-    /// served only once the experimental CRDs are installed.
-    pub experimental: bool,
 }
 
-impl Resource {
-    /// Served with the CRDs installed up to `level` (0 none, 1 standard, 2 experimental
-    /// channel too)?
-    pub fn served(&self, level: u8) -> bool {
-        !self.crd || (level >= 1 && (!self.experimental || level >= 2))
-    }
+/// The row whose store holds the objects of row `i`: the first row of the same group and
+/// kind. Every version of a CRD-defined kind is a view of the same objects (the Gateway
+/// API's CRDs convert with `strategy: None`: only `apiVersion` changes).
+pub(crate) fn storage_row(i: usize) -> usize {
+    let r = &RESOURCES[i];
+    RESOURCES
+        .iter()
+        .position(|o| o.group == r.group && o.kind == r.kind)
+        .unwrap_or(i)
 }
 
 impl Resource {
@@ -74,11 +76,10 @@ const fn core(
         short_names,
         field_labels: &[],
         crd: false,
-        experimental: false,
     }
 }
 
-/// A Gateway API kind (standard channel, CRDs the user installs).
+/// A Gateway API kind (CRDs the user installs) at one version.
 const fn gateway_api(
     version: &'static str,
     plural: &'static str,
@@ -96,8 +97,13 @@ const fn gateway_api(
     r
 }
 
-const fn experimental(mut r: Resource) -> Resource {
-    r.experimental = true;
+const fn short(mut r: Resource, short_names: &'static [&'static str]) -> Resource {
+    r.short_names = short_names;
+    r
+}
+
+const fn x_group(mut r: Resource) -> Resource {
+    r.group = "gateway.networking.x-k8s.io";
     r
 }
 
@@ -233,18 +239,79 @@ pub(crate) static RESOURCES: &[Resource] = &[
         core("clusterroles", "clusterrole", "ClusterRole", false, &[]),
         "rbac.authorization.k8s.io",
     ),
+    // Every kind and version the Gateway API v1.6.1 CRD files (standard and experimental
+    // channels) declare, served as the installed files say (`crd.rs`). Discovery lists a
+    // group's versions in row order, the first preferred: v1 first.
+    short(
+        gateway_api(
+            "v1",
+            "gatewayclasses",
+            "gatewayclass",
+            "GatewayClass",
+            false,
+            true,
+        ),
+        &["gc"],
+    ),
+    short(
+        gateway_api("v1", "gateways", "gateway", "Gateway", true, true),
+        &["gtw"],
+    ),
+    gateway_api("v1", "httproutes", "httproute", "HTTPRoute", true, true),
+    gateway_api("v1", "grpcroutes", "grpcroute", "GRPCRoute", true, true),
+    short(
+        gateway_api(
+            "v1",
+            "referencegrants",
+            "referencegrant",
+            "ReferenceGrant",
+            true,
+            false,
+        ),
+        &["refgrant"],
+    ),
+    short(
+        gateway_api(
+            "v1",
+            "backendtlspolicies",
+            "backendtlspolicy",
+            "BackendTLSPolicy",
+            true,
+            true,
+        ),
+        &["btlspolicy"],
+    ),
+    short(
+        gateway_api(
+            "v1",
+            "listenersets",
+            "listenerset",
+            "ListenerSet",
+            true,
+            true,
+        ),
+        &["lset"],
+    ),
+    gateway_api("v1", "tlsroutes", "tlsroute", "TLSRoute", true, true),
+    gateway_api("v1", "tcproutes", "tcproute", "TCPRoute", true, true),
+    gateway_api("v1", "udproutes", "udproute", "UDPRoute", true, true),
     gateway_api(
-        "v1",
+        "v1beta1",
         "gatewayclasses",
         "gatewayclass",
         "GatewayClass",
         false,
         true,
     ),
-    gateway_api("v1", "gateways", "gateway", "Gateway", true, true),
-    gateway_api("v1", "httproutes", "httproute", "HTTPRoute", true, true),
-    gateway_api("v1", "grpcroutes", "grpcroute", "GRPCRoute", true, true),
-    // The standard channel serves ReferenceGrant as v1beta1 (v1 only from v1.6).
+    gateway_api("v1beta1", "gateways", "gateway", "Gateway", true, true),
+    gateway_api(
+        "v1beta1",
+        "httproutes",
+        "httproute",
+        "HTTPRoute",
+        true,
+        true,
+    ),
     gateway_api(
         "v1beta1",
         "referencegrants",
@@ -253,31 +320,47 @@ pub(crate) static RESOURCES: &[Resource] = &[
         true,
         false,
     ),
-    // The experimental channel's L4 routes (v1alpha2).
-    experimental(gateway_api(
-        "v1alpha2",
-        "tlsroutes",
-        "tlsroute",
-        "TLSRoute",
+    // Served by the experimental channel only.
+    gateway_api(
+        "v1alpha3",
+        "backendtlspolicies",
+        "backendtlspolicy",
+        "BackendTLSPolicy",
         true,
         true,
-    )),
-    experimental(gateway_api(
-        "v1alpha2",
-        "tcproutes",
-        "tcproute",
-        "TCPRoute",
-        true,
-        true,
-    )),
-    experimental(gateway_api(
-        "v1alpha2",
-        "udproutes",
-        "udproute",
-        "UDPRoute",
-        true,
-        true,
-    )),
+    ),
+    gateway_api("v1alpha3", "tlsroutes", "tlsroute", "TLSRoute", true, true),
+    gateway_api("v1alpha2", "tlsroutes", "tlsroute", "TLSRoute", true, true),
+    gateway_api("v1alpha2", "tcproutes", "tcproute", "TCPRoute", true, true),
+    gateway_api("v1alpha2", "udproutes", "udproute", "UDPRoute", true, true),
+    short(
+        x_group(gateway_api(
+            "v1alpha1",
+            "xbackends",
+            "xbackend",
+            "XBackend",
+            true,
+            true,
+        )),
+        &["xbackend"],
+    ),
+    short(
+        x_group(gateway_api(
+            "v1alpha1",
+            "xbackendtrafficpolicies",
+            "xbackendtrafficpolicy",
+            "XBackendTrafficPolicy",
+            true,
+            true,
+        )),
+        &["xbtrafficpolicy"],
+    ),
+    short(
+        x_group(gateway_api(
+            "v1alpha1", "xmeshes", "xmesh", "XMesh", false, true,
+        )),
+        &["mesh"],
+    ),
     grouped(
         core(
             "clusterrolebindings",
@@ -321,10 +404,10 @@ pub(crate) fn find_loose(name: &str) -> Option<usize> {
 }
 
 /// The group/versions served, in discovery order (core first); CRD-defined ones only
-/// as far as the CRDs installed (`crds`: see [`Resource::served`]) define them.
-pub(crate) fn groups(crds: u8) -> Vec<(&'static str, &'static str)> {
+/// as far as the installed CRDs serve them.
+pub(crate) fn groups(crds: &Crds) -> Vec<(&'static str, &'static str)> {
     let mut out: Vec<(&str, &str)> = Vec::new();
-    for r in RESOURCES.iter().filter(|r| r.served(crds)) {
+    for r in RESOURCES.iter().filter(|r| crds.serves(r)) {
         if !out.contains(&(r.group, r.version)) {
             out.push((r.group, r.version));
         }

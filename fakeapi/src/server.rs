@@ -21,6 +21,7 @@ use tokio::task::JoinSet;
 use tokio::time::{Instant, Interval};
 
 use crate::authz::{self, Attributes, Identity, User};
+use crate::crd::Crds;
 use crate::error::ApiError;
 use crate::query::{self, parse_query};
 use crate::resources::{self, RESOURCES};
@@ -80,8 +81,6 @@ pub(crate) struct Shared {
     pub authorization: Authorization,
     /// Bearer token -> who it stands for.
     pub tokens: Mutex<HashMap<String, Identity>>,
-    /// The Gateway API CRDs are installed: their resources are served.
-    pub crds: std::sync::atomic::AtomicU8,
 }
 
 /// Who is asking, and what for.
@@ -342,7 +341,8 @@ async fn route(
     caller: &Caller,
 ) -> Response<Body> {
     let params = parse_query(query);
-    let crds = shared.crds.load(std::sync::atomic::Ordering::SeqCst);
+    let crds = lock(&shared.store).crds.clone();
+    let crds = crds.as_ref();
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let get = req.method() == Method::GET;
     match segs.as_slice() {
@@ -361,13 +361,13 @@ async fn route(
             Some(v) => json_response(200, &v),
             None => error_response(&ApiError::path_not_found(path)),
         },
-        ["api", "v1"] if get => json_response(200, &resource_list("", "v1")),
+        ["api", "v1"] if get => json_response(200, &resource_list("", "v1", crds)),
         ["apis", group, version]
             if get && resources::groups(crds).contains(&(*group, *version)) =>
         {
-            json_response(200, &resource_list(group, version))
+            json_response(200, &resource_list(group, version, crds))
         }
-        _ => match parse_api_path(path).filter(|t| RESOURCES[t.res()].served(crds)) {
+        _ => match parse_api_path(path).filter(|t| crds.serves(&RESOURCES[t.res()])) {
             Some(target) => resource_request(shared, req, target, &params, caller).await,
             None => error_response(&ApiError::path_not_found(path)),
         },
@@ -695,7 +695,7 @@ fn version_info() -> Value {
 
 /// A group with every version it serves, the first listed preferred (as the real
 /// discovery lists them).
-fn group_json(group: &str, crds: u8) -> Value {
+fn group_json(group: &str, crds: &Crds) -> Value {
     let versions: Vec<Value> = resources::groups(crds)
         .into_iter()
         .filter(|(g, _)| *g == group)
@@ -704,7 +704,7 @@ fn group_json(group: &str, crds: u8) -> Value {
     json!({"name": group, "preferredVersion": versions[0].clone(), "versions": versions})
 }
 
-fn group_list(crds: u8) -> Value {
+fn group_list(crds: &Crds) -> Value {
     let mut names: Vec<&str> = Vec::new();
     for (g, _) in resources::groups(crds) {
         if !g.is_empty() && !names.contains(&g) {
@@ -715,7 +715,7 @@ fn group_list(crds: u8) -> Value {
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
-fn group_info(group: &str, crds: u8) -> Option<Value> {
+fn group_info(group: &str, crds: &Crds) -> Option<Value> {
     if group.is_empty() || !resources::groups(crds).iter().any(|(g, _)| *g == group) {
         return None;
     }
@@ -725,11 +725,11 @@ fn group_info(group: &str, crds: u8) -> Option<Value> {
     Some(info)
 }
 
-fn resource_list(group: &str, version: &str) -> Value {
+fn resource_list(group: &str, version: &str, crds: &Crds) -> Value {
     let mut list = Vec::new();
     for r in RESOURCES
         .iter()
-        .filter(|r| r.group == group && r.version == version)
+        .filter(|r| r.group == group && r.version == version && crds.serves(r))
     {
         list.push(json!({
             "name": r.plural,

@@ -6,12 +6,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::crd::Crds;
 use crate::error::ApiError;
 use crate::patch::{
     from_fields_v1, get_path, json_patch, leaf_paths, merge_patch, remove_path, to_fields_v1,
@@ -109,7 +111,7 @@ impl Change {
     /// What a watch with `filter` sees of this change: label or field changes that move an
     /// object into or out of the selection become ADDED or DELETED, as in the real server.
     fn seen_by(&self, filter: &Filter) -> Option<WatchItem> {
-        if self.res != filter.res {
+        if resources::storage_row(self.res) != resources::storage_row(filter.res) {
             return None;
         }
         let new_matches = filter.matches(&self.new);
@@ -128,7 +130,7 @@ impl Change {
         };
         Some(WatchItem {
             rv: self.rv,
-            event: json!({"type": typ.as_str(), "object": self.new}),
+            event: json!({"type": typ.as_str(), "object": as_version(filter.res, self.new.clone())}),
         })
     }
 }
@@ -150,6 +152,19 @@ pub(crate) struct Store {
     /// Every change with a resourceVersion above this one is still in `history`.
     compacted: u64,
     watchers: Vec<Watcher>,
+    /// The installed CustomResourceDefinitions: what CRD-defined rows are served, and
+    /// their schemas.
+    pub crds: Arc<Crds>,
+}
+
+/// An object as seen through row `res`: a CRD-defined kind's object read at another
+/// version than it was written at differs only by its `apiVersion` (conversion `None`).
+fn as_version(res: usize, mut obj: Value) -> Value {
+    let r = &RESOURCES[res];
+    if r.crd {
+        obj["apiVersion"] = json!(r.api_version());
+    }
+    obj
 }
 
 pub(crate) fn namespace_of(obj: &Value) -> &str {
@@ -345,10 +360,19 @@ fn terminating(ns: &Value) -> bool {
 
 /// The strategy validation the fake does beyond names: a ConfigMap's size, a TLS Secret's
 /// two keys, and that a core/v1 Event lives in the namespace of the object it is about.
-fn validate_object(res: &Resource, obj: &Value, creating: bool) -> Result<(), ApiError> {
+fn validate_object(
+    crds: &Crds,
+    res: &Resource,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    let creating = old.is_none();
     let name = name_of(obj);
-    if res.crd {
-        crate::gateway_schema::validate_status(res, name, obj)?;
+    if let Some(v) = crds.version(res) {
+        let causes = crate::schema::validate(crds, &v.schema, obj, old);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid_causes(res, name, &causes));
+        }
     }
     if res.group.is_empty() && res.plural == "configmaps" {
         let text: usize = obj
@@ -454,6 +478,7 @@ impl Store {
             history_limit: history_limit.max(1),
             compacted: 1,
             watchers: Vec::new(),
+            crds: Arc::new(Crds::default()),
         }
     }
 
@@ -494,7 +519,9 @@ impl Store {
                 })
                 .collect();
             let name = format!("{prefix}{suffix}");
-            if !self.objects[res].contains_key(&(ns.to_string(), name.clone())) {
+            if !self.objects[resources::storage_row(res)]
+                .contains_key(&(ns.to_string(), name.clone()))
+            {
                 return name;
             }
         }
@@ -507,9 +534,9 @@ impl Store {
         meta_mut(&mut new).insert("resourceVersion".into(), json!(self.rv.to_string()));
         let key = (namespace_of(&new).to_string(), name_of(&new).to_string());
         if typ == EventType::Deleted {
-            self.objects[res].remove(&key);
+            self.objects[resources::storage_row(res)].remove(&key);
         } else {
-            self.objects[res].insert(key, new.clone());
+            self.objects[resources::storage_row(res)].insert(key, new.clone());
         }
         let change = Change {
             rv: self.rv,
@@ -531,6 +558,34 @@ impl Store {
         new
     }
 
+    /// Installs `crds`, and prunes and defaults the stored objects of the kinds they
+    /// define, as a real server shows them once their CRD exists (without events: nothing
+    /// was written).
+    pub fn install_crds(&mut self, crds: Crds) {
+        self.crds = Arc::new(crds);
+        for (i, res) in RESOURCES.iter().enumerate() {
+            if resources::storage_row(i) != i {
+                continue;
+            }
+            // Objects are stored at the version they were written at.
+            for obj in self.objects[i].values_mut() {
+                let version = obj
+                    .get("apiVersion")
+                    .and_then(Value::as_str)
+                    .and_then(|a| a.rsplit_once('/'))
+                    .map_or("", |(_, v)| v)
+                    .to_string();
+                let row = RESOURCES
+                    .iter()
+                    .find(|r| r.group == res.group && r.kind == res.kind && r.version == version);
+                if let Some(v) = row.and_then(|r| self.crds.version(r)) {
+                    crate::schema::prune(&v.schema, obj, true);
+                    crate::schema::default(&v.schema, obj);
+                }
+            }
+        }
+    }
+
     /// Forgets the whole history, like an etcd compaction: watches and continue tokens from
     /// any earlier resourceVersion get 410 Expired.
     pub fn compact(&mut self) {
@@ -539,18 +594,18 @@ impl Store {
     }
 
     pub fn get(&self, res: usize, ns: &str, name: &str) -> Result<Value, ApiError> {
-        self.objects[res]
+        self.objects[resources::storage_row(res)]
             .get(&(ns.to_string(), name.to_string()))
-            .cloned()
+            .map(|o| as_version(res, o.clone()))
             .ok_or_else(|| ApiError::not_found(&RESOURCES[res], name))
     }
 
     pub fn get_ref(&self, res: usize, ns: &str, name: &str) -> Option<&Value> {
-        self.objects[res].get(&(ns.to_string(), name.to_string()))
+        self.objects[resources::storage_row(res)].get(&(ns.to_string(), name.to_string()))
     }
 
     pub fn iter(&self, res: usize) -> impl Iterator<Item = &Value> {
-        self.objects[res].values()
+        self.objects[resources::storage_row(res)].values()
     }
 
     /// NamespaceLifecycle for a create in `ns`: 404 if the Namespace does not exist, 403 if
@@ -594,7 +649,10 @@ impl Store {
     }
 
     pub fn objects(&self, res: usize) -> Vec<Value> {
-        self.objects[res].values().cloned().collect()
+        self.objects[resources::storage_row(res)]
+            .values()
+            .map(|o| as_version(res, o.clone()))
+            .collect()
     }
 
     pub fn list(
@@ -616,7 +674,7 @@ impl Store {
             }
             None => (self.rv, Bound::Unbounded),
         };
-        let mut matching = self.objects[filter.res]
+        let mut matching = self.objects[resources::storage_row(filter.res)]
             .range((start, Bound::Unbounded))
             .filter(|(_, o)| filter.matches(o));
         let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
@@ -633,7 +691,7 @@ impl Store {
             "kind": format!("{}List", res.kind),
             "apiVersion": res.api_version(),
             "metadata": metadata,
-            "items": items.into_iter().map(|(_, o)| o.clone()).collect::<Vec<_>>(),
+            "items": items.into_iter().map(|(_, o)| as_version(filter.res, o.clone())).collect::<Vec<_>>(),
         }))
     }
 
@@ -654,12 +712,12 @@ impl Store {
                 })?),
             };
         let initial = match from {
-            None => self.objects[filter.res]
+            None => self.objects[resources::storage_row(filter.res)]
                 .values()
                 .filter(|o| filter.matches(o))
                 .map(|o| WatchItem {
                     rv: rv_of(o).and_then(|r| r.parse().ok()).unwrap_or(0),
-                    event: json!({"type": "ADDED", "object": o}),
+                    event: json!({"type": "ADDED", "object": as_version(filter.res, o.clone())}),
                 })
                 .collect(),
             Some(from) if from < self.compacted => {
@@ -730,7 +788,8 @@ impl Store {
         }
         validate_name(res, &name)?;
         let ns = if res.namespaced { ns } else { "" };
-        if self.objects[res_i].contains_key(&(ns.to_string(), name.clone())) {
+        if self.objects[resources::storage_row(res_i)].contains_key(&(ns.to_string(), name.clone()))
+        {
             return Err(ApiError::already_exists(res, &name));
         }
         let uid = self.new_uid();
@@ -741,10 +800,17 @@ impl Store {
         meta.insert("generation".into(), json!(1));
         meta.remove("deletionTimestamp");
         if res.clear_status_on_create {
-            obj["status"] = json!({});
+            if res.crd {
+                // The custom resource strategy drops it; defaulting may give it back.
+                if let Value::Object(m) = &mut obj {
+                    m.remove("status");
+                }
+            } else {
+                obj["status"] = json!({});
+            }
         }
         self.apply_defaults(res, None, &mut obj);
-        validate_object(res, &obj, true)?;
+        validate_object(&self.crds, res, &obj, None)?;
         if opts.dry_run {
             return Ok(obj);
         }
@@ -843,9 +909,9 @@ impl Store {
             ));
         }
         check_identity(res, &mut cfg, ns, name)?;
-        let existing = self.objects[res_i]
+        let existing = self.objects[resources::storage_row(res_i)]
             .get(&(ns.to_string(), name.to_string()))
-            .cloned();
+            .map(|o| as_version(res_i, o.clone()));
         if let (Some(want), Some(old)) = (rv_of(&cfg), &existing) {
             if Some(want) != rv_of(old) {
                 return Err(ApiError::stale(res, name));
@@ -964,7 +1030,7 @@ impl Store {
     ) -> Result<Value, ApiError> {
         let res = &RESOURCES[res_i];
         self.apply_defaults(res, Some(&old), &mut new);
-        validate_object(res, &new, false)?;
+        validate_object(&self.crds, res, &new, Some(&old))?;
         let old_generation = old
             .pointer("/metadata/generation")
             .cloned()
@@ -1052,7 +1118,7 @@ impl Store {
         filter: &Filter,
         opts: &WriteOptions,
     ) -> Result<Value, ApiError> {
-        let keys: Vec<Key> = self.objects[filter.res]
+        let keys: Vec<Key> = self.objects[resources::storage_row(filter.res)]
             .iter()
             .filter(|(_, o)| filter.matches(o))
             .map(|(k, _)| k.clone())
@@ -1099,7 +1165,15 @@ impl Store {
         if res.group.is_empty() && res.plural == "namespaces" && obj.get("status").is_none() {
             obj["status"] = json!({"phase": "Active"});
         }
-        let old = self.objects[res_i].get(&(ns.clone(), name)).cloned();
+        // A real server reads a custom resource back pruned and defaulted, whatever it
+        // was written with.
+        if let Some(v) = self.crds.version(res) {
+            crate::schema::prune(&v.schema, &mut obj, true);
+            crate::schema::default(&v.schema, &mut obj);
+        }
+        let old = self.objects[resources::storage_row(res_i)]
+            .get(&(ns.clone(), name))
+            .cloned();
         let uid = self.new_uid();
         let meta = meta_mut(&mut obj);
         if res.namespaced {
@@ -1131,7 +1205,7 @@ impl Store {
 
     /// Test helper: removes an object without any checks.
     pub fn remove(&mut self, res_i: usize, ns: &str, name: &str) -> Option<Value> {
-        let old = self.objects[res_i]
+        let old = self.objects[resources::storage_row(res_i)]
             .get(&(ns.to_string(), name.to_string()))
             .cloned()?;
         Some(self.commit(res_i, EventType::Deleted, Some(old.clone()), old))
@@ -1139,6 +1213,10 @@ impl Store {
 
     /// Defaults the real API server fills in: Services', and a new Namespace is Active.
     fn apply_defaults(&mut self, res: &Resource, old: Option<&Value>, obj: &mut Value) {
+        if let Some(v) = self.crds.version(res) {
+            crate::schema::prune(&v.schema, obj, true);
+            crate::schema::default(&v.schema, obj);
+        }
         if res.group.is_empty() && res.plural == "services" {
             self.default_service(old, obj);
         }

@@ -205,3 +205,139 @@ fn gateway_api_conformance_suite_on_haproxy_and_nginx() {
         fixed.join("\n")
     );
 }
+
+/// One proxy's Ingress suite: one line per scenario, and the results.
+fn ingress_on(
+    proxy: &str,
+    features: &[(String, k8slb_tests::gherkin::Feature)],
+) -> Vec<(String, String, Result<(), String>)> {
+    use k8slb_tests::ingress_conformance::{echo_needs, IngressRunner};
+    let opts = Options::new(&format!("ing-{proxy}"))
+        .proxy(proxy)
+        .lbs(1)
+        .backends(1);
+    let mut sys = System::start(opts).expect("the lab starts");
+    let needs = echo_needs(features).expect("the features' manifests");
+    let started = Instant::now();
+    let mut out = Vec::new();
+    {
+        let mut runner = IngressRunner::start(&mut sys, &needs).expect("the echo backend");
+        for (stem, f) in features {
+            let known = |name: &str| ingress_known_failure(proxy, stem, name).is_some();
+            for (name, r) in runner.run_feature(stem, f, known) {
+                let known = ingress_known_failure(proxy, stem, &name);
+                let line = match (&r, known) {
+                    (Ok(()), _) => "PASS".to_string(),
+                    (Err(e), Some(k)) => format!("FAIL: known failure ({k}): {e}"),
+                    (Err(e), None) => format!("FAIL: {e}"),
+                };
+                let (word, why) = line.split_once(": ").unwrap_or((&line, ""));
+                let why = if why.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {why}")
+                };
+                println!("ingress-conformance {proxy} {word} {stem}: {name}{why}");
+                out.push((stem.clone(), name, r));
+            }
+        }
+    }
+    println!(
+        "ingress-conformance {proxy}: {} scenarios in {:.0} s",
+        out.len(),
+        started.elapsed().as_secs_f64()
+    );
+    if out
+        .iter()
+        .all(|(stem, name, r)| r.is_ok() || ingress_known_failure(proxy, stem, name).is_some())
+    {
+        sys.lab.pass();
+    }
+    out
+}
+
+/// Scenarios known to fail on a proxy (empty proxy: both), and why: reported as FAIL, and
+/// the test fails only if one passes (then its entry must go).
+const INGRESS_KNOWN_FAILURES: &[(&str, &str, &str, &str)] = &[];
+
+fn ingress_known_failure(proxy: &str, stem: &str, scenario: &str) -> Option<&'static str> {
+    INGRESS_KNOWN_FAILURES
+        .iter()
+        .find(|(p, f, s, _)| (p.is_empty() || *p == proxy) && *f == stem && scenario.starts_with(s))
+        .map(|(_, _, _, why)| *why)
+}
+
+/// The report of one proxy's Ingress run: per feature, what passed and what failed and why.
+fn ingress_report(proxy: &str, results: &[(String, String, Result<(), String>)]) -> String {
+    let mut text = format!(
+        "# The Ingress conformance features (kubernetes-sigs/ingress-controller-conformance\n\
+         # at f91a799, features/*.feature) through k8slb's standalone mode on {proxy}, one\n\
+         # result per scenario (an outline's example rows each count):\n\
+         # tests/tests/e2e_conformance.rs (ingress_conformance_features_on_haproxy_and_nginx).\n\
+         implementation: k8slb ({proxy})\nversion: {}\nfeatures:\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    for stem in k8slb_tests::ingress_conformance::FEATURES {
+        let of: Vec<_> = results.iter().filter(|(s, _, _)| s == stem).collect();
+        let passed = of.iter().filter(|(_, _, r)| r.is_ok()).count();
+        text.push_str(&format!(
+            "  {stem}:\n    scenarios: {}\n    passed: {passed}\n    failed: {}\n",
+            of.len(),
+            of.len() - passed
+        ));
+        let failed: Vec<_> = of.iter().filter(|(_, _, r)| r.is_err()).collect();
+        if !failed.is_empty() {
+            text.push_str("    failures:\n");
+            for (_, name, r) in failed {
+                let why = r.as_ref().err().cloned().unwrap_or_default();
+                text.push_str(&format!("    - scenario: {name:?}\n      why: {why:?}\n"));
+            }
+        }
+    }
+    text
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces with the real actors, keepalived, HAProxy and nginx; ./scripts/test.sh runs it"]
+fn ingress_conformance_features_on_haproxy_and_nginx() {
+    use k8slb_tests::ingress_conformance::{read_features, unknown_steps};
+    let data = conformance::data_dir().unwrap_or_else(|e| panic!("{e:#}"));
+    let features = read_features(&data).unwrap_or_else(|e| panic!("{e:#}"));
+    let unknown = unknown_steps(&features);
+    assert!(
+        unknown.is_empty(),
+        "steps the interpreter does not know:\n{}",
+        unknown.join("\n")
+    );
+    let proxies = std::env::var("K8SLB_CONFORMANCE_PROXIES").unwrap_or("haproxy,nginx".into());
+    let mut failed = Vec::new();
+    let mut fixed = Vec::new();
+    for proxy in proxies.split(',') {
+        let results = ingress_on(proxy, &features);
+        for (stem, name, r) in &results {
+            match (r, ingress_known_failure(proxy, stem, name)) {
+                (Err(why), None) => failed.push(format!("{proxy} {stem}: {name}: {why}")),
+                (Ok(()), Some(_)) => fixed.push(format!("{proxy} {stem}: {name}")),
+                _ => {}
+            }
+        }
+        let dir = k8slb_tests::bins::repo_root().join("docs/conformance");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("k8slb-{proxy}-ingress-report.yaml"));
+        std::fs::write(&path, ingress_report(proxy, &results)).unwrap();
+        println!(
+            "ingress-conformance {proxy}: report written to {}",
+            path.display()
+        );
+    }
+    assert!(
+        failed.is_empty(),
+        "Ingress conformance failures:\n{}",
+        failed.join("\n")
+    );
+    assert!(
+        fixed.is_empty(),
+        "known failures that pass now (remove them from INGRESS_KNOWN_FAILURES):\n{}",
+        fixed.join("\n")
+    );
+}

@@ -83,9 +83,16 @@ pub trait Lookup {
     fn node_uid(&self, name: &str) -> Option<String>;
     /// None also when Ingresses are not served.
     fn ingress_uid(&self, ns: &str, name: &str) -> Option<String>;
-    /// The uid of a Gateway API object (`kind` GatewayClass, Gateway or HTTPRoute; `ns`
-    /// None for a GatewayClass). None also when the Gateway API is not served.
-    fn gateway_api_uid(&self, _kind: &str, _ns: Option<&str>, _name: &str) -> Option<String> {
+    /// The uid of a Gateway API object (`kind` GatewayClass, Gateway, HTTPRoute, GRPCRoute
+    /// or an L4 route; `ns` None for a GatewayClass) and the apiVersion it is watched at
+    /// (the version the cluster serves: TLSRoute is v1alpha2 in some releases, v1 from
+    /// v1.5). None also when the Gateway API is not served.
+    fn gateway_api_ref(
+        &self,
+        _kind: &str,
+        _ns: Option<&str>,
+        _name: &str,
+    ) -> Option<(String, String)> {
         None
     }
 }
@@ -98,17 +105,13 @@ fn gateway_api_target(
     ns: Option<&str>,
     name: &str,
 ) -> Option<Target> {
+    let (uid, api_version) = look.gateway_api_ref(kind, ns, name)?;
     Some(Target {
-        // The L4 routes are served as v1alpha2 by every release that has them.
-        api_version: match kind {
-            "TLSRoute" | "TCPRoute" | "UDPRoute" => "gateway.networking.k8s.io/v1alpha2",
-            _ => "gateway.networking.k8s.io/v1",
-        }
-        .into(),
+        api_version,
         kind: kind.into(),
         namespace: ns.map(Into::into),
         name: name.into(),
-        uid: look.gateway_api_uid(kind, ns, name)?,
+        uid,
     })
 }
 

@@ -514,7 +514,12 @@ impl Lookup for Stores {
             .unwrap_or_else(|bad| bad.metadata.uid.clone())
     }
 
-    fn gateway_api_uid(&self, kind: &str, ns: Option<&str>, name: &str) -> Option<String> {
+    fn gateway_api_ref(
+        &self,
+        kind: &str,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Option<(String, String)> {
         let g = self.gateway.as_ref()?;
         let (store, ar) = match kind {
             "GatewayClass" => (&g.classes, &g.resources.classes),
@@ -534,7 +539,8 @@ impl Lookup for Stores {
         if let Some(ns) = ns {
             r = r.within(ns);
         }
-        store.get(&r)?.metadata.uid.clone()
+        let uid = store.get(&r)?.metadata.uid.clone()?;
+        Some((uid, ar.api_version.clone()))
     }
 }
 

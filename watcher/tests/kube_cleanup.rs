@@ -98,7 +98,9 @@ async fn cleanup_removes_our_status_and_state_and_keeps_other_controllers_entrie
         "metadata": {"name": "their-gw", "namespace": "default"},
         "spec": {"gatewayClassName": "other", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]},
         "status": their_gw_status.clone()}));
-    let theirs = json!({"parentRef": {"name": "their-gw"}, "controllerName": "example.com/other",
+    // As a real server holds it: the CRD defaults parentRef's group and kind.
+    let theirs = json!({"parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "their-gw"},
+        "controllerName": "example.com/other",
         "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
                         "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
     api.put_object(json!({"apiVersion": format!("{GW}/v1"), "kind": "HTTPRoute",
@@ -190,6 +192,14 @@ async fn cleanup_removes_our_status_and_state_and_keeps_other_controllers_entrie
         gw_get(&api, "namespaces/default/httproutes/web")["status"]["parents"],
         json!([theirs])
     );
+    // Every write the cleanup made passes the v1.6.1 CRDs' schemas.
+    let invalid: Vec<String> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.status == 422)
+        .map(|r| format!("{} {}: {}", r.method, r.path, r.message.unwrap_or_default()))
+        .collect();
+    assert_eq!(invalid, Vec::<String>::new());
     // The global config stays (the uninstall deletes it with the namespace).
     assert!(api
         .get_object(&format!("/api/v1/namespaces/{NS}/configmaps/global"))

@@ -27,6 +27,16 @@ fn logged(parts: &[&str]) -> bool {
     })
 }
 
+/// The writes the Gateway API CRDs' schemas refused (422): what a real API server with
+/// the v1.6.1 CRDs would have refused of the watcher's writes.
+fn invalid_writes(api: &k8slb_fakeapi::FakeApi) -> Vec<String> {
+    api.requests()
+        .into_iter()
+        .filter(|r| r.status == 422)
+        .map(|r| format!("{} {}: {}", r.method, r.path, r.message.unwrap_or_default()))
+        .collect()
+}
+
 fn start_gateway(api: &k8slb_fakeapi::FakeApi) -> Watcher {
     let mut a = args("w1");
     a.ingress = true;
@@ -97,6 +107,7 @@ async fn without_the_crds_services_are_served_and_the_watcher_restarts_once_they
     .await;
     wait_for("ready", || w.metrics.readiness.is_ready().then_some(())).await;
     assert_eq!(api.refused_requests(), Vec::<String>::new());
+    assert_eq!(invalid_writes(&api), Vec::<String>::new());
 
     // Installed later: the watcher exits cleanly, to be restarted by its Deployment.
     api.install_gateway_api_crds(true);
@@ -108,10 +119,24 @@ async fn without_the_crds_services_are_served_and_the_watcher_restarts_once_they
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_watcher_restarts_when_the_experimental_route_kinds_are_installed_later() {
+async fn the_watcher_restarts_when_the_l4_route_kinds_are_installed_later() {
     logs();
     let api = k8slb_fakeapi::FakeApi::start().await;
-    api.install_gateway_api_crds(true);
+    // A release without the L4 routes (before v1.5 they were experimental only): the
+    // v1.6.1 standard channel's CRD files without TLSRoute, TCPRoute and UDPRoute.
+    let standard = k8slb_fakeapi::gateway_api_crd_dir("standard").unwrap_or_else(|e| panic!("{e}"));
+    let older = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(&standard).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !["tcproutes", "tlsroutes", "udproutes"]
+            .iter()
+            .any(|k| name.contains(k))
+        {
+            std::fs::copy(&path, older.path().join(&name)).unwrap();
+        }
+    }
+    api.install_crds(older.path()).unwrap();
     seed_ingress_variant(&api);
     api.put_object(class());
     api.put_object(gateway());
@@ -124,7 +149,7 @@ async fn the_watcher_restarts_when_the_experimental_route_kinds_are_installed_la
     // Still serving a while later: nothing new was installed.
     tokio::time::sleep(Duration::from_millis(900)).await;
     assert!(!w.task.is_finished(), "no restart without a new kind");
-    api.install_gateway_api_experimental_crds();
+    api.install_gateway_api_crds(true);
     let done = tokio::time::timeout(Duration::from_secs(20), w.task)
         .await
         .expect("the watcher exits once TLSRoute, TCPRoute and UDPRoute exist")
@@ -148,7 +173,9 @@ async fn gateways_get_addresses_and_the_specifications_status_within_the_variant
     api.put_object(gateway());
     let mut r = route("web", "web");
     // Another controller's entry in the route's status: kept as it is.
-    let theirs = json!({"parentRef": {"name": "their-gw"}, "controllerName": "example.com/other",
+    // As a real server holds it: the CRD defaults parentRef's group and kind.
+    let theirs = json!({"parentRef": {"group": GW, "kind": "Gateway", "name": "their-gw"},
+        "controllerName": "example.com/other",
         "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
                         "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
     r["status"] = json!({"parents": [theirs.clone()]});
@@ -227,9 +254,18 @@ async fn gateways_get_addresses_and_the_specifications_status_within_the_variant
     })
     .await;
     assert!(class_status["status"]["conditions"].is_array());
-    assert!(get(&api, "gatewayclasses/other")
-        .get("status")
-        .is_none_or(|s| s.get("conditions").is_none()));
+    // Another controller's class keeps what the CRD's default gave it (Accepted Unknown,
+    // Pending): k8slb never writes it.
+    let other = get(&api, "gatewayclasses/other");
+    assert!(
+        has(
+            &other["status"]["conditions"],
+            "Accepted",
+            "Unknown",
+            "Pending"
+        ),
+        "{other:#}"
+    );
 
     let web = wait_for("the route's parent status", || {
         let r = get(&api, "namespaces/default/httproutes/web");
@@ -323,6 +359,7 @@ async fn gateways_get_addresses_and_the_specifications_status_within_the_variant
     .await;
     assert_eq!(web["status"]["parents"][0], theirs);
     assert_eq!(api.refused_requests(), Vec::<String>::new());
+    assert_eq!(invalid_writes(&api), Vec::<String>::new());
     w.stop().await;
 }
 
@@ -414,6 +451,19 @@ async fn with_the_experimental_crds_tcp_and_udp_routes_get_their_status_within_t
             .any(|(reason, _, _)| reason == "NotAllowedByListeners"),
         "{ev:?}"
     );
+    // The Event names the route at the version the watcher watches: v1 from the v1.6.1
+    // CRDs on (v1alpha2 is served by the experimental channel, not preferred).
+    let involved: Vec<String> = api
+        .list("events")
+        .iter()
+        .filter(|e| e.pointer("/involvedObject/name") == Some(&json!("dns")))
+        .filter_map(|e| {
+            e.pointer("/involvedObject/apiVersion")?
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(involved, [format!("{GW}/v1")], "{involved:?}");
     let g = get(&api, "namespaces/default/gateways/gw");
     let listeners = g["status"]["listeners"].as_array().unwrap();
     let udp = listeners.iter().find(|l| l["name"] == "dns").unwrap();
@@ -451,5 +501,6 @@ async fn with_the_experimental_crds_tcp_and_udp_routes_get_their_status_within_t
         st.http.streams
     );
     assert_eq!(api.refused_requests(), Vec::<String>::new());
+    assert_eq!(invalid_writes(&api), Vec::<String>::new());
     w.stop().await;
 }

@@ -671,7 +671,8 @@ async fn serve_echo(mut s: TcpStream, echo: &Echo, port: u16) -> std::io::Result
             extra.push_str(&format!("{n}: {v}\r\n"));
         }
         let resp = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n{extra}Content-Length: {}\r\n{}\r\n{}",
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\nDate: {}\r\n{extra}Content-Length: {}\r\n{}\r\n{}",
+            http_date(std::time::SystemTime::now()),
             body.len(),
             if close { "Connection: close\r\n" } else { "" },
             if method == "HEAD" { "" } else { body.as_str() }
@@ -681,5 +682,49 @@ async fn serve_echo(mut s: TcpStream, echo: &Echo, port: u16) -> std::io::Result
             let _ = s.shutdown().await;
             return Ok(());
         }
+    }
+}
+
+/// An IMF-fixdate (`Thu, 26 Nov 2026 23:10:00 GMT`): the suites' echo servers are Go's
+/// net/http, which sends `Date` on every answer (the Ingress suite checks for it).
+fn http_date(t: std::time::SystemTime) -> String {
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    format!(
+        "{}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
+        WEEKDAYS[days.rem_euclid(7) as usize],
+        MONTHS[(month - 1) as usize],
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod date_tests {
+    #[test]
+    fn the_date_header_is_an_imf_fixdate() {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_734_600);
+        assert_eq!(super::http_date(t), "Thu, 26 Nov 2026 23:10:00 GMT");
+        assert_eq!(
+            super::http_date(std::time::UNIX_EPOCH),
+            "Thu, 01 Jan 1970 00:00:00 GMT"
+        );
     }
 }
