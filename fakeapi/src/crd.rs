@@ -60,6 +60,18 @@ impl std::error::Error for CrdError {}
 impl Crds {
     /// Whether `res` is served: built-in kinds always, CRD-defined ones when an installed
     /// CRD serves that group, version and plural.
+    /// The group/versions served, in discovery order (core first); CRD-defined ones only
+    /// as far as the installed CRDs serve them.
+    pub(crate) fn groups(&self) -> Vec<(&'static str, &'static str)> {
+        let mut out: Vec<(&str, &str)> = Vec::new();
+        for r in RESOURCES.iter().filter(|r| self.serves(r)) {
+            if !out.contains(&(r.group, r.version)) {
+                out.push((r.group, r.version));
+            }
+        }
+        out
+    }
+
     pub fn serves(&self, res: &Resource) -> bool {
         !res.crd || self.version(res).is_some()
     }
@@ -189,7 +201,7 @@ impl Crds {
                 .flatten()
             {
                 let text = rule.get("rule").and_then(Value::as_str).unwrap_or_default();
-                if crate::schema::status_rule(text).is_none() {
+                if crate::cel::status_rule(text).is_none() {
                     return Err(CrdError::Unsupported(
                         file.to_path_buf(),
                         format!("{kind} {version} {path}: the CEL rule {text:?} is not transcribed in fakeapi's schema.rs"),

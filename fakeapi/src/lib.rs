@@ -138,6 +138,7 @@
 //! - Only JSON is served (no protobuf, no CBOR, no Table output, no aggregated discovery).
 
 mod authz;
+mod cel;
 mod crd;
 mod error;
 mod patch;

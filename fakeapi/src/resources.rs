@@ -1,8 +1,6 @@
 //! The table of served resources. Everything else is generic over it, so adding a kind is
 //! one row here.
 
-use crate::crd::Crds;
-
 /// One served resource (a plural under one group/version).
 #[derive(Debug)]
 pub(crate) struct Resource {
@@ -401,16 +399,4 @@ pub(crate) fn find_loose(name: &str) -> Option<usize> {
                 || r.singular == name
                 || r.short_names.contains(&name))
     })
-}
-
-/// The group/versions served, in discovery order (core first); CRD-defined ones only
-/// as far as the installed CRDs serve them.
-pub(crate) fn groups(crds: &Crds) -> Vec<(&'static str, &'static str)> {
-    let mut out: Vec<(&str, &str)> = Vec::new();
-    for r in RESOURCES.iter().filter(|r| crds.serves(r)) {
-        if !out.contains(&(r.group, r.version)) {
-            out.push((r.group, r.version));
-        }
-    }
-    out
 }

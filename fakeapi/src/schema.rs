@@ -16,7 +16,7 @@
 //!    as it was is not validated again, so a status write is checked on its `status`.
 //!
 //! CEL (`x-kubernetes-validations`): the v1.6.1 CRDs hold 214 distinct rules; exactly one
-//! is under `status`, and it is transcribed here ([`status_rule`]); loading a CRD with any
+//! is under `status`, and it is transcribed here ([`crate::cel::status_rule`]); loading a CRD with any
 //! other rule under `status` fails (`crd.rs`), so a new release cannot slip one past. The
 //! other 213 are about `spec` and are not evaluated: a status write cannot break them, and
 //! the fake does not stand in for the API server's refusal of bad specs.
@@ -34,34 +34,6 @@ pub(crate) struct Cause {
     pub field: String,
     /// What follows `<field>: ` in the message (e.g. `Required value`).
     pub detail: String,
-}
-
-/// A CEL rule under `status`, transcribed: true when `obj` (the value the rule is
-/// attached to) satisfies it. None for a rule not transcribed.
-pub(crate) fn status_rule(rule: &str) -> Option<fn(&Value) -> bool> {
-    // Gateway (v1, v1beta1) .status.addresses[]:
-    // self.type == 'Hostname' ? self.value.matches(r"""^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"""): true
-    const HOSTNAME_ADDRESS: &str = r#"self.type == 'Hostname' ? self.value.matches(r"""^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"""): true"#;
-    (rule == HOSTNAME_ADDRESS).then_some(hostname_address as fn(&Value) -> bool)
-}
-
-fn hostname_address(addr: &Value) -> bool {
-    if addr.get("type").and_then(Value::as_str) != Some("Hostname") {
-        return true;
-    }
-    let value = addr
-        .get("value")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let rest = value.strip_prefix("*.").unwrap_or(value);
-    !rest.is_empty()
-        && rest.split('.').all(|l| {
-            !l.is_empty()
-                && l.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-        })
 }
 
 /// Drops what the schema does not declare, and non-nullable nulls.
@@ -300,7 +272,7 @@ impl Validator<'_> {
             {
                 let text = rule.get("rule").and_then(Value::as_str).unwrap_or_default();
                 // crd.rs refused to load a status rule that is not transcribed.
-                if let Some(check) = status_rule(text) {
+                if let Some(check) = crate::cel::status_rule(text) {
                     if !check(v) {
                         let message = rule
                             .get("message")
@@ -633,7 +605,7 @@ mod tests {
 
     #[test]
     fn the_status_hostname_rule_is_transcribed() {
-        let check = status_rule(r#"self.type == 'Hostname' ? self.value.matches(r"""^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"""): true"#).unwrap();
+        let check = crate::cel::status_rule(r#"self.type == 'Hostname' ? self.value.matches(r"""^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"""): true"#).unwrap();
         let addr = |t: &str, v: &str| serde_json::json!({"type": t, "value": v});
         assert!(check(&addr("Hostname", "lb.example.com")));
         assert!(check(&addr("Hostname", "*.example.com")));
@@ -641,6 +613,6 @@ mod tests {
         assert!(!check(&addr("Hostname", "LB.example.com")));
         assert!(!check(&addr("Hostname", "lb..example.com")));
         assert!(!check(&addr("Hostname", "-lb.example.com")));
-        assert!(status_rule("self.size() > 0").is_none());
+        assert!(crate::cel::status_rule("self.size() > 0").is_none());
     }
 }

@@ -362,9 +362,7 @@ async fn route(
             None => error_response(&ApiError::path_not_found(path)),
         },
         ["api", "v1"] if get => json_response(200, &resource_list("", "v1", crds)),
-        ["apis", group, version]
-            if get && resources::groups(crds).contains(&(*group, *version)) =>
-        {
+        ["apis", group, version] if get && crds.groups().contains(&(*group, *version)) => {
             json_response(200, &resource_list(group, version, crds))
         }
         _ => match parse_api_path(path).filter(|t| crds.serves(&RESOURCES[t.res()])) {
@@ -696,7 +694,8 @@ fn version_info() -> Value {
 /// A group with every version it serves, the first listed preferred (as the real
 /// discovery lists them).
 fn group_json(group: &str, crds: &Crds) -> Value {
-    let versions: Vec<Value> = resources::groups(crds)
+    let versions: Vec<Value> = crds
+        .groups()
         .into_iter()
         .filter(|(g, _)| *g == group)
         .map(|(_, v)| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
@@ -706,7 +705,7 @@ fn group_json(group: &str, crds: &Crds) -> Value {
 
 fn group_list(crds: &Crds) -> Value {
     let mut names: Vec<&str> = Vec::new();
-    for (g, _) in resources::groups(crds) {
+    for (g, _) in crds.groups() {
         if !g.is_empty() && !names.contains(&g) {
             names.push(g);
         }
@@ -716,7 +715,7 @@ fn group_list(crds: &Crds) -> Value {
 }
 
 fn group_info(group: &str, crds: &Crds) -> Option<Value> {
-    if group.is_empty() || !resources::groups(crds).iter().any(|(g, _)| *g == group) {
+    if group.is_empty() || !crds.groups().iter().any(|(g, _)| *g == group) {
         return None;
     }
     let mut info = group_json(group, crds);
