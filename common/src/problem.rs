@@ -178,6 +178,14 @@ reasons! {
     HostnameConflict = "HostnameConflict",
     InvalidRouteKinds = "InvalidRouteKinds",
     InvalidRouteNamespaces = "InvalidRouteNamespaces",
+    /// A Gateway none of whose listeners is valid.
+    ListenersNotValid = "ListenersNotValid",
+    /// A Gateway address asked for that it did not get.
+    AddressNotAssigned = "AddressNotAssigned",
+    /// A Gateway address asked for that cannot be used (not in a pool, held by another).
+    AddressNotUsable = "AddressNotUsable",
+    /// A Gateway API object refused as a whole (an invalid route hostname).
+    Invalid = "Invalid",
     // Events that are not problems.
     IpAllocated = "IPAllocated",
     IpReleased = "IPReleased",

@@ -204,9 +204,9 @@ fn an_httproute_backend_speaks_h2c_and_a_wss_one_is_unsupported_protocol() {
         let c = parents[0]
             .conditions
             .iter()
-            .find(|c| c.type_ == "ResolvedRefs")
+            .find(|c| c.type_.as_str() == "ResolvedRefs")
             .unwrap();
-        (c.status, c.reason)
+        (c.status, c.reason.as_str())
     };
     assert_eq!(resolved("default/grpc"), (true, "ResolvedRefs"));
     assert_eq!(resolved("default/ws"), (true, "ResolvedRefs"));

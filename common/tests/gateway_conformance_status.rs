@@ -75,7 +75,9 @@ fn run(o: &Objects) -> GatewayOutput {
 
 /// (type, status, reason) of each condition: what the suite compares.
 fn triples(c: &[Condition]) -> Vec<(&'static str, bool, &'static str)> {
-    c.iter().map(|c| (c.type_, c.status, c.reason)).collect()
+    c.iter()
+        .map(|c| (c.type_.as_str(), c.status, c.reason.as_str()))
+        .collect()
 }
 
 /// The one parent entry the suite expects, for Gateway `gw` of the infra namespace.

@@ -148,14 +148,14 @@ fn goes(out: &GatewayOutput, port: u16, protocol: StreamProtocol, sni: Option<&s
 fn cond<'a>(conds: &'a [Condition], t: &str) -> &'a Condition {
     conds
         .iter()
-        .find(|c| c.type_ == t)
+        .find(|c| c.type_.as_str() == t)
         .unwrap_or_else(|| panic!("no {t} in {conds:?}"))
 }
 
 fn route_cond(out: &GatewayOutput, kind: L4Kind, route: &str, t: &str) -> (bool, &'static str) {
     let parents = &out.l4_routes[&(kind, route.parse().unwrap())];
     let c = cond(&parents[0].conditions, t);
-    (c.status, c.reason)
+    (c.status, c.reason.as_str())
 }
 
 fn listener<'a>(out: &'a GatewayOutput, name: &str) -> &'a k8slb_common::gateway::ListenerStatus {
@@ -280,7 +280,10 @@ spec:
         &out.http_routes[&"default/web".parse().unwrap()][0].conditions,
         "Accepted",
     );
-    assert_eq!((c.status, c.reason), (false, "NotAllowedByListeners"));
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (false, "NotAllowedByListeners")
+    );
     assert!(out.routes.streams.iter().all(|s| s.routes.is_empty()));
 }
 
@@ -498,7 +501,7 @@ spec:
     let out = run_with(&objects(&[CLASS, gw]), false);
     let reason = |name: &str, t: &str| {
         let c = cond(&listener(&out, name).conditions, t);
-        (c.status, c.reason)
+        (c.status, c.reason.as_str())
     };
     // HAProxy does not proxy UDP.
     assert_eq!(reason("dns", "Accepted"), (false, "UnsupportedProtocol"));
@@ -529,7 +532,9 @@ spec:
     // Under nginx the same UDP listener is served.
     let out = run_with(&objects(&[CLASS, gw]), true);
     assert_eq!(
-        cond(&listener(&out, "dns").conditions, "Accepted").reason,
+        cond(&listener(&out, "dns").conditions, "Accepted")
+            .reason
+            .as_str(),
         "Accepted"
     );
 }
@@ -561,10 +566,11 @@ spec:
     let mut seen = 0;
     for l in &out.gateways[&"infra/gw".parse().unwrap()].listeners {
         for c in l.conditions.iter().filter(|c| {
-            (c.type_ == "Conflicted" && c.status) || (c.type_ != "Conflicted" && !c.status)
+            (c.type_.as_str() == "Conflicted" && c.status)
+                || (c.type_.as_str() != "Conflicted" && !c.status)
         }) {
-            let r: k8slb_common::problem::Reason = c.reason.parse().unwrap();
-            if c.type_ != "Programmed" {
+            let r: k8slb_common::problem::Reason = c.reason.as_str().parse().unwrap();
+            if c.type_.as_str() != "Programmed" {
                 seen += 1;
                 assert!(
                     !matches!(r, k8slb_common::problem::Reason::Other(_)),

@@ -94,14 +94,14 @@ fn describe(action: Option<&RouteAction>) -> String {
 fn cond<'a>(conds: &'a [Condition], t: &str) -> &'a Condition {
     conds
         .iter()
-        .find(|c| c.type_ == t)
+        .find(|c| c.type_.as_str() == t)
         .unwrap_or_else(|| panic!("no {t} in {conds:?}"))
 }
 
 fn route_cond(out: &GatewayOutput, route: &str, t: &str) -> (bool, &'static str) {
     let parents = &out.http_routes[&route.parse().unwrap()];
     let c = cond(&parents[0].conditions, t);
-    (c.status, c.reason)
+    (c.status, c.reason.as_str())
 }
 
 #[test]
@@ -112,7 +112,10 @@ fn only_our_classes_are_accepted_and_their_gateways_programmed() {
     assert!(cond(&out.classes["k8slb"], "Accepted").status);
     let gw = &out.gateways[&"infra/gw".parse().unwrap()];
     assert!(cond(&gw.conditions, "Accepted").status);
-    assert_eq!(cond(&gw.conditions, "Programmed").reason, "Programmed");
+    assert_eq!(
+        cond(&gw.conditions, "Programmed").reason.as_str(),
+        "Programmed"
+    );
     assert_eq!(gw.listeners.len(), 2);
     assert!(gw
         .listeners
@@ -476,16 +479,22 @@ spec:
     let st = &out.gateways[&"infra/gw".parse().unwrap()];
     let l = |name: &str| st.listeners.iter().find(|l| l.name == name).unwrap();
     assert_eq!(
-        cond(&l("other-ns").conditions, "ResolvedRefs").reason,
+        cond(&l("other-ns").conditions, "ResolvedRefs")
+            .reason
+            .as_str(),
         "RefNotPermitted"
     );
     assert_eq!(
-        cond(&l("missing").conditions, "ResolvedRefs").reason,
+        cond(&l("missing").conditions, "ResolvedRefs")
+            .reason
+            .as_str(),
         "InvalidCertificateRef"
     );
     // TLS is passed through, not terminated, on a TLS listener (HTTPS terminates).
     assert_eq!(
-        cond(&l("tls-terminate").conditions, "Accepted").reason,
+        cond(&l("tls-terminate").conditions, "Accepted")
+            .reason
+            .as_str(),
         "UnsupportedProtocol"
     );
     // Refused listeners are not Programmed either, and support no kind.
@@ -495,23 +504,25 @@ spec:
     // GRPCRoute still served.
     let kinds = l("kinds");
     assert_eq!(
-        cond(&kinds.conditions, "ResolvedRefs").reason,
+        cond(&kinds.conditions, "ResolvedRefs").reason.as_str(),
         "InvalidRouteKinds"
     );
     assert!(cond(&kinds.conditions, "Programmed").status);
     assert_eq!(kinds.supported_kinds, vec!["HTTPRoute", "GRPCRoute"]);
     assert!(l("only-tcp-routes").supported_kinds.is_empty());
     assert_eq!(
-        cond(&l("only-tcp-routes").conditions, "ResolvedRefs").reason,
+        cond(&l("only-tcp-routes").conditions, "ResolvedRefs")
+            .reason
+            .as_str(),
         "InvalidRouteKinds"
     );
     // Port 443 has HTTPS and HTTP listeners: both conflicted, neither served.
     assert_eq!(
-        cond(&l("clash").conditions, "Conflicted").reason,
+        cond(&l("clash").conditions, "Conflicted").reason.as_str(),
         "ProtocolConflict"
     );
     assert_eq!(
-        cond(&l("https").conditions, "Conflicted").reason,
+        cond(&l("https").conditions, "Conflicted").reason.as_str(),
         "ProtocolConflict"
     );
     assert!(
@@ -666,7 +677,7 @@ spec:
     ] {
         let c = cond(&l(refused).conditions, "ResolvedRefs");
         assert_eq!(
-            (c.status, c.reason),
+            (c.status, c.reason.as_str()),
             (false, "InvalidCertificateRef"),
             "{refused}"
         );
@@ -1104,7 +1115,7 @@ spec:
             &out.http_routes[&format!("{ns}/r").parse().unwrap()][0].conditions,
             "Accepted",
         );
-        (c.status, c.reason)
+        (c.status, c.reason.as_str())
     };
     assert_eq!(accepted("default"), (true, "Accepted"));
     assert_eq!(
@@ -1120,7 +1131,10 @@ spec:
     let st = &out.gateways[&"infra/gw".parse().unwrap()];
     let broken = st.listeners.iter().find(|l| l.name == "broken").unwrap();
     let c = cond(&broken.conditions, "ResolvedRefs");
-    assert_eq!((c.status, c.reason), (false, "InvalidRouteNamespaces"));
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (false, "InvalidRouteNamespaces")
+    );
     assert_eq!(broken.attached_routes, 0);
     let shared = st.listeners.iter().find(|l| l.name == "shared").unwrap();
     assert_eq!(shared.attached_routes, 1);
@@ -1279,7 +1293,7 @@ spec:
             } else {
                 assert!(refused.contains(&l.name.as_str()));
                 assert_eq!(
-                    (c.status, c.reason),
+                    (c.status, c.reason.as_str()),
                     (false, "UnsupportedValue"),
                     "{}",
                     l.name

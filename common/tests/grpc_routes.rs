@@ -99,7 +99,7 @@ fn conditions(out: &GatewayOutput, route: &str) -> Vec<(&'static str, bool, &'st
     parents[0]
         .conditions
         .iter()
-        .map(|c| (c.type_, c.status, c.reason))
+        .map(|c| (c.type_.as_str(), c.status, c.reason.as_str()))
         .collect()
 }
 

@@ -239,8 +239,8 @@ fn a_refused_address_request_is_a_problem_and_never_loses_the_address_held() {
         // The Gateway's status says it too.
         let st = plan_round(&c, &PlanOptions::default(), &o, Some(&s)).gateway;
         let conds = &st.gateways[&"infra/gw".parse().unwrap()].conditions;
-        let cond = conds.iter().find(|c| c.type_ == status.0).unwrap();
-        assert_eq!(cond.reason, status.1, "{extra}: {conds:?}");
+        let cond = conds.iter().find(|c| c.type_.as_str() == status.0).unwrap();
+        assert_eq!(cond.reason.as_str(), status.1, "{extra}: {conds:?}");
         // A new Gateway refused the same way gets nothing.
         let s3 = run(&c, &objects(vec![], &[CLASS, &bad]), None);
         assert!(gateway_ips(&s3, "infra/gw").is_empty(), "{extra}");

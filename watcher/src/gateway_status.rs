@@ -86,15 +86,15 @@ fn conditions(conds: &[Condition], generation: i64, observed: Option<&Value>, no
                 let since = observed
                     .iter()
                     .find(|o| {
-                        o.get("type").and_then(Value::as_str) == Some(c.type_)
+                        o.get("type").and_then(Value::as_str) == Some(c.type_.as_str())
                             && o.get("status").and_then(Value::as_str) == Some(status(c.status))
                     })
                     .and_then(|o| o.get("lastTransitionTime").cloned())
                     .unwrap_or_else(|| json!(now));
                 json!({
-                    "type": c.type_,
+                    "type": c.type_.as_str(),
                     "status": status(c.status),
-                    "reason": c.reason,
+                    "reason": c.reason.as_str(),
                     "message": c.message,
                     "observedGeneration": generation,
                     "lastTransitionTime": since,
@@ -424,6 +424,7 @@ impl GatewayStatusWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8slb_common::gateway::{ConditionReason, ConditionType};
 
     fn objects(texts: &[&str]) -> Objects {
         let mut o = Objects::default();
@@ -445,12 +446,12 @@ spec: { controllerName: k8slb.io/gateway-controller }
         out.classes.insert(
             "k8slb".into(),
             vec![Condition {
-                type_: "Accepted",
+                type_: ConditionType::Accepted,
                 status,
                 reason: if status {
-                    "Accepted"
+                    ConditionReason::Accepted
                 } else {
-                    "InvalidParameters"
+                    ConditionReason::InvalidParameters
                 },
                 message: "m".into(),
             }],

@@ -20,7 +20,7 @@ use super::problems::Problems;
 use super::request::{Request, Tenant};
 use crate::config::GlobalConfig;
 use crate::gateway::types::Gateway;
-use crate::gateway::{self, Condition, GatewayOutput};
+use crate::gateway::{self, Condition, ConditionReason, ConditionType, GatewayOutput};
 use crate::ingress::SecretMeta;
 use crate::ipam::parse_ip;
 use crate::names::{ObjectKey, PoolName};
@@ -440,17 +440,13 @@ fn report(out: &GatewayOutput, problems: &mut Problems) {
     let mut add = |object: ObjRef, what: String, c: &Condition| {
         let refusing = match (c.type_, c.reason) {
             // The allocation request reported it already, with the address.
-            (_, "UnsupportedAddress") => false,
-            ("Conflicted", _) => c.status,
-            ("Accepted" | "ResolvedRefs", _) => !c.status,
-            _ => false,
+            (_, ConditionReason::UnsupportedAddress) => false,
+            (ConditionType::Conflicted, _) => c.status,
+            (ConditionType::Accepted | ConditionType::ResolvedRefs, _) => !c.status,
+            (ConditionType::Programmed, _) => false,
         };
-        if refusing {
-            problems.insert(Problem::new(
-                object,
-                c.reason.parse().unwrap_or_else(|never| match never {}),
-                format!("{what}{}", c.message),
-            ));
+        if let (true, Some(reason)) = (refusing, c.reason.problem()) {
+            problems.insert(Problem::new(object, reason, format!("{what}{}", c.message)));
         }
     };
     for (name, conds) in &out.classes {

@@ -37,9 +37,9 @@ pub(super) fn attach(
     if route_hosts.len() != hostnames.len() {
         return (
             vec![Condition::new(
-                "Accepted",
+                ConditionType::Accepted,
                 false,
-                "UnsupportedValue",
+                ConditionReason::UnsupportedValue,
                 "a hostname is not a valid RFC 1123 host name",
             )],
             vec![],
@@ -100,23 +100,23 @@ pub(super) fn attach(
     }
     let cond = if candidates == 0 {
         Condition::new(
-            "Accepted",
+            ConditionType::Accepted,
             false,
-            "NoMatchingParent",
+            ConditionReason::NoMatchingParent,
             "no listener of the Gateway matches sectionName/port",
         )
     } else if allowed == 0 {
         Condition::new(
-            "Accepted",
+            ConditionType::Accepted,
             false,
-            "NotAllowedByListeners",
+            ConditionReason::NotAllowedByListeners,
             format!("no listener allows {kind}s from this namespace"),
         )
     } else if let (true, Some(holder)) = (at.is_empty(), &held_by) {
         Condition::new(
-            "Accepted",
+            ConditionType::Accepted,
             false,
-            "UnsupportedValue",
+            ConditionReason::UnsupportedValue,
             format!(
                 "the listeners it selects already serve {holder}, which is older: one route per {}",
                 if kind == "TLSRoute" {
@@ -128,20 +128,25 @@ pub(super) fn attach(
         )
     } else if at.is_empty() && unserved > 0 && held_by.is_none() {
         Condition::new(
-            "Accepted",
+            ConditionType::Accepted,
             true,
-            "Accepted",
+            ConditionReason::Accepted,
             "attached to listeners that are not programmed: nothing is served until they are",
         )
     } else if at.is_empty() {
         Condition::new(
-            "Accepted",
+            ConditionType::Accepted,
             false,
-            "NoMatchingListenerHostname",
+            ConditionReason::NoMatchingListenerHostname,
             "no listener hostname intersects the route's hostnames",
         )
     } else {
-        Condition::new("Accepted", true, "Accepted", "attached")
+        Condition::new(
+            ConditionType::Accepted,
+            true,
+            ConditionReason::Accepted,
+            "attached",
+        )
     };
     (vec![cond], at)
 }

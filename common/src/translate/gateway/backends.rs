@@ -17,9 +17,9 @@ pub(super) fn l4_backends(
 ) -> (Vec<WeightedBackend>, u16, Condition) {
     let protocol = if r.kind == L4Kind::Udp { "UDP" } else { "TCP" };
     let mut refs = Condition::new(
-        "ResolvedRefs",
+        ConditionType::ResolvedRefs,
         true,
-        "ResolvedRefs",
+        ConditionReason::ResolvedRefs,
         "every reference resolved",
     );
     let mut weighted: Vec<WeightedBackend> = Vec::new();
@@ -41,7 +41,7 @@ pub(super) fn l4_backends(
                 let w = b.weight.unwrap_or(1).clamp(0, i32::from(u16::MAX));
                 invalid = invalid.saturating_add(u16::try_from(w).unwrap_or(0));
                 if refs.status {
-                    refs = Condition::new("ResolvedRefs", false, reason, why);
+                    refs = Condition::new(ConditionType::ResolvedRefs, false, reason, why);
                 }
             }
         }
@@ -61,13 +61,13 @@ pub(super) fn http_route_refs(
     let mut aside = BTreeMap::new();
     for b in r.spec.rules.iter().flat_map(|rule| &rule.backend_refs) {
         if let Err((reason, why)) = backend(input, b, (kind, rns, "TCP"), services, &mut aside) {
-            return Condition::new("ResolvedRefs", false, reason, why);
+            return Condition::new(ConditionType::ResolvedRefs, false, reason, why);
         }
     }
     Condition::new(
-        "ResolvedRefs",
+        ConditionType::ResolvedRefs,
         true,
-        "ResolvedRefs",
+        ConditionReason::ResolvedRefs,
         "every reference resolved",
     )
 }
@@ -79,19 +79,19 @@ pub(super) fn backend(
     (from_kind, rns, protocol): (&str, &str, &str),
     services: &ServiceRefs<'_>,
     backends: &mut BTreeMap<BackendId, BackendState>,
-) -> Result<Option<WeightedBackend>, (&'static str, String)> {
+) -> Result<Option<WeightedBackend>, (ConditionReason, String)> {
     if !b.group.as_deref().unwrap_or("").is_empty()
         || b.kind.as_deref().unwrap_or("Service") != "Service"
     {
         return Err((
-            "InvalidKind",
+            ConditionReason::InvalidKind,
             format!("backend {} is not a Service", b.name),
         ));
     }
     let ns = b.namespace.as_deref().unwrap_or(rns);
     if ns != rns && !refs::granted(input.grants, (from_kind, rns), ("Service", ns, &b.name)) {
         return Err((
-            "RefNotPermitted",
+            ConditionReason::RefNotPermitted,
             format!(
                 "Service {ns}/{} is in another namespace and no ReferenceGrant allows it",
                 b.name
@@ -104,12 +104,12 @@ pub(super) fn backend(
             services.port(ns, &b.name, None, protocol)
         {
             return Err((
-                "BackendNotFound",
+                ConditionReason::BackendNotFound,
                 format!("Service {ns}/{} does not exist", b.name),
             ));
         }
         return Err((
-            "UnsupportedValue",
+            ConditionReason::UnsupportedValue,
             format!("backend {ns}/{} has no port", b.name),
         ));
     };
@@ -118,21 +118,24 @@ pub(super) fn backend(
         .map_err(|e| match e {
             // No Service has an invalid name.
             ServiceRefError::InvalidName | ServiceRefError::NotFound => (
-                "BackendNotFound",
+                ConditionReason::BackendNotFound,
                 format!("Service {ns}/{} does not exist", b.name),
             ),
             ServiceRefError::ExternalName => (
-                "BackendNotFound",
+                ConditionReason::BackendNotFound,
                 format!(
                     "Service {ns}/{} is of type ExternalName, which has no endpoints",
                     b.name
                 ),
             ),
             ServiceRefError::NoPort => (
-                "BackendNotFound",
+                ConditionReason::BackendNotFound,
                 format!("Service {ns}/{} has no {protocol} port {port}", b.name),
             ),
-            ServiceRefError::OutOfRange(_) => ("UnsupportedValue", "port out of range".into()),
+            ServiceRefError::OutOfRange(_) => (
+                ConditionReason::UnsupportedValue,
+                "port out of range".into(),
+            ),
         })?;
     // A GRPCRoute's backends are gRPC servers: h2c whatever the port says.
     let backend_protocol = if from_kind == grpc::KIND {
@@ -141,7 +144,7 @@ pub(super) fn backend(
         crate::app_protocol::BackendProtocol::from_app_protocol(found.app_protocol).map_err(
             |e| {
                 (
-                    "UnsupportedProtocol",
+                    ConditionReason::UnsupportedProtocol,
                     format!("backend {ns}/{}: {e}", b.name),
                 )
             },

@@ -81,18 +81,15 @@ pub fn our_classes(
             let name = c.metadata.name.clone()?;
             let cond = match class_pool(c, configmaps, pools) {
                 Ok(None) => Condition::new(
-                    "Accepted",
-                    true,
-                    "Accepted",
+ConditionType::Accepted, true, ConditionReason::Accepted,
                     "k8slb serves this class; its Gateways use the default pool unless they name one",
                 ),
                 Ok(Some(pool)) => Condition::new(
-                    "Accepted",
-                    true,
-                    "Accepted",
+ConditionType::Accepted, true, ConditionReason::Accepted,
                     format!("k8slb serves this class; its Gateways use pool {pool} unless they name one"),
                 ),
-                Err(why) => Condition::new("Accepted", false, "InvalidParameters", why),
+                Err(why) => Condition::new(
+ConditionType::Accepted, false, ConditionReason::InvalidParameters, why),
             };
             Some((name, vec![cond]))
         })

@@ -12,9 +12,11 @@ impl Lst<'_> {
     /// Its protocol is refused (`UnsupportedProtocol`): no route attaches to it at all
     /// (another reason not to serve it, a certificate say, still lets routes attach).
     pub(super) fn protocol_refused(&self) -> bool {
-        self.conditions
-            .iter()
-            .any(|c| c.type_ == "Accepted" && !c.status && c.reason == "UnsupportedProtocol")
+        self.conditions.iter().any(|c| {
+            c.type_ == ConditionType::Accepted
+                && !c.status
+                && c.reason == ConditionReason::UnsupportedProtocol
+        })
     }
 }
 
@@ -61,7 +63,7 @@ pub(super) fn listener<'a>(
     (input, secrets): (&GatewayInput<'_>, &SecretRefs<'_>),
     gk: &ObjectKey,
     l: &'a GatewayListener,
-    conflict: Option<&'static str>,
+    conflict: Option<ConditionReason>,
     frontend_tls: bool,
 ) -> Lst<'a> {
     let mut v = Verdict::default();
@@ -72,9 +74,9 @@ pub(super) fn listener<'a>(
             let h = hostname(h);
             if h.is_none() {
                 v.refuse(Condition::new(
-                    "Accepted",
+                    ConditionType::Accepted,
                     false,
-                    "UnsupportedValue",
+                    ConditionReason::UnsupportedValue,
                     "invalid hostname",
                 ));
             }
@@ -88,20 +90,30 @@ pub(super) fn listener<'a>(
         v.refuse(c);
     }
     if let Some(why) = refused_tls(l, v.protocol, frontend_tls).filter(|_| v.served()) {
-        v.refuse(Condition::new("Accepted", false, "UnsupportedValue", why));
+        v.refuse(Condition::new(
+            ConditionType::Accepted,
+            false,
+            ConditionReason::UnsupportedValue,
+            why,
+        ));
     }
     let mut tls = None;
     if v.protocol == Some(ListenerProtocol::Https) {
         match tls_of((input, secrets), gk, l, hostname.as_ref()) {
             Ok(t) => tls = Some(t),
-            Err((reason, why)) => v.refuse(Condition::new("ResolvedRefs", false, reason, why)),
+            Err((reason, why)) => v.refuse(Condition::new(
+                ConditionType::ResolvedRefs,
+                false,
+                reason,
+                why,
+            )),
         }
     }
     let from = routes_from(gk, l).unwrap_or_else(|why| {
         v.refs(Condition::new(
-            "ResolvedRefs",
+            ConditionType::ResolvedRefs,
             false,
-            "InvalidRouteNamespaces",
+            ConditionReason::InvalidRouteNamespaces,
             why,
         ));
         RoutesFrom::Nothing
@@ -147,7 +159,11 @@ impl Verdict {
     /// One ResolvedRefs condition per listener (the API keys conditions by type): the
     /// first problem found says it.
     fn refs(&mut self, c: Condition) {
-        if !self.conditions.iter().any(|c| c.type_ == "ResolvedRefs") {
+        if !self
+            .conditions
+            .iter()
+            .any(|c| c.type_ == ConditionType::ResolvedRefs)
+        {
             self.conditions.push(c);
         }
     }
@@ -158,20 +174,28 @@ impl Verdict {
     fn finish(&mut self) {
         if self.served() {
             self.refs(Condition::new(
-                "ResolvedRefs",
+                ConditionType::ResolvedRefs,
                 true,
-                "ResolvedRefs",
+                ConditionReason::ResolvedRefs,
                 "every reference resolved",
             ));
-            self.conditions
-                .push(Condition::new("Accepted", true, "Accepted", "served"));
-            self.conditions
-                .push(Condition::new("Programmed", true, "Programmed", "served"));
+            self.conditions.push(Condition::new(
+                ConditionType::Accepted,
+                true,
+                ConditionReason::Accepted,
+                "served",
+            ));
+            self.conditions.push(Condition::new(
+                ConditionType::Programmed,
+                true,
+                ConditionReason::Programmed,
+                "served",
+            ));
         } else {
             self.conditions.push(Condition::new(
-                "Programmed",
+                ConditionType::Programmed,
                 false,
-                "Invalid",
+                ConditionReason::Invalid,
                 "the listener is not served",
             ));
         }
@@ -187,9 +211,9 @@ fn protocols(
 ) -> (Option<ListenerProtocol>, Option<StreamProtocol>) {
     let mut unsupported = |why: String| {
         conditions.push(Condition::new(
-            "Accepted",
+            ConditionType::Accepted,
             false,
-            "UnsupportedProtocol",
+            ConditionReason::UnsupportedProtocol,
             why,
         ));
         (None, None)
@@ -220,12 +244,12 @@ fn protocols(
 }
 
 /// `Conflicted` for a listener that shares its port with another (`reason`).
-fn conflicted(l: &GatewayListener, reason: &'static str) -> Condition {
+fn conflicted(l: &GatewayListener, reason: ConditionReason) -> Condition {
     Condition::new(
-        "Conflicted",
+        ConditionType::Conflicted,
         true,
         reason,
-        if reason == "ProtocolConflict" {
+        if reason == ConditionReason::ProtocolConflict {
             format!(
                 "another listener uses port {} with another protocol",
                 l.port
@@ -249,9 +273,9 @@ fn port_unavailable(
     let udp = l.protocol == "UDP";
     if !(1..=65535).contains(&l.port) {
         return Some(Condition::new(
-            "Accepted",
+            ConditionType::Accepted,
             false,
-            "PortUnavailable",
+            ConditionReason::PortUnavailable,
             "port out of range",
         ));
     }
@@ -259,9 +283,9 @@ fn port_unavailable(
         .ok()
         .and_then(|p| input.unavailable.get(gk)?.get(&(p, udp)))?;
     Some(Condition::new(
-        "Accepted",
+        ConditionType::Accepted,
         false,
-        "PortUnavailable",
+        ConditionReason::PortUnavailable,
         format!(
             "port {}/{} of the Gateway's address is used by {holder}",
             l.port,
@@ -338,9 +362,9 @@ fn route_kinds(l: &GatewayListener) -> (Vec<&'static str>, Option<Condition>) {
         .and_then(|k| k.iter().find(|k| !is_own(k)))
         .map(|other| {
             Condition::new(
-                "ResolvedRefs",
+                ConditionType::ResolvedRefs,
                 false,
-                "InvalidRouteKinds",
+                ConditionReason::InvalidRouteKinds,
                 format!(
                     "route kind {}/{} is not supported on a {} listener ({} is)",
                     crate::problem::cut(other.group.as_deref().unwrap_or(types::GROUP), 60),
@@ -398,16 +422,16 @@ pub(super) fn tls_of(
     gk: &ObjectKey,
     l: &GatewayListener,
     hostname: Option<&Hostname>,
-) -> Result<ListenerTls, (&'static str, String)> {
+) -> Result<ListenerTls, (ConditionReason, String)> {
     let Some(t) = &l.tls else {
         return Err((
-            "InvalidCertificateRef",
+            ConditionReason::InvalidCertificateRef,
             "an HTTPS listener needs tls.certificateRefs".into(),
         ));
     };
     if t.mode.as_deref().unwrap_or("Terminate") != "Terminate" {
         return Err((
-            "UnsupportedValue",
+            ConditionReason::UnsupportedValue,
             "tls.mode Passthrough is served by TLS listeners, not HTTPS".into(),
         ));
     }
@@ -418,7 +442,7 @@ pub(super) fn tls_of(
         .collect::<Result<Vec<_>, _>>()?;
     if certificates.is_empty() {
         return Err((
-            "InvalidCertificateRef",
+            ConditionReason::InvalidCertificateRef,
             "an HTTPS listener needs tls.certificateRefs".into(),
         ));
     }
@@ -437,13 +461,13 @@ fn certificate(
     gk: &ObjectKey,
     c: &types::ObjectRef,
     hostname: Option<&Hostname>,
-) -> Result<Certificate, (&'static str, String)> {
+) -> Result<Certificate, (ConditionReason, String)> {
     let ns = c.namespace.as_deref().unwrap_or(gk.namespace.as_str());
     if !c.group.as_deref().unwrap_or("").is_empty()
         || c.kind.as_deref().unwrap_or("Secret") != "Secret"
     {
         return Err((
-            "InvalidCertificateRef",
+            ConditionReason::InvalidCertificateRef,
             format!("{} is not a Secret", c.name),
         ));
     }
@@ -455,7 +479,7 @@ fn certificate(
         )
     {
         return Err((
-            "RefNotPermitted",
+            ConditionReason::RefNotPermitted,
             format!(
                 "Secret {ns}/{} is in another namespace and no ReferenceGrant allows it",
                 c.name
@@ -464,7 +488,7 @@ fn certificate(
     }
     // The same check as an Ingress's (certs::inspect, through SecretMeta): the type,
     // then what both proxies load.
-    let invalid = |why: String| ("InvalidCertificateRef", why);
+    let invalid = |why: String| (ConditionReason::InvalidCertificateRef, why);
     let (file, s) = secrets.tls(ns, &c.name).map_err(|e| match e {
         // No Secret has an invalid name.
         SecretRefError::InvalidName | SecretRefError::NotFound => {

@@ -48,7 +48,7 @@ pub mod types;
 use crate::endpoints::endpoints;
 use crate::ingress::SecretMeta;
 use crate::names::ObjectKey;
-use crate::problem::ObjRef;
+use crate::problem::{ObjRef, Reason};
 use crate::routes::{
     BackendId, BackendState, Certificate, FieldName, FieldValue, FixedStatus, HeaderEdits,
     HeaderMatch, HeaderValue, Hostname, HttpPath, HttpRoutes, Listener, ListenerProtocol,
@@ -67,7 +67,9 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use listeners::*;
 use rules::*;
-pub use status::{Condition, GatewayStatus, ListenerStatus, ParentStatus};
+pub use status::{
+    Condition, ConditionReason, ConditionType, GatewayStatus, ListenerStatus, ParentStatus,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use types::{
@@ -364,7 +366,12 @@ impl<'i, 'a> Translation<'i, 'a> {
             unsupported = over_conditional_cap(self.input, &self.lsts, attach, &rules, conditional);
         }
         if let Some(why) = unsupported {
-            conditions = vec![Condition::new("Accepted", false, "UnsupportedValue", why)];
+            conditions = vec![Condition::new(
+                ConditionType::Accepted,
+                false,
+                ConditionReason::UnsupportedValue,
+                why,
+            )];
             // Not accepted: not one of the listeners' attachedRoutes either.
             let listeners: BTreeSet<usize> = attach.iter().map(|a| a.0).collect();
             for li in listeners {
@@ -482,9 +489,9 @@ fn gateway_listeners<'a>(
         .map(|l| {
             let on_port = &protocols[&transport(l)];
             let conflict = if on_port.iter().any(|p| *p != l.protocol) {
-                Some("ProtocolConflict")
+                Some(ConditionReason::ProtocolConflict)
             } else if matches!(l.protocol.as_str(), "TCP" | "UDP") && on_port.len() > 1 {
-                Some("HostnameConflict")
+                Some(ConditionReason::HostnameConflict)
             } else {
                 None
             };

@@ -103,9 +103,9 @@ pub(super) fn rules_of(
 ) -> (Vec<(usize, usize, RouteRule)>, Condition, Option<String>) {
     let mut out = Vec::new();
     let mut refs = Condition::new(
-        "ResolvedRefs",
+        ConditionType::ResolvedRefs,
         true,
-        "ResolvedRefs",
+        ConditionReason::ResolvedRefs,
         "every reference resolved",
     );
     for (ri, rule) in r.spec.rules.iter().enumerate() {
@@ -286,7 +286,7 @@ fn forward(
                 let w = b.weight.unwrap_or(1).clamp(0, i32::from(u16::MAX));
                 invalid = invalid.saturating_add(u16::try_from(w).unwrap_or(0));
                 if refs.status {
-                    *refs = Condition::new("ResolvedRefs", false, reason, why);
+                    *refs = Condition::new(ConditionType::ResolvedRefs, false, reason, why);
                 }
             }
         }

@@ -3,20 +3,113 @@
 
 use super::*;
 
+/// Names written as they are in the Gateway API, one enum each.
+macro_rules! api_names {
+    ($(#[$meta:meta])* $name:ident { $($(#[$doc:meta])* $variant:ident),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum $name {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+
+            /// As the API writes it.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => stringify!($variant),)*
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+api_names! {
+    /// The condition types k8slb writes on Gateway API objects.
+    ConditionType { Accepted, Programmed, ResolvedRefs, Conflicted }
+}
+
+api_names! {
+    /// The condition reasons k8slb writes on Gateway API objects (the spec's names).
+    ConditionReason {
+        Accepted,
+        Programmed,
+        ResolvedRefs,
+        Invalid,
+        InvalidParameters,
+        UnsupportedValue,
+        UnsupportedAddress,
+        AddressNotAssigned,
+        AddressNotUsable,
+        ListenersNotValid,
+        UnsupportedProtocol,
+        PortUnavailable,
+        ProtocolConflict,
+        HostnameConflict,
+        InvalidCertificateRef,
+        InvalidRouteKinds,
+        InvalidRouteNamespaces,
+        RefNotPermitted,
+        InvalidKind,
+        BackendNotFound,
+        NoMatchingParent,
+        NotAllowedByListeners,
+        NoMatchingListenerHostname,
+    }
+}
+
+impl ConditionReason {
+    /// The problem reason of a condition that says something is not served (reported
+    /// on its object as an Event); `None` for the success reasons, which are not.
+    pub fn problem(self) -> Option<Reason> {
+        use ConditionReason as C;
+        Some(match self {
+            C::Accepted | C::Programmed | C::ResolvedRefs => return None,
+            C::Invalid => Reason::Invalid,
+            C::InvalidParameters => Reason::InvalidParameters,
+            C::UnsupportedValue => Reason::UnsupportedValue,
+            C::UnsupportedAddress => Reason::UnsupportedAddress,
+            C::AddressNotAssigned => Reason::AddressNotAssigned,
+            C::AddressNotUsable => Reason::AddressNotUsable,
+            C::ListenersNotValid => Reason::ListenersNotValid,
+            C::UnsupportedProtocol => Reason::UnsupportedProtocol,
+            C::PortUnavailable => Reason::PortUnavailable,
+            C::ProtocolConflict => Reason::ProtocolConflict,
+            C::HostnameConflict => Reason::HostnameConflict,
+            C::InvalidCertificateRef => Reason::InvalidCertificateRef,
+            C::InvalidRouteKinds => Reason::InvalidRouteKinds,
+            C::InvalidRouteNamespaces => Reason::InvalidRouteNamespaces,
+            C::RefNotPermitted => Reason::RefNotPermitted,
+            C::InvalidKind => Reason::InvalidKind,
+            C::BackendNotFound => Reason::BackendNotFound,
+            C::NoMatchingParent => Reason::NoMatchingParent,
+            C::NotAllowedByListeners => Reason::NotAllowedByListeners,
+            C::NoMatchingListenerHostname => Reason::NoMatchingListenerHostname,
+        })
+    }
+}
+
 /// One status condition, as the API writes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Condition {
-    pub type_: &'static str,
+    pub type_: ConditionType,
     pub status: bool,
-    pub reason: &'static str,
+    pub reason: ConditionReason,
     pub message: String,
 }
 
 impl Condition {
     pub(super) fn new(
-        type_: &'static str,
+        type_: ConditionType,
         status: bool,
-        reason: &'static str,
+        reason: ConditionReason,
         message: impl Into<String>,
     ) -> Self {
         Condition {
@@ -90,11 +183,16 @@ pub(super) fn gateway_status(
         .as_ref()
         .and_then(|i| i.parameters_ref.as_ref());
     let accepted = match (unsupported, params) {
-        (_, Some(p)) => Condition::new("Accepted", false, "InvalidParameters", p.refusal()),
-        (Some(a), None) => Condition::new(
-            "Accepted",
+        (_, Some(p)) => Condition::new(
+            ConditionType::Accepted,
             false,
-            "UnsupportedAddress",
+            ConditionReason::InvalidParameters,
+            p.refusal(),
+        ),
+        (Some(a), None) => Condition::new(
+            ConditionType::Accepted,
+            false,
+            ConditionReason::UnsupportedAddress,
             format!(
                 "spec.addresses: type {} is not supported (IPAddress is)",
                 crate::problem::cut(a.type_.as_deref().unwrap_or_default(), 40)
@@ -108,21 +206,26 @@ pub(super) fn gateway_status(
                 .filter(|l| {
                     l.conditions
                         .iter()
-                        .any(|c| c.type_ == "Accepted" && !c.status)
+                        .any(|c| c.type_ == ConditionType::Accepted && !c.status)
                 })
                 .count();
             match refused {
-                0 => Condition::new("Accepted", true, "Accepted", "k8slb serves this Gateway"),
+                0 => Condition::new(
+                    ConditionType::Accepted,
+                    true,
+                    ConditionReason::Accepted,
+                    "k8slb serves this Gateway",
+                ),
                 n if n == listeners.len() => Condition::new(
-                    "Accepted",
+                    ConditionType::Accepted,
                     false,
-                    "ListenersNotValid",
+                    ConditionReason::ListenersNotValid,
                     "no listener of this Gateway is valid",
                 ),
                 n => Condition::new(
-                    "Accepted",
+                    ConditionType::Accepted,
                     true,
-                    "ListenersNotValid",
+                    ConditionReason::ListenersNotValid,
                     format!("{n} of its {} listeners are not valid", listeners.len()),
                 ),
             }
@@ -130,9 +233,7 @@ pub(super) fn gateway_status(
     };
     let programmed = if let Some(first) = unusable.first() {
         Condition::new(
-            "Programmed",
-            false,
-            "AddressNotUsable",
+ConditionType::Programmed, false, ConditionReason::AddressNotUsable,
             format!(
                 "spec.addresses: {} is not assigned to it (not in a pool, or held by another tenant): see its Events",
                 crate::problem::cut(first, 45)
@@ -140,16 +241,16 @@ pub(super) fn gateway_status(
         )
     } else if addresses.is_empty() {
         Condition::new(
-            "Programmed",
+            ConditionType::Programmed,
             false,
-            "AddressNotAssigned",
+            ConditionReason::AddressNotAssigned,
             "no address from the pool yet",
         )
     } else {
         Condition::new(
-            "Programmed",
+            ConditionType::Programmed,
             true,
-            "Programmed",
+            ConditionReason::Programmed,
             "served on its addresses by the LB nodes",
         )
     };
