@@ -34,9 +34,10 @@ pub struct Annotations {
     refused: BTreeSet<String>,
 }
 
-/// `s` cut to 64 characters, for messages.
+/// `s` cut to 64 characters, for messages (written with `{:?}`, which escapes what is
+/// not printable).
 fn short(s: &str) -> String {
-    crate::problem::printable(s.chars().take(64).collect::<String>())
+    s.chars().take(64).collect()
 }
 
 impl Annotations {

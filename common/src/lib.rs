@@ -25,6 +25,7 @@
 
 #[cfg(feature = "admin")]
 pub mod admin;
+pub mod annotations;
 pub mod app_protocol;
 pub mod certs;
 pub mod config;

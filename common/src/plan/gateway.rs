@@ -18,6 +18,7 @@ use super::allocate::Allocator;
 use super::options::PlanOptions;
 use super::problems::Problems;
 use super::request::{Request, Tenant};
+use crate::annotations::Annotations;
 use crate::config::GlobalConfig;
 use crate::gateway::types::Gateway;
 use crate::gateway::{self, Condition, ConditionReason, ConditionType, GatewayOutput};
@@ -31,6 +32,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The annotation that names a Gateway's pool.
 const POOL_ANNOTATION: &str = "loadbalancer/pool";
+
+/// The `loadbalancer/*` options a Gateway takes (on itself or its infrastructure).
+const GATEWAY_ANNOTATIONS: &[&str] = &["pool", "allow-shared-ip"];
 
 /// Our Gateways, read before allocation.
 pub(super) struct Gateways<'a> {
@@ -280,28 +284,38 @@ fn request(
     prev: &State,
     problems: &mut Problems,
 ) -> Request {
-    let annotated = g
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(POOL_ANNOTATION))
-        .or_else(|| {
-            g.spec
-                .infrastructure
-                .as_ref()
-                .and_then(|i| i.annotations.get(POOL_ANNOTATION))
-        });
+    // The Gateway's own annotations, else its infrastructure's (what it asks its
+    // generated resources to carry), by the shared reader; what it refuses is reported.
+    let mut issues = Vec::new();
+    let own = Annotations::read(
+        g.metadata.annotations.as_ref(),
+        GATEWAY_ANNOTATIONS,
+        &mut issues,
+    );
+    let infra_map = g.spec.infrastructure.as_ref().map(|i| &i.annotations);
+    let infra = Annotations::read(infra_map, GATEWAY_ANNOTATIONS, &mut issues);
+    for i in issues {
+        // A pool value refused is an invalid pool, as one that does not parse.
+        let reason = match i.reason {
+            Reason::InvalidAnnotation if i.option == "pool" => Reason::InvalidPool,
+            r => r,
+        };
+        problems.insert(Problem::new(object(k), reason, i.message));
+    }
+    let annotated = own.get("pool").or_else(|| infra.get("pool"));
     // The Gateway's own annotation, else its class's parameters, else `default`.
     let pool_text = annotated
-        .cloned()
+        .map(str::to_string)
         .or_else(|| class_pool.map(|p| p.to_string()))
         .unwrap_or_else(|| "default".into());
-    let mut refused = false;
+    // A pool annotation refused (reported above) never falls back to another pool.
+    let mut refused = own.refused("pool") || infra.refused("pool");
     let mut pools = Vec::new();
     let mut problem = |reason: Reason, message: String| {
         problems.insert(Problem::new(object(k), reason, message));
     };
     match pool_text.parse::<PoolName>() {
+        _ if refused => {}
         Ok(p) if cfg.pools.contains_key(&p) => pools.push(p),
         Ok(p) => {
             let known: Vec<&str> = cfg.pools.keys().map(|k| k.as_str()).collect();
@@ -357,13 +371,10 @@ fn request(
         port_keys,
         refused,
         scale: 1,
-        share_key: g
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get("loadbalancer/allow-shared-ip"))
-            .map(|k| k.trim().to_string())
-            .filter(|k| !k.is_empty() && k.len() <= 1024 && !k.chars().any(char::is_control)),
+        share_key: own
+            .get("allow-shared-ip")
+            .filter(|k| !k.is_empty())
+            .map(str::to_string),
     }
 }
 

@@ -232,7 +232,7 @@ impl Request {
                 return None;
             }
         };
-        let ann = Annotations::read(svc, &key, problems);
+        let ann = super::annotations::read(svc, &key, problems);
         let mut req = Request::empty(
             key,
             svc.metadata.uid.clone().unwrap_or_default(),

@@ -240,11 +240,17 @@ pub fn select<'a>(ingresses: &'a [Ingress], classes: &[IngressClass]) -> Selecti
         ))
     });
     for ing in ours {
-        let pool = annotations(ing)
-            .into_iter()
-            .find(|(k, _)| k == "pool")
-            .map(|(_, v)| v);
-        match pool.as_deref().unwrap_or("default").parse::<PoolName>() {
+        // What the reader refuses is reported by the translation (Settings::read).
+        let a = read_annotations(ing, &mut Vec::new());
+        if a.refused("pool") {
+            out.problems.push(problem(
+                ing,
+                reason::INVALID_POOL,
+                "loadbalancer/pool: too long or holds control characters; not served".into(),
+            ));
+            continue;
+        }
+        match a.get("pool").unwrap_or("default").parse::<PoolName>() {
             Ok(p) => out.by_pool.entry(p).or_default().push(ing),
             Err(e) => out.problems.push(problem(
                 ing,
@@ -260,10 +266,9 @@ pub fn select<'a>(ingresses: &'a [Ingress], classes: &[IngressClass]) -> Selecti
 /// largest asked for by one of them); 1 when absent or invalid (reported by the
 /// translation).
 pub fn scale_of(ing: &Ingress) -> u8 {
-    annotations(ing)
-        .into_iter()
-        .find(|(k, _)| k == "scale")
-        .and_then(|(_, v)| crate::scale::parse(&v).ok())
+    read_annotations(ing, &mut Vec::new())
+        .get("scale")
+        .and_then(|v| crate::scale::parse(v).ok())
         .unwrap_or(1)
 }
 

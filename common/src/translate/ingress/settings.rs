@@ -2,19 +2,12 @@
 //! problem), an unknown one in our prefix said to be unknown.
 
 use super::*;
+use crate::annotations::{Annotations, Issue};
 
-/// `loadbalancer/*` annotations: (option lowercased, value trimmed).
-pub(super) fn annotations(ing: &Ingress) -> Vec<(String, String)> {
-    ing.metadata
-        .annotations
-        .iter()
-        .flatten()
-        .filter_map(|(k, v)| {
-            let lk = k.to_ascii_lowercase();
-            lk.strip_prefix("loadbalancer/")
-                .map(|o| (o.to_string(), v.trim().to_string()))
-        })
-        .collect()
+/// An Ingress's `loadbalancer/*` options, by the shared reader ([`crate::annotations`]);
+/// what it refuses appended to `issues`.
+pub(super) fn read_annotations(ing: &Ingress, issues: &mut Vec<Issue>) -> Annotations {
+    Annotations::read(ing.metadata.annotations.as_ref(), KNOWN_ANNOTATIONS, issues)
 }
 
 pub(super) const KNOWN_ANNOTATIONS: &[&str] = &[
@@ -59,23 +52,15 @@ impl Settings {
         };
         let mut kind: Option<&str> = None;
         let mut cookie: Option<CookieName> = None;
-        let list = annotations(ing);
-        for (opt, v) in &list {
-            if !KNOWN_ANNOTATIONS.contains(&opt.as_str()) {
-                problems.insert(unknown_annotation(ing, opt));
-                continue;
-            }
-            if v.len() > 256 || v.chars().any(char::is_control) {
-                bad(problems, opt, v, "a short single-line value");
-                continue;
-            }
-            let flag = |v: &str| match v.to_ascii_lowercase().as_str() {
-                "true" => Some(true),
-                "false" => Some(false),
-                _ => None,
-            };
+        let mut issues = Vec::new();
+        let list = read_annotations(ing, &mut issues);
+        for i in issues {
+            problems.insert(problem(ing, i.reason, i.message));
+        }
+        for (opt, v) in list.iter() {
+            let flag = crate::annotations::parse_flag;
             let port = |v: &str| v.parse::<u16>().ok().filter(|p| *p != 0);
-            match opt.as_str() {
+            match opt {
                 "pool" => {} // read by `select`
                 "scale" => {
                     if let Err(message) = crate::scale::parse(v) {
@@ -140,22 +125,4 @@ impl Settings {
             self.http = false;
         }
     }
-}
-
-/// An annotation in our prefix that is not one of ours: said, and ignored.
-fn unknown_annotation(ing: &Ingress, opt: &str) -> Problem {
-    let why = if opt == "config" {
-        " (a raw proxy configuration from tenants is not supported, on purpose: see docs/ingress.md)"
-    } else {
-        ""
-    };
-    problem(
-        ing,
-        reason::UNKNOWN_ANNOTATION,
-        format!(
-            "annotation loadbalancer/{} is not one of loadbalancer/{{{}}}; ignored{why}",
-            short(opt),
-            KNOWN_ANNOTATIONS.join(",")
-        ),
-    )
 }
