@@ -430,13 +430,17 @@ impl Bgp {
         self.sessions = sessions;
     }
 
-    /// Why this node is not ready as far as BGP goes: it has BGP-mode pools to announce
-    /// and FRR does not run its config, or no session is established.
+    /// Why this node is not ready as far as BGP goes: FRR does not run the config it
+    /// should, or there are BGP-mode VIPs and no session is established.
     pub fn not_ready(&self) -> Option<String> {
         if let Some(f) = &self.failure {
             return Some(format!("frr: {f}"));
         }
         let (view, _) = self.running.as_ref()?;
+        // Nothing to announce (no BGP-mode VIP yet): nothing unserved.
+        if self.state.as_ref().is_none_or(|s| bgp_vips(s).is_empty()) {
+            return None;
+        }
         match &self.sessions {
             Some(s) if s.established == 0 => Some(format!(
                 "frr: no BGP session established ({} peer(s))",
