@@ -325,6 +325,46 @@ fn bgp_pool_spreads_over_three_nodes_and_withdraws_on_failure() {
     sys.lab.restore_link("lb2").unwrap();
     wait_hops(&sys, ip, 3).expect("lb2 back");
 
+    // A rolling restart of every actor (SIGTERM: withdraw, wait for the routes to go,
+    // then stop the proxy), with new connections all along.
+    let probe = traffic::start_probe(
+        &mut sys.lab,
+        "client",
+        "probe-roll",
+        Proto::Http,
+        target,
+        10,
+        Duration::from_secs(300),
+    )
+    .unwrap();
+    for n in sys.lb_nodes() {
+        let p = sys.actors[&n];
+        let t0 = Instant::now();
+        sys.lab.signal_main(p, Signal::SIGTERM).unwrap();
+        sys.lab.wait(p, T).unwrap();
+        let stopped_ms = t0.elapsed().as_millis();
+        assert!(
+            next_hops(&sys, ip).unwrap().len() <= 2,
+            "{n} stopped, its route stays"
+        );
+        sys.start_actor(&n).unwrap();
+        sys.wait_ready(&n, T).unwrap();
+        wait_hops(&sys, ip, 3).expect("the restarted node announces again");
+        eprintln!(
+            "bgp_rolling_restart: {n} stopped in {stopped_ms} ms, back after {} ms",
+            t0.elapsed().as_millis()
+        );
+    }
+    let p = probe.stop_probe(&mut sys.lab).unwrap();
+    eprintln!(
+        "bgp_rolling_restart: probe {} ok {} failed (max gap {:.0} ms) {:?}",
+        p.ok, p.failed, p.max_gap_ms, p.errors
+    );
+    assert_eq!(
+        p.failed, 0,
+        "new connections failed during the rolling restart: {p:?}"
+    );
+
     // The VRRP pool's Service was never touched.
     let r = traffic::load(&sys.lab, "client", Proto::Http, web_target, 100, 0.0).unwrap();
     assert_eq!(r.failed, 0, "VRRP pool: {r:?}");
