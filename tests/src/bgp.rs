@@ -200,3 +200,198 @@ pub fn config() -> serde_json::Value {
     })
 }
 
+/// What [`scenario`] measured. The `bgp_*` fields of `./scripts/bench.sh`.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Numbers {
+    /// New connections accepted by each LB node, of 1,000 (counted by PassiveOpens).
+    pub bgp_spread: BTreeMap<String, u64>,
+    /// The smallest node's share of them, in percent.
+    pub bgp_spread_min_pct: f64,
+    pub bgp_spread_failed: u64,
+    /// A proxy SIGKILLed: until its route was gone at the router (polled every 20 ms).
+    pub bgp_proxy_kill_withdrawn_ms: u64,
+    /// ... new connections of a 10 ms probe that failed meanwhile, and of 300 after.
+    pub bgp_proxy_kill_probe_failed: u64,
+    pub bgp_proxy_kill_failed_after: u64,
+    /// A node's link cut: until BFD had its route gone at the router (polled).
+    pub bgp_link_cut_route_removed_ms: u64,
+    /// ... from the first to the last failed new connection of a 10 ms probe (plus one
+    /// interval), and failures of 300 new connections after.
+    pub bgp_link_cut_failed_ms: f64,
+    pub bgp_link_cut_failed_after: u64,
+    /// Every actor restarted in turn (SIGTERM, then started again), under a 10 ms probe.
+    pub bgp_rolling_restart_failed: u64,
+    pub bgp_rolling_restart_probes: u64,
+    /// A VRRP pool's Service beside, at the end: failed of 100.
+    pub bgp_vrrp_pool_failed: u64,
+}
+
+/// The whole BGP scenario on `proxy` (three LB nodes, the router, a BGP-mode Service and
+/// a VRRP pool's Service): see `tests/tests/e2e_bgp.rs`. Errors when something never
+/// happens (no route, a node never ready); the numbers are the caller's to judge.
+pub fn scenario(name: &str, proxy: &str) -> Result<(System, Numbers)> {
+    use crate::objects::{svc, tcp};
+    use crate::system::Options;
+    use crate::traffic::{self, Proto};
+    use nix::sys::signal::Signal;
+    use std::net::SocketAddr;
+    crate::bins::system("vtysh").context("FRR (apt-get install frr frr-pythontools)")?;
+    let mut opts = Options::new(name).lbs(3).proxy(proxy);
+    opts.config_extra = config();
+    let mut sys = System::start(opts)?;
+    start_router(&mut sys)?;
+    let mut out = Numbers::default();
+
+    // A VRRP pool's Service beside the BGP one.
+    let web = svc("default", "web").port(tcp("http", 80, 8080));
+    sys.apply_service(&web)?;
+    let web_target = SocketAddr::new(sys.wait_ips("default/web", T)?[0], 80);
+    sys.wait_serving(Proto::Http, web_target, T)?;
+
+    let fast = svc("default", "fast")
+        .port(tcp("http", 80, 8080))
+        .annotation("loadbalancer/pool", "ecmp");
+    sys.apply_service(&fast)?;
+    let ip = sys.wait_ips("default/fast", T)?[0];
+    if !ip.to_string().starts_with("198.18.10.") {
+        bail!("default/fast got {ip}, not an address of the BGP-mode pool");
+    }
+    let target = SocketAddr::new(ip, 80);
+    let took = wait_hops(&sys, ip, 3)?;
+    eprintln!(
+        "bgp: {ip} announced by 3 nodes ({} ms after its address)",
+        took.as_millis()
+    );
+    sys.wait_serving(Proto::Http, target, T)?;
+    for n in sys.lb_nodes() {
+        sys.wait_ready(&n, T)?;
+        let m = sys.metrics(&n)?;
+        for want in [
+            "k8slb_actor_bgp_sessions_established 1",
+            "k8slb_actor_bfd_sessions_up 1",
+            "k8slb_actor_bgp_prefixes_announced 1",
+        ] {
+            wait::until(T, || Ok(sys.metrics(&n)?.contains(want)))
+                .with_context(|| format!("{n}: no {want:?} in its metrics: {m}"))?;
+        }
+    }
+
+    // Spread: 1,000 new connections, counted where they were accepted.
+    let before = passive_opens(&sys)?;
+    let r = traffic::load(&sys.lab, "client", Proto::Http, target, 1000, 0.0)?;
+    let after = passive_opens(&sys)?;
+    out.bgp_spread_failed = r.failed;
+    out.bgp_spread = after
+        .iter()
+        .map(|(n, a)| (n.clone(), a - before[n]))
+        .collect();
+    let min = out.bgp_spread.values().copied().min().unwrap_or(0);
+    out.bgp_spread_min_pct = min as f64 / 10.0;
+    eprintln!(
+        "bgp_spread ({proxy}): {:?} of 1000 new connections",
+        out.bgp_spread
+    );
+
+    // A proxy killed on lb1: its route goes.
+    let probe = traffic::start_probe(
+        &mut sys.lab,
+        "client",
+        "probe-kill",
+        Proto::Http,
+        target,
+        10,
+        T,
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    let pids = sys.pids_named("lb1", proxy)?;
+    if pids.is_empty() {
+        bail!("no {proxy} on lb1");
+    }
+    for p in pids {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), Signal::SIGKILL);
+    }
+    wait::until(T, || Ok(next_hops(&sys, ip)?.len() < 3)).context("lb1's route withdrawn")?;
+    out.bgp_proxy_kill_withdrawn_ms = t0.elapsed().as_millis() as u64;
+    let r = traffic::load(&sys.lab, "client", Proto::Http, target, 300, 0.0)?;
+    let p = probe.stop_probe(&mut sys.lab)?;
+    out.bgp_proxy_kill_probe_failed = p.failed;
+    out.bgp_proxy_kill_failed_after = r.failed;
+    eprintln!(
+        "bgp_proxy_kill ({proxy}): route withdrawn after {} ms; probe failed {}; after: {} ok {} failed",
+        out.bgp_proxy_kill_withdrawn_ms, p.failed, r.ok, r.failed
+    );
+    // The actor restarts the proxy, and the route comes back.
+    wait_hops(&sys, ip, 3).context("lb1 announces again after its proxy restarted")?;
+
+    // A node's link cut: BFD takes its route down at the router.
+    let probe = traffic::start_probe(
+        &mut sys.lab,
+        "client",
+        "probe-cut",
+        Proto::Http,
+        target,
+        10,
+        T,
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    sys.lab.cut_link("lb2")?;
+    wait::until(T, || Ok(next_hops(&sys, ip)?.len() < 3)).context("lb2's route removed by BFD")?;
+    out.bgp_link_cut_route_removed_ms = t0.elapsed().as_millis() as u64;
+    std::thread::sleep(Duration::from_millis(500));
+    let p = probe.stop_probe(&mut sys.lab)?;
+    let r = traffic::load(&sys.lab, "client", Proto::Http, target, 300, 0.0)?;
+    out.bgp_link_cut_failed_ms = match (p.first_failure_ms, p.last_failure_ms) {
+        (Some(a), Some(b)) => (b - a + p.interval_ms).round(),
+        _ => 0.0,
+    };
+    out.bgp_link_cut_failed_after = r.failed;
+    eprintln!(
+        "bgp_link_cut ({proxy}): route removed after {} ms (polled); new connections failed for {} ms ({} failed); after: {} ok {} failed",
+        out.bgp_link_cut_route_removed_ms, out.bgp_link_cut_failed_ms, p.failed, r.ok, r.failed
+    );
+    sys.lab.restore_link("lb2")?;
+    wait_hops(&sys, ip, 3).context("lb2 back")?;
+
+    // A rolling restart of every actor (SIGTERM: withdraw, wait for the routes to go,
+    // then stop the proxy), with new connections all along.
+    let probe = traffic::start_probe(
+        &mut sys.lab,
+        "client",
+        "probe-roll",
+        Proto::Http,
+        target,
+        10,
+        Duration::from_secs(300),
+    )?;
+    for n in sys.lb_nodes() {
+        let p = sys.actors[&n];
+        let t0 = Instant::now();
+        sys.lab.signal_main(p, Signal::SIGTERM)?;
+        sys.lab.wait(p, T)?;
+        if next_hops(&sys, ip)?.len() > 2 {
+            bail!("{n} stopped, and its route stays");
+        }
+        let stopped_ms = t0.elapsed().as_millis();
+        sys.start_actor(&n)?;
+        sys.wait_ready(&n, T)?;
+        wait_hops(&sys, ip, 3).context("the restarted node announces again")?;
+        eprintln!(
+            "bgp_rolling_restart ({proxy}): {n} stopped in {stopped_ms} ms, back after {} ms",
+            t0.elapsed().as_millis()
+        );
+    }
+    let p = probe.stop_probe(&mut sys.lab)?;
+    out.bgp_rolling_restart_failed = p.failed;
+    out.bgp_rolling_restart_probes = p.ok + p.failed;
+    eprintln!(
+        "bgp_rolling_restart ({proxy}): {} ok {} failed {:?}",
+        p.ok, p.failed, p.errors
+    );
+
+    // The VRRP pool's Service.
+    let r = traffic::load(&sys.lab, "client", Proto::Http, web_target, 100, 0.0)?;
+    out.bgp_vrrp_pool_failed = r.failed;
+    Ok((sys, out))
+}

@@ -38,6 +38,9 @@ pub const LOOPBACK: &str = "lo";
 /// How long [`Bgp::withdraw`] waits at most for the routes to be gone (the default
 /// of `--bgp-withdraw-wait-ms`).
 pub const DEFAULT_WITHDRAW_WAIT: Duration = Duration::from_secs(2);
+/// After FRR has no prefix left to send, how long the proxy still serves (within the
+/// withdraw wait): the routers receive the withdrawal and reprogram their forwarding.
+const WITHDRAW_LINGER: Duration = Duration::from_millis(300);
 /// How often the sessions are looked at (metrics, readiness).
 const OBSERVE_EVERY: Duration = Duration::from_secs(1);
 /// How soon a config that failed is tried again (a new one is tried at once).
@@ -451,7 +454,8 @@ impl Bgp {
     }
 
     /// Shutdown, before the proxy stops: announce nothing, then wait until every
-    /// session has sent its withdrawals (no prefix sent any more) or `wait` passed.
+    /// session has sent its withdrawals (no prefix sent any more) and a short linger for
+    /// the routers to act on them, or until `wait` passed.
     pub fn withdraw(&mut self, wait: Duration) {
         if self.running.is_none() {
             return;
@@ -466,6 +470,9 @@ impl Bgp {
                 .map(|j| parse_summary(&j).prefixes_sent)
                 .unwrap_or(0);
             if sent == 0 {
+                // FRR counts a prefix as no longer sent when the withdrawal is queued;
+                // the router still has to receive it and reprogram its forwarding.
+                std::thread::sleep(WITHDRAW_LINGER.min(wait.saturating_sub(t0.elapsed())));
                 tracing::info!(
                     waited_ms = t0.elapsed().as_millis() as u64,
                     "BGP: every route withdrawn"
