@@ -435,7 +435,7 @@ pub fn control_loop<R: NodeRenderer>(
     let mut control = Control::new(cfg.provider, cfg.timing.clone(), last_saved);
     let bgp = crate::frr::Bgp::new(
         cfg.node.clone(),
-        cfg.paths.work_dir.join("frr"),
+        crate::frr::runtime_dir(&cfg.paths.work_dir),
         cfg.templates.as_deref(),
         metrics.clone(),
     );

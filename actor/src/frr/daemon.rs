@@ -1,7 +1,8 @@
 //! FRR as children of the actor: zebra, bfdd and bgpd (Debian's `frr`, 8.4), behind the
 //! same [`Daemon`] trait as keepalived and the proxy.
 //!
-//! Everything is under `<work dir>/frr/` (owned by the `frr` user the daemons drop to):
+//! Everything is under one directory ([`super::runtime_dir`], owned by the `frr` user the
+//! daemons drop to):
 //! the vty sockets (`--vty_socket`), zebra's API socket (`-z`), the pid files, and
 //! `frr.conf`. The daemons start on an empty config, with no TCP vty (`-P 0`), and the
 //! config is pushed to them with `vtysh -f`; later changes go through
@@ -106,6 +107,11 @@ impl Frr {
         };
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| err(format!("create {}: {e}", self.dir.display())))?;
+        // The daemons (user frr) must reach the directory: every parent traversable.
+        if let Some(parent) = self.dir.parent() {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o755));
+        }
         let empty = self.dir.join("empty.conf");
         std::fs::write(&empty, "").map_err(|e| err(format!("{}: {e}", empty.display())))?;
         let user = nix::unistd::User::from_name("frr")

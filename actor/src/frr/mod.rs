@@ -33,6 +33,19 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Where FRR's files of the actor with `work_dir` go: under `/run/k8slb-frr/`, one
+/// directory per work dir (several actors on one machine, in network namespaces). Not
+/// under the work dir: FRR's daemons run as the `frr` user, which must reach its
+/// sockets, and a work dir may be under a directory only root may enter (`/root`).
+pub fn runtime_dir(work_dir: &std::path::Path) -> PathBuf {
+    let abs = std::path::absolute(work_dir).unwrap_or_else(|_| work_dir.to_path_buf());
+    let h = k8slb_common::publish::fnv1a(abs.as_os_str().as_encoded_bytes());
+    PathBuf::from(RUNTIME_ROOT).join(format!("{h:016x}"))
+}
+
+/// The parent of every [`runtime_dir`] (created 0755).
+pub const RUNTIME_ROOT: &str = "/run/k8slb-frr";
+
 /// The loopback interface the BGP-mode addresses are bound on.
 pub const LOOPBACK: &str = "lo";
 /// How long [`Bgp::withdraw`] waits at most for the routes to be gone (the default
@@ -496,6 +509,8 @@ impl Bgp {
     pub fn stop(&mut self, ops: &mut dyn AddrOps, grace: Duration) {
         if self.frr.is_running() {
             self.frr.stop(grace);
+            // Sockets, pid files, the config: all rendered again at the next start.
+            let _ = std::fs::remove_dir_all(self.frr.dir());
         }
         self.running = None;
         if let Some(state) = self.state.clone() {
