@@ -19,7 +19,8 @@
 #   ./scripts/bench.sh bgp         only BGP mode (also in the default run): an FRR router
 #                                  (multipath, BFD 50 ms x 3) in front of 3 LB nodes. JSON:
 #                                  bgp_spread (new connections per node of 1000),
-#                                  bgp_spread_min_pct (goal >= 20), bgp_proxy_kill_withdrawn_ms,
+#                                  bgp_spread_min_pct (goal >= 20), bgp_v6_spread, bgp_v6_failed,
+#                                  bgp_proxy_kill_withdrawn_ms,
 #                                  bgp_proxy_kill_failed_after (goal 0),
 #                                  bgp_link_cut_route_removed_ms, bgp_link_cut_failed_ms
 #                                  (goal <= 300), bgp_link_cut_failed_after (goal 0),

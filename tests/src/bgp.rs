@@ -7,6 +7,7 @@ use crate::lab::Role;
 use crate::system::{default_config, System};
 use crate::wait;
 use anyhow::{bail, Context, Result};
+use ipnet::IpNet;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -18,6 +19,7 @@ pub const ROUTER: &str = "router";
 pub const ROUTER_INDEX: u8 = 5;
 pub const ROUTER_ASN: u32 = 64513;
 pub const ECMP_NET: &str = "198.18.10.0/24";
+pub const ECMP6_NET: &str = "fd00:10::/64";
 
 /// The router's FRR: every LB node of the switch's subnet may peer (a listen range),
 /// multipath over different ASes' paths (all nodes are AS 64512, so plain multipath),
@@ -35,8 +37,17 @@ router bgp {ROUTER_ASN}
  neighbor nodes remote-as external
  neighbor nodes bfd
  neighbor nodes bfd profile fast
+ neighbor nodes6 peer-group
+ neighbor nodes6 remote-as external
+ neighbor nodes6 bfd
+ neighbor nodes6 bfd profile fast
  bgp listen range 198.18.0.0/24 peer-group nodes
+ bgp listen range fd00:18::/64 peer-group nodes6
  address-family ipv4 unicast
+  maximum-paths 16
+ exit-address-family
+ address-family ipv6 unicast
+  neighbor nodes6 activate
   maximum-paths 16
  exit-address-family
 exit
@@ -63,6 +74,8 @@ pub fn start_router(sys: &mut System) -> Result<()> {
         ("net.ipv4.conf.eth0.send_redirects", "0"),
         // Spread flows by ports too (L4 hash), not only by addresses.
         ("net.ipv4.fib_multipath_hash_policy", "1"),
+        ("net.ipv6.conf.all.forwarding", "1"),
+        ("net.ipv6.fib_multipath_hash_policy", "1"),
     ] {
         sys.lab.sysctl(&h.ns, k, v)?;
     }
@@ -119,14 +132,24 @@ pub fn start_router(sys: &mut System) -> Result<()> {
         .context("loading the router's config")?;
     // The client reaches the BGP pool through the router only.
     let gw = h.v4.to_string();
-    sys.lab.sysctl(
-        &sys.lab.host("client").ns.clone(),
+    // The router must stay in the path: no redirect to the node it hashed a flow to.
+    let client_ns = sys.lab.host("client").ns.clone();
+    for k in [
         "net.ipv4.conf.all.accept_redirects",
-        "0",
-    )?;
+        "net.ipv4.conf.eth0.accept_redirects",
+        "net.ipv6.conf.all.accept_redirects",
+        "net.ipv6.conf.eth0.accept_redirects",
+    ] {
+        sys.lab.sysctl(&client_ns, k, "0")?;
+    }
     sys.lab.ip(
         &sys.lab.host("client").ns.clone(),
         &["route", "add", ECMP_NET, "via", &gw],
+    )?;
+    let gw6 = h.v6.to_string();
+    sys.lab.ip(
+        &sys.lab.host("client").ns.clone(),
+        &["-6", "route", "add", ECMP6_NET, "via", &gw6],
     )?;
     Ok(())
 }
@@ -135,7 +158,13 @@ pub fn start_router(sys: &mut System) -> Result<()> {
 pub fn next_hops(sys: &System, vip: IpAddr) -> Result<Vec<String>> {
     let out = sys.lab.ip(
         &sys.lab.host(ROUTER).ns.clone(),
-        &["-j", "route", "show", &format!("{vip}/32")],
+        &[
+            if vip.is_ipv4() { "-4" } else { "-6" },
+            "-j",
+            "route",
+            "show",
+            &IpNet::from(vip).to_string(),
+        ],
     )?;
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or(json!([]));
     let mut hops = Vec::new();
@@ -192,10 +221,14 @@ pub fn config() -> serde_json::Value {
     pools["ecmp"] = json!({
         "network": ECMP_NET, "range": "198.18.10.10-198.18.10.20", "mode": "bgp"
     });
+    pools["ecmp6"] = json!({
+        "network": ECMP6_NET, "range": "fd00:10::10-fd00:10::20", "mode": "bgp"
+    });
     json!({
         "pools": pools,
         "bgp": { "asn": 64512, "peers": [
-            { "address": format!("198.18.0.{ROUTER_INDEX}"), "asn": ROUTER_ASN, "bfd": true }
+            { "address": format!("198.18.0.{ROUTER_INDEX}"), "asn": ROUTER_ASN, "bfd": true },
+            { "address": format!("fd00:18::{ROUTER_INDEX}"), "asn": ROUTER_ASN, "bfd": true }
         ] }
     })
 }
@@ -208,6 +241,9 @@ pub struct Numbers {
     /// The smallest node's share of them, in percent.
     pub bgp_spread_min_pct: f64,
     pub bgp_spread_failed: u64,
+    /// The same over IPv6 (an IPv6 BGP-mode pool, IPv6 sessions): of 300.
+    pub bgp_v6_spread: BTreeMap<String, u64>,
+    pub bgp_v6_failed: u64,
     /// A proxy SIGKILLed: until its route was gone at the router (polled every 20 ms).
     pub bgp_proxy_kill_withdrawn_ms: u64,
     /// ... new connections of a 10 ms probe that failed meanwhile, and of 300 after.
@@ -267,8 +303,9 @@ pub fn scenario(name: &str, proxy: &str) -> Result<(System, Numbers)> {
         sys.wait_ready(&n, T)?;
         let m = sys.metrics(&n)?;
         for want in [
-            "k8slb_actor_bgp_sessions_established 1",
-            "k8slb_actor_bfd_sessions_up 1",
+            "k8slb_actor_bgp_peers 2",
+            "k8slb_actor_bgp_sessions_established 2",
+            "k8slb_actor_bfd_sessions_up 2",
             "k8slb_actor_bgp_prefixes_announced 1",
         ] {
             wait::until(T, || Ok(sys.metrics(&n)?.contains(want)))
@@ -290,6 +327,28 @@ pub fn scenario(name: &str, proxy: &str) -> Result<(System, Numbers)> {
     eprintln!(
         "bgp_spread ({proxy}): {:?} of 1000 new connections",
         out.bgp_spread
+    );
+
+    // IPv6: an address of an IPv6 BGP-mode pool, over the IPv6 sessions.
+    let fast6 = svc("default", "fast6")
+        .port(tcp("http", 80, 8080))
+        .annotation("loadbalancer/pool", "ecmp6");
+    sys.apply_service(&fast6)?;
+    let ip6 = sys.wait_ips("default/fast6", T)?[0];
+    let target6 = SocketAddr::new(ip6, 80);
+    wait_hops(&sys, ip6, 3)?;
+    sys.wait_serving(Proto::Http, target6, T)?;
+    let before = passive_opens(&sys)?;
+    let r = traffic::load(&sys.lab, "client", Proto::Http, target6, 300, 0.0)?;
+    let after = passive_opens(&sys)?;
+    out.bgp_v6_failed = r.failed;
+    out.bgp_v6_spread = after
+        .iter()
+        .map(|(n, a)| (n.clone(), a - before[n]))
+        .collect();
+    eprintln!(
+        "bgp_v6_spread ({proxy}): {:?} of 300 new connections to {ip6}",
+        out.bgp_v6_spread
     );
 
     // A proxy killed on lb1: its route goes.

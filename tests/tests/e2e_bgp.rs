@@ -3,6 +3,7 @@
 //! actor, which announces a BGP-mode pool's VIP through its own FRR, with BFD.
 //!
 //! Shown: the VIP is answered by all three nodes (each >= 20% of 1,000 new connections);
+//! the same over IPv6 (an IPv6 pool, IPv6 sessions: every node gets some of 300);
 //! a proxy killed on one node: its route is withdrawn, then 0 failed new connections; a
 //! node's link cut: BFD removes its route (how long new connections fail is printed, not
 //! asserted: `./scripts/bench.sh bgp` measures it), then 0 failed; a rolling restart of
@@ -34,6 +35,14 @@ fn spread_and_withdraw(proxy: &str) {
         assert!(
             *c * 5 >= 1000,
             "{node} accepted {c} of 1000 new connections: {n:?}"
+        );
+    }
+    assert_eq!(n.bgp_v6_failed, 0, "IPv6: {n:?}");
+    assert_eq!(n.bgp_v6_spread.len(), 3, "{n:?}");
+    for (node, c) in &n.bgp_v6_spread {
+        assert!(
+            *c > 0,
+            "IPv6: {node} accepted none of 300 new connections: {n:?}"
         );
     }
     assert_eq!(
