@@ -27,7 +27,7 @@ use ipnet::IpNet;
 use k8slb_common::names::NodeName;
 use k8slb_common::state::State;
 use render::{announced, bgp_vips, frr_view, FrrRenderer, FrrView};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -162,6 +162,8 @@ pub struct Bgp {
     /// A config that failed (its check, reload or start), and when to try it again:
     /// the same text is not tried on every tick.
     retry: Option<(String, Instant)>,
+    /// The addresses this actor put on `lo`.
+    bound: BTreeSet<IpAddr>,
 }
 
 impl Bgp {
@@ -193,6 +195,7 @@ impl Bgp {
             sessions: None,
             observed_at: None,
             retry: None,
+            bound: BTreeSet::new(),
         }
     }
 
@@ -237,25 +240,45 @@ impl Bgp {
             .collect();
         for ip in wanted.difference(&on_lo) {
             match ops.add(LOOPBACK, IpNet::from(*ip)) {
-                Ok(()) => tracing::info!(vip = %ip, "BGP-mode VIP bound on lo"),
+                Ok(()) => {
+                    self.bound.insert(*ip);
+                    tracing::info!(vip = %ip, "BGP-mode VIP bound on lo")
+                }
                 Err(e) => {
                     tracing::error!(vip = %ip, error = %e, "could not bind a BGP-mode VIP on lo")
                 }
             }
         }
-        let pools: Vec<_> = vip::pool_networks(&state.config.pools)
+        // Only BGP-mode pools' addresses (a VRRP pool with `interface: lo` is
+        // keepalived's), and those this actor bound (its pool left BGP mode).
+        let bgp_pools: BTreeMap<_, _> = state
+            .config
+            .pools
+            .iter()
+            .filter(|(_, p)| !p.mode.is_vrrp())
+            .map(|(n, p)| (n.clone(), p.clone()))
+            .collect();
+        let pools: Vec<_> = vip::pool_networks(&bgp_pools)
             .into_iter()
             .map(|(_, p)| p)
             .collect();
-        for a in held.iter().filter(|a| {
-            a.ifname == LOOPBACK
-                && a.net.prefix_len() == a.net.max_prefix_len()
-                && !a.ip().is_loopback()
-                && !wanted.contains(&a.ip())
-                && pools.iter().any(|p| p.contains(a.ip()))
-        }) {
+        let stale: Vec<vip::Addr> = held
+            .iter()
+            .filter(|a| {
+                a.ifname == LOOPBACK
+                    && a.net.prefix_len() == a.net.max_prefix_len()
+                    && !a.ip().is_loopback()
+                    && !wanted.contains(&a.ip())
+                    && (self.bound.contains(&a.ip()) || pools.iter().any(|p| p.contains(a.ip())))
+            })
+            .cloned()
+            .collect();
+        for a in &stale {
             match ops.delete(a) {
-                Ok(()) => tracing::info!(vip = %a.ip(), "BGP-mode VIP removed from lo"),
+                Ok(()) => {
+                    self.bound.remove(&a.ip());
+                    tracing::info!(vip = %a.ip(), "BGP-mode VIP removed from lo")
+                }
                 Err(e) => {
                     tracing::error!(vip = %a.ip(), error = %e, "could not remove a VIP from lo")
                 }
@@ -514,7 +537,8 @@ impl Bgp {
         }
         self.running = None;
         if let Some(state) = self.state.clone() {
-            let vips = bgp_vips(&state);
+            let mut vips = bgp_vips(&state);
+            vips.extend(std::mem::take(&mut self.bound));
             let _ = vip::delete_selected(ops, |held| {
                 held.iter()
                     .filter(|a| a.ifname == LOOPBACK && vips.contains(&a.ip()))
@@ -544,6 +568,81 @@ mod tests {
             ),
             1
         );
+    }
+
+    /// Addresses in memory, for [`Bgp::bind`].
+    #[derive(Default)]
+    struct Ops(Vec<vip::Addr>);
+
+    impl AddrOps for Ops {
+        fn addresses(&mut self) -> Result<Vec<vip::Addr>, vip::VipError> {
+            Ok(self.0.clone())
+        }
+        fn interfaces(&mut self) -> Result<Vec<(u32, String)>, vip::VipError> {
+            Ok(vec![(1, LOOPBACK.into()), (2, "eth0".into())])
+        }
+        fn add(&mut self, ifname: &str, net: IpNet) -> Result<(), vip::VipError> {
+            self.0.push(addr(ifname, net));
+            Ok(())
+        }
+        fn delete(&mut self, a: &vip::Addr) -> Result<(), vip::VipError> {
+            self.0.retain(|x| x != a);
+            Ok(())
+        }
+    }
+
+    fn addr(ifname: &str, net: IpNet) -> vip::Addr {
+        vip::Addr {
+            ifname: ifname.into(),
+            index: if ifname == LOOPBACK { 1 } else { 2 },
+            net,
+        }
+    }
+
+    fn on_lo(ops: &Ops) -> Vec<String> {
+        ops.0
+            .iter()
+            .filter(|a| a.ifname == LOOPBACK)
+            .map(|a| a.net.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn bgp_vips_are_bound_on_lo_and_nothing_of_a_vrrp_pool_is_touched() {
+        let s = Arc::new(render::tests::state());
+        let mut ops = Ops(vec![
+            addr(LOOPBACK, "127.0.0.1/8".parse().unwrap()),
+            // A VRRP pool's address that someone put on lo: keepalived's, not ours.
+            addr(LOOPBACK, "198.18.1.10/32".parse().unwrap()),
+            // A BGP-mode pool's address no longer in the state (an earlier actor's).
+            addr(LOOPBACK, "198.18.10.19/32".parse().unwrap()),
+            addr("eth0", "198.18.3.2/24".parse().unwrap()),
+        ]);
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = Bgp::new(
+            "lb-1".parse().unwrap(),
+            dir.path().join("frr"),
+            None,
+            Arc::new(Metrics::new()),
+        );
+        b.state = Some(s.clone());
+        b.bind(&mut ops);
+        assert_eq!(
+            on_lo(&ops),
+            [
+                "127.0.0.1/8",
+                "198.18.1.10/32",
+                "198.18.10.10/32",
+                "198.18.10.11/32",
+                "fd00:10::10/128"
+            ]
+        );
+        // The node leaves the LB nodes (drained): its BGP-mode addresses go, the rest stays.
+        let mut drained = (*s).clone();
+        drained.nodes.clear();
+        b.state = Some(Arc::new(drained));
+        b.bind(&mut ops);
+        assert_eq!(on_lo(&ops), ["127.0.0.1/8", "198.18.1.10/32"]);
     }
 
     #[test]
