@@ -42,6 +42,7 @@ FROM ${BASE}
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         keepalived haproxy nginx libnginx-mod-stream ca-certificates \
+        frr frr-pythontools \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log \
         /usr/share/doc /usr/share/man \

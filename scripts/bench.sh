@@ -16,6 +16,15 @@
 #     K8SLB_BENCH_SOAK_S=600       how long faults keep coming (seconds)
 #     K8SLB_SOAK_SEED=<n>          replays a run's fault plan (the seed is printed)
 #     K8SLB_SOAK_API_OUTAGE_S=60   K8SLB_SOAK_LBS=3   K8SLB_SOAK_RECOVERY_S=15
+#   ./scripts/bench.sh bgp         only BGP mode (also in the default run): an FRR router
+#                                  (multipath, BFD 50 ms x 3) in front of 3 LB nodes. JSON:
+#                                  bgp_spread (new connections per node of 1000),
+#                                  bgp_spread_min_pct (goal >= 20), bgp_v6_spread, bgp_v6_failed,
+#                                  bgp_proxy_kill_withdrawn_ms,
+#                                  bgp_proxy_kill_failed_after (goal 0),
+#                                  bgp_link_cut_route_removed_ms, bgp_link_cut_failed_ms
+#                                  (goal <= 300), bgp_link_cut_failed_after (goal 0),
+#                                  bgp_rolling_restart_failed (goal 0), bgp_vrrp_pool_failed
 #   ./scripts/bench.sh ingress     only the Ingress convergence: a new Ingress host -> its first
 #                                  200 through the ingress VIP (p50 of 4; the first VIP apart)
 #   ./scripts/bench.sh saturation  false VRRP failovers with every core busy (nproc burners in

@@ -15,6 +15,8 @@ declare -A PKG=(
     [haproxy]=haproxy
     [keepalived]=keepalived
     [nginx]=nginx
+    # BGP mode (issue 25): zebra, bgpd, bfdd, vtysh; frr-reload.py is in frr-pythontools.
+    [vtysh]=frr
     [ip]=iproute2
     [ss]=iproute2
     [sysctl]=procps
@@ -45,6 +47,9 @@ done
 if [ ! -e /usr/lib/nginx/modules/ngx_stream_module.so ]; then
     missing+=(libnginx-mod-stream)
 fi
+if [ ! -e /usr/lib/frr/frr-reload.py ]; then
+    missing+=(frr-pythontools)
+fi
 if [ ! -e /etc/ssl/certs/ca-certificates.crt ]; then
     missing+=(ca-certificates)
 fi
@@ -69,7 +74,7 @@ fi
 
 # The daemons are run by the lab, never as system services: stop any that the package
 # installation started, so they do not hold ports or VIPs on the host.
-for svc in haproxy keepalived nginx; do
+for svc in haproxy keepalived nginx frr; do
     if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
         systemctl stop "$svc" || true
         systemctl disable "$svc" >/dev/null 2>&1 || true

@@ -63,7 +63,7 @@ fi
 # checkouts' tests running on the same machine at the same time, and the machine's own
 # daemons, are not counted; neither is anything that already ran before this run began.
 export K8SLB_TEST_RUN="$$-$(date +%s%N)"
-LEFTOVER_RE='(^|/)(keepalived|haproxy|nginx|k8slb-actor|k8slb-watcher|lab-backend|lab-client|lab-bench|lab-demo)( |$)|/keepalived-stub( |$)'
+LEFTOVER_RE='(^|/)(keepalived|haproxy|nginx|zebra|bgpd|bfdd|k8slb-actor|k8slb-watcher|lab-backend|lab-client|lab-bench|lab-demo)( |$)|/keepalived-stub( |$)'
 ours() {
     local p
     for p in $(pgrep -f -- "$LEFTOVER_RE"); do

@@ -82,6 +82,12 @@ pub struct Metrics {
     pub fd_limit: Gauge,
     pub proxy_maxconn: Gauge,
     pub quarantined_objects: Gauge,
+    /// BGP mode ([`crate::frr`]): this node's peers, established sessions, BFD
+    /// sessions up, and host routes announced.
+    pub bgp_peers: Gauge,
+    pub bgp_sessions_established: Gauge,
+    pub bfd_sessions_up: Gauge,
+    pub bgp_prefixes_announced: Gauge,
 }
 
 impl Default for Metrics {
@@ -104,6 +110,30 @@ impl Metrics {
         let fd_limit = Gauge::default();
         let proxy_maxconn = Gauge::default();
         let quarantined_objects = Gauge::default();
+        let bgp_peers = Gauge::default();
+        let bgp_sessions_established = Gauge::default();
+        let bfd_sessions_up = Gauge::default();
+        let bgp_prefixes_announced = Gauge::default();
+        registry.register(
+            "bgp_peers",
+            "BGP peers of this node (BGP-mode pools)",
+            bgp_peers.clone(),
+        );
+        registry.register(
+            "bgp_sessions_established",
+            "BGP sessions of this node in state Established",
+            bgp_sessions_established.clone(),
+        );
+        registry.register(
+            "bfd_sessions_up",
+            "BFD sessions of this node that are up",
+            bfd_sessions_up.clone(),
+        );
+        registry.register(
+            "bgp_prefixes_announced",
+            "Host routes (BGP-mode VIPs) this node announces now",
+            bgp_prefixes_announced.clone(),
+        );
         registry.register(
             "reloads",
             "Reloads (and starts) of a daemon, by result (ok, failed)",
@@ -161,6 +191,10 @@ impl Metrics {
         );
         Metrics {
             quarantined_objects,
+            bgp_peers,
+            bgp_sessions_established,
+            bfd_sessions_up,
+            bgp_prefixes_announced,
             registry,
             fd_limit,
             proxy_maxconn,
@@ -173,6 +207,15 @@ impl Metrics {
             applies,
             vips_held,
         }
+    }
+
+    /// BGP mode's gauges (see [`crate::frr::Bgp`]).
+    pub fn set_bgp(&self, peers: usize, established: usize, bfd_up: usize, announced: usize) {
+        let g = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.bgp_peers.set(g(peers));
+        self.bgp_sessions_established.set(g(established));
+        self.bfd_sessions_up.set(g(bfd_up));
+        self.bgp_prefixes_announced.set(g(announced));
     }
 
     pub fn reload(&self, daemon: DaemonKind, ok: bool) {

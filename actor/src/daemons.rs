@@ -36,6 +36,8 @@ pub enum DaemonKind {
     Keepalived,
     Haproxy,
     Nginx,
+    /// FRR (zebra, bfdd, bgpd) for BGP-mode pools ([`crate::frr`]).
+    Frr,
 }
 
 impl DaemonKind {
@@ -44,6 +46,7 @@ impl DaemonKind {
             DaemonKind::Keepalived => "keepalived",
             DaemonKind::Haproxy => "haproxy",
             DaemonKind::Nginx => "nginx",
+            DaemonKind::Frr => "frr",
         }
     }
 }

@@ -54,6 +54,7 @@ pub mod control;
 pub mod daemons;
 pub mod debug;
 pub mod fdlimit;
+pub mod frr;
 pub mod handover;
 pub mod haproxy_rt;
 pub mod init;

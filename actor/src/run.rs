@@ -141,6 +141,10 @@ pub struct RunArgs {
     /// terminationGracePeriodSeconds (30).
     #[arg(long, env = "K8SLB_HANDOVER_WAIT_MS", default_value_t = leave::DEFAULT_WAIT.as_millis() as u64)]
     pub handover_wait_ms: u64,
+    /// On SIGTERM, how long to wait at most, in milliseconds, for this node's BGP routes
+    /// (BGP-mode pools) to be withdrawn from every peer before the proxy stops.
+    #[arg(long, env = "K8SLB_BGP_WITHDRAW_WAIT_MS", default_value_t = crate::frr::DEFAULT_WITHDRAW_WAIT.as_millis() as u64)]
+    pub bgp_withdraw_wait_ms: u64,
     /// Log level: k8slb's 0 (off) to 4 (debug), a level name (error, warn, info, debug,
     /// trace) or a tracing filter (`info,k8slb_actor=debug`).
     #[arg(long, env = "LOG_LEVEL", default_value = "3")]
@@ -216,6 +220,11 @@ pub struct LoopConfig {
     /// Where the quarantined objects go after each apply (the Kubernetes mode with a
     /// proxy): the node report the watcher reads ([`crate::report`]).
     pub report: Option<crate::report::Reporter>,
+    /// The `--templates` directory (its `frr.conf.tera`, if any, for BGP mode).
+    pub templates: Option<PathBuf>,
+    /// On SIGTERM, how long to wait at most for BGP routes to be withdrawn before the
+    /// proxy stops ([`crate::frr::Bgp::withdraw`]).
+    pub bgp_withdraw_wait: Duration,
 }
 
 impl LoopConfig {
@@ -233,6 +242,8 @@ impl LoopConfig {
             certs_dir: None,
             certs_wanted: None,
             report: None,
+            templates: None,
+            bgp_withdraw_wait: crate::frr::DEFAULT_WITHDRAW_WAIT,
         }
     }
 }
@@ -315,7 +326,14 @@ fn vip_sets(
                 .into_iter()
                 .map(|(_, p)| p),
         );
-        known.extend(s.vips.keys().copied());
+        // A BGP-mode VIP is on `lo` of every LB node, not keepalived's: crate::frr
+        // binds and unbinds it.
+        known.extend(
+            s.vips
+                .iter()
+                .filter(|(_, v)| s.config.pools.get(&v.pool).is_none_or(|p| p.mode.is_vrrp()))
+                .map(|(ip, _)| *ip),
+        );
         if let Some(n) = s.nodes.get(node) {
             keep.extend(n.addresses.iter().copied());
         }
@@ -415,7 +433,14 @@ pub fn control_loop<R: NodeRenderer>(
         .ok()
         .and_then(|t| load_state(&t).ok());
     let mut control = Control::new(cfg.provider, cfg.timing.clone(), last_saved);
+    let bgp = crate::frr::Bgp::new(
+        cfg.node.clone(),
+        crate::frr::runtime_dir(&cfg.paths.work_dir),
+        cfg.templates.as_deref(),
+        metrics.clone(),
+    );
     let mut driver = Driver {
+        bgp,
         described: source.describe(),
         source,
         applier: &mut applier,
@@ -467,6 +492,8 @@ enum Flow {
 
 /// Carries out [`Action`]s: the I/O side of the control loop.
 struct Driver<'a, R: NodeRenderer> {
+    /// BGP-mode pools ([`crate::frr`]): after every apply and supervision step.
+    bgp: crate::frr::Bgp,
     source: Box<dyn Source>,
     described: String,
     applier: &'a mut Applier<R>,
@@ -552,6 +579,14 @@ impl<R: NodeRenderer> Driver<'_, R> {
                     },
                     Err(e) => ApplyOutcome::Failed(e.to_string()),
                 };
+                let serving = self.applier.serving_vips();
+                self.bgp.update(
+                    state.clone(),
+                    ctx.node_addresses.clone(),
+                    serving.as_ref(),
+                    self.ops,
+                    now,
+                );
                 if let Some(r) = &cfg.report {
                     r.set(NodeReport::new(
                         &cfg.node,
@@ -570,12 +605,17 @@ impl<R: NodeRenderer> Driver<'_, R> {
             Action::Supervise => {
                 let keepalived_ran = self.applier.keepalived().daemon().is_running();
                 self.applier.supervise(now);
+                self.bgp
+                    .supervise(self.applier.serving_vips().as_ref(), now);
                 let keepalived_runs = self.applier.keepalived().daemon().is_running();
                 let certs_changed = self.certs_changed();
                 return Some(Input::Supervised(Supervised {
                     keepalived_exited: keepalived_exited(keepalived_ran, keepalived_runs),
                     wants_apply: self.applier.wants_apply() || certs_changed,
-                    not_ready: self.applier.not_ready(),
+                    not_ready: match (self.applier.not_ready(), self.bgp.not_ready()) {
+                        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+                        (a, b) => a.or(b),
+                    },
                 }));
             }
             Action::RemoveVipsOfDeadKeepalived(states) => {
@@ -598,13 +638,21 @@ impl<R: NodeRenderer> Driver<'_, R> {
                 return Some(Input::Observed(o.keys().copied().collect()));
             }
             Action::Log(note) => self.log(note),
-            Action::HandOver(state) => self.hand_over(&state),
+            Action::HandOver(state) => {
+                // BGP routes go first, while the proxy still serves: the routers move
+                // new flows to the other nodes before anything here stops.
+                self.bgp.withdraw(self.cfg.bgp_withdraw_wait);
+                self.hand_over(&state)
+            }
             Action::StopKeepalived => self.applier.stop_keepalived(self.cfg.stop_grace),
             Action::RemoveVips(states) => {
                 remove_vips(self.ops, &refs(&states), &self.cfg.node);
                 self.metrics.set_vips_held([]);
             }
-            Action::StopProxy => self.applier.stop_proxy(self.cfg.stop_grace),
+            Action::StopProxy => {
+                self.applier.stop_proxy(self.cfg.stop_grace);
+                self.bgp.stop(self.ops, self.cfg.stop_grace);
+            }
             Action::Exit => {}
         }
         None
@@ -818,6 +866,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut cfg = LoopConfig::new(args.node.clone(), args.proxy, paths, args.state.clone());
     cfg.forced_interfaces = args.interfaces.iter().cloned().collect();
     cfg.handover_wait = Duration::from_millis(args.handover_wait_ms);
+    cfg.templates = args.templates.clone();
+    cfg.bgp_withdraw_wait = Duration::from_millis(args.bgp_withdraw_wait_ms);
     let certs_dir = std::path::absolute(&args.certs_dir)
         .with_context(|| format!("--certs-dir {}", args.certs_dir.display()))?;
     cfg.certs_dir = Some(certs_dir.clone());

@@ -2,6 +2,7 @@
 //!
 //! - [`names`]: validated names (the only strings that reach a config file);
 //! - [`ipam`]: address ranges and range sets with 128-bit arithmetic;
+//! - [`bgp`]: BGP mode's typed settings (pools announced through FRR);
 //! - [`config`]: the global config (k8slb's JSON), parsed and checked as a whole;
 //! - [`objects`]: the Kubernetes objects the plan reads, and how files of them are read;
 //! - [`plan`]: the pure allocation: objects + config + previous state -> state;
@@ -27,6 +28,7 @@
 pub mod admin;
 pub mod annotations;
 pub mod app_protocol;
+pub mod bgp;
 pub mod certs;
 pub mod config;
 pub mod debounce;

@@ -189,6 +189,9 @@ pub struct ActorConfig {
     pub nginx: NginxSections,
     /// Directory of the TLS certificates on the LB nodes (k8slb's `CERT_PATH`).
     pub cert_path: CertPath,
+    /// The routers BGP-mode pools are announced to (`None`: no `bgp` in the config).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bgp: Option<crate::bgp::BgpSettings>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -205,6 +208,10 @@ pub struct PoolInfo {
     pub interface: Option<IfName>,
     /// The network's first address: what interface detection matches against.
     pub first: IpAddr,
+    /// VRRP (default, absent from the JSON) or BGP: a BGP-mode pool's VIPs are in no
+    /// VRRP instance; every LB node binds them on `lo` and announces them.
+    #[serde(default, skip_serializing_if = "crate::bgp::PoolMode::is_vrrp")]
+    pub mode: crate::bgp::PoolMode,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

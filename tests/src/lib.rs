@@ -14,6 +14,7 @@
 //! - [`conformance`] and [`conformance_cases`]: the Gateway API conformance runner and its
 //!   tests as data.
 
+pub mod bgp;
 pub mod bins;
 pub mod conformance;
 pub mod conformance_cases;

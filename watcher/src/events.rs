@@ -200,7 +200,13 @@ pub fn diff(prev: &State, next: &State, look: &dyn Lookup) -> Vec<Note> {
             .owner
             .as_ref()
             .map(|n| format!("served by node {n}"))
-            .unwrap_or_else(|| "served by no node (no load-balancer node is ready)".into());
+            .unwrap_or_else(|| {
+                if bgp_mode(next, ip) {
+                    BGP_SERVED.into()
+                } else {
+                    "served by no node (no load-balancer node is ready)".into()
+                }
+            });
         let was = old
             .owner
             .as_ref()
@@ -271,6 +277,19 @@ fn problem_target(p: &Problem, look: &dyn Lookup) -> Option<Target> {
     }
 }
 
+/// How an address of a BGP-mode pool is served (it has no owner: every LB node
+/// announces it).
+const BGP_SERVED: &str = "announced by every load-balancer node (BGP mode)";
+
+/// Whether `ip` is an address of a BGP-mode pool in `state`.
+fn bgp_mode(state: &State, ip: &IpAddr) -> bool {
+    state
+        .vips
+        .get(ip)
+        .and_then(|v| state.config.pools.get(&v.pool))
+        .is_some_and(|p| !p.mode.is_vrrp())
+}
+
 /// IPAllocated when an object's IPs changed to a non-empty list (`after`: its IPs and
 /// pool now), IPReleased for each IP it no longer has.
 fn allocation_notes(
@@ -286,7 +305,9 @@ fn allocation_notes(
             .iter()
             .filter_map(|ip| next.vips.get(ip)?.owner.as_ref().map(|o| o.to_string()))
             .collect();
-        let served = if owners.is_empty() {
+        let served = if !ips.is_empty() && ips.iter().all(|ip| bgp_mode(next, ip)) {
+            BGP_SERVED.to_string()
+        } else if owners.is_empty() {
             "no load-balancer node yet".to_string()
         } else {
             format!("served by node {}", owners.join(", "))
@@ -502,4 +523,73 @@ async fn timed<T>(
     f: impl std::future::Future<Output = Result<T, kube::Error>>,
 ) -> Result<T, kube::Error> {
     crate::kube::timed(|| "writing the Event".into(), f).await
+}
+
+#[cfg(test)]
+mod bgp_tests {
+    use super::*;
+    use k8slb_common::config::parse_global_config;
+    use k8slb_common::objects::Objects;
+    use k8slb_common::plan::{plan, PlanOptions};
+    use serde_json::json;
+
+    struct Uids;
+    impl Lookup for Uids {
+        fn service_uid(&self, ns: &str, name: &str) -> Option<String> {
+            Some(format!("uid-{ns}-{name}"))
+        }
+        fn node_uid(&self, name: &str) -> Option<String> {
+            Some(format!("uid-{name}"))
+        }
+        fn ingress_uid(&self, _: &str, _: &str) -> Option<String> {
+            None
+        }
+    }
+
+    fn state(mode: &str) -> State {
+        let cfg = parse_global_config(&format!(
+            r#"{{ "pools": {{ "default": {{ "network": "198.18.10.0/24", "range": "198.18.10.10-198.18.10.20", "mode": "{mode}" }} }},
+                 "bgp": {{ "asn": 64512, "peers": [{{ "address": "198.18.0.5", "asn": 64513 }}] }} }}"#
+        ))
+        .unwrap();
+        let svc = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": { "name": "web", "namespace": "default", "uid": "uid-default-web" },
+            "spec": { "type": "LoadBalancer", "ports": [ { "port": 80, "protocol": "TCP" } ] }
+        }))
+        .unwrap();
+        let node = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": { "name": "lb1", "uid": "uid-lb1", "labels": { "type": "loadBalancer" } },
+            "status": { "conditions": [ { "type": "Ready", "status": "True" } ],
+                        "addresses": [ { "type": "InternalIP", "address": "198.18.0.11" } ] }
+        }))
+        .unwrap();
+        let objects = Objects {
+            services: vec![svc],
+            nodes: vec![node],
+            ..Default::default()
+        };
+        plan(&cfg, &PlanOptions::default(), &objects, None)
+    }
+
+    fn messages(prev: &State, next: &State) -> Vec<String> {
+        diff(prev, next, &Uids)
+            .into_iter()
+            .map(|n| n.message)
+            .collect()
+    }
+
+    #[test]
+    fn a_bgp_pool_address_is_said_to_be_announced_by_every_node_not_by_none() {
+        let empty = State::empty(state("bgp").config.clone());
+        let bgp = state("bgp");
+        let m = messages(&empty, &bgp).join("\n");
+        assert!(m.contains(BGP_SERVED), "{m}");
+        assert!(!m.contains("no load-balancer node yet"), "{m}");
+        // A pool switched from VRRP to BGP: its address loses its owner, and is still served.
+        let m = messages(&state("vrrp"), &bgp).join("\n");
+        assert!(m.contains(BGP_SERVED), "{m}");
+        assert!(!m.contains("served by no node"), "{m}");
+    }
 }

@@ -325,6 +325,29 @@ impl<R: NodeRenderer> Applier<R> {
     pub fn proxy(&self) -> Option<&Slot> {
         self.proxy.as_ref()
     }
+    /// The VIPs the proxy serves now, which BGP mode announces ([`crate::frr`]): those
+    /// its running config listens on, while it runs and no failure of it stands (an
+    /// exit, a failed start or reload). `None`: no proxy (kubeproxy: kube-proxy serves
+    /// every VIP).
+    pub fn serving_vips(&self) -> Option<BTreeSet<IpAddr>> {
+        let p = self.proxy.as_ref()?;
+        if !p.daemon().is_running() || p.failure.is_some() {
+            return Some(BTreeSet::new());
+        }
+        Some(
+            self.running_view
+                .as_ref()
+                .map(|v| {
+                    self.renderer
+                        .listens(v)
+                        .into_iter()
+                        .map(|(a, _)| a.ip())
+                        .collect()
+                })
+                .unwrap_or_default(),
+        )
+    }
+
     /// The last error of an apply (cleared by a successful one).
     pub fn last_error(&self) -> Option<&str> {
         self.last_error.as_deref()

@@ -4,6 +4,8 @@
 
 use super::*;
 
+mod bgp;
+
 pub(super) const TOP_KEYS: &[&str] = &[
     "pools",
     "keepalived",
@@ -14,6 +16,7 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "reservedPorts",
     "tenancy",
     "limits",
+    "bgp",
 ];
 pub(super) const LIMITS_KEYS: &[&str] = &["conditionalRulesPerHost"];
 pub(super) const TENANCY_KEYS: &[&str] = &["hostOwnership", "namespaceGroups", "addressSharing"];
@@ -23,6 +26,7 @@ pub(super) const POOL_KEYS: &[&str] = &[
     "interface",
     "maxScale",
     "addressesPerNamespace",
+    "mode",
 ];
 pub(super) const KEEPALIVED_KEYS: &[&str] = &[
     "email",
@@ -88,6 +92,7 @@ impl Checker {
             reserved_ports: ReservedPorts::default_set(),
             tenancy: Tenancy::default(),
             limits: Limits::default(),
+            bgp: None,
             warnings: vec![],
         };
         let Some(top) = self.object("config", v) else {
@@ -132,6 +137,10 @@ impl Checker {
         if let Some(l) = top.get("limits") {
             cfg.limits = self.limits(l);
         }
+        if let Some(b) = top.get("bgp") {
+            cfg.bgp = self.bgp(b);
+        }
+        self.bgp_pools_have_peers(&cfg);
         cfg
     }
 
@@ -318,6 +327,7 @@ impl Checker {
                 None => {}
             }
         }
+        let mode = self.pool_mode(&path, pm);
         let (Some(pool_name), Some(network), Some(range)) = (pool_name, network, range) else {
             return None;
         };
@@ -345,6 +355,7 @@ impl Checker {
             interface,
             max_scale,
             per_namespace,
+            mode,
         })
     }
 

@@ -10,7 +10,8 @@
 //!   "nginx": { "global": [], "http": [], "proxy": [], "upstream": [], "stream": [] },
 //!   "loadBalancerClass": "k8slb.io/loadbalancer", "claimUnclassed": true,
 //!   "reservedPorts": [22, "2379-2380", 6443, 9253, 9254, 10250, 10256],
-//!   "limits": { "conditionalRulesPerHost": 256 } }
+//!   "limits": { "conditionalRulesPerHost": 256 },
+//!   "bgp": { "asn": 64512, "peers": [{ "address": "198.18.3.1", "asn": 64513, "bfd": true }] } }
 //! ```
 //!
 //! A config is checked as a whole and every problem is listed; one bad key rejects the
@@ -54,6 +55,8 @@ pub struct Pool {
     /// `addressesPerNamespace`: the most addresses of this pool the Services and
     /// Gateways of one namespace may hold together (default: no limit).
     pub per_namespace: Option<u32>,
+    /// `mode`: `"vrrp"` (default) or `"bgp"` (every LB node announces the addresses).
+    pub mode: crate::bgp::PoolMode,
 }
 
 impl Pool {
@@ -84,6 +87,8 @@ pub struct GlobalConfig {
     pub tenancy: Tenancy,
     /// What one tenant may ask of the shared proxies (`limits`).
     pub limits: Limits,
+    /// `bgp`: the routers the LB nodes announce BGP-mode pools to.
+    pub bgp: Option<crate::bgp::BgpSettings>,
     /// Things that are accepted but worth telling (a CIDR that was not aligned, ...).
     pub warnings: Vec<String>,
 }
@@ -223,6 +228,7 @@ impl GlobalConfig {
                             family: p.family(),
                             interface: p.interface.clone(),
                             first: p.network.range().start(),
+                            mode: p.mode,
                         },
                     )
                 })
@@ -231,6 +237,7 @@ impl GlobalConfig {
             haproxy: self.haproxy.clone(),
             nginx: self.nginx.clone(),
             cert_path: cert_path.clone(),
+            bgp: self.bgp.clone(),
         }
     }
 }

@@ -171,3 +171,149 @@ fn reserved_ports_default_to_the_nodes_own_and_a_list_replaces_them() {
         assert!(e.to_string().contains("reservedPorts"), "{bad}: {e}");
     }
 }
+
+const BGP_TWO_POOLS: &str = r#"{ "pools": {
+        "vrrp": { "network": "198.18.1.0/24", "range": "198.18.1.10-198.18.1.20" },
+        "ecmp": { "network": "198.18.10.0/24", "range": "198.18.10.10-198.18.10.20", "mode": "bgp" } },
+      "bgp": { "asn": 64512, "peers": [
+        { "address": "198.18.3.1", "asn": 64513, "bfd": true },
+        { "address": "198.18.4.1", "asn": 64514, "holdTime": 30, "nodes": ["lb-2", "lb-1"] } ] } }"#;
+
+#[test]
+fn a_bgp_pool_beside_a_vrrp_pool_is_accepted_with_typed_peers() {
+    use crate::bgp::{PoolMode, DEFAULT_BFD_INTERVAL_MS, DEFAULT_HOLD_TIME_S};
+    let c = parse_global_config(BGP_TWO_POOLS).unwrap();
+    assert_eq!(c.pools[&"vrrp".parse().unwrap()].mode, PoolMode::Vrrp);
+    assert_eq!(c.pools[&"ecmp".parse().unwrap()].mode, PoolMode::Bgp);
+    let b = c.bgp.as_ref().unwrap();
+    assert_eq!(b.asn.get(), 64512);
+    assert_eq!(b.peers.len(), 2);
+    assert!(b.peers[0].bfd);
+    assert_eq!(b.peers[0].hold_time_s, DEFAULT_HOLD_TIME_S);
+    assert!(b.peers[0].nodes.is_empty());
+    assert!(!b.peers[1].bfd);
+    assert_eq!(b.peers[1].hold_time_s, 30);
+    let nodes: Vec<&str> = b.peers[1].nodes.iter().map(|n| n.as_str()).collect();
+    assert_eq!(nodes, ["lb-1", "lb-2"]);
+    assert_eq!(b.bfd.receive_interval_ms, DEFAULT_BFD_INTERVAL_MS);
+    assert_eq!(b.bfd.detect_multiplier, 3);
+    // The actors get the mode of each pool and the peers.
+    let a = c.actor_config(&Default::default());
+    assert_eq!(a.pools[&"ecmp".parse().unwrap()].mode, PoolMode::Bgp);
+    assert_eq!(a.bgp.as_ref(), Some(b));
+    let json = serde_json::to_string(&a).unwrap();
+    // VRRP pools look as they did (the key is left out), so older actors read them.
+    assert_eq!(json.matches("\"mode\"").count(), 1, "{json}");
+}
+
+#[test]
+fn a_bgp_pool_without_peers_is_refused() {
+    let no_bgp = r#"{ "pools": { "ecmp": { "network": "198.18.10.0/24", "range": "198.18.10.10-198.18.10.20", "mode": "BGP" } } }"#;
+    let e = parse_global_config(no_bgp).unwrap_err();
+    assert!(
+        e.0.iter()
+            .any(|m| m.starts_with("pools.ecmp.mode: \"bgp\" needs the top-level bgp key")),
+        "{e}"
+    );
+    let empty = no_bgp.trim_end().trim_end_matches('}').to_string()
+        + r#", "bgp": { "asn": 64512, "peers": [] } }"#;
+    assert!(parse_global_config(&empty).is_err());
+}
+
+#[test]
+fn hostile_or_wrong_bgp_values_are_refused_with_their_path() {
+    let with_bgp = |bgp: &str| {
+        parse_global_config(&format!(
+            r#"{{ "pools": {{ "p": {{ "network": "198.18.10.0/24", "range": "198.18.10.10-198.18.10.20", "mode": "bgp" }} }}, "bgp": {bgp} }}"#
+        ))
+    };
+    let cases = [
+        (
+            r#"{ "asn": 0, "peers": [{"address": "198.18.3.1", "asn": 1}] }"#,
+            "bgp.asn",
+        ),
+        (
+            r#"{ "asn": 23456, "peers": [{"address": "198.18.3.1", "asn": 1}] }"#,
+            "bgp.asn",
+        ),
+        (
+            r#"{ "asn": 64512.5, "peers": [{"address": "198.18.3.1", "asn": 1}] }"#,
+            "bgp.asn",
+        ),
+        (
+            r#"{ "asn": 4294967296, "peers": [{"address": "198.18.3.1", "asn": 1}] }"#,
+            "bgp.asn",
+        ),
+        (
+            r#"{ "peers": [{"address": "198.18.3.1", "asn": 1}] }"#,
+            "bgp.asn: is required",
+        ),
+        (
+            r#"{ "asn": 1, "peers": [{"address": "198.18.3.1\n neighbor 6.6.6.6 remote-as 1", "asn": 1}] }"#,
+            "bgp.peers[0].address",
+        ),
+        (
+            r#"{ "asn": 1, "peers": [{"address": "0.0.0.0", "asn": 1}] }"#,
+            "bgp.peers[0].address",
+        ),
+        (
+            r#"{ "asn": 1, "peers": [{"address": "224.0.0.5", "asn": 1}] }"#,
+            "bgp.peers[0].address",
+        ),
+        (
+            r#"{ "asn": 1, "peers": [{"asn": 1}] }"#,
+            "bgp.peers[0].address: is required",
+        ),
+        (
+            r#"{ "asn": 1, "peers": [{"address": "198.18.3.1"}] }"#,
+            "bgp.peers[0].asn: is required",
+        ),
+        (
+            r#"{ "asn": 1, "peers": [{"address": "198.18.3.1", "asn": 2}, {"address": "198.18.3.1", "asn": 3}] }"#,
+            "bgp.peers[1].address: 198.18.3.1 is given more than once",
+        ),
+        (
+            r#"{ "asn": 1, "peers": [{"address": "198.18.3.1", "asn": 2, "holdTime": 2}] }"#,
+            "bgp.peers[0].holdTime",
+        ),
+        (
+            r#"{ "asn": 1, "peers": [{"address": "198.18.3.1", "asn": 2, "holdTime": 70000}] }"#,
+            "bgp.peers[0].holdTime",
+        ),
+        (
+            r#"{ "asn": 1, "peers": [{"address": "198.18.3.1", "asn": 2, "bfd": "yes"}] }"#,
+            "bgp.peers[0].bfd",
+        ),
+        (
+            r#"{ "asn": 1, "peers": [{"address": "198.18.3.1", "asn": 2, "nodes": ["LB;1"]}] }"#,
+            "bgp.peers[0].nodes[0]",
+        ),
+        (
+            r#"{ "asn": 1, "peers": [{"address": "198.18.3.1", "asn": 2, "pasword": "x"}] }"#,
+            "bgp.peers[0].pasword: unknown key",
+        ),
+        (
+            r#"{ "asn": 1, "peers": [{"address": "198.18.3.1", "asn": 2}], "bfd": {"receiveInterval": 5} }"#,
+            "bgp.bfd.receiveInterval",
+        ),
+        (
+            r#"{ "asn": 1, "peers": [{"address": "198.18.3.1", "asn": 2}], "bfd": {"detectMultiplier": 1} }"#,
+            "bgp.bfd.detectMultiplier",
+        ),
+        (r#"{ "asn": 1, "peers": {} }"#, "bgp.peers: expected a list"),
+        (r#"[]"#, "bgp: expected an object"),
+    ];
+    for (bgp, needle) in cases {
+        let e = with_bgp(bgp).unwrap_err();
+        assert!(e.0.iter().any(|m| m.starts_with(needle)), "{bgp}: {e}");
+    }
+    let e = parse_global_config(
+        r#"{ "pools": { "p": { "network": "198.18.10.0/24", "range": "198.18.10.10-198.18.10.20", "mode": "anycast" } } }"#,
+    )
+    .unwrap_err();
+    assert!(
+        e.0.iter()
+            .any(|m| m.starts_with("pools.p.mode: expected \"vrrp\" or \"bgp\"")),
+        "{e}"
+    );
+}

@@ -48,6 +48,16 @@ pub(super) fn vrrp_plan(
 ) {
     let mut insts = previous_instances(cfg, opts, nodes, prev);
     let mut orphans = keep_previous_vips(&mut insts, alloc, prev);
+    // A BGP-mode pool's VIPs are in no instance: every LB node announces them.
+    let mut vips = BTreeMap::new();
+    orphans.retain(|ip| {
+        let pool = &alloc.tenants[ip].pool;
+        if cfg.pools.get(pool).is_none_or(|p| p.mode.is_vrrp()) {
+            return true;
+        }
+        vips.insert(*ip, unannounced(alloc, pool, *ip));
+        false
+    });
     let released = released(prev, alloc);
     // An address allocated again goes back to its VRID: into that instance if it is
     // kept (and of the same pool), or into a new instance with that VRID if it is free.
@@ -86,7 +96,6 @@ pub(super) fn vrrp_plan(
             ),
         ));
     }
-    let mut vips = BTreeMap::new();
     for ip in orphans {
         let pool = &alloc.tenants[&ip].pool;
         let avoid = sibling_owners(&insts, alloc, ip);
@@ -94,17 +103,7 @@ pub(super) fn vrrp_plan(
             Some(i) => insts[i].vips.push(ip),
             // Unannounced: no node, or no VRID left.
             None => {
-                vips.insert(
-                    ip,
-                    VipState {
-                        pool: pool.clone(),
-                        vrid: 0,
-                        owner: None,
-                        services: alloc.services_on(ip),
-                        ingress: alloc.has_ingress(ip),
-                        gateways: alloc.gateways_on(ip),
-                    },
-                );
+                vips.insert(ip, unannounced(alloc, pool, ip));
             }
         }
     }
@@ -122,6 +121,18 @@ pub(super) fn vrrp_plan(
         })
         .collect();
     (instances, vips, remembered)
+}
+
+/// A VIP in no VRRP instance (no LB node, no VRID left, or a BGP-mode pool).
+fn unannounced(alloc: &Allocator, pool: &PoolName, ip: IpAddr) -> VipState {
+    VipState {
+        pool: pool.clone(),
+        vrid: 0,
+        owner: None,
+        services: alloc.services_on(ip),
+        ingress: alloc.has_ingress(ip),
+        gateways: alloc.gateways_on(ip),
+    }
 }
 
 /// The released addresses: those of `prev`'s VIPs that are not allocated now, and those
@@ -172,7 +183,7 @@ fn previous_instances(
         let Some(pool) = cfg.pools.get(&pi.pool) else {
             continue;
         };
-        if pool.family() != pi.family || pi.vrid <= opts.vrid_offset {
+        if !pool.mode.is_vrrp() || pool.family() != pi.family || pi.vrid <= opts.vrid_offset {
             continue;
         }
         if !prev_vrids.insert(pi.vrid) {

@@ -83,8 +83,9 @@ fn main() {
         Some("soak") => soak_main(),
         Some("saturation") => saturation_main(),
         Some("ingress") => ingress_main(),
+        Some("bgp") => bgp_main(),
         Some(other) => {
-            eprintln!("lab-bench: unknown mode {other:?} (none, soak, saturation or ingress)");
+            eprintln!("lab-bench: unknown mode {other:?} (none, soak, saturation, ingress or bgp)");
             std::process::exit(64);
         }
     }
@@ -117,6 +118,32 @@ fn ingress_main() {
     println!("{}", Value::Object(out.keys));
 }
 
+/// `lab-bench bgp`: BGP mode (a lab of its own: an FRR router, three LB nodes), on
+/// HAProxy: spread, withdrawal on a proxy crash, BFD on a link cut, a rolling restart.
+fn bgp_main() {
+    let mut out = Out {
+        keys: Map::new(),
+        errors: Map::new(),
+    };
+    bgp_into(&mut out);
+    if !out.errors.is_empty() {
+        out.keys
+            .insert("errors".into(), Value::Object(out.errors.clone()));
+    }
+    println!("{}", Value::Object(out.keys));
+}
+
+/// The `bgp_*` keys (see `k8slb_tests::bgp::Numbers`).
+fn bgp_into(out: &mut Out) {
+    let r = k8slb_tests::bgp::scenario("bench-bgp", "haproxy").and_then(|(mut sys, n)| {
+        sys.lab.pass();
+        Ok(serde_json::to_value(n)?)
+    });
+    if let Some(Value::Object(m)) = out.record("bgp", r) {
+        out.keys.extend(m);
+    }
+}
+
 fn bench_main() {
     let mut out = Out {
         keys: Map::new(),
@@ -144,6 +171,7 @@ fn bench_main() {
     out.record("fast system", fast);
     let slow = run_default_keepalived(&mut out);
     out.record("keepalived default", slow);
+    bgp_into(&mut out);
     out.keys
         .insert("bench_seconds".into(), json!(t0.elapsed().as_secs()));
     out.keys.insert(
