@@ -275,17 +275,17 @@ fn translate(
     gateway::translate(&input)
 }
 
-/// One Gateway's allocation request.
-fn request(
-    cfg: &GlobalConfig,
+/// A Gateway's own `loadbalancer/*` annotations, by the shared reader (what it refuses
+/// reported on the Gateway), and the pool it asks for: its own annotation, else its
+/// infrastructure's (what it asks its generated resources to carry), else its class's
+/// parameters, else `default`; true when the pool annotation was refused (then no other
+/// pool is taken instead).
+fn annotations(
     g: &Gateway,
     k: &ObjectKey,
     class_pool: Option<&PoolName>,
-    prev: &State,
     problems: &mut Problems,
-) -> Request {
-    // The Gateway's own annotations, else its infrastructure's (what it asks its
-    // generated resources to carry), by the shared reader; what it refuses is reported.
+) -> (Annotations, String, bool) {
     let mut issues = Vec::new();
     let own = Annotations::read(
         g.metadata.annotations.as_ref(),
@@ -302,14 +302,26 @@ fn request(
         };
         problems.insert(Problem::new(object(k), reason, i.message));
     }
-    let annotated = own.get("pool").or_else(|| infra.get("pool"));
-    // The Gateway's own annotation, else its class's parameters, else `default`.
-    let pool_text = annotated
+    let pool_text = own
+        .get("pool")
+        .or_else(|| infra.get("pool"))
         .map(str::to_string)
         .or_else(|| class_pool.map(|p| p.to_string()))
         .unwrap_or_else(|| "default".into());
-    // A pool annotation refused (reported above) never falls back to another pool.
-    let mut refused = own.refused("pool") || infra.refused("pool");
+    let refused = own.refused("pool") || infra.refused("pool");
+    (own, pool_text, refused)
+}
+
+/// One Gateway's allocation request.
+fn request(
+    cfg: &GlobalConfig,
+    g: &Gateway,
+    k: &ObjectKey,
+    class_pool: Option<&PoolName>,
+    prev: &State,
+    problems: &mut Problems,
+) -> Request {
+    let (own, pool_text, mut refused) = annotations(g, k, class_pool, problems);
     let mut pools = Vec::new();
     let mut problem = |reason: Reason, message: String| {
         problems.insert(Problem::new(object(k), reason, message));

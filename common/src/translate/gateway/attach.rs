@@ -36,8 +36,7 @@ pub(super) fn attach(
     let route_hosts: Vec<Hostname> = hostnames.iter().filter_map(|h| hostname(h)).collect();
     if route_hosts.len() != hostnames.len() {
         return (
-            vec![Condition::new(
-                ConditionType::Accepted,
+            vec![Condition::accepted(
                 false,
                 ConditionReason::UnsupportedValue,
                 "a hostname is not a valid RFC 1123 host name",
@@ -98,23 +97,44 @@ pub(super) fn attach(
         l.attached += 1;
         at.extend(hosts.into_iter().map(|h| (i, h)));
     }
-    let cond = if candidates == 0 {
-        Condition::new(
-            ConditionType::Accepted,
+    let found = Found {
+        candidates,
+        allowed,
+        unserved,
+        attached: !at.is_empty(),
+    };
+    (vec![attach_condition(kind, &found, held_by.as_deref())], at)
+}
+
+/// What [`attach`] found among a Gateway's listeners for one parentRef.
+struct Found {
+    /// Listeners the parentRef names (sectionName, port).
+    candidates: usize,
+    /// Of them, those that allow the route (kind, namespace).
+    allowed: usize,
+    /// Listeners not served that the route attaches to all the same.
+    unserved: usize,
+    /// Some served listener takes some of the route's hostnames.
+    attached: bool,
+}
+
+/// The route's `Accepted` for one parentRef, from what [`attach`] found; `held_by`: an
+/// older route holding what it would take.
+fn attach_condition(kind: &str, f: &Found, held_by: Option<&str>) -> Condition {
+    if f.candidates == 0 {
+        Condition::accepted(
             false,
             ConditionReason::NoMatchingParent,
             "no listener of the Gateway matches sectionName/port",
         )
-    } else if allowed == 0 {
-        Condition::new(
-            ConditionType::Accepted,
+    } else if f.allowed == 0 {
+        Condition::accepted(
             false,
             ConditionReason::NotAllowedByListeners,
             format!("no listener allows {kind}s from this namespace"),
         )
-    } else if let (true, Some(holder)) = (at.is_empty(), &held_by) {
-        Condition::new(
-            ConditionType::Accepted,
+    } else if let (false, Some(holder)) = (f.attached, held_by) {
+        Condition::accepted(
             false,
             ConditionReason::UnsupportedValue,
             format!(
@@ -126,29 +146,21 @@ pub(super) fn attach(
                 }
             ),
         )
-    } else if at.is_empty() && unserved > 0 && held_by.is_none() {
-        Condition::new(
-            ConditionType::Accepted,
+    } else if !f.attached && f.unserved > 0 && held_by.is_none() {
+        Condition::accepted(
             true,
             ConditionReason::Accepted,
             "attached to listeners that are not programmed: nothing is served until they are",
         )
-    } else if at.is_empty() {
-        Condition::new(
-            ConditionType::Accepted,
+    } else if !f.attached {
+        Condition::accepted(
             false,
             ConditionReason::NoMatchingListenerHostname,
             "no listener hostname intersects the route's hostnames",
         )
     } else {
-        Condition::new(
-            ConditionType::Accepted,
-            true,
-            ConditionReason::Accepted,
-            "attached",
-        )
-    };
-    (vec![cond], at)
+        Condition::accepted(true, ConditionReason::Accepted, "attached")
+    }
 }
 
 /// Can `sel` be evaluated (operators and values as `metav1.LabelSelector` defines them)?

@@ -80,16 +80,13 @@ pub fn our_classes(
         .filter_map(|c| {
             let name = c.metadata.name.clone()?;
             let cond = match class_pool(c, configmaps, pools) {
-                Ok(None) => Condition::new(
-ConditionType::Accepted, true, ConditionReason::Accepted,
+                Ok(None) => Condition::accepted(true, ConditionReason::Accepted,
                     "k8slb serves this class; its Gateways use the default pool unless they name one",
                 ),
-                Ok(Some(pool)) => Condition::new(
-ConditionType::Accepted, true, ConditionReason::Accepted,
+                Ok(Some(pool)) => Condition::accepted(true, ConditionReason::Accepted,
                     format!("k8slb serves this class; its Gateways use pool {pool} unless they name one"),
                 ),
-                Err(why) => Condition::new(
-ConditionType::Accepted, false, ConditionReason::InvalidParameters, why),
+                Err(why) => Condition::accepted(false, ConditionReason::InvalidParameters, why),
             };
             Some((name, vec![cond]))
         })

@@ -73,8 +73,7 @@ pub(super) fn listener<'a>(
         Some(h) => {
             let h = hostname(h);
             if h.is_none() {
-                v.refuse(Condition::new(
-                    ConditionType::Accepted,
+                v.refuse(Condition::accepted(
                     false,
                     ConditionReason::UnsupportedValue,
                     "invalid hostname",
@@ -90,8 +89,7 @@ pub(super) fn listener<'a>(
         v.refuse(c);
     }
     if let Some(why) = refused_tls(l, v.protocol, frontend_tls).filter(|_| v.served()) {
-        v.refuse(Condition::new(
-            ConditionType::Accepted,
+        v.refuse(Condition::accepted(
             false,
             ConditionReason::UnsupportedValue,
             why,
@@ -179,8 +177,7 @@ impl Verdict {
                 ConditionReason::ResolvedRefs,
                 "every reference resolved",
             ));
-            self.conditions.push(Condition::new(
-                ConditionType::Accepted,
+            self.conditions.push(Condition::accepted(
                 true,
                 ConditionReason::Accepted,
                 "served",
@@ -210,8 +207,7 @@ fn protocols(
     conditions: &mut Vec<Condition>,
 ) -> (Option<ListenerProtocol>, Option<StreamProtocol>) {
     let mut unsupported = |why: String| {
-        conditions.push(Condition::new(
-            ConditionType::Accepted,
+        conditions.push(Condition::accepted(
             false,
             ConditionReason::UnsupportedProtocol,
             why,
@@ -272,8 +268,7 @@ fn port_unavailable(
 ) -> Option<Condition> {
     let udp = l.protocol == "UDP";
     if !(1..=65535).contains(&l.port) {
-        return Some(Condition::new(
-            ConditionType::Accepted,
+        return Some(Condition::accepted(
             false,
             ConditionReason::PortUnavailable,
             "port out of range",
@@ -282,8 +277,7 @@ fn port_unavailable(
     let holder = u16::try_from(l.port)
         .ok()
         .and_then(|p| input.unavailable.get(gk)?.get(&(p, udp)))?;
-    Some(Condition::new(
-        ConditionType::Accepted,
+    Some(Condition::accepted(
         false,
         ConditionReason::PortUnavailable,
         format!(

@@ -366,8 +366,7 @@ impl<'i, 'a> Translation<'i, 'a> {
             unsupported = over_conditional_cap(self.input, &self.lsts, attach, &rules, conditional);
         }
         if let Some(why) = unsupported {
-            conditions = vec![Condition::new(
-                ConditionType::Accepted,
+            conditions = vec![Condition::accepted(
                 false,
                 ConditionReason::UnsupportedValue,
                 why,

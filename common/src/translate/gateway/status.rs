@@ -106,6 +106,15 @@ pub struct Condition {
 }
 
 impl Condition {
+    /// `Accepted` with `status` and `reason`.
+    pub(super) fn accepted(
+        status: bool,
+        reason: ConditionReason,
+        message: impl Into<String>,
+    ) -> Self {
+        Self::new(ConditionType::Accepted, status, reason, message)
+    }
+
     pub(super) fn new(
         type_: ConditionType,
         status: bool,
@@ -183,14 +192,8 @@ pub(super) fn gateway_status(
         .as_ref()
         .and_then(|i| i.parameters_ref.as_ref());
     let accepted = match (unsupported, params) {
-        (_, Some(p)) => Condition::new(
-            ConditionType::Accepted,
-            false,
-            ConditionReason::InvalidParameters,
-            p.refusal(),
-        ),
-        (Some(a), None) => Condition::new(
-            ConditionType::Accepted,
+        (_, Some(p)) => Condition::accepted(false, ConditionReason::InvalidParameters, p.refusal()),
+        (Some(a), None) => Condition::accepted(
             false,
             ConditionReason::UnsupportedAddress,
             format!(
@@ -200,40 +203,13 @@ pub(super) fn gateway_status(
         ),
         // The specification: a Gateway with invalid listeners says ListenersNotValid,
         // not accepted when none of them is (GatewayListenerUnsupportedProtocol).
-        (None, None) => {
-            let refused = listeners
-                .iter()
-                .filter(|l| {
-                    l.conditions
-                        .iter()
-                        .any(|c| c.type_ == ConditionType::Accepted && !c.status)
-                })
-                .count();
-            match refused {
-                0 => Condition::new(
-                    ConditionType::Accepted,
-                    true,
-                    ConditionReason::Accepted,
-                    "k8slb serves this Gateway",
-                ),
-                n if n == listeners.len() => Condition::new(
-                    ConditionType::Accepted,
-                    false,
-                    ConditionReason::ListenersNotValid,
-                    "no listener of this Gateway is valid",
-                ),
-                n => Condition::new(
-                    ConditionType::Accepted,
-                    true,
-                    ConditionReason::ListenersNotValid,
-                    format!("{n} of its {} listeners are not valid", listeners.len()),
-                ),
-            }
-        }
+        (None, None) => listeners_accepted(&listeners),
     };
     let programmed = if let Some(first) = unusable.first() {
         Condition::new(
-ConditionType::Programmed, false, ConditionReason::AddressNotUsable,
+            ConditionType::Programmed,
+            false,
+            ConditionReason::AddressNotUsable,
             format!(
                 "spec.addresses: {} is not assigned to it (not in a pool, or held by another tenant): see its Events",
                 crate::problem::cut(first, 45)
@@ -258,6 +234,33 @@ ConditionType::Programmed, false, ConditionReason::AddressNotUsable,
         addresses,
         conditions: vec![accepted, programmed],
         listeners,
+    }
+}
+
+/// A Gateway's `Accepted` from its listeners': the specification says
+/// `ListenersNotValid` for a Gateway with invalid listeners, not accepted when none of
+/// them is (GatewayListenerUnsupportedProtocol).
+fn listeners_accepted(listeners: &[ListenerStatus]) -> Condition {
+    let refused = listeners
+        .iter()
+        .filter(|l| {
+            l.conditions
+                .iter()
+                .any(|c| c.type_ == ConditionType::Accepted && !c.status)
+        })
+        .count();
+    match refused {
+        0 => Condition::accepted(true, ConditionReason::Accepted, "k8slb serves this Gateway"),
+        n if n == listeners.len() => Condition::accepted(
+            false,
+            ConditionReason::ListenersNotValid,
+            "no listener of this Gateway is valid",
+        ),
+        n => Condition::accepted(
+            true,
+            ConditionReason::ListenersNotValid,
+            format!("{n} of its {} listeners are not valid", listeners.len()),
+        ),
     }
 }
 
