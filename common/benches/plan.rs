@@ -33,8 +33,9 @@ pub fn objects(n: usize) -> Objects {
                           "annotations": { "loadbalancer/pool": pool } },
             "spec": { "type": "LoadBalancer", "ports": [ { "name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP" } ] }
         });
+        // Some static addresses (each its own: sharing one needs both tenants' consent).
         if i % 7 == 6 && pool == "external" && i < 2000 {
-            svc["spec"]["loadBalancerIP"] = json!(format!("100.64.0.{}", 1 + i % 9));
+            svc["spec"]["loadBalancerIP"] = json!(format!("100.64.1.{}", i / 70));
             svc["spec"]["ports"][0]["port"] = json!(10000 + i);
         }
         o.services
