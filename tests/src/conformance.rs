@@ -136,6 +136,11 @@ pub struct Req {
     /// `X-Echo-Set-Header`: what the backend sets on its response.
     pub backend_sets: Vec<(String, String)>,
     pub redirect: Option<Redirect>,
+    /// Sent as HTTP/2 with prior knowledge (h2c), as the suite's
+    /// `H2CPriorKnowledgeProtocol`.
+    pub h2c: bool,
+    /// The protocol the backend must have seen (the echo's `proto`), when given.
+    pub want_proto: Option<String>,
 }
 
 /// A GET of `path` that must reach `infra-backend-v1` in the infra namespace unless
@@ -157,6 +162,8 @@ pub fn get(path: &str) -> Req {
         resp_absent: vec![],
         backend_sets: vec![],
         redirect: None,
+        h2c: false,
+        want_proto: None,
     }
 }
 
@@ -166,6 +173,16 @@ impl Req {
         let b = nn(backend);
         self.backend = Some(b.name);
         self.namespace = b.namespace;
+        self
+    }
+    /// Over h2c with prior knowledge.
+    pub fn h2c(mut self) -> Req {
+        self.h2c = true;
+        self
+    }
+    /// The backend must see this protocol (`HTTP/2.0`: the proxy spoke h2c to it).
+    pub fn want_proto(mut self, p: &str) -> Req {
+        self.want_proto = Some(p.into());
         self
     }
     pub fn host(mut self, h: &str) -> Req {
@@ -553,6 +570,9 @@ pub enum Check {
         port: u16,
         weights: Vec<(&'static str, f64)>,
     },
+    /// A WebSocket to `ws://<address>:80<path>` echoes a text and a binary message (the
+    /// suite's `HTTPRouteBackendProtocolWebSocket`; lab-client `ws-echo`).
+    WebSocket { gateway: Nn, path: &'static str },
     /// Remove a document of the case (kind, namespace/name) before the next checks.
     Delete { kind: &'static str, object: Nn },
 }
@@ -1237,6 +1257,10 @@ impl<'a> Runner<'a> {
                 }
                 Ok(())
             }
+            Check::WebSocket { gateway, path } => {
+                let ip = self.address(gateway)?;
+                self.websocket(&ip, path)
+            }
             Check::Weights { gateway, weights } => {
                 let ip = self.address(gateway)?;
                 self.weights(&ip, &gateway.namespace, weights)
@@ -1449,6 +1473,28 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
+    /// The suite's WebSocket round trip with `lab-client ws-echo` from the client.
+    fn websocket(&self, ip: &str, path: &str) -> std::result::Result<(), String> {
+        let bin = bins::locate("lab-client")
+            .map_err(|e| format!("{e:#}"))?
+            .to_string_lossy()
+            .into_owned();
+        let addr = format!("{ip}:80");
+        let out = self
+            .sys
+            .lab
+            .run_in("client", &[&bin, "ws-echo", &addr, &addr, path])
+            .map_err(|e| format!("lab-client: {e:#}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v: Value = serde_json::from_str(text.trim())
+            .map_err(|e| format!("lab-client ws-echo: {e}: {text}"))?;
+        if v["ok"] == true {
+            Ok(())
+        } else {
+            Err(format!("WebSocket {path}: {}", v["error"]))
+        }
+    }
+
     /// One request with curl from the client.
     fn send(&self, ip: &str, port: u16, tls: bool, r: &Req) -> std::result::Result<Answer, String> {
         let mut args: Vec<String> = vec![
@@ -1493,6 +1539,9 @@ impl<'a> Runner<'a> {
         ]);
         if r.method == "HEAD" {
             args.push("-I".into());
+        }
+        if r.h2c {
+            args.push("--http2-prior-knowledge".into());
         }
         args.push(url);
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -1626,6 +1675,11 @@ pub fn compare(r: &Req, a: &Answer, tls: bool) -> std::result::Result<(), String
                 "backend saw path {}, want {want_path}",
                 echo["path"]
             ));
+        }
+        if let Some(p) = &r.want_proto {
+            if echo["proto"] != p.as_str() {
+                return Err(format!("backend saw proto {}, want {p}", echo["proto"]));
+            }
         }
         if echo["method"] != r.method.as_str() {
             return Err(format!(

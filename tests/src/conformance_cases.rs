@@ -1578,19 +1578,21 @@ pub fn cases() -> Vec<Case> {
             "httproute-backend-protocol-websocket.yaml",
         )
         .ext(&["HTTPRouteBackendProtocolWebSocket"])
-        .skip(
-            "WebSocket backends are served (actor/tests/grpc_websocket.rs), but the runner \
-             has no WebSocket echo like the suite's yet",
-        ),
+        .check(accepted(SAME, &["backend-protocol-ws"]))
+        .check(Check::WebSocket {
+            gateway: nn(SAME),
+            path: "/ws",
+        }),
         case(
             "HTTPRouteBackendProtocolH2C",
             "httproute-backend-protocol-h2c.yaml",
         )
         .ext(&["HTTPRouteBackendProtocolH2C"])
-        .skip(
-            "h2c backends are served (GRPCRoute passes), but the runner's echo on \
-             infra-backend-v1's h2c port answers HTTP/1.1 only yet",
-        ),
+        .check(accepted(SAME, &["backend-protocol-h2c"]))
+        // The suite asks for a 200 from infra-backend-v1 to an h2c prior-knowledge
+        // request; `want_proto` (not the suite's) also pins that the proxy spoke h2c to
+        // the backend (the port's appProtocol), which the echo reports.
+        .check(requests(SAME, vec![get("/").h2c().want_proto("HTTP/2.0")])),
         case("HTTPRouteRequestMirror", "httproute-request-mirror.yaml")
             .ext(&["HTTPRouteRequestMirror"])
             .skip("RequestMirror: refused (not served)"),

@@ -13,6 +13,7 @@
 //! - [`container`]: the k8slb image under podman, with the manifests' security contexts.
 //! - [`conformance`] and [`conformance_cases`]: the Gateway API conformance runner and its
 //!   tests as data.
+//! - [`ws`]: the WebSocket protocol (handshake and frames) of the suite's WebSocket test.
 
 pub mod bgp;
 pub mod bins;
@@ -27,6 +28,7 @@ pub mod l7;
 pub mod lab;
 pub mod traffic;
 pub mod wait;
+pub mod ws;
 
 pub use lab::{Lab, ProcId, Role};
 pub mod objects;

@@ -20,6 +20,9 @@
 //!   canonical form) and who answered (`namespace`, `pod`, `service`: the pod's name up
 //!   to `-lab`), and `httpPort`; a request header `X-Echo-Set-Header: Name:value,...`
 //!   sets those response headers; a query `delay=<n>s|<n>ms` waits that long first.
+//!   On the same port, like the suite's echo server: h2c with prior knowledge (the same
+//!   JSON, `proto` `HTTP/2.0`) and WebSocket (an `Upgrade: websocket` request gets `101`
+//!   with its accept key, then every message is sent back: [`k8slb_tests::ws`]).
 //! - gRPC (`--grpc`, h2c): the conformance suite's GrpcEcho service
 //!   ([`k8slb_tests::grpc`]), its pod context naming this backend (`pod` and
 //!   `service_name` = `<name>`). `--grpc-echo ADDR,NAMESPACE,POD`: the same service
@@ -212,7 +215,11 @@ async fn run(args: Args) -> std::io::Result<()> {
                     let echo = echo.clone();
                     tokio::spawn(async move {
                         if s.set_nodelay(true).is_ok() {
-                            let _ = serve_echo(s, &echo, addr.port()).await;
+                            if starts_h2(&s).await {
+                                let _ = serve_echo_h2(s, echo, addr.port()).await;
+                            } else {
+                                let _ = serve_echo(s, &echo, addr.port()).await;
+                            }
                         }
                     });
                 }
@@ -645,27 +652,17 @@ async fn serve_echo(mut s: TcpStream, echo: &Echo, port: u16) -> std::io::Result
             have += n;
         }
         buf.drain(..head_end + body_len);
+        let upgrade = headers
+            .get("Upgrade")
+            .is_some_and(|v| v.iter().any(|v| v.eq_ignore_ascii_case("websocket")));
+        if let (true, Some(key)) = (upgrade, headers.get("Sec-Websocket-Key")) {
+            let key = key.first().cloned().unwrap_or_default();
+            return serve_ws(s, &key, buf).await;
+        }
         if let Some(d) = delay_of(&target) {
             tokio::time::sleep(d).await;
         }
-        let service = echo
-            .pod
-            .rsplit_once("-lab")
-            .map(|(s, _)| s)
-            .unwrap_or(&echo.pod);
-        let body = serde_json::json!({
-            "path": target,
-            "host": host,
-            "method": method,
-            "proto": proto,
-            "headers": headers,
-            "httpPort": port.to_string(),
-            "namespace": echo.namespace,
-            "ingress": "",
-            "service": service,
-            "pod": echo.pod,
-        })
-        .to_string();
+        let body = echo_json(echo, port, &method, &target, &host, &proto, &headers);
         let mut extra = String::new();
         for (n, v) in &set_headers {
             extra.push_str(&format!("{n}: {v}\r\n"));
@@ -682,6 +679,139 @@ async fn serve_echo(mut s: TcpStream, echo: &Echo, port: u16) -> std::io::Result
             let _ = s.shutdown().await;
             return Ok(());
         }
+    }
+}
+
+/// The echo server's JSON answer to a request.
+fn echo_json(
+    echo: &Echo,
+    port: u16,
+    method: &str,
+    target: &str,
+    host: &str,
+    proto: &str,
+    headers: &std::collections::BTreeMap<String, Vec<String>>,
+) -> String {
+    let service = echo
+        .pod
+        .rsplit_once("-lab")
+        .map(|(s, _)| s)
+        .unwrap_or(&echo.pod);
+    serde_json::json!({
+        "path": target,
+        "host": host,
+        "method": method,
+        "proto": proto,
+        "headers": headers,
+        "httpPort": port.to_string(),
+        "namespace": echo.namespace,
+        "ingress": "",
+        "service": service,
+        "pod": echo.pod,
+    })
+    .to_string()
+}
+
+/// Whether the connection opens with HTTP/2's client preface (h2c with prior
+/// knowledge, as the suite's echo server takes on its h2c port).
+async fn starts_h2(s: &TcpStream) -> bool {
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n";
+    let mut got = [0u8; 16];
+    for _ in 0..100 {
+        match s.peek(&mut got).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) if n >= PREFACE.len() => return got.starts_with(PREFACE),
+            Ok(n) if !PREFACE.starts_with(&got[..n]) => return false,
+            Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(1)).await,
+        }
+    }
+    false
+}
+
+/// The echo over h2c: each stream answered `200` with the same JSON as over HTTP/1.1
+/// (`proto` `HTTP/2.0`, `host` the `:authority`).
+async fn serve_echo_h2(s: TcpStream, echo: Arc<Echo>, port: u16) -> Result<(), h2::Error> {
+    let mut conn = h2::server::handshake(s).await?;
+    while let Some(r) = conn.accept().await {
+        let (req, mut respond) = r?;
+        let echo = echo.clone();
+        tokio::spawn(async move {
+            let (parts, mut body) = req.into_parts();
+            while let Some(chunk) = body.data().await {
+                let Ok(chunk) = chunk else { return };
+                let _ = body.flow_control().release_capacity(chunk.len());
+            }
+            let host = parts
+                .uri
+                .authority()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            let target = parts
+                .uri
+                .path_and_query()
+                .map_or_else(|| "/".to_string(), |p| p.to_string());
+            let mut headers: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+            for (k, v) in &parts.headers {
+                headers
+                    .entry(canonical(k.as_str()))
+                    .or_default()
+                    .push(String::from_utf8_lossy(v.as_bytes()).into_owned());
+            }
+            let body = echo_json(
+                &echo,
+                port,
+                parts.method.as_str(),
+                &target,
+                &host,
+                "HTTP/2.0",
+                &headers,
+            );
+            let resp = http::Response::builder()
+                .status(200)
+                .header("content-type", "application/json")
+                .header("x-content-type-options", "nosniff")
+                .body(())
+                .expect("static response head");
+            if let Ok(mut send) = respond.send_response(resp, false) {
+                let _ = send.send_data(bytes::Bytes::from(body), true);
+            }
+        });
+    }
+    Ok(())
+}
+
+/// The echo's WebSocket (after an `Upgrade: websocket` request, as the suite's echo
+/// server on `/ws`): `101` with the accept key of `key`, then every text and binary
+/// message sent back, pings answered, a close returned. `buf`: bytes already read.
+async fn serve_ws(mut s: TcpStream, key: &str, mut buf: Vec<u8>) -> std::io::Result<()> {
+    use k8slb_tests::ws;
+    let head = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
+        ws::accept_key(key)
+    );
+    s.write_all(head.as_bytes()).await?;
+    let mut chunk = vec![0u8; 8192];
+    loop {
+        while let Some((f, n)) = ws::decode(&buf) {
+            buf.drain(..n);
+            match f.opcode {
+                ws::TEXT | ws::BINARY => {
+                    s.write_all(&ws::encode(f.opcode, &f.payload, None)).await?
+                }
+                ws::PING => s.write_all(&ws::encode(ws::PONG, &f.payload, None)).await?,
+                ws::CLOSE => {
+                    s.write_all(&ws::encode(ws::CLOSE, &f.payload, None))
+                        .await?;
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
+        let n = s.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
     }
 }
 

@@ -219,6 +219,25 @@ fn tcp_echo(args: &[String]) -> i32 {
     0
 }
 
+/// `lab-client ws-echo <addr> <host> <path>`: the conformance suite's WebSocket test
+/// ([`k8slb_tests::ws::echo_round_trip`]) once; prints `{"ok": true}` or
+/// `{"error": "<what>"}`.
+fn ws_echo(args: &[String]) -> i32 {
+    let [addr, host, path] = args else {
+        eprintln!("lab-client ws-echo: usage: ws-echo <addr> <host> <path>");
+        return 64;
+    };
+    let Ok(addr) = addr.parse::<SocketAddr>() else {
+        eprintln!("lab-client ws-echo: {addr}: not an address");
+        return 64;
+    };
+    match k8slb_tests::ws::echo_round_trip(addr, host, path) {
+        Ok(()) => println!("{}", json!({"ok": true})),
+        Err(e) => println!("{}", json!({"error": e})),
+    }
+    0
+}
+
 /// `lab-client udp-echo <count> <addr>`: `count` probes of the conformance suite's UDP
 /// echo (a datagram from a new socket each, 2 s for the answer), one line each: the
 /// answer (JSON) or `{"error": "<what>"}`.
@@ -309,6 +328,9 @@ fn echo_dialogue(mut s: impl Read + Write) -> Result<serde_json::Value, String> 
 
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some("ws-echo") {
+        std::process::exit(ws_echo(&argv[1..]));
+    }
     if argv.first().map(String::as_str) == Some("udp-echo") {
         std::process::exit(udp_echo(&argv[1..]));
     }
