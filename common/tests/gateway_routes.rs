@@ -1235,7 +1235,7 @@ spec:
         .replace("name: mirror", "name: timeouts")
         .replace(
             "  - filters: [{ type: RequestMirror, requestMirror: { backendRef: { name: b, port: 80 } } }]\n",
-            "  - timeouts: { request: 10s }\n",
+            "  - retry: { attempts: 2 }\n",
         );
     let out = run(&objects(&[CLASS, GATEWAY, ok, mirror, &timeouts]), &[]);
     assert_eq!(
@@ -1452,6 +1452,95 @@ fn values_nginx_could_not_load_in_one_token_refuse_their_route() {
         assert_eq!(served, *accepted, "{name}");
         if !accepted {
             assert_eq!(reason, "UnsupportedValue", "{name}");
+        }
+    }
+}
+
+#[test]
+fn rule_timeouts_are_the_smaller_of_request_and_backend_request_and_invalid_ones_refuse_the_route()
+{
+    use k8slb_common::routes::TimeoutMs;
+    let route = |name: &str, timeouts: &str| {
+        format!(
+            r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{ name: {name}, namespace: default }}
+spec:
+  parentRefs: [{{ name: gw, namespace: infra, sectionName: http }}]
+  hostnames: [{name}.example.com]
+  rules: [{{ backendRefs: [{{ name: a, port: 80 }}], timeouts: {timeouts} }}]
+"#
+        )
+    };
+    let table = [
+        ("request", "{ request: 500ms }", Ok(Some(500))),
+        ("backend", "{ backendRequest: 1m2s }", Ok(Some(62_000))),
+        (
+            "both",
+            "{ request: 2s, backendRequest: 1500ms }",
+            Ok(Some(1_500)),
+        ),
+        ("zero", "{ request: 0s }", Ok(None)),
+        // A zero request timeout disables only itself.
+        (
+            "zero-request",
+            "{ request: 0s, backendRequest: 1s }",
+            Ok(Some(1_000)),
+        ),
+        ("hours", "{ request: 1h }", Ok(Some(3_600_000))),
+        // The API's own validation: a try cannot outlast the request.
+        (
+            "longer",
+            "{ request: 1s, backendRequest: 2s }",
+            Err("UnsupportedValue"),
+        ),
+        ("bad-unit", "{ request: 5d }", Err("UnsupportedValue")),
+        (
+            "six-digits",
+            "{ request: 100000s }",
+            Err("UnsupportedValue"),
+        ),
+        ("fraction", "{ request: 1.5s }", Err("UnsupportedValue")),
+    ];
+    let texts: Vec<String> = table.iter().map(|(n, t, _)| route(n, t)).collect();
+    let mut all = vec![CLASS, GATEWAY];
+    all.extend(texts.iter().map(String::as_str));
+    let out = run(&objects(&all), &[]);
+    let l = out
+        .routes
+        .listeners
+        .iter()
+        .find(|l| l.port == 80)
+        .expect("the port 80 listener");
+    for (name, _, want) in table {
+        let key = format!("default/{name}");
+        match want {
+            Ok(ms) => {
+                assert_eq!(
+                    route_cond(&out, &key, "Accepted"),
+                    (true, "Accepted"),
+                    "{name}"
+                );
+                let host = format!("{name}.example.com");
+                let v = l
+                    .virtual_hosts
+                    .iter()
+                    .find(|v| v.host.as_ref().is_some_and(|h| h.as_str() == host))
+                    .unwrap_or_else(|| panic!("{name}: no virtual host"));
+                assert_eq!(
+                    v.rules[0].filters.timeout.map(TimeoutMs::millis),
+                    ms,
+                    "{name}"
+                );
+            }
+            Err(reason) => {
+                assert_eq!(
+                    route_cond(&out, &key, "Accepted"),
+                    (false, reason),
+                    "{name}"
+                )
+            }
         }
     }
 }

@@ -1604,13 +1604,29 @@ pub fn cases() -> Vec<Case> {
             .skip("retry: refused (not served)"),
         case("HTTPRouteTimeoutRequest", "httproute-timeout-request.yaml")
             .ext(&["HTTPRouteRequestTimeout"])
-            .skip("rule timeouts: refused (not served)"),
+            .check(accepted(SAME, &["request-timeout"]))
+            .check(requests(
+                SAME,
+                vec![
+                    get("/request-timeout"),
+                    get("/request-timeout?delay=1s").status(504),
+                    get("/disable-request-timeout?delay=1s"),
+                ],
+            )),
         case(
             "HTTPRouteTimeoutBackendRequest",
             "httproute-timeout-backend-request.yaml",
         )
         .ext(&["HTTPRouteBackendTimeout"])
-        .skip("rule timeouts: refused (not served)"),
+        .check(accepted(SAME, &["backend-request-timeout"]))
+        .check(requests(
+            SAME,
+            vec![
+                get("/backend-timeout"),
+                get("/backend-timeout?delay=1s").status(504),
+                get("/disable-backend-timeout?delay=1s"),
+            ],
+        )),
         case("HTTPRouteNamedRule", "httproute-named-rule.yaml")
             .ext(&["HTTPRouteNamedRouteRule"])
             .check(accepted(SAME, &["http-named-rules"]))

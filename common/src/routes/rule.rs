@@ -93,6 +93,89 @@ pub struct RuleFilters {
     pub rewrite_host: Option<Hostname>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewrite_path: Option<PathRewrite>,
+    /// The longest the proxy waits for the backend's answer before it answers `504`
+    /// (Gateway API `timeouts.request` and `timeouts.backendRequest`, the smaller: with
+    /// no retries one try is the whole request). None: the proxy's default (the
+    /// admin's `timeout server` / `proxy_read_timeout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<TimeoutMs>,
+}
+
+/// A timeout in milliseconds, at least 1 (a Gateway API Duration: at most four parts
+/// of up to five digits; `0s` means no timeout and is never one of these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "u64", into = "u64")]
+pub struct TimeoutMs(u64);
+
+impl TimeoutMs {
+    /// The largest: four parts of `99999h`.
+    pub const MAX: u64 = 4 * 99_999 * 3_600_000;
+
+    pub fn millis(self) -> u64 {
+        self.0
+    }
+
+    /// A Gateway API Duration (`^([0-9]{1,5}(h|m|s|ms)){1,4}$`): Ok(None) for a zero
+    /// one (the timeout disabled).
+    pub fn parse_duration(s: &str) -> Result<Option<TimeoutMs>, String> {
+        let bad = || format!("{s:?} is not a Gateway API Duration (like 500ms, 1m30s)");
+        let mut rest = s;
+        let mut total: u64 = 0;
+        let mut parts = 0;
+        while !rest.is_empty() {
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 || digits > 5 {
+                return Err(bad());
+            }
+            let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+            rest = &rest[digits..];
+            let (unit, len) = if rest.starts_with("ms") {
+                (1, 2)
+            } else if rest.starts_with('h') {
+                (3_600_000, 1)
+            } else if rest.starts_with('m') {
+                (60_000, 1)
+            } else if rest.starts_with('s') {
+                (1_000, 1)
+            } else {
+                return Err(bad());
+            };
+            rest = &rest[len..];
+            total += n * unit;
+            parts += 1;
+        }
+        if parts == 0 || parts > 4 {
+            return Err(bad());
+        }
+        Ok((total > 0).then_some(TimeoutMs(total)))
+    }
+}
+
+impl TryFrom<u64> for TimeoutMs {
+    type Error = String;
+    fn try_from(ms: u64) -> Result<Self, String> {
+        if (1..=TimeoutMs::MAX).contains(&ms) {
+            Ok(TimeoutMs(ms))
+        } else {
+            Err(format!(
+                "timeout {ms} ms is not within 1..={}",
+                TimeoutMs::MAX
+            ))
+        }
+    }
+}
+
+impl From<TimeoutMs> for u64 {
+    fn from(t: TimeoutMs) -> u64 {
+        t.0
+    }
+}
+
+impl std::fmt::Display for TimeoutMs {
+    /// `<n>ms`, as HAProxy and nginx both read it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}ms", self.0)
+    }
 }
 
 impl RuleFilters {

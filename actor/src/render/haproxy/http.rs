@@ -96,7 +96,7 @@ pub(crate) fn literal_regex(path: &str) -> String {
 }
 
 /// HAProxy's lines for `f` (without their condition): request lines (remove, set, add,
-/// host, path) and response lines. Names are [`FieldName`]s, values [`FieldValue`]s
+/// host, path, timeout) and response lines. Names are [`FieldName`]s, values [`FieldValue`]s
 /// (no `"`, `\\`, `$`, `%`: safe between double quotes in a log-format string).
 fn hp_filter_lines(f: &RuleFilters) -> (Vec<String>, Vec<String>) {
     let edits = |dir: &str, e: &k8slb_common::routes::HeaderEdits| {
@@ -118,6 +118,14 @@ fn hp_filter_lines(f: &RuleFilters) -> (Vec<String>, Vec<String>) {
     }
     if let Some(r) = &f.rewrite_path {
         req.extend(hp_path_lines(r));
+    }
+    // The wait for the backend's answer (ms; when it runs out HAProxy answers 504): the
+    // backend sets it (`set-timeout` needs a backend's capability in HAProxy 2.6).
+    if let Some(t) = f.timeout {
+        req.push(format!(
+            "http-request set-var(txn.k8slb_to) int({})",
+            t.millis()
+        ));
     }
     (req, edits("response", &f.response_headers))
 }

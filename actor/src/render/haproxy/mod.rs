@@ -122,6 +122,9 @@ pub(crate) struct HpCtx<'a> {
     httpback: &'a [ConfigLine],
     tcpfront: &'a [ConfigLine],
     tcpback: &'a [ConfigLine],
+    /// Some rule has a timeout: the HTTP backends apply `txn.k8slb_to` (HAProxy 2.6
+    /// takes `set-timeout` only in a section with a backend's capability).
+    timeouts: bool,
 }
 
 #[derive(Serialize)]
@@ -197,6 +200,12 @@ impl crate::render::HttpRenderer {
             httpback: &o.httpback,
             tcpfront: &o.tcpfront,
             tcpback: &o.tcpback,
+            timeouts: routes
+                .listeners
+                .iter()
+                .flat_map(|l| &l.virtual_hosts)
+                .flat_map(|v| &v.rules)
+                .any(|r| r.filters.timeout.is_some()),
         };
         let text = self.one(HAPROXY_ROUTES, ctx)?;
         Ok(RoutesPart { text, files, notes })

@@ -227,8 +227,21 @@ fn nx_filter_lines(f: &RuleFilters, splits: &mut NxSplits) -> (Vec<String>, Vec<
     for h in rs.set.iter().chain(&rs.add) {
         lines.push(format!("add_header {} \"{}\" always;", h.name, h.value));
     }
+    lines.extend(nx_timeout_lines(f.timeout));
     lines.extend(nx_rewrite_lines(f));
     (lines, skip)
+}
+
+/// The wait for the backend's answer (nginx answers 504 when it runs out): between two
+/// reads and two writes, as nginx measures it.
+fn nx_timeout_lines(t: Option<k8slb_common::routes::TimeoutMs>) -> Vec<String> {
+    t.map(|t| {
+        vec![
+            format!("proxy_read_timeout {t};"),
+            format!("proxy_send_timeout {t};"),
+        ]
+    })
+    .unwrap_or_default()
 }
 
 /// `rewrite ... break;` lines of a URL rewrite (the path is the decoded `$uri`; the
@@ -651,11 +664,17 @@ fn nx_conditional_locations(
         .iter()
         .map(|(id, a, f)| (id.clone(), if forwards(a) { *f } else { &no_filters }))
         .collect();
-    let (filter_lines, skip_headers) = if filtered.iter().all(|(_, f)| f.is_empty()) {
+    let (mut filter_lines, skip_headers) = if filtered.iter().all(|(_, f)| f.is_empty()) {
         (Vec::new(), Vec::new())
     } else {
         nx_pick_filters(&sel, &filtered, host_default, splits)
     };
+    // nginx's timeouts take no variable: the one location that picks among the rules
+    // has one timeout, rendered when they agree ([`nx_pick_timeout`]: nx_server renders
+    // nothing for a host whose rules do not).
+    if let Ok(t) = nx_pick_timeout(&chosen) {
+        filter_lines.extend(nx_timeout_lines(t));
+    }
     vec![NxLocation {
         path: "/".into(),
         kind: "pick",
@@ -667,6 +686,23 @@ fn nx_conditional_locations(
         skip_headers,
         ..Default::default()
     }]
+}
+
+/// The one timeout of the forwarding rules among `chosen` (a location that picks among
+/// rules); Err when they ask for different ones.
+fn nx_pick_timeout(
+    chosen: &[(String, &RouteAction, &RuleFilters)],
+) -> Result<Option<k8slb_common::routes::TimeoutMs>, ()> {
+    let all: BTreeSet<_> = chosen
+        .iter()
+        .filter(|(_, a, _)| matches!(a, RouteAction::Forward { .. }))
+        .map(|(_, _, f)| f.timeout)
+        .collect();
+    match all.len() {
+        0 => Ok(None),
+        1 => Ok(all.into_iter().next().flatten()),
+        _ => Err(()),
+    }
 }
 
 fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
@@ -805,6 +841,18 @@ pub(crate) fn nx_server(
                 .flatten()
             })
             .unwrap_or_else(|| "$proxy_host".to_string());
+        let chosen: Vec<_> = v
+            .rules
+            .iter()
+            .map(|r| (String::new(), &r.action, &r.filters))
+            .collect();
+        if nx_pick_timeout(&chosen).is_err() {
+            // Refused (said in a note), never served with another timeout.
+            notes.push(format!(
+                "{what}: rules that match on method, headers or query share one nginx location, which takes one timeout; these ask for different ones; not rendered"
+            ));
+            return Ok(None);
+        }
         let locations = nx_conditional_locations(&v.rules, &default_action, &host_default, splits);
         return Ok(Some(NxServer {
             listen,

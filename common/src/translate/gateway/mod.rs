@@ -54,7 +54,7 @@ use crate::routes::{
     HeaderMatch, HeaderValue, Hostname, HttpPath, HttpRoutes, Listener, ListenerProtocol,
     ListenerTls, Method, PathMatch, PathRewrite, QueryMatch, QueryName, Redirect, RedirectStatus,
     RouteAction, RouteMatch, RouteRule, RuleFilters, Scheme, StreamListener, StreamProtocol,
-    StreamRoute, VirtualHost, WeightedBackend,
+    StreamRoute, TimeoutMs, VirtualHost, WeightedBackend,
 };
 pub use attach::selects;
 use attach::*;

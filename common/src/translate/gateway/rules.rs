@@ -140,6 +140,34 @@ pub(super) fn rules_of(
     (out, refs, None)
 }
 
+/// The one timeout the proxies apply for a rule's `timeouts` (see
+/// [`RuleFilters::timeout`]): the smaller of `request` and `backendRequest` (zero: none).
+/// Refused: a value that is not a Duration, and a `backendRequest` longer than
+/// `request` (the API's own validation: a try cannot outlast the request).
+fn timeout(t: &types::HttpRouteTimeouts) -> Result<Option<TimeoutMs>, String> {
+    let parse = |field: &str, v: &Option<String>| {
+        v.as_deref()
+            .map(TimeoutMs::parse_duration)
+            .transpose()
+            .map(Option::flatten)
+            .map_err(|e| format!("timeouts.{field}: {e}"))
+    };
+    let request = parse("request", &t.request)?;
+    let backend = parse("backendRequest", &t.backend_request)?;
+    if let (Some(r), Some(b)) = (request, backend) {
+        if b > r {
+            return Err(format!(
+                "timeouts.backendRequest ({b}) is longer than timeouts.request ({r})"
+            ));
+        }
+    }
+    // A zero request timeout disables only itself: a backendRequest still applies.
+    Ok(match (request, backend) {
+        (Some(r), Some(b)) => Some(r.min(b)),
+        (r, b) => r.or(b),
+    })
+}
+
 /// What a rule's fields and filters ask for, before its matches: a redirect (the
 /// action), header and host rewrites, a path rewrite (resolved per match), or why the
 /// rule cannot be served as its author asked.
@@ -156,7 +184,6 @@ impl RuleSettings {
     fn of(rule: &types::HttpRouteRule) -> Result<RuleSettings, String> {
         // Served without them, a rule would not do what its author asked: refused.
         for (field, set) in [
-            ("timeouts", rule.timeouts.is_some()),
             ("retry", rule.retry.is_some()),
             ("sessionPersistence", rule.session_persistence.is_some()),
         ] {
@@ -170,6 +197,9 @@ impl RuleSettings {
             path_rewrite: None,
             redirect_prefix: None,
         };
+        if let Some(t) = &rule.timeouts {
+            me.filters.timeout = timeout(t)?;
+        }
         let mut seen: Vec<&str> = Vec::new();
         for f in &rule.filters {
             if seen.contains(&f.type_.as_str()) {

@@ -251,6 +251,16 @@ pub struct ParentRef {
     pub port: Option<i32>,
 }
 
+/// A rule's `timeouts`: Gateway API Durations, as written.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRouteTimeouts {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_request: Option<String>,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpRouteRule {
@@ -260,11 +270,10 @@ pub struct HttpRouteRule {
     pub filters: Vec<HttpRouteFilter>,
     #[serde(default)]
     pub backend_refs: Vec<HttpBackendRef>,
-    /// Fields k8slb does not serve (`timeouts`; the experimental `retry` and
-    /// `sessionPersistence`): read only to refuse the rule rather than serve it without
-    /// them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeouts: Option<serde_json::Value>,
+    pub timeouts: Option<HttpRouteTimeouts>,
+    /// Fields k8slb does not serve (the experimental `retry` and `sessionPersistence`):
+    /// read only to refuse the rule rather than serve it without them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
