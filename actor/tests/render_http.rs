@@ -478,10 +478,12 @@ fn model_only_routes() -> HttpRoutes {
                                 WeightedBackend {
                                     id: a.clone(),
                                     weight: 90,
+                                    request_headers: Default::default(),
                                 },
                                 WeightedBackend {
                                     id: b.clone(),
                                     weight: 10,
+                                    request_headers: Default::default(),
                                 },
                             ],
                             invalid: 0,
@@ -1029,10 +1031,12 @@ fn split_routes(heavy: u16, light: u16) -> HttpRoutes {
                             WeightedBackend {
                                 id: a.clone(),
                                 weight: heavy,
+                                request_headers: Default::default(),
                             },
                             WeightedBackend {
                                 id: b.clone(),
                                 weight: light,
+                                request_headers: Default::default(),
                             },
                         ],
                         invalid: 0,
@@ -1778,7 +1782,11 @@ fn stream_routes() -> HttpRoutes {
             protocol: Default::default(),
         }
     };
-    let wb = |s: &str, weight| WeightedBackend { id: id(s), weight };
+    let wb = |s: &str, weight| WeightedBackend {
+        id: id(s),
+        weight,
+        request_headers: Default::default(),
+    };
     let route = |host: Option<&str>, backends| StreamRoute {
         host: host.map(|h| h.parse().unwrap()),
         backends,
@@ -2017,6 +2025,7 @@ fn stream_endpoint_and_weight_changes_are_runtime_api_changes_for_haproxy() {
             backends: vec![WeightedBackend {
                 id: "default/tls-b:443".parse().unwrap(),
                 weight: 1,
+                request_headers: Default::default(),
             }],
             invalid: 0,
             owner: None,

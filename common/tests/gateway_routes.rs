@@ -1544,3 +1544,116 @@ spec:
         }
     }
 }
+
+#[test]
+fn backend_ref_request_header_modifiers_are_served_per_backend_and_the_rest_refused() {
+    let route = |name: &str, rule: &str| {
+        format!(
+            r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{ name: {name}, namespace: default }}
+spec:
+  parentRefs: [{{ name: gw, namespace: infra, sectionName: http }}]
+  hostnames: [{name}.example.com]
+  rules: [{rule}]
+"#
+        )
+    };
+    let set = |v: &str| {
+        format!("{{ type: RequestHeaderModifier, requestHeaderModifier: {{ set: [{{ name: Backend, value: {v} }}] }} }}")
+    };
+    let texts = [
+        route(
+            "split",
+            &format!(
+                "{{ backendRefs: [{{ name: a, port: 80, filters: [{}] }}, {{ name: b, port: 80, filters: [{}] }}] }}",
+                set("a"),
+                set("b")
+            ),
+        ),
+        // One backend: its edits come after the rule's, on other names.
+        route(
+            "one",
+            &format!(
+                "{{ filters: [{{ type: RequestHeaderModifier, requestHeaderModifier: {{ add: [{{ name: X-Rule, value: r }}] }} }}], backendRefs: [{{ name: a, port: 80, filters: [{}] }}] }}",
+                set("a")
+            ),
+        ),
+        // Refused, never served without them:
+        route(
+            "other-type",
+            "{ backendRefs: [{ name: a, port: 80, filters: [{ type: ResponseHeaderModifier, responseHeaderModifier: { set: [{ name: X, value: y }] } }] }] }",
+        ),
+        route(
+            "same-name",
+            &format!(
+                "{{ filters: [{}], backendRefs: [{{ name: a, port: 80, filters: [{}] }}] }}",
+                set("rule"),
+                set("a")
+            ),
+        ),
+        route(
+            "twice",
+            &format!(
+                "{{ backendRefs: [{{ name: a, port: 80, weight: 1, filters: [{}] }}, {{ name: a, port: 80, weight: 2 }}] }}",
+                set("a")
+            ),
+        ),
+        route(
+            "host",
+            "{ backendRefs: [{ name: a, port: 80, filters: [{ type: RequestHeaderModifier, requestHeaderModifier: { set: [{ name: Host, value: x }] } }] }] }",
+        ),
+    ];
+    let mut all = vec![CLASS, GATEWAY];
+    all.extend(texts.iter().map(String::as_str));
+    let out = run(&objects(&all), &[]);
+    for refused in ["other-type", "same-name", "twice", "host"] {
+        assert_eq!(
+            route_cond(&out, &format!("default/{refused}"), "Accepted"),
+            (false, "UnsupportedValue"),
+            "{refused}"
+        );
+    }
+    let l = out.routes.listeners.iter().find(|l| l.port == 80).unwrap();
+    let rule = |host: &str| {
+        let v = l
+            .virtual_hosts
+            .iter()
+            .find(|v| v.host.as_ref().is_some_and(|h| h.as_str() == host))
+            .unwrap_or_else(|| panic!("{host}: not served"));
+        v.rules[0].clone()
+    };
+    let split = rule("split.example.com");
+    let RouteAction::Forward { backends, .. } = &split.action else {
+        panic!("split: {:?}", split.action)
+    };
+    let edits: Vec<(String, String)> = backends
+        .iter()
+        .map(|b| {
+            let h = &b.request_headers.set[0];
+            (
+                b.id.service.name.to_string(),
+                format!("{}={}", h.name, h.value),
+            )
+        })
+        .collect();
+    assert_eq!(
+        edits,
+        [
+            ("a".into(), "backend=a".into()),
+            ("b".into(), "backend=b".into())
+        ]
+    );
+    // A split keeps them per backend; the rule's own filters stay empty.
+    assert!(split.forward_filters().request_headers.is_empty());
+    let one = rule("one.example.com");
+    let f = one.forward_filters();
+    let names: Vec<&str> = f.request_headers.names().map(|n| n.as_str()).collect();
+    assert_eq!(names, ["backend", "x-rule"]);
+    assert_eq!(
+        one.filters.request_headers.names().count(),
+        1,
+        "the model keeps them apart"
+    );
+}

@@ -573,6 +573,15 @@ pub enum Check {
     /// A WebSocket to `ws://<address>:80<path>` echoes a text and a binary message (the
     /// suite's `HTTPRouteBackendProtocolWebSocket`; lab-client `ws-echo`).
     WebSocket { gateway: Nn, path: &'static str },
+    /// `count` GETs of `/` each answered 200 by a pod whose name starts with the one
+    /// value of request header `header` the backend saw (the suite's
+    /// HTTPRouteRequestHeaderModifierBackendWeights: each backendRef sets it to its own
+    /// name).
+    HeaderNamesPod {
+        gateway: Nn,
+        header: &'static str,
+        count: usize,
+    },
     /// Remove a document of the case (kind, namespace/name) before the next checks.
     Delete { kind: &'static str, object: Nn },
 }
@@ -1254,6 +1263,37 @@ impl<'a> Runner<'a> {
                 for r in reqs {
                     let got = self.send(&ip, *port, *tls, r)?;
                     compare(r, &got, *tls).map_err(|e| format!("{}: {e}", r.describe()))?;
+                }
+                Ok(())
+            }
+            Check::HeaderNamesPod {
+                gateway,
+                header,
+                count,
+            } => {
+                let ip = self.address(gateway)?;
+                let r = get("/");
+                for _ in 0..*count {
+                    let a = self.send(&ip, 80, false, &r)?;
+                    compare(&r, &a, false)?;
+                    let echo: Value = serde_json::from_str(&a.body).map_err(|e| e.to_string())?;
+                    let seen: Vec<&str> = echo["headers"]
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .filter(|(k, _)| k.eq_ignore_ascii_case(header))
+                        .flat_map(|(_, v)| v.as_array().into_iter().flatten())
+                        .filter_map(Value::as_str)
+                        .collect();
+                    let pod = echo["pod"].as_str().unwrap_or_default();
+                    match seen.as_slice() {
+                        [one] if pod.starts_with(one) => {}
+                        _ => {
+                            return Err(format!(
+                                "answered by {pod}, whose backend saw {header}: {seen:?}"
+                            ))
+                        }
+                    }
                 }
                 Ok(())
             }

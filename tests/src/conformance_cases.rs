@@ -1636,7 +1636,13 @@ pub fn cases() -> Vec<Case> {
             "httproute-request-header-modifier-backend-weights.yaml",
         )
         .ext(&["HTTPRouteBackendRequestHeaderModification"])
-        .skip("backendRef filters: refused (not served)"),
+        .check(accepted(SAME, &["request-header-modifier-backend-weights"]))
+        .check(requests(SAME, vec![get("/")]))
+        .check(Check::HeaderNamesPod {
+            gateway: nn(SAME),
+            header: "Backend",
+            count: 100,
+        }),
         case(
             "HTTPRouteRedirectPortAndScheme",
             "httproute-redirect-port-and-scheme.yaml",
@@ -1695,6 +1701,22 @@ pub fn cases() -> Vec<Case> {
             ],
         )),
     ];
+    // HTTPRouteBackendRequestHeaderModifier is HTTPRouteRequestHeaderModifier's test on
+    // a manifest whose modifiers sit on the backendRefs (same route name, same
+    // expectations).
+    let core = v
+        .iter()
+        .find(|c| c.name == "HTTPRouteRequestHeaderModifier")
+        .expect("the core header modifier case")
+        .checks
+        .clone();
+    let mut backend = case(
+        "HTTPRouteBackendRequestHeaderModifier",
+        "httproute-request-header-modifier-backend.yaml",
+    )
+    .ext(&["HTTPRouteBackendRequestHeaderModification"]);
+    backend.checks = core;
+    v.push(backend);
     // Tests that need what the files source cannot give (an API server's generation
     // bumps): not run here, said so.
     let generation =

@@ -26,7 +26,11 @@ impl RouteAction {
     /// Forward everything to one backend.
     pub fn forward(id: BackendId) -> RouteAction {
         RouteAction::Forward {
-            backends: vec![WeightedBackend { id, weight: 1 }],
+            backends: vec![WeightedBackend {
+                id,
+                weight: 1,
+                request_headers: HeaderEdits::default(),
+            }],
             invalid: 0,
         }
     }
@@ -47,6 +51,12 @@ pub(super) fn is_zero(n: &u16) -> bool {
 pub struct WeightedBackend {
     pub id: BackendId,
     pub weight: u16,
+    /// What a request forwarded to this backend gets changed, after the rule's own
+    /// edits (Gateway API `backendRefs[].filters` RequestHeaderModifier). The
+    /// translation keeps its names apart from the rule's, and a backend at most once per
+    /// rule when it has edits.
+    #[serde(default, skip_serializing_if = "HeaderEdits::is_empty")]
+    pub request_headers: HeaderEdits,
 }
 
 /// A redirect; each absent part is kept from the request.

@@ -29,6 +29,28 @@ impl RouteRule {
         }
     }
 
+    /// The rule's filters as a request it forwards gets them: for a forward to one
+    /// backend (no split), that backend's request header edits after the rule's (their
+    /// names are apart: see [`WeightedBackend::request_headers`]). A split's backends
+    /// keep theirs: the renders apply them per drawn backend.
+    pub fn forward_filters(&self) -> std::borrow::Cow<'_, RuleFilters> {
+        let RouteAction::Forward { backends, invalid } = &self.action else {
+            return std::borrow::Cow::Borrowed(&self.filters);
+        };
+        let mut live = backends.iter().filter(|b| b.weight > 0);
+        match (live.next(), live.next(), invalid) {
+            (Some(one), None, 0) if !one.request_headers.is_empty() => {
+                let mut f = self.filters.clone();
+                let (r, b) = (&mut f.request_headers, &one.request_headers);
+                r.remove.extend(b.remove.iter().cloned());
+                r.set.extend(b.set.iter().cloned());
+                r.add.extend(b.add.iter().cloned());
+                std::borrow::Cow::Owned(f)
+            }
+            _ => std::borrow::Cow::Borrowed(&self.filters),
+        }
+    }
+
     /// Why nginx could not load this rule, if it could not: one of its values renders
     /// to a token longer than [`NGINX_MAX_TOKEN`] ([`FieldValue::nginx_match_token_len`],
     /// [`FieldValue::nginx_edit_token_len`]). Refused at plan time for both providers
@@ -58,10 +80,23 @@ impl RouteRule {
             }
         }
         let f = &self.filters;
-        for (dir, e, request) in [
+        let backend_edits: Vec<&HeaderEdits> = match &self.action {
+            RouteAction::Forward { backends, .. } => {
+                backends.iter().map(|b| &b.request_headers).collect()
+            }
+            _ => vec![],
+        };
+        let edits = [
             ("RequestHeaderModifier", &f.request_headers, true),
             ("ResponseHeaderModifier", &f.response_headers, false),
-        ] {
+        ]
+        .into_iter()
+        .chain(
+            backend_edits
+                .into_iter()
+                .map(|e| ("backendRefs RequestHeaderModifier", e, true)),
+        );
+        for (dir, e, request) in edits {
             for (h, added) in e
                 .set
                 .iter()

@@ -99,19 +99,7 @@ pub(crate) fn literal_regex(path: &str) -> String {
 /// host, path, timeout) and response lines. Names are [`FieldName`]s, values [`FieldValue`]s
 /// (no `"`, `\\`, `$`, `%`: safe between double quotes in a log-format string).
 fn hp_filter_lines(f: &RuleFilters) -> (Vec<String>, Vec<String>) {
-    let edits = |dir: &str, e: &k8slb_common::routes::HeaderEdits| {
-        let mut out = Vec::new();
-        for n in &e.remove {
-            out.push(format!("http-{dir} del-header {n}"));
-        }
-        for h in &e.set {
-            out.push(format!("http-{dir} set-header {} \"{}\"", h.name, h.value));
-        }
-        for h in &e.add {
-            out.push(format!("http-{dir} add-header {} \"{}\"", h.name, h.value));
-        }
-        out
-    };
+    let edits = hp_edit_lines;
     let mut req = edits("request", &f.request_headers);
     if let Some(h) = &f.rewrite_host {
         req.push(format!("http-request set-header host {h}"));
@@ -128,6 +116,22 @@ fn hp_filter_lines(f: &RuleFilters) -> (Vec<String>, Vec<String>) {
         ));
     }
     (req, edits("response", &f.response_headers))
+}
+
+/// HAProxy's lines (without their condition) for header edits `e` in direction `dir`
+/// (`request` or `response`): remove, set, add.
+fn hp_edit_lines(dir: &str, e: &k8slb_common::routes::HeaderEdits) -> Vec<String> {
+    let mut out = Vec::new();
+    for n in &e.remove {
+        out.push(format!("http-{dir} del-header {n}"));
+    }
+    for h in &e.set {
+        out.push(format!("http-{dir} set-header {} \"{}\"", h.name, h.value));
+    }
+    for h in &e.add {
+        out.push(format!("http-{dir} add-header {} \"{}\"", h.name, h.value));
+    }
+    out
 }
 
 /// HAProxy's lines (without their condition) that rewrite the request's path as `r`
@@ -246,6 +250,9 @@ struct HpAction {
 #[derive(Serialize)]
 struct HpSplit {
     backend: String,
+    /// Its backendRef's request header edits, with the condition that it was drawn
+    /// (rendered before the draw is taken).
+    lines: Vec<String>,
     /// Its key in the splits map: the cumulative share (of [`SPLIT_SCALE`]) below
     /// which a request goes to `backend`.
     key: String,
@@ -350,6 +357,14 @@ impl Actions {
                         .enumerate()
                         .map(|(i, b)| HpSplit {
                             backend: route_backend_name(&b.id),
+                            lines: hp_edit_lines("request", &b.request_headers)
+                                .into_iter()
+                                .map(|l| {
+                                    format!(
+                                        "{l} if {{ var(txn.k8slb_a) -m str {id} }} {{ var(txn.k8slb_w),sub(txn.k8slb_t) -m int lt 0 }}"
+                                    )
+                                })
+                                .collect(),
                             key: split_key(pos, i),
                         })
                         .collect(),
@@ -498,7 +513,8 @@ pub(crate) fn hp_frontend(
             let mut cond_rules = Vec::new();
             for (j, r) in v.rules.iter().enumerate() {
                 let pos = rule_pos(i + 1, j);
-                let value = hop_actions.value_with(&r.action, &pos, &r.filters, notes, &name);
+                let value =
+                    hop_actions.value_with(&r.action, &pos, &r.forward_filters(), notes, &name);
                 query_names.extend(r.matches.query.iter().map(|q| q.name.to_string()));
                 for acl in hp_cond_acls(None, &r.matches, &mut acls) {
                     cond_rules.push(HpCond {
@@ -537,7 +553,7 @@ pub(crate) fn hp_frontend(
         let mut seen_prefix: BTreeSet<&str> = BTreeSet::new();
         for (j, r) in v.rules.iter().enumerate() {
             let pos = rule_pos(i + 1, j);
-            let value = actions.value_with(&r.action, &pos, &r.filters, notes, &name);
+            let value = actions.value_with(&r.action, &pos, &r.forward_filters(), notes, &name);
             match &r.matches.path {
                 PathMatch::Exact(p) => {
                     if seen_exact.insert(p.as_str()) {

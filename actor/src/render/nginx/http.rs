@@ -582,6 +582,7 @@ fn nx_conditional_locations(
     let mut chosen: Vec<(String, &RouteAction, &RuleFilters)> = Vec::new();
     let mut links: Vec<(String, String)> = Vec::new();
     let mut catch_all = None;
+    let effective: Vec<_> = rules.iter().map(|r| r.forward_filters()).collect();
     for (i, r) in rules.iter().enumerate() {
         let m = &r.matches;
         let cond = if m.is_conditional() {
@@ -591,7 +592,7 @@ fn nx_conditional_locations(
         };
         let want = if m.is_conditional() { "1" } else { "" };
         links.push((format!("\"~^:{want}{}\"", nx_path_regex(&m.path)), cond));
-        chosen.push((format!("r{i}"), &r.action, &r.filters));
+        chosen.push((format!("r{i}"), &r.action, &effective[i]));
         if !m.is_conditional() && matches!(&m.path, PathMatch::Prefix(p) if p.as_str() == "/") {
             catch_all = Some(i);
             break;
@@ -686,6 +687,57 @@ fn nx_conditional_locations(
         skip_headers,
         ..Default::default()
     }]
+}
+
+/// Whether `r` splits among backends of which one has request header edits of its own
+/// (one backend's are the rule's: [`RouteRule::forward_filters`]).
+fn nx_split_with_edits(r: &k8slb_common::routes::RouteRule) -> bool {
+    matches!(&r.action, RouteAction::Forward { backends, invalid }
+        if backends.iter().filter(|b| b.weight > 0).count() + usize::from(*invalid > 0) > 1
+            && backends.iter().any(|b| !b.request_headers.is_empty()))
+}
+
+/// A split's per-backend request header edits: each header any backend changes is set
+/// from a `map` on the split's variable `upstream` (its value names the upstream
+/// drawn; the request's own value for the others), and the names set.
+fn nx_split_edit_lines(
+    action: &RouteAction,
+    upstream: &str,
+    splits: &mut NxSplits,
+) -> (Vec<String>, Vec<String>) {
+    let RouteAction::Forward { backends, .. } = action else {
+        return (vec![], vec![]);
+    };
+    let mut names: Vec<&FieldName> = backends
+        .iter()
+        .flat_map(|b| b.request_headers.names())
+        .collect();
+    names.sort();
+    names.dedup();
+    let (mut lines, mut skip) = (Vec::new(), Vec::new());
+    for n in names {
+        let mut entries: Vec<(String, String)> = Vec::new();
+        for b in backends.iter().filter(|b| b.weight > 0) {
+            let e = &b.request_headers;
+            let v = if e.remove.contains(n) {
+                "\"\"".to_string()
+            } else if let Some(h) = e.set.iter().find(|h| &h.name == n) {
+                format!("\"{}\"", h.value)
+            } else if let Some(h) = e.add.iter().find(|h| &h.name == n) {
+                splits.added(&h.name, &h.value)
+            } else {
+                continue;
+            };
+            // A regex key: upstream names outgrow nginx's default map_hash_bucket_size
+            // (64), which exact keys must fit in.
+            let key = format!("\"~^{}$\"", literal_regex(&route_backend_name(&b.id)));
+            entries.push((key, v));
+        }
+        let var = splits.map_on(upstream, &entries, &nx_http_var(n));
+        lines.push(format!("proxy_set_header {n} {var};"));
+        skip.push(n.to_string());
+    }
+    (lines, skip)
 }
 
 /// The one timeout of the forwarding rules among `chosen` (a location that picks among
@@ -846,6 +898,12 @@ pub(crate) fn nx_server(
             .iter()
             .map(|r| (String::new(), &r.action, &r.filters))
             .collect();
+        if v.rules.iter().any(nx_split_with_edits) {
+            notes.push(format!(
+                "{what}: a split whose backends have their own request header edits, among rules that match on method, headers or query (one nginx location for all): not rendered"
+            ));
+            return Ok(None);
+        }
         if nx_pick_timeout(&chosen).is_err() {
             // Refused (said in a note), never served with another timeout.
             notes.push(format!(
@@ -872,7 +930,13 @@ pub(crate) fn nx_server(
     for r in rules {
         let act = nx_action(&r.action, splits);
         let (filter_lines, skip_headers) = if act.kind == "forward" {
-            nx_filter_lines(&r.filters, splits)
+            let (mut lines, mut skip) = nx_filter_lines(&r.forward_filters(), splits);
+            if nx_split_with_edits(r) {
+                let (l, k) = nx_split_edit_lines(&r.action, &act.upstream, splits);
+                lines.extend(l);
+                skip.extend(k);
+            }
+            (lines, skip)
         } else {
             (Vec::new(), Vec::new())
         };

@@ -163,5 +163,6 @@ pub(super) fn backend(
     Ok(Some(WeightedBackend {
         id,
         weight: u16::try_from(weight.clamp(1, 1_000_000)).unwrap_or(u16::MAX),
+        request_headers: HeaderEdits::default(),
     }))
 }

@@ -115,7 +115,14 @@ pub(super) fn rules_of(
         };
         let action = match &settings.action {
             Some(a) => a.clone(),
-            None => forward(input, rule, (kind, rns, services), backends, &mut refs),
+            None => forward(
+                input,
+                rule,
+                &settings.backend_headers,
+                (kind, rns, services),
+                backends,
+                &mut refs,
+            ),
         };
         let matches = if rule.matches.is_empty() {
             vec![types::HttpRouteMatch::default()]
@@ -178,6 +185,8 @@ struct RuleSettings {
     /// A redirect's ReplacePrefixMatch: resolved per match (it replaces the matched
     /// prefix).
     redirect_prefix: Option<types::HttpPathModifier>,
+    /// Each backendRef's RequestHeaderModifier (empty when it has none), in order.
+    backend_headers: Vec<HeaderEdits>,
 }
 
 impl RuleSettings {
@@ -196,6 +205,7 @@ impl RuleSettings {
             filters: RuleFilters::default(),
             path_rewrite: None,
             redirect_prefix: None,
+            backend_headers: Vec::new(),
         };
         if let Some(t) = &rule.timeouts {
             me.filters.timeout = timeout(t)?;
@@ -213,10 +223,62 @@ impl RuleSettings {
             // redirect would have nothing to modify that is forwarded.
             return Err("RequestRedirect with another filter is not served".to_string());
         }
-        // A backend's own filters are not served either: refused, never ignored (the
-        // request would reach the backend without them).
-        if let Some(f) = rule.backend_refs.iter().flat_map(|b| &b.filters).next() {
-            return Err(format!("backendRefs filter {} is not served yet", f.type_));
+        // A backend's own filters: RequestHeaderModifier is served; any other is
+        // refused, never ignored (the request would reach the backend without it).
+        for (i, b) in rule.backend_refs.iter().enumerate() {
+            let mut edits = HeaderEdits::default();
+            for (k, f) in b.filters.iter().enumerate() {
+                let what = format!("backendRefs[{i}] RequestHeaderModifier");
+                match (f.type_.as_str(), &f.request_header_modifier) {
+                    ("RequestHeaderModifier", Some(m)) if k == 0 => {
+                        edits = header_edits(m, &what)?;
+                    }
+                    ("RequestHeaderModifier", Some(_)) => {
+                        return Err(format!(
+                            "backendRefs[{i}]: filter {} is given twice",
+                            f.type_
+                        ))
+                    }
+                    ("RequestHeaderModifier", None) => {
+                        return Err(format!("{what}: requestHeaderModifier is missing"))
+                    }
+                    (t, _) => return Err(format!("backendRefs filter {t} is not served yet")),
+                }
+            }
+            // Served exactly: after the rule's edits, on names of its own (nginx would
+            // send a header both change twice).
+            if let Some(n) = edits
+                .names()
+                .find(|n| me.filters.request_headers.names().any(|r| r == *n))
+            {
+                return Err(format!(
+                    "backendRefs[{i}] RequestHeaderModifier: header {n} is changed by the rule's RequestHeaderModifier too"
+                ));
+            }
+            me.backend_headers.push(edits);
+        }
+        // A backend with edits once per rule: the proxies pick the edits by the backend
+        // drawn.
+        let with_edits: Vec<_> = rule
+            .backend_refs
+            .iter()
+            .zip(&me.backend_headers)
+            .filter(|(_, e)| !e.is_empty())
+            .map(|(b, _)| (&b.namespace, &b.name, b.port))
+            .collect();
+        for (i, b) in rule.backend_refs.iter().enumerate() {
+            let key = (&b.namespace, &b.name, b.port);
+            let n = rule
+                .backend_refs
+                .iter()
+                .filter(|o| (&o.namespace, &o.name, o.port) == key)
+                .count();
+            if n > 1 && with_edits.contains(&key) {
+                return Err(format!(
+                    "backendRefs[{i}]: backend {} is referenced more than once in the rule, with a RequestHeaderModifier",
+                    b.name
+                ));
+            }
         }
         Ok(me)
     }
@@ -302,15 +364,19 @@ impl RuleSettings {
 fn forward(
     input: &GatewayInput<'_>,
     rule: &types::HttpRouteRule,
+    backend_headers: &[HeaderEdits],
     (kind, rns, services): (&str, &str, &crate::translate::refs::ServiceRefs<'_>),
     backends: &mut BTreeMap<BackendId, BackendState>,
     refs: &mut Condition,
 ) -> RouteAction {
     let mut weighted = Vec::new();
     let mut invalid: u16 = 0;
-    for b in &rule.backend_refs {
+    for (i, b) in rule.backend_refs.iter().enumerate() {
         match backend(input, b, (kind, rns, "TCP"), services, backends) {
-            Ok(Some(w)) => weighted.push(w),
+            Ok(Some(mut w)) => {
+                w.request_headers = backend_headers.get(i).cloned().unwrap_or_default();
+                weighted.push(w)
+            }
             Ok(None) => {}
             Err((reason, why)) => {
                 let w = b.weight.unwrap_or(1).clamp(0, i32::from(u16::MAX));
