@@ -3061,3 +3061,107 @@ fn nginx_sends_the_address_a_host_less_request_came_to_as_its_host() {
         "200 host=Very.Specific.com:1234"
     );
 }
+
+/// split.example.com's split with a 500 ms timeout and each backend setting `backend`
+/// to its own name (Gateway API rule `timeouts` and backendRef RequestHeaderModifier).
+fn timeout_and_backend_edits_routes() -> HttpRoutes {
+    use k8slb_common::routes::{HeaderEdits, HeaderValue, TimeoutMs};
+    let mut routes = split_routes(1, 1);
+    let rule = &mut routes.listeners[0].virtual_hosts[0].rules[0];
+    rule.filters.timeout = Some(TimeoutMs::try_from(500).unwrap());
+    if let RouteAction::Forward { backends, .. } = &mut rule.action {
+        for b in backends {
+            b.request_headers = HeaderEdits {
+                set: vec![HeaderValue {
+                    name: "backend".parse().unwrap(),
+                    value: b.id.service.name.as_str().parse().unwrap(),
+                }],
+                ..Default::default()
+            };
+        }
+    }
+    routes
+}
+
+#[test]
+fn rule_timeouts_and_backend_header_edits_render_on_both_proxies() {
+    let routes = timeout_and_backend_edits_routes();
+    let r = HttpRenderer::embedded().unwrap();
+    let o = HttpRenderOptions::default();
+    let hp = r.haproxy(&routes, &o, &[]).unwrap();
+    // The frontend names the timeout, the backend applies it (2.6: set-timeout only
+    // there); each backend's edit on the draw that picks it.
+    assert!(
+        hp.text.contains(
+            "http-request set-var(txn.k8slb_to) int(500) if { var(txn.k8slb_a) -m str f1 }"
+        ),
+        "{}",
+        hp.text
+    );
+    assert!(hp.text.contains(
+        "http-request set-timeout server var(txn.k8slb_to) if { var(txn.k8slb_to) -m found }"
+    ));
+    assert!(hp
+        .text
+        .contains("http-request set-header backend \"heavy\" if { var(txn.k8slb_a) -m str s"));
+    assert!(hp
+        .text
+        .contains("http-request set-header backend \"light\" if { var(txn.k8slb_a) -m str s"));
+    let nx = r.nginx(&routes, &o).unwrap();
+    assert!(nx.text.contains("proxy_read_timeout 500ms;"), "{}", nx.text);
+    assert!(nx.text.contains("proxy_set_header backend $k8slb_v"));
+    assert!(nx.text.contains("\"heavy\";") && nx.text.contains("\"light\";"));
+    assert!(nx.notes.is_empty(), "{:?}", nx.notes);
+
+    // Without a timeout in any rule, HAProxy's backends do not apply one.
+    let plain = split_routes(1, 1);
+    assert!(!r
+        .haproxy(&plain, &o, &[])
+        .unwrap()
+        .text
+        .contains("set-timeout"));
+}
+
+/// nginx picks among a host's rules that match on method, headers or query in one
+/// location, which takes one timeout: rules asking for different ones leave the host
+/// unserved on nginx (a note), never served with another timeout; the same timeout
+/// renders. HAProxy serves both.
+#[test]
+fn nginx_refuses_a_conditional_host_whose_rules_ask_for_different_timeouts() {
+    use k8slb_common::routes::{HeaderMatch, TimeoutMs};
+    let with = |second_ms: u64| {
+        let mut routes = split_routes(1, 0);
+        let rules = &mut routes.listeners[0].virtual_hosts[0].rules;
+        rules[0].filters.timeout = Some(TimeoutMs::try_from(500).unwrap());
+        let mut conditional = rules[0].clone();
+        conditional.matches.headers = vec![HeaderMatch {
+            name: "x-canary".parse().unwrap(),
+            value: "1".parse().unwrap(),
+        }];
+        conditional.filters.timeout = Some(TimeoutMs::try_from(second_ms).unwrap());
+        rules.insert(0, conditional);
+        routes
+    };
+    let r = HttpRenderer::embedded().unwrap();
+    let o = HttpRenderOptions::default();
+    let nx = r.nginx(&with(1000), &o).unwrap();
+    assert!(!nx.text.contains("split.example.com"), "{}", nx.text);
+    assert!(
+        nx.notes
+            .iter()
+            .any(|n| n.contains("split.example.com") && n.contains("different")),
+        "{:?}",
+        nx.notes
+    );
+    let nx = r.nginx(&with(500), &o).unwrap();
+    assert!(nx.text.contains("split.example.com"));
+    assert!(nx.text.contains("proxy_read_timeout 500ms;"), "{}", nx.text);
+    let hp = r.haproxy(&with(1000), &o, &[]).unwrap();
+    assert!(hp.text.contains("int(1000)") && hp.text.contains("int(500)"));
+}
+
+#[test]
+#[ignore = "needs root: haproxy -c and nginx -t in a network namespace; ./scripts/test.sh runs it"]
+fn rule_timeouts_and_backend_header_edits_pass_the_proxies_checkers() {
+    daemon_checks(&timeout_and_backend_edits_routes());
+}
