@@ -925,8 +925,9 @@ spec:
 }
 
 /// What the proxies cannot serve exactly is refused, never served without it: a
-/// regular-expression header match, a backendRef filter, and hostile hostnames, paths,
-/// header values, query names and methods.
+/// regular-expression header match, a backendRef filter k8slb does not serve
+/// (ResponseHeaderModifier), and hostile hostnames, paths, header values, query names
+/// and methods.
 #[test]
 fn unsupported_and_hostile_routes_are_refused_with_a_reason() {
     let routes = r#"
@@ -976,7 +977,7 @@ spec:
     backendRefs:
     - name: b
       port: 80
-      filters: [{ type: RequestHeaderModifier, requestHeaderModifier: { set: [{ name: x-bf, value: "1" }] } }]
+      filters: [{ type: ResponseHeaderModifier, responseHeaderModifier: { set: [{ name: x-bf, value: "1" }] } }]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
