@@ -1504,10 +1504,26 @@ spec:
         ),
         ("fraction", "{ request: 1.5s }", Err("UnsupportedValue")),
     ];
+    // A redirect rule may carry timeouts (nothing to wait for): still served.
+    let redirect = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: redirect, namespace: default }
+spec:
+  parentRefs: [{ name: gw, namespace: infra, sectionName: http }]
+  hostnames: [redirect.example.com]
+  rules:
+  - filters: [{ type: RequestRedirect, requestRedirect: { hostname: x.example.com } }]
+    timeouts: { request: 1s }
+"#;
     let texts: Vec<String> = table.iter().map(|(n, t, _)| route(n, t)).collect();
-    let mut all = vec![CLASS, GATEWAY];
+    let mut all = vec![CLASS, GATEWAY, redirect];
     all.extend(texts.iter().map(String::as_str));
     let out = run(&objects(&all), &[]);
+    assert_eq!(
+        route_cond(&out, "default/redirect", "Accepted"),
+        (true, "Accepted")
+    );
     let l = out
         .routes
         .listeners

@@ -207,9 +207,6 @@ impl RuleSettings {
             redirect_prefix: None,
             backend_headers: Vec::new(),
         };
-        if let Some(t) = &rule.timeouts {
-            me.filters.timeout = timeout(t)?;
-        }
         let mut seen: Vec<&str> = Vec::new();
         for f in &rule.filters {
             if seen.contains(&f.type_.as_str()) {
@@ -222,6 +219,11 @@ impl RuleSettings {
             // The spec forbids RequestRedirect with URLRewrite; header modifiers of a
             // redirect would have nothing to modify that is forwarded.
             return Err("RequestRedirect with another filter is not served".to_string());
+        }
+        // After that check: a redirect's timeouts have nothing to wait for, not a
+        // filter beside the redirect.
+        if let Some(t) = &rule.timeouts {
+            me.filters.timeout = timeout(t)?;
         }
         // A backend's own filters: RequestHeaderModifier is served; any other is
         // refused, never ignored (the request would reach the backend without it).
