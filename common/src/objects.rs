@@ -419,6 +419,7 @@ impl Objects {
             addresses,
             unavailable,
             serves_udp: true,
+            serves_mirror: true,
             configmaps: &self.configmaps,
             pools: None,
             namespaces: &self.namespaces,

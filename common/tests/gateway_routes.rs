@@ -1228,16 +1228,14 @@ metadata: { name: mirror, namespace: default }
 spec:
   parentRefs: [{ name: gw, namespace: infra, sectionName: http }]
   rules:
-  - filters: [{ type: RequestMirror, requestMirror: { backendRef: { name: b, port: 80 } } }]
+  - filters: [{ type: CORS, cors: { allowOrigins: ["https://a.example"] } }]
     backendRefs: [{ name: a, port: 80 }]
 "#;
     // Rule fields k8slb does not serve: refused the same way, never ignored.
-    let timeouts = mirror
-        .replace("name: mirror", "name: timeouts")
-        .replace(
-            "  - filters: [{ type: RequestMirror, requestMirror: { backendRef: { name: b, port: 80 } } }]\n",
-            "  - retry: { attempts: 2 }\n",
-        );
+    let timeouts = mirror.replace("name: mirror", "name: timeouts").replace(
+        "  - filters: [{ type: CORS, cors: { allowOrigins: [\"https://a.example\"] } }]\n",
+        "  - retry: { attempts: 2 }\n",
+    );
     let out = run(&objects(&[CLASS, GATEWAY, ok, mirror, &timeouts]), &[]);
     assert_eq!(
         route_cond(&out, "default/mirror", "Accepted"),
@@ -1673,4 +1671,111 @@ spec:
         1,
         "the model keeps them apart"
     );
+}
+
+#[test]
+fn request_mirrors_are_served_where_the_proxy_mirrors_and_refused_on_haproxy() {
+    let route = |name: &str, filters: &str| {
+        format!(
+            r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{ name: {name}, namespace: default }}
+spec:
+  parentRefs: [{{ name: gw, namespace: infra, sectionName: http }}]
+  hostnames: [{name}.example.com]
+  rules: [{{ filters: [{filters}], backendRefs: [{{ name: a, port: 80 }}] }}]
+"#
+        )
+    };
+    let mirror = |to: &str, share: &str| {
+        format!("{{ type: RequestMirror, requestMirror: {{ backendRef: {{ name: {to}, port: 80 }}{share} }} }}")
+    };
+    let texts = [
+        route("one", &mirror("b", "")),
+        route("two", &format!("{}, {}", mirror("b", ""), mirror("c", ""))),
+        route("all", &mirror("b", ", percent: 100")),
+        route(
+            "whole",
+            &mirror("b", ", fraction: { numerator: 3, denominator: 3 }"),
+        ),
+        // nginx copies every request: a share is refused, never approximated.
+        route("half", &mirror("b", ", percent: 50")),
+        route(
+            "fraction",
+            &mirror("b", ", fraction: { numerator: 1, denominator: 3 }"),
+        ),
+    ];
+    let mut all = vec![CLASS, GATEWAY];
+    all.extend(texts.iter().map(String::as_str));
+    let o = objects(&all);
+    let run_with = |serves_mirror: bool| {
+        let addresses: BTreeMap<_, _> = o
+            .gateways
+            .iter()
+            .map(|g| {
+                let key = k8slb_common::names::ObjectKey::new(
+                    g.metadata.namespace.as_deref().unwrap(),
+                    g.metadata.name.as_deref().unwrap(),
+                )
+                .unwrap();
+                (key, vec![VIP.parse::<IpAddr>().unwrap()])
+            })
+            .collect();
+        let unavailable = BTreeMap::new();
+        let mut input = o.gateway_input(&[], &addresses, &unavailable);
+        input.serves_mirror = serves_mirror;
+        translate(&input)
+    };
+    let nginx = run_with(true);
+    for refused in ["half", "fraction"] {
+        assert_eq!(
+            route_cond(&nginx, &format!("default/{refused}"), "Accepted"),
+            (false, "UnsupportedValue"),
+            "{refused}"
+        );
+    }
+    let l = nginx
+        .routes
+        .listeners
+        .iter()
+        .find(|l| l.port == 80)
+        .unwrap();
+    let mirrors = |host: &str| -> Vec<String> {
+        let v = l
+            .virtual_hosts
+            .iter()
+            .find(|v| v.host.as_ref().is_some_and(|h| h.as_str() == host))
+            .unwrap_or_else(|| panic!("{host}: not served"));
+        v.rules[0]
+            .filters
+            .mirrors
+            .iter()
+            .map(|m| m.service.name.to_string())
+            .collect()
+    };
+    assert_eq!(mirrors("one.example.com"), ["b"]);
+    assert_eq!(mirrors("two.example.com"), ["b", "c"]);
+    assert_eq!(mirrors("all.example.com"), ["b"]);
+    assert_eq!(mirrors("whole.example.com"), ["b"]);
+    // The mirrored backends stay in the model (the proxies need their endpoints).
+    for s in ["b", "c"] {
+        assert!(
+            nginx
+                .routes
+                .backends
+                .keys()
+                .any(|id| id.service.name.as_str() == s),
+            "{s}"
+        );
+    }
+    // HAProxy has no mirroring: every route with one is refused.
+    let haproxy = run_with(false);
+    for r in ["one", "two", "all", "whole"] {
+        assert_eq!(
+            route_cond(&haproxy, &format!("default/{r}"), "Accepted"),
+            (false, "UnsupportedValue"),
+            "{r}"
+        );
+    }
 }

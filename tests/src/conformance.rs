@@ -582,6 +582,13 @@ pub enum Check {
         header: &'static str,
         count: usize,
     },
+    /// The echo of each of `backends` (infra namespace) answered a copy of a request
+    /// for `path` (the suite's `ExpectMirroredRequest`, which reads the mirror pods'
+    /// logs; here the echo's log).
+    Mirrored {
+        path: &'static str,
+        backends: Vec<&'static str>,
+    },
     /// Remove a document of the case (kind, namespace/name) before the next checks.
     Delete { kind: &'static str, object: Nn },
 }
@@ -649,6 +656,8 @@ pub struct Runner<'a> {
     stamp: u64,
     /// Where the TLS echo's certificate files are (removed with the runner).
     tmp: Option<PathBuf>,
+    /// The echo's log: a line `<pod> <method> <target>` per HTTP request it answered.
+    echo_log: PathBuf,
 }
 
 impl Drop for Runner<'_> {
@@ -786,8 +795,10 @@ impl<'a> Runner<'a> {
             ]);
         }
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-        sys.lab.spawn_in("be1", "echo", &argv)?;
+        let id = sys.lab.spawn_in("be1", "echo", &argv)?;
+        let echo_log = sys.lab.log_path(id).to_path_buf();
         let runner = Runner {
+            echo_log,
             sys,
             data,
             echoes,
@@ -1293,6 +1304,17 @@ impl<'a> Runner<'a> {
                                 "answered by {pod}, whose backend saw {header}: {seen:?}"
                             ))
                         }
+                    }
+                }
+                Ok(())
+            }
+            Check::Mirrored { path, backends } => {
+                let log = std::fs::read_to_string(&self.echo_log)
+                    .map_err(|e| format!("{}: {e}", self.echo_log.display()))?;
+                for b in backends {
+                    let want = format!("{b}-lab-0 GET {path}");
+                    if !log.lines().any(|l| l.trim() == want) {
+                        return Err(format!("no mirrored request for {path} at {b}"));
                     }
                 }
                 Ok(())

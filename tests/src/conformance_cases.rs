@@ -20,6 +20,9 @@ const TLS: &str = "GATEWAY-TLS";
 const TCP: &str = "GATEWAY-TCP";
 const UDP: &str = "GATEWAY-UDP";
 const GRPC: &str = "GATEWAY-GRPC";
+/// Why the mirror tests do not run on HAProxy.
+const NO_MIRROR: &str = "HAProxy has no request mirroring: k8slb refuses RequestMirror under it \
+                         (Accepted False, UnsupportedValue); claimed on nginx only";
 /// Why the UDP tests do not run on HAProxy.
 const NO_UDP: &str = "HAProxy does not proxy UDP: k8slb refuses UDP listeners under it \
                       (UnsupportedProtocol); GATEWAY-UDP is claimed on nginx only";
@@ -1595,7 +1598,59 @@ pub fn cases() -> Vec<Case> {
         .check(requests(SAME, vec![get("/").h2c().want_proto("HTTP/2.0")])),
         case("HTTPRouteRequestMirror", "httproute-request-mirror.yaml")
             .ext(&["HTTPRouteRequestMirror"])
-            .skip("RequestMirror: refused (not served)"),
+            .skip_on("haproxy", NO_MIRROR)
+            .check(accepted(SAME, &["request-mirror"]))
+            .check(requests(
+                SAME,
+                vec![
+                    get("/mirror").to("infra-backend-v1"),
+                    get("/mirror-and-modify-headers")
+                        .to("infra-backend-v1")
+                        .header("X-Header-Remove", "remove-val")
+                        .header("X-Header-Add-Append", "append-val-1")
+                        .want_header("X-Header-Add", "header-val-1")
+                        .want_header("X-Header-Add-Append", "append-val-1,header-val-2")
+                        .want_header("X-Header-Set", "set-overwrites-values")
+                        .absent("X-Header-Remove"),
+                ],
+            ))
+            .check(Check::Mirrored {
+                path: "/mirror",
+                backends: vec!["infra-backend-v2"],
+            })
+            .check(Check::Mirrored {
+                path: "/mirror-and-modify-headers",
+                backends: vec!["infra-backend-v2"],
+            }),
+        case(
+            "HTTPRouteRequestMultipleMirrors",
+            "httproute-request-multiple-mirrors.yaml",
+        )
+        .ext(&["HTTPRouteRequestMirror", "HTTPRouteRequestMultipleMirrors"])
+        .skip_on("haproxy", NO_MIRROR)
+        .check(accepted(SAME, &["request-multiple-mirrors"]))
+        .check(requests(
+            SAME,
+            vec![
+                get("/multi-mirror").to("infra-backend-v1"),
+                get("/multi-mirror-and-modify-request-headers")
+                    .to("infra-backend-v1")
+                    .header("X-Header-Remove", "remove-val")
+                    .header("X-Header-Add-Append", "append-val-1")
+                    .want_header("X-Header-Add", "header-val-1")
+                    .want_header("X-Header-Add-Append", "append-val-1,header-val-2")
+                    .want_header("X-Header-Set", "set-overwrites-values")
+                    .absent("X-Header-Remove"),
+            ],
+        ))
+        .check(Check::Mirrored {
+            path: "/multi-mirror",
+            backends: vec!["infra-backend-v2", "infra-backend-v3"],
+        })
+        .check(Check::Mirrored {
+            path: "/multi-mirror-and-modify-request-headers",
+            backends: vec!["infra-backend-v2", "infra-backend-v3"],
+        }),
         case("HTTPRouteCORS", "httproute-cors.yaml")
             .ext(&["HTTPRouteCORS"])
             .skip("CORS filter: refused (not served)"),

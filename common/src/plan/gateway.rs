@@ -45,6 +45,8 @@ pub(super) struct Gateways<'a> {
     wanted: BTreeMap<ObjectKey, BTreeSet<(Protocol, u16)>>,
     /// The provider proxies UDP.
     serves_udp: bool,
+    /// The provider mirrors requests (nginx; HAProxy has no mirroring).
+    serves_mirror: bool,
     /// The pools that exist.
     pools: BTreeSet<PoolName>,
     /// The ports the LB nodes keep for themselves: a listener on one is
@@ -100,6 +102,7 @@ impl<'a> Gateways<'a> {
             ours: Vec::new(),
             wanted: BTreeMap::new(),
             serves_udp: opts.provider != crate::state::Provider::Haproxy,
+            serves_mirror: opts.provider != crate::state::Provider::Haproxy,
             pools: cfg.pools.keys().cloned().collect(),
             reserved: cfg.reserved_ports.clone(),
             limits: cfg.limits,
@@ -226,7 +229,7 @@ impl<'a> Gateways<'a> {
         let out = translate(
             self.objs,
             &states,
-            (self.serves_udp, &self.limits),
+            (self.serves_udp, self.serves_mirror, &self.limits),
             Some(&self.pools),
         );
         if states.is_empty() {
@@ -249,7 +252,7 @@ impl<'a> Gateways<'a> {
 fn translate(
     objs: &Objects,
     gateways: &BTreeMap<ObjectKey, GatewayState>,
-    (serves_udp, limits): (bool, &crate::config::Limits),
+    (serves_udp, serves_mirror, limits): (bool, bool, &crate::config::Limits),
     pools: gateway::KnownPools<'_>,
 ) -> GatewayOutput {
     let addresses = gateways
@@ -270,6 +273,7 @@ fn translate(
     let secrets: Vec<SecretMeta> = objs.secret_metas();
     let mut input = objs.gateway_input(&secrets, &addresses, &unavailable);
     input.serves_udp = serves_udp;
+    input.serves_mirror = serves_mirror;
     input.pools = pools;
     input.conditional_rules_per_host = limits.conditional_rules_per_host;
     gateway::translate(&input)

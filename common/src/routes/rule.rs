@@ -134,6 +134,11 @@ pub struct RuleFilters {
     /// admin's `timeout server` / `proxy_read_timeout`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<TimeoutMs>,
+    /// Backends that get a copy of every request the rule forwards (Gateway API
+    /// RequestMirror); their answers are dropped. Only on a provider that mirrors
+    /// (nginx): the translation refuses it on HAProxy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mirrors: Vec<BackendId>,
 }
 
 /// A timeout in milliseconds, at least 1 (a Gateway API Duration: at most four parts

@@ -20,6 +20,7 @@
 //!   canonical form) and who answered (`namespace`, `pod`, `service`: the pod's name up
 //!   to `-lab`), and `httpPort`; a request header `X-Echo-Set-Header: Name:value,...`
 //!   sets those response headers; a query `delay=<n>s|<n>ms` waits that long first.
+//!   Each request is logged on stdout as `<pod> <method> <target>`.
 //!   On the same port, like the suite's echo server: h2c with prior knowledge (the same
 //!   JSON, `proto` `HTTP/2.0`) and WebSocket (an `Upgrade: websocket` request gets `101`
 //!   with its accept key, then every message is sent back: [`k8slb_tests::ws`]).
@@ -659,6 +660,8 @@ async fn serve_echo(mut s: TcpStream, echo: &Echo, port: u16) -> std::io::Result
             let key = key.first().cloned().unwrap_or_default();
             return serve_ws(s, &key, buf).await;
         }
+        // As the suite's echo server logs each request (its mirror tests read the logs).
+        println!("{} {method} {target}", echo.pod);
         if let Some(d) = delay_of(&target) {
             tokio::time::sleep(d).await;
         }

@@ -228,6 +228,9 @@ fn nx_filter_lines(f: &RuleFilters, splits: &mut NxSplits) -> (Vec<String>, Vec<
         lines.push(format!("add_header {} \"{}\" always;", h.name, h.value));
     }
     lines.extend(nx_timeout_lines(f.timeout));
+    for m in &f.mirrors {
+        lines.push(format!("mirror {};", nx_mirror_uri(&route_backend_name(m))));
+    }
     lines.extend(nx_rewrite_lines(f));
     (lines, skip)
 }
@@ -898,6 +901,12 @@ pub(crate) fn nx_server(
             .iter()
             .map(|r| (String::new(), &r.action, &r.filters))
             .collect();
+        if v.rules.iter().any(|r| !r.filters.mirrors.is_empty()) {
+            notes.push(format!(
+                "{what}: a RequestMirror among rules that match on method, headers or query (one nginx location for all, and nginx's mirror takes no variable): not rendered"
+            ));
+            return Ok(None);
+        }
         if v.rules.iter().any(nx_split_with_edits) {
             notes.push(format!(
                 "{what}: a split whose backends have their own request header edits, among rules that match on method, headers or query (one nginx location for all): not rendered"
@@ -998,14 +1007,39 @@ pub(crate) fn nx_server(
         d.path = "/".into();
         locations.push(d);
     }
+    let mut location_lines = nx_location_lines(&locations, &o.nginx_proxy, splits.invalid_shares);
+    location_lines.push_str(&nx_mirror_locations(rules));
     Ok(Some(NxServer {
         listen,
         default: host.is_none(),
         server_name,
         tls,
         h2,
-        location_lines: nx_location_lines(&locations, &o.nginx_proxy, splits.invalid_shares),
+        location_lines,
     }))
+}
+
+/// The URI of the internal location that sends a mirror copy to upstream `u`.
+fn nx_mirror_uri(u: &str) -> String {
+    format!("/_k8slb_mirror/{u}")
+}
+
+/// The internal locations the rules' `mirror` lines name: one per mirrored upstream,
+/// passing the request as the client sent it (`$request_uri`); its answer is dropped.
+fn nx_mirror_locations(rules: &[k8slb_common::routes::RouteRule]) -> String {
+    let ups: BTreeSet<String> = rules
+        .iter()
+        .filter(|r| matches!(r.action, RouteAction::Forward { .. }))
+        .flat_map(|r| r.filters.mirrors.iter().map(route_backend_name))
+        .collect();
+    let mut out = String::new();
+    for u in ups {
+        out.push_str(&format!(
+            "\n    location = {} {{\n      internal;\n      proxy_pass http://{u}$request_uri;\n    }}",
+            nx_mirror_uri(&u)
+        ));
+    }
+    out
 }
 
 pub(crate) fn nx_upstreams(routes: &HttpRoutes, notes: &mut Vec<String>) -> Vec<NxUpstream> {

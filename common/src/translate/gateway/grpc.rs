@@ -184,6 +184,11 @@ fn path_of(m: &GrpcMethodMatch) -> Result<Option<HttpPathMatch>, String> {
 pub fn to_http(r: &GrpcRoute) -> Result<HttpRoute, String> {
     let mut rules = Vec::with_capacity(r.spec.rules.len());
     for rule in &r.spec.rules {
+        // A mirror copy goes as HTTP/1.1 (nginx's mirror location): not to a gRPC
+        // server; refused rather than sent in the wrong protocol.
+        if rule.filters.iter().any(|f| f.type_ == "RequestMirror") {
+            return Err("RequestMirror on a GRPCRoute is not served".to_string());
+        }
         let mut matches = Vec::with_capacity(rule.matches.len());
         for m in &rule.matches {
             let path = match &m.method {

@@ -102,6 +102,9 @@ pub struct GatewayInput<'a> {
     /// The provider proxies UDP (nginx does, HAProxy does not): else `UDP` listeners are
     /// `UnsupportedProtocol`.
     pub serves_udp: bool,
+    /// The provider mirrors requests (nginx's `mirror`; HAProxy has none): else a
+    /// RequestMirror filter refuses its route.
+    pub serves_mirror: bool,
     /// The ConfigMaps a GatewayClass's `parametersRef` may name.
     pub configmaps: &'a [k8s_openapi::api::core::v1::ConfigMap],
     /// The pools that exist.

@@ -126,7 +126,8 @@ impl Translation<'_, '_> {
     }
 }
 
-/// Only the backends a rule forwards to or a stream route uses stay in the model.
+/// Only the backends a rule forwards (or mirrors) to or a stream route uses stay in the
+/// model.
 fn keep_used_backends(routes: &mut HttpRoutes) {
     let streamed = |udp: bool, id: &BackendId| {
         routes.streams.iter().any(|s| {
@@ -141,6 +142,7 @@ fn keep_used_backends(routes: &mut HttpRoutes) {
             l.virtual_hosts.iter().any(|v| {
                 v.rules.iter().any(|r| {
                     matches!(&r.action, RouteAction::Forward { backends, .. } if backends.iter().any(|b| &b.id == id))
+                        || r.filters.mirrors.contains(id)
                 })
             })
         })

@@ -109,10 +109,39 @@ pub(super) fn rules_of(
         "every reference resolved",
     );
     for (ri, rule) in r.spec.rules.iter().enumerate() {
-        let settings = match RuleSettings::of(rule) {
+        let mut settings = match RuleSettings::of(rule) {
             Ok(s) => s,
             Err(why) => return (vec![], refs, Some(why)),
         };
+        if !settings.mirror_refs.is_empty() && !input.serves_mirror {
+            let why =
+                "RequestMirror: HAProxy has no request mirroring (the nginx provider serves it)";
+            return (vec![], refs, Some(why.to_string()));
+        }
+        for b in std::mem::take(&mut settings.mirror_refs) {
+            match backend(input, &b, (kind, rns, "TCP"), services, backends) {
+                Ok(Some(w)) => {
+                    // The copy goes as HTTP/1.1: not to an h2c port.
+                    let h2c = backends
+                        .get(&w.id)
+                        .is_some_and(|s| s.protocol == crate::app_protocol::BackendProtocol::H2c);
+                    if h2c {
+                        let why = format!(
+                            "RequestMirror: backend {} speaks h2c; mirror copies are HTTP/1.1",
+                            w.id
+                        );
+                        return (vec![], refs, Some(why));
+                    }
+                    settings.filters.mirrors.push(w.id)
+                }
+                Ok(None) => {}
+                Err((reason, why)) => {
+                    if refs.status {
+                        refs = Condition::new(ConditionType::ResolvedRefs, false, reason, why);
+                    }
+                }
+            }
+        }
         let action = match &settings.action {
             Some(a) => a.clone(),
             None => forward(
@@ -187,6 +216,8 @@ struct RuleSettings {
     redirect_prefix: Option<types::HttpPathModifier>,
     /// Each backendRef's RequestHeaderModifier (empty when it has none), in order.
     backend_headers: Vec<HeaderEdits>,
+    /// The RequestMirror filters' backends, resolved with the rule's references.
+    mirror_refs: Vec<types::HttpBackendRef>,
 }
 
 impl RuleSettings {
@@ -206,16 +237,20 @@ impl RuleSettings {
             path_rewrite: None,
             redirect_prefix: None,
             backend_headers: Vec::new(),
+            mirror_refs: Vec::new(),
         };
         let mut seen: Vec<&str> = Vec::new();
         for f in &rule.filters {
-            if seen.contains(&f.type_.as_str()) {
+            // RequestMirror may be given more than once (one per mirror).
+            if seen.contains(&f.type_.as_str()) && f.type_ != "RequestMirror" {
                 return Err(format!("filter {} is given twice in one rule", f.type_));
             }
             seen.push(&f.type_);
             me.filter(f)?;
         }
-        if me.action.is_some() && (!me.filters.is_empty() || me.path_rewrite.is_some()) {
+        if me.action.is_some()
+            && (!me.filters.is_empty() || me.path_rewrite.is_some() || !me.mirror_refs.is_empty())
+        {
             // The spec forbids RequestRedirect with URLRewrite; header modifiers of a
             // redirect would have nothing to modify that is forwarded.
             return Err("RequestRedirect with another filter is not served".to_string());
@@ -310,6 +345,25 @@ impl RuleSettings {
                 };
                 self.filters.rewrite_host = host;
                 self.path_rewrite = u.path.clone();
+                Ok(())
+            }),
+            "RequestMirror" => f.request_mirror.as_ref().map(|m| {
+                // nginx's `mirror` copies every request: a share below all is refused.
+                let whole = |v: &serde_json::Value| {
+                    let d = v.get("denominator").and_then(|d| d.as_i64()).unwrap_or(100);
+                    v.get("numerator").and_then(|n| n.as_i64()) == Some(d)
+                };
+                match (m.percent, &m.fraction) {
+                    (None | Some(100), None) => {}
+                    (None, Some(f)) if whole(f) => {}
+                    _ => {
+                        return Err(
+                            "RequestMirror: a percent or fraction below all requests is not served (nginx mirrors every request)"
+                                .to_string(),
+                        )
+                    }
+                }
+                self.mirror_refs.push(m.backend_ref.clone());
                 Ok(())
             }),
             t => Some(Err(format!("filter {t} is not served yet"))),

@@ -329,6 +329,21 @@ pub struct HttpRouteFilter {
         skip_serializing_if = "Option::is_none"
     )]
     pub url_rewrite: Option<UrlRewrite>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_mirror: Option<RequestMirror>,
+}
+
+/// A RequestMirror filter: the backend that gets a copy of each request, and which share
+/// of the requests (`percent`, or `fraction` as `{numerator, denominator}`; all when
+/// neither is given).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestMirror {
+    pub backend_ref: HttpBackendRef,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percent: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<serde_json::Value>,
 }
 
 /// RequestHeaderModifier / ResponseHeaderModifier.
