@@ -692,6 +692,26 @@ fn nx_conditional_locations(
     }]
 }
 
+/// Why the rules of a host that match on method, headers or query (nginx picks among
+/// them in one location) cannot be served as asked on nginx, if they cannot: a mirror
+/// (nginx's `mirror` takes no variable), a split with per-backend header edits, or
+/// different timeouts (nginx's take no variable either).
+fn nx_pick_refusal(rules: &[k8slb_common::routes::RouteRule]) -> Option<&'static str> {
+    let chosen: Vec<_> = rules
+        .iter()
+        .map(|r| (String::new(), &r.action, &r.filters))
+        .collect();
+    if rules.iter().any(|r| !r.filters.mirrors.is_empty()) {
+        Some("a RequestMirror among rules that match on method, headers or query (one nginx location for all, and nginx's mirror takes no variable)")
+    } else if rules.iter().any(nx_split_with_edits) {
+        Some("a split whose backends have their own request header edits, among rules that match on method, headers or query (one nginx location for all)")
+    } else if nx_pick_timeout(&chosen).is_err() {
+        Some("rules that match on method, headers or query share one nginx location, which takes one timeout; these ask for different ones")
+    } else {
+        None
+    }
+}
+
 /// Whether `r` splits among backends of which one has request header edits of its own
 /// (one backend's are the rule's: [`RouteRule::forward_filters`]).
 fn nx_split_with_edits(r: &k8slb_common::routes::RouteRule) -> bool {
@@ -896,28 +916,9 @@ pub(crate) fn nx_server(
                 .flatten()
             })
             .unwrap_or_else(|| "$proxy_host".to_string());
-        let chosen: Vec<_> = v
-            .rules
-            .iter()
-            .map(|r| (String::new(), &r.action, &r.filters))
-            .collect();
-        if v.rules.iter().any(|r| !r.filters.mirrors.is_empty()) {
-            notes.push(format!(
-                "{what}: a RequestMirror among rules that match on method, headers or query (one nginx location for all, and nginx's mirror takes no variable): not rendered"
-            ));
-            return Ok(None);
-        }
-        if v.rules.iter().any(nx_split_with_edits) {
-            notes.push(format!(
-                "{what}: a split whose backends have their own request header edits, among rules that match on method, headers or query (one nginx location for all): not rendered"
-            ));
-            return Ok(None);
-        }
-        if nx_pick_timeout(&chosen).is_err() {
-            // Refused (said in a note), never served with another timeout.
-            notes.push(format!(
-                "{what}: rules that match on method, headers or query share one nginx location, which takes one timeout; these ask for different ones; not rendered"
-            ));
+        if let Some(why) = nx_pick_refusal(&v.rules) {
+            // Refused (said in a note), never served approximately.
+            notes.push(format!("{what}: {why}; not rendered"));
             return Ok(None);
         }
         let locations = nx_conditional_locations(&v.rules, &default_action, &host_default, splits);
