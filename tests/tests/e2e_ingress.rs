@@ -519,11 +519,30 @@ fn two_tenants_claim_one_host(sys: &System, ip: IpAddr, proxy: &str) {
         Ok(served_by_https(sys, ip, 443, "bank.example.com", "/login") == "be2")
     })
     .unwrap_or_else(|e| panic!("{proxy}: evil never took bank.example.com over: {e:#}"));
-    assert_eq!(
-        served_fingerprint(sys, ip, 443, "bank.example.com"),
-        evil_fp,
-        "{proxy}"
-    );
+    // The certificate converges too: a CI run once saw evil's routes answer while the
+    // next handshake still got another certificate, on nginx (cause not found yet: see
+    // issue 22's note). It must be evil's within the same bound; what was served before
+    // it is printed, to tell a reload race (bank's) from a two-round convergence (the
+    // pool's).
+    let mut seen = Vec::new();
+    wait::until(T, || {
+        let fp = served_fingerprint(sys, ip, 443, "bank.example.com");
+        if fp != evil_fp && !seen.contains(&fp) {
+            seen.push(fp.clone());
+        }
+        Ok(fp == evil_fp)
+    })
+    .unwrap_or_else(|e| panic!("{proxy}: bank.example.com never got evil's certificate: {e:#}"));
+    for fp in &seen {
+        let whose = if *fp == bank_fp {
+            "bank's"
+        } else if *fp == pool_fp {
+            "the pool's"
+        } else {
+            "another"
+        };
+        println!("{proxy}: before evil's certificate, bank.example.com served {whose}: {fp}");
+    }
     for p in ["/", "/other"] {
         assert_eq!(
             served_by_https(sys, ip, 443, "bank.example.com", p),
