@@ -8,13 +8,15 @@
 #   manifests/components/ingress/   serving Ingresses: the IngressClass, the RBAC for
 #                                     Ingresses and TLS Secrets, watcher --ingress; used by
 #                                     manifests/overlays/<proxy>-ingress (haproxy, nginx)
+#   manifests/components/bgp/       BGP-mode pools: FRR's capabilities, reading BGP
+#                                     password Secrets; used by manifests/overlays/haproxy-bgp
 #
 # Each file is a three-line header followed by exactly `kubectl kustomize
 # manifests/overlays/<variant>`. The image tag is the crate version: `newTag` in each
 # proxy overlay's kustomization.yaml is rewritten to v<workspace version in Cargo.toml>
 # (the -ingress overlays take it from their proxy's).
 #
-#   manifests/build.sh           set the image tags, write the five files
+#   manifests/build.sh           set the image tags, write the six files
 #   manifests/build.sh --check   change nothing; exit 1 if a tag is not the crate version
 #                                or a checked-in file differs from what kustomize renders
 #
@@ -25,7 +27,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 proxies="haproxy nginx kubeproxy"
-variants="$proxies haproxy-ingress nginx-ingress"
+variants="$proxies haproxy-ingress nginx-ingress haproxy-bgp"
 
 if ! command -v kubectl >/dev/null 2>&1; then
     echo "manifests/build.sh: kubectl not found: it renders the manifests (kubectl kustomize); install kubectl" >&2

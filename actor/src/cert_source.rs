@@ -67,6 +67,11 @@ impl CertSecrets {
         }
     }
 
+    /// The Secrets of the last complete view, by name.
+    pub fn secrets(&self) -> &BTreeMap<String, Secret> {
+        &self.current
+    }
+
     /// The certificates to have (stem → certificate), and why each Secret that is not used
     /// is not (name, reason).
     pub fn certs(&self) -> (BTreeMap<String, NodeCert>, Vec<(String, String)>) {

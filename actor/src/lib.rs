@@ -48,6 +48,7 @@ macro_rules! say {
 
 pub mod admin;
 pub mod apply;
+pub mod bgp_secrets;
 pub mod cert_source;
 pub mod cmd_render;
 pub mod control;

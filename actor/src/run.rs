@@ -122,6 +122,12 @@ pub struct RunArgs {
     /// `--certs-out`. Keep it on a tmpfs.
     #[arg(long, env = "K8SLB_CERTS_DIR", default_value = "/run/k8slb/certs")]
     pub certs_dir: PathBuf,
+    /// Where the BGP peers' password Secrets are, one directory per Secret holding its
+    /// `password` file (a Secret volume's layout): with `--state configmap` the actor
+    /// keeps it in step with the `kubernetes.io/basic-auth` Secrets of its namespace.
+    /// Keep it on a tmpfs.
+    #[arg(long, env = "K8SLB_BGP_SECRETS_DIR", default_value = "/run/k8slb/bgp-secrets")]
+    pub bgp_secrets_dir: PathBuf,
     /// Address of /livez, /readyz and /metrics.
     #[arg(long, env = "K8SLB_ADMIN_ADDR", default_value = "0.0.0.0:9254")]
     pub admin_addr: SocketAddr,
@@ -225,6 +231,11 @@ pub struct LoopConfig {
     /// On SIGTERM, how long to wait at most for BGP routes to be withdrawn before the
     /// proxy stops ([`crate::frr::Bgp::withdraw`]).
     pub bgp_withdraw_wait: Duration,
+    /// The BGP peers' password Secrets (`--bgp-secrets-dir`).
+    pub bgp_secrets_dir: Option<PathBuf>,
+    /// Told (once) when a state with a BGP peer's `passwordSecret` is applied: the
+    /// password Secrets are watched only from then on (only the BGP variant may read them).
+    pub bgp_secrets_wanted: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl LoopConfig {
@@ -244,6 +255,8 @@ impl LoopConfig {
             report: None,
             templates: None,
             bgp_withdraw_wait: crate::frr::DEFAULT_WITHDRAW_WAIT,
+            bgp_secrets_dir: None,
+            bgp_secrets_wanted: None,
         }
     }
 }
@@ -433,12 +446,15 @@ pub fn control_loop<R: NodeRenderer>(
         .ok()
         .and_then(|t| load_state(&t).ok());
     let mut control = Control::new(cfg.provider, cfg.timing.clone(), last_saved);
-    let bgp = crate::frr::Bgp::new(
+    let mut bgp = crate::frr::Bgp::new(
         cfg.node.clone(),
         crate::frr::runtime_dir(&cfg.paths.work_dir),
         cfg.templates.as_deref(),
         metrics.clone(),
     );
+    if let Some(d) = &cfg.bgp_secrets_dir {
+        bgp.set_secrets_dir(d.clone());
+    }
     let mut driver = Driver {
         bgp,
         described: source.describe(),
@@ -525,6 +541,26 @@ impl<R: NodeRenderer> Driver<'_, R> {
         Flow::Continue
     }
 
+    /// The node report for the watcher: what the proxy's checker refuses, and the BGP
+    /// peers with a problem (sent only when it changed).
+    fn report(&self, now: Instant) {
+        let Some(r) = &self.cfg.report else {
+            return;
+        };
+        let refused = self
+            .applier
+            .quarantine_errors()
+            .iter()
+            .map(|(object, error)| Refused {
+                object: object.clone(),
+                error: error.clone(),
+            });
+        r.set(
+            NodeReport::new(&self.cfg.node, &self.cfg.provider.to_string(), refused)
+                .with_bgp(self.bgp.problems(now)),
+        );
+    }
+
     /// Whether the certificate directory changed since the last look.
     fn certs_changed(&mut self) -> bool {
         let Some(dir) = self.cfg.certs_dir.as_deref() else {
@@ -559,6 +595,14 @@ impl<R: NodeRenderer> Driver<'_, R> {
                         w.notify_one();
                     }
                 }
+                if let Some(w) = &self.cfg.bgp_secrets_wanted {
+                    let named = state.config.bgp.as_ref().is_some_and(|b| {
+                        b.peers.iter().any(|p| p.password_secret.is_some())
+                    });
+                    if named {
+                        w.notify_one();
+                    }
+                }
                 let addrs = self.ops.addresses().unwrap_or_else(|e| {
                     tracing::error!(error = %e, "could not list addresses");
                     Vec::new()
@@ -587,19 +631,7 @@ impl<R: NodeRenderer> Driver<'_, R> {
                     self.ops,
                     now,
                 );
-                if let Some(r) = &cfg.report {
-                    r.set(NodeReport::new(
-                        &cfg.node,
-                        &cfg.provider.to_string(),
-                        self.applier
-                            .quarantine_errors()
-                            .iter()
-                            .map(|(object, error)| Refused {
-                                object: object.clone(),
-                                error: error.clone(),
-                            }),
-                    ));
-                }
+                self.report(now);
                 return Some(Input::Applied(outcome));
             }
             Action::Supervise => {
@@ -607,6 +639,7 @@ impl<R: NodeRenderer> Driver<'_, R> {
                 self.applier.supervise(now);
                 self.bgp
                     .supervise(self.applier.serving_vips().as_ref(), now);
+                self.report(now);
                 let keepalived_runs = self.applier.keepalived().daemon().is_running();
                 let certs_changed = self.certs_changed();
                 return Some(Input::Supervised(Supervised {
@@ -871,6 +904,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let certs_dir = std::path::absolute(&args.certs_dir)
         .with_context(|| format!("--certs-dir {}", args.certs_dir.display()))?;
     cfg.certs_dir = Some(certs_dir.clone());
+    let bgp_secrets_dir = std::path::absolute(&args.bgp_secrets_dir)
+        .with_context(|| format!("--bgp-secrets-dir {}", args.bgp_secrets_dir.display()))?;
+    cfg.bgp_secrets_dir = Some(bgp_secrets_dir.clone());
 
     // The Kubernetes client only for the ConfigMap source. Building it reads the
     // in-cluster config (or KUBECONFIG) and makes no request: an unreachable API server
@@ -891,6 +927,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             wanted.notified().await;
             tracing::info!(namespace = %ns, "the state names TLS Secrets' certificates: watching the node certificate Secrets");
             crate::cert_source::follow(c, ns, certs_dir).await;
+        });
+    }
+    // The BGP peers' password Secrets into --bgp-secrets-dir, once a state names one.
+    if let Some(c) = &client {
+        let wanted = Arc::new(tokio::sync::Notify::new());
+        cfg.bgp_secrets_wanted = Some(wanted.clone());
+        let (c, ns) = (c.clone(), args.namespace.clone());
+        tokio::spawn(async move {
+            wanted.notified().await;
+            tracing::info!(namespace = %ns, "a BGP peer has a passwordSecret: watching the kubernetes.io/basic-auth Secrets");
+            crate::bgp_secrets::follow(c, ns, bgp_secrets_dir).await;
         });
     }
     // The node report (the objects this node's proxy checker refuses) for the watcher.

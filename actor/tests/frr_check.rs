@@ -1,11 +1,13 @@
 //! The rendered `frr.conf` passes FRR's own checker (`vtysh --dryrun`, what the actor
 //! runs before installing it), for IPv4 and IPv6 peers, BFD and per-node peers; and the
 //! checker does refuse a config FRR would not take, so the acceptance means something.
+//! Passwords: every character a `passwordSecret` may hold passes the checker.
 //! Needs FRR (`apt-get install frr`; ./scripts/install-deps.sh installs it).
 
 use k8slb_actor::daemons::Daemon;
 use k8slb_actor::frr::daemon::{Frr, FrrBinaries};
 use k8slb_actor::frr::render::{announced, frr_view, FrrRenderer};
+use k8slb_common::bgp::{BgpPassword, SecretName};
 use k8slb_common::config::parse_global_config;
 use k8slb_common::names::NodeName;
 use k8slb_common::state::{LbNode, State, VipState};
@@ -18,7 +20,7 @@ const CONFIG: &str = r#"{ "pools": {
     "ranged": { "network": "198.18.11.5-198.18.11.9", "range": "198.18.11.5-198.18.11.9", "mode": "bgp" } },
   "bgp": { "asn": 4200000000, "peers": [
     { "address": "198.18.3.1", "asn": 64513, "bfd": true },
-    { "address": "198.18.4.1", "asn": 64514, "holdTime": 0, "nodes": ["lb-1"] },
+    { "address": "198.18.4.1", "asn": 64514, "holdTime": 0, "nodes": ["lb-1"], "passwordSecret": "bgp-auth" },
     { "address": "fd00:3::1", "asn": 64513, "bfd": true, "holdTime": 90 } ],
     "bfd": { "receiveInterval": 20, "transmitInterval": 30, "detectMultiplier": 5 } } }"#;
 
@@ -50,6 +52,10 @@ fn state() -> State {
 }
 
 fn rendered(announce_all: bool) -> String {
+    rendered_with(announce_all, "s3cret")
+}
+
+fn rendered_with(announce_all: bool, password: &str) -> String {
     let s = state();
     let node: NodeName = "lb-1".parse().unwrap();
     let a = if announce_all {
@@ -57,7 +63,8 @@ fn rendered(announce_all: bool) -> String {
     } else {
         BTreeSet::new()
     };
-    let v = frr_view(&s, &node, &["198.18.3.2".parse().unwrap()], &a).unwrap();
+    let pw = |_: &SecretName| BgpPassword::try_from(password.as_bytes()).map_err(|e| e.to_string());
+    let v = frr_view(&s, &node, &["198.18.3.2".parse().unwrap()], &a, &pw).unwrap();
     assert_eq!(v.peers.len(), 3);
     FrrRenderer::embedded().unwrap().render(&v).unwrap()
 }
@@ -85,4 +92,14 @@ fn the_checker_refuses_what_frr_would_not_take() {
     let text = rendered(true).replace("remote-as 64513", "remote-as 64513; neighbor evil");
     let e = check(&text).unwrap_err();
     assert!(e.contains("frr: config check failed"), "{e}");
+}
+
+#[test]
+fn every_character_a_password_may_hold_passes_the_checker() {
+    let all: String = (0x21u8..=0x7e).map(char::from).collect();
+    for chunk in [&all[..80], &all[80..]] {
+        let text = rendered_with(true, chunk);
+        assert!(text.contains(&format!("password {chunk}\n")), "{text}");
+        check(&text).unwrap_or_else(|e| panic!("{chunk:?}: {e}\n{text}"));
+    }
 }

@@ -8,8 +8,9 @@
 //! names): nothing of it is free text, so rendering it into `frr.conf` pastes nothing a
 //! user wrote.
 
-use crate::names::NodeName;
-use serde::{Deserialize, Serialize};
+use crate::names::{string_newtype, NameError, NodeName};
+use serde::{Deserialize, Deserializer, Serialize};
+use std::str::FromStr;
 use std::fmt;
 use std::net::IpAddr;
 
@@ -128,6 +129,84 @@ pub struct BgpPeer {
     /// Only these LB nodes peer with this router; empty: every LB node.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<NodeName>,
+    /// The Secret of k8slb's namespace whose key [`PASSWORD_KEY`] is the session's TCP
+    /// MD5 password (RFC 2385). Only the name travels in the state: the actors read the
+    /// Secret themselves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_secret: Option<SecretName>,
+}
+
+string_newtype!(
+    /// The name of a Secret (RFC 1123 subdomain): also a directory name on the nodes
+    /// (`<bgp secrets dir>/<name>/password`), which a subdomain always is.
+    SecretName,
+    "Secret name",
+    crate::names::is_dns_subdomain,
+    "a Secret name is an RFC 1123 subdomain (lowercase letters, digits, '-' and '.')"
+);
+
+/// The key of a BGP password Secret that holds the password (the `password` of a
+/// `kubernetes.io/basic-auth` Secret, as MetalLB's BGP peers use).
+pub const PASSWORD_KEY: &str = "password";
+/// The type of a BGP password Secret.
+pub const PASSWORD_SECRET_TYPE: &str = "kubernetes.io/basic-auth";
+/// The kernel's longest TCP MD5 key (`TCP_MD5SIG_MAXKEYLEN`).
+pub const PASSWORD_MAX_BYTES: usize = 80;
+
+/// A session's TCP MD5 password, checked: 1 to [`PASSWORD_MAX_BYTES`] printable ASCII
+/// characters, no whitespace (one word of `frr.conf`; a trailing newline of the Secret's
+/// value is dropped). `Debug` never prints it; only [`BgpPassword::expose`] does, for the
+/// config file.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BgpPassword(String);
+
+impl BgpPassword {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for BgpPassword {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("BgpPassword(<redacted>)")
+    }
+}
+
+impl Serialize for BgpPassword {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+/// Why a Secret's value is not a password. Says nothing of the value but its length.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PasswordError {
+    #[error("is empty")]
+    Empty,
+    #[error("is {0} bytes long; TCP MD5 takes at most {PASSWORD_MAX_BYTES}")]
+    TooLong(usize),
+    #[error("holds a character that is not printable ASCII, or whitespace")]
+    Character,
+}
+
+impl TryFrom<&[u8]> for BgpPassword {
+    type Error = PasswordError;
+    fn try_from(b: &[u8]) -> Result<Self, PasswordError> {
+        let b = b
+            .strip_suffix(b"\r\n")
+            .or_else(|| b.strip_suffix(b"\n"))
+            .unwrap_or(b);
+        if b.is_empty() {
+            return Err(PasswordError::Empty);
+        }
+        if b.len() > PASSWORD_MAX_BYTES {
+            return Err(PasswordError::TooLong(b.len()));
+        }
+        if !b.iter().all(|c| c.is_ascii_graphic()) {
+            return Err(PasswordError::Character);
+        }
+        Ok(BgpPassword(String::from_utf8_lossy(b).into_owned()))
+    }
 }
 
 impl BgpPeer {
@@ -182,10 +261,37 @@ mod tests {
             bfd: true,
             hold_time_s: DEFAULT_HOLD_TIME_S,
             nodes: vec![],
+            password_secret: None,
         };
         assert!(p.applies_to(&n("lb-1")));
         p.nodes = vec![n("lb-2")];
         assert!(!p.applies_to(&n("lb-1")));
         assert!(p.applies_to(&n("lb-2")));
+    }
+
+    #[test]
+    fn a_password_is_one_word_of_printable_ascii_the_kernel_takes() {
+        let ok = |b: &[u8]| BgpPassword::try_from(b).map(|p| p.expose().to_string());
+        assert_eq!(ok(b"s3cret!x\n").as_deref(), Ok("s3cret!x"));
+        assert_eq!(ok(b"a\r\n").as_deref(), Ok("a"));
+        let all: Vec<u8> = (0x21..=0x7e).collect();
+        assert!(ok(&all[..80]).is_ok());
+        assert_eq!(ok(b""), Err(PasswordError::Empty));
+        assert_eq!(ok(b"\n"), Err(PasswordError::Empty));
+        assert_eq!(ok(&[b'a'; 81]), Err(PasswordError::TooLong(81)));
+        for bad in [&b"two words"[..], b"tab\tx", b"line\nbreak", b"nul\0", "é".as_bytes()] {
+            assert_eq!(ok(bad), Err(PasswordError::Character), "{bad:?}");
+        }
+        let p = BgpPassword::try_from(&b"hunter2"[..]).unwrap();
+        assert!(!format!("{p:?}").contains("hunter2"));
+        assert_eq!(serde_json::to_string(&p).unwrap(), "\"hunter2\"");
+    }
+
+    #[test]
+    fn a_password_secret_name_is_a_subdomain() {
+        assert!("bgp-peer.auth".parse::<SecretName>().is_ok());
+        for bad in ["", "../x", "a/b", "UPPER", "a b"] {
+            assert!(bad.parse::<SecretName>().is_err(), "{bad:?}");
+        }
     }
 }

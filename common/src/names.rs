@@ -42,7 +42,7 @@ fn is_dns_label(s: &str, max: usize) -> bool {
 }
 
 /// RFC 1123 subdomain: dot-separated labels, at most 253 characters.
-fn is_dns_subdomain(s: &str) -> bool {
+pub(crate) fn is_dns_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(|l| is_dns_label(l, 63))
 }
 

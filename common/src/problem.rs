@@ -161,6 +161,13 @@ reasons! {
     /// The proxy's own config checker on an LB node refuses the object's part of the
     /// config: the actor leaves it out there and serves the rest (its quarantine).
     ProxyRefused = "ProxyRefused",
+    /// A BGP peer answered the node's session with a NOTIFICATION (a wrong AS, ...).
+    BgpPeerRefused = "BGPPeerRefused",
+    /// A BGP peer's `passwordSecret` is missing or unusable on the node: the peer is
+    /// left out of the node's FRR config.
+    BgpPasswordUnusable = "BGPPasswordUnusable",
+    /// A BGP session that has not come up for a while, the router sending nothing.
+    BgpSessionDown = "BGPSessionDown",
     // Gateway API: the specification's condition reasons, for the conditions that say
     // something is not served (see `gateway`).
     InvalidParameters = "InvalidParameters",

@@ -2,6 +2,8 @@
 //! config the proxy's own checker refuses there, and which the actor therefore leaves out
 //! (its quarantine, issue 20). The watcher turns each into a `ProxyRefused` problem on the
 //! object: an Event and a line in the state, like every problem the plan finds itself.
+//! And the node's BGP peers that refuse its session, or that it cannot configure
+//! ([`PeerProblem`]): problems on the Node.
 //!
 //! The actor publishes its report as the ConfigMap [`configmap_name`] in k8slb's
 //! namespace, with the labels [`REPORT_LABELS`] and the JSON in `data[`[`REPORT_KEY`]`]`.
@@ -42,6 +44,40 @@ pub struct NodeReport {
     /// Objects left out beyond [`MAX_ENTRIES`].
     #[serde(default, skip_serializing_if = "is_zero")]
     pub more: usize,
+    /// BGP peers with a problem (at most [`MAX_ENTRIES`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bgp: Vec<PeerProblem>,
+}
+
+/// A BGP peer of the node whose session is refused, down, or not configured.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PeerProblem {
+    pub peer: std::net::IpAddr,
+    pub kind: PeerProblemKind,
+    /// What the node saw (escaped, cut to [`MAX_ERROR_CHARS`]).
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PeerProblemKind {
+    /// The peer sent a NOTIFICATION.
+    Refused,
+    /// The peer's password is missing or unusable: not configured.
+    Password,
+    /// Not established for a while, nothing received.
+    Down,
+}
+
+impl PeerProblemKind {
+    pub fn reason(self) -> crate::problem::Reason {
+        use crate::problem::Reason;
+        match self {
+            PeerProblemKind::Refused => Reason::BgpPeerRefused,
+            PeerProblemKind::Password => Reason::BgpPasswordUnusable,
+            PeerProblemKind::Down => Reason::BgpSessionDown,
+        }
+    }
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -78,7 +114,25 @@ impl NodeReport {
             proxy: proxy.to_string(),
             quarantined: all,
             more,
+            bgp: Vec::new(),
         }
+    }
+
+    /// The report with `problems` as its BGP part: sorted, one per peer, at most
+    /// [`MAX_ENTRIES`], messages escaped and cut.
+    pub fn with_bgp(mut self, problems: impl IntoIterator<Item = PeerProblem>) -> Self {
+        let mut all: Vec<PeerProblem> = problems
+            .into_iter()
+            .map(|p| PeerProblem {
+                message: cut(&p.message),
+                ..p
+            })
+            .collect();
+        all.sort();
+        all.dedup_by(|a, b| a.peer == b.peer);
+        all.truncate(MAX_ENTRIES);
+        self.bgp = all;
+        self
     }
 
     pub fn to_json(&self) -> String {
@@ -177,6 +231,24 @@ mod tests {
             decode("k8slb-node-lb-1", Some("{")),
             Err(ReportError::Undecodable(_))
         ));
+    }
+
+    #[test]
+    fn bgp_peer_problems_are_bounded_escaped_and_read_back() {
+        let many = (0..200u32).map(|i| PeerProblem {
+            peer: std::net::IpAddr::from([198, 18, (i / 250) as u8, (i % 250) as u8]),
+            kind: PeerProblemKind::Refused,
+            message: format!("OPEN Message Error/Bad Peer AS\n{}", "x".repeat(1000)),
+        });
+        let r = NodeReport::new(&node("lb-1"), "haproxy", []).with_bgp(many);
+        assert_eq!(r.bgp.len(), MAX_ENTRIES);
+        assert!(r.bgp[0].message.starts_with("OPEN Message Error/Bad Peer AS\\n"));
+        assert_eq!(r.bgp[0].message.chars().count(), MAX_ERROR_CHARS + 1);
+        let (_, back) = decode("k8slb-node-lb-1", Some(&r.to_json())).unwrap();
+        assert_eq!(back, r);
+        // Older reports (no bgp key) still read; an empty list is not written.
+        let plain = NodeReport::new(&node("lb-1"), "haproxy", []);
+        assert!(!plain.to_json().contains("bgp"));
     }
 
     #[test]

@@ -285,7 +285,8 @@ pub fn reconcile(snap: &Snapshot<'_>, prev: &Previous) -> Effects {
     };
 
     let Plan { mut state, gateway } = plan_round(cfg, &settings.plan, &snap.objects, previous);
-    let refused = refused_problems(&snap.reports, &state);
+    let mut refused = refused_problems(&snap.reports, &state);
+    refused.extend(bgp_problems(&snap.reports, &state));
     if problem.is_some() || !refused.is_empty() {
         state.problems.extend(problem.into_iter().chain(refused));
         state.problems.sort();
@@ -461,6 +462,34 @@ fn refused_problems(reports: &BTreeMap<NodeName, NodeReport>, state: &State) -> 
                     shown.join(", ")
                 ),
             )
+        })
+        .collect()
+}
+
+/// A problem on the Node for each BGP peer that an LB node of `state` reports refusing
+/// its session, down, or left out of its FRR config (a password it cannot use). The
+/// watcher's Events about a Node go to the Node's Events (`kubectl describe node`).
+fn bgp_problems(reports: &BTreeMap<NodeName, NodeReport>, state: &State) -> Vec<Problem> {
+    let asn = |peer: &std::net::IpAddr| {
+        state
+            .config
+            .bgp
+            .as_ref()
+            .and_then(|b| b.peers.iter().find(|p| p.address == *peer))
+            .map(|p| p.asn.get())
+    };
+    reports
+        .iter()
+        .filter(|(node, _)| state.nodes.contains_key(*node))
+        .flat_map(|(node, report)| {
+            report.bgp.iter().filter_map(move |p| {
+                let asn = asn(&p.peer)?;
+                Some(Problem::new(
+                    ObjRef::Node(node.clone()),
+                    p.kind.reason(),
+                    format!("BGP peer {} (AS {asn}): {}", p.peer, p.message),
+                ))
+            })
         })
         .collect()
 }
@@ -713,6 +742,64 @@ mod tests {
         snap.reports = BTreeMap::from([report("lb1", &[])]);
         let p3 = planned(reconcile(&snap, &prev));
         assert!(p3.changed && refused(&p3).is_empty());
+    }
+
+    #[test]
+    fn a_bgp_peer_an_lb_node_reports_refusing_is_a_problem_and_an_event_on_the_node() {
+        use k8slb_common::report::{PeerProblem, PeerProblemKind};
+        let (s, u) = (settings(), uids());
+        let (_, prev) = first(&s, &u);
+        let bgp = json!({"pools": {
+            "default": {"network": "10.0.0.0/24", "range": "10.0.0.10-10.0.0.50"},
+            "ecmp": {"network": "198.18.10.0/24", "range": "198.18.10.10-198.18.10.20", "mode": "bgp"}},
+            "bgp": {"asn": 64512, "peers": [{"address": "198.18.3.1", "asn": 64513}]}});
+        let cfg = ConfigRead::Valid(Box::new(
+            k8slb_common::config::parse_global_config(&bgp.to_string()).expect("valid"),
+        ));
+        let mut snap = snapshot(&s, &u, cfg, objects(vec![web("2", &["10.0.0.10"])]));
+        let problem = |peer: &str, kind| PeerProblem {
+            peer: ip(peer),
+            kind,
+            message: "refused this node's session: OPEN Message Error/Bad Peer AS".into(),
+        };
+        let with_bgp = |node: &str, problems: Vec<PeerProblem>| {
+            let (n, r) = report(node, &[]);
+            (n, r.with_bgp(problems))
+        };
+        snap.reports = BTreeMap::from([
+            with_bgp(
+                "lb1",
+                vec![
+                    problem("198.18.3.1", PeerProblemKind::Refused),
+                    // Not a peer of the config: a forged or stale entry says nothing.
+                    problem("198.18.9.9", PeerProblemKind::Refused),
+                ],
+            ),
+            // Not an LB node of the state.
+            with_bgp("lb9", vec![problem("198.18.3.1", PeerProblemKind::Down)]),
+        ]);
+        let p = planned(reconcile(&snap, &prev));
+        let got: Vec<(String, Reason, String)> = p
+            .state
+            .problems
+            .iter()
+            .filter(|p| p.object.to_string().starts_with("Node "))
+            .map(|p| (p.object.to_string(), p.reason.clone(), p.message.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [(
+                "Node lb1".to_string(),
+                Reason::BgpPeerRefused,
+                "BGP peer 198.18.3.1 (AS 64513): refused this node's session: OPEN Message Error/Bad Peer AS".to_string()
+            )]
+        );
+        let events: Vec<(&str, &str)> = p
+            .events
+            .iter()
+            .map(|n| (n.reason.as_str(), n.target.kind.as_str()))
+            .collect();
+        assert!(events.contains(&("BGPPeerRefused", "Node")), "{events:?}");
     }
 
     #[test]

@@ -17,6 +17,7 @@
 
 pub mod daemon;
 pub mod render;
+pub mod sessions;
 
 use crate::admin::Metrics;
 use crate::daemons::{Daemon, DaemonError};
@@ -24,9 +25,12 @@ use crate::supervise::{Action, Restarter};
 use crate::vip::{self, AddrOps};
 use daemon::{Frr, FrrBinaries};
 use ipnet::IpNet;
+use k8slb_common::bgp::{BgpPassword, SecretName, PASSWORD_KEY};
 use k8slb_common::names::NodeName;
+use k8slb_common::report::PeerProblem;
 use k8slb_common::state::State;
-use render::{announced, bgp_vips, frr_view, FrrRenderer, FrrView};
+use render::{announced, bgp_vips, frr_view, FrrRenderer, FrrView, LeftOut};
+use sessions::{parse_neighbors, PeerWatch};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -164,6 +168,56 @@ pub struct Bgp {
     retry: Option<(String, Instant)>,
     /// The addresses this actor put on `lo`.
     bound: BTreeSet<IpAddr>,
+    /// Where the password Secrets are, one directory each (`<dir>/<name>/password`):
+    /// `--bgp-secrets-dir`.
+    secrets_dir: Option<PathBuf>,
+    /// The peers the last rendered config leaves out, as last logged.
+    left_out: Vec<LeftOut>,
+    /// The sessions, for the node report.
+    watch: PeerWatch,
+}
+
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())
+}
+
+/// The password of Secret `name` from its node copy `<dir>/<name>/password` (the
+/// layout of a Secret volume), checked; or why there is none (never the value).
+pub fn read_password(dir: Option<&std::path::Path>, name: &SecretName) -> Result<BgpPassword, String> {
+    const MAX_FILE: u64 = 4096;
+    let Some(dir) = dir else {
+        return Err(format!("Secret {name}: this actor has no --bgp-secrets-dir"));
+    };
+    let path = dir.join(name.as_str()).join(PASSWORD_KEY);
+    let missing = || {
+        format!(
+            "Secret {name} (k8slb's namespace, type {}, key {PASSWORD_KEY}) is not on this node ({})",
+            k8slb_common::bgp::PASSWORD_SECRET_TYPE,
+            path.display()
+        )
+    };
+    match std::fs::metadata(&path) {
+        Ok(m) if m.len() > MAX_FILE => {
+            return Err(format!("Secret {name}: its {PASSWORD_KEY} is {} bytes long", m.len()))
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    }
+    let bytes = std::fs::read(&path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => missing(),
+        _ => format!("{}: {e}", path.display()),
+    })?;
+    BgpPassword::try_from(bytes.as_slice())
+        .map_err(|e| format!("the {PASSWORD_KEY} of Secret {name} {e}"))
 }
 
 impl Bgp {
@@ -196,6 +250,23 @@ impl Bgp {
             observed_at: None,
             retry: None,
             bound: BTreeSet::new(),
+            secrets_dir: None,
+            left_out: Vec::new(),
+            watch: PeerWatch::default(),
+        }
+    }
+
+    /// Where the peers' password Secrets are (`--bgp-secrets-dir`).
+    pub fn set_secrets_dir(&mut self, dir: PathBuf) {
+        self.secrets_dir = Some(dir);
+    }
+
+    /// The node's BGP peers that refuse its session, are down for long, or are left out
+    /// of its config (for the node report).
+    pub fn problems(&self, now: Instant) -> Vec<PeerProblem> {
+        match &self.running {
+            Some((view, _)) => self.watch.problems(view, now),
+            None => Vec::new(),
         }
     }
 
@@ -297,7 +368,15 @@ impl Bgp {
         } else {
             announced(&state, &self.node, serving)
         };
-        let Some(view) = frr_view(&state, &self.node, &self.node_addresses, &announce) else {
+        let dir = self.secrets_dir.clone();
+        let passwords = move |name: &SecretName| read_password(dir.as_deref(), name);
+        let Some(view) = frr_view(
+            &state,
+            &self.node,
+            &self.node_addresses,
+            &announce,
+            &passwords,
+        ) else {
             if self.frr.is_running() {
                 tracing::info!("no BGP-mode pool or peer for this node any more: stopping FRR");
                 self.frr.stop(Duration::from_secs(3));
@@ -306,10 +385,16 @@ impl Bgp {
             self.failure = None;
             return;
         };
+        if view.left_out != self.left_out {
+            for l in view.left_out.iter().filter(|l| !self.left_out.contains(l)) {
+                tracing::error!(peer = %l.address, asn = l.asn, why = %l.why, "BGP peer left out of FRR's config (its password)");
+            }
+            self.left_out = view.left_out.clone();
+        }
         let text = match self.renderer.render(&view) {
             Ok(t) => t,
             Err(e) => {
-                self.fail(format!("render: {e}"));
+                self.fail(format!("render: {}", view.redact(&e.to_string())));
                 return;
             }
         };
@@ -329,7 +414,7 @@ impl Bgp {
         match self.install(&view, &text, now) {
             Ok(()) => self.retry = None,
             Err(e) => {
-                self.fail(e.to_string());
+                self.fail(view.redact(&e.to_string()));
                 self.retry = Some((text, now + RETRY_AFTER));
             }
         }
@@ -360,7 +445,8 @@ impl Bgp {
             daemon: crate::daemons::DaemonKind::Frr,
             why: format!("create {}: {e}", self.frr.dir().display()),
         })?;
-        std::fs::write(&candidate, text).map_err(|e| DaemonError::Start {
+        // Mode 0600: it may hold TCP MD5 passwords (root's vtysh and frr-reload.py read it).
+        write_private(&candidate, text).map_err(|e| DaemonError::Start {
             daemon: crate::daemons::DaemonKind::Frr,
             why: format!("write {}: {e}", candidate.display()),
         })?;
@@ -463,6 +549,15 @@ impl Bgp {
         } else {
             None
         };
+        let neighbors = if self.frr.is_running() {
+            self.frr
+                .show("show bgp neighbors json")
+                .map(|j| parse_neighbors(&j))
+                .ok()
+        } else {
+            None
+        };
+        self.watch.observe(neighbors, Instant::now());
         let s = sessions.clone().unwrap_or_default();
         self.metrics
             .set_bgp(s.peers, s.established, s.bfd_up, announced);
@@ -646,13 +741,36 @@ mod tests {
     }
 
     #[test]
+    fn a_password_is_read_from_its_secrets_node_copy_and_never_quoted() {
+        let dir = tempfile::tempdir().unwrap();
+        let name: SecretName = "bgp-auth".parse().unwrap();
+        let e = read_password(Some(dir.path()), &name).unwrap_err();
+        assert!(e.contains("Secret bgp-auth"), "{e}");
+        assert!(e.contains("is not on this node"), "{e}");
+        std::fs::create_dir(dir.path().join("bgp-auth")).unwrap();
+        let file = dir.path().join("bgp-auth").join(PASSWORD_KEY);
+        std::fs::write(&file, "s3cret!x\n").unwrap();
+        let pw = read_password(Some(dir.path()), &name).unwrap();
+        assert_eq!(pw.expose(), "s3cret!x");
+        std::fs::write(&file, "two words").unwrap();
+        let e = read_password(Some(dir.path()), &name).unwrap_err();
+        assert!(!e.contains("two words") && e.contains("not printable ASCII"), "{e}");
+        std::fs::write(&file, vec![b'a'; 10_000]).unwrap();
+        assert!(read_password(Some(dir.path()), &name)
+            .unwrap_err()
+            .contains("10000 bytes"));
+        assert!(read_password(None, &name).is_err());
+    }
+
+    #[test]
     fn an_announced_set_change_alone_takes_the_fast_path() {
         let s = render::tests::state();
         let n: NodeName = "lb-1".parse().unwrap();
         let all = announced(&s, &n, None);
-        let old = frr_view(&s, &n, &[], &all).unwrap();
+        let none = render::tests::no_passwords;
+        let old = frr_view(&s, &n, &[], &all, &none).unwrap();
         let fewer: BTreeSet<IpAddr> = all.iter().copied().skip(1).collect();
-        let new = frr_view(&s, &n, &[], &fewer).unwrap();
+        let new = frr_view(&s, &n, &[], &fewer, &none).unwrap();
         let cmds = network_commands(&old, &new).unwrap();
         assert_eq!(
             cmds,

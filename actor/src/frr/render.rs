@@ -13,10 +13,16 @@
 //!   routers, so zebra changes nothing in the node's routing table, and the node can
 //!   never be a transit between its peers.
 //!
-//! Every value is typed (addresses, numbers, the node name): nothing is free text.
+//! - a peer with a `passwordSecret` gets `neighbor ... password`, its TCP MD5 key, read
+//!   from the Secret by the caller and checked ([`BgpPassword`]); while the password is
+//!   not there or not usable the peer is left out ([`FrrView::left_out`]), never
+//!   configured without it.
+//!
+//! Every value is typed (addresses, numbers, the node name, a checked password): nothing
+//! is free text.
 
 use ipnet::IpNet;
-use k8slb_common::bgp::{BfdTimers, PoolMode};
+use k8slb_common::bgp::{BfdTimers, BgpPassword, PoolMode, SecretName};
 use k8slb_common::names::NodeName;
 use k8slb_common::state::State;
 use serde::Serialize;
@@ -70,7 +76,21 @@ pub struct PeerView {
     pub bfd: bool,
     /// An IPv4 session (announces the IPv4 routes); otherwise IPv6.
     pub v4: bool,
+    /// The TCP MD5 password (`passwordSecret`).
+    pub password: Option<BgpPassword>,
 }
+
+/// A peer of this node that the config leaves out, and why (its password).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeftOut {
+    pub address: IpAddr,
+    pub asn: u32,
+    pub why: String,
+}
+
+/// Where a peer's password comes from: the Secret's name to the password, or why there
+/// is none (the caller reads the node's copy of the Secret).
+pub type Passwords<'a> = &'a dyn Fn(&SecretName) -> Result<BgpPassword, String>;
 
 /// Everything `frr.conf` says, typed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -85,12 +105,25 @@ pub struct FrrView {
     pub v6_networks: Vec<IpNet>,
     pub v4_announced: Vec<IpNet>,
     pub v6_announced: Vec<IpNet>,
+    /// Peers of this node not in the config (their password is missing or unusable).
+    #[serde(skip)]
+    pub left_out: Vec<LeftOut>,
 }
 
 impl FrrView {
     /// The host routes announced.
     pub fn prefixes(&self) -> impl Iterator<Item = &IpNet> {
         self.v4_announced.iter().chain(&self.v6_announced)
+    }
+
+    /// `text` with every password of this view replaced (a checker's message can quote
+    /// the config line).
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for pw in self.peers.iter().filter_map(|p| p.password.as_ref()) {
+            out = out.replace(pw.expose(), "<redacted>");
+        }
+        out
     }
 }
 
@@ -104,6 +137,7 @@ pub fn frr_view(
     node: &NodeName,
     node_addresses: &[IpAddr],
     announce: &BTreeSet<IpAddr>,
+    passwords: Passwords<'_>,
 ) -> Option<FrrView> {
     let bgp = state.config.bgp.as_ref()?;
     let bgp_pools: Vec<_> = state
@@ -115,20 +149,32 @@ pub fn frr_view(
     if bgp_pools.is_empty() {
         return None;
     }
-    let peers: Vec<PeerView> = bgp
-        .peers
-        .iter()
-        .filter(|p| p.applies_to(node))
-        .map(|p| PeerView {
+    let mut peers = Vec::new();
+    let mut left_out = Vec::new();
+    for p in bgp.peers.iter().filter(|p| p.applies_to(node)) {
+        let password = match p.password_secret.as_ref().map(passwords) {
+            None => None,
+            Some(Ok(pw)) => Some(pw),
+            Some(Err(why)) => {
+                left_out.push(LeftOut {
+                    address: p.address,
+                    asn: p.asn.get(),
+                    why,
+                });
+                continue;
+            }
+        };
+        peers.push(PeerView {
             address: p.address,
             asn: p.asn.get(),
             keepalive_s: p.hold_time_s / 3,
             hold_time_s: p.hold_time_s,
             bfd: p.bfd,
             v4: p.address.is_ipv4(),
-        })
-        .collect();
-    if peers.is_empty() {
+            password,
+        });
+    }
+    if peers.is_empty() && left_out.is_empty() {
         return None;
     }
     let mut v4_networks = BTreeSet::new();
@@ -163,6 +209,7 @@ pub fn frr_view(
         v6_networks: v6_networks.into_iter().collect(),
         v4_announced: announce.iter().filter(|a| a.is_ipv4()).map(host).collect(),
         v6_announced: announce.iter().filter(|a| a.is_ipv6()).map(host).collect(),
+        left_out,
     })
 }
 
@@ -231,6 +278,11 @@ pub(crate) mod tests {
         s.parse().unwrap()
     }
 
+    /// No peer of [`CONFIG`] has a password.
+    pub(crate) fn no_passwords(name: &SecretName) -> Result<BgpPassword, String> {
+        Err(format!("no Secret {name}"))
+    }
+
     pub(crate) fn state() -> State {
         let cfg = parse_global_config(CONFIG).unwrap();
         let mut s = State::empty(cfg.actor_config(&Default::default()));
@@ -286,13 +338,14 @@ pub(crate) mod tests {
             &n("lb-1"),
             &["198.18.3.2".parse().unwrap()],
             &BTreeSet::new(),
+            &no_passwords,
         )
         .unwrap();
         let addrs: Vec<String> = v.peers.iter().map(|p| p.address.to_string()).collect();
         assert_eq!(addrs, ["198.18.3.1", "fd00:3::1"]);
         assert_eq!(v.router_id, Some("198.18.3.2".parse().unwrap()));
         assert!(v.bfd.is_some());
-        let v2 = frr_view(&s, &n("lb-2"), &[], &BTreeSet::new()).unwrap();
+        let v2 = frr_view(&s, &n("lb-2"), &[], &BTreeSet::new(), &no_passwords).unwrap();
         assert_eq!(v2.peers.len(), 3);
         assert_eq!((v2.peers[1].keepalive_s, v2.peers[1].hold_time_s), (10, 30));
         assert_eq!(v2.router_id, None);
@@ -300,15 +353,65 @@ pub(crate) mod tests {
         for p in vrrp_only.config.pools.values_mut() {
             p.mode = PoolMode::Vrrp;
         }
-        assert!(frr_view(&vrrp_only, &n("lb-1"), &[], &BTreeSet::new()).is_none());
+        assert!(frr_view(&vrrp_only, &n("lb-1"), &[], &BTreeSet::new(), &no_passwords).is_none());
     }
 
     #[test]
     fn frr_conf_snapshot() {
         let s = state();
         let a = announced(&s, &n("lb-1"), None);
-        let v = frr_view(&s, &n("lb-1"), &["198.18.3.2".parse().unwrap()], &a).unwrap();
+        let v = frr_view(
+            &s,
+            &n("lb-1"),
+            &["198.18.3.2".parse().unwrap()],
+            &a,
+            &no_passwords,
+        )
+        .unwrap();
         let text = FrrRenderer::embedded().unwrap().render(&v).unwrap();
         insta::assert_snapshot!("frr_conf_lb1", text);
+    }
+
+    /// A state whose first peer (198.18.3.1) takes its password from Secret `bgp-auth`.
+    pub(crate) fn state_with_password() -> State {
+        let mut s = state();
+        let bgp = s.config.bgp.as_mut().unwrap();
+        bgp.peers[0].password_secret = Some("bgp-auth".parse().unwrap());
+        s
+    }
+
+    #[test]
+    fn a_peer_gets_its_password_or_is_left_out_never_configured_without_it() {
+        let s = state_with_password();
+        let secret = |name: &SecretName| {
+            assert_eq!(name.as_str(), "bgp-auth");
+            BgpPassword::try_from(&b"s3cret!x"[..]).map_err(|e| e.to_string())
+        };
+        let v = frr_view(&s, &n("lb-1"), &[], &BTreeSet::new(), &secret).unwrap();
+        let text = FrrRenderer::embedded().unwrap().render(&v).unwrap();
+        assert!(
+            text.contains(" neighbor 198.18.3.1 password s3cret!x\n"),
+            "{text}"
+        );
+        assert_eq!(text.matches(" password ").count(), 1, "{text}");
+        assert!(v.left_out.is_empty());
+        assert_eq!(
+            v.redact("line 30: neighbor 198.18.3.1 password s3cret!x"),
+            "line 30: neighbor 198.18.3.1 password <redacted>"
+        );
+        assert!(!format!("{v:?}").contains("s3cret"));
+
+        let v = frr_view(&s, &n("lb-1"), &[], &BTreeSet::new(), &no_passwords).unwrap();
+        let text = FrrRenderer::embedded().unwrap().render(&v).unwrap();
+        assert!(!text.contains("198.18.3.1"), "{text}");
+        assert!(text.contains("neighbor fd00:3::1 remote-as"), "{text}");
+        assert_eq!(
+            v.left_out,
+            [LeftOut {
+                address: "198.18.3.1".parse().unwrap(),
+                asn: 64513,
+                why: "no Secret bgp-auth".into()
+            }]
+        );
     }
 }

@@ -177,7 +177,8 @@ const BGP_TWO_POOLS: &str = r#"{ "pools": {
         "ecmp": { "network": "198.18.10.0/24", "range": "198.18.10.10-198.18.10.20", "mode": "bgp" } },
       "bgp": { "asn": 64512, "peers": [
         { "address": "198.18.3.1", "asn": 64513, "bfd": true },
-        { "address": "198.18.4.1", "asn": 64514, "holdTime": 30, "nodes": ["lb-2", "lb-1"] } ] } }"#;
+        { "address": "198.18.4.1", "asn": 64514, "holdTime": 30, "nodes": ["lb-2", "lb-1"],
+          "passwordSecret": "bgp-router-2" } ] } }"#;
 
 #[test]
 fn a_bgp_pool_beside_a_vrrp_pool_is_accepted_with_typed_peers() {
@@ -195,6 +196,11 @@ fn a_bgp_pool_beside_a_vrrp_pool_is_accepted_with_typed_peers() {
     assert_eq!(b.peers[1].hold_time_s, 30);
     let nodes: Vec<&str> = b.peers[1].nodes.iter().map(|n| n.as_str()).collect();
     assert_eq!(nodes, ["lb-1", "lb-2"]);
+    assert_eq!(b.peers[0].password_secret, None);
+    assert_eq!(
+        b.peers[1].password_secret.as_ref().map(|n| n.as_str()),
+        Some("bgp-router-2")
+    );
     assert_eq!(b.bfd.receive_interval_ms, DEFAULT_BFD_INTERVAL_MS);
     assert_eq!(b.bfd.detect_multiplier, 3);
     // The actors get the mode of each pool and the peers.
@@ -291,6 +297,14 @@ fn hostile_or_wrong_bgp_values_are_refused_with_their_path() {
         (
             r#"{ "asn": 1, "peers": [{"address": "198.18.3.1", "asn": 2, "pasword": "x"}] }"#,
             "bgp.peers[0].pasword: unknown key",
+        ),
+        (
+            r#"{ "asn": 1, "peers": [{"address": "198.18.3.1", "asn": 2, "passwordSecret": "../../etc/shadow"}] }"#,
+            "bgp.peers[0].passwordSecret",
+        ),
+        (
+            r#"{ "asn": 1, "peers": [{"address": "198.18.3.1", "asn": 2, "passwordSecret": {"name": "x"}}] }"#,
+            "bgp.peers[0].passwordSecret: expected the name of a Secret",
         ),
         (
             r#"{ "asn": 1, "peers": [{"address": "198.18.3.1", "asn": 2}], "bfd": {"receiveInterval": 5} }"#,

@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::bgp::{
-    Asn, BfdTimers, BgpPeer, BgpSettings, PoolMode, BFD_INTERVAL_MS, BFD_MULTIPLIER,
-    DEFAULT_HOLD_TIME_S, HOLD_TIME_S,
+    Asn, BfdTimers, BgpPeer, BgpSettings, PoolMode, SecretName, BFD_INTERVAL_MS,
+    BFD_MULTIPLIER, DEFAULT_HOLD_TIME_S, HOLD_TIME_S,
 };
 use crate::names::NodeName;
 use std::collections::BTreeSet;
@@ -11,7 +11,7 @@ use std::net::IpAddr;
 
 pub(in crate::config) const BGP_KEYS: &[&str] = &["asn", "peers", "bfd"];
 pub(in crate::config) const BGP_PEER_KEYS: &[&str] =
-    &["address", "asn", "bfd", "holdTime", "nodes"];
+    &["address", "asn", "bfd", "holdTime", "nodes", "passwordSecret"];
 pub(in crate::config) const BFD_KEYS: &[&str] =
     &["receiveInterval", "transmitInterval", "detectMultiplier"];
 
@@ -201,12 +201,33 @@ impl Checker {
                 format!("expected a list of node names, found {}", kind(other)),
             ),
         }
+        let password_secret = match m.get("passwordSecret") {
+            None => None,
+            Some(Value::String(n)) => match n.parse::<SecretName>() {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    self.err(&join(path, "passwordSecret"), e);
+                    None
+                }
+            },
+            Some(other) => {
+                self.err(
+                    &join(path, "passwordSecret"),
+                    format!(
+                        "expected the name of a Secret in k8slb's namespace, found {}",
+                        kind(other)
+                    ),
+                );
+                None
+            }
+        };
         Some(BgpPeer {
             address: address?,
             asn: asn?,
             bfd,
             hold_time_s,
             nodes,
+            password_secret,
         })
     }
 
