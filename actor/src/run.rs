@@ -126,7 +126,11 @@ pub struct RunArgs {
     /// `password` file (a Secret volume's layout): with `--state configmap` the actor
     /// keeps it in step with the `kubernetes.io/basic-auth` Secrets of its namespace.
     /// Keep it on a tmpfs.
-    #[arg(long, env = "K8SLB_BGP_SECRETS_DIR", default_value = "/run/k8slb/bgp-secrets")]
+    #[arg(
+        long,
+        env = "K8SLB_BGP_SECRETS_DIR",
+        default_value = "/run/k8slb/bgp-secrets"
+    )]
     pub bgp_secrets_dir: PathBuf,
     /// Address of /livez, /readyz and /metrics.
     #[arg(long, env = "K8SLB_ADMIN_ADDR", default_value = "0.0.0.0:9254")]
@@ -596,9 +600,11 @@ impl<R: NodeRenderer> Driver<'_, R> {
                     }
                 }
                 if let Some(w) = &self.cfg.bgp_secrets_wanted {
-                    let named = state.config.bgp.as_ref().is_some_and(|b| {
-                        b.peers.iter().any(|p| p.password_secret.is_some())
-                    });
+                    let named = state
+                        .config
+                        .bgp
+                        .as_ref()
+                        .is_some_and(|b| b.peers.iter().any(|p| p.password_secret.is_some()));
                     if named {
                         w.notify_one();
                     }

@@ -18,6 +18,8 @@ use std::process::Command;
 const PROXIES: [&str; 3] = ["haproxy", "nginx", "kubeproxy"];
 /// The variants that serve Ingresses (`manifests/k8slb-<proxy>-ingress.yml`).
 const INGRESS_VARIANTS: [&str; 2] = ["haproxy-ingress", "nginx-ingress"];
+/// The variants with BGP-mode pools (`manifests/k8slb-<proxy>-bgp.yml`).
+const BGP_VARIANTS: [&str; 1] = ["haproxy-bgp"];
 const NS: &str = "k8slb-system";
 
 fn root() -> PathBuf {
@@ -92,7 +94,7 @@ fn checked_in_manifests_match_build_sh() {
 
 #[test]
 fn every_document_is_a_named_object_of_a_served_version() {
-    for proxy in PROXIES.iter().chain(&INGRESS_VARIANTS) {
+    for proxy in PROXIES.iter().chain(&INGRESS_VARIANTS).chain(&BGP_VARIANTS) {
         let docs = docs(proxy);
         assert!(docs.len() >= 10, "{proxy}: {} documents", docs.len());
         let mut seen = BTreeSet::new();
@@ -336,13 +338,13 @@ fn workloads_are_wired_as_documented() {
 type Grant = (String, String, String, String, String);
 
 /// Parse the tables of docs/api-calls.md: `| verbs | group/version resource | scope | why |`,
-/// under `## <binary>` (every variant) or `## <binary> --ingress` (the Ingress variants
-/// only; taken when `ingress`).
+/// under `## <binary>` (every variant), `## <binary> --ingress` (the Ingress variants
+/// only; taken when `ingress`) or `## <binary> --bgp` (the BGP variants; when `bgp`).
 /// Verbs: comma-separated, parenthesised remarks ignored. Resource: the first word is
 /// the group/version (`v1` is the core group), the resource is in backticks. Scope: a
 /// cell starting with "namespace" is the k8slb namespace; anything else (cluster,
 /// all namespaces, the involved object's namespace) needs a ClusterRole.
-fn documented(ingress: bool) -> BTreeSet<Grant> {
+fn documented(ingress: bool, bgp: bool) -> BTreeSet<Grant> {
     let text = std::fs::read_to_string(root().join("docs/api-calls.md")).unwrap();
     let mut out = BTreeSet::new();
     let mut binary: Option<String> = None;
@@ -353,6 +355,7 @@ fn documented(ingress: bool) -> BTreeSet<Grant> {
             binary = match words.next() {
                 None => Some(bin),
                 Some("--ingress") => ingress.then_some(bin),
+                Some("--bgp") => bgp.then_some(bin),
                 Some(other) => panic!("docs/api-calls.md: unknown variant {other} in {line}"),
             };
             continue;
@@ -461,16 +464,17 @@ fn granted(docs: &[Value]) -> BTreeSet<Grant> {
 fn rbac_grants_exactly_the_documented_calls() {
     for bin in ["k8slb-watcher", "k8slb-actor"] {
         assert!(
-            documented(false).iter().any(|g| g.0 == bin),
+            documented(false, false).iter().any(|g| g.0 == bin),
             "docs/api-calls.md has no rows for {bin}"
         );
     }
     let variants = PROXIES
         .iter()
-        .map(|p| (*p, false))
-        .chain(INGRESS_VARIANTS.iter().map(|p| (*p, true)));
-    for (proxy, ingress) in variants {
-        let documented = documented(ingress);
+        .map(|p| (*p, false, false))
+        .chain(INGRESS_VARIANTS.iter().map(|p| (*p, true, false)))
+        .chain(BGP_VARIANTS.iter().map(|p| (*p, false, true)));
+    for (proxy, ingress, bgp) in variants {
+        let documented = documented(ingress, bgp);
         let granted = granted(&docs(proxy));
         let missing: Vec<_> = documented.difference(&granted).collect();
         let extra: Vec<_> = granted.difference(&documented).collect();
@@ -481,14 +485,28 @@ fn rbac_grants_exactly_the_documented_calls() {
     }
 }
 
-/// Only the Ingress variants grant anything on Secrets; there, the actor reads the
-/// Secrets of its namespace only, and nothing cluster-wide.
+/// Only the Ingress and BGP variants grant anything on Secrets; there, the actor reads
+/// the Secrets of its namespace only, and nothing cluster-wide; in the BGP variant the
+/// watcher reads none.
 #[test]
-fn only_the_ingress_variants_touch_secrets() {
+fn only_the_ingress_and_bgp_variants_touch_secrets() {
     for proxy in PROXIES {
         let granted = granted(&docs(proxy));
         let secrets: Vec<_> = granted.iter().filter(|g| g.3 == "secrets").collect();
         assert!(secrets.is_empty(), "{proxy}: {secrets:?}");
+    }
+    for proxy in BGP_VARIANTS {
+        let granted = granted(&docs(proxy));
+        let secrets: Vec<_> = granted.iter().filter(|g| g.3 == "secrets").collect();
+        assert!(!secrets.is_empty(), "{proxy}");
+        for g in secrets {
+            assert_eq!(
+                (g.0.as_str(), g.1.as_str()),
+                ("k8slb-actor", NS),
+                "{proxy}: {g:?}"
+            );
+            assert!(["list", "watch"].contains(&g.4.as_str()), "{proxy}: {g:?}");
+        }
     }
     for proxy in INGRESS_VARIANTS {
         let granted = granted(&docs(proxy));
@@ -535,7 +553,7 @@ fn the_actor_reads_configmaps_and_writes_only_configmaps_of_its_namespace() {
 /// the binary can use, and the call it was meant for is refused.
 #[test]
 fn rules_limited_by_name_grant_only_verbs_that_name_an_object() {
-    for proxy in PROXIES.iter().chain(&INGRESS_VARIANTS) {
+    for proxy in PROXIES.iter().chain(&INGRESS_VARIANTS).chain(&BGP_VARIANTS) {
         let docs = docs(proxy);
         for role in docs
             .iter()

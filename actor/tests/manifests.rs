@@ -17,7 +17,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const PROXIES: [&str; 3] = ["haproxy", "nginx", "kubeproxy"];
+/// The variants checked here: one per proxy, and the BGP variant (haproxy plus
+/// components/bgp).
+const PROXIES: [&str; 4] = ["haproxy", "nginx", "kubeproxy", "haproxy-bgp"];
 const WORKLOADS: [&str; 2] = ["Deployment", "DaemonSet"];
 
 fn root() -> PathBuf {

@@ -10,9 +10,9 @@
 
 use crate::names::{string_newtype, NameError, NodeName};
 use serde::{Deserialize, Deserializer, Serialize};
-use std::str::FromStr;
 use std::fmt;
 use std::net::IpAddr;
+use std::str::FromStr;
 
 /// How a pool's addresses reach the network.
 #[derive(
@@ -279,7 +279,13 @@ mod tests {
         assert_eq!(ok(b""), Err(PasswordError::Empty));
         assert_eq!(ok(b"\n"), Err(PasswordError::Empty));
         assert_eq!(ok(&[b'a'; 81]), Err(PasswordError::TooLong(81)));
-        for bad in [&b"two words"[..], b"tab\tx", b"line\nbreak", b"nul\0", "é".as_bytes()] {
+        for bad in [
+            &b"two words"[..],
+            b"tab\tx",
+            b"line\nbreak",
+            b"nul\0",
+            "é".as_bytes(),
+        ] {
             assert_eq!(ok(bad), Err(PasswordError::Character), "{bad:?}");
         }
         let p = BgpPassword::try_from(&b"hunter2"[..]).unwrap();

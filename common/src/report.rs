@@ -242,7 +242,9 @@ mod tests {
         });
         let r = NodeReport::new(&node("lb-1"), "haproxy", []).with_bgp(many);
         assert_eq!(r.bgp.len(), MAX_ENTRIES);
-        assert!(r.bgp[0].message.starts_with("OPEN Message Error/Bad Peer AS\\n"));
+        assert!(r.bgp[0]
+            .message
+            .starts_with("OPEN Message Error/Bad Peer AS\\n"));
         assert_eq!(r.bgp[0].message.chars().count(), MAX_ERROR_CHARS + 1);
         let (_, back) = decode("k8slb-node-lb-1", Some(&r.to_json())).unwrap();
         assert_eq!(back, r);

@@ -21,9 +21,14 @@ pub const ROUTER_ASN: u32 = 64513;
 pub const ECMP_NET: &str = "198.18.10.0/24";
 pub const ECMP6_NET: &str = "fd00:10::/64";
 
+/// The TCP MD5 password of the IPv4 sessions (the router's and the actors' Secret
+/// `bgp-auth`); the IPv6 sessions have none.
+pub const PASSWORD: &str = "s3cret!x";
+pub const PASSWORD_SECRET: &str = "bgp-auth";
+
 /// The router's FRR: every LB node of the switch's subnet may peer (a listen range),
 /// multipath over different ASes' paths (all nodes are AS 64512, so plain multipath),
-/// BFD at 50 ms x 3.
+/// BFD at 50 ms x 3; the IPv4 sessions with the TCP MD5 password [`PASSWORD`].
 pub fn router_conf() -> String {
     format!(
         "frr defaults datacenter
@@ -37,6 +42,7 @@ router bgp {ROUTER_ASN}
  neighbor nodes remote-as external
  neighbor nodes bfd
  neighbor nodes bfd profile fast
+ neighbor nodes password {PASSWORD}
  neighbor nodes6 peer-group
  neighbor nodes6 remote-as external
  neighbor nodes6 bfd
@@ -227,7 +233,8 @@ pub fn config() -> serde_json::Value {
     json!({
         "pools": pools,
         "bgp": { "asn": 64512, "peers": [
-            { "address": format!("198.18.0.{ROUTER_INDEX}"), "asn": ROUTER_ASN, "bfd": true },
+            { "address": format!("198.18.0.{ROUTER_INDEX}"), "asn": ROUTER_ASN, "bfd": true,
+              "passwordSecret": PASSWORD_SECRET },
             { "address": format!("fd00:18::{ROUTER_INDEX}"), "asn": ROUTER_ASN, "bfd": true }
         ] }
     })
@@ -275,6 +282,14 @@ pub fn scenario(name: &str, proxy: &str) -> Result<(System, Numbers)> {
     let mut opts = Options::new(name).lbs(3).proxy(proxy);
     opts.config_extra = config();
     let mut sys = System::start(opts)?;
+    // The password Secret as the actors' --bgp-secrets-dir holds it (in Kubernetes the
+    // actor writes it there from the Secret): after the start, so each actor first
+    // leaves the IPv4 peer out, then takes it when the file comes.
+    for n in sys.lb_nodes() {
+        let d = sys.actor_bgp_secrets_dir(&n).join(PASSWORD_SECRET);
+        std::fs::create_dir_all(&d)?;
+        std::fs::write(d.join("password"), format!("{PASSWORD}\n"))?;
+    }
     start_router(&mut sys)?;
     let mut out = Numbers::default();
 

@@ -567,7 +567,12 @@ pub struct ContainerSpec {
 impl ContainerSpec {
     /// The image and both workloads as the generated manifest ([`manifest_path`]) says.
     pub fn from_manifest() -> Result<ContainerSpec> {
-        let m = manifest_path();
+        Self::from_file(&manifest_path())
+    }
+
+    /// The image and both workloads as the generated manifest `m` says.
+    pub fn from_file(m: &Path) -> Result<ContainerSpec> {
+        let m = m.to_path_buf();
         Ok(ContainerSpec {
             image: image(),
             actor: workload(&m, "DaemonSet", "actor", "actor")?,

@@ -427,6 +427,12 @@ impl System {
         self.lab.dir.join(format!("{node}-certs"))
     }
 
+    /// Where the actor on `node` finds the BGP peers' password Secrets
+    /// (`--bgp-secrets-dir`: `<dir>/<name>/password`).
+    pub fn actor_bgp_secrets_dir(&self, node: &str) -> PathBuf {
+        self.lab.dir.join(format!("{node}-bgp-secrets"))
+    }
+
     pub fn start_actor(&mut self, node: &str) -> Result<ProcId> {
         if self.opts.containers.is_some() {
             return self.start_actor_container(node);
@@ -461,6 +467,10 @@ impl System {
             .actor_templates
             .as_ref()
             .map(|d| d.to_string_lossy().into_owned());
+        let bgp_secrets = self
+            .actor_bgp_secrets_dir(node)
+            .to_string_lossy()
+            .into_owned();
         let mut args = vec![
             bin.as_str(),
             "run",
@@ -474,6 +484,8 @@ impl System {
             &work,
             "--certs-dir",
             &certs,
+            "--bgp-secrets-dir",
+            &bgp_secrets,
             "--admin-addr",
             ADMIN_ADDR,
         ];
@@ -873,11 +885,18 @@ impl System {
         );
         // The relay's copy of the watcher's state (see FileRelay).
         let state_dir = self.lab.dir.join("actor-state");
+        // The BGP password Secrets, where the actor's default --bgp-secrets-dir is (in a
+        // cluster the actor writes them there from the Secrets).
+        let bgp_secrets = self.actor_bgp_secrets_dir(node);
+        std::fs::create_dir_all(&bgp_secrets)?;
         let p = self.run_container(
             node,
             node,
             security,
-            &[(state_dir, IN_CONTAINER_STATE_DIR, true)],
+            &[
+                (state_dir, IN_CONTAINER_STATE_DIR, true),
+                (bgp_secrets, "/run/k8slb/bgp-secrets", true),
+            ],
             &env,
             command,
         )?;

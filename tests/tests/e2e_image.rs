@@ -250,3 +250,72 @@ fn manifest_security_contexts_are_read() -> Result<()> {
     ensure!(spec.actor.read_only_root && spec.watcher.read_only_root);
     Ok(())
 }
+
+/// What the BGP variant's actor needs beyond the base, for a failure's message.
+const BGP_NEEDS: &str = "FRR's daemons need SETUID and SETGID (they switch to the user frr), CHOWN (their runtime directory) and SYS_ADMIN (FRR 8 refuses to start without it)";
+
+/// The BGP variant (manifests/k8slb-haproxy-bgp.yml) as users run it: the actor
+/// containers under its security context start FRR as their children, which peer with
+/// the lab's upstream router (TCP MD5 on IPv4, the password from the Secret's node copy),
+/// announce a BGP-mode pool's address from both nodes, and withdraw it when the actor
+/// stops (SIGTERM, exit 0 within the grace period). Every process of the containers,
+/// FRR's included, stays within the manifest's capabilities.
+#[test]
+#[ignore = "needs root: podman runs the k8slb image under the BGP manifest's security context in the lab's network namespaces with an FRR router; ./scripts/test.sh runs it"]
+fn the_bgp_variant_announces_from_every_node_under_its_manifests_security_context() {
+    let m = k8slb_tests::bins::repo_root().join("manifests/k8slb-haproxy-bgp.yml");
+    let spec = ContainerSpec::from_file(&m).expect("the BGP manifest");
+    let caps = spec.actor.effective_caps().unwrap_or_default();
+    for c in ["SETUID", "SETGID", "CHOWN", "SYS_ADMIN"] {
+        assert!(
+            caps.iter().any(|x| x == c),
+            "{c} not in {caps:?}: {BGP_NEEDS}"
+        );
+    }
+    if let Err(e) = bgp_in_containers(&spec) {
+        panic!(
+            "{e:#}\n(the actor ran with capabilities {caps:?} from {}; {BGP_NEEDS})",
+            spec.actor.source
+        );
+    }
+}
+
+fn bgp_in_containers(spec: &ContainerSpec) -> Result<()> {
+    use k8slb_tests::bgp;
+    let mut opts = Options::new("image-bgp").containers(spec.clone());
+    opts.config_extra = bgp::config();
+    let mut sys = System::start(opts)?;
+    for n in sys.lb_nodes() {
+        let d = sys.actor_bgp_secrets_dir(&n).join(bgp::PASSWORD_SECRET);
+        std::fs::create_dir_all(&d)?;
+        std::fs::write(d.join("password"), bgp::PASSWORD)?;
+    }
+    bgp::start_router(&mut sys)?;
+    let fast = svc("default", "fast")
+        .port(tcp("http", 80, 8080))
+        .annotation("loadbalancer/pool", "ecmp");
+    sys.apply_service(&fast)?;
+    let ip = sys.wait_ips("default/fast", T)?[0];
+    let nodes = sys.lb_nodes();
+    bgp::wait_hops(&sys, ip, nodes.len()).context("the address announced by every node")?;
+    let target = SocketAddr::new(ip, 80);
+    sys.wait_serving(Proto::Http, target, T)?;
+    for n in &nodes {
+        check_security(&sys.container_name(n), &spec.actor)?;
+        let frr = sys.pids_named(n, "bgpd")?;
+        ensure!(!frr.is_empty(), "no bgpd in the container of {n}");
+    }
+    // SIGTERM: the routes withdrawn before the proxy stops; exit 0 within the grace.
+    let first = nodes[0].clone();
+    let grace = Duration::from_secs(spec.actor.grace_seconds);
+    let (took, code) = sys.stop_actor_container(&first)?;
+    eprintln!("podman stop on {first}: exited {code} after {took:?} (grace {grace:?})");
+    ensure!(
+        took < grace && code == 0,
+        "the actor on {first}: {code} after {took:?}"
+    );
+    bgp::wait_hops(&sys, ip, nodes.len() - 1).context("the stopped node's route withdrawn")?;
+    sys.wait_serving(Proto::Http, target, T)?;
+    sys.lab.pass();
+    Ok(())
+}

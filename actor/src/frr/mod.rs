@@ -191,10 +191,15 @@ fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
 
 /// The password of Secret `name` from its node copy `<dir>/<name>/password` (the
 /// layout of a Secret volume), checked; or why there is none (never the value).
-pub fn read_password(dir: Option<&std::path::Path>, name: &SecretName) -> Result<BgpPassword, String> {
+pub fn read_password(
+    dir: Option<&std::path::Path>,
+    name: &SecretName,
+) -> Result<BgpPassword, String> {
     const MAX_FILE: u64 = 4096;
     let Some(dir) = dir else {
-        return Err(format!("Secret {name}: this actor has no --bgp-secrets-dir"));
+        return Err(format!(
+            "Secret {name}: this actor has no --bgp-secrets-dir"
+        ));
     };
     let path = dir.join(name.as_str()).join(PASSWORD_KEY);
     let missing = || {
@@ -206,7 +211,10 @@ pub fn read_password(dir: Option<&std::path::Path>, name: &SecretName) -> Result
     };
     match std::fs::metadata(&path) {
         Ok(m) if m.len() > MAX_FILE => {
-            return Err(format!("Secret {name}: its {PASSWORD_KEY} is {} bytes long", m.len()))
+            return Err(format!(
+                "Secret {name}: its {PASSWORD_KEY} is {} bytes long",
+                m.len()
+            ))
         }
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing()),
@@ -754,7 +762,10 @@ mod tests {
         assert_eq!(pw.expose(), "s3cret!x");
         std::fs::write(&file, "two words").unwrap();
         let e = read_password(Some(dir.path()), &name).unwrap_err();
-        assert!(!e.contains("two words") && e.contains("not printable ASCII"), "{e}");
+        assert!(
+            !e.contains("two words") && e.contains("not printable ASCII"),
+            "{e}"
+        );
         std::fs::write(&file, vec![b'a'; 10_000]).unwrap();
         assert!(read_password(Some(dir.path()), &name)
             .unwrap_err()

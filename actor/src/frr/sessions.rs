@@ -39,12 +39,14 @@ pub fn parse_neighbors(json: &str) -> Vec<PeerStatus> {
     let Ok(serde_json::Value::Object(m)) = serde_json::from_str::<serde_json::Value>(json) else {
         return Vec::new();
     };
-    let text = |p: &serde_json::Value, k: &str| p.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let text =
+        |p: &serde_json::Value, k: &str| p.get(k).and_then(|v| v.as_str()).map(str::to_string);
     m.iter()
         .filter_map(|(addr, p)| {
             let address: IpAddr = addr.parse().ok()?;
             let state = text(p, "bgpState").unwrap_or_default();
-            let notified = text(p, "lastResetDueTo").as_deref() == Some("BGP Notification received");
+            let notified =
+                text(p, "lastResetDueTo").as_deref() == Some("BGP Notification received");
             let notification = (state != "Established" && notified)
                 .then(|| text(p, "lastNotificationReason"))
                 .flatten();
@@ -160,7 +162,11 @@ mod tests {
             node: "lb-1".parse().unwrap(),
             asn: 64512,
             router_id: None,
-            peers: vec![peer("198.18.200.1"), peer("198.18.201.1"), peer("fd00:3::1")],
+            peers: vec![
+                peer("198.18.200.1"),
+                peer("198.18.201.1"),
+                peer("fd00:3::1"),
+            ],
             bfd: None,
             v4_networks: vec![],
             v6_networks: vec![],
@@ -187,7 +193,10 @@ mod tests {
         assert_eq!(by["198.18.201.1"].notification, None);
         assert_eq!(by["198.18.201.1"].state, "Connect");
         assert!(by["fd00:3::1"].established());
-        assert_eq!(by["fd00:3::1"].notification, None, "up again: nothing to report");
+        assert_eq!(
+            by["fd00:3::1"].notification, None,
+            "up again: nothing to report"
+        );
         assert!(parse_neighbors("not json").is_empty());
     }
 
@@ -221,7 +230,10 @@ mod tests {
                 ("198.18.201.1".to_string(), PeerProblemKind::Down),
             ]
         );
-        assert!(p[2].message.contains("no session for 60 s (state Connect)"), "{p:?}");
+        assert!(
+            p[2].message.contains("no session for 60 s (state Connect)"),
+            "{p:?}"
+        );
         // FRR stopped: nothing is known of the sessions any more.
         w.observe(None, later);
         assert_eq!(

@@ -2,16 +2,22 @@
 
 use super::*;
 use crate::bgp::{
-    Asn, BfdTimers, BgpPeer, BgpSettings, PoolMode, SecretName, BFD_INTERVAL_MS,
-    BFD_MULTIPLIER, DEFAULT_HOLD_TIME_S, HOLD_TIME_S,
+    Asn, BfdTimers, BgpPeer, BgpSettings, PoolMode, SecretName, BFD_INTERVAL_MS, BFD_MULTIPLIER,
+    DEFAULT_HOLD_TIME_S, HOLD_TIME_S,
 };
 use crate::names::NodeName;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 pub(in crate::config) const BGP_KEYS: &[&str] = &["asn", "peers", "bfd"];
-pub(in crate::config) const BGP_PEER_KEYS: &[&str] =
-    &["address", "asn", "bfd", "holdTime", "nodes", "passwordSecret"];
+pub(in crate::config) const BGP_PEER_KEYS: &[&str] = &[
+    "address",
+    "asn",
+    "bfd",
+    "holdTime",
+    "nodes",
+    "passwordSecret",
+];
 pub(in crate::config) const BFD_KEYS: &[&str] =
     &["receiveInterval", "transmitInterval", "detectMultiplier"];
 
