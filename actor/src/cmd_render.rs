@@ -1,7 +1,10 @@
 //! `k8slb-actor render`: write this node's configs into a directory.
 //!
 //! Writes `keepalived.conf` and `haproxy.cfg` or `nginx.conf` (nothing for kubeproxy)
-//! into `--out`, and, when the state routes Ingresses on HAProxy, the map and crt-list
+//! into `--out`, `frr.conf` when the state has BGP-mode pools and peers for this node
+//! (every BGP-mode address announced, as when the proxy serves them all; no router ID,
+//! which the running actor takes from the node's first IPv4 address; passwords as
+//! `<redacted>`), and, when the state routes Ingresses on HAProxy, the map and crt-list
 //! files that haproxy.cfg names, under `--out`/routes. Interfaces are not detected here: every pool
 //! of an instance this node is a member of needs `interface` in the state or an
 //! `--interface <pool>=<ifname>`.
@@ -50,7 +53,7 @@ pub struct RenderArgs {
     #[arg(long, env = "K8SLB_PID_FILE")]
     pub pid_file: Option<PathBuf>,
     /// Output directory (created if missing); receives keepalived.conf and haproxy.cfg or
-    /// nginx.conf, nothing else.
+    /// nginx.conf, and frr.conf with BGP-mode pools.
     #[arg(long)]
     pub out: PathBuf,
 }
@@ -152,12 +155,58 @@ pub fn run(args: RenderArgs) -> anyhow::Result<()> {
     if let (Some(name), Some(text)) = (Rendered::proxy_file_name(args.proxy), proxy) {
         write(name, &text)?;
     }
+    if let Some(text) = frr_conf(&state, &args.node, args.templates.as_deref())? {
+        write("frr.conf", &text)?;
+    }
     Ok(())
+}
+
+/// `frr.conf` of `node` as the actor would run it with every BGP-mode address served,
+/// passwords redacted; `None` without BGP for this node.
+fn frr_conf(
+    state: &State,
+    node: &NodeName,
+    templates: Option<&std::path::Path>,
+) -> anyhow::Result<Option<String>> {
+    use crate::frr::render::{announced, frr_view, FrrRenderer};
+    use k8slb_common::bgp::BgpPassword;
+    let redacted = |_: &k8slb_common::bgp::SecretName| {
+        BgpPassword::try_from(&b"<redacted>"[..]).map_err(|e| e.to_string())
+    };
+    let all = announced(state, node, None);
+    let Some(v) = frr_view(state, node, &[], &all, &redacted) else {
+        return Ok(None);
+    };
+    let renderer = match templates {
+        Some(dir) => FrrRenderer::from_dir(dir),
+        None => FrrRenderer::embedded(),
+    }
+    .context("loading the frr.conf template")?;
+    Ok(Some(renderer.render(&v).context("rendering frr.conf")?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frr_conf_is_rendered_for_a_bgp_node_with_passwords_redacted() {
+        let s = crate::frr::render::tests::state_with_password();
+        let text = frr_conf(&s, &"lb-1".parse().unwrap(), None)
+            .unwrap()
+            .unwrap();
+        assert!(
+            text.contains("neighbor 198.18.3.1 password <redacted>"),
+            "{text}"
+        );
+        assert!(text.contains("network 198.18.10.10/32"), "{text}");
+        let mut vrrp_only = s.clone();
+        vrrp_only.config.bgp = None;
+        assert_eq!(
+            frr_conf(&vrrp_only, &"lb-1".parse().unwrap(), None).unwrap(),
+            None
+        );
+    }
 
     #[test]
     fn priorities_from_env() {
