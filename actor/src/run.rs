@@ -644,7 +644,7 @@ impl<R: NodeRenderer> Driver<'_, R> {
                 let keepalived_ran = self.applier.keepalived().daemon().is_running();
                 self.applier.supervise(now);
                 self.bgp
-                    .supervise(self.applier.serving_vips().as_ref(), now);
+                    .supervise(self.applier.serving_vips().as_ref(), self.ops, now);
                 self.report(now);
                 let keepalived_runs = self.applier.keepalived().daemon().is_running();
                 let certs_changed = self.certs_changed();

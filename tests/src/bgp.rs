@@ -265,6 +265,12 @@ pub struct Numbers {
     /// Every actor restarted in turn (SIGTERM, then started again), under a 10 ms probe.
     pub bgp_rolling_restart_failed: u64,
     pub bgp_rolling_restart_probes: u64,
+    /// A node drained (its `type=loadBalancer` label removed): until its route was gone
+    /// at the router (polled), and new connections of a 10 ms probe that failed from the
+    /// drain until 500 ms after the route was gone.
+    pub bgp_drain_withdrawn_ms: u64,
+    pub bgp_drain_failed: u64,
+    pub bgp_drain_probes: u64,
     /// A VRRP pool's Service beside, at the end: failed of 100.
     pub bgp_vrrp_pool_failed: u64,
 }
@@ -463,6 +469,41 @@ pub fn scenario(name: &str, proxy: &str) -> Result<(System, Numbers)> {
         "bgp_rolling_restart ({proxy}): {} ok {} failed {:?}",
         p.ok, p.failed, p.errors
     );
+
+    // A node drained (unlabelled): it leaves the LB nodes, withdraws its route, and only
+    // then takes the address off lo; no new connection fails meanwhile.
+    let probe = traffic::start_probe(
+        &mut sys.lab,
+        "client",
+        "probe-drain",
+        Proto::Http,
+        target,
+        10,
+        T,
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    let lb3 = sys.lab.host("lb3").clone();
+    let t0 = Instant::now();
+    sys.apply(
+        "node-lb3",
+        &crate::objects::node("lb3", &[lb3.v4.into(), lb3.v6.into()], false),
+    )?;
+    wait::until(T, || Ok(next_hops(&sys, ip)?.len() < 3))
+        .context("the drained lb3's route withdrawn")?;
+    out.bgp_drain_withdrawn_ms = t0.elapsed().as_millis() as u64;
+    std::thread::sleep(Duration::from_millis(500));
+    let p = probe.stop_probe(&mut sys.lab)?;
+    out.bgp_drain_failed = p.failed;
+    out.bgp_drain_probes = p.ok + p.failed;
+    eprintln!(
+        "bgp_drain ({proxy}): route withdrawn after {} ms; probe {} ok {} failed {:?}",
+        out.bgp_drain_withdrawn_ms, p.ok, p.failed, p.errors
+    );
+    sys.apply(
+        "node-lb3",
+        &crate::objects::node("lb3", &[lb3.v4.into(), lb3.v6.into()], true),
+    )?;
+    wait_hops(&sys, ip, 3).context("lb3 announces again once labelled")?;
 
     // The VRRP pool's Service.
     let r = traffic::load(&sys.lab, "client", Proto::Http, web_target, 100, 0.0)?;

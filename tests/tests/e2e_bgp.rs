@@ -7,7 +7,9 @@
 //! a proxy killed on one node: its route is withdrawn, then 0 failed new connections; a
 //! node's link cut: BFD removes its route (how long new connections fail is printed, not
 //! asserted: `./scripts/bench.sh bgp` measures it), then 0 failed; a rolling restart of
-//! every actor: 0 failed new connections; a VRRP pool's Service beside it keeps serving.
+//! every actor: 0 failed new connections; a node drained (unlabelled): its route
+//! withdrawn before its address leaves lo, 0 failed new connections; a VRRP pool's
+//! Service beside it keeps serving. The IPv4 sessions use a TCP MD5 password.
 //! On HAProxy and nginx. The scenario is `k8slb_tests::bgp::scenario`.
 //! Needs root, FRR, keepalived, the proxies and the built binaries; fails (never skips)
 //! without them.
@@ -52,6 +54,8 @@ fn spread_and_withdraw(proxy: &str) {
     assert_eq!(n.bgp_link_cut_failed_after, 0, "after BFD: {n:?}");
     assert_eq!(n.bgp_rolling_restart_failed, 0, "rolling restart: {n:?}");
     assert!(n.bgp_rolling_restart_probes > 0, "{n:?}");
+    assert_eq!(n.bgp_drain_failed, 0, "drain: {n:?}");
+    assert!(n.bgp_drain_probes > 0, "{n:?}");
     assert_eq!(n.bgp_vrrp_pool_failed, 0, "the VRRP pool's Service: {n:?}");
     sys.lab.pass();
 }

@@ -175,6 +175,8 @@ pub struct Bgp {
     left_out: Vec<LeftOut>,
     /// The sessions, for the node report.
     watch: PeerWatch,
+    /// Addresses to remove from `lo`, withdrawn, and when (see [`Bgp::bind`]).
+    unbind_after: BTreeMap<IpAddr, Instant>,
 }
 
 fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
@@ -261,6 +263,7 @@ impl Bgp {
             secrets_dir: None,
             left_out: Vec::new(),
             watch: PeerWatch::default(),
+            unbind_after: BTreeMap::new(),
         }
     }
 
@@ -290,13 +293,16 @@ impl Bgp {
     ) {
         self.state = Some(state);
         self.node_addresses = node_addresses;
-        self.bind(ops);
+        self.bind(ops, now);
         self.refresh(serving, now);
     }
 
     /// The addresses of the state's BGP-mode pools on `lo` (this node is an LB node),
-    /// and no other address of a pool network there.
-    fn bind(&mut self, ops: &mut dyn AddrOps) {
+    /// and no other address of a pool network there. An address that goes (the node was
+    /// drained, the Service deleted) leaves `lo` only once FRR no longer announces it and
+    /// [`WITHDRAW_LINGER`] later, so the routers stop sending new flows to this node
+    /// before it stops accepting them; until then [`Bgp::supervise`] comes back to it.
+    fn bind(&mut self, ops: &mut dyn AddrOps, now: Instant) {
         let Some(state) = self.state.clone() else {
             return;
         };
@@ -352,7 +358,25 @@ impl Bgp {
             })
             .cloned()
             .collect();
+        let announced: BTreeSet<IpAddr> = self
+            .running
+            .as_ref()
+            .map(|(v, _)| v.prefixes().map(|p| p.addr()).collect())
+            .unwrap_or_default();
+        let stale_ips: BTreeSet<IpAddr> = stale.iter().map(|a| a.ip()).collect();
+        self.unbind_after.retain(|ip, _| stale_ips.contains(ip));
         for a in &stale {
+            if announced.contains(&a.ip()) {
+                continue; // the refresh that follows withdraws it first
+            }
+            let at = *self
+                .unbind_after
+                .entry(a.ip())
+                .or_insert(now + WITHDRAW_LINGER);
+            if now < at {
+                continue;
+            }
+            self.unbind_after.remove(&a.ip());
             match ops.delete(a) {
                 Ok(()) => {
                     self.bound.remove(&a.ip());
@@ -504,7 +528,12 @@ impl Bgp {
     }
 
     /// Restart FRR when it died; look at the sessions now and then.
-    pub fn supervise(&mut self, serving: Option<&BTreeSet<IpAddr>>, now: Instant) {
+    pub fn supervise(
+        &mut self,
+        serving: Option<&BTreeSet<IpAddr>>,
+        ops: &mut dyn AddrOps,
+        now: Instant,
+    ) {
         {
             let exited = if self.frr.is_running() {
                 self.frr.poll_exit()
@@ -527,6 +556,9 @@ impl Bgp {
             }
         }
         self.refresh(serving, now);
+        if !self.unbind_after.is_empty() {
+            self.bind(ops, now);
+        }
         if self
             .observed_at
             .is_none_or(|t| now.duration_since(t) >= OBSERVE_EVERY)
@@ -729,7 +761,11 @@ mod tests {
             Arc::new(Metrics::new()),
         );
         b.state = Some(s.clone());
-        b.bind(&mut ops);
+        let t0 = Instant::now();
+        b.bind(&mut ops, t0);
+        // The earlier actor's address (announced by no one now) lingers, then goes.
+        assert!(on_lo(&ops).contains(&"198.18.10.19/32".to_string()));
+        b.bind(&mut ops, t0 + WITHDRAW_LINGER);
         assert_eq!(
             on_lo(&ops),
             [
@@ -744,7 +780,17 @@ mod tests {
         let mut drained = (*s).clone();
         drained.nodes.clear();
         b.state = Some(Arc::new(drained));
-        b.bind(&mut ops);
+        // While FRR still announces them they stay (the withdrawal goes first).
+        let all = announced(&s, &"lb-1".parse().unwrap(), None);
+        let view = frr_view(&s, &b.node, &[], &all, &render::tests::no_passwords).unwrap();
+        b.running = Some((view, String::new()));
+        b.bind(&mut ops, t0);
+        assert_eq!(on_lo(&ops).len(), 5, "{:?}", on_lo(&ops));
+        // Withdrawn: gone once the linger passed.
+        b.running = None;
+        b.bind(&mut ops, t0);
+        assert_eq!(on_lo(&ops).len(), 5, "{:?}", on_lo(&ops));
+        b.bind(&mut ops, t0 + WITHDRAW_LINGER);
         assert_eq!(on_lo(&ops), ["127.0.0.1/8", "198.18.1.10/32"]);
     }
 
