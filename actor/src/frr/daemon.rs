@@ -73,6 +73,7 @@ impl Frr {
         let mut c = Command::new(&self.bin.vtysh);
         c.arg("--vty_socket").arg(&self.dir);
         c.stdin(Stdio::null());
+        vty_group(&mut c);
         c
     }
 
@@ -302,8 +303,8 @@ impl Daemon for Frr {
                 daemon: DaemonKind::Frr,
             });
         }
-        let out = Command::new(self.bin.sbin.join("frr-reload.py"))
-            .arg("--reload")
+        let mut cmd = Command::new(self.bin.sbin.join("frr-reload.py"));
+        cmd.arg("--reload")
             .arg("--vty_socket")
             .arg(&self.dir)
             .arg("--bindir")
@@ -314,7 +315,9 @@ impl Daemon for Frr {
             .arg(&self.dir)
             .args(["--log-level", "error", "--stdout"])
             .arg(&self.config)
-            .stdin(Stdio::null())
+            .stdin(Stdio::null());
+        vty_group(&mut cmd);
+        let out = cmd
             .output()
             .map_err(|source| spawn_error("frr-reload.py", source))?;
         if out.status.success() {
@@ -355,5 +358,16 @@ impl Daemon for Frr {
 
     fn stop(&mut self, grace: Duration) {
         self.kill_all(grace);
+    }
+}
+
+/// FRR's daemons make their vty sockets `frr:frrvty`, mode 0770. Where the actor's root
+/// has no CAP_DAC_OVERRIDE (the BGP variant's container: its capabilities are listed),
+/// `vtysh` reaches them only as a member of `frrvty`: it runs with that group (setgid:
+/// CAP_SETGID, which FRR's daemons need anyway). Without the group, as it is.
+fn vty_group(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    if let Ok(Some(g)) = nix::unistd::Group::from_name("frrvty") {
+        cmd.gid(g.gid.as_raw());
     }
 }
