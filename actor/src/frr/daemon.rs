@@ -99,8 +99,8 @@ impl Frr {
         }
     }
 
-    /// The work dir for FRR: created, and owned by the `frr` user (the daemons drop to
-    /// it and create their sockets there).
+    /// The work dir for FRR: created, owned by the `frr` user (the daemons drop to it and
+    /// create their sockets there) and the root group (the actor writes the config).
     fn prepare_dir(&self) -> Result<(), DaemonError> {
         let err = |why: String| DaemonError::Start {
             daemon: DaemonKind::Frr,
@@ -119,9 +119,21 @@ impl Frr {
             .ok()
             .flatten()
             .ok_or_else(|| err("no user \"frr\" (is the frr package installed?)".into()))?;
-        for p in [&self.dir, &empty] {
-            nix::unistd::chown(p, Some(user.uid), Some(user.gid))
-                .map_err(|e| err(format!("chown {}: {e}", p.display())))?;
+        nix::unistd::chown(&empty, Some(user.uid), Some(user.gid))
+            .map_err(|e| err(format!("chown {}: {e}", empty.display())))?;
+        // The directory: the daemons' (their sockets and pid files), and writable by the
+        // root group, so that an actor whose root has no CAP_DAC_OVERRIDE (the BGP
+        // variant's container) still writes frr.conf there; nobody else.
+        nix::unistd::chown(
+            &self.dir,
+            Some(user.uid),
+            Some(nix::unistd::Gid::from_raw(0)),
+        )
+        .map_err(|e| err(format!("chown {}: {e}", self.dir.display())))?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o770))
+                .map_err(|e| err(format!("chmod {}: {e}", self.dir.display())))?;
         }
         // Daemons of an earlier actor of this work dir (killed uncleanly): their
         // command line names our empty.conf.
