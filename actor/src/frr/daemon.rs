@@ -113,28 +113,32 @@ impl Frr {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o755));
         }
-        let empty = self.dir.join("empty.conf");
-        std::fs::write(&empty, "").map_err(|e| err(format!("{}: {e}", empty.display())))?;
         let user = nix::unistd::User::from_name("frr")
             .ok()
             .flatten()
             .ok_or_else(|| err("no user \"frr\" (is the frr package installed?)".into()))?;
-        nix::unistd::chown(&empty, Some(user.uid), Some(user.gid))
-            .map_err(|e| err(format!("chown {}: {e}", empty.display())))?;
         // The directory: the daemons' (their sockets and pid files), and writable by the
         // root group, so that an actor whose root has no CAP_DAC_OVERRIDE (the BGP
         // variant's container) still writes frr.conf there; nobody else.
-        nix::unistd::chown(
-            &self.dir,
-            Some(user.uid),
-            Some(nix::unistd::Gid::from_raw(0)),
-        )
-        .map_err(|e| err(format!("chown {}: {e}", self.dir.display())))?;
+        // Root's first (CAP_CHOWN), so that the mode can be set without CAP_FOWNER even
+        // when an earlier actor left the directory the daemons'; then the daemons'.
+        let root = nix::unistd::Uid::from_raw(0);
+        let root_group = nix::unistd::Gid::from_raw(0);
+        nix::unistd::chown(&self.dir, Some(root), Some(root_group))
+            .map_err(|e| err(format!("chown {}: {e}", self.dir.display())))?;
         {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o770))
                 .map_err(|e| err(format!("chmod {}: {e}", self.dir.display())))?;
         }
+        nix::unistd::chown(&self.dir, Some(user.uid), Some(root_group))
+            .map_err(|e| err(format!("chown {}: {e}", self.dir.display())))?;
+        // A new file (an earlier one may be the daemons', which root cannot truncate).
+        let empty = self.dir.join("empty.conf");
+        let _ = std::fs::remove_file(&empty);
+        std::fs::write(&empty, "").map_err(|e| err(format!("{}: {e}", empty.display())))?;
+        nix::unistd::chown(&empty, Some(user.uid), Some(user.gid))
+            .map_err(|e| err(format!("chown {}: {e}", empty.display())))?;
         // Daemons of an earlier actor of this work dir (killed uncleanly): their
         // command line names our empty.conf.
         for d in DAEMONS.iter().rev() {
