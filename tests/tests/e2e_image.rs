@@ -68,8 +68,11 @@ fn check_security(name: &str, w: &Workload) -> Result<()> {
         let s = container::proc_security(*pid)?;
         let what = format!("{name}: pid {pid} ({comm})");
         if let Some(u) = w.run_as_user {
+            // A child may drop root for its own user (FRR's daemons run as frr); none
+            // runs as another user than the manifest's otherwise, and PID 1 as it says.
+            let dropped_root = u == 0 && s.uid != 0 && *pid != init;
             ensure!(
-                s.uid == u,
+                s.uid == u || dropped_root,
                 "{what} runs as uid {}, the manifest says {u}",
                 s.uid
             );
@@ -252,7 +255,7 @@ fn manifest_security_contexts_are_read() -> Result<()> {
 }
 
 /// What the BGP variant's actor needs beyond the base, for a failure's message.
-const BGP_NEEDS: &str = "FRR's daemons need SETUID and SETGID (they switch to the user frr), CHOWN (their runtime directory) and SYS_ADMIN (FRR 8 refuses to start without it)";
+const BGP_NEEDS: &str = "FRR's daemons need SETUID and SETGID (they switch to the user frr), CHOWN (their runtime directory), SYS_ADMIN (FRR 8 refuses to start without it) and KILL (the actor stops them)";
 
 /// The BGP variant (manifests/k8slb-haproxy-bgp.yml) as users run it: the actor
 /// containers under its security context start FRR as their children, which peer with
@@ -266,7 +269,7 @@ fn the_bgp_variant_announces_from_every_node_under_its_manifests_security_contex
     let m = k8slb_tests::bins::repo_root().join("manifests/k8slb-haproxy-bgp.yml");
     let spec = ContainerSpec::from_file(&m).expect("the BGP manifest");
     let caps = spec.actor.effective_caps().unwrap_or_default();
-    for c in ["SETUID", "SETGID", "CHOWN", "SYS_ADMIN"] {
+    for c in ["SETUID", "SETGID", "CHOWN", "SYS_ADMIN", "KILL"] {
         assert!(
             caps.iter().any(|x| x == c),
             "{c} not in {caps:?}: {BGP_NEEDS}"
