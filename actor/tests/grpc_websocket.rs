@@ -39,6 +39,7 @@ fn state(ep: &str, protocol: BackendProtocol) -> BackendState {
         }],
         stickiness: None,
         protocol,
+        tls: None,
     }
 }
 

@@ -501,6 +501,7 @@ fn model_only_routes() -> HttpRoutes {
                     endpoints: vec![ep("fd00:244::1", 80)],
                     stickiness: None,
                     protocol: Default::default(),
+                    tls: None,
                 },
             ),
             (
@@ -509,6 +510,7 @@ fn model_only_routes() -> HttpRoutes {
                     endpoints: vec![],
                     stickiness: None,
                     protocol: Default::default(),
+                    tls: None,
                 },
             ),
         ]
@@ -1014,6 +1016,7 @@ fn split_routes(heavy: u16, light: u16) -> HttpRoutes {
         }],
         stickiness: None,
         protocol: Default::default(),
+        tls: None,
     };
     HttpRoutes {
         listeners: vec![Listener {
@@ -1780,6 +1783,7 @@ fn stream_routes() -> HttpRoutes {
             }],
             stickiness: None,
             protocol: Default::default(),
+            tls: None,
         }
     };
     let wb = |s: &str, weight| WeightedBackend {
@@ -1884,6 +1888,7 @@ fn stream_routes() -> HttpRoutes {
                 ],
             ),
         ],
+        ca_bundles: Default::default(),
         udp_backends: [(id("default/dns:53"), state(UDP_ECHO))]
             .into_iter()
             .collect(),

@@ -193,6 +193,12 @@ reasons! {
     AddressNotUsable = "AddressNotUsable",
     /// A Gateway API object refused as a whole (an invalid route hostname).
     Invalid = "Invalid",
+    /// A BackendTLSPolicy whose target an older policy holds.
+    Conflicted = "Conflicted",
+    /// A BackendTLSPolicy none of whose CA references gives a usable bundle.
+    NoValidCACertificate = "NoValidCACertificate",
+    /// A BackendTLSPolicy CA reference to a ConfigMap missing or unusable.
+    InvalidCACertificateRef = "InvalidCACertificateRef",
     // Events that are not problems.
     IpAllocated = "IPAllocated",
     IpReleased = "IPReleased",
@@ -309,6 +315,8 @@ pub enum Kind {
     HttpRoute,
     GrpcRoute,
     ReferenceGrant,
+    /// BackendTLSPolicy (standard channel since v1.4).
+    BackendTlsPolicy,
     Namespace,
     /// TLSRoute, TCPRoute, UDPRoute.
     L4Route(crate::names::L4Kind),
@@ -329,6 +337,7 @@ impl Kind {
             Kind::HttpRoute => "HTTPRoute",
             Kind::GrpcRoute => "GRPCRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
+            Kind::BackendTlsPolicy => "BackendTLSPolicy",
             Kind::Namespace => "Namespace",
             Kind::L4Route(k) => k.as_str(),
         }
@@ -348,6 +357,7 @@ impl Kind {
             Kind::HttpRoute,
             Kind::GrpcRoute,
             Kind::ReferenceGrant,
+            Kind::BackendTlsPolicy,
             Kind::Namespace,
             Kind::L4Route(crate::names::L4Kind::Tls),
             Kind::L4Route(crate::names::L4Kind::Tcp),
@@ -459,6 +469,7 @@ impl ObjRef {
             | Kind::IngressClass
             | Kind::Secret
             | Kind::ReferenceGrant
+            | Kind::BackendTlsPolicy
             | Kind::Namespace => {}
         }
         ObjRef::Unnamed { kind, shown }

@@ -8,7 +8,8 @@ use crate::render_error::RenderError;
 use crate::view::HttpRenderOptions;
 use crate::view::{safe_path, NodeView};
 use k8slb_common::routes::{
-    CertFile, Listener, ListenerProtocol, RouteAction, Scheme, StreamListener, WeightedBackend,
+    CertFile, HttpRoutes, Listener, ListenerProtocol, RouteAction, Scheme, StreamListener,
+    WeightedBackend,
 };
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -226,4 +227,20 @@ pub fn cumulative_shares_with(backends: &[WeightedBackend], rest: u16) -> Vec<u3
 pub(crate) fn files_dir(o: &HttpRenderOptions) -> Result<String, RenderError> {
     let dir = safe_path("routes files directory", &o.files_dir).map_err(path_err)?;
     Ok(dir.trim_end_matches('/').to_string())
+}
+
+/// The CA bundle files the backends of `routes` name ([`crate::view::ca_file`]), into
+/// `files`: the PEM the plan checked ([`k8slb_common::certs::ca_bundle`]), as it is.
+pub(crate) fn ca_files(
+    routes: &HttpRoutes,
+    o: &HttpRenderOptions,
+    files: &mut BTreeMap<String, String>,
+) -> Result<(), RenderError> {
+    let dir = files_dir(o)?;
+    for t in routes.backends.values().filter_map(|b| b.tls.as_ref()) {
+        if let Some(pem) = routes.ca_bundles.get(&t.ca) {
+            files.insert(crate::view::ca_file(&dir, &t.ca), pem.clone());
+        }
+    }
+    Ok(())
 }

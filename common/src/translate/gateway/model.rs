@@ -86,6 +86,7 @@ impl Translation<'_, '_> {
             backends: std::mem::take(&mut self.backends),
             streams,
             udp_backends: std::mem::take(&mut self.udp_backends),
+            ca_bundles: BTreeMap::new(),
         };
         for l in &mut routes.listeners {
             l.sort_virtual_hosts();

@@ -333,6 +333,7 @@ impl Translation<'_, '_> {
                                     ),
                                     stickiness: cur.settings.sticky.clone(),
                                     protocol,
+                                    tls: None,
                                 },
                                 cur.me.clone(),
                             ),
