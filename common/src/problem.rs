@@ -199,6 +199,8 @@ reasons! {
     NoValidCACertificate = "NoValidCACertificate",
     /// A BackendTLSPolicy CA reference to a ConfigMap missing or unusable.
     InvalidCACertificateRef = "InvalidCACertificateRef",
+    /// A Gateway's client validation CA reference of another kind than ConfigMap.
+    InvalidCACertificateKind = "InvalidCACertificateKind",
     // Events that are not problems.
     IpAllocated = "IPAllocated",
     IpReleased = "IPReleased",

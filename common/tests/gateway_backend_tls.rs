@@ -459,3 +459,134 @@ fn subject_alt_names_and_well_known_cas_are_refused_as_invalid() {
     answers_500(&out.routes, "/shop-a");
     answers_500(&out.routes, "/shop-b");
 }
+
+/// A Gateway `edge` in `shop` with one HTTPS listener on 443 (certificate from `pool`
+/// for any name) and `spec.tls.frontend` as given (YAML, indented for `spec`).
+fn frontend_gateway(frontend: &str) -> Objects {
+    let mut o = Objects::default();
+    o.add_text(&format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{ name: k8slb }}
+spec: {{ controllerName: k8slb.io/gateway-controller }}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{ name: edge, namespace: shop }}
+spec:
+  gatewayClassName: k8slb
+  tls:
+    frontend:
+{frontend}
+  listeners:
+  - name: https
+    port: 443
+    protocol: HTTPS
+    tls: {{ certificateRefs: [{{ name: site }}] }}
+"#
+    ))
+    .unwrap();
+    o
+}
+
+/// The conditions (type, status, reason) of listener `https` of shop/edge.
+fn listener_conds(out: &GatewayOutput) -> Vec<(&'static str, bool, &'static str)> {
+    let st = &out.gateways[&"shop/edge".parse().unwrap()];
+    st.listeners[0]
+        .conditions
+        .iter()
+        .map(|c| (c.type_.as_str(), c.status, c.reason.as_str()))
+        .collect()
+}
+
+fn site_secret() -> k8slb_common::ingress::SecretMeta {
+    k8slb_common::ingress::SecretMeta {
+        namespace: "shop".into(),
+        name: "site".into(),
+        type_: "kubernetes.io/tls".into(),
+        valid: true,
+        version: "v1".into(),
+        refusal: String::new(),
+        dns_names: vec!["shop.example.com".into()],
+    }
+}
+
+#[test]
+fn a_gateways_client_validation_asks_its_https_listener_for_certificates_of_its_ca() {
+    let ca = ca_pem();
+    let mut o = frontend_gateway(
+        "      default:\n        validation:\n          caCertificateRefs: [{ group: \"\", kind: ConfigMap, name: clients }]",
+    );
+    o.add_text(&ca_configmap("shop", "clients", &ca)).unwrap();
+    let out = translate_on(&o, &[site_secret()], VIP);
+    assert!(
+        listener_conds(&out).iter().all(|c| c.1),
+        "{:?}",
+        listener_conds(&out)
+    );
+    let l = &out.routes.listeners[0];
+    let id = l
+        .tls
+        .as_ref()
+        .unwrap()
+        .client_ca
+        .as_ref()
+        .expect("a client CA");
+    assert_eq!(out.routes.ca_bundles[id].trim(), ca.trim());
+}
+
+#[test]
+fn client_validation_refs_across_namespaces_need_a_grant_and_fallback_is_refused() {
+    let ca = ca_pem();
+    let across = "      default:\n        validation:\n          caCertificateRefs: [{ group: \"\", kind: ConfigMap, name: clients, namespace: pki }]";
+    let mut o = frontend_gateway(across);
+    o.add_text(&ca_configmap("pki", "clients", &ca)).unwrap();
+    let out = translate_on(&o, &[site_secret()], VIP);
+    assert_eq!(
+        listener_conds(&out)[..2],
+        [
+            ("ResolvedRefs", false, "RefNotPermitted"),
+            ("Accepted", false, "NoValidCACertificate")
+        ]
+    );
+    assert!(
+        out.routes.listeners.is_empty(),
+        "not served without its validation"
+    );
+    o.add_text(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: { name: gateways, namespace: pki }
+spec:
+  from: [{ group: gateway.networking.k8s.io, kind: Gateway, namespace: shop }]
+  to: [{ group: "", kind: ConfigMap }]
+"#,
+    )
+    .unwrap();
+    let out = translate_on(&o, &[site_secret()], VIP);
+    assert!(listener_conds(&out).iter().all(|c| c.1));
+    // A huge bundle (1 MiB) or a fallback mode: refused, the listener not served.
+    let mut o = frontend_gateway(
+        "      default:\n        validation:\n          caCertificateRefs: [{ group: \"\", kind: ConfigMap, name: clients }]",
+    );
+    o.add_text(&ca_configmap(
+        "shop",
+        "clients",
+        &ca.repeat(1 + (1 << 20) / ca.len()),
+    ))
+    .unwrap();
+    let out = translate_on(&o, &[site_secret()], VIP);
+    assert_eq!(
+        listener_conds(&out)[0],
+        ("ResolvedRefs", false, "InvalidCACertificateRef")
+    );
+    let mut o = frontend_gateway(
+        "      default:\n        validation:\n          mode: AllowInsecureFallback\n          caCertificateRefs: [{ group: \"\", kind: ConfigMap, name: clients }]",
+    );
+    o.add_text(&ca_configmap("shop", "clients", &ca)).unwrap();
+    let out = translate_on(&o, &[site_secret()], VIP);
+    assert!(listener_conds(&out).contains(&("Accepted", false, "UnsupportedValue")));
+    assert!(out.routes.listeners.is_empty());
+}

@@ -147,6 +147,12 @@ pub struct Req {
     /// Any answer but a 200 or a timeout will do (the suite's
     /// `MakeRequestAndExpectFailure`).
     pub fails: bool,
+    /// Over TLS, present the client certificate of this Secret (the suite's
+    /// `tls-validity-checks-client-certificate`, ...): [`EchoKinds::client_pems`].
+    pub client_cert: Option<&'static str>,
+    /// The request must get no HTTP answer at all (the suite's
+    /// `MakeTLSRequestAndExpectFailureResponse`: the round trip fails).
+    pub no_answer: bool,
 }
 
 /// A GET of `path` that must reach `infra-backend-v1` in the infra namespace unless
@@ -172,6 +178,8 @@ pub fn get(path: &str) -> Req {
         want_proto: None,
         want_sni: None,
         fails: false,
+        client_cert: None,
+        no_answer: false,
     }
 }
 
@@ -191,6 +199,16 @@ impl Req {
     /// The backend must see this protocol (`HTTP/2.0`: the proxy spoke h2c to it).
     pub fn want_proto(mut self, p: &str) -> Req {
         self.want_proto = Some(p.into());
+        self
+    }
+    /// Present the client certificate of Secret `name` (TLS only).
+    pub fn client_cert(mut self, name: &'static str) -> Req {
+        self.client_cert = Some(name);
+        self
+    }
+    /// Must get no HTTP answer (the TLS handshake or the connection fails).
+    pub fn no_answer(mut self) -> Req {
+        self.no_answer = true;
         self
     }
     /// Must not be answered 200 (nor time out): the suite's failure expectation.
@@ -679,6 +697,9 @@ pub struct Runner<'a> {
     tmp: Option<PathBuf>,
     /// The echo's log: a line `<pod> <method> <target>` per HTTP request it answered.
     echo_log: PathBuf,
+    /// The client certificates requests may present: Secret name → (certificate, key)
+    /// files.
+    client_certs: BTreeMap<String, (PathBuf, PathBuf)>,
 }
 
 impl Drop for Runner<'_> {
@@ -752,6 +773,9 @@ pub struct EchoKinds {
     /// The certificate and key (PEM) they serve: the suite mounts
     /// `tls-checks-certificate` (signed by `tls-checks-ca-certificate`) into them.
     pub echo_pem: Option<(String, String)>,
+    /// The suite's client certificates (Secret name → certificate, key PEM), which
+    /// requests present with [`Req::client_cert`].
+    pub client_pems: BTreeMap<String, (String, String)>,
 }
 
 impl EchoKinds {
@@ -842,10 +866,27 @@ impl<'a> Runner<'a> {
                 k.display().to_string(),
             ]);
         }
+        let mut client_certs = BTreeMap::new();
+        if !kinds.client_pems.is_empty() {
+            let dir =
+                std::env::temp_dir().join(format!("k8slb-conformance-{}", std::process::id()));
+            tmp = Some(dir.clone());
+            std::fs::create_dir_all(&dir)?;
+            for (name, (crt, key)) in &kinds.client_pems {
+                let (c, k) = (
+                    dir.join(format!("{name}.crt")),
+                    dir.join(format!("{name}.key")),
+                );
+                std::fs::write(&c, crt)?;
+                std::fs::write(&k, key)?;
+                client_certs.insert(name.clone(), (c, k));
+            }
+        }
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let id = sys.lab.spawn_in("be1", "echo", &argv)?;
         let echo_log = sys.lab.log_path(id).to_path_buf();
         let runner = Runner {
+            client_certs,
             echo_log,
             sys,
             data,
@@ -1349,8 +1390,20 @@ impl<'a> Runner<'a> {
             } => {
                 let ip = self.address(gateway)?;
                 for r in reqs {
-                    let got = self.send(&ip, *port, *tls, r)?;
-                    compare(r, &got, *tls).map_err(|e| format!("{}: {e}", r.describe()))?;
+                    let got = self.send(&ip, *port, *tls, r);
+                    if r.no_answer {
+                        match got {
+                            Err(_) => continue,
+                            Ok(a) => {
+                                return Err(format!(
+                                    "{}: answered {}, want no answer (the round trip fails)",
+                                    r.describe(),
+                                    a.status
+                                ))
+                            }
+                        }
+                    }
+                    compare(r, &got?, *tls).map_err(|e| format!("{}: {e}", r.describe()))?;
                 }
                 Ok(())
             }
@@ -1657,6 +1710,18 @@ impl<'a> Runner<'a> {
                 "--resolve".into(),
                 format!("{host}:{port}:{ip}"),
             ]);
+            if let Some(name) = r.client_cert {
+                let (c, k) = self
+                    .client_certs
+                    .get(name)
+                    .ok_or_else(|| format!("no client certificate {name} in the runner"))?;
+                args.extend([
+                    "--cert".into(),
+                    c.display().to_string(),
+                    "--key".into(),
+                    k.display().to_string(),
+                ]);
+            }
             format!("https://{host}:{port}{}", r.path)
         } else {
             if !r.host.is_empty() {

@@ -229,7 +229,7 @@ pub(crate) fn files_dir(o: &HttpRenderOptions) -> Result<String, RenderError> {
     Ok(dir.trim_end_matches('/').to_string())
 }
 
-/// The CA bundle files the backends of `routes` name ([`crate::view::ca_file`]), into
+/// The CA bundle files the backends and listeners of `routes` name ([`crate::view::ca_file`]), into
 /// `files`: the PEM the plan checked ([`k8slb_common::certs::ca_bundle`]), as it is.
 pub(crate) fn ca_files(
     routes: &HttpRoutes,
@@ -237,9 +237,17 @@ pub(crate) fn ca_files(
     files: &mut BTreeMap<String, String>,
 ) -> Result<(), RenderError> {
     let dir = files_dir(o)?;
-    for t in routes.backends.values().filter_map(|b| b.tls.as_ref()) {
-        if let Some(pem) = routes.ca_bundles.get(&t.ca) {
-            files.insert(crate::view::ca_file(&dir, &t.ca), pem.clone());
+    let backends = routes
+        .backends
+        .values()
+        .filter_map(|b| b.tls.as_ref().map(|t| &t.ca));
+    let clients = routes
+        .listeners
+        .iter()
+        .filter_map(|l| l.tls.as_ref()?.client_ca.as_ref());
+    for ca in backends.chain(clients) {
+        if let Some(pem) = routes.ca_bundles.get(ca) {
+            files.insert(crate::view::ca_file(&dir, ca), pem.clone());
         }
     }
     Ok(())

@@ -32,6 +32,10 @@ pub(crate) struct NxUpstream {
 struct NxTls {
     cert: String,
     key: String,
+    /// Clients must present a certificate chaining to this CA file
+    /// (`ssl_verify_client on`; one that does not is closed, as HAProxy's handshake
+    /// failure closes it).
+    client_ca: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -941,6 +945,13 @@ pub(crate) fn nx_server(
                     Some(NxTls {
                         cert: format!("{base}.pem"),
                         key,
+                        client_ca: match t.as_ref().and_then(|t| t.client_ca.as_ref()) {
+                            Some(c) => Some(crate::view::ca_file(
+                                &crate::render::files::files_dir(o)?,
+                                c,
+                            )),
+                            None => None,
+                        },
                     })
                 }
                 None => {

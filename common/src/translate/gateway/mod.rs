@@ -37,6 +37,7 @@ mod attach;
 mod backend_tls;
 mod backends;
 mod classes;
+mod frontend_tls;
 mod hostnames;
 mod listeners;
 mod model;
@@ -490,11 +491,6 @@ fn gateway_listeners<'a>(
             .or_default()
             .push(l.protocol.as_str());
     }
-    let frontend_tls = g
-        .spec
-        .tls
-        .as_ref()
-        .is_some_and(|t| t.get("frontend").is_some());
     g.spec
         .listeners
         .iter()
@@ -507,7 +503,8 @@ fn gateway_listeners<'a>(
             } else {
                 None
             };
-            listener((input, secrets), &gk, l, conflict, frontend_tls)
+            let client_ca = frontend_tls::client_validation(input, g, &gk, l.port);
+            listener((input, secrets), &gk, l, conflict, client_ca)
         })
         .collect()
 }

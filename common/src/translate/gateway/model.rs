@@ -95,6 +95,12 @@ impl Translation<'_, '_> {
             s.sort_routes();
         }
         keep_used_backends(&mut routes);
+        // The client CA bundles of the listeners served.
+        for l in &self.lsts {
+            if let (Some(c), Some(_)) = (&l.client_ca, l.protocol) {
+                routes.ca_bundles.insert(c.id.clone(), c.pem.clone());
+            }
+        }
         routes
     }
 

@@ -68,6 +68,8 @@ api_names! {
         NoValidCACertificate,
         /// BackendTLSPolicy: a CA reference to a ConfigMap missing or unusable.
         InvalidCACertificateRef,
+        /// A listener's client validation CA reference of another kind than ConfigMap.
+        InvalidCACertificateKind,
     }
 }
 
@@ -101,6 +103,7 @@ impl ConditionReason {
             C::Conflicted => Reason::Conflicted,
             C::NoValidCACertificate => Reason::NoValidCACertificate,
             C::InvalidCACertificateRef => Reason::InvalidCACertificateRef,
+            C::InvalidCACertificateKind => Reason::InvalidCACertificateKind,
         })
     }
 }

@@ -123,9 +123,9 @@ pub struct GatewaySpec {
     pub addresses: Vec<GatewayAddress>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infrastructure: Option<GatewayInfrastructure>,
-    /// `spec.tls` (Gateway-level TLS: client certificate validation for every HTTPS
-    /// listener, backend client certificates): not served, so its HTTPS listeners are
-    /// refused rather than served without it.
+    /// `spec.tls` (Gateway-level TLS): `frontend` (client certificate validation of
+    /// its HTTPS listeners, by port) is read by `frontend_tls.rs`; `backend` (a client
+    /// certificate for TLS backends) is not served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<serde_json::Value>,
 }
@@ -166,8 +166,9 @@ pub struct GatewayTls {
     /// silently ignored).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub options: std::collections::BTreeMap<String, String>,
-    /// Client certificate validation (experimental): not served, so refused; ignoring it
-    /// would accept clients its author meant to turn away.
+    /// The listener's own client certificate validation (experimental, before v1.4):
+    /// not served, so refused; ignoring it would accept clients its author meant to
+    /// turn away. The Gateway's `spec.tls.frontend` is served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frontend_validation: Option<serde_json::Value>,
 }

@@ -457,6 +457,7 @@ impl Building {
                 } else {
                     self.hostless_cert
                 },
+                client_ca: None,
             }
         });
         let mut l = Listener {
