@@ -3170,3 +3170,69 @@ fn nginx_refuses_a_conditional_host_whose_rules_ask_for_different_timeouts() {
 fn rule_timeouts_and_backend_header_edits_pass_the_proxies_checkers() {
     daemon_checks(&timeout_and_backend_edits_routes());
 }
+
+/// The tls-sni routes with TLS to every backend (a BackendTLSPolicy's: server name,
+/// CA bundle) and client certificate validation on every HTTPS listener, the bundle a
+/// real CA certificate.
+fn verified_tls_routes(dir: &Path) -> HttpRoutes {
+    let mut routes = routes_of("tls-sni");
+    self_signed(dir, "test-ca");
+    let pem = std::fs::read_to_string(dir.join("test-ca.crt")).unwrap();
+    let ca = k8slb_common::routes::CaId::of(&pem);
+    routes.ca_bundles.insert(ca.clone(), pem);
+    for b in routes.backends.values_mut() {
+        b.tls = Some(k8slb_common::routes::BackendTls {
+            server_name: "api.internal".parse().unwrap(),
+            ca: ca.clone(),
+        });
+    }
+    for t in routes.listeners.iter_mut().filter_map(|l| l.tls.as_mut()) {
+        t.client_ca = Some(ca.clone());
+    }
+    routes
+}
+
+/// Backend TLS (BackendTLSPolicy) and client certificate validation (a Gateway's
+/// spec.tls.frontend) render as the proxies' verifying keywords, name the CA bundle
+/// file that the render hands to the staging, and pass haproxy -c and nginx -t.
+#[test]
+#[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
+fn verified_backend_tls_and_client_certificates_pass_the_daemons_own_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let routes = verified_tls_routes(dir.path());
+    let r = HttpRenderer::embedded().unwrap();
+    let o = HttpRenderOptions::default();
+    let ca_file = format!(
+        "{}/ca-{}.pem",
+        o.files_dir.display(),
+        routes.ca_bundles.keys().next().unwrap()
+    );
+    let hp = r.haproxy(&routes, &o, &[]).unwrap();
+    assert!(hp.files.contains_key(&ca_file), "{:?}", hp.files.keys());
+    assert!(
+        hp.text.contains(&format!(
+            "ssl verify required ca-file {ca_file} sni str(api.internal) verifyhost api.internal"
+        )),
+        "{}",
+        hp.text
+    );
+    assert!(
+        hp.text
+            .contains(&format!("ca-file {ca_file} verify required")),
+        "{}",
+        hp.text
+    );
+    let nx = r.nginx(&routes, &o).unwrap();
+    assert!(nx.files.contains_key(&ca_file));
+    for line in [
+        "proxy_ssl_name api.internal;",
+        "proxy_ssl_verify on;",
+        &format!("proxy_ssl_trusted_certificate {ca_file};"),
+        "proxy_pass https://",
+        &format!("ssl_client_certificate {ca_file};"),
+        "ssl_verify_client on;",
+    ] {
+        assert!(nx.text.contains(line), "{line}\n{}", nx.text);
+    }
+    daemon_checks(&routes);
+}

@@ -99,7 +99,8 @@ pub struct Rendered {
     pub keepalived: String,
     /// haproxy.cfg or nginx.conf; `None` for kubeproxy.
     pub proxy: Option<String>,
-    /// Files the proxy config names (the routes' HAProxy map and crt-list files): full
+    /// Files the proxy config names (the routes' HAProxy map and crt-list files, the CA
+    /// bundles of both proxies' verified backends and client certificates): full
     /// path → content. Staged with the config, checked with it and installed with it
     /// ([`crate::staged`]).
     pub files: BTreeMap<String, String>,
