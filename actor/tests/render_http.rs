@@ -3236,3 +3236,60 @@ fn verified_backend_tls_and_client_certificates_pass_the_daemons_own_checks() {
     }
     daemon_checks(&routes);
 }
+
+/// nginx's `proxy_ssl_*` take no variable: a split between a backend reached over TLS
+/// and one in cleartext is answered 500 with a note on nginx, never sent to either
+/// with the other's settings; HAProxy, whose TLS is per server, serves the split. Both
+/// backends over TLS with the same settings: nginx splits them over TLS.
+#[test]
+fn nginx_answers_500_for_a_split_between_backends_reached_with_different_tls() {
+    let mut routes = split_routes(90, 10);
+    let pem = "-----BEGIN CERTIFICATE-----\nMA==\n-----END CERTIFICATE-----\n".to_string();
+    let ca = k8slb_common::routes::CaId::of(&pem);
+    routes.ca_bundles.insert(ca.clone(), pem);
+    let tls = k8slb_common::routes::BackendTls {
+        server_name: "heavy.internal".parse().unwrap(),
+        ca,
+    };
+    routes
+        .backends
+        .get_mut(&"default/heavy:80".parse().unwrap())
+        .unwrap()
+        .tls = Some(tls.clone());
+    let r = HttpRenderer::embedded().unwrap();
+    let o = HttpRenderOptions::default();
+    let nx = r.nginx(&routes, &o).unwrap();
+    assert!(nx.text.contains("return 500;"), "{}", nx.text);
+    assert!(!nx.text.contains("proxy_pass https://"), "{}", nx.text);
+    assert!(
+        nx.notes
+            .iter()
+            .any(|n| n.contains("different TLS settings")),
+        "{:?}",
+        nx.notes
+    );
+    let hp = r.haproxy(&routes, &o, &[]).unwrap();
+    assert_eq!(
+        hp.text.matches("verifyhost heavy.internal").count(),
+        hp.text.matches("\n  server s").count() / 2,
+        "the heavy backend's servers only:\n{}",
+        hp.text
+    );
+    // The same TLS on both: one location, over TLS.
+    routes
+        .backends
+        .get_mut(&"default/light:80".parse().unwrap())
+        .unwrap()
+        .tls = Some(tls);
+    let nx = r.nginx(&routes, &o).unwrap();
+    assert!(
+        nx.text.contains("proxy_pass https://$k8slb_split_0;"),
+        "{}",
+        nx.text
+    );
+    assert!(
+        nx.notes.iter().all(|n| !n.contains("TLS")),
+        "{:?}",
+        nx.notes
+    );
+}
