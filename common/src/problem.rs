@@ -397,6 +397,8 @@ pub enum ObjRef {
     },
     /// `GatewayClass <name>`.
     GatewayClass { name: String },
+    /// `BackendTLSPolicy <ns>/<name>`.
+    BackendTlsPolicy { namespace: String, name: String },
     /// An object whose name is not a valid name of its kind (or did not decode): `shown`
     /// is the name as printed, escaped and cut. No Event can be about it.
     Unnamed { kind: Kind, shown: String },
@@ -467,11 +469,18 @@ impl ObjRef {
                 }
             }
             Kind::GatewayClass => return ObjRef::GatewayClass { name: shown },
+            Kind::BackendTlsPolicy => {
+                if let Some((ns, name)) = shown.split_once('/') {
+                    return ObjRef::BackendTlsPolicy {
+                        namespace: ns.to_string(),
+                        name: name.to_string(),
+                    };
+                }
+            }
             Kind::EndpointSlice
             | Kind::IngressClass
             | Kind::Secret
             | Kind::ReferenceGrant
-            | Kind::BackendTlsPolicy
             | Kind::Namespace => {}
         }
         ObjRef::Unnamed { kind, shown }
@@ -494,6 +503,9 @@ impl ObjRef {
                 name,
             } => [kind.as_str(), " ", namespace, "/", name],
             ObjRef::GatewayClass { name } => ["GatewayClass ", name, "", "", ""],
+            ObjRef::BackendTlsPolicy { namespace, name } => {
+                ["BackendTLSPolicy ", namespace, "/", name, ""]
+            }
             ObjRef::Config => ["Config k8slb", "", "", "", ""],
             ObjRef::Unnamed { kind, shown } => [kind.as_str(), " ", shown, "", ""],
             ObjRef::Other(s) => [s, "", "", "", ""],
@@ -610,6 +622,7 @@ mod tests {
             "Config other",
             "EndpointSlice ns/s-1",
             "Ingress ns/web",
+            "BackendTLSPolicy ns/p",
             "nospace",
             "",
         ] {

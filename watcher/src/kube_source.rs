@@ -547,6 +547,7 @@ impl Lookup for Stores {
             "Gateway" => (&g.gateways, &g.resources.gateways),
             "HTTPRoute" => (&g.routes, &g.resources.routes),
             "GRPCRoute" => (g.grpc.as_ref()?, g.resources.grpc.as_ref()?),
+            "BackendTLSPolicy" => (g.backend_tls.as_ref()?, g.resources.backend_tls.as_ref()?),
             other => {
                 let i = g
                     .resources

@@ -527,7 +527,35 @@ async fn a_backend_tls_policy_is_watched_applied_and_given_its_ancestor_status()
         "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": "web"}],
                  "validation": {"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "web-ca"}],
                                 "hostname": "web.internal"}}}));
+    // A second policy for the same Service: Conflicted (the older, by name on a tie of
+    // creation times, holds it), with an Event on it.
+    let mut second = api
+        .get_object(&format!(
+            "/apis/{GW}/v1/namespaces/default/backendtlspolicies/web-tls"
+        ))
+        .unwrap();
+    second["metadata"] = json!({"name": "web-tls-second", "namespace": "default"});
+    second["spec"]["validation"]["hostname"] = json!("other.internal");
+    api.put_object(second);
     let w = start_gateway(&api);
+    let conflicted = wait_for("the second policy's ancestor status", || {
+        let p = get(&api, "namespaces/default/backendtlspolicies/web-tls-second");
+        p.pointer("/status/ancestors/0").cloned()
+    })
+    .await;
+    assert!(
+        has(&conflicted["conditions"], "Accepted", "False", "Conflicted"),
+        "{conflicted:#}"
+    );
+    let ev = wait_for("the conflicted policy's Event", || {
+        let e = events_for(&api, "web-tls-second");
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(
+        ev.iter().any(|(reason, _, _)| reason == "Conflicted"),
+        "{ev:?}"
+    );
     let ancestor = wait_for("the policy's ancestor status", || {
         let p = get(&api, "namespaces/default/backendtlspolicies/web-tls");
         p.pointer("/status/ancestors/0").cloned()
