@@ -24,6 +24,9 @@
 //!   On the same port, like the suite's echo server: h2c with prior knowledge (the same
 //!   JSON, `proto` `HTTP/2.0`) and WebSocket (an `Upgrade: websocket` request gets `101`
 //!   with its accept key, then every message is sent back: [`k8slb_tests::ws`]).
+//!   `--echo-tls ADDR,NAMESPACE,POD` with `--echo-cert` and `--echo-key` (PEM): the
+//!   same over TLS when the client opens with a handshake (the suite's `tls-backend`),
+//!   the answer naming what the handshake said (`tls.serverName`, ...); plain otherwise.
 //! - gRPC (`--grpc`, h2c): the conformance suite's GrpcEcho service
 //!   ([`k8slb_tests::grpc`]), its pod context naming this backend (`pod` and
 //!   `service_name` = `<name>`). `--grpc-echo ADDR,NAMESPACE,POD`: the same service
@@ -140,7 +143,12 @@ fn parse_args() -> Result<Args, String> {
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
-    if a.name.is_empty() && a.echo.is_empty() && a.grpc_echo.is_empty() && a.tcp_echo.is_empty() {
+    if a.name.is_empty()
+        && a.echo.is_empty()
+        && a.echo_tls.is_empty()
+        && a.grpc_echo.is_empty()
+        && a.tcp_echo.is_empty()
+    {
         return Err("--name is required".into());
     }
     if !a.https.is_empty() && (a.cert.is_none() || a.key.is_none()) {
@@ -153,7 +161,7 @@ fn main() {
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc-echo ADDR,NAMESPACE,POD]... [--tcp-echo ADDR,NAMESPACE,POD]... [--udp-echo ADDR,NAMESPACE,POD]... [--tcp-echo-tls ADDR,NAMESPACE,POD --cert PEM --key PEM]... [--grpc ADDR]... [--ws ADDR]...");
+            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc-echo ADDR,NAMESPACE,POD]... [--tcp-echo ADDR,NAMESPACE,POD]... [--udp-echo ADDR,NAMESPACE,POD]... [--tcp-echo-tls ADDR,NAMESPACE,POD --cert PEM --key PEM]... [--echo-tls ADDR,NAMESPACE,POD --echo-cert PEM --echo-key PEM]... [--grpc ADDR]... [--ws ADDR]...");
             std::process::exit(64);
         }
     };
