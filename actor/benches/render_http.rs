@@ -30,6 +30,7 @@ fn routes() -> HttpRoutes {
                 endpoints,
                 stickiness: None,
                 protocol: Default::default(),
+                tls: None,
             },
         );
     }

@@ -1,4 +1,5 @@
-//! The files a proxy config names (HAProxy's route map and crt-list files), staged with
+//! The files a proxy config names (HAProxy's route map and crt-list files, and for
+//! both proxies the CA bundles of verified backends and client certificates), staged with
 //! the config: written to a staging directory, checked with the config, and moved into
 //! the live directory only when the config is installed (issue 22 item 4).
 //!

@@ -39,6 +39,7 @@ fn state(ep: &str, protocol: BackendProtocol) -> BackendState {
         }],
         stickiness: None,
         protocol,
+        tls: None,
     }
 }
 
@@ -596,6 +597,7 @@ fn tls_routes() -> HttpRoutes {
         default_certificate: Some(k8slb_common::routes::CertFile::Pool {
             pool: "default".parse().unwrap(),
         }),
+        client_ca: None,
     });
     let mut r = HttpRoutes {
         listeners: vec![l],

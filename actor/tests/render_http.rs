@@ -501,6 +501,7 @@ fn model_only_routes() -> HttpRoutes {
                     endpoints: vec![ep("fd00:244::1", 80)],
                     stickiness: None,
                     protocol: Default::default(),
+                    tls: None,
                 },
             ),
             (
@@ -509,6 +510,7 @@ fn model_only_routes() -> HttpRoutes {
                     endpoints: vec![],
                     stickiness: None,
                     protocol: Default::default(),
+                    tls: None,
                 },
             ),
         ]
@@ -1014,6 +1016,7 @@ fn split_routes(heavy: u16, light: u16) -> HttpRoutes {
         }],
         stickiness: None,
         protocol: Default::default(),
+        tls: None,
     };
     HttpRoutes {
         listeners: vec![Listener {
@@ -1780,6 +1783,7 @@ fn stream_routes() -> HttpRoutes {
             }],
             stickiness: None,
             protocol: Default::default(),
+            tls: None,
         }
     };
     let wb = |s: &str, weight| WeightedBackend {
@@ -1884,6 +1888,7 @@ fn stream_routes() -> HttpRoutes {
                 ],
             ),
         ],
+        ca_bundles: Default::default(),
         udp_backends: [(id("default/dns:53"), state(UDP_ECHO))]
             .into_iter()
             .collect(),
@@ -3164,4 +3169,127 @@ fn nginx_refuses_a_conditional_host_whose_rules_ask_for_different_timeouts() {
 #[ignore = "needs root: haproxy -c and nginx -t in a network namespace; ./scripts/test.sh runs it"]
 fn rule_timeouts_and_backend_header_edits_pass_the_proxies_checkers() {
     daemon_checks(&timeout_and_backend_edits_routes());
+}
+
+/// The tls-sni routes with TLS to every backend (a BackendTLSPolicy's: server name,
+/// CA bundle) and client certificate validation on every HTTPS listener, the bundle a
+/// real CA certificate.
+fn verified_tls_routes(dir: &Path) -> HttpRoutes {
+    let mut routes = routes_of("tls-sni");
+    self_signed(dir, "test-ca");
+    let pem = std::fs::read_to_string(dir.join("test-ca.crt")).unwrap();
+    let ca = k8slb_common::routes::CaId::of(&pem);
+    routes.ca_bundles.insert(ca.clone(), pem);
+    for b in routes.backends.values_mut() {
+        b.tls = Some(k8slb_common::routes::BackendTls {
+            server_name: "api.internal".parse().unwrap(),
+            ca: ca.clone(),
+        });
+    }
+    for t in routes.listeners.iter_mut().filter_map(|l| l.tls.as_mut()) {
+        t.client_ca = Some(ca.clone());
+    }
+    routes
+}
+
+/// Backend TLS (BackendTLSPolicy) and client certificate validation (a Gateway's
+/// spec.tls.frontend) render as the proxies' verifying keywords, name the CA bundle
+/// file that the render hands to the staging, and pass haproxy -c and nginx -t.
+#[test]
+#[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
+fn verified_backend_tls_and_client_certificates_pass_the_daemons_own_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let routes = verified_tls_routes(dir.path());
+    let r = HttpRenderer::embedded().unwrap();
+    let o = HttpRenderOptions::default();
+    let ca_file = format!(
+        "{}/ca-{}.pem",
+        o.files_dir.display(),
+        routes.ca_bundles.keys().next().unwrap()
+    );
+    let hp = r.haproxy(&routes, &o, &[]).unwrap();
+    assert!(hp.files.contains_key(&ca_file), "{:?}", hp.files.keys());
+    assert!(
+        hp.text.contains(&format!(
+            "ssl verify required ca-file {ca_file} sni str(api.internal) verifyhost api.internal"
+        )),
+        "{}",
+        hp.text
+    );
+    assert!(
+        hp.text
+            .contains(&format!("ca-file {ca_file} verify required")),
+        "{}",
+        hp.text
+    );
+    let nx = r.nginx(&routes, &o).unwrap();
+    assert!(nx.files.contains_key(&ca_file));
+    for line in [
+        "proxy_ssl_name api.internal;",
+        "proxy_ssl_verify on;",
+        &format!("proxy_ssl_trusted_certificate {ca_file};"),
+        "proxy_pass https://",
+        &format!("ssl_client_certificate {ca_file};"),
+        "ssl_verify_client on;",
+    ] {
+        assert!(nx.text.contains(line), "{line}\n{}", nx.text);
+    }
+    daemon_checks(&routes);
+}
+
+/// nginx's `proxy_ssl_*` take no variable: a split between a backend reached over TLS
+/// and one in cleartext is answered 500 with a note on nginx, never sent to either
+/// with the other's settings; HAProxy, whose TLS is per server, serves the split. Both
+/// backends over TLS with the same settings: nginx splits them over TLS.
+#[test]
+fn nginx_answers_500_for_a_split_between_backends_reached_with_different_tls() {
+    let mut routes = split_routes(90, 10);
+    let pem = "-----BEGIN CERTIFICATE-----\nMA==\n-----END CERTIFICATE-----\n".to_string();
+    let ca = k8slb_common::routes::CaId::of(&pem);
+    routes.ca_bundles.insert(ca.clone(), pem);
+    let tls = k8slb_common::routes::BackendTls {
+        server_name: "heavy.internal".parse().unwrap(),
+        ca,
+    };
+    routes
+        .backends
+        .get_mut(&"default/heavy:80".parse().unwrap())
+        .unwrap()
+        .tls = Some(tls.clone());
+    let r = HttpRenderer::embedded().unwrap();
+    let o = HttpRenderOptions::default();
+    let nx = r.nginx(&routes, &o).unwrap();
+    assert!(nx.text.contains("return 500;"), "{}", nx.text);
+    assert!(!nx.text.contains("proxy_pass https://"), "{}", nx.text);
+    assert!(
+        nx.notes
+            .iter()
+            .any(|n| n.contains("different TLS settings")),
+        "{:?}",
+        nx.notes
+    );
+    let hp = r.haproxy(&routes, &o, &[]).unwrap();
+    assert_eq!(
+        hp.text.matches("verifyhost heavy.internal").count(),
+        hp.text.matches("\n  server s").count() / 2,
+        "the heavy backend's servers only:\n{}",
+        hp.text
+    );
+    // The same TLS on both: one location, over TLS.
+    routes
+        .backends
+        .get_mut(&"default/light:80".parse().unwrap())
+        .unwrap()
+        .tls = Some(tls);
+    let nx = r.nginx(&routes, &o).unwrap();
+    assert!(
+        nx.text.contains("proxy_pass https://$k8slb_split_0;"),
+        "{}",
+        nx.text
+    );
+    assert!(
+        nx.notes.iter().all(|n| !n.contains("TLS")),
+        "{:?}",
+        nx.notes
+    );
 }

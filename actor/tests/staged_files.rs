@@ -139,6 +139,7 @@ fn state_with_hosts(hosts: &[&str]) -> State {
                 }],
                 stickiness: None,
                 protocol: Default::default(),
+                tls: None,
             },
         )]),
         ..Default::default()

@@ -222,6 +222,50 @@ fn inspect_with(secret: &Secret, leaf: impl FnOnce(&[u8])) -> Result<NodeCert, C
     })
 }
 
+/// The most bytes of a CA bundle (a BackendTLSPolicy's `ca.crt`, a Gateway's client
+/// certificate validation CA): sixteen RSA 8192 CA certificates are about 48 KB.
+pub const MAX_CA_BYTES: usize = 64 * 1024;
+/// The most certificates in a CA bundle.
+pub const MAX_CA_CERTS: usize = 16;
+
+/// A user's CA bundle (a ConfigMap's `ca.crt`) checked as HAProxy's `ca-file` and nginx's
+/// `proxy_ssl_trusted_certificate` / `ssl_client_certificate` will load it: at most
+/// [`MAX_CA_BYTES`] of PEM text holding 1 to [`MAX_CA_CERTS`] `CERTIFICATE` blocks and no
+/// other block, each an X.509 certificate the proxies load (as [`inspect`] checks a
+/// chain). What the nodes get is the canonical PEM re-encoded from the decoded blocks:
+/// nothing else of the user's text reaches a file. The message never quotes the text.
+pub fn ca_bundle(text: &str) -> Result<String, CertError> {
+    let invalid = CertError::Invalid;
+    if text.len() > MAX_CA_BYTES {
+        return Err(invalid(format!(
+            "ca.crt is {} bytes, more than the {MAX_CA_BYTES} k8slb reads",
+            text.len()
+        )));
+    }
+    let blocks = pem::blocks(text, MAX_CA_CERTS).map_err(|e| invalid(format!("ca.crt: {e}")))?;
+    if blocks.is_empty() {
+        return Err(invalid("ca.crt holds no PEM CERTIFICATE block".into()));
+    }
+    let mut out = String::new();
+    for (i, b) in blocks.iter().enumerate() {
+        if b.label != "CERTIFICATE" {
+            let what = if b.label.contains("PRIVATE KEY") {
+                "private key"
+            } else {
+                &b.label
+            };
+            return Err(invalid(format!(
+                "block {} of ca.crt is a {what}, not a CERTIFICATE",
+                i + 1
+            )));
+        }
+        openssl::certificate(&b.der, false)
+            .map_err(|e| invalid(format!("certificate {} of ca.crt {e}", i + 1)))?;
+        out.push_str(&pem::encode("CERTIFICATE", &b.der));
+    }
+    Ok(out)
+}
+
 /// The version of a certificate chain: 16 hex digits of FNV-1a 64 over its PEM text. A
 /// change detector over public data (the chain, never the key), not a security check.
 pub fn chain_version(chain_pem: &str) -> String {

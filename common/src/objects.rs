@@ -38,6 +38,8 @@ pub struct Objects {
     pub http_routes: Vec<crate::gateway::types::HttpRoute>,
     pub grpc_routes: Vec<crate::gateway::grpc::GrpcRoute>,
     pub reference_grants: Vec<crate::gateway::types::ReferenceGrant>,
+    /// BackendTLSPolicies (TLS from the proxy to a Service's endpoints).
+    pub backend_tls_policies: Vec<crate::gateway::types::BackendTlsPolicy>,
     /// TLSRoutes, TCPRoutes and UDPRoutes (experimental channel), each with its kind.
     pub l4_routes: Vec<crate::gateway::types::L4Route>,
     /// Namespaces (their labels), which a Gateway listener's `allowedRoutes` may select.
@@ -94,9 +96,20 @@ impl Objects {
         }
         let kind = v.get("kind").and_then(Value::as_str).unwrap_or_default();
         match kind {
-            "List" | "ServiceList" | "EndpointSliceList" | "NodeList" | "ConfigMapList"
-            | "IngressList" | "IngressClassList" | "SecretList" | "GatewayClassList"
-            | "GatewayList" | "HTTPRouteList" | "GRPCRouteList" | "ReferenceGrantList" => {
+            "List"
+            | "ServiceList"
+            | "EndpointSliceList"
+            | "NodeList"
+            | "ConfigMapList"
+            | "IngressList"
+            | "IngressClassList"
+            | "SecretList"
+            | "GatewayClassList"
+            | "GatewayList"
+            | "HTTPRouteList"
+            | "GRPCRouteList"
+            | "ReferenceGrantList"
+            | "BackendTLSPolicyList" => {
                 self.add_list(kind, &v);
             }
             "Service" => {
@@ -136,7 +149,7 @@ impl Objects {
             "Namespace" => push(&mut self.namespaces, &mut self.problems, v, Kind::Namespace),
             // Gateway API kinds only from their group (other groups reuse the names).
             "GatewayClass" | "Gateway" | "HTTPRoute" | "GRPCRoute" | "ReferenceGrant"
-            | "TLSRoute" | "TCPRoute" | "UDPRoute"
+            | "TLSRoute" | "TCPRoute" | "UDPRoute" | "BackendTLSPolicy"
                 if v.get("apiVersion")
                     .and_then(Value::as_str)
                     .is_some_and(|a| a.starts_with("gateway.networking.k8s.io/")) =>
@@ -209,6 +222,12 @@ impl Objects {
                     r.kind = l4;
                 }
             }
+            "BackendTLSPolicy" => push(
+                &mut self.backend_tls_policies,
+                &mut self.problems,
+                v,
+                Kind::BackendTlsPolicy,
+            ),
             _ => push(
                 &mut self.reference_grants,
                 &mut self.problems,
@@ -413,6 +432,7 @@ impl Objects {
             grpc_routes: &self.grpc_routes,
             l4_routes: &self.l4_routes,
             grants: &self.reference_grants,
+            backend_tls_policies: &self.backend_tls_policies,
             services: &self.services,
             slices: &self.slices,
             secrets,

@@ -193,6 +193,14 @@ reasons! {
     AddressNotUsable = "AddressNotUsable",
     /// A Gateway API object refused as a whole (an invalid route hostname).
     Invalid = "Invalid",
+    /// A BackendTLSPolicy whose target an older policy holds.
+    Conflicted = "Conflicted",
+    /// A BackendTLSPolicy none of whose CA references gives a usable bundle.
+    NoValidCACertificate = "NoValidCACertificate",
+    /// A BackendTLSPolicy CA reference to a ConfigMap missing or unusable.
+    InvalidCACertificateRef = "InvalidCACertificateRef",
+    /// A Gateway's client validation CA reference of another kind than ConfigMap.
+    InvalidCACertificateKind = "InvalidCACertificateKind",
     // Events that are not problems.
     IpAllocated = "IPAllocated",
     IpReleased = "IPReleased",
@@ -309,6 +317,8 @@ pub enum Kind {
     HttpRoute,
     GrpcRoute,
     ReferenceGrant,
+    /// BackendTLSPolicy (standard channel since v1.4).
+    BackendTlsPolicy,
     Namespace,
     /// TLSRoute, TCPRoute, UDPRoute.
     L4Route(crate::names::L4Kind),
@@ -329,6 +339,7 @@ impl Kind {
             Kind::HttpRoute => "HTTPRoute",
             Kind::GrpcRoute => "GRPCRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
+            Kind::BackendTlsPolicy => "BackendTLSPolicy",
             Kind::Namespace => "Namespace",
             Kind::L4Route(k) => k.as_str(),
         }
@@ -348,6 +359,7 @@ impl Kind {
             Kind::HttpRoute,
             Kind::GrpcRoute,
             Kind::ReferenceGrant,
+            Kind::BackendTlsPolicy,
             Kind::Namespace,
             Kind::L4Route(crate::names::L4Kind::Tls),
             Kind::L4Route(crate::names::L4Kind::Tcp),
@@ -385,6 +397,8 @@ pub enum ObjRef {
     },
     /// `GatewayClass <name>`.
     GatewayClass { name: String },
+    /// `BackendTLSPolicy <ns>/<name>`.
+    BackendTlsPolicy { namespace: String, name: String },
     /// An object whose name is not a valid name of its kind (or did not decode): `shown`
     /// is the name as printed, escaped and cut. No Event can be about it.
     Unnamed { kind: Kind, shown: String },
@@ -455,6 +469,14 @@ impl ObjRef {
                 }
             }
             Kind::GatewayClass => return ObjRef::GatewayClass { name: shown },
+            Kind::BackendTlsPolicy => {
+                if let Some((ns, name)) = shown.split_once('/') {
+                    return ObjRef::BackendTlsPolicy {
+                        namespace: ns.to_string(),
+                        name: name.to_string(),
+                    };
+                }
+            }
             Kind::EndpointSlice
             | Kind::IngressClass
             | Kind::Secret
@@ -481,6 +503,9 @@ impl ObjRef {
                 name,
             } => [kind.as_str(), " ", namespace, "/", name],
             ObjRef::GatewayClass { name } => ["GatewayClass ", name, "", "", ""],
+            ObjRef::BackendTlsPolicy { namespace, name } => {
+                ["BackendTLSPolicy ", namespace, "/", name, ""]
+            }
             ObjRef::Config => ["Config k8slb", "", "", "", ""],
             ObjRef::Unnamed { kind, shown } => [kind.as_str(), " ", shown, "", ""],
             ObjRef::Other(s) => [s, "", "", "", ""],
@@ -597,6 +622,7 @@ mod tests {
             "Config other",
             "EndpointSlice ns/s-1",
             "Ingress ns/web",
+            "BackendTLSPolicy ns/p",
             "nospace",
             "",
         ] {

@@ -1304,17 +1304,22 @@ spec:
     };
     let out = run(&objects(&[CLASS, gw]), std::slice::from_ref(&secret));
     assert_eq!(check(&out, &["plain"], &["mtls", "options"]), [443]);
-    // Client certificate validation for the whole Gateway (spec.tls.frontend): every
-    // HTTPS listener is refused.
+    // Client certificate validation for the whole Gateway (spec.tls.frontend) is
+    // served (common/tests/gateway_backend_tls.rs); with its CA ConfigMap missing, the
+    // listener it would apply to is refused (NoValidCACertificate), never served
+    // without it.
     let whole = gw.replace(
         "  gatewayClassName: k8slb\n",
         "  gatewayClassName: k8slb\n  tls: { frontend: { default: { validation: { caCertificateRefs: [{ kind: ConfigMap, name: ca }] } } } }\n",
     );
     let out = run(&objects(&[CLASS, &whole]), &[secret]);
+    let st = &out.gateways[&"infra/gw".parse().unwrap()];
+    let plain = cond(&st.listeners[0].conditions, "Accepted");
     assert_eq!(
-        check(&out, &[], &["plain", "mtls", "options"]),
-        Vec::<u16>::new()
+        (plain.status, plain.reason.as_str()),
+        (false, "NoValidCACertificate")
     );
+    assert!(out.routes.listeners.is_empty());
 }
 
 /// An HTTPRoute with `n` rules on host `host`, each matching header `x-h` = `v<i>`

@@ -502,7 +502,7 @@ spec:
     for (texts, why) in [
         (vec![params("nope")], "pool nope does not exist"),
         (vec![params("Bad Pool")], "data.pool"),
-        (vec![], "does not exist, or is not in k8slb's namespace"),
+        (vec![], "does not exist"),
     ] {
         let mut all: Vec<&str> = vec![class, &gw];
         all.extend(texts.iter().map(String::as_str));

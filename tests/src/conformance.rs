@@ -141,6 +141,18 @@ pub struct Req {
     pub h2c: bool,
     /// The protocol the backend must have seen (the echo's `proto`), when given.
     pub want_proto: Option<String>,
+    /// The TLS server name (SNI) the backend must have been asked for (the suite's
+    /// `ExpectedRequest.SNI`: the proxy spoke TLS to it), when given.
+    pub want_sni: Option<String>,
+    /// Any answer but a 200 or a timeout will do (the suite's
+    /// `MakeRequestAndExpectFailure`).
+    pub fails: bool,
+    /// Over TLS, present the client certificate of this Secret (the suite's
+    /// `tls-validity-checks-client-certificate`, ...): [`EchoKinds::client_pems`].
+    pub client_cert: Option<&'static str>,
+    /// The request must get no HTTP answer at all (the suite's
+    /// `MakeTLSRequestAndExpectFailureResponse`: the round trip fails).
+    pub no_answer: bool,
 }
 
 /// A GET of `path` that must reach `infra-backend-v1` in the infra namespace unless
@@ -164,6 +176,10 @@ pub fn get(path: &str) -> Req {
         redirect: None,
         h2c: false,
         want_proto: None,
+        want_sni: None,
+        fails: false,
+        client_cert: None,
+        no_answer: false,
     }
 }
 
@@ -183,6 +199,26 @@ impl Req {
     /// The backend must see this protocol (`HTTP/2.0`: the proxy spoke h2c to it).
     pub fn want_proto(mut self, p: &str) -> Req {
         self.want_proto = Some(p.into());
+        self
+    }
+    /// Present the client certificate of Secret `name` (TLS only).
+    pub fn client_cert(mut self, name: &'static str) -> Req {
+        self.client_cert = Some(name);
+        self
+    }
+    /// Must get no HTTP answer (the TLS handshake or the connection fails).
+    pub fn no_answer(mut self) -> Req {
+        self.no_answer = true;
+        self
+    }
+    /// Must not be answered 200 (nor time out): the suite's failure expectation.
+    pub fn fails(mut self) -> Req {
+        self.fails = true;
+        self
+    }
+    /// The backend must have been reached over TLS with this server name.
+    pub fn want_sni(mut self, n: &str) -> Req {
+        self.want_sni = Some(n.into());
         self
     }
     pub fn host(mut self, h: &str) -> Req {
@@ -589,6 +625,9 @@ pub enum Check {
         path: &'static str,
         backends: Vec<&'static str>,
     },
+    /// The BackendTLSPolicy's ancestor entry of ours for the Gateway has this condition
+    /// (the suite's `BackendTLSPolicyMustHaveCondition`).
+    PolicyCondition { policy: Nn, gateway: Nn, cond: Cond },
     /// Remove a document of the case (kind, namespace/name) before the next checks.
     Delete { kind: &'static str, object: Nn },
 }
@@ -658,6 +697,9 @@ pub struct Runner<'a> {
     tmp: Option<PathBuf>,
     /// The echo's log: a line `<pod> <method> <target>` per HTTP request it answered.
     echo_log: PathBuf,
+    /// The client certificates requests may present: Secret name → (certificate, key)
+    /// files.
+    client_certs: BTreeMap<String, (PathBuf, PathBuf)>,
 }
 
 impl Drop for Runner<'_> {
@@ -725,6 +767,15 @@ pub struct EchoKinds {
     /// The certificate and key (PEM) they serve: the suite mounts
     /// `tls-passthrough-checks-certificate` (abc.example.com) into them.
     pub tls_pem: Option<(String, String)>,
+    /// HTTP echoes with a TLS port (`TLS_SERVER_CERT`, not a TCP echo: the suite's
+    /// `tls-backend`): TLS when the client starts it.
+    pub http_tls: BTreeSet<Nn>,
+    /// The certificate and key (PEM) they serve: the suite mounts
+    /// `tls-checks-certificate` (signed by `tls-checks-ca-certificate`) into them.
+    pub echo_pem: Option<(String, String)>,
+    /// The suite's client certificates (Secret name → certificate, key PEM), which
+    /// requests present with [`Req::client_cert`].
+    pub client_pems: BTreeMap<String, (String, String)>,
 }
 
 impl EchoKinds {
@@ -735,11 +786,15 @@ impl EchoKinds {
         self.udp
             .extend(deployments_with_env(docs, "UDP_ECHO_SERVER"));
         let tls = deployments_with_env(docs, "TLS_SERVER_CERT");
-        self.tcp_tls.extend(
-            tcp_deployments(docs)
-                .into_iter()
-                .filter(|d| tls.contains(d)),
+        let tcp = tcp_deployments(docs);
+        self.http_tls.extend(
+            tls.iter()
+                .filter(|d| !tcp.contains(*d))
+                .filter(|d| !self.grpc.contains(*d))
+                .cloned(),
         );
+        self.tcp_tls
+            .extend(tcp.into_iter().filter(|d| tls.contains(d)));
     }
     fn flag(&self, d: &Nn) -> &'static str {
         if self.grpc.contains(d) {
@@ -750,6 +805,8 @@ impl EchoKinds {
             "--tcp-echo"
         } else if self.udp.contains(d) {
             "--udp-echo"
+        } else if self.http_tls.contains(d) && self.echo_pem.is_some() {
+            "--echo-tls"
         } else {
             "--echo"
         }
@@ -794,10 +851,42 @@ impl<'a> Runner<'a> {
                 k.display().to_string(),
             ]);
         }
+        if let Some((crt, key)) = &kinds.echo_pem {
+            let dir =
+                std::env::temp_dir().join(format!("k8slb-conformance-{}", std::process::id()));
+            tmp = Some(dir.clone());
+            std::fs::create_dir_all(&dir)?;
+            let (c, k) = (dir.join("echo.crt"), dir.join("echo.key"));
+            std::fs::write(&c, crt)?;
+            std::fs::write(&k, key)?;
+            args.extend([
+                "--echo-cert".into(),
+                c.display().to_string(),
+                "--echo-key".into(),
+                k.display().to_string(),
+            ]);
+        }
+        let mut client_certs = BTreeMap::new();
+        if !kinds.client_pems.is_empty() {
+            let dir =
+                std::env::temp_dir().join(format!("k8slb-conformance-{}", std::process::id()));
+            tmp = Some(dir.clone());
+            std::fs::create_dir_all(&dir)?;
+            for (name, (crt, key)) in &kinds.client_pems {
+                let (c, k) = (
+                    dir.join(format!("{name}.crt")),
+                    dir.join(format!("{name}.key")),
+                );
+                std::fs::write(&c, crt)?;
+                std::fs::write(&k, key)?;
+                client_certs.insert(name.clone(), (c, k));
+            }
+        }
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let id = sys.lab.spawn_in("be1", "echo", &argv)?;
         let echo_log = sys.lab.log_path(id).to_path_buf();
         let runner = Runner {
+            client_certs,
             echo_log,
             sys,
             data,
@@ -1115,6 +1204,35 @@ impl<'a> Runner<'a> {
                     ))
                 }
             }
+            Check::PolicyCondition {
+                policy,
+                gateway,
+                cond,
+            } => {
+                let st = self.status("BackendTLSPolicy", policy)?;
+                let a = st["ancestors"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|a| {
+                        a["controllerName"] == CONTROLLER
+                            && a["ancestorRef"]["name"] == gateway.name.as_str()
+                            && a["ancestorRef"]["namespace"] == gateway.namespace.as_str()
+                    })
+                    .ok_or_else(|| {
+                        format!(
+                            "BackendTLSPolicy {policy} has no ancestor entry for {gateway}: {st}"
+                        )
+                    })?;
+                if Self::has_cond(&a["conditions"], cond) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "BackendTLSPolicy {policy}: want {} {} {} for {gateway}, got {}",
+                        cond.type_, cond.status, cond.reason, a["conditions"]
+                    ))
+                }
+            }
             Check::TlsRejected {
                 gateway,
                 port,
@@ -1272,8 +1390,20 @@ impl<'a> Runner<'a> {
             } => {
                 let ip = self.address(gateway)?;
                 for r in reqs {
-                    let got = self.send(&ip, *port, *tls, r)?;
-                    compare(r, &got, *tls).map_err(|e| format!("{}: {e}", r.describe()))?;
+                    let got = self.send(&ip, *port, *tls, r);
+                    if r.no_answer {
+                        match got {
+                            Err(_) => continue,
+                            Ok(a) => {
+                                return Err(format!(
+                                    "{}: answered {}, want no answer (the round trip fails)",
+                                    r.describe(),
+                                    a.status
+                                ))
+                            }
+                        }
+                    }
+                    compare(r, &got?, *tls).map_err(|e| format!("{}: {e}", r.describe()))?;
                 }
                 Ok(())
             }
@@ -1580,6 +1710,18 @@ impl<'a> Runner<'a> {
                 "--resolve".into(),
                 format!("{host}:{port}:{ip}"),
             ]);
+            if let Some(name) = r.client_cert {
+                let (c, k) = self
+                    .client_certs
+                    .get(name)
+                    .ok_or_else(|| format!("no client certificate {name} in the runner"))?;
+                args.extend([
+                    "--cert".into(),
+                    c.display().to_string(),
+                    "--key".into(),
+                    k.display().to_string(),
+                ]);
+            }
             format!("https://{host}:{port}{}", r.path)
         } else {
             if !r.host.is_empty() {
@@ -1715,6 +1857,16 @@ fn is_redirect(s: u16) -> bool {
 /// answered and the response headers; for a redirect where it points).
 pub fn compare(r: &Req, a: &Answer, tls: bool) -> std::result::Result<(), String> {
     let timeout = |s: u16| s == 408 || s == 504;
+    if r.fails {
+        return if a.status == 200 || timeout(a.status) {
+            Err(format!(
+                "status {}, want a failure (not 200, not a timeout)",
+                a.status
+            ))
+        } else {
+            Ok(())
+        };
+    }
     if timeout(a.status) && r.status.iter().any(|s| timeout(*s)) {
         return Ok(());
     }
@@ -1737,6 +1889,14 @@ pub fn compare(r: &Req, a: &Answer, tls: bool) -> std::result::Result<(), String
                 "backend saw path {}, want {want_path}",
                 echo["path"]
             ));
+        }
+        if let Some(n) = &r.want_sni {
+            if echo["tls"]["serverName"] != n.as_str() {
+                return Err(format!(
+                    "backend saw TLS server name {}, want {n} (no tls: the proxy spoke cleartext)",
+                    echo["tls"]["serverName"]
+                ));
+            }
         }
         if let Some(p) = &r.want_proto {
             if echo["proto"] != p.as_str() {

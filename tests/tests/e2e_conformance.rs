@@ -11,7 +11,7 @@
 //! runs only the tests whose name contains it (no report written);
 //! `K8SLB_CONFORMANCE_PROXIES=nginx` only that proxy.
 
-use k8slb_common::testing::self_signed_for;
+use k8slb_common::testing::{ca, self_signed_for, signed_by};
 use k8slb_tests::conformance::{
     self, nn, read_manifest, Outcome, Runner, CLASS, CONTROLLER, INFRA,
 };
@@ -22,21 +22,87 @@ use k8slb_tests::wait;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-/// The certificates the suite creates at its start (names and SANs as it gives them).
-fn secrets() -> (Vec<serde_json::Value>, (String, String)) {
+/// A ConfigMap holding a CA certificate as the suite makes them (`ca.crt`).
+fn ca_configmap(ns: &str, name: &str, ca_pem: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns},
+        "data": {"ca.crt": ca_pem},
+    })
+}
+
+/// What the suite creates at its start: the certificates (names and SANs as it gives
+/// them), its CA ConfigMaps and the certificates they sign; and the passthrough and
+/// TLS echo certificates (certificate, key).
+#[allow(clippy::type_complexity)]
+fn secrets() -> (
+    Vec<serde_json::Value>,
+    (String, String),
+    (String, String),
+    std::collections::BTreeMap<String, (String, String)>,
+) {
     let mut out = Vec::new();
     let mut passthrough = None;
+    // tls-checks-ca-certificate signs the TLS echo's certificate (tls-backend's).
+    let checks_ca = ca("gatewayapi");
+    let echo = signed_by(
+        &checks_ca,
+        &["abc.example.com", "other.example.com"],
+        &["spiffe://abc.example.com/test-identity"],
+    );
+    out.push(tls_secret(
+        INFRA,
+        "tls-checks-certificate",
+        &echo.0,
+        &echo.1,
+    ));
+    out.push(ca_configmap(
+        INFRA,
+        "tls-checks-ca-certificate",
+        &checks_ca.0,
+    ));
+    let client = signed_by(&checks_ca, &[], &[]);
+    out.push(tls_secret(
+        INFRA,
+        "tls-checks-client-certificate",
+        &client.0,
+        &client.1,
+    ));
+    // A CA that signs nothing the suite serves.
+    out.push(ca_configmap(
+        INFRA,
+        "mismatch-ca-certificate",
+        &ca("gatewayapi").0,
+    ));
+    // The client certificate validation CAs, each signing one client certificate.
+    let mut clients = std::collections::BTreeMap::new();
+    for (cm, secret) in [
+        (
+            "tls-validity-checks-ca-certificate",
+            "tls-validity-checks-client-certificate",
+        ),
+        (
+            "tls-validity-checks-per-port-ca-certificate",
+            "tls-validity-checks-per-port-client-certificate",
+        ),
+    ] {
+        let ca = ca("gatewayapi");
+        out.push(ca_configmap(INFRA, cm, &ca.0));
+        let c = signed_by(&ca, &[], &[]);
+        out.push(tls_secret(INFRA, secret, &c.0, &c.1));
+        clients.insert(secret.to_string(), c);
+    }
+    out.push(ca_configmap(
+        conformance::WEB,
+        "web-backend-cm",
+        &ca("gatewayapi").0,
+    ));
     for (ns, name, sans) in [
         (conformance::WEB, "certificate", vec!["*"]),
         (
             INFRA,
             "tls-validity-checks-certificate",
             vec!["*", "*.org", "*.wildcard.org"],
-        ),
-        (
-            INFRA,
-            "tls-checks-certificate",
-            vec!["abc.example.com", "other.example.com"],
         ),
         (
             INFRA,
@@ -60,7 +126,12 @@ fn secrets() -> (Vec<serde_json::Value>, (String, String)) {
         }
         out.push(tls_secret(ns, name, &crt, &key));
     }
-    (out, passthrough.expect("the passthrough certificate"))
+    (
+        out,
+        passthrough.expect("the passthrough certificate"),
+        echo,
+        clients,
+    )
 }
 
 fn run_on(
@@ -75,7 +146,14 @@ fn run_on(
     // Room for every Gateway of the suite's manifests (one address each).
     let mut config = k8slb_tests::system::default_config(opts.advert_int);
     config["pools"]["default"]["range"] = json!("198.18.0.100-198.18.0.250");
-    opts.config_extra = json!({"pools": config["pools"]});
+    // The default reserved ports but 6443 (the API server's on a control-plane node):
+    // GatewayInvalidFrontendClientCertificateValidation puts a listener on 6443, and the
+    // lab's LB node runs no API server. An admin of a conformance cluster would do the
+    // same.
+    opts.config_extra = json!({
+        "pools": config["pools"],
+        "reservedPorts": [22, "2379-2380", 9253, 9254, 10250, 10256],
+    });
     let mut sys = System::start(opts).expect("the lab starts");
 
     let base = read_manifest(&data.join("gateway-api/conformance/base/manifests.yaml"))
@@ -89,9 +167,11 @@ fn run_on(
     // Those that run the suite's gRPC or TCP echo server (GRPC_ECHO_SERVER,
     // TCP_ECHO_SERVER) answer gRPC or its TCP protocol.
     // The suite mounts the passthrough certificate into its TLS echo (tcp-backend).
-    let (secrets, passthrough) = secrets();
+    let (secrets, passthrough, echo, clients) = secrets();
     let mut kinds = conformance::EchoKinds {
         tls_pem: Some(passthrough),
+        echo_pem: Some(echo),
+        client_pems: clients,
         ..Default::default()
     };
     kinds.extend(&base);

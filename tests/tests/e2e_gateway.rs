@@ -1,5 +1,5 @@
 //! Gateway API end to end in the standalone (files) mode: GatewayClass, Gateway,
-//! HTTPRoute, TLSRoute, TCPRoute, UDPRoute and ReferenceGrant documents → the watcher's
+//! HTTPRoute, TLSRoute, TCPRoute, UDPRoute, ReferenceGrant and BackendTLSPolicy documents → the watcher's
 //! plan (the Gateway's own address, the routes) → the actors render them into real
 //! HAProxy and nginx → requests, connections and datagrams from the client through the
 //! Gateway's address reach the pods.
@@ -820,4 +820,175 @@ fn haproxy_serves_gateway_l4_tcp_splits_tls_passthrough_and_grants_and_refuses_u
 #[ignore = "needs root: the lab's network namespaces with the real actors, keepalived and proxies; ./scripts/test.sh runs it"]
 fn nginx_serves_gateway_l4_tcp_udp_splits_tls_passthrough_and_grants() {
     gateway_l4_routes("nginx");
+}
+
+/// A BackendTLSPolicy among tenants, through the real proxy: shop's policy makes the
+/// proxy reach shop's HTTPS endpoint verified (the backend sees the policy's hostname as
+/// SNI); evil's policies (a 1 MiB CA ConfigMap; a ca.crt that is not PEM; a hostname
+/// with a control character; and one naming a Service `api`, which can only be evil's
+/// own) are refused on evil's Services alone, whose requests get 500; shop and a plain
+/// route are still served.
+fn backend_tls_policies_among_tenants(proxy: &str) {
+    use k8slb_common::testing::{ca, signed_by};
+    let opts = Options::new(&format!("btls-{proxy}"))
+        .proxy(proxy)
+        .lbs(1)
+        .backends(1);
+    let mut sys = System::start(opts).unwrap();
+    let be = sys.backend_ips()[0];
+    // shop's HTTPS endpoint: the lab's TLS echo with a certificate shop's CA signed.
+    let shop_ca = ca("shop-ca");
+    let (crt, key) = signed_by(&shop_ca, &["api.shop.internal"], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let (c, k) = (dir.path().join("api.crt"), dir.path().join("api.key"));
+    std::fs::write(&c, crt).unwrap();
+    std::fs::write(&k, key).unwrap();
+    let bin = k8slb_tests::bins::locate("lab-backend").unwrap();
+    let echo = format!("{be}:8443,shop,api-lab-0");
+    sys.lab
+        .spawn_in(
+            "be1",
+            "tls-echo",
+            &[
+                bin.to_str().unwrap(),
+                "--echo-tls",
+                &echo,
+                "--echo-cert",
+                c.to_str().unwrap(),
+                "--echo-key",
+                k.to_str().unwrap(),
+            ],
+        )
+        .unwrap();
+    sys.apply(
+        "gateway",
+        &json!({"apiVersion": "v1", "kind": "List", "items": [
+            gateway_api("GatewayClass", None, "k8slb",
+                json!({"controllerName": "k8slb.io/gateway-controller"})),
+            gateway_api("Gateway", Some("infra"), "gw", json!({"gatewayClassName": "k8slb",
+                "listeners": [{"name": "http", "port": 80, "protocol": "HTTP",
+                               "allowedRoutes": {"namespaces": {"from": "All"}}}]})),
+        ]}),
+    )
+    .unwrap();
+    let shop = svc("shop", "api").port(tcp("https", 443, 8443));
+    let mut v = shop.to_value();
+    v["spec"]["type"] = json!("ClusterIP");
+    sys.apply("svc-shop-api", &v).unwrap();
+    sys.apply("eps-shop-api", &shop.endpoints("api-1", &[be]))
+        .unwrap();
+    for (ns, name) in [
+        ("evil", "api"),
+        ("evil", "junk"),
+        ("evil", "ctl"),
+        ("default", "plain"),
+    ] {
+        backend(&sys, ns, name, &[0]);
+    }
+    let route_to = |ns: &str, name: &str, host: &str, port: u16| {
+        let mut r = gateway_api(
+            "HTTPRoute",
+            Some(ns),
+            name,
+            json!({"parentRefs": [{"name": "gw", "namespace": "infra"}],
+                   "hostnames": [host],
+                   "rules": [{"backendRefs": [{"name": name, "port": port}]}]}),
+        );
+        r["metadata"]["name"] = json!(format!("{name}-route"));
+        r
+    };
+    let cm = |ns: &str, name: &str, ca: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": ns}, "data": {"ca.crt": ca}})
+    };
+    let policy = |ns: &str, name: &str, target: &str, ca: &str, host: &str| {
+        gateway_api(
+            "BackendTLSPolicy",
+            Some(ns),
+            name,
+            json!({"targetRefs": [{"group": "", "kind": "Service", "name": target}],
+                   "validation": {"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": ca}],
+                                  "hostname": host}}),
+        )
+    };
+    let huge = shop_ca.0.repeat(1 + (1 << 20) / shop_ca.0.len());
+    sys.apply(
+        "tenants",
+        &json!({"apiVersion": "v1", "kind": "List", "items": [
+            route_to("shop", "api", "shop.example.com", 443),
+            route_to("evil", "api", "evil.example.com", 80),
+            route_to("evil", "junk", "junk.example.com", 80),
+            route_to("evil", "ctl", "ctl.example.com", 80),
+            route_to("default", "plain", "plain.example.com", 80),
+            cm("shop", "shop-ca", &shop_ca.0),
+            cm("evil", "huge", &huge),
+            cm("evil", "junk", "not a certificate\n"),
+            policy("shop", "api-tls", "api", "shop-ca", "api.shop.internal"),
+            policy("evil", "steal", "api", "huge", "api.shop.internal"),
+            policy("evil", "junk", "junk", "junk", "junk.example"),
+            policy("evil", "ctl", "ctl", "shop-ca", "a\u{7}b.example"),
+        ]}),
+    )
+    .unwrap();
+    let ip = wait_gateway_ip(&sys, "infra/gw");
+    let url = |path: &str| format!("http://{ip}{path}");
+    let got = |host: &str| status(&sys, host, &url("/"));
+    wait::until(T, || {
+        Ok(got("shop.example.com") == "200"
+            && got("evil.example.com") == "500"
+            && got("junk.example.com") == "500"
+            && got("ctl.example.com") == "500"
+            && got("plain.example.com") == "200")
+    })
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e:#}: shop {} evil {} junk {} ctl {} plain {}; problems {:?}",
+            got("shop.example.com"),
+            got("evil.example.com"),
+            got("junk.example.com"),
+            got("ctl.example.com"),
+            got("plain.example.com"),
+            sys.state().map(|s| s.problems).unwrap_or_default()
+        )
+    });
+    // shop's endpoint was reached over TLS, with the policy's hostname as SNI.
+    let answer = body(&sys, &["-H", "Host: shop.example.com", &url("/")]);
+    let v: Value = serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"));
+    assert_eq!(v["tls"]["serverName"], "api.shop.internal", "{v}");
+    assert_eq!(v["namespace"], "shop", "{v}");
+    // Each refusal is a problem on its own policy only.
+    let st = sys.state().unwrap();
+    for (policy, reason) in [
+        ("BackendTLSPolicy evil/steal", "NoValidCACertificate"),
+        ("BackendTLSPolicy evil/junk", "NoValidCACertificate"),
+        ("BackendTLSPolicy evil/ctl", "Invalid"),
+    ] {
+        assert!(
+            st.problems
+                .iter()
+                .any(|p| p.object.to_string() == policy && p.reason.as_str() == reason),
+            "{policy} {reason}: {:?}",
+            st.problems
+        );
+    }
+    assert!(
+        !st.problems
+            .iter()
+            .any(|p| p.object.to_string().contains("shop")),
+        "{:?}",
+        st.problems
+    );
+    sys.lab.pass();
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces, keepalived and HAProxy; ./scripts/test.sh runs it"]
+fn haproxy_serves_backend_tls_policies_and_refuses_hostile_ones_alone() {
+    backend_tls_policies_among_tenants("haproxy");
+}
+
+#[test]
+#[ignore = "needs root: the lab's network namespaces, keepalived and nginx; ./scripts/test.sh runs it"]
+fn nginx_serves_backend_tls_policies_and_refuses_hostile_ones_alone() {
+    backend_tls_policies_among_tenants("nginx");
 }

@@ -17,6 +17,7 @@
 //!   reason `Pending`, "Waiting for controller").
 //! - **Routes** (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute): the `status.parents` entries
 //!   whose `controllerName` is ours; another controller's entries stay as they are.
+//!   The same for the `status.ancestors` entries of BackendTLSPolicies.
 //! - the published **state ConfigMaps** (`k8slb-state`, `k8slb-state-<i>`) in the
 //!   watcher's namespace.
 //!
@@ -302,13 +303,33 @@ pub fn gateway(gw: &Value, classes: &BTreeSet<String>) -> Option<Write> {
 
 /// A route (`kind`) with `status.parents` entries of our controller: they go, others stay.
 pub fn route(kind: &str, r: &Value) -> Option<Write> {
-    let parents = r["status"]["parents"].as_array()?;
+    entries_of_ours(kind, r, ("parents", "parentRef", "parent"))
+}
+
+/// A BackendTLSPolicy with `status.ancestors` entries of our controller: they go,
+/// others stay.
+pub fn policy(p: &Value) -> Option<Write> {
+    entries_of_ours(
+        "BackendTLSPolicy",
+        p,
+        ("ancestors", "ancestorRef", "ancestor"),
+    )
+}
+
+/// `status.<list>` without our controller's entries (each naming its Gateway in
+/// `<reference>`), if it had any.
+fn entries_of_ours(
+    kind: &str,
+    o: &Value,
+    (list, reference, what): (&str, &str, &str),
+) -> Option<Write> {
+    let entries = o["status"][list].as_array()?;
     let is_ours = |e: &&Value| e["controllerName"].as_str() == Some(GATEWAY_CONTROLLER);
-    let (mine, theirs): (Vec<&Value>, Vec<&Value>) = parents.iter().partition(is_ours);
+    let (mine, theirs): (Vec<&Value>, Vec<&Value>) = entries.iter().partition(is_ours);
     if mine.is_empty() {
         return None;
     }
-    let (namespace, name, rv) = meta(r)?;
+    let (namespace, name, rv) = meta(o)?;
     Some(Write {
         target: Target::Route {
             kind: kind.to_string(),
@@ -316,10 +337,10 @@ pub fn route(kind: &str, r: &Value) -> Option<Write> {
             name,
         },
         resource_version: rv,
-        status: json!({"parents": theirs}),
+        status: json!({ list: theirs }),
         removed: mine
             .iter()
-            .map(|e| format!("parent {}", e["parentRef"]["name"].as_str().unwrap_or("?")))
+            .map(|e| format!("{what} {}", e[reference]["name"].as_str().unwrap_or("?")))
             .collect(),
     })
 }
@@ -476,6 +497,14 @@ async fn pass(
             let what = format!("{}s", ar.kind);
             for o in list_or_skip(dynamic(&ar), &what, &mut report.skipped).await? {
                 if let Some(w) = route(&ar.kind, &o) {
+                    resources.push((w.target.clone(), ar.clone()));
+                    writes.push(w);
+                }
+            }
+        }
+        if let Some(ar) = &r.backend_tls {
+            for o in list_or_skip(dynamic(ar), "BackendTLSPolicies", &mut report.skipped).await? {
+                if let Some(w) = policy(&o) {
                     resources.push((w.target.clone(), ar.clone()));
                     writes.push(w);
                 }
@@ -795,6 +824,25 @@ mod tests {
             route("TCPRoute", &r(json!([ours]))).unwrap().status,
             json!({"parents": []})
         );
+    }
+
+    #[test]
+    fn policy_ancestors_of_other_controllers_survive() {
+        let theirs =
+            json!({"ancestorRef": {"name": "their-gw"}, "controllerName": "example.com/other"});
+        let ours = json!({"ancestorRef": {"name": "gw"}, "controllerName": GATEWAY_CONTROLLER});
+        let p = json!({
+            "metadata": {"namespace": "default", "name": "p", "resourceVersion": "7"},
+            "status": {"ancestors": [theirs.clone(), ours]},
+        });
+        let w = policy(&p).expect("our entry goes");
+        assert_eq!(w.status, json!({"ancestors": [theirs.clone()]}));
+        assert_eq!(w.removed, ["ancestor gw"]);
+        let only_theirs = json!({
+            "metadata": {"namespace": "default", "name": "p", "resourceVersion": "7"},
+            "status": {"ancestors": [theirs]},
+        });
+        assert!(policy(&only_theirs).is_none());
     }
 
     #[test]

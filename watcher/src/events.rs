@@ -271,6 +271,9 @@ fn problem_target(p: &Problem, look: &dyn Lookup) -> Option<Target> {
             name,
         } => gateway_api_target(look, kind.as_str(), Some(namespace), name),
         ObjRef::GatewayClass { name } => gateway_api_target(look, "GatewayClass", None, name),
+        ObjRef::BackendTlsPolicy { namespace, name } => {
+            gateway_api_target(look, "BackendTLSPolicy", Some(namespace), name)
+        }
         // ConfigMap problems: config_note. An object without a valid name cannot exist
         // in the API.
         _ => None,

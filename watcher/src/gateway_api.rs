@@ -24,6 +24,8 @@ pub struct GatewayResources {
     /// serves (each at its most stable version: TLSRoute is v1alpha2, v1alpha3 or v1 by
     /// release).
     pub l4: Vec<(L4Kind, ApiResource)>,
+    /// BackendTLSPolicy (standard channel since v1.4), when the cluster serves it.
+    pub backend_tls: Option<ApiResource>,
 }
 
 impl GatewayResources {
@@ -74,6 +76,7 @@ impl GatewayResources {
             routes,
             grants: find("ReferenceGrant"),
             grpc: find("GRPCRoute"),
+            backend_tls: find("BackendTLSPolicy"),
             l4: L4Kind::ALL
                 .into_iter()
                 .filter_map(|k| Some((k, find(k.as_str())?)))

@@ -34,6 +34,7 @@ pub enum GwTarget {
     GrpcRoute(ObjectKey),
     /// A TLSRoute, TCPRoute or UDPRoute.
     L4Route(L4Kind, ObjectKey),
+    BackendTlsPolicy(ObjectKey),
 }
 
 impl std::fmt::Display for GwTarget {
@@ -44,6 +45,7 @@ impl std::fmt::Display for GwTarget {
             GwTarget::HttpRoute(k) => write!(f, "HTTPRoute {k}"),
             GwTarget::GrpcRoute(k) => write!(f, "GRPCRoute {k}"),
             GwTarget::L4Route(kind, k) => write!(f, "{} {k}", kind.as_str()),
+            GwTarget::BackendTlsPolicy(k) => write!(f, "BackendTLSPolicy {k}"),
         }
     }
 }
@@ -272,6 +274,41 @@ pub fn desired(
         let rv = meta.resource_version.clone().unwrap_or_default();
         wanted.push((target, rv, want, seen));
     }
+    for p in &objs.backend_tls_policies {
+        let Some(k) = key_of(&p.metadata) else {
+            continue;
+        };
+        let ours = out.backend_tls_policies.get(&k);
+        let observed: Vec<Value> = field(p.status.as_ref(), "ancestors")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if ours.is_none_or(Vec::is_empty) && !observed.iter().any(is_ours) {
+            continue; // nothing of ours to say
+        }
+        let gen = generation(&p.metadata);
+        let mut ancestors: Vec<Value> = observed.iter().filter(|e| !is_ours(e)).cloned().collect();
+        for a in ours.into_iter().flatten() {
+            let aref = json!({
+                "group": GROUP,
+                "kind": "Gateway",
+                "namespace": a.gateway.namespace.as_str(),
+                "name": a.gateway.name.as_str(),
+            });
+            let seen = observed
+                .iter()
+                .find(|e| is_ours(e) && e.get("ancestorRef") == Some(&aref));
+            ancestors.push(json!({
+                "ancestorRef": aref,
+                "controllerName": CONTROLLER,
+                "conditions": conditions(&a.conditions, gen, seen.and_then(|s| s.get("conditions")), now),
+            }));
+        }
+        let want = json!({ "ancestors": ancestors });
+        let seen = json!({ "ancestors": observed });
+        let rv = p.metadata.resource_version.clone().unwrap_or_default();
+        wanted.push((GwTarget::BackendTlsPolicy(k), rv, want, seen));
+    }
     wanted
 }
 
@@ -358,6 +395,19 @@ impl GatewayStatusWriter {
                 ),
                 GwTarget::GrpcRoute(k) => {
                     let Some(ar) = self.resources.grpc.as_ref() else {
+                        continue; // its CRD is gone: nothing to write to
+                    };
+                    (
+                        Api::<DynamicObject>::namespaced_with(
+                            self.client.clone(),
+                            k.namespace.as_str(),
+                            ar,
+                        ),
+                        k.name.to_string(),
+                    )
+                }
+                GwTarget::BackendTlsPolicy(k) => {
+                    let Some(ar) = self.resources.backend_tls.as_ref() else {
                         continue; // its CRD is gone: nothing to write to
                     };
                     (

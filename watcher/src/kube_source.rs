@@ -77,6 +77,12 @@ pub struct GatewayStores {
     pub l4: Vec<Store<DynamicObject>>,
     /// The Namespaces, whose labels a listener's `allowedRoutes` selector selects.
     pub namespaces: Store<Namespace>,
+    /// BackendTLSPolicies (standard channel since v1.4), when the cluster serves them.
+    pub backend_tls: Option<Store<DynamicObject>>,
+    /// The ConfigMaps of every namespace: the CA bundles (`ca.crt`) BackendTLSPolicies
+    /// and Gateways' client certificate validation name, and a GatewayClass's
+    /// parameters. Public data (no Secret is read this way).
+    pub configmaps: Store<ConfigMap>,
 }
 
 /// What serving Ingresses reads besides the Services' stores.
@@ -172,6 +178,15 @@ impl Stores {
                     watcher::Config::default(),
                     "namespaces",
                 ),
+                backend_tls: r
+                    .backend_tls
+                    .as_ref()
+                    .map(|g| w.spawn_dynamic(client, g, "backendtlspolicies")),
+                configmaps: w.spawn(
+                    Api::<ConfigMap>::all(client.clone()),
+                    watcher::Config::default(),
+                    "configmaps-all-namespaces",
+                ),
                 resources: r,
             }),
             namespace: namespace.to_string(),
@@ -203,6 +218,10 @@ impl Stores {
                 s.wait_until_ready().await?;
             }
             g.namespaces.wait_until_ready().await?;
+            if let Some(r) = &g.backend_tls {
+                r.wait_until_ready().await?;
+            }
+            g.configmaps.wait_until_ready().await?;
         }
         Ok(())
     }
@@ -458,8 +477,10 @@ impl Source for GatewayStores {
         .into_iter()
         .chain(self.grants.as_ref().zip(r.grants.as_ref()))
         .chain(self.grpc.as_ref().zip(r.grpc.as_ref()))
+        .chain(self.backend_tls.as_ref().zip(r.backend_tls.as_ref()))
         .chain(self.l4.iter().zip(r.l4.iter().map(|(_, ar)| ar)));
         objs.namespaces = sorted(self.namespaces.state());
+        objs.configmaps = sorted(self.configmaps.state());
         for (store, ar) in stores {
             let mut items = store.state();
             items.sort_by(|a, b| {
@@ -526,6 +547,7 @@ impl Lookup for Stores {
             "Gateway" => (&g.gateways, &g.resources.gateways),
             "HTTPRoute" => (&g.routes, &g.resources.routes),
             "GRPCRoute" => (g.grpc.as_ref()?, g.resources.grpc.as_ref()?),
+            "BackendTLSPolicy" => (g.backend_tls.as_ref()?, g.resources.backend_tls.as_ref()?),
             other => {
                 let i = g
                     .resources

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! <dir>/GatewayClass/<name>.json
-//! <dir>/{Gateway,HTTPRoute,TLSRoute,TCPRoute,UDPRoute}/<namespace>/<name>.json
+//! <dir>/{Gateway,HTTPRoute,TLSRoute,TCPRoute,UDPRoute,BackendTLSPolicy}/<namespace>/<name>.json
 //! <dir>/{Service,Ingress}/<namespace>/<name>.json
 //! ```
 //!
@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The kinds of object a status file is written for (the directories under `--status-out`).
-pub const KINDS: [&str; 9] = [
+pub const KINDS: [&str; 10] = [
     "GatewayClass",
     "Gateway",
     "HTTPRoute",
@@ -33,6 +33,7 @@ pub const KINDS: [&str; 9] = [
     "TLSRoute",
     "TCPRoute",
     "UDPRoute",
+    "BackendTLSPolicy",
     "Service",
     "Ingress",
 ];
@@ -46,6 +47,9 @@ fn gateway_path(target: &GwTarget) -> PathBuf {
         GwTarget::GrpcRoute(k) => namespaced("GRPCRoute", k.namespace.as_str(), k.name.as_str()),
         GwTarget::L4Route(kind, k) => {
             namespaced(kind.as_str(), k.namespace.as_str(), k.name.as_str())
+        }
+        GwTarget::BackendTlsPolicy(k) => {
+            namespaced("BackendTLSPolicy", k.namespace.as_str(), k.name.as_str())
         }
     }
 }

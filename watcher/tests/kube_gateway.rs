@@ -504,3 +504,88 @@ async fn with_the_experimental_crds_tcp_and_udp_routes_get_their_status_within_t
     assert_eq!(invalid_writes(&api), Vec::<String>::new());
     w.stop().await;
 }
+
+/// A BackendTLSPolicy (standard channel v1.6.1) in the fake API server: the watcher
+/// watches it and the ConfigMaps of every namespace under the variant's RBAC, puts TLS
+/// with the policy's hostname and CA bundle on the Service's backend in the published
+/// state, and writes the policy's ancestor status, which the CRD's schema takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_tls_policy_is_watched_applied_and_given_its_ancestor_status() {
+    logs();
+    let api = k8slb_fakeapi::FakeApi::start().await;
+    api.install_gateway_api_crds(true);
+    seed_ingress_variant(&api);
+    api.put_object(class());
+    api.put_object(gateway());
+    api.put_object(route("web", "web"));
+    let (ca, _) = k8slb_common::testing::ca("test-ca");
+    api.put_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "web-ca", "namespace": "default"},
+        "data": {"ca.crt": ca}}));
+    api.put_object(json!({"apiVersion": format!("{GW}/v1"), "kind": "BackendTLSPolicy",
+        "metadata": {"name": "web-tls", "namespace": "default"},
+        "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": "web"}],
+                 "validation": {"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "web-ca"}],
+                                "hostname": "web.internal"}}}));
+    // A second policy for the same Service: Conflicted (the older, by name on a tie of
+    // creation times, holds it), with an Event on it.
+    let mut second = api
+        .get_object(&format!(
+            "/apis/{GW}/v1/namespaces/default/backendtlspolicies/web-tls"
+        ))
+        .unwrap();
+    second["metadata"] = json!({"name": "web-tls-second", "namespace": "default"});
+    second["spec"]["validation"]["hostname"] = json!("other.internal");
+    api.put_object(second);
+    let w = start_gateway(&api);
+    let conflicted = wait_for("the second policy's ancestor status", || {
+        let p = get(&api, "namespaces/default/backendtlspolicies/web-tls-second");
+        p.pointer("/status/ancestors/0").cloned()
+    })
+    .await;
+    assert!(
+        has(&conflicted["conditions"], "Accepted", "False", "Conflicted"),
+        "{conflicted:#}"
+    );
+    let ev = wait_for("the conflicted policy's Event", || {
+        let e = events_for(&api, "web-tls-second");
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(
+        ev.iter().any(|(reason, _, _)| reason == "Conflicted"),
+        "{ev:?}"
+    );
+    let ancestor = wait_for("the policy's ancestor status", || {
+        let p = get(&api, "namespaces/default/backendtlspolicies/web-tls");
+        p.pointer("/status/ancestors/0").cloned()
+    })
+    .await;
+    assert_eq!(
+        ancestor["ancestorRef"],
+        json!({"group": GW, "kind": "Gateway", "namespace": "default", "name": "gw"})
+    );
+    assert!(
+        has(&ancestor["conditions"], "Accepted", "True", "Accepted"),
+        "{ancestor:#}"
+    );
+    assert!(
+        has(
+            &ancestor["conditions"],
+            "ResolvedRefs",
+            "True",
+            "ResolvedRefs"
+        ),
+        "{ancestor:#}"
+    );
+    let st = state(&api).expect("a published state");
+    let tls = st.http.backends[&"default/web:80".parse().unwrap()]
+        .tls
+        .clone()
+        .expect("TLS on the policy's Service");
+    assert_eq!(tls.server_name.as_str(), "web.internal");
+    assert!(st.http.ca_bundles[&tls.ca].contains("BEGIN CERTIFICATE"));
+    assert_eq!(api.refused_requests(), Vec::<String>::new());
+    assert_eq!(invalid_writes(&api), Vec::<String>::new());
+    w.stop().await;
+}

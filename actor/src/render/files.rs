@@ -8,7 +8,8 @@ use crate::render_error::RenderError;
 use crate::view::HttpRenderOptions;
 use crate::view::{safe_path, NodeView};
 use k8slb_common::routes::{
-    CertFile, Listener, ListenerProtocol, RouteAction, Scheme, StreamListener, WeightedBackend,
+    CertFile, HttpRoutes, Listener, ListenerProtocol, RouteAction, Scheme, StreamListener,
+    WeightedBackend,
 };
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -226,4 +227,28 @@ pub fn cumulative_shares_with(backends: &[WeightedBackend], rest: u16) -> Vec<u3
 pub(crate) fn files_dir(o: &HttpRenderOptions) -> Result<String, RenderError> {
     let dir = safe_path("routes files directory", &o.files_dir).map_err(path_err)?;
     Ok(dir.trim_end_matches('/').to_string())
+}
+
+/// The CA bundle files the backends and listeners of `routes` name ([`crate::view::ca_file`]), into
+/// `files`: the PEM the plan checked ([`k8slb_common::certs::ca_bundle`]), as it is.
+pub(crate) fn ca_files(
+    routes: &HttpRoutes,
+    o: &HttpRenderOptions,
+    files: &mut BTreeMap<String, String>,
+) -> Result<(), RenderError> {
+    let dir = files_dir(o)?;
+    let backends = routes
+        .backends
+        .values()
+        .filter_map(|b| b.tls.as_ref().map(|t| &t.ca));
+    let clients = routes
+        .listeners
+        .iter()
+        .filter_map(|l| l.tls.as_ref()?.client_ca.as_ref());
+    for ca in backends.chain(clients) {
+        if let Some(pem) = routes.ca_bundles.get(ca) {
+            files.insert(crate::view::ca_file(&dir, ca), pem.clone());
+        }
+    }
+    Ok(())
 }

@@ -99,7 +99,8 @@ pub struct Rendered {
     pub keepalived: String,
     /// haproxy.cfg or nginx.conf; `None` for kubeproxy.
     pub proxy: Option<String>,
-    /// Files the proxy config names (the routes' HAProxy map and crt-list files): full
+    /// Files the proxy config names (the routes' HAProxy map and crt-list files, the CA
+    /// bundles of both proxies' verified backends and client certificates): full
     /// path → content. Staged with the config, checked with it and installed with it
     /// ([`crate::staged`]).
     pub files: BTreeMap<String, String>,
@@ -329,17 +330,22 @@ impl Renderer {
                     .nginx
                     .as_ref()
                     .ok_or(RenderError::MissingPart("nginx"))?;
-                let (routes, stream_routes, notes) = match &view.http {
+                let (routes, stream_routes, files, notes) = match &view.http {
                     Some(h) => {
                         let r = self.http.nginx(&h.routes, &h.opts)?;
-                        (r.text + &cert_versions(view), r.stream_text, r.notes)
+                        (
+                            r.text + &cert_versions(view),
+                            r.stream_text,
+                            r.files,
+                            r.notes,
+                        )
                     }
-                    None => (String::new(), String::new(), Vec::new()),
+                    None => (String::new(), String::new(), BTreeMap::new(), Vec::new()),
                 };
                 let ctx = nginx_ctx(&view.node, nx, &view.skipped, routes, stream_routes)?;
                 let out = self.one_sized(NGINX, &ctx);
                 drop_later(ctx);
-                out.map(|t| (Some(t), BTreeMap::new(), notes))
+                out.map(|t| (Some(t), files, notes))
             }
             Provider::Kubeproxy => Ok((None, BTreeMap::new(), Vec::new())),
         }

@@ -219,7 +219,10 @@ pub fn stream_backend_ids(routes: &HttpRoutes) -> BTreeSet<&BackendId> {
 /// `mode tcp` ones of the TCP and TLS streams (`rtt_*`, [`stream_backend_ids`]). Both
 /// kinds have the same server slots, so [`crate::render::runtime_diff`] applies an
 /// endpoint change to either through the Runtime API.
-pub fn route_backends(routes: &HttpRoutes, prev: &[Backend]) -> Vec<Backend> {
+///
+/// `files_dir`: the routes' files directory (checked by the caller), where a backend's
+/// CA bundle is ([`ca_file`]).
+pub fn route_backends(routes: &HttpRoutes, prev: &[Backend], files_dir: &str) -> Vec<Backend> {
     let prev: HashMap<&str, &Backend> = prev.iter().map(|b| (b.name.as_str(), b)).collect();
     let v6 = routes.listeners.iter().any(|l| l.ip.is_ipv6())
         || routes.streams.iter().any(|s| s.ip.is_ipv6());
@@ -244,10 +247,24 @@ pub fn route_backends(routes: &HttpRoutes, prev: &[Backend]) -> Vec<Backend> {
             cookie: mode == Mode::Http && matches!(st.stickiness, Some(Sticky::Cookie { .. })),
             // h2c backends (appProtocol kubernetes.io/h2c) speak HTTP/2 to the server;
             // only in http mode (a stream passes bytes).
-            server_opts: if mode == Mode::Http && st.protocol == BackendProtocol::H2c {
-                " check proto h2".into()
-            } else {
-                " check".into()
+            server_opts: {
+                let mut o = String::from(" check");
+                // TLS to the endpoints (a BackendTLSPolicy), verified: the chain against
+                // the bundle, the name against the SNI sent (health checks inherit it).
+                if let (Mode::Http, Some(t)) = (mode, &st.tls) {
+                    let name = t.server_name.as_str();
+                    o.push_str(&format!(
+                        " ssl verify required ca-file {} sni str({name}) verifyhost {name} check-sni {name}",
+                        ca_file(files_dir, &t.ca)
+                    ));
+                    if st.protocol == BackendProtocol::H2c {
+                        o.push_str(" alpn h2");
+                    }
+                }
+                if mode == Mode::Http && st.protocol == BackendProtocol::H2c {
+                    o.push_str(" proto h2");
+                }
+                o
             },
             slots,
             name,
@@ -262,6 +279,12 @@ pub fn route_backends(routes: &HttpRoutes, prev: &[Backend]) -> Vec<Backend> {
         out.push(backend(id, &routes.backends[id], Mode::Tcp));
     }
     out
+}
+
+/// The file of CA bundle `ca` in the routes' files directory `dir` (both proxies name
+/// it; the render writes it, staged with the config).
+pub fn ca_file(dir: &str, ca: &k8slb_common::routes::CaId) -> String {
+    format!("{}/ca-{ca}.pem", dir.trim_end_matches('/'))
 }
 
 /// Server slots for a backend of `n` endpoints: `max(8, next_power_of_two(n + n/2))`.

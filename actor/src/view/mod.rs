@@ -31,7 +31,7 @@ mod tests;
 use crate::fdlimit::FdBudget;
 use haproxy::haproxy_view;
 pub use haproxy::{
-    assign_slots, route_backend_name, route_backends, slot_count, stream_backend_ids,
+    assign_slots, ca_file, route_backend_name, route_backends, slot_count, stream_backend_ids,
     stream_backend_name, Backend, Frontend, HaproxyView, Slot, StickSource, HTTP_FRONTEND_LINES,
     PLACEHOLDER,
 };
@@ -419,11 +419,12 @@ fn http_part(
         nginx_upstream: cfg.nginx.upstream.clone(),
     };
     safe_path("secret certificate directory", &o.secret_cert_dir)?;
-    safe_path("routes directory", &o.files_dir)?;
+    let files_dir = safe_path("routes directory", &o.files_dir)?;
     let backends = match opts.proxy {
         Provider::Haproxy => route_backends(
             &state.http,
             previous.map(|p| p.backends.as_slice()).unwrap_or_default(),
+            &files_dir,
         ),
         _ => Vec::new(),
     };

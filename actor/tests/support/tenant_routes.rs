@@ -26,6 +26,7 @@ fn backends(a_ep: (&str, u16), b_ep: (&str, u16)) -> (BackendId, BackendId, Http
         }],
         stickiness: None,
         protocol: Default::default(),
+        tls: None,
     };
     let routes = HttpRoutes {
         backends: [(a.clone(), st(a_ep)), (b.clone(), st(b_ep))]

@@ -517,6 +517,16 @@ fn report(out: &GatewayOutput, problems: &mut Problems) {
         };
         (obj, parents)
     });
+    // A policy's conditions are the same for each of its ancestors: one problem each.
+    for (k, ancestors) in &out.backend_tls_policies {
+        let obj = ObjRef::BackendTlsPolicy {
+            namespace: k.namespace.to_string(),
+            name: k.name.to_string(),
+        };
+        for c in ancestors.iter().flat_map(|a| &a.conditions) {
+            add(obj.clone(), String::new(), c);
+        }
+    }
     for (obj, parents) in http.chain(grpc).chain(l4) {
         for p in parents {
             let section = p

@@ -182,6 +182,7 @@ pub fn plan_round(
         http_routes,
         grpc_routes,
         l4_routes,
+        backend_tls_policies,
     } = gateway;
     http.merge(gateway_http);
     let services = service_states(held, requests, &alloc, opts.provider);
@@ -216,6 +217,7 @@ pub fn plan_round(
             http_routes,
             grpc_routes,
             l4_routes,
+            backend_tls_policies,
         },
     }
 }

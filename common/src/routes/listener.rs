@@ -76,6 +76,10 @@ pub struct ListenerTls {
     /// `certificates`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_certificate: Option<CertFile>,
+    /// Clients must present a certificate that chains to this CA bundle (a key of
+    /// [`super::HttpRoutes::ca_bundles`]); `None`: no client certificate is asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_ca: Option<super::CaId>,
 }
 
 impl ListenerTls {

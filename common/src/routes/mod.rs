@@ -121,6 +121,12 @@ pub struct HttpRoutes {
     /// port's.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub udp_backends: BTreeMap<BackendId, BackendState>,
+    /// The CA bundles backends verify their endpoints' certificates with
+    /// ([`BackendTls::ca`]): [`CaId`] → canonical PEM of checked certificates (public
+    /// data; [`crate::certs::ca_bundle`]). The actor writes each as a file staged with
+    /// the config that names it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ca_bundles: BTreeMap<CaId, String>,
 }
 
 impl HttpRoutes {
@@ -129,6 +135,7 @@ impl HttpRoutes {
             && self.backends.is_empty()
             && self.streams.is_empty()
             && self.udp_backends.is_empty()
+            && self.ca_bundles.is_empty()
     }
 
     /// The reference router for L4: the route a connection to `ip:port` over `protocol`
@@ -179,7 +186,12 @@ impl HttpRoutes {
             }
         }
         for (id, b) in other.backends {
-            self.backends.entry(id).or_insert(b);
+            let have = self.backends.entry(id).or_insert_with(|| b.clone());
+            // A Service port a BackendTLSPolicy covers is reached over TLS by whichever
+            // source names it: never in cleartext because another source named it first.
+            if have.tls.is_none() && b.tls.is_some() {
+                have.tls = b.tls;
+            }
         }
         for s in other.streams {
             if !self.streams.iter().any(|m| m.clashes(&s)) {
@@ -189,6 +201,8 @@ impl HttpRoutes {
         for (id, b) in other.udp_backends {
             self.udp_backends.entry(id).or_insert(b);
         }
+        // Content-addressed: the same id is the same bytes.
+        self.ca_bundles.extend(other.ca_bundles);
         self.normalize();
     }
 
@@ -255,6 +269,60 @@ pub struct BackendState {
     /// What the proxy speaks to the endpoints (the Service port's `appProtocol`).
     #[serde(default, skip_serializing_if = "BackendProtocol::is_http")]
     pub protocol: BackendProtocol,
+    /// TLS to the endpoints, verified (a Gateway API BackendTLSPolicy); `None`: cleartext.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<BackendTls>,
+}
+
+/// TLS from the proxy to a backend's endpoints, their certificate verified: the chain
+/// against a CA bundle, the name against `server_name`, which is also the SNI sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendTls {
+    /// The SNI, and the DNS name the endpoint's certificate must carry (never a wildcard).
+    pub server_name: Hostname,
+    /// The CA bundle: a key of [`HttpRoutes::ca_bundles`].
+    pub ca: CaId,
+}
+
+/// A CA bundle's name: 32 hex digits of the SHA-256 of its canonical PEM. Cryptographic
+/// on purpose: bundles of different namespaces share the table, and a tenant must not
+/// be able to make its bundle collide with another's.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct CaId(String);
+
+impl CaId {
+    pub fn of(pem: &str) -> CaId {
+        let d = ring::digest::digest(&ring::digest::SHA256, pem.as_bytes());
+        CaId(
+            d.as_ref()[..16]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+        )
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for CaId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for CaId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            Ok(CaId(s))
+        } else {
+            Err(serde::de::Error::custom(
+                "a CA bundle id is 32 lowercase hex digits",
+            ))
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

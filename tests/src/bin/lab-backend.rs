@@ -24,6 +24,9 @@
 //!   On the same port, like the suite's echo server: h2c with prior knowledge (the same
 //!   JSON, `proto` `HTTP/2.0`) and WebSocket (an `Upgrade: websocket` request gets `101`
 //!   with its accept key, then every message is sent back: [`k8slb_tests::ws`]).
+//!   `--echo-tls ADDR,NAMESPACE,POD` with `--echo-cert` and `--echo-key` (PEM): the
+//!   same over TLS when the client opens with a handshake (the suite's `tls-backend`),
+//!   the answer naming what the handshake said (`tls.serverName`, ...); plain otherwise.
 //! - gRPC (`--grpc`, h2c): the conformance suite's GrpcEcho service
 //!   ([`k8slb_tests::grpc`]), its pod context naming this backend (`pod` and
 //!   `service_name` = `<name>`). `--grpc-echo ADDR,NAMESPACE,POD`: the same service
@@ -60,6 +63,11 @@ struct Args {
     tcp_echo: Vec<(SocketAddr, Arc<Echo>)>,
     udp_echo: Vec<(SocketAddr, Arc<Echo>)>,
     tcp_echo_tls: Vec<(SocketAddr, Arc<Echo>)>,
+    /// The HTTP echo over TLS (or plain, as the client starts), with `--echo-cert` and
+    /// `--echo-key`: the suite's `tls-backend`.
+    echo_tls: Vec<(SocketAddr, Arc<Echo>)>,
+    echo_cert: Option<PathBuf>,
+    echo_key: Option<PathBuf>,
 }
 
 /// Who an echo listener says it is.
@@ -83,6 +91,9 @@ fn parse_args() -> Result<Args, String> {
         tcp_echo: vec![],
         udp_echo: vec![],
         tcp_echo_tls: vec![],
+        echo_tls: vec![],
+        echo_cert: None,
+        echo_key: None,
         grpc: vec![],
         ws: vec![],
     };
@@ -101,7 +112,10 @@ fn parse_args() -> Result<Args, String> {
             "--key" => a.key = Some(PathBuf::from(&val)),
             "--tcp" => a.tcp.push(addr()?),
             "--udp" => a.udp.push(addr()?),
-            "--echo" | "--grpc-echo" | "--tcp-echo" | "--tcp-echo-tls" | "--udp-echo" => {
+            "--echo-cert" => a.echo_cert = Some(PathBuf::from(&val)),
+            "--echo-key" => a.echo_key = Some(PathBuf::from(&val)),
+            "--echo" | "--echo-tls" | "--grpc-echo" | "--tcp-echo" | "--tcp-echo-tls"
+            | "--udp-echo" => {
                 let mut parts = val.split(',');
                 let (Some(at), Some(namespace), Some(pod), None) =
                     (parts.next(), parts.next(), parts.next(), parts.next())
@@ -117,6 +131,7 @@ fn parse_args() -> Result<Args, String> {
                 };
                 match flag.as_str() {
                     "--echo" => a.echo.push((at, Arc::new(echo))),
+                    "--echo-tls" => a.echo_tls.push((at, Arc::new(echo))),
                     "--grpc-echo" => a.grpc_echo.push((at, Arc::new(echo))),
                     "--tcp-echo" => a.tcp_echo.push((at, Arc::new(echo))),
                     "--tcp-echo-tls" => a.tcp_echo_tls.push((at, Arc::new(echo))),
@@ -128,7 +143,12 @@ fn parse_args() -> Result<Args, String> {
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
-    if a.name.is_empty() && a.echo.is_empty() && a.grpc_echo.is_empty() && a.tcp_echo.is_empty() {
+    if a.name.is_empty()
+        && a.echo.is_empty()
+        && a.echo_tls.is_empty()
+        && a.grpc_echo.is_empty()
+        && a.tcp_echo.is_empty()
+    {
         return Err("--name is required".into());
     }
     if !a.https.is_empty() && (a.cert.is_none() || a.key.is_none()) {
@@ -141,7 +161,7 @@ fn main() {
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc-echo ADDR,NAMESPACE,POD]... [--tcp-echo ADDR,NAMESPACE,POD]... [--udp-echo ADDR,NAMESPACE,POD]... [--tcp-echo-tls ADDR,NAMESPACE,POD --cert PEM --key PEM]... [--grpc ADDR]... [--ws ADDR]...");
+            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc-echo ADDR,NAMESPACE,POD]... [--tcp-echo ADDR,NAMESPACE,POD]... [--udp-echo ADDR,NAMESPACE,POD]... [--tcp-echo-tls ADDR,NAMESPACE,POD --cert PEM --key PEM]... [--echo-tls ADDR,NAMESPACE,POD --echo-cert PEM --echo-key PEM]... [--grpc ADDR]... [--ws ADDR]...");
             std::process::exit(64);
         }
     };
@@ -162,6 +182,11 @@ async fn run(args: Args) -> std::io::Result<()> {
         None
     } else {
         Some(tls_acceptor(&args)?)
+    };
+    let echo_acceptor = if args.echo_tls.is_empty() {
+        None
+    } else {
+        Some(echo_tls_acceptor(&args)?)
     };
     let tcp_tls_acceptor = if args.tcp_echo_tls.is_empty() {
         None
@@ -219,13 +244,30 @@ async fn run(args: Args) -> std::io::Result<()> {
                             if starts_h2(&s).await {
                                 let _ = serve_echo_h2(s, echo, addr.port()).await;
                             } else {
-                                let _ = serve_echo(s, &echo, addr.port()).await;
+                                let _ = serve_echo(s, &echo, addr.port(), None).await;
                             }
                         }
                     });
                 }
             }
         });
+    }
+    if let Some(acceptor) = echo_acceptor {
+        for (addr, echo) in args.echo_tls {
+            let l = bind(addr).await?;
+            let acceptor = acceptor.clone();
+            tasks.spawn(async move {
+                loop {
+                    if let Ok((s, _)) = l.accept().await {
+                        let echo = echo.clone();
+                        let acceptor = acceptor.clone();
+                        tokio::spawn(async move {
+                            let _ = serve_echo_either(s, &echo, addr.port(), acceptor).await;
+                        });
+                    }
+                }
+            });
+        }
     }
     for (addr, echo) in args.tcp_echo {
         let l = bind(addr).await?;
@@ -332,14 +374,61 @@ async fn run(args: Args) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The acceptor of the TLS echo (`--echo-cert`, `--echo-key`).
+fn echo_tls_acceptor(args: &Args) -> std::io::Result<tokio_rustls::TlsAcceptor> {
+    let (Some(cert), Some(key)) = (&args.echo_cert, &args.echo_key) else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "--echo-tls needs --echo-cert and --echo-key",
+        ));
+    };
+    acceptor_of(cert, key)
+}
+
+/// The suite's echo server on its TLS port (echo-basic with `TLS_SERVER_CERT`): a
+/// client that opens with a TLS handshake (a first byte 0x16) gets TLS, and the answer
+/// names what the handshake said (`tls.serverName`, ...); another gets plain HTTP.
+async fn serve_echo_either(
+    s: TcpStream,
+    echo: &Echo,
+    port: u16,
+    acceptor: tokio_rustls::TlsAcceptor,
+) -> std::io::Result<()> {
+    let _ = s.set_nodelay(true);
+    let mut first = [0u8; 1];
+    let peeked = tokio::time::timeout(std::time::Duration::from_secs(10), s.peek(&mut first)).await;
+    if !matches!(peeked, Ok(Ok(1))) || first[0] != 0x16 {
+        return serve_echo(s, echo, port, None).await;
+    }
+    let tls = acceptor.accept(s).await?;
+    let (_, conn) = tls.get_ref();
+    let info = serde_json::json!({
+        "version": format!("{:?}", conn.protocol_version()),
+        "serverName": conn.server_name().unwrap_or_default(),
+        "negotiatedProtocol": conn.alpn_protocol().map(|p| String::from_utf8_lossy(p).into_owned()).unwrap_or_default(),
+        "cipherSuite": conn.negotiated_cipher_suite().map(|c| format!("{:?}", c.suite())),
+    });
+    serve_echo(tls, echo, port, Some(info)).await
+}
+
 fn tls_acceptor(args: &Args) -> std::io::Result<tokio_rustls::TlsAcceptor> {
+    let (Some(cert), Some(key)) = (&args.cert, &args.key) else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "--https: needs --cert and --key",
+        ));
+    };
+    acceptor_of(cert, key)
+}
+
+fn acceptor_of(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> std::io::Result<tokio_rustls::TlsAcceptor> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let err = |what: &str, e: &dyn std::fmt::Display| {
         std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{what}: {e}"))
-    };
-    let (Some(cert), Some(key)) = (&args.cert, &args.key) else {
-        return Err(err("--https", &"needs --cert and --key"));
     };
     let certs = CertificateDer::pem_file_iter(cert)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
@@ -589,7 +678,12 @@ fn delay_of(target: &str) -> Option<std::time::Duration> {
 }
 
 /// Serves HTTP/1.x on a connection as the conformance suite's echo server answers.
-async fn serve_echo(mut s: TcpStream, echo: &Echo, port: u16) -> std::io::Result<()> {
+async fn serve_echo<S: AsyncRead + AsyncWrite + Unpin>(
+    mut s: S,
+    echo: &Echo,
+    port: u16,
+    tls: Option<serde_json::Value>,
+) -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     let mut chunk = vec![0u8; 8192];
     loop {
@@ -665,7 +759,13 @@ async fn serve_echo(mut s: TcpStream, echo: &Echo, port: u16) -> std::io::Result
         if let Some(d) = delay_of(&target) {
             tokio::time::sleep(d).await;
         }
-        let body = echo_json(echo, port, &method, &target, &host, &proto, &headers);
+        let mut body = echo_json(echo, port, &method, &target, &host, &proto, &headers);
+        if let Some(t) = &tls {
+            // As the suite's echo server on its TLS port: what the handshake said.
+            let mut v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            v["tls"] = t.clone();
+            body = v.to_string();
+        }
         let mut extra = String::new();
         for (n, v) in &set_headers {
             extra.push_str(&format!("{n}: {v}\r\n"));
@@ -786,7 +886,11 @@ async fn serve_echo_h2(s: TcpStream, echo: Arc<Echo>, port: u16) -> Result<(), h
 /// The echo's WebSocket (after an `Upgrade: websocket` request, as the suite's echo
 /// server on `/ws`): `101` with the accept key of `key`, then every text and binary
 /// message sent back, pings answered, a close returned. `buf`: bytes already read.
-async fn serve_ws(mut s: TcpStream, key: &str, mut buf: Vec<u8>) -> std::io::Result<()> {
+async fn serve_ws<S: AsyncRead + AsyncWrite + Unpin>(
+    mut s: S,
+    key: &str,
+    mut buf: Vec<u8>,
+) -> std::io::Result<()> {
     use k8slb_tests::ws;
     let head = format!(
         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",

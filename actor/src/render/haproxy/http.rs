@@ -232,6 +232,8 @@ fn hp_cond_acls(vh: Option<&str>, m: &RouteMatch, acls: &mut HpAcls) -> Vec<Stri
 struct HpTls {
     default_crt: Option<String>,
     crt_list: Option<String>,
+    /// Clients must present a certificate chaining to this CA file (`verify required`).
+    ca_file: Option<String>,
 }
 
 #[derive(Serialize, Default)]
@@ -460,6 +462,7 @@ pub(crate) fn hp_frontend(
             Some(HpTls {
                 default_crt,
                 crt_list,
+                ca_file: t.client_ca.as_ref().map(|c| crate::view::ca_file(&dir, c)),
             })
         }
     };

@@ -149,7 +149,7 @@ impl crate::render::HttpRenderer {
         o: &HttpRenderOptions,
         prev: &[Backend],
     ) -> Result<HaproxyRoutes, RenderError> {
-        let backends = route_backends(routes, prev);
+        let backends = route_backends(routes, prev, &crate::render::files::files_dir(o)?);
         let RoutesPart { text, files, notes } = self.haproxy_with_backends(routes, o, &backends)?;
         Ok(HaproxyRoutes {
             text,
@@ -174,6 +174,7 @@ impl crate::render::HttpRenderer {
             frontends.extend(hp_frontend(l, o, &mut files, &mut notes)?);
         }
         let (streams, skipped_streams) = hp_streams(routes, o, &mut files, &mut notes)?;
+        crate::render::files::ca_files(routes, o, &mut files)?;
         let cookie_names: HashMap<String, String> = routes
             .backends
             .iter()

@@ -32,6 +32,10 @@ pub(crate) struct NxUpstream {
 struct NxTls {
     cert: String,
     key: String,
+    /// Clients must present a certificate chaining to this CA file
+    /// (`ssl_verify_client on`; one that does not is closed, as HAProxy's handshake
+    /// failure closes it).
+    client_ca: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -145,14 +149,23 @@ fn nx_location_lines(
                         out.push_str(l);
                     }
                 }
+                // TLS to the backend (a BackendTLSPolicy): verified, the SNI sent being
+                // the name checked.
+                let module = if loc.h2c { "grpc" } else { "proxy" };
+                if let Some((name, ca)) = &loc.tls {
+                    out.push_str(&format!(
+                        "\n      {module}_ssl_server_name on;\n      {module}_ssl_name {name};\n      {module}_ssl_verify on;\n      {module}_ssl_verify_depth 8;\n      {module}_ssl_trusted_certificate {ca};"
+                    ));
+                }
+                let s = if loc.tls.is_some() { "s" } else { "" };
                 if loc.h2c {
-                    out.push_str("\n      grpc_pass grpc://");
+                    out.push_str(&format!("\n      grpc_pass grpc{s}://"));
                 } else {
                     for l in &upgrade_lines {
                         out.push_str("\n      ");
                         out.push_str(l);
                     }
-                    out.push_str("\n      proxy_pass http://");
+                    out.push_str(&format!("\n      proxy_pass http{s}://"));
                 }
                 out.push_str(&loc.upstream);
                 out.push(';');
@@ -190,6 +203,9 @@ struct NxLocation {
     /// forward / pick: every upstream speaks h2c: `grpc_pass grpc://`, and the header
     /// lines as `grpc_*` ([`nx_grpc_line`]).
     h2c: bool,
+    /// forward / pick: every upstream is reached over TLS with this (server name, CA
+    /// file): `proxy_pass https://` and the `proxy_ssl_*` lines.
+    tls: Option<(String, String)>,
 }
 
 /// nginx's variable for request header `n`: `$http_<n with - as _>`.
@@ -391,6 +407,12 @@ pub(crate) struct NxSplits {
     pub(crate) h2c: BTreeSet<String>,
     /// The listener being rendered gets `http2` on its `listen` ([`nx_listener_h2`]).
     pub(crate) listen_h2: bool,
+    /// The upstreams reached over TLS (a BackendTLSPolicy): (server name, CA file).
+    pub(crate) tls: BTreeMap<String, (String, String)>,
+    /// Locations that would split among upstreams reached differently (TLS or not, or
+    /// another name or CA): nginx's `proxy_ssl_*` take no variable, so they answer 500
+    /// and a note says why.
+    pub(crate) tls_refused: Vec<String>,
 }
 
 /// `value` as a case-sensitive nginx regex source that matches exactly `1<value>`: every
@@ -633,10 +655,12 @@ fn nx_conditional_locations(
     let mut upstreams: Vec<(String, String)> = Vec::new();
     let mut acts: Vec<(String, String)> = Vec::new();
     let mut h2c = None;
+    let mut tls: BTreeSet<Option<(String, String)>> = BTreeSet::new();
     for (id, action, _) in &chosen {
         let loc = nx_action(action, splits);
         if loc.kind == "forward" {
             *h2c.get_or_insert(true) &= loc.h2c;
+            tls.insert(loc.tls.clone());
             upstreams.push((id.clone(), loc.upstream));
             continue;
         }
@@ -679,11 +703,23 @@ fn nx_conditional_locations(
     if let Ok(t) = nx_pick_timeout(&chosen) {
         filter_lines.extend(nx_timeout_lines(t));
     }
+    if tls.len() > 1 {
+        splits.tls_refused.push(
+            "a host whose rules match on more than the path answers 500: nginx cannot pick among backends reached with different TLS settings in one location".to_string(),
+        );
+        return vec![NxLocation {
+            path: "/".into(),
+            kind: "respond",
+            status: 500,
+            ..Default::default()
+        }];
+    }
     vec![NxLocation {
         path: "/".into(),
         kind: "pick",
         upstream,
         h2c: h2c.unwrap_or(false),
+        tls: tls.into_iter().next().flatten(),
         returns_on,
         returns,
         filter_lines,
@@ -790,6 +826,7 @@ fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
                     NxLocation {
                         kind: "forward",
                         h2c: splits.h2c.contains(&upstream),
+                        tls: splits.tls.get(&upstream).cloned(),
                         upstream,
                         ..Default::default()
                     }
@@ -805,6 +842,21 @@ fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
                         .map(|b| (route_backend_name(&b.id), b.weight))
                         .collect();
                     let h2c = weights.iter().all(|(u, _)| splits.h2c.contains(u));
+                    let tls: BTreeSet<Option<&(String, String)>> =
+                        weights.iter().map(|(u, _)| splits.tls.get(u)).collect();
+                    if tls.len() > 1 {
+                        let names: Vec<&str> = weights.iter().map(|(u, _)| u.as_str()).collect();
+                        splits.tls_refused.push(format!(
+                            "a split among {} answers 500: nginx cannot reach them with different TLS settings from one location",
+                            names.join(", ")
+                        ));
+                        return NxLocation {
+                            kind: "respond",
+                            status: 500,
+                            ..Default::default()
+                        };
+                    }
+                    let tls = tls.into_iter().next().flatten().cloned();
                     if *invalid > 0 {
                         weights.push((NX_INVALID_SHARE.to_string(), *invalid));
                         splits.invalid_shares = true;
@@ -814,6 +866,7 @@ fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
                         // proxy_pass through a variable naming an upstream group.
                         upstream: splits.variable(weights),
                         h2c,
+                        tls,
                         ..Default::default()
                     }
                 }
@@ -892,6 +945,13 @@ pub(crate) fn nx_server(
                     Some(NxTls {
                         cert: format!("{base}.pem"),
                         key,
+                        client_ca: match t.as_ref().and_then(|t| t.client_ca.as_ref()) {
+                            Some(c) => Some(crate::view::ca_file(
+                                &crate::render::files::files_dir(o)?,
+                                c,
+                            )),
+                            None => None,
+                        },
                     })
                 }
                 None => {
@@ -954,6 +1014,7 @@ pub(crate) fn nx_server(
             path,
             kind: act.kind,
             h2c: act.h2c,
+            tls: act.tls.clone(),
             upstream: act.upstream.clone(),
             location: act.location.clone(),
             status: act.status,

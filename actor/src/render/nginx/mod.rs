@@ -17,6 +17,7 @@ use k8slb_common::names::{ConfigLine, NodeName};
 use k8slb_common::routes::{BackendProtocol, HttpRoutes};
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use tera::Context;
 
 pub(crate) const NGINX: &str = "nginx.conf.tera";
@@ -114,6 +115,8 @@ pub struct NginxRoutes {
     /// The L4 streams' upstreams, maps and servers, to put inside `stream { }` (empty
     /// without streams).
     pub stream_text: String,
+    /// The files the text names (the backends' CA bundles): full path → content.
+    pub files: BTreeMap<String, String>,
     pub notes: Vec<String>,
 }
 
@@ -213,6 +216,20 @@ impl crate::render::HttpRenderer {
                 .filter(|(_, b)| b.protocol == BackendProtocol::H2c)
                 .map(|(id, _)| route_backend_name(id))
                 .collect(),
+            tls: {
+                let dir = crate::render::files::files_dir(o)?;
+                routes
+                    .backends
+                    .iter()
+                    .filter_map(|(id, b)| {
+                        let t = b.tls.as_ref()?;
+                        Some((
+                            route_backend_name(id),
+                            (t.server_name.to_string(), crate::view::ca_file(&dir, &t.ca)),
+                        ))
+                    })
+                    .collect()
+            },
             ..NxSplits::default()
         };
         for l in &routes.listeners {
@@ -224,6 +241,7 @@ impl crate::render::HttpRenderer {
                 servers.extend(nx_server(l, None, o, &mut notes, &mut splits)?);
             }
         }
+        notes.append(&mut splits.tls_refused);
         let hash_lines = nx_hash_lines(&servers, o, &mut notes);
         let text = self.one(
             NGINX_ROUTES,
@@ -242,9 +260,12 @@ impl crate::render::HttpRenderer {
         } else {
             self.one(NGINX_STREAMS, streams)?
         };
+        let mut files = BTreeMap::new();
+        crate::render::files::ca_files(routes, o, &mut files)?;
         Ok(NginxRoutes {
             text,
             stream_text,
+            files,
             notes,
         })
     }

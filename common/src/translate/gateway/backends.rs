@@ -159,6 +159,7 @@ pub(super) fn backend(
         endpoints: endpoints(found.port_name, protocol, found.slices),
         stickiness: None,
         protocol: backend_protocol,
+        tls: None,
     });
     Ok(Some(WeightedBackend {
         id,

@@ -11,8 +11,7 @@ pub type KnownPools<'a> = Option<&'a BTreeSet<crate::names::PoolName>>;
 
 /// The pool a GatewayClass of ours gives its Gateways (`Ok(None)`: no `parametersRef`,
 /// the default pool), or why its parameters are invalid. The parameters are a ConfigMap
-/// (core group) in k8slb's namespace (the watcher reads ConfigMaps there only) whose
-/// `data.pool` names a pool.
+/// (core group), conventionally in k8slb's namespace, whose `data.pool` names a pool.
 pub fn class_pool(
     c: &GatewayClass,
     configmaps: &[k8s_openapi::api::core::v1::ConfigMap],
@@ -39,7 +38,7 @@ pub fn class_pool(
             && m.metadata.name.as_deref() == Some(p.name.as_str())
     }) else {
         return Err(format!(
-            "ConfigMap {}/{} does not exist, or is not in k8slb's namespace (the only one it reads)",
+            "ConfigMap {}/{} does not exist",
             shown(ns),
             shown(&p.name)
         ));

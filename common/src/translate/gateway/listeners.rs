@@ -40,6 +40,8 @@ pub(super) struct Lst<'a> {
     /// Set for a served TCP, UDP or TLS (passthrough) listener.
     pub(super) stream: Option<StreamProtocol>,
     pub(super) tls: Option<ListenerTls>,
+    /// The CA bundle its clients' certificates are checked against (`spec.tls.frontend`).
+    pub(super) client_ca: Option<frontend_tls::ClientCa>,
     /// The route namespaces it allows (`allowedRoutes.namespaces`).
     pub(super) from: RoutesFrom<'a>,
     /// The route kinds it takes: its protocol's, as far as `allowedRoutes.kinds` allows.
@@ -64,7 +66,7 @@ pub(super) fn listener<'a>(
     gk: &ObjectKey,
     l: &'a GatewayListener,
     conflict: Option<ConditionReason>,
-    frontend_tls: bool,
+    client_ca: Result<Option<frontend_tls::ClientCa>, (ConditionReason, String)>,
 ) -> Lst<'a> {
     let mut v = Verdict::default();
     (v.protocol, v.stream) = protocols(input, l, &mut v.conditions);
@@ -88,7 +90,7 @@ pub(super) fn listener<'a>(
     if let Some(c) = port_unavailable(input, gk, l) {
         v.refuse(c);
     }
-    if let Some(why) = refused_tls(l, v.protocol, frontend_tls).filter(|_| v.served()) {
+    if let Some(why) = refused_tls(l, v.protocol).filter(|_| v.served()) {
         v.refuse(Condition::accepted(
             false,
             ConditionReason::UnsupportedValue,
@@ -96,9 +98,36 @@ pub(super) fn listener<'a>(
         ));
     }
     let mut tls = None;
+    let mut ca = None;
+    if v.protocol == Some(ListenerProtocol::Https) {
+        match client_ca {
+            Ok(c) => ca = c,
+            Err((ConditionReason::UnsupportedValue, why)) => v.refuse(Condition::accepted(
+                false,
+                ConditionReason::UnsupportedValue,
+                why,
+            )),
+            Err((reason, why)) => {
+                v.refs(Condition::new(
+                    ConditionType::ResolvedRefs,
+                    false,
+                    reason,
+                    why.clone(),
+                ));
+                v.refuse(Condition::accepted(
+                    false,
+                    ConditionReason::NoValidCACertificate,
+                    why,
+                ));
+            }
+        }
+    }
     if v.protocol == Some(ListenerProtocol::Https) {
         match tls_of((input, secrets), gk, l, hostname.as_ref()) {
-            Ok(t) => tls = Some(t),
+            Ok(mut t) => {
+                t.client_ca = ca.as_ref().map(|c| c.id.clone());
+                tls = Some(t)
+            }
             Err((reason, why)) => v.refuse(Condition::new(
                 ConditionType::ResolvedRefs,
                 false,
@@ -128,6 +157,7 @@ pub(super) fn listener<'a>(
         protocol: v.protocol,
         stream: v.stream,
         tls,
+        client_ca: ca,
         from,
         kinds,
         attached: 0,
@@ -290,18 +320,14 @@ fn port_unavailable(
 
 /// TLS settings k8slb does not serve: refused, never ignored (a client certificate
 /// validation ignored would let in the clients it was written to keep out).
-fn refused_tls(
-    l: &GatewayListener,
-    protocol: Option<ListenerProtocol>,
-    frontend_tls: bool,
-) -> Option<&'static str> {
+fn refused_tls(l: &GatewayListener, protocol: Option<ListenerProtocol>) -> Option<&'static str> {
     let tls_settings = l.tls.as_ref();
     if tls_settings.is_some_and(|t| !t.options.is_empty()) {
         Some("tls.options are not served (k8slb defines none)")
     } else if protocol == Some(ListenerProtocol::Https)
-        && (frontend_tls || tls_settings.is_some_and(|t| t.frontend_validation.is_some()))
+        && tls_settings.is_some_and(|t| t.frontend_validation.is_some())
     {
-        Some("client certificate validation (tls.frontendValidation, spec.tls.frontend) is not served: the listener is refused rather than served to clients without certificates")
+        Some("tls.frontendValidation (the listener's own, before v1.4) is not served: the listener is refused rather than served to clients without certificates; use the Gateway's spec.tls.frontend")
     } else {
         None
     }
@@ -444,6 +470,7 @@ pub(super) fn tls_of(
     Ok(ListenerTls {
         certificates,
         default_certificate,
+        client_ca: None,
     })
 }
 

@@ -34,8 +34,10 @@
 //!   gets 404 (no fall-through to a wildcard's rules).
 
 mod attach;
+mod backend_tls;
 mod backends;
 mod classes;
+mod frontend_tls;
 mod hostnames;
 mod listeners;
 mod model;
@@ -58,6 +60,7 @@ use crate::routes::{
 };
 pub use attach::selects;
 use attach::*;
+pub use backend_tls::PolicyAncestor;
 use backends::*;
 pub use classes::{class_pool, our_classes, KnownPools, POOL_PARAMETER};
 pub use hostnames::intersect;
@@ -73,7 +76,8 @@ pub use status::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use types::{
-    Gateway, GatewayClass, GatewayListener, HttpRoute, L4Kind, L4Route, ParentRef, ReferenceGrant,
+    BackendTlsPolicy, Gateway, GatewayClass, GatewayListener, HttpRoute, L4Kind, L4Route,
+    ParentRef, ReferenceGrant,
 };
 
 /// Our GatewayClass `spec.controllerName`.
@@ -90,6 +94,8 @@ pub struct GatewayInput<'a> {
     /// TLSRoutes, TCPRoutes and UDPRoutes.
     pub l4_routes: &'a [L4Route],
     pub grants: &'a [ReferenceGrant],
+    /// BackendTLSPolicies ([`backend_tls`]).
+    pub backend_tls_policies: &'a [BackendTlsPolicy],
     pub services: &'a [Service],
     pub slices: &'a [EndpointSlice],
     pub secrets: &'a [SecretMeta],
@@ -105,7 +111,8 @@ pub struct GatewayInput<'a> {
     /// The provider mirrors requests (nginx's `mirror`; HAProxy has none): else a
     /// RequestMirror filter refuses its route.
     pub serves_mirror: bool,
-    /// The ConfigMaps a GatewayClass's `parametersRef` may name.
+    /// The ConfigMaps a GatewayClass's `parametersRef` may name, and those a
+    /// BackendTLSPolicy's `caCertificateRefs` may (its own namespace's).
     pub configmaps: &'a [k8s_openapi::api::core::v1::ConfigMap],
     /// The pools that exist.
     pub pools: KnownPools<'a>,
@@ -129,6 +136,8 @@ pub struct GatewayOutput {
     pub grpc_routes: BTreeMap<ObjectKey, Vec<ParentStatus>>,
     /// TLSRoutes, TCPRoutes and UDPRoutes, by kind and name.
     pub l4_routes: BTreeMap<(L4Kind, ObjectKey), Vec<ParentStatus>>,
+    /// BackendTLSPolicies, by name: their status per ancestor Gateway of ours.
+    pub backend_tls_policies: BTreeMap<ObjectKey, Vec<PolicyAncestor>>,
 }
 
 fn key(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<ObjectKey> {
@@ -158,7 +167,8 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
     let (placed, http_routes, grpc_routes) = t.http_routes();
     let (streams_placed, l4_routes) = t.l4_routes();
     let streams = t.stream_listeners(&streams_placed);
-    let routes = t.model(placed, streams);
+    let mut routes = t.model(placed, streams);
+    let backend_tls_policies = backend_tls::apply(input, &mut routes);
     let statuses = gateways
         .iter()
         .filter_map(|g| {
@@ -174,6 +184,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
         http_routes,
         grpc_routes,
         l4_routes,
+        backend_tls_policies,
     }
 }
 
@@ -480,11 +491,6 @@ fn gateway_listeners<'a>(
             .or_default()
             .push(l.protocol.as_str());
     }
-    let frontend_tls = g
-        .spec
-        .tls
-        .as_ref()
-        .is_some_and(|t| t.get("frontend").is_some());
     g.spec
         .listeners
         .iter()
@@ -497,7 +503,8 @@ fn gateway_listeners<'a>(
             } else {
                 None
             };
-            listener((input, secrets), &gk, l, conflict, frontend_tls)
+            let client_ca = frontend_tls::client_validation(input, g, &gk, l.port);
+            listener((input, secrets), &gk, l, conflict, client_ca)
         })
         .collect()
 }

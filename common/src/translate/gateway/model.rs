@@ -86,6 +86,7 @@ impl Translation<'_, '_> {
             backends: std::mem::take(&mut self.backends),
             streams,
             udp_backends: std::mem::take(&mut self.udp_backends),
+            ca_bundles: BTreeMap::new(),
         };
         for l in &mut routes.listeners {
             l.sort_virtual_hosts();
@@ -94,6 +95,12 @@ impl Translation<'_, '_> {
             s.sort_routes();
         }
         keep_used_backends(&mut routes);
+        // The client CA bundles of the listeners served.
+        for l in &self.lsts {
+            if let (Some(c), Some(_)) = (&l.client_ca, l.protocol) {
+                routes.ca_bundles.insert(c.id.clone(), c.pem.clone());
+            }
+        }
         routes
     }
 

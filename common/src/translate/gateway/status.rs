@@ -62,6 +62,14 @@ api_names! {
         NoMatchingParent,
         NotAllowedByListeners,
         NoMatchingListenerHostname,
+        /// BackendTLSPolicy: an older policy holds the same target.
+        Conflicted,
+        /// BackendTLSPolicy: no CA certificate reference gave a usable bundle.
+        NoValidCACertificate,
+        /// BackendTLSPolicy: a CA reference to a ConfigMap missing or unusable.
+        InvalidCACertificateRef,
+        /// A listener's client validation CA reference of another kind than ConfigMap.
+        InvalidCACertificateKind,
     }
 }
 
@@ -92,6 +100,10 @@ impl ConditionReason {
             C::NoMatchingParent => Reason::NoMatchingParent,
             C::NotAllowedByListeners => Reason::NotAllowedByListeners,
             C::NoMatchingListenerHostname => Reason::NoMatchingListenerHostname,
+            C::Conflicted => Reason::Conflicted,
+            C::NoValidCACertificate => Reason::NoValidCACertificate,
+            C::InvalidCACertificateRef => Reason::InvalidCACertificateRef,
+            C::InvalidCACertificateKind => Reason::InvalidCACertificateKind,
         })
     }
 }

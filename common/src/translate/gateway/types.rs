@@ -123,9 +123,9 @@ pub struct GatewaySpec {
     pub addresses: Vec<GatewayAddress>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infrastructure: Option<GatewayInfrastructure>,
-    /// `spec.tls` (Gateway-level TLS: client certificate validation for every HTTPS
-    /// listener, backend client certificates): not served, so its HTTPS listeners are
-    /// refused rather than served without it.
+    /// `spec.tls` (Gateway-level TLS): `frontend` (client certificate validation of
+    /// its HTTPS listeners, by port) is read by `frontend_tls.rs`; `backend` (a client
+    /// certificate for TLS backends) is not served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<serde_json::Value>,
 }
@@ -166,8 +166,9 @@ pub struct GatewayTls {
     /// silently ignored).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub options: std::collections::BTreeMap<String, String>,
-    /// Client certificate validation (experimental): not served, so refused; ignoring it
-    /// would accept clients its author meant to turn away.
+    /// The listener's own client certificate validation (experimental, before v1.4):
+    /// not served, so refused; ignoring it would accept clients its author meant to
+    /// turn away. The Gateway's `spec.tls.frontend` is served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frontend_validation: Option<serde_json::Value>,
 }
@@ -489,4 +490,73 @@ pub struct L4RouteSpec {
 pub struct L4RouteRule {
     #[serde(default)]
     pub backend_refs: Vec<HttpBackendRef>,
+}
+
+/// A BackendTLSPolicy (`v1`, standard channel since v1.4): TLS from the proxy to the
+/// endpoints of the Services it targets, in its own namespace.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendTlsPolicy {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: BackendTlsPolicySpec,
+    /// As observed: other controllers' `ancestors` entries are kept as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendTlsPolicySpec {
+    /// `LocalPolicyTargetReferenceWithSectionName`: no namespace field, so a policy can
+    /// only ever target Services of its own namespace.
+    #[serde(default)]
+    pub target_refs: Vec<PolicyTargetRef>,
+    #[serde(default)]
+    pub validation: BackendTlsValidation,
+    /// Implementation-specific options: k8slb defines none, so any is refused.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub options: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyTargetRef {
+    #[serde(default)]
+    pub group: String,
+    pub kind: String,
+    pub name: String,
+    /// A Service port's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub section_name: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendTlsValidation {
+    /// ConfigMaps (key `ca.crt`) in the policy's namespace.
+    #[serde(default)]
+    pub ca_certificate_refs: Vec<LocalObjectRef>,
+    /// `System`: the platform's trust store.
+    #[serde(
+        default,
+        rename = "wellKnownCACertificates",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub well_known_ca_certificates: Option<String>,
+    /// The SNI sent, and the name the backend's certificate must carry.
+    #[serde(default)]
+    pub hostname: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subject_alt_names: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalObjectRef {
+    #[serde(default)]
+    pub group: String,
+    pub kind: String,
+    pub name: String,
 }

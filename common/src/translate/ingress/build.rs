@@ -333,6 +333,7 @@ impl Translation<'_, '_> {
                                     ),
                                     stickiness: cur.settings.sticky.clone(),
                                     protocol,
+                                    tls: None,
                                 },
                                 cur.me.clone(),
                             ),
@@ -456,6 +457,7 @@ impl Building {
                 } else {
                     self.hostless_cert
                 },
+                client_ca: None,
             }
         });
         let mut l = Listener {

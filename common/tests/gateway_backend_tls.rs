@@ -1,0 +1,592 @@
+//! BackendTLSPolicy into the route model: which backends get TLS (with which server
+//! name and CA bundle), which get the invalid references' 500, and each policy's status
+//! per ancestor Gateway. The conformance suite's cases run through the real proxies in
+//! `tests/tests/e2e_conformance.rs`; here are the rules, and the hostile policies.
+
+mod support;
+
+use k8slb_common::gateway::{GatewayOutput, PolicyAncestor};
+use k8slb_common::objects::Objects;
+use k8slb_common::routes::{BackendId, HttpRoutes, RouteAction};
+use support::*;
+
+const VIP: &str = "198.18.0.60";
+
+/// A CA certificate (PEM) made by the `openssl` command.
+fn ca_pem() -> String {
+    let d = tempfile::tempdir().unwrap();
+    let (crt, key) = (d.path().join("ca.pem"), d.path().join("ca.key"));
+    let out = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", "/CN=test-ca"])
+        .args(["-addext", "basicConstraints=critical,CA:TRUE"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&crt)
+        .output()
+        .expect("the openssl command");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(crt).unwrap()
+}
+
+/// A Gateway in `shop` taking routes from every namespace, our class, and for each of
+/// `services` (namespace, name) a Service with port 443 named `https` and an endpoint,
+/// and a route in its namespace sending `/<namespace>-<name>` to it.
+fn base(services: &[(&str, &str)]) -> Objects {
+    let mut o = Objects::default();
+    o.add_text(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: k8slb }
+spec: { controllerName: k8slb.io/gateway-controller }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: edge, namespace: shop }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: http, port: 80, protocol: HTTP, allowedRoutes: { namespaces: { from: All } } }
+"#,
+    )
+    .unwrap();
+    for (i, (ns, name)) in services.iter().enumerate() {
+        o.add_text(&format!(
+            r#"
+apiVersion: v1
+kind: Service
+metadata: {{ name: {name}, namespace: {ns} }}
+spec:
+  ports: [{{ name: https, port: 443, protocol: TCP }}, {{ name: other, port: 8443, protocol: TCP }}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{ name: {name}, namespace: {ns} }}
+spec:
+  parentRefs: [{{ name: edge, namespace: shop }}]
+  rules:
+  - matches: [{{ path: {{ type: Exact, value: /{ns}-{name} }} }}]
+    backendRefs: [{{ name: {name}, port: 443 }}]
+  - matches: [{{ path: {{ type: Exact, value: /{ns}-{name}-other }} }}]
+    backendRefs: [{{ name: {name}, port: 8443 }}]
+"#
+        ))
+        .unwrap();
+        for port in [443, 8443] {
+            let pname = if port == 443 { "https" } else { "other" };
+            o.slices.push(slice(
+                ns,
+                name,
+                &format!("{port}"),
+                Some(pname),
+                port,
+                &[(&format!("10.244.1.{}", i + 1), true, true, false)],
+            ));
+        }
+    }
+    o
+}
+
+fn ca_configmap(ns: &str, name: &str, ca: &str) -> String {
+    let indented: String = ca.lines().map(|l| format!("    {l}\n")).collect();
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{ name: {name}, namespace: {ns} }}\ndata:\n  ca.crt: |\n{indented}"
+    )
+}
+
+fn policy(
+    ns: &str,
+    name: &str,
+    created: &str,
+    target: &str,
+    section: Option<&str>,
+    host: &str,
+) -> String {
+    let section = section
+        .map(|s| format!(", sectionName: {s}"))
+        .unwrap_or_default();
+    format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {{ name: {name}, namespace: {ns}, creationTimestamp: "{created}" }}
+spec:
+  targetRefs: [{{ group: "", kind: Service, name: {target}{section} }}]
+  validation:
+    caCertificateRefs: [{{ group: "", kind: ConfigMap, name: ca }}]
+    hostname: "{host}"
+"#
+    )
+}
+
+fn run(o: &Objects) -> GatewayOutput {
+    translate_on(o, &[], VIP)
+}
+
+fn id(s: &str) -> BackendId {
+    s.parse().unwrap()
+}
+
+/// (type, status, reason) of the policy's conditions for Gateway shop/edge.
+fn conds(out: &GatewayOutput, policy: &str) -> Vec<(&'static str, bool, &'static str)> {
+    let list: &Vec<PolicyAncestor> = out
+        .backend_tls_policies
+        .get(&policy.parse().unwrap())
+        .unwrap_or_else(|| panic!("{policy} has no status"));
+    let [a] = list.as_slice() else {
+        panic!("{policy}: one ancestor expected: {list:?}")
+    };
+    assert_eq!(a.gateway.to_string(), "shop/edge");
+    a.conditions
+        .iter()
+        .map(|c| (c.type_.as_str(), c.status, c.reason.as_str()))
+        .collect()
+}
+
+/// What a request for `path` on the Gateway's port 80 gets.
+fn action<'a>(r: &'a HttpRoutes, path: &str) -> &'a RouteAction {
+    r.route(VIP.parse().unwrap(), 80, "any.example", path)
+        .unwrap_or_else(|| panic!("{path} routes nowhere"))
+}
+
+fn forwards_to(r: &HttpRoutes, path: &str, want: &str) {
+    match action(r, path) {
+        RouteAction::Forward { backends, invalid } => {
+            assert_eq!(*invalid, 0, "{path}");
+            assert_eq!(backends.len(), 1, "{path}");
+            assert_eq!(backends[0].id, id(want), "{path}");
+        }
+        a => panic!("{path}: {a:?}"),
+    }
+}
+
+fn answers_500(r: &HttpRoutes, path: &str) {
+    match action(r, path) {
+        RouteAction::Forward { backends, invalid } => {
+            assert!(backends.is_empty() && *invalid > 0, "{path}: {backends:?}")
+        }
+        a => panic!("{path}: {a:?}"),
+    }
+}
+
+const ACCEPTED: [(&str, bool, &str); 2] = [
+    ("Accepted", true, "Accepted"),
+    ("ResolvedRefs", true, "ResolvedRefs"),
+];
+
+#[test]
+fn a_valid_policy_puts_tls_with_its_hostname_and_ca_bundle_on_the_targeted_port_only() {
+    let ca = ca_pem();
+    let mut o = base(&[("shop", "api")]);
+    o.add_text(&ca_configmap("shop", "ca", &ca)).unwrap();
+    o.add_text(&policy(
+        "shop",
+        "p",
+        "2026-01-01T00:00:00Z",
+        "api",
+        Some("https"),
+        "api.internal",
+    ))
+    .unwrap();
+    let out = run(&o);
+    assert_eq!(conds(&out, "shop/p"), ACCEPTED);
+    let r = &out.routes;
+    let tls = r.backends[&id("shop/api:443")]
+        .tls
+        .as_ref()
+        .expect("TLS on port https");
+    assert_eq!(tls.server_name.as_str(), "api.internal");
+    // The bundle is the canonical PEM of the ConfigMap's certificate.
+    assert_eq!(r.ca_bundles[&tls.ca].trim(), ca.trim());
+    assert_eq!(
+        r.backends[&id("shop/api:8443")].tls,
+        None,
+        "port other is not targeted"
+    );
+    forwards_to(r, "/shop-api", "shop/api:443");
+    forwards_to(r, "/shop-api-other", "shop/api:8443");
+}
+
+#[test]
+fn the_older_policy_holds_a_target_and_a_ports_policy_wins_over_its_services() {
+    let ca = ca_pem();
+    let mut o = base(&[("shop", "api")]);
+    o.add_text(&ca_configmap("shop", "ca", &ca)).unwrap();
+    for p in [
+        policy(
+            "shop",
+            "b-old",
+            "2026-01-01T00:00:00Z",
+            "api",
+            None,
+            "old.internal",
+        ),
+        policy(
+            "shop",
+            "a-new",
+            "2026-01-01T00:00:05Z",
+            "api",
+            None,
+            "new.internal",
+        ),
+        policy(
+            "shop",
+            "port",
+            "2026-01-01T00:00:09Z",
+            "api",
+            Some("https"),
+            "port.internal",
+        ),
+    ] {
+        o.add_text(&p).unwrap();
+    }
+    let out = run(&o);
+    assert_eq!(conds(&out, "shop/b-old"), ACCEPTED);
+    assert_eq!(conds(&out, "shop/port"), ACCEPTED);
+    assert_eq!(
+        conds(&out, "shop/a-new"),
+        [
+            ("Accepted", false, "Conflicted"),
+            ("ResolvedRefs", true, "ResolvedRefs")
+        ]
+    );
+    let name = |p: u16| {
+        out.routes.backends[&id(&format!("shop/api:{p}"))]
+            .tls
+            .as_ref()
+            .map(|t| t.server_name.to_string())
+    };
+    assert_eq!(name(443).as_deref(), Some("port.internal"));
+    assert_eq!(name(8443).as_deref(), Some("old.internal"));
+}
+
+#[test]
+fn hostile_policies_are_refused_on_their_own_services_and_touch_no_other_namespace() {
+    let ca = ca_pem();
+    let mut o = base(&[
+        ("shop", "api"),
+        ("evil", "api"),
+        ("evil", "big"),
+        ("evil", "junk"),
+        ("evil", "ctl"),
+    ]);
+    o.add_text(&ca_configmap("shop", "ca", &ca)).unwrap();
+    // evil's CA ConfigMaps: 1 MiB of certificates, and text that is not PEM.
+    let huge: String = ca.repeat(1 + (1 << 20) / ca.len());
+    o.add_text(&ca_configmap("evil", "ca", &huge)).unwrap();
+    o.add_text(&ca_configmap("evil", "junk", "not a certificate\n"))
+        .unwrap();
+    o.add_text(&policy(
+        "shop",
+        "good",
+        "2026-01-01T00:00:09Z",
+        "api",
+        None,
+        "api.internal",
+    ))
+    .unwrap();
+    // A policy can name no namespace: an evil policy for "api" is evil/api's.
+    o.add_text(&policy(
+        "evil",
+        "steal",
+        "2026-01-01T00:00:00Z",
+        "api",
+        None,
+        "evil.example",
+    ))
+    .unwrap();
+    o.add_text(
+        &policy(
+            "evil",
+            "junk",
+            "2026-01-01T00:00:01Z",
+            "junk",
+            None,
+            "junk.example",
+        )
+        .replace("name: ca }", "name: junk }"),
+    )
+    .unwrap();
+    o.add_text(&policy(
+        "evil",
+        "ctl",
+        "2026-01-01T00:00:02Z",
+        "ctl",
+        None,
+        "a\\x07b.example",
+    ))
+    .unwrap();
+    let out = run(&o);
+    let r = &out.routes;
+    // shop is served as its own policy says, whatever evil did.
+    assert_eq!(conds(&out, "shop/good"), ACCEPTED);
+    assert_eq!(
+        r.backends[&id("shop/api:443")]
+            .tls
+            .as_ref()
+            .unwrap()
+            .server_name
+            .as_str(),
+        "api.internal"
+    );
+    forwards_to(r, "/shop-api", "shop/api:443");
+    // evil's huge bundle is refused, and so its Service's requests get 500, never
+    // cleartext; no file of it is in the model.
+    assert_eq!(
+        conds(&out, "evil/steal"),
+        [
+            ("Accepted", false, "NoValidCACertificate"),
+            ("ResolvedRefs", false, "InvalidCACertificateRef")
+        ]
+    );
+    answers_500(r, "/evil-api");
+    assert_eq!(
+        conds(&out, "evil/junk"),
+        [
+            ("Accepted", false, "NoValidCACertificate"),
+            ("ResolvedRefs", false, "InvalidCACertificateRef")
+        ]
+    );
+    answers_500(r, "/evil-junk");
+    assert_eq!(conds(&out, "evil/ctl")[0], ("Accepted", false, "Invalid"));
+    answers_500(r, "/evil-ctl");
+    // An untargeted Service of evil's is served as before.
+    forwards_to(r, "/evil-big", "evil/big:443");
+    assert_eq!(r.ca_bundles.len(), 1, "only shop's bundle");
+    assert!(!r.backends.contains_key(&id("evil/api:443")));
+}
+
+#[test]
+fn a_ca_reference_of_another_kind_or_to_nothing_is_refused_with_the_specs_reasons() {
+    let mut o = base(&[("shop", "a"), ("shop", "b")]);
+    o.add_text(
+        &policy(
+            "shop",
+            "kind",
+            "2026-01-01T00:00:00Z",
+            "a",
+            None,
+            "a.internal",
+        )
+        .replace(
+            "group: \"\", kind: ConfigMap",
+            "group: invalid.io, kind: InvalidKind",
+        ),
+    )
+    .unwrap();
+    o.add_text(&policy(
+        "shop",
+        "missing",
+        "2026-01-01T00:00:01Z",
+        "b",
+        None,
+        "b.internal",
+    ))
+    .unwrap();
+    let out = run(&o);
+    assert_eq!(
+        conds(&out, "shop/kind"),
+        [
+            ("Accepted", false, "NoValidCACertificate"),
+            ("ResolvedRefs", false, "InvalidKind")
+        ]
+    );
+    assert_eq!(
+        conds(&out, "shop/missing"),
+        [
+            ("Accepted", false, "NoValidCACertificate"),
+            ("ResolvedRefs", false, "InvalidCACertificateRef")
+        ]
+    );
+    answers_500(&out.routes, "/shop-a");
+    answers_500(&out.routes, "/shop-b-other");
+}
+
+#[test]
+fn subject_alt_names_and_well_known_cas_are_refused_as_invalid() {
+    let ca = ca_pem();
+    let mut o = base(&[("shop", "a"), ("shop", "b")]);
+    o.add_text(&ca_configmap("shop", "ca", &ca)).unwrap();
+    o.add_text(
+        &policy(
+            "shop",
+            "san",
+            "2026-01-01T00:00:00Z",
+            "a",
+            None,
+            "a.internal",
+        )
+        .replace(
+            "    hostname:",
+            "    subjectAltNames: [{ type: Hostname, hostname: x.internal }]\n    hostname:",
+        ),
+    )
+    .unwrap();
+    o.add_text(
+        &policy(
+            "shop",
+            "system",
+            "2026-01-01T00:00:01Z",
+            "b",
+            None,
+            "b.internal",
+        )
+        .replace(
+            "caCertificateRefs: [{ group: \"\", kind: ConfigMap, name: ca }]",
+            "wellKnownCACertificates: System",
+        ),
+    )
+    .unwrap();
+    let out = run(&o);
+    assert_eq!(conds(&out, "shop/san")[0], ("Accepted", false, "Invalid"));
+    assert_eq!(
+        conds(&out, "shop/system")[0],
+        ("Accepted", false, "Invalid")
+    );
+    answers_500(&out.routes, "/shop-a");
+    answers_500(&out.routes, "/shop-b");
+}
+
+/// A Gateway `edge` in `shop` with one HTTPS listener on 443 (certificate from `pool`
+/// for any name) and `spec.tls.frontend` as given (YAML, indented for `spec`).
+fn frontend_gateway(frontend: &str) -> Objects {
+    let mut o = Objects::default();
+    o.add_text(&format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{ name: k8slb }}
+spec: {{ controllerName: k8slb.io/gateway-controller }}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{ name: edge, namespace: shop }}
+spec:
+  gatewayClassName: k8slb
+  tls:
+    frontend:
+{frontend}
+  listeners:
+  - name: https
+    port: 443
+    protocol: HTTPS
+    tls: {{ certificateRefs: [{{ name: site }}] }}
+"#
+    ))
+    .unwrap();
+    o
+}
+
+/// The conditions (type, status, reason) of listener `https` of shop/edge.
+fn listener_conds(out: &GatewayOutput) -> Vec<(&'static str, bool, &'static str)> {
+    let st = &out.gateways[&"shop/edge".parse().unwrap()];
+    st.listeners[0]
+        .conditions
+        .iter()
+        .map(|c| (c.type_.as_str(), c.status, c.reason.as_str()))
+        .collect()
+}
+
+fn site_secret() -> k8slb_common::ingress::SecretMeta {
+    k8slb_common::ingress::SecretMeta {
+        namespace: "shop".into(),
+        name: "site".into(),
+        type_: "kubernetes.io/tls".into(),
+        valid: true,
+        version: "v1".into(),
+        refusal: String::new(),
+        dns_names: vec!["shop.example.com".into()],
+    }
+}
+
+#[test]
+fn a_gateways_client_validation_asks_its_https_listener_for_certificates_of_its_ca() {
+    let ca = ca_pem();
+    let mut o = frontend_gateway(
+        "      default:\n        validation:\n          caCertificateRefs: [{ group: \"\", kind: ConfigMap, name: clients }]",
+    );
+    o.add_text(&ca_configmap("shop", "clients", &ca)).unwrap();
+    let out = translate_on(&o, &[site_secret()], VIP);
+    assert!(
+        listener_conds(&out).iter().all(|c| c.1),
+        "{:?}",
+        listener_conds(&out)
+    );
+    let l = &out.routes.listeners[0];
+    let id = l
+        .tls
+        .as_ref()
+        .unwrap()
+        .client_ca
+        .as_ref()
+        .expect("a client CA");
+    assert_eq!(out.routes.ca_bundles[id].trim(), ca.trim());
+}
+
+#[test]
+fn client_validation_refs_across_namespaces_need_a_grant_and_fallback_is_refused() {
+    let ca = ca_pem();
+    let across = "      default:\n        validation:\n          caCertificateRefs: [{ group: \"\", kind: ConfigMap, name: clients, namespace: pki }]";
+    let mut o = frontend_gateway(across);
+    o.add_text(&ca_configmap("pki", "clients", &ca)).unwrap();
+    let out = translate_on(&o, &[site_secret()], VIP);
+    assert_eq!(
+        listener_conds(&out)[..2],
+        [
+            ("ResolvedRefs", false, "RefNotPermitted"),
+            ("Accepted", false, "NoValidCACertificate")
+        ]
+    );
+    assert!(
+        out.routes.listeners.is_empty(),
+        "not served without its validation"
+    );
+    o.add_text(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: { name: gateways, namespace: pki }
+spec:
+  from: [{ group: gateway.networking.k8s.io, kind: Gateway, namespace: shop }]
+  to: [{ group: "", kind: ConfigMap }]
+"#,
+    )
+    .unwrap();
+    let out = translate_on(&o, &[site_secret()], VIP);
+    assert!(listener_conds(&out).iter().all(|c| c.1));
+    // A huge bundle (1 MiB) or a fallback mode: refused, the listener not served.
+    let mut o = frontend_gateway(
+        "      default:\n        validation:\n          caCertificateRefs: [{ group: \"\", kind: ConfigMap, name: clients }]",
+    );
+    o.add_text(&ca_configmap(
+        "shop",
+        "clients",
+        &ca.repeat(1 + (1 << 20) / ca.len()),
+    ))
+    .unwrap();
+    let out = translate_on(&o, &[site_secret()], VIP);
+    assert_eq!(
+        listener_conds(&out)[0],
+        ("ResolvedRefs", false, "InvalidCACertificateRef")
+    );
+    let mut o = frontend_gateway(
+        "      default:\n        validation:\n          mode: AllowInsecureFallback\n          caCertificateRefs: [{ group: \"\", kind: ConfigMap, name: clients }]",
+    );
+    o.add_text(&ca_configmap("shop", "clients", &ca)).unwrap();
+    let out = translate_on(&o, &[site_secret()], VIP);
+    assert!(listener_conds(&out).contains(&("Accepted", false, "UnsupportedValue")));
+    assert!(out.routes.listeners.is_empty());
+}
