@@ -22,6 +22,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8slb_actor::render::Renderer;
 use k8slb_actor::render::{HttpRenderOptions, HttpRenderer};
 use k8slb_actor::view::{view, ViewOptions};
+use k8slb_common::gateway::GatewayOutput;
 use k8slb_common::ingress::{routes_for_vip, select, IngressInput, SecretMeta, VipOptions};
 use k8slb_common::routes::{
     BackendId, BackendState, FixedStatus, HttpRoutes, Listener, ListenerProtocol, PathMatch,
@@ -129,6 +130,12 @@ fn routes_of(fixture: &str) -> HttpRoutes {
 /// Services of `ingress/services.yaml`) on the VIP, through the Gateway translation; its
 /// problems are a snapshot too, and every route must be Accepted.
 fn gateway_routes_of(fixture: &str) -> HttpRoutes {
+    gateway_translation(fixture, &[]).routes
+}
+
+/// The Gateway API translation of a fixture (see [`gateway_routes_of`]) with the Secrets
+/// `secrets` known; every route must be Accepted.
+fn gateway_translation(fixture: &str, secrets: &[SecretMeta]) -> GatewayOutput {
     let mut objs = k8slb_common::objects::Objects::default();
     for f in [
         fixtures().join("ingress/services.yaml"),
@@ -149,8 +156,11 @@ fn gateway_routes_of(fixture: &str) -> HttpRoutes {
             (key, vec![VIP.parse().unwrap()])
         })
         .collect();
-    let out =
-        k8slb_common::gateway::translate(&objs.gateway_input(&[], &addresses, &Default::default()));
+    let out = k8slb_common::gateway::translate(&objs.gateway_input(
+        secrets,
+        &addresses,
+        &Default::default(),
+    ));
     for (route, parents) in &out.http_routes {
         for p in parents {
             assert!(
@@ -160,7 +170,7 @@ fn gateway_routes_of(fixture: &str) -> HttpRoutes {
             );
         }
     }
-    out.routes
+    out
 }
 
 fn binary(name: &str) -> PathBuf {
@@ -188,16 +198,25 @@ fn certs(dir: &Path) -> PathBuf {
 /// A self-signed certificate with CN `n` in `dir`: `<n>.crt`, `<n>.key` and `<n>.pem`
 /// (chain + key).
 fn self_signed(dir: &Path, n: &str) {
+    self_signed_with(dir, n, None)
+}
+
+/// [`self_signed`] with the subjectAltName `san` (`DNS:a,DNS:b`) when given.
+fn self_signed_with(dir: &Path, n: &str, san: Option<&str>) {
     let (crt, key) = (dir.join(format!("{n}.crt")), dir.join(format!("{n}.key")));
-    let out = Command::new(binary("openssl"))
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-        ])
+    let mut cmd = Command::new(binary("openssl"));
+    cmd.args([
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+    ]);
+    if let Some(san) = san {
+        cmd.args(["-addext", &format!("subjectAltName={san}")]);
+    }
+    let out = cmd
         .args([
             "-nodes",
             "-days",
@@ -702,11 +721,16 @@ fn endpoints(routes: &HttpRoutes) -> Vec<(SocketAddr, String)> {
     out
 }
 
-fn wait_for(ns: &support::Netns, port: u16) {
+/// Waits until the proxy answers on `l` (over TLS, any certificate, for HTTPS).
+fn wait_for(ns: &support::Netns, l: &Listener) {
+    let (port, scheme) = match l.protocol {
+        ListenerProtocol::Http => (l.port, "http"),
+        ListenerProtocol::Https => (l.port, "https"),
+    };
     let ok = support::wait_until(std::time::Duration::from_secs(10), || {
         ns.cmd("curl")
-            .args(["-s", "-o", "/dev/null", "--max-time", "1"])
-            .arg(format!("http://{VIP}:{port}/"))
+            .args(["-s", "-k", "-o", "/dev/null", "--max-time", "1"])
+            .arg(format!("{scheme}://{VIP}:{port}/"))
             .status()
             .is_ok_and(|s| s.success())
     });
@@ -850,7 +874,7 @@ fn serve_in(
                 .unwrap(),
         )
     };
-    wait_for(ns, routes.listeners[0].port);
+    wait_for(ns, &routes.listeners[0]);
     child
 }
 
@@ -1540,6 +1564,91 @@ fn real_proxies_serve_tls_by_sni_and_redirect_as_the_model_says() {
             (443, true, "nomatch.org", "/"),
         ],
     );
+}
+
+/// A Gateway listener's certificate whose names do not cover its hostname (here `*`,
+/// which covers no host) is served for that hostname only: HAProxy's crt-list filters it
+/// by the listener's hostname and nginx names it in that hostname's `server` only, so a
+/// client asking for another listener's hostname (b.example) gets that listener's
+/// certificate, and a name no listener has (c.example) the port's default (the
+/// listener without a hostname), never the `*` one. Real HAProxy and nginx, real TLS
+/// handshakes (curl), the certificates' subjects told apart by their CN.
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_serve_a_listeners_mismatched_certificate_only_for_its_hostname() {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    let meta = |name: &str, names: &[&str]| SecretMeta {
+        namespace: "default".into(),
+        name: name.into(),
+        type_: "kubernetes.io/tls".into(),
+        valid: true,
+        version: "0123456789abcdef".into(),
+        refusal: String::new(),
+        dns_names: names.iter().map(|n| n.to_string()).collect(),
+    };
+    let out = gateway_translation(
+        "sni",
+        &[
+            meta("star-tls", &["*"]),
+            meta("b-tls", &["b.example"]),
+            meta("any-tls", &["any.example"]),
+        ],
+    );
+    let st = out.gateways.values().next().unwrap();
+    assert!(
+        st.listeners.iter().all(|l| l
+            .conditions
+            .iter()
+            .all(|c| c.status || c.type_.as_str() == "Conflicted")),
+        "{:?}",
+        st.listeners
+    );
+    assert_eq!(st.warnings.len(), 1, "{:?}", st.warnings);
+    let routes = out.routes;
+    let cases: &[(&str, &str)] = &[
+        ("a.example", "200 nginx-service cn=default_star-tls"),
+        ("b.example", "200 nginx-service1 cn=default_b-tls"),
+        ("c.example", "404 cn=default_any-tls"),
+    ];
+    for (host, want) in cases {
+        assert_eq!(
+            &expected(&routes, 443, true, host, "/"),
+            want,
+            "model: {host}"
+        );
+    }
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtsni")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        // The Secrets' files, each with its name as CN; `*` as the star's only name.
+        let certs = dir.path().join("certs");
+        self_signed_with(&certs, "default_star-tls", Some("DNS:*"));
+        self_signed_with(&certs, "default_b-tls", Some("DNS:b.example"));
+        self_signed_with(&certs, "default_any-tls", Some("DNS:any.example"));
+        let (ns, _child) = serve(proxy, &routes, &o, dir.path());
+        if proxy == "haproxy" {
+            let list = std::fs::read_dir(dir.path())
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .find(|e| e.path().extension().is_some_and(|x| x == "crt-list"))
+                .map(|e| std::fs::read_to_string(e.path()).unwrap())
+                .expect("a crt-list");
+            let line = list
+                .lines()
+                .find(|l| l.contains("default_star-tls"))
+                .expect("the star certificate's line");
+            assert!(
+                line.ends_with(".pem a.example"),
+                "filtered by the listener's hostname: {list}"
+            );
+        }
+        for (host, want) in cases {
+            assert_eq!(&request(&ns, 443, true, host, "/"), want, "{proxy}: {host}");
+        }
+    }
 }
 
 #[test]

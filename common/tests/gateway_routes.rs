@@ -621,12 +621,14 @@ spec:
     assert_eq!(tls.certificates.len(), 3, "{:?}", tls.certificates);
 }
 
-/// A listener's certificate must be for its hostname (its subjectAltName DNS names cover
-/// it, RFC 6125: a wildcard one label, the common name never read): otherwise the
-/// listener is not served, `ResolvedRefs: False` with the spec's `InvalidCertificateRef`
-/// saying which names the certificate has. A listener without a hostname takes any.
+/// A listener's certificate whose subjectAltName DNS names do not cover its hostname
+/// (RFC 6125: a wildcard one label, the common name never read) is served all the same,
+/// for exactly that hostname (its SNI filter is the listener's hostname, never the
+/// certificate's names): `ResolvedRefs` stays True, and the mismatch is a warning on the
+/// Gateway (`CertificateHostMismatch`, saying which names the certificate has), which
+/// changes no condition. A listener without a hostname takes any certificate, unwarned.
 #[test]
-fn a_listener_whose_certificate_is_not_for_its_hostname_is_refused_invalid_certificate_ref() {
+fn a_certificate_not_for_its_listeners_hostname_is_served_for_that_hostname_with_a_warning() {
     let gw = r#"
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -663,32 +665,44 @@ spec:
         ],
     );
     let st = &out.gateways[&"infra/gw".parse().unwrap()];
-    let l = |name: &str| st.listeners.iter().find(|l| l.name == name).unwrap();
-    for served in ["exact", "under-wildcard", "wildcard", "any"] {
-        let c = cond(&l(served).conditions, "ResolvedRefs");
-        assert!(c.status, "{served}: {c:?}");
+    for l in &st.listeners {
+        let c = cond(&l.conditions, "ResolvedRefs");
+        assert!(c.status, "{}: {c:?}", l.name);
+        assert!(cond(&l.conditions, "Programmed").status, "{}", l.name);
     }
-    for (refused, names) in [
+    let mut warned: Vec<&str> = Vec::new();
+    for (reason, message) in &st.warnings {
+        assert_eq!(reason.as_str(), "CertificateHostMismatch", "{message}");
+        warned.push(message.split(':').next().unwrap());
+    }
+    assert_eq!(
+        warned,
+        [
+            "listener other-name",
+            "listener two-labels",
+            "listener wildcard-by-name",
+            "listener second-ref",
+            "listener no-names",
+        ]
+    );
+    for (listener, names) in [
         ("other-name", "a.example.com"),
         ("two-labels", "*.example.com"),
         ("wildcard-by-name", "d.example.org, f.example.org"),
         ("second-ref", "a.example.com"),
         ("no-names", "none"),
     ] {
-        let c = cond(&l(refused).conditions, "ResolvedRefs");
-        assert_eq!(
-            (c.status, c.reason.as_str()),
-            (false, "InvalidCertificateRef"),
-            "{refused}"
-        );
         assert!(
-            c.message.contains("is not for the listener's hostname")
-                && c.message.contains(&format!("DNS names: {names};")),
-            "{refused}: {}",
-            c.message
+            st.warnings
+                .iter()
+                .any(|(_, m)| m.starts_with(&format!("listener {listener}: "))
+                    && m.contains("is not for the listener's hostname")
+                    && m.contains(&format!("DNS names: {names};"))),
+            "{listener}: {:?}",
+            st.warnings
         );
     }
-    // What is served: the certificates of the listeners that passed, for their hostnames.
+    // What is served: each listener's certificates for its hostname, and only for it.
     let tls = out
         .routes
         .listeners
@@ -702,14 +716,30 @@ spec:
         .flat_map(|c| c.hosts.iter().map(|h| (h.to_string(), c.file.stem())))
         .collect();
     served.sort();
+    let pairs = [
+        ("*.example.com", "infra_wild-tls"),
+        ("*.example.org", "infra_org-tls"),
+        ("a.example.com", "infra_a-tls"),
+        ("b.example.com", "infra_wild-tls"),
+        ("c.example.com", "infra_a-tls"),
+        ("d.example.org", "infra_a-tls"),
+        ("d.example.org", "infra_org-tls"),
+        ("e.example.com", "infra_cn-only"),
+        ("x.y.example.com", "infra_wild-tls"),
+    ];
     assert_eq!(
         served,
-        [
-            ("*.example.com".to_string(), "infra_wild-tls".to_string()),
-            ("a.example.com".to_string(), "infra_a-tls".to_string()),
-            ("b.example.com".to_string(), "infra_wild-tls".to_string()),
-        ]
+        pairs
+            .iter()
+            .map(|(h, s)| (h.to_string(), s.to_string()))
+            .collect::<Vec<_>>()
     );
+    // By SNI: a name no listener has gets the port's default (the first listener's
+    // certificate), never one chosen by a certificate's own names.
+    let stem = |sn: &str| tls.certificate_for(sn).map(|f| f.stem().to_string());
+    assert_eq!(stem("c.example.com").as_deref(), Some("infra_a-tls"));
+    assert_eq!(stem("e.example.com").as_deref(), Some("infra_cn-only"));
+    assert_eq!(stem("f.example.org").as_deref(), Some("infra_org-tls"));
 }
 
 /// Method, header and query parameter matches, with the spec's precedence: at one path,

@@ -636,13 +636,6 @@ pub fn cases() -> Vec<Case> {
                 ],
             )),
         case("HTTPRouteHTTPSListener", "httproute-https-listener.yaml")
-            .expect_fail(
-                "",
-                "k8slb refuses a wildcard directly under a top-level domain (and a bare *): \
-                 the suite's certificate (*, *.org, *.wildcard.org) is not taken for the \
-                 listener second-example.org (InvalidCertificateRef), so that host is 404; \
-                 example.org and unknown-example.org answer as the suite expects",
-            )
             .check(accepted(
                 "same-namespace-with-https-listener",
                 &["httproute-https-test", "httproute-https-test-no-hostname"],

@@ -464,6 +464,12 @@ fn sticky_ports(
 
 /// Every condition that says something is not served, as a problem on its object.
 fn report(out: &GatewayOutput, problems: &mut Problems) {
+    // What is served with a word: its problem, no condition.
+    for (k, st) in &out.gateways {
+        for (reason, message) in &st.warnings {
+            problems.insert(Problem::new(object(k), reason.clone(), message.clone()));
+        }
+    }
     let mut add = |object: ObjRef, what: String, c: &Condition| {
         let refusing = match (c.type_, c.reason) {
             // The allocation request reported it already, with the address.

@@ -145,6 +145,10 @@ pub struct GatewayStatus {
     pub addresses: Vec<IpAddr>,
     pub conditions: Vec<Condition>,
     pub listeners: Vec<ListenerStatus>,
+    /// What is served but deserves a word, as problems on the Gateway (Events and log
+    /// lines; no condition says them): a listener's certificate whose names do not
+    /// cover its hostname (`CertificateHostMismatch`).
+    pub warnings: Vec<(Reason, String)>,
 }
 
 /// An HTTPRoute's status for one parent (a Gateway of ours).
@@ -230,10 +234,23 @@ pub(super) fn gateway_status(
             "served on its addresses by the LB nodes",
         )
     };
+    let warnings = lsts
+        .iter()
+        .filter(|l| &l.gateway == gk)
+        .flat_map(|l| {
+            l.warnings.iter().map(|w| {
+                (
+                    Reason::CertificateHostMismatch,
+                    format!("listener {}: {w}", l.spec.name),
+                )
+            })
+        })
+        .collect();
     GatewayStatus {
         addresses,
         conditions: vec![accepted, programmed],
         listeners,
+        warnings,
     }
 }
 
