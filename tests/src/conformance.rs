@@ -591,6 +591,35 @@ pub enum Check {
     },
     /// Remove a document of the case (kind, namespace/name) before the next checks.
     Delete { kind: &'static str, object: Nn },
+    /// Change a document of the case (kind, namespace/name; a GatewayClass's namespace
+    /// is ignored) with `edit` before the next checks, as the suite patches an object
+    /// mid-test.
+    Edit {
+        kind: &'static str,
+        object: Nn,
+        edit: fn(&mut Value),
+    },
+    /// The object's conditions (a GatewayClass's or a Gateway's own, each parent's of a
+    /// route) all have `observedGeneration` = `generation`: the suite's
+    /// `<Kind>MustHaveLatestConditions`, the object's `metadata.generation` being what
+    /// the API server gives it (1 at creation, one more per change of its spec; the
+    /// files source counts the same way).
+    LatestGeneration {
+        kind: &'static str,
+        object: Nn,
+        generation: i64,
+    },
+    /// The Gateway has an address, `Accepted` and `Programmed` True (the suite's
+    /// `NamespacesMustBeReady`, for one Gateway).
+    GatewayReady { gateway: Nn },
+    /// The GatewayClass has a condition of this type, any status.
+    ClassCondition { class: String, type_: &'static str },
+    /// The Gateway's status lists exactly these listeners (the suite's
+    /// `GatewayStatusMustHaveListeners` compares the count too).
+    ListenerNames {
+        gateway: Nn,
+        names: Vec<&'static str>,
+    },
 }
 
 /// One upstream test.
@@ -954,20 +983,42 @@ impl<'a> Runner<'a> {
         let mut i = 0;
         let checks = &case.checks;
         while i < checks.len() {
-            // A run of checks up to the next Delete converges together.
+            // A run of checks up to the next Delete or Edit converges together.
             let end = checks[i..]
                 .iter()
-                .position(|c| matches!(c, Check::Delete { .. }))
+                .position(|c| matches!(c, Check::Delete { .. } | Check::Edit { .. }))
                 .map(|p| i + p)
                 .unwrap_or(checks.len());
             if let Err(e) = self.converge(&checks[i..end], timeout) {
                 outcome = Outcome::Fail(e);
                 break;
             }
-            if let Some(Check::Delete { kind, object }) = checks.get(end) {
-                docs.retain(|d| doc_id(d) != (kind.to_string(), object.clone()));
+            let changed = match checks.get(end) {
+                Some(Check::Delete { kind, object }) => {
+                    docs.retain(|d| doc_id(d) != (kind.to_string(), object.clone()));
+                    Some(format!("deleting {kind} {object}"))
+                }
+                Some(Check::Edit { kind, object, edit }) => {
+                    let found = docs.iter_mut().find(|d| {
+                        let (k, id) = doc_id(d);
+                        k == *kind
+                            && id.name == object.name
+                            && (id.namespace.is_empty() || id.namespace == object.namespace)
+                    });
+                    match found {
+                        Some(d) => edit(d),
+                        None => {
+                            outcome = Outcome::Fail(format!("no {kind} {object} to edit"));
+                            break;
+                        }
+                    }
+                    Some(format!("editing {kind} {object}"))
+                }
+                _ => None,
+            };
+            if let Some(what) = changed {
                 if let Err(e) = self.apply(&stem, &docs) {
-                    outcome = Outcome::Fail(format!("deleting {kind} {object}: {e:#}"));
+                    outcome = Outcome::Fail(format!("{what}: {e:#}"));
                     break;
                 }
             }
@@ -1396,7 +1447,95 @@ impl<'a> Runner<'a> {
                 }
                 spread(&pods, weights)
             }
-            Check::Delete { .. } => Ok(()),
+            Check::LatestGeneration {
+                kind,
+                object,
+                generation,
+            } => {
+                let st = if *kind == "GatewayClass" {
+                    self.sys
+                        .status_of(&format!("GatewayClass/{}", object.name))
+                        .ok_or_else(|| format!("GatewayClass {} has no status", object.name))?
+                } else {
+                    self.status(kind, object)?
+                };
+                let lists: Vec<&Value> = if kind.ends_with("Route") {
+                    st["parents"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|p| &p["conditions"])
+                        .collect()
+                } else {
+                    vec![&st["conditions"]]
+                };
+                let conds: Vec<&Value> = lists
+                    .into_iter()
+                    .flat_map(|c| c.as_array().into_iter().flatten())
+                    .collect();
+                if conds.is_empty() {
+                    return Err(format!("{kind} {object}: no conditions: {st}"));
+                }
+                let stale: Vec<String> = conds
+                    .iter()
+                    .filter(|c| c["observedGeneration"] != *generation)
+                    .map(|c| format!("{} (generation {})", c["type"], c["observedGeneration"]))
+                    .collect();
+                if stale.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{kind} {object}: want observedGeneration {generation} on every condition; stale: {}",
+                        stale.join(", ")
+                    ))
+                }
+            }
+            Check::GatewayReady { gateway } => {
+                self.address(gateway)?;
+                let st = self.status("Gateway", gateway)?;
+                for t in ["Accepted", "Programmed"] {
+                    if !Self::has_cond(&st["conditions"], &cond(t, "True")) {
+                        return Err(format!("Gateway {gateway}: not {t}: {}", st["conditions"]));
+                    }
+                }
+                Ok(())
+            }
+            Check::ClassCondition { class, type_ } => {
+                let st = self
+                    .sys
+                    .status_of(&format!("GatewayClass/{class}"))
+                    .ok_or_else(|| format!("GatewayClass {class} has no status"))?;
+                let any = st["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == *type_);
+                if any {
+                    Ok(())
+                } else {
+                    Err(format!("GatewayClass {class}: no {type_}: {st}"))
+                }
+            }
+            Check::ListenerNames { gateway, names } => {
+                let st = self.status("Gateway", gateway)?;
+                let got: Vec<&str> = st["listeners"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|l| l["name"].as_str())
+                    .collect();
+                let (mut a, mut b) = (got.clone(), names.clone());
+                a.sort();
+                b.sort();
+                if a == b {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "Gateway {gateway}: listeners {got:?} in its status, want {names:?}"
+                    ))
+                }
+            }
+            Check::Delete { .. } | Check::Edit { .. } => Ok(()),
         }
     }
 

@@ -14,6 +14,7 @@
 use crate::conformance::{
     get, nn, rpc, Case, Check, Cond, GrpcReq, Redirect, Req, APP, GRPC_UNIMPLEMENTED, WEB,
 };
+use serde_json::{json, Value};
 
 const HTTP: &str = "GATEWAY-HTTP";
 const TLS: &str = "GATEWAY-TLS";
@@ -1765,30 +1766,113 @@ pub fn cases() -> Vec<Case> {
     .ext(&["HTTPRouteBackendRequestHeaderModification"]);
     backend.checks = core;
     v.push(backend);
-    // Tests that need what the files source cannot give (an API server's generation
-    // bumps): not run here, said so.
-    let generation =
-        "needs metadata.generation bumps from an API server; the files source has none";
+    // The generation tests: the runner edits an object mid-test as the suite patches
+    // it; the files source gives `metadata.generation` as the API server does (1, then
+    // one more per spec change), so observedGeneration 1 then 2 is the suite's "latest
+    // conditions" before and after, and its "generation should change".
     v.push(
         case(
             "HTTPRouteObservedGenerationBump",
             "httproute-observed-generation-bump.yaml",
         )
-        .skip(generation),
+        .check(accepted(SAME, &["observed-generation-bump"]))
+        .check(latest("HTTPRoute", "observed-generation-bump", 1))
+        .check(edit("HTTPRoute", "observed-generation-bump", route_to_v2))
+        .check(route_cond(
+            "observed-generation-bump",
+            SAME,
+            "Accepted",
+            "True",
+            "",
+        ))
+        .check(accepted(SAME, &["observed-generation-bump"]))
+        .check(latest("HTTPRoute", "observed-generation-bump", 2)),
     );
     v.push(
         case(
             "GatewayObservedGenerationBump",
             "gateway-observed-generation-bump.yaml",
         )
-        .skip(generation),
+        .check(ready("gateway-observed-generation-bump"))
+        .check(ready(SAME))
+        .check(latest("Gateway", "gateway-observed-generation-bump", 1))
+        .check(edit(
+            "Gateway",
+            "gateway-observed-generation-bump",
+            add_alternate_listener,
+        ))
+        .check(ready("gateway-observed-generation-bump"))
+        .check(latest("Gateway", "gateway-observed-generation-bump", 2)),
     );
     v.push(
         case(
             "GatewayClassObservedGenerationBump",
             "gatewayclass-observed-generation-bump.yaml",
         )
-        .skip(generation),
+        .check(latest(
+            "GatewayClass",
+            "gatewayclass-observed-generation-bump",
+            1,
+        ))
+        .check(class_cond(
+            "gatewayclass-observed-generation-bump",
+            "Accepted",
+        ))
+        .check(edit(
+            "GatewayClass",
+            "gatewayclass-observed-generation-bump",
+            describe_new,
+        ))
+        .check(latest(
+            "GatewayClass",
+            "gatewayclass-observed-generation-bump",
+            2,
+        ))
+        .check(class_cond(
+            "gatewayclass-observed-generation-bump",
+            "Accepted",
+        )),
+    );
+    // GatewayModifyListeners: a listener added serves its routes, one removed leaves the
+    // status (its listeners counted exactly), the generation bumped each time. Its
+    // HTTPS listener's hostname (secure.test.com) is covered only by the suite
+    // certificate's bare `*`: served with a warning (see HTTPRouteHTTPSListener).
+    let modified = |gw: &'static str, name: &'static str| {
+        listener(
+            gw,
+            name,
+            &["HTTPRoute"],
+            &[("Accepted", "True", ""), ("ResolvedRefs", "True", "")],
+            1,
+        )
+    };
+    v.push(
+        case("GatewayModifyListeners", "gateway-modify-listeners.yaml")
+            .check(latest("Gateway", "gateway-add-listener", 1))
+            .check(latest("Gateway", "gateway-remove-listener", 1))
+            .check(edit("Gateway", "gateway-add-listener", add_data_listener))
+            .check(ready("gateway-add-listener"))
+            .check(ready("gateway-remove-listener"))
+            .check(modified("gateway-add-listener", "https"))
+            .check(modified("gateway-add-listener", "http"))
+            .check(Check::ListenerNames {
+                gateway: nn("gateway-add-listener"),
+                names: vec!["https", "http"],
+            })
+            .check(latest("Gateway", "gateway-add-listener", 2))
+            .check(edit(
+                "Gateway",
+                "gateway-remove-listener",
+                keep_http_listener,
+            ))
+            .check(ready("gateway-add-listener"))
+            .check(ready("gateway-remove-listener"))
+            .check(modified("gateway-remove-listener", "http"))
+            .check(Check::ListenerNames {
+                gateway: nn("gateway-remove-listener"),
+                names: vec!["http"],
+            })
+            .check(latest("Gateway", "gateway-remove-listener", 2)),
     );
     // --- GATEWAY-TCP and GATEWAY-UDP (status and traffic: the suite's TCP echo
     // protocol and UDP echo) ---
@@ -2124,4 +2208,83 @@ fn scheme_to(host: Option<&str>, scheme: &str) -> Redirect {
         scheme: Some(scheme.into()),
         ..Redirect::default()
     }
+}
+
+/// The object's conditions are those of its generation `generation`.
+fn latest(kind: &'static str, object: &str, generation: i64) -> Check {
+    Check::LatestGeneration {
+        kind,
+        object: nn(object),
+        generation,
+    }
+}
+
+/// The suite patches the object with `edit`.
+fn edit(kind: &'static str, object: &str, edit: fn(&mut Value)) -> Check {
+    Check::Edit {
+        kind,
+        object: nn(object),
+        edit,
+    }
+}
+
+/// The suite's `NamespacesMustBeReady` for one Gateway: Accepted and Programmed.
+fn ready(gateway: &str) -> Check {
+    Check::GatewayReady {
+        gateway: nn(gateway),
+    }
+}
+
+/// The GatewayClass has the condition `type_` (any status: the suite's
+/// `GWCMustHaveAcceptedConditionAny`).
+fn class_cond(class: &str, type_: &'static str) -> Check {
+    Check::ClassCondition {
+        class: class.to_string(),
+        type_,
+    }
+}
+
+/// HTTPRouteObservedGenerationBump's patch: the first backendRef to infra-backend-v2.
+fn route_to_v2(d: &mut Value) {
+    d["spec"]["rules"][0]["backendRefs"][0]["name"] = json!(V2);
+}
+
+/// GatewayObservedGenerationBump's patch: a listener `alternate` for foo.com on port 80.
+fn add_alternate_listener(d: &mut Value) {
+    push_listener(
+        d,
+        json!({
+            "name": "alternate", "hostname": "foo.com", "port": 80, "protocol": "HTTP",
+            "allowedRoutes": {"namespaces": {"from": "All"}},
+        }),
+    );
+}
+
+/// GatewayModifyListeners' first patch: a listener `http` for data.test.com on port 80.
+fn add_data_listener(d: &mut Value) {
+    push_listener(
+        d,
+        json!({
+            "name": "http", "hostname": "data.test.com", "port": 80, "protocol": "HTTP",
+            "allowedRoutes": {"namespaces": {"from": "All"}},
+        }),
+    );
+}
+
+fn push_listener(d: &mut Value, l: Value) {
+    if let Some(ls) = d["spec"]["listeners"].as_array_mut() {
+        ls.push(l);
+    }
+}
+
+/// GatewayModifyListeners' second patch: only the listener `http` is left.
+fn keep_http_listener(d: &mut Value) {
+    if let Some(ls) = d["spec"]["listeners"].as_array_mut() {
+        ls.retain(|l| l["name"] == "http");
+    }
+}
+
+/// GatewayClassObservedGenerationBump's patch: `spec.description` "new".
+fn describe_new(d: &mut Value) {
+    d["spec"]["description"] = json!("new");
 }
