@@ -1651,6 +1651,84 @@ fn real_proxies_serve_a_listeners_mismatched_certificate_only_for_its_hostname()
     }
 }
 
+/// The nginx refusal of a host whose conditional rules ask one location for different
+/// timeouts is made at plan time: translated for nginx, the newer route is refused
+/// (`UnsupportedValue`) and the older one's host renders without a note and is served
+/// by the real nginx; translated without the refusal (HAProxy's translation), the
+/// nginx render would have had to leave the whole host out (its backstop, a note).
+#[test]
+#[ignore = "needs root: real nginx in a network namespace; ./scripts/test.sh runs it"]
+fn nginx_never_meets_a_conditional_host_it_would_leave_out_the_plan_refuses_its_route() {
+    support::require_root_and(&["nginx", "openssl", "curl"]);
+    let translate = |mixes: bool| {
+        let mut objs = k8slb_common::objects::Objects::default();
+        for f in ["ingress/services.yaml", "gateway/one-location.yaml"] {
+            objs.add_text(&std::fs::read_to_string(fixtures().join(f)).unwrap())
+                .unwrap();
+        }
+        let addresses = [("default/gw".parse().unwrap(), vec![VIP.parse().unwrap()])]
+            .into_iter()
+            .collect();
+        let none = Default::default();
+        let mut input = objs.gateway_input(&[], &addresses, &none);
+        input.mixes_conditional_rules = mixes;
+        k8slb_common::gateway::translate(&input)
+    };
+    let accepted = |out: &GatewayOutput, route: &str| {
+        out.http_routes[&route.parse().unwrap()][0]
+            .conditions
+            .iter()
+            .find(|c| c.type_.as_str() == "Accepted")
+            .map(|c| (c.status, c.reason.as_str()))
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("k8slb-rtoneloc")
+        .tempdir()
+        .unwrap();
+    let o = traffic_options(dir.path());
+    let r = HttpRenderer::embedded().unwrap();
+    // Without the plan's refusal: the render's backstop leaves the host out.
+    let mixed = translate(true);
+    assert_eq!(accepted(&mixed, "default/slow"), Some((true, "Accepted")));
+    let notes = r.nginx(&mixed.routes, &o).unwrap().notes;
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("mix.example.com") && n.contains("not rendered")),
+        "{notes:?}"
+    );
+    // With it: the newer route refused, the host rendered and served.
+    let out = translate(false);
+    assert_eq!(
+        accepted(&out, "default/slow"),
+        Some((false, "UnsupportedValue"))
+    );
+    assert_eq!(accepted(&out, "default/cond"), Some((true, "Accepted")));
+    let notes = r.nginx(&out.routes, &o).unwrap().notes;
+    assert!(notes.is_empty(), "{notes:?}");
+    let (ns, _child) = serve("nginx", &out.routes, &o, dir.path());
+    let host = "mix.example.com";
+    let one: &[(&str, &str)] = &[("x-v", "one")];
+    for (req, want) in [
+        (
+            Request {
+                headers: one,
+                ..Request::get(host, "/c")
+            },
+            "200 nginx-service",
+        ),
+        (Request::get(host, "/c"), "404"),
+        (Request::get(host, "/s"), "404"),
+    ] {
+        assert_eq!(
+            expected_for(&out.routes, 80, false, &req),
+            want,
+            "model: {req:?}"
+        );
+        assert_eq!(request_for(&ns, 80, false, &req), want, "nginx: {req:?}");
+    }
+}
+
 #[test]
 fn hostile_hosts_paths_and_annotations_never_reach_a_rendered_file() {
     let routes = routes_of("hostile");

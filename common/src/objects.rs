@@ -440,6 +440,7 @@ impl Objects {
             unavailable,
             serves_udp: true,
             serves_mirror: true,
+            mixes_conditional_rules: true,
             configmaps: &self.configmaps,
             pools: None,
             namespaces: &self.namespaces,

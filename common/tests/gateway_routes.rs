@@ -1809,3 +1809,193 @@ spec:
         );
     }
 }
+
+/// On nginx, a host whose rules match on more than the path is served from one
+/// `location` (nginx picks among the rules by `map`s), which has one mirror, one
+/// timeout and one set of request header edits (`routes::OneLocation`). The route that
+/// would make such a host mix rules with a RequestMirror, a split whose backends edit
+/// headers, or another timeout is refused at plan time (`Accepted: False`,
+/// `UnsupportedValue`, saying why), and only it: the older routes of the host keep
+/// theirs, other hosts are not concerned, and a route that mixes them within itself is
+/// refused alone. HAProxy picks per rule and serves every mix.
+#[test]
+fn on_nginx_a_route_that_would_mix_conditional_rules_nginx_cannot_pick_among_is_refused_alone() {
+    let route = |name: &str, host: &str, ts: &str, rules: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{ name: {name}, namespace: infra, creationTimestamp: \"{ts}\" }}\nspec:\n  parentRefs: [{{ name: gw }}]\n  hostnames: [\"{host}\"]\n  rules:\n{rules}"
+        )
+    };
+    let when = |path: &str| {
+        format!("  - matches: [{{ path: {{ value: {path} }}, headers: [{{ name: x-v, value: one }}] }}]\n    backendRefs: [{{ name: a, port: 80 }}]\n")
+    };
+    let timed = |path: &str, t: &str| {
+        format!("  - matches: [{{ path: {{ value: {path} }} }}]\n    timeouts: {{ request: {t} }}\n    backendRefs: [{{ name: b, port: 80 }}]\n")
+    };
+    let mirrored = |path: &str| {
+        format!("  - matches: [{{ path: {{ value: {path} }} }}]\n    filters: [{{ type: RequestMirror, requestMirror: {{ backendRef: {{ name: c, port: 80 }} }} }}]\n    backendRefs: [{{ name: b, port: 80 }}]\n")
+    };
+    let split_edits = |path: &str| {
+        format!("  - matches: [{{ path: {{ value: {path} }} }}]\n    backendRefs:\n    - {{ name: a, port: 80, filters: [{{ type: RequestHeaderModifier, requestHeaderModifier: {{ set: [{{ name: x-b, value: a }}] }} }}] }}\n    - {{ name: b, port: 80 }}\n")
+    };
+    let texts = [
+        // Another timeout joins a host of conditional rules: the newer is refused.
+        route(
+            "t-cond",
+            "t.example.com",
+            "2024-01-01T00:00:00Z",
+            &when("/c"),
+        ),
+        route(
+            "t-slow",
+            "t.example.com",
+            "2024-01-02T00:00:00Z",
+            &timed("/s", "5s"),
+        ),
+        // The same, the other way round (a conditional rule joins a timed host).
+        route(
+            "u-slow",
+            "u.example.com",
+            "2024-01-01T00:00:00Z",
+            &timed("/s", "5s"),
+        ),
+        route(
+            "u-cond",
+            "u.example.com",
+            "2024-01-02T00:00:00Z",
+            &when("/c"),
+        ),
+        // A mirror, then a conditional rule.
+        route(
+            "m-mirror",
+            "m.example.com",
+            "2024-01-01T00:00:00Z",
+            &mirrored("/m"),
+        ),
+        route(
+            "m-cond",
+            "m.example.com",
+            "2024-01-02T00:00:00Z",
+            &when("/c"),
+        ),
+        // A split whose backends edit headers, beside a conditional rule.
+        route(
+            "s-cond",
+            "s.example.com",
+            "2024-01-01T00:00:00Z",
+            &when("/c"),
+        ),
+        route(
+            "s-split",
+            "s.example.com",
+            "2024-01-02T00:00:00Z",
+            &split_edits("/s"),
+        ),
+        // One route that mixes them within itself.
+        route(
+            "self",
+            "self.example.com",
+            "2024-01-01T00:00:00Z",
+            &format!("{}{}", when("/c"), timed("/s", "5s")),
+        ),
+        // What nginx serves: equal timeouts beside conditional rules, and a mirror or
+        // another timeout on a host without conditional rules.
+        route(
+            "same",
+            "same.example.com",
+            "2024-01-01T00:00:00Z",
+            &format!(
+                "{}{}",
+                when("/c").replace(
+                    "    backendRefs",
+                    "    timeouts: { request: 5s }\n    backendRefs"
+                ),
+                timed("/s", "5s")
+            ),
+        ),
+        route(
+            "plain",
+            "plain.example.com",
+            "2024-01-01T00:00:00Z",
+            &format!("{}{}", mirrored("/m"), timed("/s", "3s")),
+        ),
+    ];
+    let mut all = vec![CLASS, GATEWAY];
+    all.extend(texts.iter().map(String::as_str));
+    let o = objects(&all);
+    let addresses: BTreeMap<_, _> = [(
+        "infra/gw".parse().unwrap(),
+        vec![VIP.parse::<IpAddr>().unwrap()],
+    )]
+    .into_iter()
+    .collect();
+    let none = BTreeMap::new();
+    let run_with = |mixes: bool| {
+        let mut input = o.gateway_input(&[], &addresses, &none);
+        input.mixes_conditional_rules = mixes;
+        translate(&input)
+    };
+    let refused = ["t-slow", "u-cond", "m-cond", "s-split", "self"];
+    let served = ["t-cond", "u-slow", "m-mirror", "s-cond", "same", "plain"];
+    let nginx = run_with(false);
+    for (name, why) in [
+        ("t-slow", "one timeout"),
+        ("u-cond", "one timeout"),
+        ("m-cond", "RequestMirror"),
+        ("s-split", "split whose backends"),
+        ("self", "one timeout"),
+    ] {
+        let key = format!("infra/{name}");
+        assert_eq!(
+            route_cond(&nginx, &key, "Accepted"),
+            (false, "UnsupportedValue"),
+            "nginx: {name}"
+        );
+        let msg = &cond(
+            &nginx.http_routes[&key.parse().unwrap()][0].conditions,
+            "Accepted",
+        )
+        .message;
+        assert!(msg.contains(why) && msg.contains("nginx"), "{name}: {msg}");
+    }
+    for name in served {
+        assert_eq!(
+            route_cond(&nginx, &format!("infra/{name}"), "Accepted"),
+            (true, "Accepted"),
+            "nginx: {name}"
+        );
+    }
+    // Nothing of a refused route is in the model; every host nginx gets it can serve.
+    let l = nginx
+        .routes
+        .listeners
+        .iter()
+        .find(|l| l.port == 80)
+        .unwrap();
+    for v in &l.virtual_hosts {
+        assert_eq!(
+            k8slb_common::routes::OneLocation::of(&v.rules).refusal(),
+            None,
+            "{:?}",
+            v.host
+        );
+        for r in &v.rules {
+            let owner = r.owner.as_ref().map(|o| o.to_string()).unwrap_or_default();
+            assert!(
+                refused.iter().all(|n| !owner.ends_with(&format!("/{n}"))),
+                "{owner} in the model"
+            );
+        }
+    }
+    assert_eq!(goes(&nginx, 80, "t.example.com", "/s"), "404");
+    assert_eq!(goes(&nginx, 80, "u.example.com", "/s"), "b");
+    // HAProxy serves every one of them.
+    let haproxy = run_with(true);
+    for name in refused.iter().chain(&served) {
+        assert_eq!(
+            route_cond(&haproxy, &format!("infra/{name}"), "Accepted"),
+            (true, "Accepted"),
+            "haproxy: {name}"
+        );
+    }
+    assert_eq!(goes(&haproxy, 80, "t.example.com", "/s"), "b");
+}

@@ -692,34 +692,6 @@ fn nx_conditional_locations(
     }]
 }
 
-/// Why the rules of a host that match on method, headers or query (nginx picks among
-/// them in one location) cannot be served as asked on nginx, if they cannot: a mirror
-/// (nginx's `mirror` takes no variable), a split with per-backend header edits, or
-/// different timeouts (nginx's take no variable either).
-fn nx_pick_refusal(rules: &[k8slb_common::routes::RouteRule]) -> Option<&'static str> {
-    let chosen: Vec<_> = rules
-        .iter()
-        .map(|r| (String::new(), &r.action, &r.filters))
-        .collect();
-    if rules.iter().any(|r| !r.filters.mirrors.is_empty()) {
-        Some("a RequestMirror among rules that match on method, headers or query (one nginx location for all, and nginx's mirror takes no variable)")
-    } else if rules.iter().any(nx_split_with_edits) {
-        Some("a split whose backends have their own request header edits, among rules that match on method, headers or query (one nginx location for all)")
-    } else if nx_pick_timeout(&chosen).is_err() {
-        Some("rules that match on method, headers or query share one nginx location, which takes one timeout; these ask for different ones")
-    } else {
-        None
-    }
-}
-
-/// Whether `r` splits among backends of which one has request header edits of its own
-/// (one backend's are the rule's: [`RouteRule::forward_filters`]).
-fn nx_split_with_edits(r: &k8slb_common::routes::RouteRule) -> bool {
-    matches!(&r.action, RouteAction::Forward { backends, invalid }
-        if backends.iter().filter(|b| b.weight > 0).count() + usize::from(*invalid > 0) > 1
-            && backends.iter().any(|b| !b.request_headers.is_empty()))
-}
-
 /// A split's per-backend request header edits: each header any backend changes is set
 /// from a `map` on the split's variable `upstream` (its value names the upstream
 /// drawn; the request's own value for the others), and the names set.
@@ -916,7 +888,9 @@ pub(crate) fn nx_server(
                 .flatten()
             })
             .unwrap_or_else(|| "$proxy_host".to_string());
-        if let Some(why) = nx_pick_refusal(&v.rules) {
+        // The plan refuses the route that would make such a host (GatewayInput::
+        // mixes_conditional_rules is false for nginx); kept as a backstop.
+        if let Some(why) = k8slb_common::routes::OneLocation::of(&v.rules).refusal() {
             // Refused (said in a note), never served approximately.
             notes.push(format!("{what}: {why}; not rendered"));
             return Ok(None);
@@ -941,7 +915,7 @@ pub(crate) fn nx_server(
         let act = nx_action(&r.action, splits);
         let (filter_lines, skip_headers) = if act.kind == "forward" {
             let (mut lines, mut skip) = nx_filter_lines(&r.forward_filters(), splits);
-            if nx_split_with_edits(r) {
+            if r.splits_with_backend_edits() {
                 let (l, k) = nx_split_edit_lines(&r.action, &act.upstream, splits);
                 lines.extend(l);
                 skip.extend(k);

@@ -47,24 +47,36 @@ pub(super) struct Placed {
     pub(super) rule: RouteRule,
 }
 
-/// Why the rules of a route attached at `attach` would take a host beyond
-/// [`GatewayInput::conditional_rules_per_host`], if they would; else they are counted
-/// in `placed` (by address, port and host: Gateways may share an address). Routes come
-/// oldest first, so the oldest keep theirs.
-pub(super) fn over_conditional_cap(
+/// What the routes accepted so far placed on one host of one address and port.
+#[derive(Debug, Clone, Default)]
+pub(super) struct HostTally {
+    /// Rules that match on more than the path.
+    conditional: usize,
+    /// What nginx's one location for them would have to serve.
+    one_location: crate::routes::OneLocation,
+}
+
+/// The hosts (address, port, host name) a route's rules go to.
+pub(super) type HostKey = (IpAddr, i32, Option<Hostname>);
+
+/// Why the rules of a route attached at `attach` cannot join the hosts they would go to,
+/// if they cannot: they would take a host beyond
+/// [`GatewayInput::conditional_rules_per_host`], or (on a provider that does not serve
+/// such a mix, [`GatewayInput::mixes_conditional_rules`]) make a host nginx would have
+/// to leave out ([`crate::routes::OneLocation`]). Else they are counted in `placed` (by
+/// address, port and host: Gateways may share an address). Routes come oldest first, so
+/// the oldest keep theirs.
+pub(super) fn host_refusal(
     input: &GatewayInput<'_>,
     lsts: &[Lst<'_>],
     attach: &[(usize, Option<Hostname>)],
     rules: &[(usize, usize, RouteRule)],
-    placed: &mut BTreeMap<(IpAddr, i32, Option<Hostname>), usize>,
+    placed: &mut BTreeMap<HostKey, HostTally>,
 ) -> Option<String> {
     let n = rules
         .iter()
         .filter(|(_, _, r)| r.matches.is_conditional())
         .count();
-    if n == 0 {
-        return None;
-    }
     let cap = input.conditional_rules_per_host;
     let mut keys = BTreeSet::new();
     for (li, host) in attach {
@@ -73,21 +85,46 @@ pub(super) fn over_conditional_cap(
             keys.insert((*ip, l.spec.port, host.clone()));
         }
     }
+    let mut after = Vec::new();
     for k in &keys {
-        let have = placed.get(k).copied().unwrap_or(0);
-        if have + n > cap {
+        let host = k.2.as_ref().map_or("*", |h| h.as_str());
+        let tally = placed.get(k).cloned().unwrap_or_default();
+        let have = tally.conditional;
+        if n > 0 && have + n > cap {
             return Some(format!(
-                "host {} on {}:{} would have {} rules that match on more than the path (method, headers, query parameters); the limit is {cap} per host (limits.conditionalRulesPerHost), older routes hold {have}",
-                k.2.as_ref().map_or("*", |h| h.as_str()),
+                "host {host} on {}:{} would have {} rules that match on more than the path (method, headers, query parameters); the limit is {cap} per host (limits.conditionalRulesPerHost), older routes hold {have}",
                 k.0,
                 k.1,
                 have + n
             ));
         }
+        let mut one = tally.one_location.clone();
+        for (_, _, r) in rules {
+            one.add(r);
+        }
+        if !input.mixes_conditional_rules {
+            if let Some(why) = one.refusal() {
+                return Some(format!(
+                    "host {host} on {}:{}: {why}; nginx cannot serve this route's rules with {} (the haproxy provider can)",
+                    k.0,
+                    k.1,
+                    if tally.one_location == Default::default() {
+                        "each other"
+                    } else {
+                        "the rules older routes hold there"
+                    }
+                ));
+            }
+        }
+        after.push((
+            k.clone(),
+            HostTally {
+                conditional: have + n,
+                one_location: one,
+            },
+        ));
     }
-    for k in keys {
-        *placed.entry(k).or_default() += n;
-    }
+    placed.extend(after);
     None
 }
 
