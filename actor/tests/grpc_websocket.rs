@@ -596,6 +596,7 @@ fn tls_routes() -> HttpRoutes {
         default_certificate: Some(k8slb_common::routes::CertFile::Pool {
             pool: "default".parse().unwrap(),
         }),
+        zones: None,
     });
     let mut r = HttpRoutes {
         listeners: vec![l],

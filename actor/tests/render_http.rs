@@ -1651,6 +1651,71 @@ fn real_proxies_serve_a_listeners_mismatched_certificate_only_for_its_hostname()
     }
 }
 
+/// Gateway API HTTPS listeners sharing a port answer `421` to a request whose Host is
+/// another listener's (zone) than the TLS server name its connection was made for
+/// (HTTP/2's connection reuse), route it when they agree, and do not check a request
+/// without SNI; both proxies offer h2 there. Real HAProxy and nginx, curl over HTTP/2.
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_answer_421_to_a_request_for_another_listeners_host_than_its_sni() {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    let meta = |name: &str| SecretMeta {
+        namespace: "default".into(),
+        name: name.into(),
+        type_: "kubernetes.io/tls".into(),
+        valid: true,
+        version: "0123456789abcdef".into(),
+        refusal: String::new(),
+        dns_names: vec!["*.example".into()],
+    };
+    let out = gateway_translation("sni", &[meta("star-tls"), meta("b-tls"), meta("any-tls")]);
+    let routes = out.routes;
+    // (server name, Host, answer); None: no SNI (the address itself).
+    let cases: &[(Option<&str>, &str, &str)] = &[
+        (Some("a.example"), "a.example", "200 nginx-service"),
+        (Some("a.example"), "b.example", "421"),
+        (Some("b.example"), "a.example", "421"),
+        (Some("b.example"), "b.example", "200 nginx-service1"),
+        (Some("c.example"), "c.example", "404"),
+        (Some("c.example"), "b.example", "421"),
+        (Some("a.example"), "c.example", "421"),
+        (None, "b.example", "200 nginx-service1"),
+    ];
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rt421")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        let certs = dir.path().join("certs");
+        for n in ["default_star-tls", "default_b-tls", "default_any-tls"] {
+            self_signed_with(&certs, n, Some("DNS:*.example"));
+        }
+        let (ns, _child) = serve(proxy, &routes, &o, dir.path());
+        for (sni, host, want) in cases {
+            let name = sni.unwrap_or(VIP);
+            let out = ns
+                .cmd("curl")
+                .args(["-s", "-k", "--http2", "--max-time", "5"])
+                .args(["-w", "\n%{http_version} %{http_code}"])
+                .arg("--resolve")
+                .arg(format!("{name}:443:{VIP}"))
+                .args(["-H", &format!("Host: {host}")])
+                .arg(format!("https://{name}/"))
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let (body, last) = stdout.rsplit_once('\n').unwrap_or(("", &stdout));
+            let got = match last.split_once(' ') {
+                Some(("2", "200")) => format!("200 {}", body.trim()),
+                Some(("2", code)) => code.to_string(),
+                _ => format!("not HTTP/2: {last}"),
+            };
+            assert_eq!(&got, want, "{proxy}: SNI {sni:?}, Host {host}");
+        }
+    }
+}
+
 /// The nginx refusal of a host whose conditional rules ask one location for different
 /// timeouts is made at plan time: translated for nginx, the newer route is refused
 /// (`UnsupportedValue`) and the older one's host renders without a note and is served

@@ -160,6 +160,7 @@ mod tests {
                         },
                     ],
                     default_certificate: None,
+                    zones: None,
                 }),
                 virtual_hosts: vec![
                     VirtualHost::new(

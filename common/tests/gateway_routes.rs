@@ -1999,3 +1999,84 @@ fn on_nginx_a_route_that_would_mix_conditional_rules_nginx_cannot_pick_among_is_
     }
     assert_eq!(goes(&haproxy, 80, "t.example.com", "/s"), "b");
 }
+
+/// HTTPS listeners sharing a port are zones of server names (the most specific
+/// listener hostname matching a name, wildcards at any depth, else the listener without
+/// a hostname): a request whose Host is in another zone than its TLS server name is
+/// misdirected (the suite's HTTPRouteHTTPSListenerDetectMisdirectedRequests, on its
+/// Gateway's listeners), one without SNI never is, and HTTP listeners have no zones.
+#[test]
+fn https_listeners_sharing_a_port_are_zones_and_a_host_of_another_zone_than_the_sni_is_misdirected()
+{
+    let gw = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: https, port: 443, protocol: HTTPS, tls: { certificateRefs: [{ name: t }] } }
+  - { name: second, port: 443, protocol: HTTPS, hostname: second-example.org, tls: { certificateRefs: [{ name: t }] } }
+  - { name: wild, port: 443, protocol: HTTPS, hostname: "*.wildcard.org", tls: { certificateRefs: [{ name: t }] } }
+  - { name: fourth, port: 443, protocol: HTTPS, hostname: fourth-example.wildcard.org, tls: { certificateRefs: [{ name: t }] } }
+  - { name: alone, port: 8443, protocol: HTTPS, hostname: a.example.com, tls: { certificateRefs: [{ name: t }] } }
+  - { name: http, port: 80, protocol: HTTP }
+"#;
+    let secret = SecretMeta {
+        namespace: "infra".into(),
+        name: "t".into(),
+        type_: "kubernetes.io/tls".into(),
+        valid: true,
+        version: "0123456789abcdef".into(),
+        refusal: String::new(),
+        dns_names: vec!["*".into(), "*.org".into(), "*.wildcard.org".into()],
+    };
+    let out = run(&objects(&[CLASS, gw]), std::slice::from_ref(&secret));
+    let zones = |port: u16| {
+        out.routes
+            .listeners
+            .iter()
+            .find(|l| l.port == port)
+            .and_then(|l| l.tls.as_ref())
+            .and_then(|t| t.zones.clone())
+    };
+    assert_eq!(zones(80), None, "no TLS, no zones");
+    let z = zones(443).expect("zones on 443");
+    assert!(z.any);
+    let (e, s, u) = ("example.org", "second-example.org", "unknown-example.org");
+    let (w3, w4, w5) = (
+        "third-example.wildcard.org",
+        "fourth-example.wildcard.org",
+        "fith-example.wildcard.org",
+    );
+    for (sni, host, misdirected) in [
+        (e, e, false),
+        (e, s, true),
+        (e, u, false),
+        (s, "Second-Example.org:443", false),
+        (s, e, true),
+        (s, u, true),
+        (w3, w3, false),
+        (w3, w5, false),
+        (w3, "a.b.wildcard.org", false),
+        (w3, w4, true),
+        (w3, s, true),
+        (w3, "wildcard.org", true),
+        (w4, w4, false),
+        (w4, w5, true),
+        (u, e, false),
+        (u, u, false),
+    ] {
+        assert_eq!(
+            z.misdirected(Some(sni), host),
+            misdirected,
+            "SNI {sni}, Host {host}"
+        );
+    }
+    assert!(!z.misdirected(None, s), "no SNI: not checked");
+    // A port with one listener that has a hostname: a name of no listener is in none.
+    let alone = zones(8443).expect("zones on 8443");
+    assert!(!alone.any);
+    assert!(alone.misdirected(Some("b.example.com"), "a.example.com"));
+    assert!(!alone.misdirected(Some("a.example.com"), "A.example.com"));
+}

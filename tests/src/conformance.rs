@@ -141,6 +141,12 @@ pub struct Req {
     pub h2c: bool,
     /// The protocol the backend must have seen (the echo's `proto`), when given.
     pub want_proto: Option<String>,
+    /// Over TLS: the server name (SNI) the connection is made for, when it is not the
+    /// Host (the suite's `serverName`).
+    pub sni: Option<String>,
+    /// Over TLS: HTTP/2 negotiated by ALPN, as the suite's `H2Protocol` requires (an
+    /// HTTP/1.1 answer fails).
+    pub h2: bool,
 }
 
 /// A GET of `path` that must reach `infra-backend-v1` in the infra namespace unless
@@ -164,6 +170,8 @@ pub fn get(path: &str) -> Req {
         redirect: None,
         h2c: false,
         want_proto: None,
+        sni: None,
+        h2: false,
     }
 }
 
@@ -173,6 +181,16 @@ impl Req {
         let b = nn(backend);
         self.backend = Some(b.name);
         self.namespace = b.namespace;
+        self
+    }
+    /// Over TLS for server name `sni` (the Host stays as given).
+    pub fn sni(mut self, sni: &str) -> Req {
+        self.sni = Some(sni.into());
+        self
+    }
+    /// Over HTTP/2 negotiated by ALPN (TLS).
+    pub fn h2(mut self) -> Req {
+        self.h2 = true;
         self
     }
     /// Over h2c with prior knowledge.
@@ -242,6 +260,9 @@ impl Req {
     }
     fn describe(&self) -> String {
         let mut s = format!("{} {}{}", self.method, self.host, self.path);
+        if let Some(sni) = &self.sni {
+            s.push_str(&format!(" (SNI {sni})"));
+        }
         if !self.headers.is_empty() {
             s.push_str(&format!(" {:?}", self.headers));
         }
@@ -1714,12 +1735,20 @@ impl<'a> Runner<'a> {
             } else {
                 r.host.as_str()
             };
+            // The connection is for the server name; the Host may be another one's.
+            let name = r.sni.as_deref().unwrap_or(host);
             args.extend([
                 "-k".into(),
                 "--resolve".into(),
-                format!("{host}:{port}:{ip}"),
+                format!("{name}:{port}:{ip}"),
             ]);
-            format!("https://{host}:{port}{}", r.path)
+            if name != host {
+                args.extend(["-H".into(), format!("Host: {host}")]);
+            }
+            if r.h2 {
+                args.push("--http2".into());
+            }
+            format!("https://{name}:{port}{}", r.path)
         } else {
             if !r.host.is_empty() {
                 args.extend(["-H".into(), format!("Host: {}", r.host)]);
@@ -1751,7 +1780,14 @@ impl<'a> Runner<'a> {
             .lab
             .run_in("client", &argv)
             .map_err(|e| format!("curl: {e:#}"))?;
-        parse_answer(&String::from_utf8_lossy(&out.stdout))
+        let text = String::from_utf8_lossy(&out.stdout);
+        if r.h2 && tls && !text.starts_with("HTTP/2 ") {
+            return Err(format!(
+                "not answered over HTTP/2 (ALPN): {}",
+                text.lines().next().unwrap_or("no answer")
+            ));
+        }
+        parse_answer(&text)
             .ok_or_else(|| format!("no HTTP answer (curl exit {:?})", out.status.code()))
     }
 

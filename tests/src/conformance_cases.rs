@@ -650,6 +650,24 @@ pub fn cases() -> Vec<Case> {
                 ],
             )),
         case(
+            "HTTPRouteHTTPSListenerDetectMisdirectedRequests",
+            "httproute-https-listener-detect-misdirected-requests.yaml",
+        )
+        .ext(&["GatewayHTTPSListenerDetectMisdirectedRequests"])
+        .check(accepted(
+            "same-namespace-with-https-listener",
+            &[
+                "https-listener-detect-misdirected-requests-test-1",
+                "https-listener-detect-misdirected-requests-test-2",
+                "https-listener-detect-misdirected-requests-test-3",
+                "https-listener-detect-misdirected-requests-test-4",
+            ],
+        ))
+        .check(https_requests(
+            "same-namespace-with-https-listener",
+            misdirected(),
+        )),
+        case(
             "HTTPRouteInvalidNonExistentBackendRef",
             "httproute-invalid-nonexistent-backendref.yaml",
         )
@@ -2287,4 +2305,43 @@ fn keep_http_listener(d: &mut Value) {
 /// GatewayClassObservedGenerationBump's patch: `spec.description` "new".
 fn describe_new(d: &mut Value) {
     d["spec"]["description"] = json!("new");
+}
+
+/// HTTPRouteHTTPSListenerDetectMisdirectedRequests' requests: (server name, Host,
+/// status, backend), over HTTP/2.
+fn misdirected() -> Vec<Req> {
+    let (e, s, u) = ("example.org", "second-example.org", "unknown-example.org");
+    let (w3, w4, w5) = (
+        "third-example.wildcard.org",
+        "fourth-example.wildcard.org",
+        "fith-example.wildcard.org",
+    );
+    let rows: &[(&str, &str, u16, &str)] = &[
+        (e, e, 200, V1),
+        (e, s, 421, ""),
+        (e, u, 404, ""),
+        (s, s, 200, V2),
+        (s, e, 421, ""),
+        (s, u, 421, ""),
+        (w3, w3, 200, V3),
+        (w3, w5, 200, V3),
+        (w3, w4, 421, ""),
+        (w3, s, 421, ""),
+        (w3, u, 421, ""),
+        // The suite reuses infra-backend-v1 for the fourth route.
+        (w4, w4, 200, V1),
+        (w4, w5, 421, ""),
+        (u, e, 200, V1),
+        (u, u, 404, ""),
+    ];
+    rows.iter()
+        .map(|(sni, host, status, backend)| {
+            let r = get("/detect-misdirected-requests").host(host).sni(sni).h2();
+            if backend.is_empty() {
+                r.status(*status)
+            } else {
+                r.to(backend)
+            }
+        })
+        .collect()
 }

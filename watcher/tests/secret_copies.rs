@@ -139,6 +139,7 @@ fn the_node_certificates_are_made_only_from_the_secrets_the_state_uses() {
                 cert("default", "gone"),
             ],
             default_certificate: None,
+            zones: None,
         }),
         virtual_hosts: vec![],
         default_action: None,

@@ -11,7 +11,7 @@ use crate::view::route_backend_name;
 use crate::view::HttpRenderOptions;
 use k8slb_common::routes::{
     Listener, ListenerProtocol, PathMatch, PathRewrite, Redirect, RouteAction, RouteMatch,
-    RuleFilters, Scheme,
+    RuleFilters, Scheme, SniZones,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -53,6 +53,45 @@ pub(crate) struct HpFrontend {
     /// The forwards with filters: their lines, before the actions (a split they forward
     /// to is one of `actions`).
     filtered: Vec<HpFiltered>,
+    /// The lines that answer a misdirected request `421` ([`hp_misdirected_lines`]),
+    /// after the Host is read and before anything routes by it.
+    misdirected: Vec<String>,
+}
+
+/// HTTPS listeners of the Gateway API sharing a port: the zone of the TLS server name
+/// (`txn.k8slb_sz`, set only with SNI) and of the Host (`txn.k8slb_hz`), each the last
+/// that matches of: the default zone, the wildcards by shortest suffix first, the exact
+/// names (so the most specific wins); a request whose two zones differ is answered
+/// `421` ([`SniZones`]). Every value is a validated hostname or a zone name
+/// (`[a-z0-9]+`).
+fn hp_misdirected_lines(zones: &SniZones) -> Vec<String> {
+    if !zones.splits() {
+        return Vec::new();
+    }
+    let mut order = zones.lookup_order();
+    order.reverse();
+    let default = zones.default_zone();
+    let mut lines = vec![
+        format!("http-request set-var(txn.k8slb_sz) str({default}) if {{ ssl_fc_sni -m found }}"),
+        format!("http-request set-var(txn.k8slb_hz) str({default})"),
+    ];
+    for (zone, h) in order {
+        let test = match h.wildcard_suffix() {
+            Some(suffix) => format!("-m end {suffix}"),
+            None => format!("-m str {h}"),
+        };
+        lines.push(format!(
+            "http-request set-var(txn.k8slb_sz) str({zone}) if {{ ssl_fc_sni,lower {test} }}"
+        ));
+        lines.push(format!(
+            "http-request set-var(txn.k8slb_hz) str({zone}) if {{ var(txn.k8slb_host) {test} }}"
+        ));
+    }
+    lines.push(
+        "http-request return status 421 if { var(txn.k8slb_sz) -m found } !{ var(txn.k8slb_sz),strcmp(txn.k8slb_hz) eq 0 }"
+            .to_string(),
+    );
+    lines
 }
 
 /// A virtual host whose rules match on more than the path has a frontend of its own,
@@ -546,6 +585,8 @@ pub(crate) fn hp_frontend(
                 default,
                 actions: hop_actions.list,
                 filtered: hop_actions.filtered,
+                // Checked in the listener's frontend, before the hop.
+                misdirected: Vec::new(),
             });
             continue;
         }
@@ -611,6 +652,12 @@ pub(crate) fn hp_frontend(
         default,
         actions: actions.list,
         filtered: actions.filtered,
+        misdirected: l
+            .tls
+            .as_ref()
+            .and_then(|t| t.zones.as_ref())
+            .map(hp_misdirected_lines)
+            .unwrap_or_default(),
         name,
     }];
     out.extend(hops);

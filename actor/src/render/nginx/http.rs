@@ -42,6 +42,9 @@ pub(crate) struct NxServer {
     tls: Option<NxTls>,
     /// `http2` on the listen ([`nx_listener_h2`]).
     h2: bool,
+    /// The `map` variable that is `1` for a misdirected request on this listener
+    /// ([`nx_misdirected_maps`]): the server answers it `421`.
+    misdirected: Option<String>,
     /// The locations, pre-rendered by [`nx_location_lines`] (a 5,000-host render spent
     /// most of its time in a template loop over them).
     location_lines: String,
@@ -58,6 +61,11 @@ const NX_INVALID_SHARE: &str = "k8slb_500";
 /// cleartext `http2` port, so one HTTP/1.1 backend beside them keeps the port HTTP/1.1
 /// (and its h2c backends reachable by HTTP/1.1 clients only: a note says so).
 pub(crate) fn nx_listener_h2(l: &Listener, routes: &HttpRoutes, notes: &mut Vec<String>) -> bool {
+    // Gateway API HTTPS listeners (they answer misdirected requests 421: HTTP/2's
+    // connection reuse is safe there) offer h2 as HAProxy's do.
+    if l.tls.as_ref().is_some_and(|t| t.zones.is_some()) {
+        return true;
+    }
     let mut ids = BTreeSet::new();
     let actions = l
         .virtual_hosts
@@ -391,6 +399,45 @@ pub(crate) struct NxSplits {
     pub(crate) h2c: BTreeSet<String>,
     /// The listener being rendered gets `http2` on its `listen` ([`nx_listener_h2`]).
     pub(crate) listen_h2: bool,
+    /// The listener being rendered answers misdirected requests `421` when this
+    /// variable is `1` ([`nx_misdirected_maps`]).
+    pub(crate) misdirected: Option<String>,
+}
+
+/// HTTPS listeners of the Gateway API sharing a port
+/// ([`k8slb_common::routes::SniZones`]): the `map`s that set
+/// `$k8slb_mis_<ip>_<port>` to `1` for a request whose TLS server name and Host are in
+/// different zones (no SNI: `0`), added to `splits.blocks`; the variable, which every
+/// server of the listener tests to answer `421`. The zones: exact names, then the
+/// wildcards by longest suffix (regex keys, first match wins; a hostname is a
+/// validated name, escaped in the regex), else the default zone.
+pub(crate) fn nx_misdirected_maps(l: &Listener, splits: &mut NxSplits) -> Option<String> {
+    let zones = l.tls.as_ref()?.zones.as_ref().filter(|z| z.splits())?;
+    let slug = format!("{}_{}", crate::render::files::ip_slug(l.ip), l.port);
+    let (sz, hz, mis) = (
+        format!("$k8slb_sz_{slug}"),
+        format!("$k8slb_hz_{slug}"),
+        format!("$k8slb_mis_{slug}"),
+    );
+    let mut entries = String::new();
+    for (zone, h) in zones.lookup_order() {
+        let re = match h.wildcard_suffix() {
+            Some(suffix) => format!("~^.+{}$", literal_regex(suffix)),
+            None => format!("~^{}$", literal_regex(h.as_str())),
+        };
+        entries.push_str(&format!(" \"{re}\" {zone};"));
+    }
+    let default = zones.default_zone();
+    splits.blocks.push(format!(
+        "map $ssl_server_name {sz} {{ default {default}; \"\" \"\";{entries} }}"
+    ));
+    splits
+        .blocks
+        .push(format!("map $host {hz} {{ default {default};{entries} }}"));
+    splits.blocks.push(format!(
+        "map \"{sz}:{hz}\" {mis} {{ default 1; \"~^:\" 0; \"~^([a-z0-9]+):\\1$\" 0; }}"
+    ));
+    Some(mis)
 }
 
 /// `value` as a case-sensitive nginx regex source that matches exactly `1<value>`: every
@@ -902,6 +949,7 @@ pub(crate) fn nx_server(
             server_name,
             tls,
             h2,
+            misdirected: splits.misdirected.clone(),
             location_lines: nx_location_lines(&locations, &o.nginx_proxy, splits.invalid_shares),
         }));
     }
@@ -990,6 +1038,7 @@ pub(crate) fn nx_server(
         server_name,
         tls,
         h2,
+        misdirected: splits.misdirected.clone(),
         location_lines,
     }))
 }

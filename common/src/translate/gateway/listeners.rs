@@ -455,6 +455,7 @@ pub(super) fn tls_of(
     Ok(ListenerTls {
         certificates,
         default_certificate,
+        zones: None,
     })
 }
 

@@ -456,6 +456,7 @@ impl Building {
                 } else {
                     self.hostless_cert
                 },
+                zones: None,
             }
         });
         let mut l = Listener {
