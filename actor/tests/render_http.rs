@@ -1716,6 +1716,166 @@ fn real_proxies_answer_421_to_a_request_for_another_listeners_host_than_its_sni(
     }
 }
 
+/// CORS through the real HAProxy and nginx: a preflight from an allowed origin is
+/// answered `204` by the proxy with the preflight headers (the listed methods and
+/// headers, or those asked for under `*`; the max age; the credentials), a request
+/// from an allowed origin reaches its backend and its answer gets the origin (itself,
+/// never `*`), the credentials and exposed headers; another origin gets none of it (its
+/// preflight goes to the backend as any OPTIONS).
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_answer_cors_preflights_and_mark_answers_for_allowed_origins_only() {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    let routes = gateway_routes_of("cors");
+    // (method, path, origin, asked method, asked headers) → status, then the headers
+    // that must be there (name, value) and those that must not.
+    type Case<'a> = (
+        (&'a str, &'a str, &'a str, &'a str, &'a str),
+        &'a str,
+        Vec<(&'a str, &'a str)>,
+        Vec<&'a str>,
+    );
+    let cases: Vec<Case<'_>> = vec![
+        (
+            (
+                "OPTIONS",
+                "/exact",
+                "https://www.foo.com",
+                "GET",
+                "x-header-1",
+            ),
+            "204",
+            vec![
+                ("access-control-allow-origin", "https://www.foo.com"),
+                ("access-control-allow-methods", "GET, OPTIONS"),
+                ("access-control-allow-headers", "x-header-1, x-header-2"),
+                ("access-control-max-age", "3600"),
+                ("access-control-allow-credentials", "true"),
+                ("access-control-expose-headers", "x-header-3"),
+            ],
+            vec![],
+        ),
+        (
+            ("OPTIONS", "/exact", "https://a.b.bar.com", "GET", ""),
+            "204",
+            vec![("access-control-allow-origin", "https://a.b.bar.com")],
+            vec![],
+        ),
+        (
+            ("GET", "/exact", "https://www.foo.com", "", ""),
+            "200 nginx-service",
+            vec![
+                ("access-control-allow-origin", "https://www.foo.com"),
+                ("access-control-allow-credentials", "true"),
+                ("access-control-expose-headers", "x-header-3"),
+            ],
+            vec!["access-control-allow-methods", "access-control-max-age"],
+        ),
+        (
+            (
+                "OPTIONS",
+                "/exact",
+                "https://www.bar.com.evil.com",
+                "GET",
+                "",
+            ),
+            "200 nginx-service",
+            vec![],
+            vec![
+                "access-control-allow-origin",
+                "access-control-allow-credentials",
+            ],
+        ),
+        (
+            ("GET", "/exact", "https://evil.com", "", ""),
+            "200 nginx-service",
+            vec![],
+            vec![
+                "access-control-allow-origin",
+                "access-control-allow-credentials",
+            ],
+        ),
+        (
+            (
+                "OPTIONS",
+                "/any",
+                "https://x.example:8443",
+                "PUT",
+                "x-a, x-b",
+            ),
+            "204",
+            vec![
+                ("access-control-allow-origin", "https://x.example:8443"),
+                ("access-control-allow-methods", "PUT"),
+                ("access-control-allow-headers", "x-a, x-b"),
+                ("access-control-max-age", "5"),
+            ],
+            vec!["access-control-allow-credentials"],
+        ),
+        (
+            ("PUT", "/any", "https://x.example", "", ""),
+            "200 nginx-service1",
+            vec![("access-control-allow-origin", "https://x.example")],
+            vec!["access-control-allow-credentials"],
+        ),
+    ];
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtcors")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        let (ns, _child) = serve(proxy, &routes, &o, dir.path());
+        for ((method, path, origin, asked, headers), status, present, absent) in &cases {
+            let mut cmd = ns.cmd("curl");
+            cmd.args(["-s", "-i", "--max-time", "5", "-X", method])
+                .args(["-H", &format!("Origin: {origin}")])
+                .arg("--resolve")
+                .arg(format!("cors.example.com:80:{VIP}"));
+            if !asked.is_empty() {
+                cmd.args(["-H", &format!("Access-Control-Request-Method: {asked}")]);
+            }
+            if !headers.is_empty() {
+                cmd.args(["-H", &format!("Access-Control-Request-Headers: {headers}")]);
+            }
+            let out = cmd
+                .arg(format!("http://cors.example.com{path}"))
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+            let (head, body) = text.split_once("\n\n").unwrap_or((&text, ""));
+            let mut lines = head.lines();
+            let code = lines
+                .next()
+                .and_then(|l| l.split(' ').nth(1))
+                .unwrap_or_default()
+                .to_string();
+            let got: Vec<(String, String)> = lines
+                .filter_map(|l| l.split_once(':'))
+                .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+                .collect();
+            let what = format!("{proxy}: {method} {path} from {origin}");
+            let answer = if code == "200" {
+                format!("200 {}", body.trim())
+            } else {
+                code
+            };
+            assert_eq!(&answer, status, "{what}: {head}");
+            for (k, v) in present {
+                let vals: Vec<&str> = got
+                    .iter()
+                    .filter(|(n, _)| n == k)
+                    .map(|(_, v)| v.as_str())
+                    .collect();
+                assert_eq!(vals, [*v], "{what}: {k} in {head}");
+            }
+            for k in absent {
+                assert!(got.iter().all(|(n, _)| n != k), "{what}: {k} in {head}");
+            }
+        }
+    }
+}
+
 /// The nginx refusal of a host whose conditional rules ask one location for different
 /// timeouts is made at plan time: translated for nginx, the newer route is refused
 /// (`UnsupportedValue`) and the older one's host renders without a note and is served

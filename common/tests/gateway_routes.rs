@@ -1258,12 +1258,12 @@ metadata: { name: mirror, namespace: default }
 spec:
   parentRefs: [{ name: gw, namespace: infra, sectionName: http }]
   rules:
-  - filters: [{ type: CORS, cors: { allowOrigins: ["https://a.example"] } }]
+  - filters: [{ type: ExtensionRef, extensionRef: { group: example.com, kind: Auth, name: a } }]
     backendRefs: [{ name: a, port: 80 }]
 "#;
     // Rule fields k8slb does not serve: refused the same way, never ignored.
     let timeouts = mirror.replace("name: mirror", "name: timeouts").replace(
-        "  - filters: [{ type: CORS, cors: { allowOrigins: [\"https://a.example\"] } }]\n",
+        "  - filters: [{ type: ExtensionRef, extensionRef: { group: example.com, kind: Auth, name: a } }]\n",
         "  - retry: { attempts: 2 }\n",
     );
     let out = run(&objects(&[CLASS, GATEWAY, ok, mirror, &timeouts]), &[]);
@@ -2079,4 +2079,74 @@ spec:
     assert!(!alone.any);
     assert!(alone.misdirected(Some("b.example.com"), "a.example.com"));
     assert!(!alone.misdirected(Some("a.example.com"), "A.example.com"));
+}
+
+/// The CORS filter (HTTPRouteCORS): origins `scheme://host[:port]` (a host may start
+/// with `*.`) or `*`, methods or `*`, header names or `*`, credentials and `maxAge`
+/// reach the model checked; an origin, method or header name that is not one of those
+/// refuses its route (`UnsupportedValue`), nothing of it served.
+#[test]
+fn cors_filters_reach_the_model_checked_and_a_bad_value_refuses_the_route() {
+    let route = |name: &str, cors: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{ name: {name}, namespace: infra }}\nspec:\n  parentRefs: [{{ name: gw }}]\n  hostnames: [\"{name}.example.com\"]\n  rules:\n  - filters: [{{ type: CORS, cors: {cors} }}]\n    backendRefs: [{{ name: b, port: 80 }}]\n"
+        )
+    };
+    let texts = [
+        route(
+            "full",
+            "{ allowOrigins: [\"https://www.foo.com\", \"https://*.bar.com:8443\"], allowMethods: [GET, OPTIONS], allowHeaders: [X-Header-1], exposeHeaders: [x-header-3], allowCredentials: true, maxAge: 3600 }",
+        ),
+        route(
+            "any",
+            "{ allowOrigins: [\"*\"], allowMethods: [\"*\"], allowHeaders: [\"*\"] }",
+        ),
+        route("path", "{ allowOrigins: [\"https://foo.com/x\"] }"),
+        route("quote", "{ allowOrigins: [\"https://fo\\\"o.com\"] }"),
+        route("method", "{ allowOrigins: [\"*\"], allowMethods: [\"GET;\"] }"),
+        route("header", "{ allowOrigins: [\"*\"], allowHeaders: [\"x header\"] }"),
+        route("age", "{ allowOrigins: [\"*\"], maxAge: 0 }"),
+    ];
+    let mut all = vec![CLASS, GATEWAY];
+    all.extend(texts.iter().map(String::as_str));
+    let out = run(&objects(&all), &[]);
+    for refused in ["path", "quote", "method", "header", "age"] {
+        assert_eq!(
+            route_cond(&out, &format!("infra/{refused}"), "Accepted"),
+            (false, "UnsupportedValue"),
+            "{refused}"
+        );
+    }
+    let cors = |host: &str| {
+        out.routes.listeners[0]
+            .virtual_hosts
+            .iter()
+            .find(|v| v.host.as_ref().is_some_and(|h| h.as_str() == host))
+            .and_then(|v| v.rules[0].filters.cors.clone())
+            .unwrap_or_else(|| panic!("{host}: no CORS"))
+    };
+    let full = cors("full.example.com");
+    assert!(full.allows("https://www.foo.com"));
+    assert!(full.allows("https://a.b.bar.com:8443"));
+    assert!(!full.allows("https://a.bar.com"));
+    assert!(!full.allows("https://evil.com"));
+    assert_eq!(full.methods_value().as_deref(), Some("GET, OPTIONS"));
+    assert_eq!(full.headers_value().as_deref(), Some("x-header-1"));
+    assert_eq!(full.expose_value().as_deref(), Some("x-header-3"));
+    assert!(full.credentials);
+    assert_eq!(full.max_age, 3600);
+    let any = cors("any.example.com");
+    assert!(any.allows("https://anything.example:1"));
+    assert_eq!(any.methods_value(), None, "the method asked for is told");
+    assert!(any.any_header && !any.credentials);
+    assert_eq!(any.max_age, 5, "the API's default");
+    for host in ["path", "quote", "method", "header", "age"] {
+        assert!(
+            out.routes.listeners[0].virtual_hosts.iter().all(|v| v
+                .host
+                .as_ref()
+                .is_none_or(|h| h.as_str() != format!("{host}.example.com"))),
+            "{host} served"
+        );
+    }
 }

@@ -1665,7 +1665,16 @@ pub fn cases() -> Vec<Case> {
         }),
         case("HTTPRouteCORS", "httproute-cors.yaml")
             .ext(&["HTTPRouteCORS"])
-            .skip("CORS filter: refused (not served)"),
+            .check(accepted(
+                SAME,
+                &[
+                    "cors-multiple-origins-methods-headers",
+                    "cors-wildcard-methods",
+                    "cors-wildcard-origin",
+                    "cors-wildcard-methods-headers",
+                ],
+            ))
+            .check(requests(SAME, cors())),
         case("HTTPRouteRetry", "httproute-retry.yaml")
             .ext(&["HTTPRouteRetry"])
             .skip("retry: refused (not served)"),
@@ -2344,4 +2353,106 @@ fn misdirected() -> Vec<Req> {
             }
         })
         .collect()
+}
+
+/// HTTPRouteCORS' requests, in the Go test's order: preflights (answered by the Gateway
+/// or anyone: only the status and the headers count) and requests the backend answers.
+fn cors() -> Vec<Req> {
+    const O: &str = "access-control-allow-origin";
+    const M: &str = "access-control-allow-methods";
+    const H: &str = "access-control-allow-headers";
+    const E: &str = "access-control-expose-headers";
+    const A: &str = "access-control-max-age";
+    const C: &str = "access-control-allow-credentials";
+    let preflight = |path: &str, origin: &str, method: &str| {
+        get(path)
+            .method("OPTIONS")
+            .header("Origin", origin)
+            .header("access-control-request-method", method)
+            .statuses(&[200, 204])
+            .any_answer()
+    };
+    let asked = |r: Req| r.header("access-control-request-headers", "x-header-1, x-header-2");
+    let both = |a: &str, b: &str| [format!("{a}, {b}"), format!("{b}, {a}")];
+    let [gm1, gm2] = both("GET", "OPTIONS");
+    let [h1, h2] = both("x-header-1", "x-header-2");
+    let [e1, e2] = both("x-header-3", "x-header-4");
+    let full = |origin: &'static str| {
+        asked(preflight("/cors-1", origin, "GET"))
+            .resp_one_of(O, &[origin])
+            .resp_one_of(M, &[&gm1, &gm2])
+            .resp_one_of(H, &[&h1, &h2])
+            .resp_one_of(E, &[&e1, &e2])
+            .resp_one_of(A, &["3600"])
+            .resp_one_of(C, &["true"])
+    };
+    let simple =
+        |path: &str, method: &str, origin: &str| get(path).method(method).header("Origin", origin);
+    vec![
+        full("https://www.foo.com"),
+        full("https://www.bar.com"),
+        full("https://xpto.www.bar.com"),
+        preflight("/cors-1", "https://foobar.com", "GET")
+            .statuses(&[200, 204, 403])
+            .resp_absent(O),
+        asked(simple("/cors-1", "GET", "https://www.foo.com"))
+            .header("access-control-request-method", "GET")
+            .resp_header(O, "https://www.foo.com"),
+        asked(simple("/cors-1", "GET", "https://www.bar.com"))
+            .header("access-control-request-method", "GET")
+            .resp_header(O, "https://www.bar.com"),
+        simple("/cors-1", "GET", "https://foobar.com")
+            .header("access-control-request-method", "GET")
+            .resp_absent(O),
+        preflight("/cors-2", "https://www.foo.com", "POST")
+            .resp_one_of(M, &["POST", "*"])
+            .resp_header(O, "https://www.foo.com")
+            .resp_absent(C),
+        preflight("/cors-2", "https://www.foo.com", "POST").resp_absent(C),
+        preflight("/cors-wildcard-origin", "https://foobar.com", "PUT")
+            .resp_one_of(O, &["https://foobar.com", "*"])
+            .resp_one_of(M, &["PUT"])
+            .resp_absent(C),
+        preflight("/cors-wildcard-origin", "https://foobar.com:12345", "PUT")
+            .resp_one_of(O, &["https://foobar.com:12345", "*"])
+            .resp_one_of(M, &["PUT"])
+            .resp_absent(C),
+        simple("/cors-wildcard-origin", "PUT", "https://foobar.com:12345")
+            .resp_one_of(O, &["https://foobar.com:12345", "*"]),
+        simple("/cors-wildcard-origin", "PUT", "https://foobar.com")
+            .resp_one_of(O, &["https://foobar.com", "*"])
+            .resp_absent(C),
+        asked(preflight(
+            "/cors-wildcard-methods-headers",
+            "https://other.foo.com",
+            "PUT",
+        ))
+        .resp_one_of(O, &["https://other.foo.com"])
+        .resp_one_of(M, &["PUT"])
+        .resp_one_of(H, &[&h1, &h2])
+        .resp_one_of(C, &["true"]),
+        asked(preflight(
+            "/cors-wildcard-methods-headers-unauth",
+            "https://other.foo.com",
+            "PUT",
+        ))
+        .resp_one_of(O, &["https://other.foo.com", "*"])
+        .resp_one_of(M, &["PUT", "*"])
+        .resp_one_of(H, &[&h1, &h2, "*"])
+        .resp_absent(C),
+        simple(
+            "/cors-wildcard-methods-headers",
+            "GET",
+            "https://other.foo.com",
+        )
+        .resp_one_of(O, &["https://other.foo.com"])
+        .resp_one_of(C, &["true"]),
+        simple(
+            "/cors-wildcard-methods-headers-unauth",
+            "GET",
+            "https://other.foo.com",
+        )
+        .resp_one_of(O, &["https://other.foo.com", "*"])
+        .resp_absent(C),
+    ]
 }

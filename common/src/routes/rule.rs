@@ -134,6 +134,7 @@ pub struct OneLocation {
     conditional: bool,
     mirror: bool,
     split_edits: bool,
+    cors: bool,
     /// The timeouts of the rules that forward.
     timeouts: std::collections::BTreeSet<Option<TimeoutMs>>,
 }
@@ -153,6 +154,7 @@ impl OneLocation {
         self.conditional |= r.matches.is_conditional();
         self.mirror |= !r.filters.mirrors.is_empty();
         self.split_edits |= r.splits_with_backend_edits();
+        self.cors |= r.filters.cors.is_some();
         if matches!(r.action, RouteAction::Forward { .. }) {
             self.timeouts.insert(r.filters.timeout);
         }
@@ -164,6 +166,8 @@ impl OneLocation {
             None
         } else if self.mirror {
             Some("a RequestMirror among rules that match on method, headers or query (one nginx location for all, and nginx's mirror takes no variable)")
+        } else if self.cors {
+            Some("a CORS filter among rules that match on method, headers or query (one nginx location for all)")
         } else if self.split_edits {
             Some("a split whose backends have their own request header edits, among rules that match on method, headers or query (one nginx location for all)")
         } else if self.timeouts.len() > 1 {
@@ -200,6 +204,10 @@ pub struct RuleFilters {
     /// (nginx): the translation refuses it on HAProxy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mirrors: Vec<BackendId>,
+    /// Gateway API CORS: the proxy answers preflight requests from allowed origins
+    /// itself and adds the CORS headers to the answers to the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<Cors>,
 }
 
 /// A timeout in milliseconds, at least 1 (a Gateway API Duration: at most four parts

@@ -208,7 +208,10 @@ fn nx_http_var(n: &FieldName) -> String {
 /// The lines of a location whose one rule has filters `f` (see [`nx_pick_filters`] for
 /// a location that picks among rules), and the request headers they set.
 fn nx_filter_lines(f: &RuleFilters, splits: &mut NxSplits) -> (Vec<String>, Vec<String>) {
-    let mut lines = Vec::new();
+    let mut lines = match &f.cors {
+        Some(c) => nx_cors_lines(c, splits),
+        None => Vec::new(),
+    };
     let mut skip = Vec::new();
     let rq = &f.request_headers;
     for n in &rq.remove {
@@ -402,6 +405,104 @@ pub(crate) struct NxSplits {
     /// The listener being rendered answers misdirected requests `421` when this
     /// variable is `1` ([`nx_misdirected_maps`]).
     pub(crate) misdirected: Option<String>,
+    /// CORS filters rendered so far (each names its `map` variables after its number).
+    pub(crate) cors: usize,
+}
+
+/// The lines of a location whose rule has a CORS filter `c` (first in the location:
+/// the preflight returns before anything else), and its `map`s in `splits.blocks`:
+/// `$k8slb_cors_o<n>` is the request's `Origin` when allowed (else empty, and nginx
+/// adds no header whose value is empty), `$k8slb_cors_p<n>` is `1` for a preflight
+/// (`OPTIONS`, an allowed origin, `Access-Control-Request-Method`), which is answered
+/// `204` with the preflight headers; the other answers get the origin, credentials,
+/// exposed headers and `Vary: Origin`. Origins are validated patterns (regex keys),
+/// methods and header names validated tokens; what a client sent is only echoed
+/// through variables.
+fn nx_cors_lines(c: &k8slb_common::routes::Cors, splits: &mut NxSplits) -> Vec<String> {
+    splits.cors += 1;
+    let n = splits.cors;
+    let var = |k: &str| format!("$k8slb_cors_{k}{n}");
+    let mut origins = String::new();
+    if c.any_origin {
+        origins.push_str(" default $http_origin;");
+    } else {
+        origins.push_str(" default \"\";");
+        for o in &c.origins {
+            origins.push_str(&format!(" \"~*{}\" $http_origin;", o.regex()));
+        }
+    }
+    let b = &mut splits.blocks;
+    b.push(format!("map $http_origin {} {{{origins} }}", var("o")));
+    b.push(format!(
+        "map \"$request_method {} $http_access_control_request_method\" {} {{ default 0; \"~^OPTIONS [^ ]+ [^ ]\" 1; }}",
+        var("o"),
+        var("p")
+    ));
+    let on_preflight = |b: &mut Vec<String>, k: &str, v: String| {
+        b.push(format!(
+            "map {} {} {{ default \"\"; 1 {v}; }}",
+            var("p"),
+            var(k)
+        ));
+    };
+    on_preflight(
+        b,
+        "m",
+        c.methods_value()
+            .map(|m| format!("\"{m}\""))
+            .unwrap_or_else(|| "$http_access_control_request_method".into()),
+    );
+    if c.any_header {
+        on_preflight(b, "h", "$http_access_control_request_headers".into());
+    } else if let Some(h) = c.headers_value() {
+        on_preflight(b, "h", format!("\"{h}\""));
+    }
+    on_preflight(b, "a", format!("\"{}\"", c.max_age));
+    let on_allowed = |b: &mut Vec<String>, k: &str, v: &str| {
+        b.push(format!(
+            "map {} {} {{ default \"{v}\"; \"\" \"\"; }}",
+            var("o"),
+            var(k)
+        ));
+    };
+    on_allowed(b, "v", "Origin");
+    let mut lines = vec![
+        "proxy_hide_header Access-Control-Allow-Origin;".to_string(),
+        format!(
+            "add_header Access-Control-Allow-Origin {} always;",
+            var("o")
+        ),
+        format!(
+            "add_header Access-Control-Allow-Methods {} always;",
+            var("m")
+        ),
+        format!("add_header Access-Control-Max-Age {} always;", var("a")),
+        format!("add_header Vary {} always;", var("v")),
+    ];
+    if c.any_header || c.headers_value().is_some() {
+        lines.push(format!(
+            "add_header Access-Control-Allow-Headers {} always;",
+            var("h")
+        ));
+    }
+    if c.credentials {
+        on_allowed(b, "c", "true");
+        lines.push("proxy_hide_header Access-Control-Allow-Credentials;".into());
+        lines.push(format!(
+            "add_header Access-Control-Allow-Credentials {} always;",
+            var("c")
+        ));
+    }
+    if let Some(e) = c.expose_value() {
+        on_allowed(b, "e", &e);
+        lines.push("proxy_hide_header Access-Control-Expose-Headers;".into());
+        lines.push(format!(
+            "add_header Access-Control-Expose-Headers {} always;",
+            var("e")
+        ));
+    }
+    lines.push(format!("if ({}) {{ return 204; }}", var("p")));
+    lines
 }
 
 /// HTTPS listeners of the Gateway API sharing a port

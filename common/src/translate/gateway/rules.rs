@@ -403,6 +403,10 @@ impl RuleSettings {
                 self.mirror_refs.push(m.backend_ref.clone());
                 Ok(())
             }),
+            "CORS" => f
+                .cors
+                .as_ref()
+                .map(|c| cors(c).map(|c| self.filters.cors = Some(c))),
             t => Some(Err(format!("filter {t} is not served yet"))),
         };
         done.unwrap_or_else(|| Err(format!("filter {} lacks its settings", f.type_)))
@@ -677,4 +681,62 @@ pub(super) fn redirect(rd: &types::RequestRedirect) -> Result<RouteAction, Strin
         replace_prefix: None,
         status,
     }))
+}
+
+/// A CORS filter, checked: origins `scheme://host[:port]` (a host may start with `*.`)
+/// or `*`, methods the API names or `*`, header names as a header modifier takes them
+/// or `*`, `maxAge` from 1 (the API's default 5). Anything else refuses the route.
+fn cors(c: &types::CorsFilter) -> Result<crate::routes::Cors, String> {
+    let mut out = crate::routes::Cors {
+        max_age: 5,
+        ..Default::default()
+    };
+    for o in &c.allow_origins {
+        if o == "*" {
+            out.any_origin = true;
+        } else {
+            let o = o.parse().map_err(|e: String| e)?;
+            if !out.origins.contains(&o) {
+                out.origins.push(o);
+            }
+        }
+    }
+    for m in &c.allow_methods {
+        if m == "*" {
+            out.any_method = true;
+        } else {
+            let m: Method = m.parse().map_err(|e| format!("CORS allowMethods: {e}"))?;
+            if !out.methods.contains(&m) {
+                out.methods.push(m);
+            }
+        }
+    }
+    let names = |list: &[String], what: &str| -> Result<(bool, Vec<FieldName>), String> {
+        let mut any = false;
+        let mut v: Vec<FieldName> = Vec::new();
+        for n in list {
+            if n == "*" {
+                any = true;
+                continue;
+            }
+            let n: FieldName = n
+                .to_ascii_lowercase()
+                .parse()
+                .map_err(|e| format!("CORS {what}: {e}"))?;
+            if !v.contains(&n) {
+                v.push(n);
+            }
+        }
+        Ok((any, v))
+    };
+    (out.any_header, out.headers) = names(&c.allow_headers, "allowHeaders")?;
+    (out.expose_any, out.expose) = names(&c.expose_headers, "exposeHeaders")?;
+    out.credentials = c.allow_credentials.unwrap_or(false);
+    if let Some(age) = c.max_age {
+        out.max_age = u32::try_from(age)
+            .ok()
+            .filter(|a| *a >= 1)
+            .ok_or_else(|| format!("CORS maxAge {age}: must be at least 1"))?;
+    }
+    Ok(out)
 }
