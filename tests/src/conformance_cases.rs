@@ -1860,6 +1860,17 @@ pub fn cases() -> Vec<Case> {
             "Accepted",
         )),
     );
+    // GatewayOptionalAddressValue (provisional): an IPAddress entry without a value is
+    // any address; the Gateway is ready, its conditions of its generation, addressed.
+    v.push(
+        case(
+            "GatewayOptionalAddressValue",
+            "gateway-optional-address-value.yaml",
+        )
+        .ext(&["GatewayAddressEmpty"])
+        .check(ready("gateway-without-address-value"))
+        .check(latest("Gateway", "gateway-without-address-value", 1)),
+    );
     // GatewayModifyListeners: a listener added serves its routes, one removed leaves the
     // status (its listeners counted exactly), the generation bumped each time. Its
     // HTTPS listener's hostname (secure.test.com) is covered only by the suite

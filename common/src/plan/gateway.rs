@@ -427,6 +427,8 @@ fn static_addresses(
     let mut refused = false;
     for a in &g.spec.addresses {
         match a.type_.as_deref() {
+            // No value: any address (the pool's next), as without the entry.
+            None | Some("IPAddress") if a.value.is_empty() => {}
             None | Some("IPAddress") => match parse_ip(&a.value) {
                 Ok(ip) => statics.push(ip),
                 Err(e) => {

@@ -187,6 +187,8 @@ pub(super) fn gateway_status(
         .addresses
         .iter()
         .filter(|a| a.type_.as_deref().is_none_or(|t| t == "IPAddress"))
+        // Without a value: any address, which the pool gives (unless it has none).
+        .filter(|a| !a.value.is_empty())
         .filter(|a| crate::ipam::parse_ip(&a.value).map_or(true, |ip| !addresses.contains(&ip)))
         .map(|a| a.value.as_str())
         .collect();

@@ -136,6 +136,9 @@ pub struct GatewayAddress {
     /// `IPAddress` (the default) or `Hostname`.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub type_: Option<String>,
+    /// Optional (the API's GatewayAddressEmpty): an `IPAddress` without a value asks
+    /// for any address, which the pool gives.
+    #[serde(default)]
     pub value: String,
 }
 
