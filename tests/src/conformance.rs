@@ -32,6 +32,12 @@ pub const WEB: &str = "gateway-conformance-web-backend";
 pub const CONTROLLER: &str = "k8slb.io/gateway-controller";
 /// The class the suite's `{GATEWAY_CLASS_NAME}` becomes.
 pub const CLASS: &str = "k8slb";
+/// The address the suite's `PLACEHOLDER_USABLE_ADDRS` becomes (its flag
+/// `--usable-network-addresses`): in the runner's pool, above what the suite's Gateways
+/// take.
+pub const USABLE_ADDRESS: &str = "198.18.0.240";
+/// The same for `PLACEHOLDER_UNUSABLE_ADDRS`: outside every pool (TEST-NET-3).
+pub const UNUSABLE_ADDRESS: &str = "203.0.113.9";
 /// How long a case may take to converge before it FAILs.
 pub const CASE_TIMEOUT: Duration = Duration::from_secs(25);
 /// The same for a case known to fail (see [`Case::expect_fail`]).
@@ -66,7 +72,9 @@ pub fn read_manifest(path: &Path) -> Result<Vec<Value>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading {}", path.display()))?
         .replace("{GATEWAY_CLASS_NAME}", CLASS)
-        .replace("{GATEWAY_CONTROLLER_NAME}", CONTROLLER);
+        .replace("{GATEWAY_CONTROLLER_NAME}", CONTROLLER)
+        .replace("PLACEHOLDER_USABLE_ADDRS", USABLE_ADDRESS)
+        .replace("PLACEHOLDER_UNUSABLE_ADDRS", UNUSABLE_ADDRESS);
     let mut docs = Vec::new();
     for doc in serde_yaml::Deserializer::from_str(&text) {
         let v = Value::deserialize(doc).with_context(|| format!("parsing {}", path.display()))?;
@@ -655,6 +663,11 @@ pub enum Check {
     GatewayReady { gateway: Nn },
     /// The GatewayClass has a condition of this type, any status.
     ClassCondition { class: String, type_: &'static str },
+    /// The Gateway's `status.addresses` are exactly these, each of type `IPAddress`.
+    GatewayAddresses {
+        gateway: Nn,
+        addresses: Vec<&'static str>,
+    },
     /// The Gateway's status lists exactly these listeners (the suite's
     /// `GatewayStatusMustHaveListeners` compares the count too).
     ListenerNames {
@@ -1555,6 +1568,29 @@ impl<'a> Runner<'a> {
                     Ok(())
                 } else {
                     Err(format!("GatewayClass {class}: no {type_}: {st}"))
+                }
+            }
+            Check::GatewayAddresses { gateway, addresses } => {
+                let st = self.status("Gateway", gateway)?;
+                let got: Vec<(String, String)> = st["addresses"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|a| {
+                        let s = |k: &str| a[k].as_str().unwrap_or_default().to_string();
+                        (s("type"), s("value"))
+                    })
+                    .collect();
+                let want: Vec<(String, String)> = addresses
+                    .iter()
+                    .map(|a| ("IPAddress".to_string(), a.to_string()))
+                    .collect();
+                if got == want {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "Gateway {gateway}: status addresses {got:?}, want {want:?}"
+                    ))
                 }
             }
             Check::ListenerNames { gateway, names } => {

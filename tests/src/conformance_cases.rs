@@ -1871,6 +1871,39 @@ pub fn cases() -> Vec<Case> {
         .check(ready("gateway-without-address-value"))
         .check(latest("Gateway", "gateway-without-address-value", 1)),
     );
+    // GatewayStaticAddresses: an address type k8slb does not assign refuses the Gateway;
+    // without it, an address outside the pools leaves it not Programmed; without that
+    // one, the usable address asked for is its one address.
+    let gsa = "gateway-static-addresses";
+    v.push(
+        case("GatewayStaticAddresses", "gateway-static-addresses.yaml")
+            .ext(&["GatewayStaticAddresses"])
+            .check(latest("Gateway", gsa, 1))
+            .check(gateway_cond(gsa, "Accepted", "False", "UnsupportedAddress"))
+            .check(edit("Gateway", gsa, drop_invalid_address))
+            .check(latest("Gateway", gsa, 2))
+            .check(gateway_cond(gsa, "Accepted", "True", "Accepted"))
+            .check(gateway_cond(gsa, "Programmed", "False", "AddressNotUsable"))
+            .check(edit("Gateway", gsa, drop_unusable_address))
+            .check(latest("Gateway", gsa, 3))
+            .check(gateway_cond(gsa, "Accepted", "True", "Accepted"))
+            .check(gateway_cond(gsa, "Programmed", "True", "Programmed"))
+            .check(listener(
+                gsa,
+                "http",
+                &["HTTPRoute"],
+                &[("Accepted", "True", ""), ("ResolvedRefs", "True", "")],
+                0,
+            ))
+            .check(Check::ListenerNames {
+                gateway: nn(gsa),
+                names: vec!["http"],
+            })
+            .check(Check::GatewayAddresses {
+                gateway: nn(gsa),
+                addresses: vec![crate::conformance::USABLE_ADDRESS],
+            }),
+    );
     // GatewayModifyListeners: a listener added serves its routes, one removed leaves the
     // status (its listeners counted exactly), the generation bumped each time. Its
     // HTTPS listener's hostname (secure.test.com) is covered only by the suite
@@ -2466,4 +2499,18 @@ fn cors() -> Vec<Req> {
         .resp_one_of(O, &["https://other.foo.com", "*"])
         .resp_absent(C),
     ]
+}
+
+/// GatewayStaticAddresses' first patch: the address of the type no one assigns goes.
+fn drop_invalid_address(d: &mut Value) {
+    if let Some(a) = d["spec"]["addresses"].as_array_mut() {
+        a.retain(|a| a["type"] != "test/fake-invalid-type");
+    }
+}
+
+/// Its second: the unusable address goes.
+fn drop_unusable_address(d: &mut Value) {
+    if let Some(a) = d["spec"]["addresses"].as_array_mut() {
+        a.retain(|a| a["value"] != crate::conformance::UNUSABLE_ADDRESS);
+    }
 }
