@@ -22,6 +22,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8slb_actor::render::Renderer;
 use k8slb_actor::render::{HttpRenderOptions, HttpRenderer};
 use k8slb_actor::view::{view, ViewOptions};
+use k8slb_common::gateway::GatewayOutput;
 use k8slb_common::ingress::{routes_for_vip, select, IngressInput, SecretMeta, VipOptions};
 use k8slb_common::routes::{
     BackendId, BackendState, FixedStatus, HttpRoutes, Listener, ListenerProtocol, PathMatch,
@@ -129,6 +130,12 @@ fn routes_of(fixture: &str) -> HttpRoutes {
 /// Services of `ingress/services.yaml`) on the VIP, through the Gateway translation; its
 /// problems are a snapshot too, and every route must be Accepted.
 fn gateway_routes_of(fixture: &str) -> HttpRoutes {
+    gateway_translation(fixture, &[]).routes
+}
+
+/// The Gateway API translation of a fixture (see [`gateway_routes_of`]) with the Secrets
+/// `secrets` known; every route must be Accepted.
+fn gateway_translation(fixture: &str, secrets: &[SecretMeta]) -> GatewayOutput {
     let mut objs = k8slb_common::objects::Objects::default();
     for f in [
         fixtures().join("ingress/services.yaml"),
@@ -149,8 +156,11 @@ fn gateway_routes_of(fixture: &str) -> HttpRoutes {
             (key, vec![VIP.parse().unwrap()])
         })
         .collect();
-    let out =
-        k8slb_common::gateway::translate(&objs.gateway_input(&[], &addresses, &Default::default()));
+    let out = k8slb_common::gateway::translate(&objs.gateway_input(
+        secrets,
+        &addresses,
+        &Default::default(),
+    ));
     for (route, parents) in &out.http_routes {
         for p in parents {
             assert!(
@@ -160,7 +170,7 @@ fn gateway_routes_of(fixture: &str) -> HttpRoutes {
             );
         }
     }
-    out.routes
+    out
 }
 
 fn binary(name: &str) -> PathBuf {
@@ -188,16 +198,25 @@ fn certs(dir: &Path) -> PathBuf {
 /// A self-signed certificate with CN `n` in `dir`: `<n>.crt`, `<n>.key` and `<n>.pem`
 /// (chain + key).
 fn self_signed(dir: &Path, n: &str) {
+    self_signed_with(dir, n, None)
+}
+
+/// [`self_signed`] with the subjectAltName `san` (`DNS:a,DNS:b`) when given.
+fn self_signed_with(dir: &Path, n: &str, san: Option<&str>) {
     let (crt, key) = (dir.join(format!("{n}.crt")), dir.join(format!("{n}.key")));
-    let out = Command::new(binary("openssl"))
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-        ])
+    let mut cmd = Command::new(binary("openssl"));
+    cmd.args([
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+    ]);
+    if let Some(san) = san {
+        cmd.args(["-addext", &format!("subjectAltName={san}")]);
+    }
+    let out = cmd
         .args([
             "-nodes",
             "-days",
@@ -704,11 +723,16 @@ fn endpoints(routes: &HttpRoutes) -> Vec<(SocketAddr, String)> {
     out
 }
 
-fn wait_for(ns: &support::Netns, port: u16) {
+/// Waits until the proxy answers on `l` (over TLS, any certificate, for HTTPS).
+fn wait_for(ns: &support::Netns, l: &Listener) {
+    let (port, scheme) = match l.protocol {
+        ListenerProtocol::Http => (l.port, "http"),
+        ListenerProtocol::Https => (l.port, "https"),
+    };
     let ok = support::wait_until(std::time::Duration::from_secs(10), || {
         ns.cmd("curl")
-            .args(["-s", "-o", "/dev/null", "--max-time", "1"])
-            .arg(format!("http://{VIP}:{port}/"))
+            .args(["-s", "-k", "-o", "/dev/null", "--max-time", "1"])
+            .arg(format!("{scheme}://{VIP}:{port}/"))
             .status()
             .is_ok_and(|s| s.success())
     });
@@ -852,7 +876,7 @@ fn serve_in(
                 .unwrap(),
         )
     };
-    wait_for(ns, routes.listeners[0].port);
+    wait_for(ns, &routes.listeners[0]);
     child
 }
 
@@ -1543,6 +1567,394 @@ fn real_proxies_serve_tls_by_sni_and_redirect_as_the_model_says() {
             (443, true, "nomatch.org", "/"),
         ],
     );
+}
+
+/// A Gateway listener's certificate whose names do not cover its hostname (here `*`,
+/// which covers no host) is served for that hostname only: HAProxy's crt-list filters it
+/// by the listener's hostname and nginx names it in that hostname's `server` only, so a
+/// client asking for another listener's hostname (b.example) gets that listener's
+/// certificate, and a name no listener has (c.example) the port's default (the
+/// listener without a hostname), never the `*` one. Real HAProxy and nginx, real TLS
+/// handshakes (curl), the certificates' subjects told apart by their CN.
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_serve_a_listeners_mismatched_certificate_only_for_its_hostname() {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    let meta = |name: &str, names: &[&str]| SecretMeta {
+        namespace: "default".into(),
+        name: name.into(),
+        type_: "kubernetes.io/tls".into(),
+        valid: true,
+        version: "0123456789abcdef".into(),
+        refusal: String::new(),
+        dns_names: names.iter().map(|n| n.to_string()).collect(),
+    };
+    let out = gateway_translation(
+        "sni",
+        &[
+            meta("star-tls", &["*"]),
+            meta("b-tls", &["b.example"]),
+            meta("any-tls", &["any.example"]),
+        ],
+    );
+    let st = out.gateways.values().next().unwrap();
+    assert!(
+        st.listeners.iter().all(|l| l
+            .conditions
+            .iter()
+            .all(|c| c.status || c.type_.as_str() == "Conflicted")),
+        "{:?}",
+        st.listeners
+    );
+    assert_eq!(st.warnings.len(), 1, "{:?}", st.warnings);
+    let routes = out.routes;
+    let cases: &[(&str, &str)] = &[
+        ("a.example", "200 nginx-service cn=default_star-tls"),
+        ("b.example", "200 nginx-service1 cn=default_b-tls"),
+        ("c.example", "404 cn=default_any-tls"),
+    ];
+    for (host, want) in cases {
+        assert_eq!(
+            &expected(&routes, 443, true, host, "/"),
+            want,
+            "model: {host}"
+        );
+    }
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtsni")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        // The Secrets' files, each with its name as CN; `*` as the star's only name.
+        let certs = dir.path().join("certs");
+        self_signed_with(&certs, "default_star-tls", Some("DNS:*"));
+        self_signed_with(&certs, "default_b-tls", Some("DNS:b.example"));
+        self_signed_with(&certs, "default_any-tls", Some("DNS:any.example"));
+        let (ns, _child) = serve(proxy, &routes, &o, dir.path());
+        if proxy == "haproxy" {
+            let list = std::fs::read_dir(dir.path())
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .find(|e| e.path().extension().is_some_and(|x| x == "crt-list"))
+                .map(|e| std::fs::read_to_string(e.path()).unwrap())
+                .expect("a crt-list");
+            let line = list
+                .lines()
+                .find(|l| l.contains("default_star-tls"))
+                .expect("the star certificate's line");
+            assert!(
+                line.ends_with(".pem a.example"),
+                "filtered by the listener's hostname: {list}"
+            );
+        }
+        for (host, want) in cases {
+            assert_eq!(&request(&ns, 443, true, host, "/"), want, "{proxy}: {host}");
+        }
+    }
+}
+
+/// Gateway API HTTPS listeners sharing a port answer `421` to a request whose Host is
+/// another listener's (zone) than the TLS server name its connection was made for
+/// (HTTP/2's connection reuse), route it when they agree, and do not check a request
+/// without SNI; both proxies offer h2 there. Real HAProxy and nginx, curl over HTTP/2.
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_answer_421_to_a_request_for_another_listeners_host_than_its_sni() {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    let meta = |name: &str| SecretMeta {
+        namespace: "default".into(),
+        name: name.into(),
+        type_: "kubernetes.io/tls".into(),
+        valid: true,
+        version: "0123456789abcdef".into(),
+        refusal: String::new(),
+        dns_names: vec!["*.example".into()],
+    };
+    let out = gateway_translation("sni", &[meta("star-tls"), meta("b-tls"), meta("any-tls")]);
+    let routes = out.routes;
+    // (server name, Host, answer); None: no SNI (the address itself).
+    let cases: &[(Option<&str>, &str, &str)] = &[
+        (Some("a.example"), "a.example", "200 nginx-service"),
+        (Some("a.example"), "b.example", "421"),
+        (Some("b.example"), "a.example", "421"),
+        (Some("b.example"), "b.example", "200 nginx-service1"),
+        (Some("c.example"), "c.example", "404"),
+        (Some("c.example"), "b.example", "421"),
+        (Some("a.example"), "c.example", "421"),
+        (None, "b.example", "200 nginx-service1"),
+    ];
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rt421")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        let certs = dir.path().join("certs");
+        for n in ["default_star-tls", "default_b-tls", "default_any-tls"] {
+            self_signed_with(&certs, n, Some("DNS:*.example"));
+        }
+        let (ns, _child) = serve(proxy, &routes, &o, dir.path());
+        for (sni, host, want) in cases {
+            let name = sni.unwrap_or(VIP);
+            let out = ns
+                .cmd("curl")
+                .args(["-s", "-k", "--http2", "--max-time", "5"])
+                .args(["-w", "\n%{http_version} %{http_code}"])
+                .arg("--resolve")
+                .arg(format!("{name}:443:{VIP}"))
+                .args(["-H", &format!("Host: {host}")])
+                .arg(format!("https://{name}/"))
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let (body, last) = stdout.rsplit_once('\n').unwrap_or(("", &stdout));
+            let got = match last.split_once(' ') {
+                Some(("2", "200")) => format!("200 {}", body.trim()),
+                Some(("2", code)) => code.to_string(),
+                _ => format!("not HTTP/2: {last}"),
+            };
+            assert_eq!(&got, want, "{proxy}: SNI {sni:?}, Host {host}");
+        }
+    }
+}
+
+/// CORS through the real HAProxy and nginx: a preflight from an allowed origin is
+/// answered `204` by the proxy with the preflight headers (the listed methods and
+/// headers, or those asked for under `*`; the max age; the credentials), a request
+/// from an allowed origin reaches its backend and its answer gets the origin (itself,
+/// never `*`), the credentials and exposed headers; another origin gets none of it (its
+/// preflight goes to the backend as any OPTIONS).
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_answer_cors_preflights_and_mark_answers_for_allowed_origins_only() {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    let routes = gateway_routes_of("cors");
+    // (method, path, origin, asked method, asked headers) → status, then the headers
+    // that must be there (name, value) and those that must not.
+    type Case<'a> = (
+        (&'a str, &'a str, &'a str, &'a str, &'a str),
+        &'a str,
+        Vec<(&'a str, &'a str)>,
+        Vec<&'a str>,
+    );
+    let cases: Vec<Case<'_>> = vec![
+        (
+            (
+                "OPTIONS",
+                "/exact",
+                "https://www.foo.com",
+                "GET",
+                "x-header-1",
+            ),
+            "204",
+            vec![
+                ("access-control-allow-origin", "https://www.foo.com"),
+                ("access-control-allow-methods", "GET, OPTIONS"),
+                ("access-control-allow-headers", "x-header-1, x-header-2"),
+                ("access-control-max-age", "3600"),
+                ("access-control-allow-credentials", "true"),
+                ("access-control-expose-headers", "x-header-3"),
+            ],
+            vec![],
+        ),
+        (
+            ("OPTIONS", "/exact", "https://a.b.bar.com", "GET", ""),
+            "204",
+            vec![("access-control-allow-origin", "https://a.b.bar.com")],
+            vec![],
+        ),
+        (
+            ("GET", "/exact", "https://www.foo.com", "", ""),
+            "200 nginx-service",
+            vec![
+                ("access-control-allow-origin", "https://www.foo.com"),
+                ("access-control-allow-credentials", "true"),
+                ("access-control-expose-headers", "x-header-3"),
+            ],
+            vec!["access-control-allow-methods", "access-control-max-age"],
+        ),
+        (
+            (
+                "OPTIONS",
+                "/exact",
+                "https://www.bar.com.evil.com",
+                "GET",
+                "",
+            ),
+            "200 nginx-service",
+            vec![],
+            vec![
+                "access-control-allow-origin",
+                "access-control-allow-credentials",
+            ],
+        ),
+        (
+            ("GET", "/exact", "https://evil.com", "", ""),
+            "200 nginx-service",
+            vec![],
+            vec![
+                "access-control-allow-origin",
+                "access-control-allow-credentials",
+            ],
+        ),
+        (
+            (
+                "OPTIONS",
+                "/any",
+                "https://x.example:8443",
+                "PUT",
+                "x-a, x-b",
+            ),
+            "204",
+            vec![
+                ("access-control-allow-origin", "https://x.example:8443"),
+                ("access-control-allow-methods", "PUT"),
+                ("access-control-allow-headers", "x-a, x-b"),
+                ("access-control-max-age", "5"),
+            ],
+            vec!["access-control-allow-credentials"],
+        ),
+        (
+            ("PUT", "/any", "https://x.example", "", ""),
+            "200 nginx-service1",
+            vec![("access-control-allow-origin", "https://x.example")],
+            vec!["access-control-allow-credentials"],
+        ),
+    ];
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtcors")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        let (ns, _child) = serve(proxy, &routes, &o, dir.path());
+        for ((method, path, origin, asked, headers), status, present, absent) in &cases {
+            let mut cmd = ns.cmd("curl");
+            cmd.args(["-s", "-i", "--max-time", "5", "-X", method])
+                .args(["-H", &format!("Origin: {origin}")])
+                .arg("--resolve")
+                .arg(format!("cors.example.com:80:{VIP}"));
+            if !asked.is_empty() {
+                cmd.args(["-H", &format!("Access-Control-Request-Method: {asked}")]);
+            }
+            if !headers.is_empty() {
+                cmd.args(["-H", &format!("Access-Control-Request-Headers: {headers}")]);
+            }
+            let out = cmd
+                .arg(format!("http://cors.example.com{path}"))
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+            let (head, body) = text.split_once("\n\n").unwrap_or((&text, ""));
+            let mut lines = head.lines();
+            let code = lines
+                .next()
+                .and_then(|l| l.split(' ').nth(1))
+                .unwrap_or_default()
+                .to_string();
+            let got: Vec<(String, String)> = lines
+                .filter_map(|l| l.split_once(':'))
+                .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+                .collect();
+            let what = format!("{proxy}: {method} {path} from {origin}");
+            let answer = if code == "200" {
+                format!("200 {}", body.trim())
+            } else {
+                code
+            };
+            assert_eq!(&answer, status, "{what}: {head}");
+            for (k, v) in present {
+                let vals: Vec<&str> = got
+                    .iter()
+                    .filter(|(n, _)| n == k)
+                    .map(|(_, v)| v.as_str())
+                    .collect();
+                assert_eq!(vals, [*v], "{what}: {k} in {head}");
+            }
+            for k in absent {
+                assert!(got.iter().all(|(n, _)| n != k), "{what}: {k} in {head}");
+            }
+        }
+    }
+}
+
+/// The nginx refusal of a host whose conditional rules ask one location for different
+/// timeouts is made at plan time: translated for nginx, the newer route is refused
+/// (`UnsupportedValue`) and the older one's host renders without a note and is served
+/// by the real nginx; translated without the refusal (HAProxy's translation), the
+/// nginx render would have had to leave the whole host out (its backstop, a note).
+#[test]
+#[ignore = "needs root: real nginx in a network namespace; ./scripts/test.sh runs it"]
+fn nginx_never_meets_a_conditional_host_it_would_leave_out_the_plan_refuses_its_route() {
+    support::require_root_and(&["nginx", "openssl", "curl"]);
+    let translate = |mixes: bool| {
+        let mut objs = k8slb_common::objects::Objects::default();
+        for f in ["ingress/services.yaml", "gateway/one-location.yaml"] {
+            objs.add_text(&std::fs::read_to_string(fixtures().join(f)).unwrap())
+                .unwrap();
+        }
+        let addresses = [("default/gw".parse().unwrap(), vec![VIP.parse().unwrap()])]
+            .into_iter()
+            .collect();
+        let none = Default::default();
+        let mut input = objs.gateway_input(&[], &addresses, &none);
+        input.mixes_conditional_rules = mixes;
+        k8slb_common::gateway::translate(&input)
+    };
+    let accepted = |out: &GatewayOutput, route: &str| {
+        out.http_routes[&route.parse().unwrap()][0]
+            .conditions
+            .iter()
+            .find(|c| c.type_.as_str() == "Accepted")
+            .map(|c| (c.status, c.reason.as_str()))
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("k8slb-rtoneloc")
+        .tempdir()
+        .unwrap();
+    let o = traffic_options(dir.path());
+    let r = HttpRenderer::embedded().unwrap();
+    // Without the plan's refusal: the render's backstop leaves the host out.
+    let mixed = translate(true);
+    assert_eq!(accepted(&mixed, "default/slow"), Some((true, "Accepted")));
+    let notes = r.nginx(&mixed.routes, &o).unwrap().notes;
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("mix.example.com") && n.contains("not rendered")),
+        "{notes:?}"
+    );
+    // With it: the newer route refused, the host rendered and served.
+    let out = translate(false);
+    assert_eq!(
+        accepted(&out, "default/slow"),
+        Some((false, "UnsupportedValue"))
+    );
+    assert_eq!(accepted(&out, "default/cond"), Some((true, "Accepted")));
+    let notes = r.nginx(&out.routes, &o).unwrap().notes;
+    assert!(notes.is_empty(), "{notes:?}");
+    let (ns, _child) = serve("nginx", &out.routes, &o, dir.path());
+    let host = "mix.example.com";
+    let one: &[(&str, &str)] = &[("x-v", "one")];
+    for (req, want) in [
+        (
+            Request {
+                headers: one,
+                ..Request::get(host, "/c")
+            },
+            "200 nginx-service",
+        ),
+        (Request::get(host, "/c"), "404"),
+        (Request::get(host, "/s"), "404"),
+    ] {
+        assert_eq!(
+            expected_for(&out.routes, 80, false, &req),
+            want,
+            "model: {req:?}"
+        );
+        assert_eq!(request_for(&ns, 80, false, &req), want, "nginx: {req:?}");
+    }
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //! - [`bgp`]: BGP mode's typed settings (pools announced through FRR);
 //! - [`config`]: the global config (k8slb's JSON), parsed and checked as a whole;
 //! - [`objects`]: the Kubernetes objects the plan reads, and how files of them are read;
+//! - [`generations`]: `metadata.generation` as the API server keeps it, for the files source;
 //! - [`plan`]: the pure allocation: objects + config + previous state -> state;
 //! - [`problem`]: typed problems (reason, object) as the state, Events and metrics carry them;
 //! - [`state`]: the published state document;
@@ -35,6 +36,7 @@ pub mod debounce;
 pub mod endpoints;
 #[cfg(feature = "fs")]
 pub mod fs;
+pub mod generations;
 pub mod ipam;
 #[cfg(feature = "logging")]
 pub mod logging;

@@ -62,6 +62,16 @@ impl Objects {
     /// Read files and directories (recursively, `*.yaml`, `*.yml`, `*.json`, sorted by
     /// path so the result does not depend on directory order).
     pub fn read_paths(paths: &[PathBuf]) -> Result<Objects, ReadError> {
+        Self::read_paths_with(paths, &mut |_| {})
+    }
+
+    /// [`Objects::read_paths`], `each` seeing every document as read before it is
+    /// decoded (the files source gives them their `metadata.generation` there:
+    /// [`crate::generations`]).
+    pub fn read_paths_with(
+        paths: &[PathBuf],
+        each: &mut dyn FnMut(&mut Value),
+    ) -> Result<Objects, ReadError> {
         let mut files = Vec::new();
         for p in paths {
             collect_files(p, &mut files)?;
@@ -73,7 +83,7 @@ impl Objects {
                 path: f.clone(),
                 source,
             })?;
-            out.add_text(&text)
+            out.add_text_with(&text, each)
                 .map_err(|message| ReadError::Parse { path: f, message })?;
         }
         Ok(out)
@@ -81,9 +91,19 @@ impl Objects {
 
     /// Add every document of a YAML or JSON text. Err only if the text is not YAML.
     pub fn add_text(&mut self, text: &str) -> Result<(), String> {
+        self.add_text_with(text, &mut |_| {})
+    }
+
+    /// [`Objects::add_text`], `each` seeing every document before it is decoded.
+    pub fn add_text_with(
+        &mut self,
+        text: &str,
+        each: &mut dyn FnMut(&mut Value),
+    ) -> Result<(), String> {
         use serde::Deserialize;
         for doc in serde_yaml::Deserializer::from_str(text) {
-            let v = Value::deserialize(doc).map_err(|e| e.to_string())?;
+            let mut v = Value::deserialize(doc).map_err(|e| e.to_string())?;
+            each(&mut v);
             self.add_value(v);
         }
         Ok(())
@@ -440,6 +460,7 @@ impl Objects {
             unavailable,
             serves_udp: true,
             serves_mirror: true,
+            mixes_conditional_rules: true,
             configmaps: &self.configmaps,
             pools: None,
             namespaces: &self.namespaces,

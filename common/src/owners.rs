@@ -161,6 +161,7 @@ mod tests {
                     ],
                     default_certificate: None,
                     client_ca: None,
+                    zones: None,
                 }),
                 virtual_hosts: vec![
                     VirtualHost::new(

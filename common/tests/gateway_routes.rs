@@ -621,12 +621,14 @@ spec:
     assert_eq!(tls.certificates.len(), 3, "{:?}", tls.certificates);
 }
 
-/// A listener's certificate must be for its hostname (its subjectAltName DNS names cover
-/// it, RFC 6125: a wildcard one label, the common name never read): otherwise the
-/// listener is not served, `ResolvedRefs: False` with the spec's `InvalidCertificateRef`
-/// saying which names the certificate has. A listener without a hostname takes any.
+/// A listener's certificate whose subjectAltName DNS names do not cover its hostname
+/// (RFC 6125: a wildcard one label, the common name never read) is served all the same,
+/// for exactly that hostname (its SNI filter is the listener's hostname, never the
+/// certificate's names): `ResolvedRefs` stays True, and the mismatch is a warning on the
+/// Gateway (`CertificateHostMismatch`, saying which names the certificate has), which
+/// changes no condition. A listener without a hostname takes any certificate, unwarned.
 #[test]
-fn a_listener_whose_certificate_is_not_for_its_hostname_is_refused_invalid_certificate_ref() {
+fn a_certificate_not_for_its_listeners_hostname_is_served_for_that_hostname_with_a_warning() {
     let gw = r#"
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -663,32 +665,44 @@ spec:
         ],
     );
     let st = &out.gateways[&"infra/gw".parse().unwrap()];
-    let l = |name: &str| st.listeners.iter().find(|l| l.name == name).unwrap();
-    for served in ["exact", "under-wildcard", "wildcard", "any"] {
-        let c = cond(&l(served).conditions, "ResolvedRefs");
-        assert!(c.status, "{served}: {c:?}");
+    for l in &st.listeners {
+        let c = cond(&l.conditions, "ResolvedRefs");
+        assert!(c.status, "{}: {c:?}", l.name);
+        assert!(cond(&l.conditions, "Programmed").status, "{}", l.name);
     }
-    for (refused, names) in [
+    let mut warned: Vec<&str> = Vec::new();
+    for (reason, message) in &st.warnings {
+        assert_eq!(reason.as_str(), "CertificateHostMismatch", "{message}");
+        warned.push(message.split(':').next().unwrap());
+    }
+    assert_eq!(
+        warned,
+        [
+            "listener other-name",
+            "listener two-labels",
+            "listener wildcard-by-name",
+            "listener second-ref",
+            "listener no-names",
+        ]
+    );
+    for (listener, names) in [
         ("other-name", "a.example.com"),
         ("two-labels", "*.example.com"),
         ("wildcard-by-name", "d.example.org, f.example.org"),
         ("second-ref", "a.example.com"),
         ("no-names", "none"),
     ] {
-        let c = cond(&l(refused).conditions, "ResolvedRefs");
-        assert_eq!(
-            (c.status, c.reason.as_str()),
-            (false, "InvalidCertificateRef"),
-            "{refused}"
-        );
         assert!(
-            c.message.contains("is not for the listener's hostname")
-                && c.message.contains(&format!("DNS names: {names};")),
-            "{refused}: {}",
-            c.message
+            st.warnings
+                .iter()
+                .any(|(_, m)| m.starts_with(&format!("listener {listener}: "))
+                    && m.contains("is not for the listener's hostname")
+                    && m.contains(&format!("DNS names: {names};"))),
+            "{listener}: {:?}",
+            st.warnings
         );
     }
-    // What is served: the certificates of the listeners that passed, for their hostnames.
+    // What is served: each listener's certificates for its hostname, and only for it.
     let tls = out
         .routes
         .listeners
@@ -702,14 +716,30 @@ spec:
         .flat_map(|c| c.hosts.iter().map(|h| (h.to_string(), c.file.stem())))
         .collect();
     served.sort();
+    let pairs = [
+        ("*.example.com", "infra_wild-tls"),
+        ("*.example.org", "infra_org-tls"),
+        ("a.example.com", "infra_a-tls"),
+        ("b.example.com", "infra_wild-tls"),
+        ("c.example.com", "infra_a-tls"),
+        ("d.example.org", "infra_a-tls"),
+        ("d.example.org", "infra_org-tls"),
+        ("e.example.com", "infra_cn-only"),
+        ("x.y.example.com", "infra_wild-tls"),
+    ];
     assert_eq!(
         served,
-        [
-            ("*.example.com".to_string(), "infra_wild-tls".to_string()),
-            ("a.example.com".to_string(), "infra_a-tls".to_string()),
-            ("b.example.com".to_string(), "infra_wild-tls".to_string()),
-        ]
+        pairs
+            .iter()
+            .map(|(h, s)| (h.to_string(), s.to_string()))
+            .collect::<Vec<_>>()
     );
+    // By SNI: a name no listener has gets the port's default (the first listener's
+    // certificate), never one chosen by a certificate's own names.
+    let stem = |sn: &str| tls.certificate_for(sn).map(|f| f.stem().to_string());
+    assert_eq!(stem("c.example.com").as_deref(), Some("infra_a-tls"));
+    assert_eq!(stem("e.example.com").as_deref(), Some("infra_cn-only"));
+    assert_eq!(stem("f.example.org").as_deref(), Some("infra_org-tls"));
 }
 
 /// Method, header and query parameter matches, with the spec's precedence: at one path,
@@ -1228,12 +1258,12 @@ metadata: { name: mirror, namespace: default }
 spec:
   parentRefs: [{ name: gw, namespace: infra, sectionName: http }]
   rules:
-  - filters: [{ type: CORS, cors: { allowOrigins: ["https://a.example"] } }]
+  - filters: [{ type: ExtensionRef, extensionRef: { group: example.com, kind: Auth, name: a } }]
     backendRefs: [{ name: a, port: 80 }]
 "#;
     // Rule fields k8slb does not serve: refused the same way, never ignored.
     let timeouts = mirror.replace("name: mirror", "name: timeouts").replace(
-        "  - filters: [{ type: CORS, cors: { allowOrigins: [\"https://a.example\"] } }]\n",
+        "  - filters: [{ type: ExtensionRef, extensionRef: { group: example.com, kind: Auth, name: a } }]\n",
         "  - retry: { attempts: 2 }\n",
     );
     let out = run(&objects(&[CLASS, GATEWAY, ok, mirror, &timeouts]), &[]);
@@ -1781,6 +1811,347 @@ spec:
             route_cond(&haproxy, &format!("default/{r}"), "Accepted"),
             (false, "UnsupportedValue"),
             "{r}"
+        );
+    }
+}
+
+/// On nginx, a host whose rules match on more than the path is served from one
+/// `location` (nginx picks among the rules by `map`s), which has one mirror, one
+/// timeout and one set of request header edits (`routes::OneLocation`). The route that
+/// would make such a host mix rules with a RequestMirror, a split whose backends edit
+/// headers, or another timeout is refused at plan time (`Accepted: False`,
+/// `UnsupportedValue`, saying why), and only it: the older routes of the host keep
+/// theirs, other hosts are not concerned, and a route that mixes them within itself is
+/// refused alone. HAProxy picks per rule and serves every mix.
+#[test]
+fn on_nginx_a_route_that_would_mix_conditional_rules_nginx_cannot_pick_among_is_refused_alone() {
+    let route = |name: &str, host: &str, ts: &str, rules: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{ name: {name}, namespace: infra, creationTimestamp: \"{ts}\" }}\nspec:\n  parentRefs: [{{ name: gw }}]\n  hostnames: [\"{host}\"]\n  rules:\n{rules}"
+        )
+    };
+    let when = |path: &str| {
+        format!("  - matches: [{{ path: {{ value: {path} }}, headers: [{{ name: x-v, value: one }}] }}]\n    backendRefs: [{{ name: a, port: 80 }}]\n")
+    };
+    let timed = |path: &str, t: &str| {
+        format!("  - matches: [{{ path: {{ value: {path} }} }}]\n    timeouts: {{ request: {t} }}\n    backendRefs: [{{ name: b, port: 80 }}]\n")
+    };
+    let mirrored = |path: &str| {
+        format!("  - matches: [{{ path: {{ value: {path} }} }}]\n    filters: [{{ type: RequestMirror, requestMirror: {{ backendRef: {{ name: c, port: 80 }} }} }}]\n    backendRefs: [{{ name: b, port: 80 }}]\n")
+    };
+    let split_edits = |path: &str| {
+        format!("  - matches: [{{ path: {{ value: {path} }} }}]\n    backendRefs:\n    - {{ name: a, port: 80, filters: [{{ type: RequestHeaderModifier, requestHeaderModifier: {{ set: [{{ name: x-b, value: a }}] }} }}] }}\n    - {{ name: b, port: 80 }}\n")
+    };
+    let texts = [
+        // Another timeout joins a host of conditional rules: the newer is refused.
+        route(
+            "t-cond",
+            "t.example.com",
+            "2024-01-01T00:00:00Z",
+            &when("/c"),
+        ),
+        route(
+            "t-slow",
+            "t.example.com",
+            "2024-01-02T00:00:00Z",
+            &timed("/s", "5s"),
+        ),
+        // The same, the other way round (a conditional rule joins a timed host).
+        route(
+            "u-slow",
+            "u.example.com",
+            "2024-01-01T00:00:00Z",
+            &timed("/s", "5s"),
+        ),
+        route(
+            "u-cond",
+            "u.example.com",
+            "2024-01-02T00:00:00Z",
+            &when("/c"),
+        ),
+        // A mirror, then a conditional rule.
+        route(
+            "m-mirror",
+            "m.example.com",
+            "2024-01-01T00:00:00Z",
+            &mirrored("/m"),
+        ),
+        route(
+            "m-cond",
+            "m.example.com",
+            "2024-01-02T00:00:00Z",
+            &when("/c"),
+        ),
+        // A split whose backends edit headers, beside a conditional rule.
+        route(
+            "s-cond",
+            "s.example.com",
+            "2024-01-01T00:00:00Z",
+            &when("/c"),
+        ),
+        route(
+            "s-split",
+            "s.example.com",
+            "2024-01-02T00:00:00Z",
+            &split_edits("/s"),
+        ),
+        // One route that mixes them within itself.
+        route(
+            "self",
+            "self.example.com",
+            "2024-01-01T00:00:00Z",
+            &format!("{}{}", when("/c"), timed("/s", "5s")),
+        ),
+        // What nginx serves: equal timeouts beside conditional rules, and a mirror or
+        // another timeout on a host without conditional rules.
+        route(
+            "same",
+            "same.example.com",
+            "2024-01-01T00:00:00Z",
+            &format!(
+                "{}{}",
+                when("/c").replace(
+                    "    backendRefs",
+                    "    timeouts: { request: 5s }\n    backendRefs"
+                ),
+                timed("/s", "5s")
+            ),
+        ),
+        route(
+            "plain",
+            "plain.example.com",
+            "2024-01-01T00:00:00Z",
+            &format!("{}{}", mirrored("/m"), timed("/s", "3s")),
+        ),
+    ];
+    let mut all = vec![CLASS, GATEWAY];
+    all.extend(texts.iter().map(String::as_str));
+    let o = objects(&all);
+    let addresses: BTreeMap<_, _> = [(
+        "infra/gw".parse().unwrap(),
+        vec![VIP.parse::<IpAddr>().unwrap()],
+    )]
+    .into_iter()
+    .collect();
+    let none = BTreeMap::new();
+    let run_with = |mixes: bool| {
+        let mut input = o.gateway_input(&[], &addresses, &none);
+        input.mixes_conditional_rules = mixes;
+        translate(&input)
+    };
+    let refused = ["t-slow", "u-cond", "m-cond", "s-split", "self"];
+    let served = ["t-cond", "u-slow", "m-mirror", "s-cond", "same", "plain"];
+    let nginx = run_with(false);
+    for (name, why) in [
+        ("t-slow", "one timeout"),
+        ("u-cond", "one timeout"),
+        ("m-cond", "RequestMirror"),
+        ("s-split", "split whose backends"),
+        ("self", "one timeout"),
+    ] {
+        let key = format!("infra/{name}");
+        assert_eq!(
+            route_cond(&nginx, &key, "Accepted"),
+            (false, "UnsupportedValue"),
+            "nginx: {name}"
+        );
+        let msg = &cond(
+            &nginx.http_routes[&key.parse().unwrap()][0].conditions,
+            "Accepted",
+        )
+        .message;
+        assert!(msg.contains(why) && msg.contains("nginx"), "{name}: {msg}");
+    }
+    for name in served {
+        assert_eq!(
+            route_cond(&nginx, &format!("infra/{name}"), "Accepted"),
+            (true, "Accepted"),
+            "nginx: {name}"
+        );
+    }
+    // Nothing of a refused route is in the model; every host nginx gets it can serve.
+    let l = nginx
+        .routes
+        .listeners
+        .iter()
+        .find(|l| l.port == 80)
+        .unwrap();
+    for v in &l.virtual_hosts {
+        assert_eq!(
+            k8slb_common::routes::OneLocation::of(&v.rules).refusal(),
+            None,
+            "{:?}",
+            v.host
+        );
+        for r in &v.rules {
+            let owner = r.owner.as_ref().map(|o| o.to_string()).unwrap_or_default();
+            assert!(
+                refused.iter().all(|n| !owner.ends_with(&format!("/{n}"))),
+                "{owner} in the model"
+            );
+        }
+    }
+    assert_eq!(goes(&nginx, 80, "t.example.com", "/s"), "404");
+    assert_eq!(goes(&nginx, 80, "u.example.com", "/s"), "b");
+    // HAProxy serves every one of them.
+    let haproxy = run_with(true);
+    for name in refused.iter().chain(&served) {
+        assert_eq!(
+            route_cond(&haproxy, &format!("infra/{name}"), "Accepted"),
+            (true, "Accepted"),
+            "haproxy: {name}"
+        );
+    }
+    assert_eq!(goes(&haproxy, 80, "t.example.com", "/s"), "b");
+}
+
+/// HTTPS listeners sharing a port are zones of server names (the most specific
+/// listener hostname matching a name, wildcards at any depth, else the listener without
+/// a hostname): a request whose Host is in another zone than its TLS server name is
+/// misdirected (the suite's HTTPRouteHTTPSListenerDetectMisdirectedRequests, on its
+/// Gateway's listeners), one without SNI never is, and HTTP listeners have no zones.
+#[test]
+fn https_listeners_sharing_a_port_are_zones_and_a_host_of_another_zone_than_the_sni_is_misdirected()
+{
+    let gw = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: https, port: 443, protocol: HTTPS, tls: { certificateRefs: [{ name: t }] } }
+  - { name: second, port: 443, protocol: HTTPS, hostname: second-example.org, tls: { certificateRefs: [{ name: t }] } }
+  - { name: wild, port: 443, protocol: HTTPS, hostname: "*.wildcard.org", tls: { certificateRefs: [{ name: t }] } }
+  - { name: fourth, port: 443, protocol: HTTPS, hostname: fourth-example.wildcard.org, tls: { certificateRefs: [{ name: t }] } }
+  - { name: alone, port: 8443, protocol: HTTPS, hostname: a.example.com, tls: { certificateRefs: [{ name: t }] } }
+  - { name: http, port: 80, protocol: HTTP }
+"#;
+    let secret = SecretMeta {
+        namespace: "infra".into(),
+        name: "t".into(),
+        type_: "kubernetes.io/tls".into(),
+        valid: true,
+        version: "0123456789abcdef".into(),
+        refusal: String::new(),
+        dns_names: vec!["*".into(), "*.org".into(), "*.wildcard.org".into()],
+    };
+    let out = run(&objects(&[CLASS, gw]), std::slice::from_ref(&secret));
+    let zones = |port: u16| {
+        out.routes
+            .listeners
+            .iter()
+            .find(|l| l.port == port)
+            .and_then(|l| l.tls.as_ref())
+            .and_then(|t| t.zones.clone())
+    };
+    assert_eq!(zones(80), None, "no TLS, no zones");
+    let z = zones(443).expect("zones on 443");
+    assert!(z.any);
+    let (e, s, u) = ("example.org", "second-example.org", "unknown-example.org");
+    let (w3, w4, w5) = (
+        "third-example.wildcard.org",
+        "fourth-example.wildcard.org",
+        "fith-example.wildcard.org",
+    );
+    for (sni, host, misdirected) in [
+        (e, e, false),
+        (e, s, true),
+        (e, u, false),
+        (s, "Second-Example.org:443", false),
+        (s, e, true),
+        (s, u, true),
+        (w3, w3, false),
+        (w3, w5, false),
+        (w3, "a.b.wildcard.org", false),
+        (w3, w4, true),
+        (w3, s, true),
+        (w3, "wildcard.org", true),
+        (w4, w4, false),
+        (w4, w5, true),
+        (u, e, false),
+        (u, u, false),
+    ] {
+        assert_eq!(
+            z.misdirected(Some(sni), host),
+            misdirected,
+            "SNI {sni}, Host {host}"
+        );
+    }
+    assert!(!z.misdirected(None, s), "no SNI: not checked");
+    // A port with one listener that has a hostname: a name of no listener is in none.
+    let alone = zones(8443).expect("zones on 8443");
+    assert!(!alone.any);
+    assert!(alone.misdirected(Some("b.example.com"), "a.example.com"));
+    assert!(!alone.misdirected(Some("a.example.com"), "A.example.com"));
+}
+
+/// The CORS filter (HTTPRouteCORS): origins `scheme://host[:port]` (a host may start
+/// with `*.`) or `*`, methods or `*`, header names or `*`, credentials and `maxAge`
+/// reach the model checked; an origin, method or header name that is not one of those
+/// refuses its route (`UnsupportedValue`), nothing of it served.
+#[test]
+fn cors_filters_reach_the_model_checked_and_a_bad_value_refuses_the_route() {
+    let route = |name: &str, cors: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{ name: {name}, namespace: infra }}\nspec:\n  parentRefs: [{{ name: gw }}]\n  hostnames: [\"{name}.example.com\"]\n  rules:\n  - filters: [{{ type: CORS, cors: {cors} }}]\n    backendRefs: [{{ name: b, port: 80 }}]\n"
+        )
+    };
+    let texts = [
+        route(
+            "full",
+            "{ allowOrigins: [\"https://www.foo.com\", \"https://*.bar.com:8443\"], allowMethods: [GET, OPTIONS], allowHeaders: [X-Header-1], exposeHeaders: [x-header-3], allowCredentials: true, maxAge: 3600 }",
+        ),
+        route(
+            "any",
+            "{ allowOrigins: [\"*\"], allowMethods: [\"*\"], allowHeaders: [\"*\"] }",
+        ),
+        route("path", "{ allowOrigins: [\"https://foo.com/x\"] }"),
+        route("quote", "{ allowOrigins: [\"https://fo\\\"o.com\"] }"),
+        route("method", "{ allowOrigins: [\"*\"], allowMethods: [\"GET;\"] }"),
+        route("header", "{ allowOrigins: [\"*\"], allowHeaders: [\"x header\"] }"),
+        route("age", "{ allowOrigins: [\"*\"], maxAge: 0 }"),
+    ];
+    let mut all = vec![CLASS, GATEWAY];
+    all.extend(texts.iter().map(String::as_str));
+    let out = run(&objects(&all), &[]);
+    for refused in ["path", "quote", "method", "header", "age"] {
+        assert_eq!(
+            route_cond(&out, &format!("infra/{refused}"), "Accepted"),
+            (false, "UnsupportedValue"),
+            "{refused}"
+        );
+    }
+    let cors = |host: &str| {
+        out.routes.listeners[0]
+            .virtual_hosts
+            .iter()
+            .find(|v| v.host.as_ref().is_some_and(|h| h.as_str() == host))
+            .and_then(|v| v.rules[0].filters.cors.clone())
+            .unwrap_or_else(|| panic!("{host}: no CORS"))
+    };
+    let full = cors("full.example.com");
+    assert!(full.allows("https://www.foo.com"));
+    assert!(full.allows("https://a.b.bar.com:8443"));
+    assert!(!full.allows("https://a.bar.com"));
+    assert!(!full.allows("https://evil.com"));
+    assert_eq!(full.methods_value().as_deref(), Some("GET, OPTIONS"));
+    assert_eq!(full.headers_value().as_deref(), Some("x-header-1"));
+    assert_eq!(full.expose_value().as_deref(), Some("x-header-3"));
+    assert!(full.credentials);
+    assert_eq!(full.max_age, 3600);
+    let any = cors("any.example.com");
+    assert!(any.allows("https://anything.example:1"));
+    assert_eq!(any.methods_value(), None, "the method asked for is told");
+    assert!(any.any_header && !any.credentials);
+    assert_eq!(any.max_age, 5, "the API's default");
+    for host in ["path", "quote", "method", "header", "age"] {
+        assert!(
+            out.routes.listeners[0].virtual_hosts.iter().all(|v| v
+                .host
+                .as_ref()
+                .is_none_or(|h| h.as_str() != format!("{host}.example.com"))),
+            "{host} served"
         );
     }
 }

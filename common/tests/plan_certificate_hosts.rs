@@ -233,3 +233,73 @@ fn a_mismatch_message_lists_a_few_of_the_certificates_names() {
     );
     assert!(m.len() < 400, "{} bytes: {m}", m.len());
 }
+
+/// A Gateway listener is not an Ingress host: its certificate whose names do not cover
+/// its hostname (the conformance suite's `*`, `*.org`, `*.wildcard.org` for
+/// `second-example.org`) is served for that hostname, and the mismatch is a
+/// `CertificateHostMismatch` problem on the Gateway (its Event and log line), with the
+/// message the listener's refusal had before; the listener's status is not touched
+/// (see `gateway_routes.rs`).
+#[test]
+fn a_gateway_listeners_certificate_host_mismatch_is_a_problem_on_the_gateway_and_served() {
+    let mut o = world(
+        vec![],
+        vec![tls_secret(
+            "infra",
+            "suite-tls",
+            &certificate("x", Some("DNS:*,DNS:*.org,DNS:*.wildcard.org")),
+        )],
+    );
+    o.add_text(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: k8slb }
+spec: { controllerName: k8slb.io/gateway-controller }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: second, port: 443, protocol: HTTPS, hostname: second-example.org, tls: { certificateRefs: [{ name: suite-tls }] } }
+"#,
+    )
+    .unwrap();
+    let s = run(&cfg(POOL), &o, None);
+    let on_gateway: Vec<(String, String)> = s
+        .problems
+        .iter()
+        .filter(|p| p.object.to_string() == "Gateway infra/gw")
+        .map(|p| (p.reason.to_string(), p.message.clone()))
+        .collect();
+    assert_eq!(
+        on_gateway,
+        [(
+            "CertificateHostMismatch".to_string(),
+            "listener second: the certificate of Secret infra/suite-tls is not for the \
+             listener's hostname second-example.org (its subjectAltName DNS names: *, *.org, \
+             *.wildcard.org; the common name is never read)"
+                .to_string()
+        )]
+    );
+    let tls = s.http.listeners[0].tls.as_ref().expect("served on HTTPS");
+    let served: Vec<(String, Vec<String>)> = tls
+        .certificates
+        .iter()
+        .map(|c| {
+            (
+                c.file.stem(),
+                c.hosts.iter().map(|h| h.to_string()).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        served,
+        [(
+            "infra_suite-tls".to_string(),
+            vec!["second-example.org".to_string()]
+        )]
+    );
+}

@@ -650,3 +650,26 @@ fn a_certificate_ref_the_proxies_would_refuse_costs_only_its_listener() {
     );
     assert!(!s.to_json().contains("BEGIN"));
 }
+
+/// An `IPAddress` entry of `spec.addresses` without a value (optional since the API's
+/// GatewayAddressEmpty; the suite's GatewayOptionalAddressValue) asks for any address:
+/// the Gateway decodes, gets its pool's next address, is Programmed, and nothing is a
+/// problem. Before, the Gateway did not decode at all (skipped, Undecodable).
+#[test]
+fn an_ip_address_entry_without_a_value_asks_for_any_address_of_the_pool() {
+    let c = cfg(POOLS);
+    let gw = gateway("gw", 8080, 1, "  addresses: [ { type: IPAddress } ]");
+    let o = objects(vec![], &[CLASS, &gw]);
+    assert!(o.problems.is_empty(), "{:?}", o.problems);
+    let s = run(&c, &o, None);
+    assert_eq!(gateway_ips(&s, "infra/gw"), ["198.18.0.100"]);
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+    let st = plan_round(&c, &PlanOptions::default(), &o, None).gateway;
+    let conds = &st.gateways[&"infra/gw".parse().unwrap()].conditions;
+    for t in ["Accepted", "Programmed"] {
+        assert!(
+            conds.iter().any(|c| c.type_.as_str() == t && c.status),
+            "{t}: {conds:?}"
+        );
+    }
+}

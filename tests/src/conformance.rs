@@ -32,6 +32,12 @@ pub const WEB: &str = "gateway-conformance-web-backend";
 pub const CONTROLLER: &str = "k8slb.io/gateway-controller";
 /// The class the suite's `{GATEWAY_CLASS_NAME}` becomes.
 pub const CLASS: &str = "k8slb";
+/// The address the suite's `PLACEHOLDER_USABLE_ADDRS` becomes (its flag
+/// `--usable-network-addresses`): in the runner's pool, above what the suite's Gateways
+/// take.
+pub const USABLE_ADDRESS: &str = "198.18.0.240";
+/// The same for `PLACEHOLDER_UNUSABLE_ADDRS`: outside every pool (TEST-NET-3).
+pub const UNUSABLE_ADDRESS: &str = "203.0.113.9";
 /// How long a case may take to converge before it FAILs.
 pub const CASE_TIMEOUT: Duration = Duration::from_secs(25);
 /// The same for a case known to fail (see [`Case::expect_fail`]).
@@ -66,7 +72,9 @@ pub fn read_manifest(path: &Path) -> Result<Vec<Value>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading {}", path.display()))?
         .replace("{GATEWAY_CLASS_NAME}", CLASS)
-        .replace("{GATEWAY_CONTROLLER_NAME}", CONTROLLER);
+        .replace("{GATEWAY_CONTROLLER_NAME}", CONTROLLER)
+        .replace("PLACEHOLDER_USABLE_ADDRS", USABLE_ADDRESS)
+        .replace("PLACEHOLDER_UNUSABLE_ADDRS", UNUSABLE_ADDRESS);
     let mut docs = Vec::new();
     for doc in serde_yaml::Deserializer::from_str(&text) {
         let v = Value::deserialize(doc).with_context(|| format!("parsing {}", path.display()))?;
@@ -153,6 +161,18 @@ pub struct Req {
     /// The request must get no HTTP answer at all (the suite's
     /// `MakeTLSRequestAndExpectFailureResponse`: the round trip fails).
     pub no_answer: bool,
+    /// Over TLS: the server name (SNI) the connection is made for, when it is not the
+    /// Host (the suite's `serverName`).
+    pub sni: Option<String>,
+    /// Over TLS: HTTP/2 negotiated by ALPN, as the suite's `H2Protocol` requires (an
+    /// HTTP/1.1 answer fails).
+    pub h2: bool,
+    /// A 200 or 204 need not be the echo's (the suite's preflight cases: an empty
+    /// expected request and namespace): only the status and response headers count.
+    pub any_answer: bool,
+    /// Response headers that must be there with one of these values (spaces ignored:
+    /// the suite's `ValidHeaderValues` with `IgnoreWhitespace`).
+    pub resp_one_of: Vec<(String, Vec<String>)>,
 }
 
 /// A GET of `path` that must reach `infra-backend-v1` in the infra namespace unless
@@ -180,6 +200,10 @@ pub fn get(path: &str) -> Req {
         fails: false,
         client_cert: None,
         no_answer: false,
+        sni: None,
+        h2: false,
+        any_answer: false,
+        resp_one_of: vec![],
     }
 }
 
@@ -189,6 +213,16 @@ impl Req {
         let b = nn(backend);
         self.backend = Some(b.name);
         self.namespace = b.namespace;
+        self
+    }
+    /// Over TLS for server name `sni` (the Host stays as given).
+    pub fn sni(mut self, sni: &str) -> Req {
+        self.sni = Some(sni.into());
+        self
+    }
+    /// Over HTTP/2 negotiated by ALPN (TLS).
+    pub fn h2(mut self) -> Req {
+        self.h2 = true;
         self
     }
     /// Over h2c with prior knowledge.
@@ -261,6 +295,18 @@ impl Req {
         self.resp_headers.push((k.into(), v.into()));
         self
     }
+    /// The response header `k` has one of `values` (spaces ignored).
+    pub fn resp_one_of(mut self, k: &str, values: &[&str]) -> Req {
+        self.resp_one_of
+            .push((k.into(), values.iter().map(|v| v.to_string()).collect()));
+        self
+    }
+    /// Answered by the Gateway itself, or by any backend: the answer's body is not
+    /// checked (see [`Req::any_answer`]).
+    pub fn any_answer(mut self) -> Req {
+        self.any_answer = true;
+        self
+    }
     pub fn resp_absent(mut self, k: &str) -> Req {
         self.resp_absent.push(k.into());
         self
@@ -278,6 +324,9 @@ impl Req {
     }
     fn describe(&self) -> String {
         let mut s = format!("{} {}{}", self.method, self.host, self.path);
+        if let Some(sni) = &self.sni {
+            s.push_str(&format!(" (SNI {sni})"));
+        }
         if !self.headers.is_empty() {
             s.push_str(&format!(" {:?}", self.headers));
         }
@@ -630,6 +679,40 @@ pub enum Check {
     PolicyCondition { policy: Nn, gateway: Nn, cond: Cond },
     /// Remove a document of the case (kind, namespace/name) before the next checks.
     Delete { kind: &'static str, object: Nn },
+    /// Change a document of the case (kind, namespace/name; a GatewayClass's namespace
+    /// is ignored) with `edit` before the next checks, as the suite patches an object
+    /// mid-test.
+    Edit {
+        kind: &'static str,
+        object: Nn,
+        edit: fn(&mut Value),
+    },
+    /// The object's conditions (a GatewayClass's or a Gateway's own, each parent's of a
+    /// route) all have `observedGeneration` = `generation`: the suite's
+    /// `<Kind>MustHaveLatestConditions`, the object's `metadata.generation` being what
+    /// the API server gives it (1 at creation, one more per change of its spec; the
+    /// files source counts the same way).
+    LatestGeneration {
+        kind: &'static str,
+        object: Nn,
+        generation: i64,
+    },
+    /// The Gateway has an address, `Accepted` and `Programmed` True (the suite's
+    /// `NamespacesMustBeReady`, for one Gateway).
+    GatewayReady { gateway: Nn },
+    /// The GatewayClass has a condition of this type, any status.
+    ClassCondition { class: String, type_: &'static str },
+    /// The Gateway's `status.addresses` are exactly these, each of type `IPAddress`.
+    GatewayAddresses {
+        gateway: Nn,
+        addresses: Vec<&'static str>,
+    },
+    /// The Gateway's status lists exactly these listeners (the suite's
+    /// `GatewayStatusMustHaveListeners` compares the count too).
+    ListenerNames {
+        gateway: Nn,
+        names: Vec<&'static str>,
+    },
 }
 
 /// One upstream test.
@@ -1043,20 +1126,42 @@ impl<'a> Runner<'a> {
         let mut i = 0;
         let checks = &case.checks;
         while i < checks.len() {
-            // A run of checks up to the next Delete converges together.
+            // A run of checks up to the next Delete or Edit converges together.
             let end = checks[i..]
                 .iter()
-                .position(|c| matches!(c, Check::Delete { .. }))
+                .position(|c| matches!(c, Check::Delete { .. } | Check::Edit { .. }))
                 .map(|p| i + p)
                 .unwrap_or(checks.len());
             if let Err(e) = self.converge(&checks[i..end], timeout) {
                 outcome = Outcome::Fail(e);
                 break;
             }
-            if let Some(Check::Delete { kind, object }) = checks.get(end) {
-                docs.retain(|d| doc_id(d) != (kind.to_string(), object.clone()));
+            let changed = match checks.get(end) {
+                Some(Check::Delete { kind, object }) => {
+                    docs.retain(|d| doc_id(d) != (kind.to_string(), object.clone()));
+                    Some(format!("deleting {kind} {object}"))
+                }
+                Some(Check::Edit { kind, object, edit }) => {
+                    let found = docs.iter_mut().find(|d| {
+                        let (k, id) = doc_id(d);
+                        k == *kind
+                            && id.name == object.name
+                            && (id.namespace.is_empty() || id.namespace == object.namespace)
+                    });
+                    match found {
+                        Some(d) => edit(d),
+                        None => {
+                            outcome = Outcome::Fail(format!("no {kind} {object} to edit"));
+                            break;
+                        }
+                    }
+                    Some(format!("editing {kind} {object}"))
+                }
+                _ => None,
+            };
+            if let Some(what) = changed {
                 if let Err(e) = self.apply(&stem, &docs) {
-                    outcome = Outcome::Fail(format!("deleting {kind} {object}: {e:#}"));
+                    outcome = Outcome::Fail(format!("{what}: {e:#}"));
                     break;
                 }
             }
@@ -1526,7 +1631,118 @@ impl<'a> Runner<'a> {
                 }
                 spread(&pods, weights)
             }
-            Check::Delete { .. } => Ok(()),
+            Check::LatestGeneration {
+                kind,
+                object,
+                generation,
+            } => {
+                let st = if *kind == "GatewayClass" {
+                    self.sys
+                        .status_of(&format!("GatewayClass/{}", object.name))
+                        .ok_or_else(|| format!("GatewayClass {} has no status", object.name))?
+                } else {
+                    self.status(kind, object)?
+                };
+                let lists: Vec<&Value> = if kind.ends_with("Route") {
+                    st["parents"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|p| &p["conditions"])
+                        .collect()
+                } else {
+                    vec![&st["conditions"]]
+                };
+                let conds: Vec<&Value> = lists
+                    .into_iter()
+                    .flat_map(|c| c.as_array().into_iter().flatten())
+                    .collect();
+                if conds.is_empty() {
+                    return Err(format!("{kind} {object}: no conditions: {st}"));
+                }
+                let stale: Vec<String> = conds
+                    .iter()
+                    .filter(|c| c["observedGeneration"] != *generation)
+                    .map(|c| format!("{} (generation {})", c["type"], c["observedGeneration"]))
+                    .collect();
+                if stale.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{kind} {object}: want observedGeneration {generation} on every condition; stale: {}",
+                        stale.join(", ")
+                    ))
+                }
+            }
+            Check::GatewayReady { gateway } => {
+                self.address(gateway)?;
+                let st = self.status("Gateway", gateway)?;
+                for t in ["Accepted", "Programmed"] {
+                    if !Self::has_cond(&st["conditions"], &cond(t, "True")) {
+                        return Err(format!("Gateway {gateway}: not {t}: {}", st["conditions"]));
+                    }
+                }
+                Ok(())
+            }
+            Check::ClassCondition { class, type_ } => {
+                let st = self
+                    .sys
+                    .status_of(&format!("GatewayClass/{class}"))
+                    .ok_or_else(|| format!("GatewayClass {class} has no status"))?;
+                let any = st["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == *type_);
+                if any {
+                    Ok(())
+                } else {
+                    Err(format!("GatewayClass {class}: no {type_}: {st}"))
+                }
+            }
+            Check::GatewayAddresses { gateway, addresses } => {
+                let st = self.status("Gateway", gateway)?;
+                let got: Vec<(String, String)> = st["addresses"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|a| {
+                        let s = |k: &str| a[k].as_str().unwrap_or_default().to_string();
+                        (s("type"), s("value"))
+                    })
+                    .collect();
+                let want: Vec<(String, String)> = addresses
+                    .iter()
+                    .map(|a| ("IPAddress".to_string(), a.to_string()))
+                    .collect();
+                if got == want {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "Gateway {gateway}: status addresses {got:?}, want {want:?}"
+                    ))
+                }
+            }
+            Check::ListenerNames { gateway, names } => {
+                let st = self.status("Gateway", gateway)?;
+                let got: Vec<&str> = st["listeners"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|l| l["name"].as_str())
+                    .collect();
+                let (mut a, mut b) = (got.clone(), names.clone());
+                a.sort();
+                b.sort();
+                if a == b {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "Gateway {gateway}: listeners {got:?} in its status, want {names:?}"
+                    ))
+                }
+            }
+            Check::Delete { .. } | Check::Edit { .. } => Ok(()),
         }
     }
 
@@ -1705,10 +1921,12 @@ impl<'a> Runner<'a> {
             } else {
                 r.host.as_str()
             };
+            // The connection is for the server name; the Host may be another one's.
+            let name = r.sni.as_deref().unwrap_or(host);
             args.extend([
                 "-k".into(),
                 "--resolve".into(),
-                format!("{host}:{port}:{ip}"),
+                format!("{name}:{port}:{ip}"),
             ]);
             if let Some(name) = r.client_cert {
                 let (c, k) = self
@@ -1722,7 +1940,13 @@ impl<'a> Runner<'a> {
                     k.display().to_string(),
                 ]);
             }
-            format!("https://{host}:{port}{}", r.path)
+            if name != host {
+                args.extend(["-H".into(), format!("Host: {host}")]);
+            }
+            if r.h2 {
+                args.push("--http2".into());
+            }
+            format!("https://{name}:{port}{}", r.path)
         } else {
             if !r.host.is_empty() {
                 args.extend(["-H".into(), format!("Host: {}", r.host)]);
@@ -1754,7 +1978,14 @@ impl<'a> Runner<'a> {
             .lab
             .run_in("client", &argv)
             .map_err(|e| format!("curl: {e:#}"))?;
-        parse_answer(&String::from_utf8_lossy(&out.stdout))
+        let text = String::from_utf8_lossy(&out.stdout);
+        if r.h2 && tls && !text.starts_with("HTTP/2 ") {
+            return Err(format!(
+                "not answered over HTTP/2 (ALPN): {}",
+                text.lines().next().unwrap_or("no answer")
+            ));
+        }
+        parse_answer(&text)
             .ok_or_else(|| format!("no HTTP answer (curl exit {:?})", out.status.code()))
     }
 
@@ -1874,6 +2105,27 @@ pub fn compare(r: &Req, a: &Answer, tls: bool) -> std::result::Result<(), String
         return Err(format!("status {}, want {:?}", a.status, r.status));
     }
     if a.status == 200 || a.status == 204 {
+        for (k, v) in &r.resp_headers {
+            match a.header(k) {
+                Some(got) if got == *v => {}
+                got => return Err(format!("response {k}: {got:?}, want {v}")),
+            }
+        }
+        for k in &r.resp_absent {
+            if let Some(got) = a.header(k) {
+                return Err(format!("response {k}: {got}, want none"));
+            }
+        }
+        for (k, vals) in &r.resp_one_of {
+            let squash = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+            match a.header(k) {
+                Some(got) if vals.iter().any(|v| squash(v) == squash(&got)) => {}
+                got => return Err(format!("response {k}: {got:?}, want one of {vals:?}")),
+            }
+        }
+        if r.any_answer {
+            return Ok(());
+        }
         let echo: Value = serde_json::from_str(&a.body)
             .map_err(|e| format!("the answer is not the echo's JSON ({e}): {}", a.body))?;
         let want_host = r.want_host.clone().unwrap_or_else(|| r.host.clone());
@@ -1934,17 +2186,6 @@ pub fn compare(r: &Req, a: &Answer, tls: bool) -> std::result::Result<(), String
         for k in &r.absent_headers {
             if let Some(got) = seen(k) {
                 return Err(format!("backend saw {k}: {got}, want none"));
-            }
-        }
-        for (k, v) in &r.resp_headers {
-            match a.header(k) {
-                Some(got) if got == *v => {}
-                got => return Err(format!("response {k}: {got:?}, want {v}")),
-            }
-        }
-        for k in &r.resp_absent {
-            if let Some(got) = a.header(k) {
-                return Err(format!("response {k}: {got}, want none"));
             }
         }
         let pod = echo["pod"].as_str().unwrap_or_default();

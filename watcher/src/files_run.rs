@@ -108,6 +108,7 @@ pub fn run(args: &FilesArgs, dir: &Path, state_path: &Path) -> Result<(), Error>
         certs_log: FailureLog::new("writing the node certificates"),
         status,
         status_log: FailureLog::new("writing the status files"),
+        generations: Default::default(),
     };
     // A failed write is retried this soon, even without a change.
     let mut retry_at: Option<Instant> = None;
@@ -146,6 +147,8 @@ struct Driver {
     certs_log: FailureLog,
     status: Option<StatusDir>,
     status_log: FailureLog,
+    /// The objects' `metadata.generation` so far ([`files::read`]).
+    generations: k8slb_common::generations::Generations,
 }
 
 impl Driver {
@@ -153,7 +156,7 @@ impl Driver {
     fn round(&mut self, dir: &Path) -> bool {
         let started = Instant::now();
         let readiness = &self.metrics.readiness;
-        let objects = match files::read(dir) {
+        let objects = match files::read(dir, &mut self.generations) {
             Ok(objects) => objects,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the objects; keeping the last state");

@@ -140,6 +140,7 @@ fn the_node_certificates_are_made_only_from_the_secrets_the_state_uses() {
             ],
             default_certificate: None,
             client_ca: None,
+            zones: None,
         }),
         virtual_hosts: vec![],
         default_action: None,

@@ -43,10 +43,8 @@ pub(super) struct Gateways<'a> {
     ours: Vec<(ObjectKey, String, String)>,
     /// The ports each Gateway's listeners want.
     wanted: BTreeMap<ObjectKey, BTreeSet<(Protocol, u16)>>,
-    /// The provider proxies UDP.
-    serves_udp: bool,
-    /// The provider mirrors requests (nginx; HAProxy has no mirroring).
-    serves_mirror: bool,
+    /// What the provider's proxy serves.
+    serves: Serves,
     /// The pools that exist.
     pools: BTreeSet<PoolName>,
     /// The ports the LB nodes keep for themselves: a listener on one is
@@ -54,6 +52,31 @@ pub(super) struct Gateways<'a> {
     reserved: crate::config::ReservedPorts,
     /// The admin's limits.
     limits: crate::config::Limits,
+}
+
+/// What the provider's proxy serves of the Gateway API, where HAProxy and nginx differ
+/// (the [`gateway::GatewayInput`] flags of the same names).
+#[derive(Debug, Clone, Copy)]
+struct Serves {
+    /// UDP listeners (nginx; HAProxy does not proxy UDP).
+    udp: bool,
+    /// RequestMirror (nginx; HAProxy has no mirroring).
+    mirror: bool,
+    /// On one host, rules that match on more than the path beside a mirror, a split
+    /// with backend header edits or another timeout (HAProxy; nginx serves such a host
+    /// from one location: [`crate::routes::OneLocation`]).
+    conditional_mixes: bool,
+}
+
+impl Serves {
+    fn of(provider: crate::state::Provider) -> Serves {
+        let haproxy = provider == crate::state::Provider::Haproxy;
+        Serves {
+            udp: !haproxy,
+            mirror: !haproxy,
+            conditional_mixes: haproxy,
+        }
+    }
 }
 
 fn key(g: &Gateway) -> Option<ObjectKey> {
@@ -101,8 +124,7 @@ impl<'a> Gateways<'a> {
             objs,
             ours: Vec::new(),
             wanted: BTreeMap::new(),
-            serves_udp: opts.provider != crate::state::Provider::Haproxy,
-            serves_mirror: opts.provider != crate::state::Provider::Haproxy,
+            serves: Serves::of(opts.provider),
             pools: cfg.pools.keys().cloned().collect(),
             reserved: cfg.reserved_ports.clone(),
             limits: cfg.limits,
@@ -229,7 +251,7 @@ impl<'a> Gateways<'a> {
         let out = translate(
             self.objs,
             &states,
-            (self.serves_udp, self.serves_mirror, &self.limits),
+            (self.serves, &self.limits),
             Some(&self.pools),
         );
         if states.is_empty() {
@@ -252,7 +274,7 @@ impl<'a> Gateways<'a> {
 fn translate(
     objs: &Objects,
     gateways: &BTreeMap<ObjectKey, GatewayState>,
-    (serves_udp, serves_mirror, limits): (bool, bool, &crate::config::Limits),
+    (serves, limits): (Serves, &crate::config::Limits),
     pools: gateway::KnownPools<'_>,
 ) -> GatewayOutput {
     let addresses = gateways
@@ -272,8 +294,9 @@ fn translate(
         .collect();
     let secrets: Vec<SecretMeta> = objs.secret_metas();
     let mut input = objs.gateway_input(&secrets, &addresses, &unavailable);
-    input.serves_udp = serves_udp;
-    input.serves_mirror = serves_mirror;
+    input.serves_udp = serves.udp;
+    input.serves_mirror = serves.mirror;
+    input.mixes_conditional_rules = serves.conditional_mixes;
     input.pools = pools;
     input.conditional_rules_per_host = limits.conditional_rules_per_host;
     gateway::translate(&input)
@@ -404,6 +427,8 @@ fn static_addresses(
     let mut refused = false;
     for a in &g.spec.addresses {
         match a.type_.as_deref() {
+            // No value: any address (the pool's next), as without the entry.
+            None | Some("IPAddress") if a.value.is_empty() => {}
             None | Some("IPAddress") => match parse_ip(&a.value) {
                 Ok(ip) => statics.push(ip),
                 Err(e) => {
@@ -464,6 +489,12 @@ fn sticky_ports(
 
 /// Every condition that says something is not served, as a problem on its object.
 fn report(out: &GatewayOutput, problems: &mut Problems) {
+    // What is served with a word: its problem, no condition.
+    for (k, st) in &out.gateways {
+        for (reason, message) in &st.warnings {
+            problems.insert(Problem::new(object(k), reason.clone(), message.clone()));
+        }
+    }
     let mut add = |object: ObjRef, what: String, c: &Condition| {
         let refusing = match (c.type_, c.reason) {
             // The allocation request reported it already, with the address.
@@ -489,6 +520,7 @@ fn report(out: &GatewayOutput, problems: &mut Problems) {
         for c in &st.conditions {
             add(object(k), String::new(), c);
         }
+
         for l in &st.listeners {
             for c in &l.conditions {
                 add(object(k), format!("listener {}: ", l.name), c);

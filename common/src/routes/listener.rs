@@ -80,6 +80,91 @@ pub struct ListenerTls {
     /// [`super::HttpRoutes::ca_bundles`]); `None`: no client certificate is asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_ca: Option<super::CaId>,
+    /// The Gateway API listeners sharing this port, as zones of server names: a request
+    /// whose Host is in another zone than the TLS server name it came with is
+    /// misdirected (answered `421`). `None` (Ingresses): no such check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zones: Option<SniZones>,
+}
+
+/// The hostnames of the Gateway API HTTPS listeners that share one port, each a zone of
+/// server names: a name is in the zone of the listener whose hostname matches it most
+/// specifically (an exact hostname, else the longest wildcard suffix, at any depth, as
+/// the Gateway API matches them), else in the zone of a listener without a hostname
+/// (`any`), else in none. TLS picks a listener's certificate by the server name (SNI),
+/// and an HTTP/2 client reuses a connection for every name its certificate covers
+/// (RFC 9113 §9.1.1), so a request may come with a Host of another listener than the
+/// one its connection was made for: such a request is misdirected, answered `421`
+/// (RFC 9110 §15.5.20), never routed by its Host (the Gateway API's
+/// GatewayHTTPSListenerDetectMisdirectedRequests). A request without SNI is not checked.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SniZones {
+    /// The listeners' hostnames, sorted, without duplicates.
+    pub hostnames: Vec<Hostname>,
+    /// A listener without a hostname shares the port.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub any: bool,
+}
+
+impl SniZones {
+    /// The zone of the (lowercase, port-less) `name`: `h<i>` for `hostnames[i]`, `any`,
+    /// or `none`. Zone names are `[a-z0-9]+`.
+    pub fn zone(&self, name: &str) -> String {
+        let name = name.trim_end_matches('.');
+        if let Some(i) = self
+            .hostnames
+            .iter()
+            .position(|h| !h.is_wildcard() && h.as_str() == name)
+        {
+            return format!("h{i}");
+        }
+        let wildcard = self
+            .hostnames
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| h.is_wildcard() && h.matches_any_depth(name))
+            .max_by_key(|(_, h)| h.as_str().len());
+        match wildcard {
+            Some((i, _)) => format!("h{i}"),
+            None => self.default_zone().to_string(),
+        }
+    }
+
+    /// The zone of the names no hostname matches.
+    pub fn default_zone(&self) -> &'static str {
+        if self.any {
+            "any"
+        } else {
+            "none"
+        }
+    }
+
+    /// Is a request with TLS server name `sni` (none: no SNI) and Host `host` (any case,
+    /// with or without a port) misdirected?
+    pub fn misdirected(&self, sni: Option<&str>, host: &str) -> bool {
+        let Some(sni) = sni else { return false };
+        let host = host_without_port(host).to_ascii_lowercase();
+        self.zone(&sni.to_ascii_lowercase()) != self.zone(&host)
+    }
+
+    /// Whether any request can be misdirected: more than one zone.
+    pub fn splits(&self) -> bool {
+        !self.hostnames.is_empty()
+    }
+
+    /// The zones' hostnames in the order a first-match lookup must try them: exact
+    /// names, then wildcards by longest suffix (each with its zone).
+    pub fn lookup_order(&self) -> Vec<(String, &Hostname)> {
+        let mut v: Vec<(String, &Hostname)> = self
+            .hostnames
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (format!("h{i}"), h))
+            .collect();
+        v.sort_by_key(|(_, h)| (h.is_wildcard(), std::cmp::Reverse(h.as_str().len())));
+        v
+    }
 }
 
 impl ListenerTls {

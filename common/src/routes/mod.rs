@@ -43,6 +43,7 @@
 //! [`RouteRule::filters`], not new actions.
 
 mod action;
+mod cors;
 mod listener;
 mod names;
 mod rule;
@@ -55,6 +56,7 @@ use crate::endpoints::Endpoint;
 use crate::names::{err, string_newtype, NameError, ObjectName, PoolName, ServiceKey};
 use crate::problem::ObjRef;
 pub use action::*;
+pub use cors::*;
 pub use listener::*;
 pub use names::*;
 pub use rule::*;

@@ -51,6 +51,14 @@ impl RouteRule {
         }
     }
 
+    /// It splits among backends of which one has request header edits of its own (one
+    /// backend's are the rule's: [`RouteRule::forward_filters`]).
+    pub fn splits_with_backend_edits(&self) -> bool {
+        matches!(&self.action, RouteAction::Forward { backends, invalid }
+            if backends.iter().filter(|b| b.weight > 0).count() + usize::from(*invalid > 0) > 1
+                && backends.iter().any(|b| !b.request_headers.is_empty()))
+    }
+
     /// Why nginx could not load this rule, if it could not: one of its values renders
     /// to a token longer than [`NGINX_MAX_TOKEN`] ([`FieldValue::nginx_match_token_len`],
     /// [`FieldValue::nginx_edit_token_len`]). Refused at plan time for both providers
@@ -113,6 +121,63 @@ impl RouteRule {
     }
 }
 
+/// What the rules of one host ask of the one nginx `location` that serves them all when
+/// one of them matches on more than the path (method, headers, query: nginx picks among
+/// them there, by `map`s on the request): a mirror (nginx's `mirror` takes no variable),
+/// a split whose backends edit request headers of their own, or different timeouts
+/// (nginx's take no variable either) cannot be served there. The plan refuses the route
+/// that would make such a mix on nginx ([`crate::gateway::GatewayInput::mixes_conditional_rules`]);
+/// the nginx render keeps the same rule as a backstop (it leaves such a host out).
+/// HAProxy picks per rule and serves any mix.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OneLocation {
+    conditional: bool,
+    mirror: bool,
+    split_edits: bool,
+    cors: bool,
+    /// The timeouts of the rules that forward.
+    timeouts: std::collections::BTreeSet<Option<TimeoutMs>>,
+}
+
+impl OneLocation {
+    /// The summary of `rules`.
+    pub fn of<'a>(rules: impl IntoIterator<Item = &'a RouteRule>) -> OneLocation {
+        let mut o = OneLocation::default();
+        for r in rules {
+            o.add(r);
+        }
+        o
+    }
+
+    /// `r` joins the host.
+    pub fn add(&mut self, r: &RouteRule) {
+        self.conditional |= r.matches.is_conditional();
+        self.mirror |= !r.filters.mirrors.is_empty();
+        self.split_edits |= r.splits_with_backend_edits();
+        self.cors |= r.filters.cors.is_some();
+        if matches!(r.action, RouteAction::Forward { .. }) {
+            self.timeouts.insert(r.filters.timeout);
+        }
+    }
+
+    /// Why nginx cannot serve these rules on one host, if it cannot.
+    pub fn refusal(&self) -> Option<&'static str> {
+        if !self.conditional {
+            None
+        } else if self.mirror {
+            Some("a RequestMirror among rules that match on method, headers or query (one nginx location for all, and nginx's mirror takes no variable)")
+        } else if self.cors {
+            Some("a CORS filter among rules that match on method, headers or query (one nginx location for all)")
+        } else if self.split_edits {
+            Some("a split whose backends have their own request header edits, among rules that match on method, headers or query (one nginx location for all)")
+        } else if self.timeouts.len() > 1 {
+            Some("rules that match on method, headers or query share one nginx location, which takes one timeout; these ask for different ones")
+        } else {
+            None
+        }
+    }
+}
+
 /// What a rule changes on a request it forwards, and on the response: Gateway API's
 /// RequestHeaderModifier, ResponseHeaderModifier and URLRewrite filters. Applied only
 /// to [`RouteAction::Forward`] (a redirect or a fixed answer sends nothing on).
@@ -139,6 +204,10 @@ pub struct RuleFilters {
     /// (nginx): the translation refuses it on HAProxy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mirrors: Vec<BackendId>,
+    /// Gateway API CORS: the proxy answers preflight requests from allowed origins
+    /// itself and adds the CORS headers to the answers to the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<Cors>,
 }
 
 /// A timeout in milliseconds, at least 1 (a Gateway API Duration: at most four parts

@@ -11,7 +11,7 @@ use crate::view::route_backend_name;
 use crate::view::HttpRenderOptions;
 use k8slb_common::routes::{
     Listener, ListenerProtocol, PathMatch, PathRewrite, Redirect, RouteAction, RouteMatch,
-    RuleFilters, Scheme,
+    RuleFilters, Scheme, SniZones,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -53,6 +53,45 @@ pub(crate) struct HpFrontend {
     /// The forwards with filters: their lines, before the actions (a split they forward
     /// to is one of `actions`).
     filtered: Vec<HpFiltered>,
+    /// The lines that answer a misdirected request `421` ([`hp_misdirected_lines`]),
+    /// after the Host is read and before anything routes by it.
+    misdirected: Vec<String>,
+}
+
+/// HTTPS listeners of the Gateway API sharing a port: the zone of the TLS server name
+/// (`txn.k8slb_sz`, set only with SNI) and of the Host (`txn.k8slb_hz`), each the last
+/// that matches of: the default zone, the wildcards by shortest suffix first, the exact
+/// names (so the most specific wins); a request whose two zones differ is answered
+/// `421` ([`SniZones`]). Every value is a validated hostname or a zone name
+/// (`[a-z0-9]+`).
+fn hp_misdirected_lines(zones: &SniZones) -> Vec<String> {
+    if !zones.splits() {
+        return Vec::new();
+    }
+    let mut order = zones.lookup_order();
+    order.reverse();
+    let default = zones.default_zone();
+    let mut lines = vec![
+        format!("http-request set-var(txn.k8slb_sz) str({default}) if {{ ssl_fc_sni -m found }}"),
+        format!("http-request set-var(txn.k8slb_hz) str({default})"),
+    ];
+    for (zone, h) in order {
+        let test = match h.wildcard_suffix() {
+            Some(suffix) => format!("-m end {suffix}"),
+            None => format!("-m str {h}"),
+        };
+        lines.push(format!(
+            "http-request set-var(txn.k8slb_sz) str({zone}) if {{ ssl_fc_sni,lower {test} }}"
+        ));
+        lines.push(format!(
+            "http-request set-var(txn.k8slb_hz) str({zone}) if {{ var(txn.k8slb_host) {test} }}"
+        ));
+    }
+    lines.push(
+        "http-request return status 421 if { var(txn.k8slb_sz) -m found } !{ var(txn.k8slb_sz),strcmp(txn.k8slb_hz) eq 0 }"
+            .to_string(),
+    );
+    lines
 }
 
 /// A virtual host whose rules match on more than the path has a frontend of its own,
@@ -116,6 +155,84 @@ fn hp_filter_lines(f: &RuleFilters) -> (Vec<String>, Vec<String>) {
         ));
     }
     (req, edits("response", &f.response_headers))
+}
+
+/// HAProxy's lines of a rule's CORS filter (the forward with filters `id`), with their
+/// conditions: a request of the rule whose `Origin` is allowed sets `txn.k8slb_cors`
+/// (and keeps the origin in `txn.k8slb_origin`); a preflight of such a request (an
+/// `OPTIONS` with `Access-Control-Request-Method`) is answered `204` here with the
+/// preflight headers; the answers to the others get `Access-Control-Allow-Origin` (the
+/// origin itself), the credentials and exposed headers, and `Vary: Origin`. Origins
+/// are validated patterns ([`k8slb_common::routes::CorsOrigin::regex`]), methods and
+/// header names validated tokens; what a client sent is only echoed at run time
+/// (`%[...]`), never written into the config.
+fn hp_cors_lines(c: &k8slb_common::routes::Cors, id: &str) -> (Vec<String>, Vec<String>) {
+    let mine = format!("{{ var(txn.k8slb_a) -m str {id} }}");
+    let allowed = format!("{{ var(txn.k8slb_cors) -m str {id} }}");
+    let mut rq = Vec::new();
+    if c.any_origin {
+        rq.push(format!(
+            "http-request set-var(txn.k8slb_cors) str({id}) if {mine} {{ req.fhdr(origin) -m found }}"
+        ));
+    }
+    for o in &c.origins {
+        rq.push(format!(
+            "http-request set-var(txn.k8slb_cors) str({id}) if {mine} {{ req.fhdr(origin),lower -m reg {} }}",
+            o.regex()
+        ));
+    }
+    rq.push(format!(
+        "http-request set-var(txn.k8slb_origin) req.fhdr(origin) if {allowed}"
+    ));
+    let mut pre = vec![(
+        "access-control-allow-origin".to_string(),
+        "%[var(txn.k8slb_origin)]".to_string(),
+    )];
+    pre.push((
+        "access-control-allow-methods".into(),
+        c.methods_value()
+            .unwrap_or_else(|| "%[req.fhdr(access-control-request-method)]".into()),
+    ));
+    if c.any_header {
+        pre.push((
+            "access-control-allow-headers".into(),
+            "%[req.fhdr(access-control-request-headers)]".into(),
+        ));
+    } else if let Some(h) = c.headers_value() {
+        pre.push(("access-control-allow-headers".into(), h));
+    }
+    if let Some(e) = c.expose_value() {
+        pre.push(("access-control-expose-headers".into(), e));
+    }
+    pre.push(("access-control-max-age".into(), c.max_age.to_string()));
+    if c.credentials {
+        pre.push(("access-control-allow-credentials".into(), "true".into()));
+    }
+    pre.push(("vary".into(), "Origin".into()));
+    let hdrs: String = pre
+        .iter()
+        .map(|(n, v)| format!(" hdr {n} \"{v}\""))
+        .collect();
+    rq.push(format!(
+        "http-request return status 204{hdrs} if {allowed} METH_OPTIONS {{ req.fhdr(access-control-request-method) -m found }}"
+    ));
+    let mut rs = vec![format!(
+        "http-response set-header access-control-allow-origin \"%[var(txn.k8slb_origin)]\" if {allowed}"
+    )];
+    if c.credentials {
+        rs.push(format!(
+            "http-response set-header access-control-allow-credentials \"true\" if {allowed}"
+        ));
+    }
+    if let Some(e) = c.expose_value() {
+        rs.push(format!(
+            "http-response set-header access-control-expose-headers \"{e}\" if {allowed}"
+        ));
+    }
+    rs.push(format!(
+        "http-response add-header vary \"Origin\" if {allowed}"
+    ));
+    (rq, rs)
 }
 
 /// HAProxy's lines (without their condition) for header edits `e` in direction `dir`
@@ -325,11 +442,20 @@ impl Actions {
         let id = format!("f{}", self.filtered.len() + 1);
         let cond = |var: &str| format!(" if {{ var(txn.{var}) -m str {id} }}");
         let (request, response) = hp_filter_lines(filters);
+        let mut request_lines: Vec<String> =
+            request.into_iter().map(|l| l + &cond("k8slb_a")).collect();
+        let mut response_lines: Vec<String> =
+            response.into_iter().map(|l| l + &cond("k8slb_r")).collect();
+        if let Some(c) = &filters.cors {
+            let (rq, rs) = hp_cors_lines(c, &id);
+            request_lines.extend(rq);
+            response_lines.extend(rs);
+        }
         self.filtered.push(HpFiltered {
             id: id.clone(),
             inner,
-            request_lines: request.into_iter().map(|l| l + &cond("k8slb_a")).collect(),
-            response_lines: response.into_iter().map(|l| l + &cond("k8slb_r")).collect(),
+            request_lines,
+            response_lines,
         });
         self.ids.insert(key, id.clone());
         id
@@ -549,6 +675,8 @@ pub(crate) fn hp_frontend(
                 default,
                 actions: hop_actions.list,
                 filtered: hop_actions.filtered,
+                // Checked in the listener's frontend, before the hop.
+                misdirected: Vec::new(),
             });
             continue;
         }
@@ -614,6 +742,12 @@ pub(crate) fn hp_frontend(
         default,
         actions: actions.list,
         filtered: actions.filtered,
+        misdirected: l
+            .tls
+            .as_ref()
+            .and_then(|t| t.zones.as_ref())
+            .map(hp_misdirected_lines)
+            .unwrap_or_default(),
         name,
     }];
     out.extend(hops);

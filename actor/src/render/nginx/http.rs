@@ -46,6 +46,9 @@ pub(crate) struct NxServer {
     tls: Option<NxTls>,
     /// `http2` on the listen ([`nx_listener_h2`]).
     h2: bool,
+    /// The `map` variable that is `1` for a misdirected request on this listener
+    /// ([`nx_misdirected_maps`]): the server answers it `421`.
+    misdirected: Option<String>,
     /// The locations, pre-rendered by [`nx_location_lines`] (a 5,000-host render spent
     /// most of its time in a template loop over them).
     location_lines: String,
@@ -62,6 +65,11 @@ const NX_INVALID_SHARE: &str = "k8slb_500";
 /// cleartext `http2` port, so one HTTP/1.1 backend beside them keeps the port HTTP/1.1
 /// (and its h2c backends reachable by HTTP/1.1 clients only: a note says so).
 pub(crate) fn nx_listener_h2(l: &Listener, routes: &HttpRoutes, notes: &mut Vec<String>) -> bool {
+    // Gateway API HTTPS listeners (they answer misdirected requests 421: HTTP/2's
+    // connection reuse is safe there) offer h2 as HAProxy's do.
+    if l.tls.as_ref().is_some_and(|t| t.zones.is_some()) {
+        return true;
+    }
     let mut ids = BTreeSet::new();
     let actions = l
         .virtual_hosts
@@ -216,7 +224,10 @@ fn nx_http_var(n: &FieldName) -> String {
 /// The lines of a location whose one rule has filters `f` (see [`nx_pick_filters`] for
 /// a location that picks among rules), and the request headers they set.
 fn nx_filter_lines(f: &RuleFilters, splits: &mut NxSplits) -> (Vec<String>, Vec<String>) {
-    let mut lines = Vec::new();
+    let mut lines = match &f.cors {
+        Some(c) => nx_cors_lines(c, splits),
+        None => Vec::new(),
+    };
     let mut skip = Vec::new();
     let rq = &f.request_headers;
     for n in &rq.remove {
@@ -413,6 +424,143 @@ pub(crate) struct NxSplits {
     /// another name or CA): nginx's `proxy_ssl_*` take no variable, so they answer 500
     /// and a note says why.
     pub(crate) tls_refused: Vec<String>,
+    /// The listener being rendered answers misdirected requests `421` when this
+    /// variable is `1` ([`nx_misdirected_maps`]).
+    pub(crate) misdirected: Option<String>,
+    /// CORS filters rendered so far (each names its `map` variables after its number).
+    pub(crate) cors: usize,
+}
+
+/// The lines of a location whose rule has a CORS filter `c` (first in the location:
+/// the preflight returns before anything else), and its `map`s in `splits.blocks`:
+/// `$k8slb_cors_o<n>` is the request's `Origin` when allowed (else empty, and nginx
+/// adds no header whose value is empty), `$k8slb_cors_p<n>` is `1` for a preflight
+/// (`OPTIONS`, an allowed origin, `Access-Control-Request-Method`), which is answered
+/// `204` with the preflight headers; the other answers get the origin, credentials,
+/// exposed headers and `Vary: Origin`. Origins are validated patterns (regex keys),
+/// methods and header names validated tokens; what a client sent is only echoed
+/// through variables.
+fn nx_cors_lines(c: &k8slb_common::routes::Cors, splits: &mut NxSplits) -> Vec<String> {
+    splits.cors += 1;
+    let n = splits.cors;
+    let var = |k: &str| format!("$k8slb_cors_{k}{n}");
+    let mut origins = String::new();
+    if c.any_origin {
+        origins.push_str(" default $http_origin;");
+    } else {
+        origins.push_str(" default \"\";");
+        for o in &c.origins {
+            origins.push_str(&format!(" \"~*{}\" $http_origin;", o.regex()));
+        }
+    }
+    let b = &mut splits.blocks;
+    b.push(format!("map $http_origin {} {{{origins} }}", var("o")));
+    b.push(format!(
+        "map \"$request_method {} $http_access_control_request_method\" {} {{ default 0; \"~^OPTIONS [^ ]+ [^ ]\" 1; }}",
+        var("o"),
+        var("p")
+    ));
+    let on_preflight = |b: &mut Vec<String>, k: &str, v: String| {
+        b.push(format!(
+            "map {} {} {{ default \"\"; 1 {v}; }}",
+            var("p"),
+            var(k)
+        ));
+    };
+    on_preflight(
+        b,
+        "m",
+        c.methods_value()
+            .map(|m| format!("\"{m}\""))
+            .unwrap_or_else(|| "$http_access_control_request_method".into()),
+    );
+    if c.any_header {
+        on_preflight(b, "h", "$http_access_control_request_headers".into());
+    } else if let Some(h) = c.headers_value() {
+        on_preflight(b, "h", format!("\"{h}\""));
+    }
+    on_preflight(b, "a", format!("\"{}\"", c.max_age));
+    let on_allowed = |b: &mut Vec<String>, k: &str, v: &str| {
+        b.push(format!(
+            "map {} {} {{ default \"{v}\"; \"\" \"\"; }}",
+            var("o"),
+            var(k)
+        ));
+    };
+    on_allowed(b, "v", "Origin");
+    let mut lines = vec![
+        "proxy_hide_header Access-Control-Allow-Origin;".to_string(),
+        format!(
+            "add_header Access-Control-Allow-Origin {} always;",
+            var("o")
+        ),
+        format!(
+            "add_header Access-Control-Allow-Methods {} always;",
+            var("m")
+        ),
+        format!("add_header Access-Control-Max-Age {} always;", var("a")),
+        format!("add_header Vary {} always;", var("v")),
+    ];
+    if c.any_header || c.headers_value().is_some() {
+        lines.push(format!(
+            "add_header Access-Control-Allow-Headers {} always;",
+            var("h")
+        ));
+    }
+    if c.credentials {
+        on_allowed(b, "c", "true");
+        lines.push("proxy_hide_header Access-Control-Allow-Credentials;".into());
+        lines.push(format!(
+            "add_header Access-Control-Allow-Credentials {} always;",
+            var("c")
+        ));
+    }
+    if let Some(e) = c.expose_value() {
+        on_allowed(b, "e", &e);
+        lines.push("proxy_hide_header Access-Control-Expose-Headers;".into());
+        lines.push(format!(
+            "add_header Access-Control-Expose-Headers {} always;",
+            var("e")
+        ));
+    }
+    lines.push(format!("if ({}) {{ return 204; }}", var("p")));
+    lines
+}
+
+/// HTTPS listeners of the Gateway API sharing a port
+/// ([`k8slb_common::routes::SniZones`]): the `map`s that set
+/// `$k8slb_mis_<ip>_<port>` to `1` for a request whose TLS server name and Host are in
+/// different zones (no SNI: `0`), added to `splits.blocks`; the variable, which every
+/// server of the listener tests to answer `421`. The zones: exact names, then the
+/// wildcards by longest suffix (regex keys, first match wins; a hostname is a
+/// validated name, escaped in the regex), else the default zone.
+pub(crate) fn nx_misdirected_maps(l: &Listener, splits: &mut NxSplits) -> Option<String> {
+    let zones = l.tls.as_ref()?.zones.as_ref().filter(|z| z.splits())?;
+    let slug = format!("{}_{}", crate::render::files::ip_slug(l.ip), l.port);
+    let (sz, hz, mis) = (
+        format!("$k8slb_sz_{slug}"),
+        format!("$k8slb_hz_{slug}"),
+        format!("$k8slb_mis_{slug}"),
+    );
+    let mut entries = String::new();
+    for (zone, h) in zones.lookup_order() {
+        let re = match h.wildcard_suffix() {
+            Some(suffix) => format!("~^.+{}$", literal_regex(suffix)),
+            None => format!("~^{}$", literal_regex(h.as_str())),
+        };
+        entries.push_str(&format!(" \"{re}\" {zone};"));
+    }
+    let default = zones.default_zone();
+    splits.blocks.push(format!(
+        "map $ssl_server_name {sz} {{ default {default}; \"\" \"\";{entries} }}"
+    ));
+    splits
+        .blocks
+        .push(format!("map $host {hz} {{ default {default};{entries} }}"));
+    splits.blocks.push(format!(
+        "map \"{sz}:{hz}\" {mis} {{ default 1; \"~^:\" 0; \"~^([a-z0-9]+):\\1$\" 0; }}"
+    ));
+    Some(mis)
 }
 
 /// `value` as a case-sensitive nginx regex source that matches exactly `1<value>`: every
@@ -728,34 +876,6 @@ fn nx_conditional_locations(
     }]
 }
 
-/// Why the rules of a host that match on method, headers or query (nginx picks among
-/// them in one location) cannot be served as asked on nginx, if they cannot: a mirror
-/// (nginx's `mirror` takes no variable), a split with per-backend header edits, or
-/// different timeouts (nginx's take no variable either).
-fn nx_pick_refusal(rules: &[k8slb_common::routes::RouteRule]) -> Option<&'static str> {
-    let chosen: Vec<_> = rules
-        .iter()
-        .map(|r| (String::new(), &r.action, &r.filters))
-        .collect();
-    if rules.iter().any(|r| !r.filters.mirrors.is_empty()) {
-        Some("a RequestMirror among rules that match on method, headers or query (one nginx location for all, and nginx's mirror takes no variable)")
-    } else if rules.iter().any(nx_split_with_edits) {
-        Some("a split whose backends have their own request header edits, among rules that match on method, headers or query (one nginx location for all)")
-    } else if nx_pick_timeout(&chosen).is_err() {
-        Some("rules that match on method, headers or query share one nginx location, which takes one timeout; these ask for different ones")
-    } else {
-        None
-    }
-}
-
-/// Whether `r` splits among backends of which one has request header edits of its own
-/// (one backend's are the rule's: [`RouteRule::forward_filters`]).
-fn nx_split_with_edits(r: &k8slb_common::routes::RouteRule) -> bool {
-    matches!(&r.action, RouteAction::Forward { backends, invalid }
-        if backends.iter().filter(|b| b.weight > 0).count() + usize::from(*invalid > 0) > 1
-            && backends.iter().any(|b| !b.request_headers.is_empty()))
-}
-
 /// A split's per-backend request header edits: each header any backend changes is set
 /// from a `map` on the split's variable `upstream` (its value names the upstream
 /// drawn; the request's own value for the others), and the names set.
@@ -976,7 +1096,9 @@ pub(crate) fn nx_server(
                 .flatten()
             })
             .unwrap_or_else(|| "$proxy_host".to_string());
-        if let Some(why) = nx_pick_refusal(&v.rules) {
+        // The plan refuses the route that would make such a host (GatewayInput::
+        // mixes_conditional_rules is false for nginx); kept as a backstop.
+        if let Some(why) = k8slb_common::routes::OneLocation::of(&v.rules).refusal() {
             // Refused (said in a note), never served approximately.
             notes.push(format!("{what}: {why}; not rendered"));
             return Ok(None);
@@ -988,6 +1110,7 @@ pub(crate) fn nx_server(
             server_name,
             tls,
             h2,
+            misdirected: splits.misdirected.clone(),
             location_lines: nx_location_lines(&locations, &o.nginx_proxy, splits.invalid_shares),
         }));
     }
@@ -1001,7 +1124,7 @@ pub(crate) fn nx_server(
         let act = nx_action(&r.action, splits);
         let (filter_lines, skip_headers) = if act.kind == "forward" {
             let (mut lines, mut skip) = nx_filter_lines(&r.forward_filters(), splits);
-            if nx_split_with_edits(r) {
+            if r.splits_with_backend_edits() {
                 let (l, k) = nx_split_edit_lines(&r.action, &act.upstream, splits);
                 lines.extend(l);
                 skip.extend(k);
@@ -1077,6 +1200,7 @@ pub(crate) fn nx_server(
         server_name,
         tls,
         h2,
+        misdirected: splits.misdirected.clone(),
         location_lines,
     }))
 }

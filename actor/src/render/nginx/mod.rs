@@ -6,7 +6,7 @@ pub(crate) mod http;
 pub(crate) mod stream;
 
 use crate::render::nginx::http::{
-    nx_hash_lines, nx_listener_h2, nx_server, nx_upstreams, NxSplits,
+    nx_hash_lines, nx_listener_h2, nx_misdirected_maps, nx_server, nx_upstreams, NxSplits,
 };
 use crate::render::nginx::http::{NxServer, NxUpstream};
 use crate::render::{context, par_array, threads, to_value};
@@ -234,6 +234,7 @@ impl crate::render::HttpRenderer {
         };
         for l in &routes.listeners {
             splits.listen_h2 = nx_listener_h2(l, routes, &mut notes);
+            splits.misdirected = nx_misdirected_maps(l, &mut splits);
             for v in &l.virtual_hosts {
                 servers.extend(nx_server(l, Some(v), o, &mut notes, &mut splits)?);
             }

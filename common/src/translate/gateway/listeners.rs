@@ -48,6 +48,9 @@ pub(super) struct Lst<'a> {
     pub(super) kinds: Vec<&'static str>,
     pub(super) attached: u32,
     pub(super) conditions: Vec<Condition>,
+    /// What is served but deserves a word (a certificate whose names do not cover the
+    /// listener's hostname): problems on the Gateway, no condition changes.
+    pub(super) warnings: Vec<String>,
 }
 
 /// The namespaces a listener takes routes from.
@@ -122,18 +125,23 @@ pub(super) fn listener<'a>(
             }
         }
     }
+    let mut warnings = Vec::new();
     if v.protocol == Some(ListenerProtocol::Https) {
-        match tls_of((input, secrets), gk, l, hostname.as_ref()) {
+        match tls_of((input, secrets), gk, l, hostname.as_ref(), &mut warnings) {
             Ok(mut t) => {
                 t.client_ca = ca.as_ref().map(|c| c.id.clone());
                 tls = Some(t)
             }
-            Err((reason, why)) => v.refuse(Condition::new(
-                ConditionType::ResolvedRefs,
-                false,
-                reason,
-                why,
-            )),
+            Err((reason, why)) => {
+                // Nothing served: nothing to warn about either.
+                warnings.clear();
+                v.refuse(Condition::new(
+                    ConditionType::ResolvedRefs,
+                    false,
+                    reason,
+                    why,
+                ))
+            }
         }
     }
     let from = routes_from(gk, l).unwrap_or_else(|why| {
@@ -162,6 +170,7 @@ pub(super) fn listener<'a>(
         kinds,
         attached: 0,
         conditions: v.conditions,
+        warnings,
     }
 }
 
@@ -436,12 +445,14 @@ pub(super) fn merge_tls(
 }
 
 /// The TLS of an HTTPS listener: its certificates, chosen by SNI for its `hostname` (any
-/// server name when it has none).
+/// server name when it has none). A certificate whose names do not cover the hostname
+/// is served for it all the same, with a word in `warnings` (see [`certificate`]).
 pub(super) fn tls_of(
     (input, secrets): (&GatewayInput<'_>, &SecretRefs<'_>),
     gk: &ObjectKey,
     l: &GatewayListener,
     hostname: Option<&Hostname>,
+    warnings: &mut Vec<String>,
 ) -> Result<ListenerTls, (ConditionReason, String)> {
     let Some(t) = &l.tls else {
         return Err((
@@ -458,7 +469,7 @@ pub(super) fn tls_of(
     let certificates = t
         .certificate_refs
         .iter()
-        .map(|c| certificate(input, secrets, gk, c, hostname))
+        .map(|c| certificate(input, secrets, gk, c, hostname, warnings))
         .collect::<Result<Vec<_>, _>>()?;
     if certificates.is_empty() {
         return Err((
@@ -471,17 +482,29 @@ pub(super) fn tls_of(
         certificates,
         default_certificate,
         client_ca: None,
+        zones: None,
     })
 }
 
 /// The certificate of one `certificateRefs` entry of a Gateway's HTTPS listener (its
 /// hostname, if it has one), or why it gives none.
+///
+/// A certificate whose subjectAltName DNS names do not cover the listener's hostname
+/// (the suite's `*` and `*.org`, which `certs::covers` never takes as covering) is
+/// still served, for exactly that hostname: the specification does not make such a
+/// reference invalid, and the SNI filter of the listener's certificate is its hostname
+/// (HAProxy's crt-list filter, nginx's `server_name`), never the certificate's names,
+/// so it cannot answer another host. The mismatch goes to `warnings` (a
+/// `CertificateHostMismatch` problem on the Gateway: an Event and a log line);
+/// `ResolvedRefs` stays True. An Ingress's TLS host keeps its stricter rule
+/// (`ingress::tls`): there the host is served with the default certificate instead.
 fn certificate(
     input: &GatewayInput<'_>,
     secrets: &SecretRefs<'_>,
     gk: &ObjectKey,
     c: &types::ObjectRef,
     hostname: Option<&Hostname>,
+    warnings: &mut Vec<String>,
 ) -> Result<Certificate, (ConditionReason, String)> {
     let ns = c.namespace.as_deref().unwrap_or(gk.namespace.as_str());
     if !c.group.as_deref().unwrap_or("").is_empty()
@@ -526,14 +549,14 @@ fn certificate(
             c.name
         )),
     })?;
-    // A certificate serves only the hostname its names cover (the same rule as an
-    // Ingress's TLS host; a listener without a hostname is its Gateway's default).
+    // Served for the listener's hostname only, with a warning when its names do not
+    // cover it (see above); a listener without a hostname is its port's default.
     if let Some(h) = hostname.filter(|h| !crate::certs::covers(&s.dns_names, h.as_str())) {
-        return Err(invalid(format!(
+        warnings.push(format!(
             "the certificate of Secret {ns}/{} is not for the listener's hostname {h} (its subjectAltName DNS names: {}; the common name is never read)",
             c.name,
             crate::certs::names_list(&s.dns_names)
-        )));
+        ));
     }
     Ok(Certificate {
         file,

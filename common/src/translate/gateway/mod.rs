@@ -111,6 +111,13 @@ pub struct GatewayInput<'a> {
     /// The provider mirrors requests (nginx's `mirror`; HAProxy has none): else a
     /// RequestMirror filter refuses its route.
     pub serves_mirror: bool,
+    /// The provider serves, on one host, rules that match on method, headers or query
+    /// beside a RequestMirror, a split whose backends edit request headers, or rules of
+    /// another timeout (HAProxy picks per rule; nginx serves such a host from one
+    /// location, which has one mirror, one timeout, one set of edits:
+    /// [`crate::routes::OneLocation`]). Else the route that would make such a mix on a
+    /// host is not Accepted (`UnsupportedValue`); older routes keep theirs.
+    pub mixes_conditional_rules: bool,
     /// The ConfigMaps a GatewayClass's `parametersRef` may name, and those a
     /// BackendTLSPolicy's `caCertificateRefs` may (its own namespace's).
     pub configmaps: &'a [k8s_openapi::api::core::v1::ConfigMap],
@@ -262,8 +269,9 @@ impl<'i, 'a> Translation<'i, 'a> {
         let mut placed: Vec<Placed> = Vec::new();
         let mut statuses = BTreeMap::new();
         let mut grpc_statuses = BTreeMap::new();
-        // Conditional rules placed so far on each (address, port, host): the cap.
-        let mut conditional: BTreeMap<(IpAddr, i32, Option<Hostname>), usize> = BTreeMap::new();
+        // What the routes placed so far hold on each (address, port, host): the cap on
+        // conditional rules, and what nginx's one location for them must serve.
+        let mut conditional: BTreeMap<HostKey, HostTally> = BTreeMap::new();
         // A GRPCRoute that cannot be served attaches without its rules and is refused on
         // each of its parents.
         let grpc: Vec<(HttpRoute, Option<String>)> = input
@@ -346,10 +354,7 @@ impl<'i, 'a> Translation<'i, 'a> {
         rk: &ObjectKey,
         attach: &[(usize, Option<Hostname>)],
         mut conditions: Vec<Condition>,
-        (conditional, placed): (
-            &mut BTreeMap<(IpAddr, i32, Option<Hostname>), usize>,
-            &mut Vec<Placed>,
-        ),
+        (conditional, placed): (&mut BTreeMap<HostKey, HostTally>, &mut Vec<Placed>),
     ) -> Vec<Condition> {
         let rns = rk.namespace.as_str();
         let (mut rules, refs, mut unsupported) = rules_of(
@@ -377,7 +382,7 @@ impl<'i, 'a> Translation<'i, 'a> {
             rule.owner = Some(owner.clone());
         }
         if unsupported.is_none() {
-            unsupported = over_conditional_cap(self.input, &self.lsts, attach, &rules, conditional);
+            unsupported = host_refusal(self.input, &self.lsts, attach, &rules, conditional);
         }
         if let Some(why) = unsupported {
             conditions = vec![Condition::accepted(

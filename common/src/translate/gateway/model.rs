@@ -81,6 +81,30 @@ impl Translation<'_, '_> {
                 self.fill_listener(entry, li, &placed);
             }
         }
+        // The zones of the HTTPS listeners sharing each address and port (misdirected
+        // requests: see SniZones).
+        for l in self.lsts.iter() {
+            if l.protocol != Some(ListenerProtocol::Https) {
+                continue;
+            }
+            let Ok(port) = u16::try_from(l.spec.port) else {
+                continue;
+            };
+            for ip in self.addresses_of(&l.gateway) {
+                let Some(tls) = listeners.get_mut(&(ip, port)).and_then(|e| e.tls.as_mut()) else {
+                    continue;
+                };
+                let zones = tls.zones.get_or_insert_with(Default::default);
+                match &l.hostname {
+                    Some(h) => {
+                        if let Err(at) = zones.hostnames.binary_search(h) {
+                            zones.hostnames.insert(at, h.clone());
+                        }
+                    }
+                    None => zones.any = true,
+                }
+            }
+        }
         let mut routes = HttpRoutes {
             listeners: listeners.into_values().collect(),
             backends: std::mem::take(&mut self.backends),

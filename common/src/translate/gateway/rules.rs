@@ -47,24 +47,36 @@ pub(super) struct Placed {
     pub(super) rule: RouteRule,
 }
 
-/// Why the rules of a route attached at `attach` would take a host beyond
-/// [`GatewayInput::conditional_rules_per_host`], if they would; else they are counted
-/// in `placed` (by address, port and host: Gateways may share an address). Routes come
-/// oldest first, so the oldest keep theirs.
-pub(super) fn over_conditional_cap(
+/// What the routes accepted so far placed on one host of one address and port.
+#[derive(Debug, Clone, Default)]
+pub(super) struct HostTally {
+    /// Rules that match on more than the path.
+    conditional: usize,
+    /// What nginx's one location for them would have to serve.
+    one_location: crate::routes::OneLocation,
+}
+
+/// The hosts (address, port, host name) a route's rules go to.
+pub(super) type HostKey = (IpAddr, i32, Option<Hostname>);
+
+/// Why the rules of a route attached at `attach` cannot join the hosts they would go to,
+/// if they cannot: they would take a host beyond
+/// [`GatewayInput::conditional_rules_per_host`], or (on a provider that does not serve
+/// such a mix, [`GatewayInput::mixes_conditional_rules`]) make a host nginx would have
+/// to leave out ([`crate::routes::OneLocation`]). Else they are counted in `placed` (by
+/// address, port and host: Gateways may share an address). Routes come oldest first, so
+/// the oldest keep theirs.
+pub(super) fn host_refusal(
     input: &GatewayInput<'_>,
     lsts: &[Lst<'_>],
     attach: &[(usize, Option<Hostname>)],
     rules: &[(usize, usize, RouteRule)],
-    placed: &mut BTreeMap<(IpAddr, i32, Option<Hostname>), usize>,
+    placed: &mut BTreeMap<HostKey, HostTally>,
 ) -> Option<String> {
     let n = rules
         .iter()
         .filter(|(_, _, r)| r.matches.is_conditional())
         .count();
-    if n == 0 {
-        return None;
-    }
     let cap = input.conditional_rules_per_host;
     let mut keys = BTreeSet::new();
     for (li, host) in attach {
@@ -73,21 +85,46 @@ pub(super) fn over_conditional_cap(
             keys.insert((*ip, l.spec.port, host.clone()));
         }
     }
+    let mut after = Vec::new();
     for k in &keys {
-        let have = placed.get(k).copied().unwrap_or(0);
-        if have + n > cap {
+        let host = k.2.as_ref().map_or("*", |h| h.as_str());
+        let tally = placed.get(k).cloned().unwrap_or_default();
+        let have = tally.conditional;
+        if n > 0 && have + n > cap {
             return Some(format!(
-                "host {} on {}:{} would have {} rules that match on more than the path (method, headers, query parameters); the limit is {cap} per host (limits.conditionalRulesPerHost), older routes hold {have}",
-                k.2.as_ref().map_or("*", |h| h.as_str()),
+                "host {host} on {}:{} would have {} rules that match on more than the path (method, headers, query parameters); the limit is {cap} per host (limits.conditionalRulesPerHost), older routes hold {have}",
                 k.0,
                 k.1,
                 have + n
             ));
         }
+        let mut one = tally.one_location.clone();
+        for (_, _, r) in rules {
+            one.add(r);
+        }
+        if !input.mixes_conditional_rules {
+            if let Some(why) = one.refusal() {
+                return Some(format!(
+                    "host {host} on {}:{}: {why}; nginx cannot serve this route's rules with {} (the haproxy provider can)",
+                    k.0,
+                    k.1,
+                    if tally.one_location == Default::default() {
+                        "each other"
+                    } else {
+                        "the rules older routes hold there"
+                    }
+                ));
+            }
+        }
+        after.push((
+            k.clone(),
+            HostTally {
+                conditional: have + n,
+                one_location: one,
+            },
+        ));
     }
-    for k in keys {
-        *placed.entry(k).or_default() += n;
-    }
+    placed.extend(after);
     None
 }
 
@@ -366,6 +403,10 @@ impl RuleSettings {
                 self.mirror_refs.push(m.backend_ref.clone());
                 Ok(())
             }),
+            "CORS" => f
+                .cors
+                .as_ref()
+                .map(|c| cors(c).map(|c| self.filters.cors = Some(c))),
             t => Some(Err(format!("filter {t} is not served yet"))),
         };
         done.unwrap_or_else(|| Err(format!("filter {} lacks its settings", f.type_)))
@@ -640,4 +681,62 @@ pub(super) fn redirect(rd: &types::RequestRedirect) -> Result<RouteAction, Strin
         replace_prefix: None,
         status,
     }))
+}
+
+/// A CORS filter, checked: origins `scheme://host[:port]` (a host may start with `*.`)
+/// or `*`, methods the API names or `*`, header names as a header modifier takes them
+/// or `*`, `maxAge` from 1 (the API's default 5). Anything else refuses the route.
+fn cors(c: &types::CorsFilter) -> Result<crate::routes::Cors, String> {
+    let mut out = crate::routes::Cors {
+        max_age: 5,
+        ..Default::default()
+    };
+    for o in &c.allow_origins {
+        if o == "*" {
+            out.any_origin = true;
+        } else {
+            let o = o.parse().map_err(|e: String| e)?;
+            if !out.origins.contains(&o) {
+                out.origins.push(o);
+            }
+        }
+    }
+    for m in &c.allow_methods {
+        if m == "*" {
+            out.any_method = true;
+        } else {
+            let m: Method = m.parse().map_err(|e| format!("CORS allowMethods: {e}"))?;
+            if !out.methods.contains(&m) {
+                out.methods.push(m);
+            }
+        }
+    }
+    let names = |list: &[String], what: &str| -> Result<(bool, Vec<FieldName>), String> {
+        let mut any = false;
+        let mut v: Vec<FieldName> = Vec::new();
+        for n in list {
+            if n == "*" {
+                any = true;
+                continue;
+            }
+            let n: FieldName = n
+                .to_ascii_lowercase()
+                .parse()
+                .map_err(|e| format!("CORS {what}: {e}"))?;
+            if !v.contains(&n) {
+                v.push(n);
+            }
+        }
+        Ok((any, v))
+    };
+    (out.any_header, out.headers) = names(&c.allow_headers, "allowHeaders")?;
+    (out.expose_any, out.expose) = names(&c.expose_headers, "exposeHeaders")?;
+    out.credentials = c.allow_credentials.unwrap_or(false);
+    if let Some(age) = c.max_age {
+        out.max_age = u32::try_from(age)
+            .ok()
+            .filter(|a| *a >= 1)
+            .ok_or_else(|| format!("CORS maxAge {age}: must be at least 1"))?;
+    }
+    Ok(out)
 }

@@ -157,6 +157,10 @@ pub struct GatewayStatus {
     pub addresses: Vec<IpAddr>,
     pub conditions: Vec<Condition>,
     pub listeners: Vec<ListenerStatus>,
+    /// What is served but deserves a word, as problems on the Gateway (Events and log
+    /// lines; no condition says them): a listener's certificate whose names do not
+    /// cover its hostname (`CertificateHostMismatch`).
+    pub warnings: Vec<(Reason, String)>,
 }
 
 /// An HTTPRoute's status for one parent (a Gateway of ours).
@@ -195,6 +199,8 @@ pub(super) fn gateway_status(
         .addresses
         .iter()
         .filter(|a| a.type_.as_deref().is_none_or(|t| t == "IPAddress"))
+        // Without a value: any address, which the pool gives (unless it has none).
+        .filter(|a| !a.value.is_empty())
         .filter(|a| crate::ipam::parse_ip(&a.value).map_or(true, |ip| !addresses.contains(&ip)))
         .map(|a| a.value.as_str())
         .collect();
@@ -242,10 +248,23 @@ pub(super) fn gateway_status(
             "served on its addresses by the LB nodes",
         )
     };
+    let warnings = lsts
+        .iter()
+        .filter(|l| &l.gateway == gk)
+        .flat_map(|l| {
+            l.warnings.iter().map(|w| {
+                (
+                    Reason::CertificateHostMismatch,
+                    format!("listener {}: {w}", l.spec.name),
+                )
+            })
+        })
+        .collect();
     GatewayStatus {
         addresses,
         conditions: vec![accepted, programmed],
         listeners,
+        warnings,
     }
 }
 

@@ -136,6 +136,9 @@ pub struct GatewayAddress {
     /// `IPAddress` (the default) or `Hostname`.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub type_: Option<String>,
+    /// Optional (the API's GatewayAddressEmpty): an `IPAddress` without a value asks
+    /// for any address, which the pool gives.
+    #[serde(default)]
     pub value: String,
 }
 
@@ -332,6 +335,26 @@ pub struct HttpRouteFilter {
     pub url_rewrite: Option<UrlRewrite>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_mirror: Option<RequestMirror>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<CorsFilter>,
+}
+
+/// A CORS filter, as written (checked in the translation).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CorsFilter {
+    #[serde(default)]
+    pub allow_origins: Vec<String>,
+    #[serde(default)]
+    pub allow_methods: Vec<String>,
+    #[serde(default)]
+    pub allow_headers: Vec<String>,
+    #[serde(default)]
+    pub expose_headers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_credentials: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<i64>,
 }
 
 /// A RequestMirror filter: the backend that gets a copy of each request, and which share

@@ -458,6 +458,7 @@ impl Building {
                     self.hostless_cert
                 },
                 client_ca: None,
+                zones: None,
             }
         });
         let mut l = Listener {
