@@ -1940,9 +1940,9 @@ impl<'a> Runner<'a> {
                     k.display().to_string(),
                 ]);
             }
-            if name != host {
-                args.extend(["-H".into(), format!("Host: {host}")]);
-            }
+            // The Host as the suite's client sends it: the name alone, never with the
+            // port (curl would add `:<port>` to a URL's host on another port than 443).
+            args.extend(["-H".into(), format!("Host: {host}")]);
             if r.h2 {
                 args.push("--http2".into());
             }

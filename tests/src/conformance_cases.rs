@@ -2591,13 +2591,6 @@ fn client_certificate_cases() -> Vec<Case> {
             "gateway-with-clientcertificate-validation.yaml",
         )
         .ext(FEATURE)
-        .expect_fail(
-            "",
-            "its per-port listener second-example.org has only the suite's certificate \
-             (*, *.org, *.wildcard.org), which k8slb does not take for that host (as in \
-             HTTPRouteHTTPSListener): InvalidCertificateRef, so port 8443 is not served; \
-             the default port's client validation passes",
-        )
         .check(accepted(
             GW,
             &[
