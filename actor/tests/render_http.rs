@@ -1654,6 +1654,61 @@ fn real_proxies_serve_a_listeners_mismatched_certificate_only_for_its_hostname()
     }
 }
 
+/// Another tenant's certificate never answers for a hostname a listener of the port
+/// names: the listener without a hostname (the port's default) has a certificate that
+/// also names `b.example` and `a.example`, the hostnames of the other two listeners.
+/// HAProxy would index such a certificate by its own names and serve it for them (the
+/// bind's `crt`, or a crt-list line without a filter, taking an exact name before
+/// another line's filter); the default is the crt-list's first line, excluding the
+/// named hostnames. Real HAProxy and nginx, real TLS handshakes (curl).
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_never_serve_the_default_certificate_for_another_listeners_hostname() {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    let meta = |name: &str, names: &[&str]| SecretMeta {
+        namespace: "default".into(),
+        name: name.into(),
+        type_: "kubernetes.io/tls".into(),
+        valid: true,
+        version: "0123456789abcdef".into(),
+        refusal: String::new(),
+        dns_names: names.iter().map(|n| n.to_string()).collect(),
+    };
+    let out = gateway_translation(
+        "sni",
+        &[
+            meta("star-tls", &["a.example"]),
+            meta("b-tls", &["b.example"]),
+            meta("any-tls", &["any.example", "a.example", "b.example"]),
+        ],
+    );
+    let routes = out.routes;
+    let cases: &[(&str, &str)] = &[
+        ("a.example", "200 nginx-service cn=default_star-tls"),
+        ("b.example", "200 nginx-service1 cn=default_b-tls"),
+        ("c.example", "404 cn=default_any-tls"),
+    ];
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtdef")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        let certs = dir.path().join("certs");
+        self_signed_with(&certs, "default_star-tls", Some("DNS:a.example"));
+        self_signed_with(&certs, "default_b-tls", Some("DNS:b.example"));
+        self_signed_with(
+            &certs,
+            "default_any-tls",
+            Some("DNS:any.example,DNS:a.example,DNS:b.example"),
+        );
+        let (ns, _child) = serve(proxy, &routes, &o, dir.path());
+        for (host, want) in cases {
+            assert_eq!(&request(&ns, 443, true, host, "/"), want, "{proxy}: {host}");
+        }
+    }
+}
+
 /// Gateway API HTTPS listeners sharing a port answer `421` to a request whose Host is
 /// another listener's (zone) than the TLS server name its connection was made for
 /// (HTTP/2's connection reuse), route it when they agree, and do not check a request

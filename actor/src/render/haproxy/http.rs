@@ -10,8 +10,8 @@ use crate::render_error::RenderError;
 use crate::view::route_backend_name;
 use crate::view::HttpRenderOptions;
 use k8slb_common::routes::{
-    Listener, ListenerProtocol, PathMatch, PathRewrite, Redirect, RouteAction, RouteMatch,
-    RuleFilters, Scheme, SniZones,
+    Listener, ListenerProtocol, ListenerTls, PathMatch, PathRewrite, Redirect, RouteAction,
+    RouteMatch, RuleFilters, Scheme, SniZones,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -540,6 +540,73 @@ impl Actions {
     }
 }
 
+/// How a TLS listener's certificates reach its bind: the default alone (`crt`), or a
+/// crt-list.
+enum CrtList {
+    Default(String),
+    List(String),
+}
+
+/// The longest run of negative filters given to one crt-list line: HAProxy 2.6 reads
+/// a crt-list line into a 64 KiB buffer and refuses the config beyond it.
+const MAX_NEGATIVE_FILTERS_BYTES: usize = 32 * 1024;
+/// A filter no client's server name is (`.invalid` is reserved, RFC 2606).
+const NO_NAME_FILTER: &str = "k8slb-no-name.invalid";
+
+/// The crt-list of a TLS listener. HAProxy indexes a certificate loaded without an SNI
+/// filter (the bind's `crt`, a crt-list line without one) by its own names, and that
+/// index takes a server name that another listener of the port (another tenant's)
+/// names explicitly: an exact name in a certificate beats a wildcard filter, and the
+/// first loaded of two exact ones wins. So the port's default certificate is the
+/// list's first line (HAProxy's default: the first loaded), and it and every line
+/// without hosts (a listener without a hostname) exclude every hostname the other
+/// lines name (`!<host>`); beyond [`MAX_NEGATIVE_FILTERS_BYTES`] of them such lines
+/// are filtered by a name no client sends instead (served as the default only).
+fn hp_crt_list(t: &ListenerTls, o: &HttpRenderOptions) -> Result<CrtList, RenderError> {
+    let default = match &t.default_certificate {
+        Some(f) => Some(format!("{}.pem", cert_path(f, o)?)),
+        None => None,
+    };
+    if t.certificates.is_empty() {
+        return Ok(match default {
+            Some(d) => CrtList::Default(d),
+            None => CrtList::List(String::new()),
+        });
+    }
+    let named: BTreeSet<&str> = t
+        .certificates
+        .iter()
+        .flat_map(|c| c.hosts.iter().map(|h| h.as_str()))
+        .collect();
+    let mut negatives = String::new();
+    for h in &named {
+        negatives.push_str(" !");
+        negatives.push_str(h);
+    }
+    if negatives.len() > MAX_NEGATIVE_FILTERS_BYTES {
+        negatives = format!(" {NO_NAME_FILTER}");
+    }
+    let mut text = String::new();
+    if let Some(d) = default {
+        text.push_str(&d);
+        text.push_str(&negatives);
+        text.push('\n');
+    }
+    for c in &t.certificates {
+        text.push_str(&cert_path(&c.file, o)?);
+        text.push_str(".pem");
+        if c.hosts.is_empty() {
+            text.push_str(&negatives);
+        }
+        for h in &c.hosts {
+            text.push(' ');
+            text.push_str(h.as_str());
+        }
+        text.push('\n');
+    }
+    Ok(CrtList::List(text))
+}
+
 /// The frontends of listener `l`: its own, then one per virtual host whose rules match
 /// on more than the path ([`HpHop`]); none when it cannot be rendered.
 pub(crate) fn hp_frontend(
@@ -564,26 +631,13 @@ pub(crate) fn hp_frontend(
                 ));
                 return Ok(Vec::new());
             }
-            let default_crt = match &t.default_certificate {
-                Some(f) => Some(format!("{}.pem", cert_path(f, o)?)),
-                None => None,
-            };
-            let crt_list = if t.certificates.is_empty() {
-                None
-            } else {
-                let mut text = String::new();
-                for c in &t.certificates {
-                    text.push_str(&cert_path(&c.file, o)?);
-                    text.push_str(".pem");
-                    for h in &c.hosts {
-                        text.push(' ');
-                        text.push_str(h.as_str());
-                    }
-                    text.push('\n');
+            let (default_crt, crt_list) = match hp_crt_list(t, o)? {
+                CrtList::Default(d) => (Some(d), None),
+                CrtList::List(text) => {
+                    let f = file("crt-list");
+                    files.insert(f.clone(), text);
+                    (None, Some(f))
                 }
-                let f = file("crt-list");
-                files.insert(f.clone(), text);
-                Some(f)
             };
             Some(HpTls {
                 default_crt,
@@ -752,4 +806,87 @@ pub(crate) fn hp_frontend(
     }];
     out.extend(hops);
     Ok(out)
+}
+
+#[cfg(test)]
+mod crt_list_tests {
+    use super::*;
+    use k8slb_common::routes::{CertFile, Certificate};
+
+    fn cert(name: &str, hosts: &[String]) -> Certificate {
+        Certificate {
+            file: CertFile::Pool {
+                pool: name.parse().unwrap(),
+            },
+            hosts: hosts.iter().map(|h| h.parse().unwrap()).collect(),
+            owner: None,
+        }
+    }
+
+    fn tls(certificates: Vec<Certificate>, default: Option<&str>) -> ListenerTls {
+        ListenerTls {
+            certificates,
+            default_certificate: default.map(|d| CertFile::Pool {
+                pool: d.parse().unwrap(),
+            }),
+            client_ca: None,
+            zones: None,
+        }
+    }
+
+    fn list(t: &ListenerTls) -> String {
+        match hp_crt_list(t, &HttpRenderOptions::default()).unwrap() {
+            CrtList::List(text) => text,
+            CrtList::Default(d) => panic!("a crt-list, not the default {d}"),
+        }
+    }
+
+    #[test]
+    fn the_default_and_hostless_lines_exclude_every_named_hostname() {
+        let t = tls(
+            vec![
+                cert("any", &[]),
+                cert("bank", &["bank.example".into()]),
+                cert("shop", &["*.shop.example".into()]),
+            ],
+            Some("any"),
+        );
+        let text = list(&t);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        for l in [lines[0], lines[1]] {
+            assert!(
+                l.ends_with("any.pem !*.shop.example !bank.example"),
+                "{text}"
+            );
+        }
+        assert!(lines[2].ends_with("bank.pem bank.example"), "{text}");
+        assert!(lines[3].ends_with("shop.pem *.shop.example"), "{text}");
+        // A default alone is the bind's `crt`: no other name to protect.
+        let alone = hp_crt_list(&tls(vec![], Some("any")), &HttpRenderOptions::default());
+        assert!(matches!(alone, Ok(CrtList::Default(d)) if d.ends_with("any.pem")));
+    }
+
+    #[test]
+    fn too_many_hostnames_filter_the_default_by_a_name_no_client_sends() {
+        // 5,000 hostnames of 60 characters: far beyond one line's 64 KiB.
+        let hosts: Vec<String> = (0..5000)
+            .map(|i| format!("{}-{i:05}.example", "h".repeat(46)))
+            .collect();
+        let t = tls(vec![cert("any", &[]), cert("many", &hosts)], Some("any"));
+        let text = list(&t);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].ends_with(&format!("any.pem {NO_NAME_FILTER}")),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].ends_with(&format!("any.pem {NO_NAME_FILTER}")),
+            "{}",
+            lines[1]
+        );
+        assert!(!text.contains(" !"), "no negative filter at all");
+        assert!(lines[0].len() < 1024 && lines[1].len() < 1024);
+    }
 }
