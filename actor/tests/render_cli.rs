@@ -359,19 +359,19 @@ fn render_writes_the_ingress_route_files_haproxy_cfg_names_and_nginx_servers() {
             )),
         "{prefix99}"
     );
-    // The TLS host's certificate by SNI, the pool's as the default.
+    // The TLS host's certificate by SNI; the pool's as the default: the crt-list's
+    // first line, never for a hostname another line names.
     let certs = dir.join("certs");
     assert_eq!(
         file(format!("rtf_{slug}_443.crt-list")).trim(),
-        format!("{}/default_secure.pem secure.example", certs.display())
+        format!(
+            "{}/default.pem !secure.example\n{}/default_secure.pem secure.example",
+            dir.join("pool").display(),
+            certs.display()
+        )
     );
-    assert!(
-        cfg.contains(&format!(
-            "crt {}/default.pem crt-list ",
-            dir.join("pool").display()
-        )),
-        "{cfg}"
-    );
+    assert!(cfg.contains("ssl crt-list "), "{cfg}");
+    assert!(!cfg.contains(" ssl crt /"), "no bind-line default: {cfg}");
     // Backends: both Services' endpoints, the terminating one at weight 0.
     for server in [
         "server s1 10.244.1.10:80 check",
