@@ -202,6 +202,20 @@ fn self_signed(dir: &Path, n: &str) {
 }
 
 /// [`self_signed`] with the subjectAltName `san` (`DNS:a,DNS:b`) when given.
+/// A valid `kubernetes.io/tls` Secret of namespace `default` whose certificate has the
+/// subjectAltName DNS `names`.
+fn tls_secret(name: &str, names: &[&str]) -> SecretMeta {
+    SecretMeta {
+        namespace: "default".into(),
+        name: name.into(),
+        type_: "kubernetes.io/tls".into(),
+        valid: true,
+        version: "0123456789abcdef".into(),
+        refusal: String::new(),
+        dns_names: names.iter().map(|n| n.to_string()).collect(),
+    }
+}
+
 fn self_signed_with(dir: &Path, n: &str, san: Option<&str>) {
     let (crt, key) = (dir.join(format!("{n}.crt")), dir.join(format!("{n}.key")));
     let mut cmd = Command::new(binary("openssl"));
@@ -1580,15 +1594,7 @@ fn real_proxies_serve_tls_by_sni_and_redirect_as_the_model_says() {
 #[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
 fn real_proxies_serve_a_listeners_mismatched_certificate_only_for_its_hostname() {
     support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
-    let meta = |name: &str, names: &[&str]| SecretMeta {
-        namespace: "default".into(),
-        name: name.into(),
-        type_: "kubernetes.io/tls".into(),
-        valid: true,
-        version: "0123456789abcdef".into(),
-        refusal: String::new(),
-        dns_names: names.iter().map(|n| n.to_string()).collect(),
-    };
+    let meta = tls_secret;
     let out = gateway_translation(
         "sni",
         &[
@@ -1665,15 +1671,7 @@ fn real_proxies_serve_a_listeners_mismatched_certificate_only_for_its_hostname()
 #[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
 fn real_proxies_never_serve_the_default_certificate_for_another_listeners_hostname() {
     support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
-    let meta = |name: &str, names: &[&str]| SecretMeta {
-        namespace: "default".into(),
-        name: name.into(),
-        type_: "kubernetes.io/tls".into(),
-        valid: true,
-        version: "0123456789abcdef".into(),
-        refusal: String::new(),
-        dns_names: names.iter().map(|n| n.to_string()).collect(),
-    };
+    let meta = tls_secret;
     let out = gateway_translation(
         "sni",
         &[
