@@ -92,6 +92,14 @@ fn routes_of(fixture: &str) -> HttpRoutes {
         &mut objs,
         &fixtures().join(format!("ingress/{fixture}.yaml")),
     );
+    let (routes, problems) = ingress_routes(&objs);
+    insta::assert_snapshot!(format!("{fixture}.problems"), problems);
+    routes
+}
+
+/// The routes of `objs`' Ingresses on the VIP (pool `default`), and their problems, one
+/// line each.
+fn ingress_routes(objs: &Objects) -> (HttpRoutes, String) {
     let input = IngressInput {
         ingresses: &objs.ingresses,
         classes: &objs.classes,
@@ -115,15 +123,13 @@ fn routes_of(fixture: &str) -> HttpRoutes {
             pool_certificate: true,
         },
     );
-    insta::assert_snapshot!(
-        format!("{fixture}.problems"),
-        out.problems
-            .iter()
-            .map(|p| format!("{} {}: {}", p.object, p.reason, p.message))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-    out.routes
+    let problems = out
+        .problems
+        .iter()
+        .map(|p| format!("{} {}: {}", p.object, p.reason, p.message))
+        .collect::<Vec<_>>()
+        .join("\n");
+    (out.routes, problems)
 }
 
 /// The routes of a Gateway API fixture (`tests/fixtures/gateway/<fixture>.yaml`, with the
@@ -1703,6 +1709,78 @@ fn real_proxies_never_serve_the_default_certificate_for_another_listeners_hostna
         let (ns, _child) = serve(proxy, &routes, &o, dir.path());
         for (host, want) in cases {
             assert_eq!(&request(&ns, 443, true, host, "/"), want, "{proxy}: {host}");
+        }
+    }
+}
+
+/// One Ingress whose TLS entry names more hosts than a HAProxy crt-list line holds
+/// (2,048 words, 64 KiB): 2,500 short names and 300 of 253 characters (the longest DNS
+/// name), each with a rule. HAProxy refused the whole node config (`too many args`),
+/// freezing every tenant's changes; the certificate is now listed once per run of hosts.
+/// Both proxies accept the config, and serve the certificate by SNI for a host of every
+/// run, the first and the last.
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_serve_a_certificate_for_more_hosts_than_a_crt_list_line_holds() {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    let mut hosts: Vec<String> = (0..2500).map(|i| format!("h{i}.many.example")).collect();
+    let label = "l".repeat(60);
+    hosts.extend((0..300).map(|i| {
+        format!(
+            "{label}.{label}.{label}.l{i:03}-{}.many.example",
+            "l".repeat(52)
+        )
+    }));
+    assert_eq!(hosts[2799].len(), 253);
+    let dir = tempfile::Builder::new()
+        .prefix("k8slb-rtmany")
+        .tempdir()
+        .unwrap();
+    let yaml = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{namespace: default, name: many, \
+         annotations: {{test/dns-names: \"{}\"}}}}\ntype: kubernetes.io/tls\n---\n\
+         apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{namespace: default, \
+         name: many-hosts, creationTimestamp: \"2026-01-01T00:00:01Z\"}}\nspec:\n  \
+         ingressClassName: k8slb\n  tls:\n  - {{hosts: [{}], secretName: many}}\n  rules:\n{}",
+        hosts.join(","),
+        hosts.join(", "),
+        hosts
+            .iter()
+            .map(|h| format!(
+                "  - {{host: {h}, http: {{paths: [{{path: /, pathType: Prefix, \
+                 backend: {{service: {{name: nginx-service, port: {{number: 80}}}}}}}}]}}}}\n"
+            ))
+            .collect::<String>()
+    );
+    let file = dir.path().join("many.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let mut objs = Objects::default();
+    read(&mut objs, &fixtures().join("ingress/services.yaml"));
+    read(&mut objs, &file);
+    let (routes, problems) = ingress_routes(&objs);
+    assert_eq!(problems, "", "the Ingress is served whole");
+    let probes = [
+        &hosts[0],
+        &hosts[1999],
+        &hosts[2499],
+        &hosts[2500],
+        &hosts[2799],
+    ];
+    for proxy in ["haproxy", "nginx"] {
+        let pd = dir.path().join(proxy);
+        let o = traffic_options(&pd);
+        self_signed_with(
+            &pd.join("certs"),
+            "default_many",
+            Some("DNS:*.many.example"),
+        );
+        let (ns, _child) = serve(proxy, &routes, &o, &pd);
+        for host in probes {
+            assert_eq!(
+                request(&ns, 443, true, host, "/"),
+                "200 nginx-service cn=default_many",
+                "{proxy}: {host}"
+            );
         }
     }
 }

@@ -547,11 +547,35 @@ enum CrtList {
     List(String),
 }
 
-/// The longest run of negative filters given to one crt-list line: HAProxy 2.6 reads
-/// a crt-list line into a 64 KiB buffer and refuses the config beyond it.
-const MAX_NEGATIVE_FILTERS_BYTES: usize = 32 * 1024;
+/// The most SNI filters on one crt-list line: HAProxy 2.6 reads at most 2,048 words
+/// per line (the file's name and its options included; `too many args` beyond, and the
+/// whole config is refused). A certificate naming more hosts is listed on several lines.
+const MAX_FILTERS_PER_LINE: usize = 1000;
+/// The most bytes of SNI filters on one crt-list line: HAProxy 2.6 reads a line into a
+/// 64 KiB buffer and refuses the config beyond it (a file's path is at most 4 KiB).
+const MAX_FILTER_BYTES_PER_LINE: usize = 32 * 1024;
 /// A filter no client's server name is (`.invalid` is reserved, RFC 2606).
 const NO_NAME_FILTER: &str = "k8slb-no-name.invalid";
+
+/// `filters` (each written ` <filter>`) cut into runs that one crt-list line holds:
+/// at most [`MAX_FILTERS_PER_LINE`] of them and [`MAX_FILTER_BYTES_PER_LINE`] bytes.
+fn filter_runs<'a>(filters: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut runs = Vec::new();
+    let (mut run, mut n) = (String::new(), 0usize);
+    for f in filters {
+        if n == MAX_FILTERS_PER_LINE || run.len() + 1 + f.len() > MAX_FILTER_BYTES_PER_LINE {
+            runs.push(std::mem::take(&mut run));
+            n = 0;
+        }
+        run.push(' ');
+        run.push_str(f);
+        n += 1;
+    }
+    if n > 0 {
+        runs.push(run);
+    }
+    runs
+}
 
 /// The crt-list of a TLS listener. HAProxy indexes a certificate loaded without an SNI
 /// filter (the bind's `crt`, a crt-list line without one) by its own names, and that
@@ -560,8 +584,9 @@ const NO_NAME_FILTER: &str = "k8slb-no-name.invalid";
 /// first loaded of two exact ones wins. So the port's default certificate is the
 /// list's first line (HAProxy's default: the first loaded), and it and every line
 /// without hosts (a listener without a hostname) exclude every hostname the other
-/// lines name (`!<host>`); beyond [`MAX_NEGATIVE_FILTERS_BYTES`] of them such lines
-/// are filtered by a name no client sends instead (served as the default only).
+/// lines name (`!<host>`); when they do not fit one line ([`filter_runs`]) such lines
+/// are filtered by a name no client sends instead (served as the default only). A
+/// certificate naming more hosts than a line holds is listed once per run of them.
 fn hp_crt_list(t: &ListenerTls, o: &HttpRenderOptions) -> Result<CrtList, RenderError> {
     let default = match &t.default_certificate {
         Some(f) => Some(format!("{}.pem", cert_path(f, o)?)),
@@ -573,19 +598,16 @@ fn hp_crt_list(t: &ListenerTls, o: &HttpRenderOptions) -> Result<CrtList, Render
             None => CrtList::List(String::new()),
         });
     }
-    let named: BTreeSet<&str> = t
+    let named: BTreeSet<String> = t
         .certificates
         .iter()
-        .flat_map(|c| c.hosts.iter().map(|h| h.as_str()))
+        .flat_map(|c| c.hosts.iter().map(|h| format!("!{}", h.as_str())))
         .collect();
-    let mut negatives = String::new();
-    for h in &named {
-        negatives.push_str(" !");
-        negatives.push_str(h);
-    }
-    if negatives.len() > MAX_NEGATIVE_FILTERS_BYTES {
-        negatives = format!(" {NO_NAME_FILTER}");
-    }
+    let negatives = match filter_runs(named.iter().map(String::as_str)).as_slice() {
+        [] => String::new(),
+        [one] => one.clone(),
+        _ => format!(" {NO_NAME_FILTER}"),
+    };
     let mut text = String::new();
     if let Some(d) = default {
         text.push_str(&d);
@@ -593,16 +615,17 @@ fn hp_crt_list(t: &ListenerTls, o: &HttpRenderOptions) -> Result<CrtList, Render
         text.push('\n');
     }
     for c in &t.certificates {
-        text.push_str(&cert_path(&c.file, o)?);
-        text.push_str(".pem");
+        let file = format!("{}.pem", cert_path(&c.file, o)?);
         if c.hosts.is_empty() {
+            text.push_str(&file);
             text.push_str(&negatives);
+            text.push('\n');
         }
-        for h in &c.hosts {
-            text.push(' ');
-            text.push_str(h.as_str());
+        for run in filter_runs(c.hosts.iter().map(|h| h.as_str())) {
+            text.push_str(&file);
+            text.push_str(&run);
+            text.push('\n');
         }
-        text.push('\n');
     }
     Ok(CrtList::List(text))
 }
@@ -888,5 +911,69 @@ mod crt_list_tests {
         );
         assert!(!text.contains(" !"), "no negative filter at all");
         assert!(lines[0].len() < 1024 && lines[1].len() < 1024);
+    }
+
+    /// Every line of `text` within HAProxy 2.6's crt-list limits: under 2,048 words and
+    /// 64 KiB; the hosts each certificate is listed for, in order.
+    fn within_limits_and_hosts(text: &str) -> BTreeMap<String, Vec<String>> {
+        let mut hosts: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for l in text.lines() {
+            let words: Vec<&str> = l.split(' ').collect();
+            assert!(words.len() < 2048, "a line of {} words", words.len());
+            assert!(l.len() < 64 * 1024, "a line of {} bytes", l.len());
+            let file = words[0].rsplit('/').next().unwrap().to_string();
+            hosts
+                .entry(file)
+                .or_default()
+                .extend(words[1..].iter().map(|w| w.to_string()));
+        }
+        hosts
+    }
+
+    #[test]
+    fn a_certificate_naming_more_hosts_than_a_line_holds_is_listed_once_per_run() {
+        // Short names: 2,500 of them fit 32 KiB but not HAProxy's 2,048 words a line.
+        let short: Vec<String> = (0..2500).map(|i| format!("h{i}.io")).collect();
+        // Long names: 1,000 of 253 characters (the longest DNS name) are 250 KiB.
+        let label = "l".repeat(60);
+        let long: Vec<String> = (0..1000)
+            .map(|i| format!("{label}.{label}.{label}.l{i:04}-{}.example", "l".repeat(56)))
+            .collect();
+        assert_eq!(long[0].len(), 253);
+        for hosts in [short, long] {
+            let t = tls(vec![cert("many", &hosts)], None);
+            let text = list(&t);
+            assert!(
+                text.lines().count() > 1,
+                "one line for {} hosts",
+                hosts.len()
+            );
+            let listed = within_limits_and_hosts(&text);
+            assert_eq!(listed.len(), 1, "{:?}", listed.keys());
+            assert_eq!(listed["many.pem"], hosts, "every host, in order, once");
+        }
+    }
+
+    #[test]
+    fn more_negative_filters_than_a_line_holds_become_the_no_name_filter() {
+        // 1,500 short names: 13 KiB of `!name`, but more words than a line may hold.
+        let hosts: Vec<String> = (0..1500).map(|i| format!("h{i}.io")).collect();
+        let t = tls(vec![cert("any", &[]), cert("many", &hosts)], Some("any"));
+        let text = list(&t);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].ends_with(&format!("any.pem {NO_NAME_FILTER}")),
+            "{}",
+            lines[0]
+        );
+        within_limits_and_hosts(&text);
+        // 900 of them still fit: the default excludes each.
+        let t = tls(
+            vec![cert("any", &[]), cert("many", &hosts[..900])],
+            Some("any"),
+        );
+        let text = list(&t);
+        assert_eq!(text.lines().next().unwrap().matches(" !").count(), 900);
+        within_limits_and_hosts(&text);
     }
 }
