@@ -91,3 +91,41 @@ fn a_flood_of_refused_pool_annotations_is_capped_too() {
     assert!(p.iter().any(|(r, _)| r == "TooManyProblems"), "{p:?}");
     assert!(ips(&st, "default/flood").is_empty());
 }
+
+/// A Service with 20,000 ports (each a listening socket on every LB node serving it,
+/// from an open-files budget all tenants share): its address is allocated and kept, its
+/// first `limits.portsPerService` ports (256 by default) are served, and one
+/// `QuotaExceeded` problem says how many were listed; another Service is untouched.
+#[test]
+fn a_service_with_more_ports_than_the_limit_keeps_its_address_and_its_first_ports() {
+    let c = cfg(TWO_POOLS);
+    let mut wide = svc("tenant-a", "wide");
+    for p in 20_001..=40_000 {
+        wide = wide.port(p);
+    }
+    let services = vec![
+        wide.build(),
+        svc("tenant-b", "web").port(80).port(443).build(),
+    ];
+    let s = run(&c, &objs(services.clone(), nodes(2), vec![]), None);
+    let key = |k: &str| k.parse().unwrap();
+    let served: Vec<u16> = s.services[&key("tenant-a/wide")]
+        .ports
+        .iter()
+        .map(|p| p.port)
+        .collect();
+    assert_eq!(served, (20_001..=20_256).collect::<Vec<u16>>());
+    assert_eq!(ips(&s, "tenant-a/wide").len(), 1);
+    let p = problems_of(&s, "tenant-a/wide");
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].0, "QuotaExceeded");
+    assert!(
+        p[0].1.starts_with("20000 ports: only the first 256"),
+        "{p:?}"
+    );
+    assert_eq!(s.services[&key("tenant-b/web")].ports.len(), 2);
+    assert!(problems_of(&s, "tenant-b/web").is_empty());
+    // The same again: the allocation is kept.
+    let s2 = run(&c, &objs(services, nodes(2), vec![]), Some(&s));
+    assert_eq!(ips(&s2, "tenant-a/wide"), ips(&s, "tenant-a/wide"));
+}

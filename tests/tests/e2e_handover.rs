@@ -139,13 +139,28 @@ fn rolling_restart_with(opts: Options, pool: &str) {
                 "{node} did not hand its VIP over:\n{log}"
             );
         }
-        failed.push((node, p.failed, p.errors));
+        failed.push((node, held, p.failed, p.errors));
     }
-    for (node, n, errors) in &failed {
-        assert_eq!(
-            *n, 0,
+    for (node, held, n, errors) in &failed {
+        // The one failure VRRP cannot prevent: a connection whose handshake the old
+        // holder completed in the instant the client's ARP entry moved to the new one
+        // (its gratuitous ARP), before the request went out; the request reaches the new
+        // holder, which knows no such connection and resets it (the old holder's proxy
+        // then waits for that request until its 5 s stop bound). Its chance is the
+        // client's connect-to-send time over the probe's interval: seen once in the
+        // roughly 150 hand-overs of the CI runs so far (2 cores, busy). Nothing else may
+        // fail, and no request may fail to connect (a dark VIP).
+        let straddled = errors.get("read:ConnectionReset").copied().unwrap_or(0);
+        assert!(
+            *n == straddled && straddled <= u64::from(*held),
             "restart of {node}: {n} new requests failed: {errors:?}"
         );
+        if straddled > 0 {
+            eprintln!(
+                "restart of {node}: {straddled} connection made with the old holder as the \
+                 client's ARP entry moved, reset by the new holder"
+            );
+        }
     }
     sys.lab.pass();
 }

@@ -18,7 +18,7 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "limits",
     "bgp",
 ];
-pub(super) const LIMITS_KEYS: &[&str] = &["conditionalRulesPerHost"];
+pub(super) const LIMITS_KEYS: &[&str] = &["conditionalRulesPerHost", "portsPerService"];
 pub(super) const TENANCY_KEYS: &[&str] = &["hostOwnership", "namespaceGroups", "addressSharing"];
 pub(super) const POOL_KEYS: &[&str] = &[
     "network",
@@ -264,6 +264,16 @@ impl Checker {
                     out.conditional_rules_per_host = n as usize;
                 }
                 Some(_) => self.err(path, "expected a whole number from 1 to 100000"),
+                None => {}
+            }
+        }
+        if let Some(n) = m.get("portsPerService") {
+            let path = "limits.portsPerService";
+            match self.number(path, n) {
+                Some(n) if n.fract() == 0.0 && (1.0..=131_070.0).contains(&n) => {
+                    out.ports_per_service = n as usize;
+                }
+                Some(_) => self.err(path, "expected a whole number from 1 to 131070"),
                 None => {}
             }
         }

@@ -195,6 +195,9 @@ impl fmt::Display for ReservedPorts {
 /// Default of `limits.conditionalRulesPerHost`.
 pub const DEFAULT_CONDITIONAL_RULES_PER_HOST: usize = 256;
 
+/// Default of `limits.portsPerService`.
+pub const DEFAULT_PORTS_PER_SERVICE: usize = 256;
+
 /// `limits`: bounds on what one tenant's objects may cost every other tenant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -202,12 +205,17 @@ pub struct Limits {
     /// one host of one listener: they are tried in order for every request of that
     /// host. Rules beyond it are refused (the oldest routes keep theirs).
     pub conditional_rules_per_host: usize,
+    /// Ports of one Service served on its addresses: each is a listening socket (an
+    /// open file) of the proxy on every LB node that serves it, from a budget all
+    /// tenants share. Ports beyond it (in the Service's order) are not served.
+    pub ports_per_service: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             conditional_rules_per_host: DEFAULT_CONDITIONAL_RULES_PER_HOST,
+            ports_per_service: DEFAULT_PORTS_PER_SERVICE,
         }
     }
 }

@@ -27,6 +27,30 @@ fn conditional_rules_per_host_defaults_to_256_and_is_admin_settable() {
 }
 
 #[test]
+fn ports_per_service_defaults_to_256_and_is_admin_settable() {
+    let c = parse_global_config(README_TWO_POOLS).unwrap();
+    assert_eq!(c.limits.ports_per_service, 256);
+    let with = |limits: &str| {
+        let text = README_TWO_POOLS.trim_end().trim_end_matches('}');
+        parse_global_config(&format!("{text}, \"limits\": {limits} }}"))
+    };
+    let c = with(r#"{ "portsPerService": 131070 }"#).unwrap();
+    assert_eq!(c.limits.ports_per_service, 131_070);
+    for bad in [
+        r#"{ "portsPerService": 0 }"#,
+        r#"{ "portsPerService": 131071 }"#,
+        r#"{ "portsPerService": 1.5 }"#,
+        r#"{ "portsPerService": "many" }"#,
+    ] {
+        let e = with(bad).unwrap_err();
+        assert!(
+            e.0.iter().any(|m| m.starts_with("limits.portsPerService")),
+            "{bad}: {e}"
+        );
+    }
+}
+
+#[test]
 fn readme_two_pool_config_is_accepted_with_a_warning() {
     let c = parse_global_config(README_TWO_POOLS).unwrap();
     assert_eq!(c.pools.len(), 2);

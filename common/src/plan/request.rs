@@ -435,7 +435,19 @@ impl Request {
             }),
             slices,
         };
-        for sp in spec.ports.as_deref().unwrap_or_default() {
+        let all = spec.ports.as_deref().unwrap_or_default();
+        let limit = cfg.limits.ports_per_service;
+        if all.len() > limit {
+            problems.insert(self.problem(
+                Reason::QuotaExceeded,
+                format!(
+                    "{} ports: only the first {limit} are served (the global config's \
+                     limits.portsPerService)",
+                    all.len()
+                ),
+            ));
+        }
+        for sp in all.iter().take(limit) {
             let Some(ps) = port_state(&cx, sp, problems) else {
                 continue;
             };
