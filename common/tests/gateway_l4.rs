@@ -508,10 +508,10 @@ spec:
     assert!(cond(&listener(&out, "dns").conditions, "Accepted")
         .message
         .contains("nginx"));
-    assert_eq!(
-        reason("terminate", "Accepted"),
-        (false, "UnsupportedProtocol")
-    );
+    // A TLS mode the implementation does not serve: the specification's
+    // UnsupportedValue (TLSRouteListenerTerminateNotSupported), and no kinds.
+    assert_eq!(reason("terminate", "Accepted"), (false, "UnsupportedValue"));
+    assert!(listener(&out, "terminate").supported_kinds.is_empty());
     // Two TCP listeners on one port: nothing tells their connections apart.
     assert_eq!(reason("tcp-a", "Conflicted"), (true, "HostnameConflict"));
     assert_eq!(reason("tcp-b", "Conflicted"), (true, "HostnameConflict"));

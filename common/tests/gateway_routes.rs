@@ -495,7 +495,7 @@ spec:
         cond(&l("tls-terminate").conditions, "Accepted")
             .reason
             .as_str(),
-        "UnsupportedProtocol"
+        "UnsupportedValue"
     );
     // Refused listeners are not Programmed either, and support no kind.
     assert!(!cond(&l("tls-terminate").conditions, "Programmed").status);

@@ -1507,6 +1507,22 @@ pub fn cases() -> Vec<Case> {
             kind: "TLSRoute",
         })
         .check(tls_to("gateway-tlsroute", "abc.example.com", "tcp-backend")),
+        tlsroute_hostname_intersection(),
+        // Applies to implementations that do not terminate TLS for TLSRoutes (feature
+        // TLSRouteModeTerminate), as k8slb: such a listener is not accepted, and lists
+        // no kinds.
+        case(
+            "TLSRouteListenerTerminateNotSupported",
+            "tlsroute-listener-terminate-not-supported.yaml",
+        )
+        .profile(TLS)
+        .check(listener(
+            "gateway-tlsroute-terminate-unsupported",
+            "tls-terminate",
+            &[],
+            &[("Accepted", "False", "UnsupportedValue")],
+            0,
+        )),
         case(
             "TLSRouteInvalidNoMatchingListener",
             "tlsroute-invalid-no-matching-listener.yaml",
@@ -2488,6 +2504,75 @@ fn backend_tls_cases(untranscribed: &'static str) -> Vec<Case> {
         .ext(BTLS)
         .skip(untranscribed),
     ]
+}
+
+/// TLSRouteHostnameIntersection: four Gateways with one passthrough listener on 443
+/// each (hostname `abc.example.com`, `*.example.com`, `*.com`, none), two TLSRoutes on
+/// each (one on the first); a TLS connection is routed by the intersection of the
+/// listener's and the route's hostnames (HTTPS through to the suite's `tls-backend` and
+/// `tls-backend-2`), and a server name outside it is refused.
+fn tlsroute_hostname_intersection() -> Case {
+    let gateways: [(&str, &[&str], &'static str); 4] = [
+        (
+            "gw-tlsroute-exact-hostname-x-1",
+            &["tlsroute-more-specific-wc-hostname-x-1"],
+            "non.matching.com",
+        ),
+        (
+            "gw-tlsroute-more-specific-wc-hostname-x-2",
+            &[
+                "tlsroute-exact-hostname-x-2",
+                "tlsroute-less-specific-wc-hostname-x-2",
+            ],
+            "non.matching.com",
+        ),
+        (
+            "gw-tlsroute-less-specific-wc-hostname-x-3",
+            &[
+                "tlsroute-exact-hostname-x-3",
+                "tlsroute-more-specific-wc-hostname-x-3",
+            ],
+            "non.matching.com",
+        ),
+        (
+            "gw-tlsroute-empty-hostname-x-4",
+            &[
+                "tlsroute-exact-hostname-x-4",
+                "tlsroute-less-specific-wc-hostname-x-4",
+            ],
+            "non.matching.org",
+        ),
+    ];
+    let mut c = case(
+        "TLSRouteHostnameIntersection",
+        "tlsroute-hostname-intersection.yaml",
+    )
+    .profile(TLS);
+    for (i, (gw, routes, outside)) in gateways.into_iter().enumerate() {
+        c = c.check(Check::Accepted {
+            gateway: nn(gw),
+            routes: routes.iter().map(|r| nn(r)).collect(),
+            kind: "TLSRoute",
+        });
+        for r in routes {
+            c = c.check(kind_cond(
+                "TLSRoute",
+                r,
+                gw,
+                "ResolvedRefs",
+                "True",
+                "ResolvedRefs",
+            ));
+        }
+        let mut reqs = vec![get("/").host("abc.example.com").to("tls-backend")];
+        if i > 0 {
+            reqs.push(get("/").host("other.example.com").to("tls-backend-2"));
+        }
+        c = c
+            .check(https_requests(gw, reqs))
+            .check(tls_rejected(gw, outside));
+    }
+    c
 }
 
 /// The condition `type_` = `status` (`reason`, empty: any) of a Gateway's listener.

@@ -9,15 +9,25 @@ impl Lst<'_> {
         self.protocol.is_some() || self.stream.is_some()
     }
 
-    /// Its protocol is refused (`UnsupportedProtocol`): no route attaches to it at all
+    /// Its protocol is refused (`UnsupportedProtocol`), or for TLS its mode (only
+    /// `Passthrough` is served): no route attaches to it at all and it lists no kinds
     /// (another reason not to serve it, a certificate say, still lets routes attach).
     pub(super) fn protocol_refused(&self) -> bool {
-        self.conditions.iter().any(|c| {
-            c.type_ == ConditionType::Accepted
-                && !c.status
-                && c.reason == ConditionReason::UnsupportedProtocol
-        })
+        (self.spec.protocol == "TLS" && !passthrough(self.spec))
+            || self.conditions.iter().any(|c| {
+                c.type_ == ConditionType::Accepted
+                    && !c.status
+                    && c.reason == ConditionReason::UnsupportedProtocol
+            })
     }
+}
+
+/// The listener's `tls.mode` is `Passthrough`.
+fn passthrough(l: &GatewayListener) -> bool {
+    l.tls
+        .as_ref()
+        .and_then(|t| t.mode.as_deref())
+        .is_some_and(|m| m == "Passthrough")
 }
 
 /// The route kind a listener protocol takes.
@@ -245,19 +255,11 @@ fn protocols(
     l: &GatewayListener,
     conditions: &mut Vec<Condition>,
 ) -> (Option<ListenerProtocol>, Option<StreamProtocol>) {
-    let mut unsupported = |why: String| {
-        conditions.push(Condition::accepted(
-            false,
-            ConditionReason::UnsupportedProtocol,
-            why,
-        ));
+    let mut refuse = |reason: ConditionReason, why: String| {
+        conditions.push(Condition::accepted(false, reason, why));
         (None, None)
     };
-    let passthrough = l
-        .tls
-        .as_ref()
-        .and_then(|t| t.mode.as_deref())
-        .is_some_and(|m| m == "Passthrough");
+    let mut unsupported = |why: String| refuse(ConditionReason::UnsupportedProtocol, why);
     match l.protocol.as_str() {
         "HTTP" => (Some(ListenerProtocol::Http), None),
         "HTTPS" => (Some(ListenerProtocol::Https), None),
@@ -266,8 +268,11 @@ fn protocols(
         "UDP" => {
             unsupported("HAProxy does not proxy UDP: UDP listeners need the nginx provider".into())
         }
-        "TLS" if passthrough => (None, Some(StreamProtocol::Tls)),
-        "TLS" => unsupported(
+        "TLS" if passthrough(l) => (None, Some(StreamProtocol::Tls)),
+        // The protocol is served, its mode is not: the spec's reason for a TLS mode
+        // an implementation does not support (TLSRouteListenerTerminateNotSupported).
+        "TLS" => refuse(
+            ConditionReason::UnsupportedValue,
             "a TLS listener is served with tls.mode Passthrough (to terminate TLS, use HTTPS)"
                 .into(),
         ),
