@@ -257,26 +257,23 @@ impl Checker {
             return out;
         };
         self.unknown_keys("limits", m, LIMITS_KEYS);
-        if let Some(n) = m.get("conditionalRulesPerHost") {
-            let path = "limits.conditionalRulesPerHost";
-            match self.number(path, n) {
-                Some(n) if n.fract() == 0.0 && (1.0..=100_000.0).contains(&n) => {
-                    out.conditional_rules_per_host = n as usize;
+        let mut whole = |key: &str, max: usize, into: &mut usize| {
+            let Some(n) = m.get(key) else { return };
+            let path = format!("limits.{key}");
+            match self.number(&path, n) {
+                Some(n) if n.fract() == 0.0 && (1.0..=max as f64).contains(&n) => {
+                    *into = n as usize;
                 }
-                Some(_) => self.err(path, "expected a whole number from 1 to 100000"),
+                Some(_) => self.err(&path, format!("expected a whole number from 1 to {max}")),
                 None => {}
             }
-        }
-        if let Some(n) = m.get("portsPerService") {
-            let path = "limits.portsPerService";
-            match self.number(path, n) {
-                Some(n) if n.fract() == 0.0 && (1.0..=131_070.0).contains(&n) => {
-                    out.ports_per_service = n as usize;
-                }
-                Some(_) => self.err(path, "expected a whole number from 1 to 131070"),
-                None => {}
-            }
-        }
+        };
+        whole(
+            "conditionalRulesPerHost",
+            100_000,
+            &mut out.conditional_rules_per_host,
+        );
+        whole("portsPerService", 131_070, &mut out.ports_per_service);
         out
     }
 
