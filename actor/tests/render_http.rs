@@ -3670,6 +3670,155 @@ fn rule_timeouts_and_backend_header_edits_render_on_both_proxies() {
         .contains("set-timeout"));
 }
 
+/// split.example.com's split with retry policy `retry` (Gateway API rule `retry`).
+fn retry_routes(attempts: Option<u32>, codes: &[u16]) -> HttpRoutes {
+    use k8slb_common::routes::{Retry, RetryAttempts, RetryCode};
+    let mut routes = split_routes(1, 1);
+    routes.listeners[0].virtual_hosts[0].rules[0].filters.retry = Some(Retry {
+        attempts: attempts.map(|a| RetryAttempts::try_from(a).unwrap()),
+        codes: codes
+            .iter()
+            .map(|c| RetryCode::try_from(*c).unwrap())
+            .collect(),
+    });
+    routes
+}
+
+/// HAProxy's `retries` and `retry-on` are backend keywords: a rule with a retry names
+/// its policy (`txn.k8slb_rt`), and the frontend sends its requests to the retrying
+/// copy of the backend drawn, whose servers track the backend's (same slots, no checks
+/// of their own).
+#[test]
+fn rule_retries_send_to_a_retrying_copy_of_each_backend_that_tracks_its_servers() {
+    let routes = retry_routes(Some(3), &[500, 503]);
+    let r = HttpRenderer::embedded().unwrap();
+    let o = HttpRenderOptions::default();
+    let hp = r.haproxy(&routes, &o, &[]).unwrap();
+    let t = &hp.text;
+    assert!(
+        t.contains(
+            "http-request set-var(txn.k8slb_rt) str(r3_500_503) if { var(txn.k8slb_a) -m str f1 }"
+        ),
+        "{t}"
+    );
+    assert!(t.contains(
+        "use_backend %[var(txn.k8slb_a)]_%[var(txn.k8slb_rt)] if { var(txn.k8slb_a) -m beg rtb_ } { var(txn.k8slb_rt) -m found }"
+    ));
+    for b in ["heavy", "light"] {
+        let copy = format!("\nbackend rtb_default_{b}_80_r3_500_503\n");
+        let at = t.find(&copy).unwrap_or_else(|| panic!("no {copy} in {t}"));
+        let section = &t[at + 1..];
+        let section = &section[..section.find("\n\n").unwrap_or(section.len())];
+        assert!(section.contains("\n  retries 3\n"), "{section}");
+        assert!(
+            section.contains("\n  retry-on conn-failure 500 503\n"),
+            "{section}"
+        );
+        assert!(
+            section.contains(&format!(" track rtb_default_{b}_80/s1")),
+            "{section}"
+        );
+        assert!(!section.contains(" check"), "{section}");
+        let base = hp
+            .backends
+            .iter()
+            .find(|x| x.name == format!("rtb_default_{b}_80"))
+            .unwrap();
+        let copy = hp
+            .backends
+            .iter()
+            .find(|x| x.name == format!("rtb_default_{b}_80_r3_500_503"))
+            .unwrap();
+        assert_eq!(copy.slots, base.slots, "{b}: the same slots");
+        assert!(base.track.is_none());
+    }
+    // The proxy's default attempts: no `retries` line; connection failures still retried.
+    let t = r.haproxy(&retry_routes(None, &[]), &o, &[]).unwrap().text;
+    let at = t
+        .find("\nbackend rtb_default_heavy_80_rd\n")
+        .expect("the copy");
+    assert!(
+        t[at..].starts_with(
+            "\nbackend rtb_default_heavy_80_rd\n  mode http\n  retry-on conn-failure\n"
+        ),
+        "{}",
+        &t[at..]
+    );
+    // Without a retry in any rule: no copy, no k8slb_rt.
+    let plain = r.haproxy(&split_routes(1, 1), &o, &[]).unwrap();
+    assert!(!plain.text.contains("k8slb_rt"));
+    assert_eq!(plain.backends.len(), 2);
+}
+
+/// An endpoint change reaches the retrying copies through the Runtime API with the
+/// backend's (their slots are the backend's): no reload.
+#[test]
+fn an_endpoint_change_sets_the_retrying_copies_servers_too() {
+    use k8slb_actor::render::{is_structural, runtime_diff, Config, RuntimeCommand};
+    let mut sa = base_state();
+    sa.http = retry_routes(Some(2), &[502]);
+    let mut sb = sa.clone();
+    let heavy: BackendId = "default/heavy:80".parse().unwrap();
+    sb.http.backends.get_mut(&heavy).unwrap().endpoints[0].ip = "198.18.5.9".parse().unwrap();
+    let mut vo = ViewOptions::new(Provider::Haproxy);
+    vo.interfaces
+        .insert("default".parse().unwrap(), "eth0".parse().unwrap());
+    let node = "lb-1".parse().unwrap();
+    let a = view(&sa, &node, &vo).unwrap();
+    let b = view(&sb, &node, &vo).unwrap();
+    assert!(!is_structural(Config::Proxy, &a, &b));
+    let lines: Vec<String> = runtime_diff(&a, &b)
+        .expect("a Runtime API change")
+        .iter()
+        .map(RuntimeCommand::to_cli)
+        .collect();
+    for be in ["rtb_default_heavy_80", "rtb_default_heavy_80_r2_502"] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("set server {be}/s1 addr 198.18.5.9 "))),
+            "{be}: {lines:?}"
+        );
+    }
+    // Another policy is another copy: a reload.
+    let mut sc = sa.clone();
+    sc.http = retry_routes(Some(3), &[502]);
+    let c = view(&sc, &node, &vo).unwrap();
+    assert!(is_structural(Config::Proxy, &a, &c));
+}
+
+/// Hostile: the widest policy the plan lets through (ten attempts, every code HAProxy's
+/// `retry-on` takes) on a split with cookie stickiness, and the
+/// proxy's default, both on one listener: `haproxy -c` takes them (nginx is never given
+/// a retry: the plan refuses it there; its render ignores the field).
+#[test]
+#[ignore = "needs root: a network namespace for nginx -t and haproxy -c; ./scripts/test.sh runs it"]
+fn the_widest_retry_policies_pass_the_daemons_own_checks() {
+    use k8slb_common::routes::{RetryCode, Sticky};
+    let mut routes = retry_routes(
+        Some(k8slb_common::routes::RetryAttempts::MAX),
+        &RetryCode::SUPPORTED,
+    );
+    let mut other = routes.listeners[0].virtual_hosts[0].clone();
+    other.host = Some("default.example.com".parse().unwrap());
+    other.rules[0].filters.retry = Some(Default::default());
+    routes.listeners[0].virtual_hosts.push(other);
+    for st in routes.backends.values_mut() {
+        st.stickiness = Some(Sticky::Cookie {
+            name: "K8SLB".parse().unwrap(),
+        });
+    }
+    let hp = HttpRenderer::embedded()
+        .unwrap()
+        .haproxy(&routes, &HttpRenderOptions::default(), &[])
+        .unwrap();
+    assert!(hp
+        .text
+        .contains("retry-on conn-failure 401 403 404 408 425 500 501 502 503 504"));
+    assert_eq!(hp.backends.len(), 6, "two backends, two copies each");
+    daemon_checks(&routes);
+}
+
 /// nginx picks among a host's rules that match on method, headers or query in one
 /// location, which takes one timeout: rules asking for different ones leave the host
 /// unserved on nginx (a note), never served with another timeout; the same timeout

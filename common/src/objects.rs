@@ -460,6 +460,7 @@ impl Objects {
             unavailable,
             serves_udp: true,
             serves_mirror: true,
+            serves_retry: true,
             mixes_conditional_rules: true,
             configmaps: &self.configmaps,
             pools: None,

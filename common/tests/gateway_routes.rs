@@ -1264,7 +1264,7 @@ spec:
     // Rule fields k8slb does not serve: refused the same way, never ignored.
     let timeouts = mirror.replace("name: mirror", "name: timeouts").replace(
         "  - filters: [{ type: ExtensionRef, extensionRef: { group: example.com, kind: Auth, name: a } }]\n",
-        "  - retry: { attempts: 2 }\n",
+        "  - sessionPersistence: { type: Cookie }\n",
     );
     let out = run(&objects(&[CLASS, GATEWAY, ok, mirror, &timeouts]), &[]);
     assert_eq!(
@@ -2154,4 +2154,144 @@ fn cors_filters_reach_the_model_checked_and_a_bad_value_refuses_the_route() {
             "{host} served"
         );
     }
+}
+
+#[test]
+fn rule_retries_are_served_on_haproxy_and_refused_on_nginx_and_out_of_range_ones_refuse_the_route()
+{
+    use k8slb_common::routes::{Retry, RetryAttempts, RetryCode};
+    let route = |name: &str, retry: &str| {
+        format!(
+            r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{ name: {name}, namespace: default }}
+spec:
+  parentRefs: [{{ name: gw, namespace: infra, sectionName: http }}]
+  hostnames: [{name}.example.com]
+  rules: [{{ backendRefs: [{{ name: a, port: 80 }}], retry: {retry} }}]
+"#
+        )
+    };
+    let policy = |attempts: Option<u32>, codes: &[u16]| Retry {
+        attempts: attempts.map(|a| RetryAttempts::try_from(a).unwrap()),
+        codes: codes
+            .iter()
+            .map(|c| RetryCode::try_from(*c).unwrap())
+            .collect(),
+    };
+    let table = [
+        (
+            "spec",
+            "{ codes: [500], attempts: 3 }",
+            Ok(policy(Some(3), &[500])),
+        ),
+        (
+            "all",
+            "{ codes: [504, 500, 503, 502], attempts: 2 }",
+            Ok(policy(Some(2), &[500, 502, 503, 504])),
+        ),
+        // Unspecified attempts: the proxy's default; no codes: connection failures only.
+        ("default", "{}", Ok(policy(None, &[]))),
+        // The largest served: every code HAProxy's retry-on takes, ten attempts.
+        (
+            "widest",
+            "{ codes: [401, 403, 404, 408, 425, 500, 501, 502, 503, 504], attempts: 10 }",
+            Ok(policy(
+                Some(10),
+                &[401, 403, 404, 408, 425, 500, 501, 502, 503, 504],
+            )),
+        ),
+        ("backoff", "{ codes: [500], backoff: 100ms }", Err(())),
+        // The request timeout must bound every try together: refused with a retry.
+        (
+            "request-timeout",
+            "{ codes: [500] }, timeouts: { request: 1s }",
+            Err(()),
+        ),
+        // A per-try timeout is served with one; a disabled request timeout too.
+        (
+            "backend-timeout",
+            "{ codes: [500] }, timeouts: { backendRequest: 1s, request: 0s }",
+            Ok(policy(None, &[500])),
+        ),
+        ("too-many", "{ attempts: 11 }", Err(())),
+        // The API's maximum (int64): refused, never capped.
+        ("api-max", "{ attempts: 9223372036854775807 }", Err(())),
+        ("zero", "{ attempts: 0 }", Err(())),
+        // In the API's range (400-599) but not one HAProxy's retry-on takes.
+        ("code-429", "{ codes: [500, 429] }", Err(())),
+        ("code-599", "{ codes: [599] }", Err(())),
+    ];
+    let texts: Vec<String> = table.iter().map(|(n, r, _)| route(n, r)).collect();
+    let mut all = vec![CLASS, GATEWAY];
+    all.extend(texts.iter().map(String::as_str));
+    let o = objects(&all);
+    let run_with = |serves_retry: bool| {
+        let addresses: BTreeMap<_, _> = o
+            .gateways
+            .iter()
+            .map(|g| {
+                let key = k8slb_common::names::ObjectKey::new(
+                    g.metadata.namespace.as_deref().unwrap(),
+                    g.metadata.name.as_deref().unwrap(),
+                )
+                .unwrap();
+                (key, vec![VIP.parse::<IpAddr>().unwrap()])
+            })
+            .collect();
+        let unavailable = BTreeMap::new();
+        let mut input = o.gateway_input(&[], &addresses, &unavailable);
+        input.serves_retry = serves_retry;
+        translate(&input)
+    };
+    let haproxy = run_with(true);
+    let l = haproxy
+        .routes
+        .listeners
+        .iter()
+        .find(|l| l.port == 80)
+        .expect("the port 80 listener");
+    for (name, _, want) in &table {
+        let key = format!("default/{name}");
+        let host = format!("{name}.example.com");
+        let served = l
+            .virtual_hosts
+            .iter()
+            .find(|v| v.host.as_ref().is_some_and(|h| h.as_str() == host));
+        match want {
+            Ok(p) => {
+                assert_eq!(
+                    route_cond(&haproxy, &key, "Accepted"),
+                    (true, "Accepted"),
+                    "{name}"
+                );
+                let v = served.unwrap_or_else(|| panic!("{name}: no virtual host"));
+                assert_eq!(v.rules[0].filters.retry.as_ref(), Some(p), "{name}");
+            }
+            Err(()) => {
+                assert_eq!(
+                    route_cond(&haproxy, &key, "Accepted"),
+                    (false, "UnsupportedValue"),
+                    "{name}"
+                );
+                assert!(served.is_none(), "{name}: served");
+            }
+        }
+    }
+    // nginx: every route with a retry is refused, none served without it.
+    let nginx = run_with(false);
+    for (name, _, _) in &table {
+        assert_eq!(
+            route_cond(&nginx, &format!("default/{name}"), "Accepted"),
+            (false, "UnsupportedValue"),
+            "{name}"
+        );
+    }
+    assert!(nginx
+        .routes
+        .listeners
+        .iter()
+        .flat_map(|l| &l.virtual_hosts)
+        .all(|v| v.rules.iter().all(|r| r.filters.retry.is_none())));
 }

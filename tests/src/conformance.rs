@@ -173,6 +173,9 @@ pub struct Req {
     /// Response headers that must be there with one of these values (spaces ignored:
     /// the suite's `ValidHeaderValues` with `IgnoreWhitespace`).
     pub resp_one_of: Vec<(String, Vec<String>)>,
+    /// Each time it is sent, `&uuid=<new>` is added to the path (the suite's retry
+    /// tests: the echo's retry simulation counts the attempts of each uuid apart).
+    pub fresh_uuid: bool,
 }
 
 /// A GET of `path` that must reach `infra-backend-v1` in the infra namespace unless
@@ -204,10 +207,36 @@ pub fn get(path: &str) -> Req {
         h2: false,
         any_answer: false,
         resp_one_of: vec![],
+        fresh_uuid: false,
     }
 }
 
 impl Req {
+    /// A new `uuid` query parameter each time it is sent ([`Req::fresh_uuid`]).
+    pub fn fresh_uuid(mut self) -> Req {
+        self.fresh_uuid = true;
+        self
+    }
+
+    /// The request as it is sent this time: with a `uuid` never sent before when
+    /// [`Req::fresh_uuid`].
+    fn this_time(&self) -> std::borrow::Cow<'_, Req> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static SENT: AtomicU64 = AtomicU64::new(0);
+        if !self.fresh_uuid {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let n = SENT.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let sep = if self.path.contains('?') { '&' } else { '?' };
+        let mut r = self.clone();
+        r.path = format!("{}{sep}uuid={}-{nanos}-{n}", self.path, std::process::id());
+        std::borrow::Cow::Owned(r)
+    }
+
     /// Answered by `backend` (`<namespace>/<name>`, the infra namespace by default).
     pub fn to(mut self, backend: &str) -> Req {
         let b = nn(backend);
@@ -1495,6 +1524,7 @@ impl<'a> Runner<'a> {
             } => {
                 let ip = self.address(gateway)?;
                 for r in reqs {
+                    let r = &*r.this_time();
                     let got = self.send(&ip, *port, *tls, r);
                     if r.no_answer {
                         match got {

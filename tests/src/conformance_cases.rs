@@ -24,6 +24,11 @@ const GRPC: &str = "GATEWAY-GRPC";
 /// Why the mirror tests do not run on HAProxy.
 const NO_MIRROR: &str = "HAProxy has no request mirroring: k8slb refuses RequestMirror under it \
                          (Accepted False, UnsupportedValue); claimed on nginx only";
+/// Why the retry tests do not run on nginx.
+const NO_RETRY: &str = "nginx retries only on another server of the upstream \
+                        (proxy_next_upstream), never the same request up to the attempts \
+                        asked: k8slb refuses retry under it (Accepted False, \
+                        UnsupportedValue); claimed on HAProxy only";
 /// Why the UDP tests do not run on HAProxy.
 const NO_UDP: &str = "HAProxy does not proxy UDP: k8slb refuses UDP listeners under it \
                       (UnsupportedProtocol); GATEWAY-UDP is claimed on nginx only";
@@ -1735,7 +1740,9 @@ pub fn cases() -> Vec<Case> {
             .check(requests(SAME, cors())),
         case("HTTPRouteRetry", "httproute-retry.yaml")
             .ext(&["HTTPRouteRetry"])
-            .skip("retry: refused (not served)"),
+            .skip_on("nginx", NO_RETRY)
+            .check(accepted(SAME, &["retries"]))
+            .check(requests(SAME, retries())),
         case("HTTPRouteTimeoutRequest", "httproute-timeout-request.yaml")
             .ext(&["HTTPRouteRequestTimeout"])
             .check(accepted(SAME, &["request-timeout"]))
@@ -2290,6 +2297,32 @@ pub fn cases() -> Vec<Case> {
     ));
     v.extend(client_certificate_cases());
 
+    v
+}
+
+/// HTTPRouteRetry's requests: to the retry simulation of `infra-backend-v3` (one
+/// replica), each with a new `uuid`, whose first `succeedAfter` attempts get
+/// `responseCode`: rule `/retry/code-500-attempts-3` retries 500 three times (not 503),
+/// `/retry/code-all-attempts-2` retries 500, 502, 503 and 504 twice. Past the attempts,
+/// the backend's failure is the answer.
+fn retries() -> Vec<Req> {
+    let r = |path: &str, code: u16, after: u16, status: u16| {
+        get(&format!("{path}?responseCode={code}&succeedAfter={after}"))
+            .to("infra-backend-v3")
+            .status(status)
+            .fresh_uuid()
+    };
+    const THREE: &str = "/retry/code-500-attempts-3";
+    const ALL: &str = "/retry/code-all-attempts-2";
+    let mut v = vec![
+        r(THREE, 500, 2, 200),
+        r(THREE, 500, 4, 500),
+        r(THREE, 503, 2, 503),
+    ];
+    for code in [500, 502, 503, 504] {
+        v.push(r(ALL, code, 1, 200));
+        v.push(r(ALL, code, 3, code));
+    }
     v
 }
 

@@ -268,6 +268,7 @@ fn same_backends(a: &[Backend], b: &[Backend]) -> bool {
                 && x.cookie == y.cookie
                 && x.server_opts == y.server_opts
                 && x.slots.len() == y.slots.len()
+                && x.track == y.track
         })
 }
 

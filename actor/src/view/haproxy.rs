@@ -10,7 +10,7 @@ use super::{
 use crate::fdlimit::{self, FdBudget, HaproxyFds};
 use k8slb_common::app_protocol::BackendProtocol;
 use k8slb_common::names::ConfigLine;
-use k8slb_common::routes::{BackendId, BackendState, HttpRoutes, Sticky};
+use k8slb_common::routes::{BackendId, BackendState, HttpRoutes, Retry, RouteAction, Sticky};
 use k8slb_common::state::{Mode, Protocol, ProxyProtocol, State, Stickiness};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -78,6 +78,9 @@ pub struct Backend {
     /// Options common to every server line (fixed keywords only), with a leading space.
     pub server_opts: String,
     pub slots: Vec<Slot>,
+    /// A route backend's retrying copy ([`retry_backend_name`]): the backend whose
+    /// servers its servers `track` (same slots), instead of checking on their own.
+    pub track: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -94,7 +97,17 @@ impl Backend {
         push_u32(l, n as u32);
         l.push(' ');
         push_socket_addr(l, slot.endpoint.unwrap_or(PLACEHOLDER));
-        l.push_str(&self.server_opts);
+        match &self.track {
+            None => l.push_str(&self.server_opts),
+            Some(base) => {
+                let opts = &self.server_opts;
+                l.push_str(opts.strip_prefix(" check").unwrap_or(opts));
+                l.push_str(" track ");
+                l.push_str(base);
+                l.push_str("/s");
+                push_u32(l, n as u32);
+            }
+        }
         if self.cookie {
             l.push_str(" cookie s");
             push_u32(l, n as u32);
@@ -213,9 +226,35 @@ pub fn stream_backend_ids(routes: &HttpRoutes) -> BTreeSet<&BackendId> {
         .collect()
 }
 
+/// The retrying copy of route backend `id` for the rules of retry policy `r`:
+/// `rtb_<ns>_<name>_<port>_<key>` ([`Retry::key`]; a namespace or Service name has no
+/// `_`, so no other backend's name can be this one). The frontend picks it by the
+/// rule's `txn.k8slb_rt` (HAProxy's `retries` and `retry-on` are backend keywords).
+pub fn retry_backend_name(id: &BackendId, r: &Retry) -> String {
+    format!("{}_{}", route_backend_name(id), r.key())
+}
+
+/// Each (backend, retry policy) that a forwarding rule of `routes` with a `retry` may
+/// send to (every backend of its split, weight 0 too), for the backends in the table.
+pub fn retry_variants(routes: &HttpRoutes) -> BTreeSet<(&BackendId, &Retry)> {
+    routes
+        .listeners
+        .iter()
+        .flat_map(|l| &l.virtual_hosts)
+        .flat_map(|v| &v.rules)
+        .filter_map(|r| match (&r.action, &r.filters.retry) {
+            (RouteAction::Forward { backends, .. }, Some(retry)) => Some((backends, retry)),
+            _ => None,
+        })
+        .flat_map(|(bs, retry)| bs.iter().map(move |b| (&b.id, retry)))
+        .filter(|(id, _)| routes.backends.contains_key(*id))
+        .collect()
+}
+
 /// The HAProxy backends of `routes` with their server slots, `prev`'s slots kept (what
 /// the node's view holds, so that an endpoint change is a Runtime API change): the
-/// `mode http` ones of the HTTP rules (`rtb_*`, every backend of the table), then the
+/// `mode http` ones of the HTTP rules (`rtb_*`, every backend of the table), their
+/// retrying copies ([`retry_variants`], [`retry_backend_name`]), then the
 /// `mode tcp` ones of the TCP and TLS streams (`rtt_*`, [`stream_backend_ids`]). Both
 /// kinds have the same server slots, so [`crate::render::runtime_diff`] applies an
 /// endpoint change to either through the Runtime API.
@@ -226,11 +265,7 @@ pub fn route_backends(routes: &HttpRoutes, prev: &[Backend], files_dir: &str) ->
     let prev: HashMap<&str, &Backend> = prev.iter().map(|b| (b.name.as_str(), b)).collect();
     let v6 = routes.listeners.iter().any(|l| l.ip.is_ipv6())
         || routes.streams.iter().any(|s| s.ip.is_ipv6());
-    let backend = |id: &BackendId, st: &BackendState, mode: Mode| {
-        let name = match mode {
-            Mode::Http => route_backend_name(id),
-            Mode::Tcp => stream_backend_name(id),
-        };
+    let backend = |name: String, st: &BackendState, mode: Mode| {
         let eps: Vec<(SocketAddr, bool)> = st
             .endpoints
             .iter()
@@ -268,15 +303,38 @@ pub fn route_backends(routes: &HttpRoutes, prev: &[Backend], files_dir: &str) ->
             },
             slots,
             name,
+            track: None,
         }
     };
     let mut out: Vec<Backend> = routes
         .backends
         .iter()
-        .map(|(id, st)| backend(id, st, Mode::Http))
+        .map(|(id, st)| backend(route_backend_name(id), st, Mode::Http))
         .collect();
+    // The retrying copies: the base's slots exactly (so the Runtime API sets them
+    // alike), each server tracking the base's of its slot (no health checks of their
+    // own: a copy costs the endpoints nothing).
+    let bases: HashMap<&BackendId, usize> = routes
+        .backends
+        .keys()
+        .enumerate()
+        .map(|(i, id)| (id, i))
+        .collect();
+    for (id, r) in retry_variants(routes) {
+        let base = &out[bases[id]];
+        let copy = Backend {
+            name: retry_backend_name(id, r),
+            track: Some(base.name.clone()),
+            ..base.clone()
+        };
+        out.push(copy);
+    }
     for id in stream_backend_ids(routes) {
-        out.push(backend(id, &routes.backends[id], Mode::Tcp));
+        out.push(backend(
+            stream_backend_name(id),
+            &routes.backends[id],
+            Mode::Tcp,
+        ));
     }
     out
 }
@@ -546,6 +604,7 @@ pub(super) fn haproxy_view(
                 cookie,
                 server_opts,
                 slots,
+                track: None,
             });
         }
     }

@@ -31,9 +31,9 @@ mod tests;
 use crate::fdlimit::FdBudget;
 use haproxy::haproxy_view;
 pub use haproxy::{
-    assign_slots, ca_file, route_backend_name, route_backends, slot_count, stream_backend_ids,
-    stream_backend_name, Backend, Frontend, HaproxyView, Slot, StickSource, HTTP_FRONTEND_LINES,
-    PLACEHOLDER,
+    assign_slots, ca_file, retry_backend_name, retry_variants, route_backend_name, route_backends,
+    slot_count, stream_backend_ids, stream_backend_name, Backend, Frontend, HaproxyView, Slot,
+    StickSource, HTTP_FRONTEND_LINES, PLACEHOLDER,
 };
 use k8slb_common::names::{ConfigLine, IfName, NodeName, PoolName, ServiceKey};
 use k8slb_common::routes::{CertFile, HttpRoutes};

@@ -58,6 +58,7 @@ fn slots() {
         cookie: false,
         server_opts: String::new(),
         slots: first,
+        track: None,
     };
     // b leaves, a new endpoint 10.0.0.0 (sorted first) arrives: a and c stay put.
     let z: SocketAddr = "10.0.0.0:80".parse().unwrap();

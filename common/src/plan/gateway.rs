@@ -62,6 +62,8 @@ struct Serves {
     udp: bool,
     /// RequestMirror (nginx; HAProxy has no mirroring).
     mirror: bool,
+    /// A rule's `retry` (HAProxy's L7 retries; nginx only tries another server).
+    retry: bool,
     /// On one host, rules that match on more than the path beside a mirror, a split
     /// with backend header edits or another timeout (HAProxy; nginx serves such a host
     /// from one location: [`crate::routes::OneLocation`]).
@@ -74,6 +76,7 @@ impl Serves {
         Serves {
             udp: !haproxy,
             mirror: !haproxy,
+            retry: haproxy,
             conditional_mixes: haproxy,
         }
     }
@@ -296,6 +299,7 @@ fn translate(
     let mut input = objs.gateway_input(&secrets, &addresses, &unavailable);
     input.serves_udp = serves.udp;
     input.serves_mirror = serves.mirror;
+    input.serves_retry = serves.retry;
     input.mixes_conditional_rules = serves.conditional_mixes;
     input.pools = pools;
     input.conditional_rules_per_host = limits.conditional_rules_per_host;

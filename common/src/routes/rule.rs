@@ -208,6 +208,113 @@ pub struct RuleFilters {
     /// itself and adds the CORS headers to the answers to the others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cors: Option<Cors>,
+    /// Gateway API `retry`: a try that fails (a connection failure, or an answer of one
+    /// of the codes) is tried again, up to `attempts` more times. Only on a provider
+    /// that retries on an answer (HAProxy's L7 retries): the translation refuses it on
+    /// nginx, whose `proxy_next_upstream` only tries another server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<Retry>,
+}
+
+/// A rule's retry policy (Gateway API `HTTPRouteRetry` without `backoff`, which k8slb
+/// refuses: HAProxy waits no minimum between L7 retries).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Retry {
+    /// The most retries of one request (None: the proxy's default, HAProxy's `retries`
+    /// of the admin's `defaults`, else 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<RetryAttempts>,
+    /// The answers that are retried (a connection failure always is).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub codes: std::collections::BTreeSet<RetryCode>,
+}
+
+impl Retry {
+    /// A short name of the policy, `r<attempts or d>` then `_<code>` per code
+    /// (`r3_500_502`): ASCII letters, digits and `_` only, at most 44 characters. The
+    /// HAProxy render names a backend's retrying copy by it.
+    pub fn key(&self) -> String {
+        let mut k = match self.attempts {
+            Some(a) => format!("r{}", a.get()),
+            None => "rd".to_string(),
+        };
+        for c in &self.codes {
+            k.push('_');
+            k.push_str(&c.get().to_string());
+        }
+        k
+    }
+}
+
+/// How many times a request may be retried: 1..=[`RetryAttempts::MAX`]. The API sets
+/// no maximum; a request that fans out into more tries than this on the shared proxy
+/// is refused, not capped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "u32", into = "u32")]
+pub struct RetryAttempts(u32);
+
+impl RetryAttempts {
+    pub const MAX: u32 = 10;
+
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl TryFrom<u32> for RetryAttempts {
+    type Error = String;
+    fn try_from(n: u32) -> Result<Self, String> {
+        if (1..=RetryAttempts::MAX).contains(&n) {
+            Ok(RetryAttempts(n))
+        } else {
+            Err(format!(
+                "retry.attempts {n} is not within 1..={}",
+                RetryAttempts::MAX
+            ))
+        }
+    }
+}
+
+impl From<RetryAttempts> for u32 {
+    fn from(a: RetryAttempts) -> u32 {
+        a.0
+    }
+}
+
+/// An answer status that is retried: one HAProxy 2.6's `retry-on` takes (the four the
+/// Gateway API requires, 500, 502, 503, 504, and 401, 403, 404, 408, 425, 501).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "u16", into = "u16")]
+pub struct RetryCode(u16);
+
+impl RetryCode {
+    /// Every status HAProxy 2.6's `retry-on` takes (`haproxy -c` refuses the others).
+    pub const SUPPORTED: [u16; 10] = [401, 403, 404, 408, 425, 500, 501, 502, 503, 504];
+
+    pub fn get(self) -> u16 {
+        self.0
+    }
+}
+
+impl TryFrom<u16> for RetryCode {
+    type Error = String;
+    fn try_from(c: u16) -> Result<Self, String> {
+        if RetryCode::SUPPORTED.contains(&c) {
+            Ok(RetryCode(c))
+        } else {
+            Err(format!(
+                "retry code {c} is not one the proxy retries on ({})",
+                RetryCode::SUPPORTED.map(|c| c.to_string()).join(", ")
+            ))
+        }
+    }
+}
+
+impl From<RetryCode> for u16 {
+    fn from(c: RetryCode) -> u16 {
+        c.0
+    }
 }
 
 /// A timeout in milliseconds, at least 1 (a Gateway API Duration: at most four parts

@@ -75,6 +75,72 @@ struct Args {
 struct Echo {
     namespace: String,
     pod: String,
+    /// The retry simulation's failed attempts so far, by the request's `uuid`.
+    retries: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+}
+
+/// What the retry simulation answers a request under `/retry/` (see [`Echo::retry`]).
+#[derive(Debug, PartialEq, Eq)]
+enum RetryAnswer {
+    /// `400` with this body: `uuid` or `succeedAfter` missing.
+    Bad(&'static str),
+    /// A failed attempt answered with this status.
+    Status(u16),
+    /// A failed attempt with no answer: the connection is closed.
+    Close,
+    /// Enough attempts have failed: the usual echo.
+    Echo,
+}
+
+/// The reason phrase of the statuses the retry simulation answers (any other: none).
+fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "",
+    }
+}
+
+/// The value of query parameter `name` in request target `target`.
+fn query_param<'a>(target: &'a str, name: &str) -> Option<&'a str> {
+    let query = target.split_once('?')?.1;
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+}
+
+impl Echo {
+    /// The retry simulation, as the suite's echo server has it (echo-basic's
+    /// `/retry/` handler): requests are told apart by their `uuid`; the first
+    /// `succeedAfter` of each fail, with `responseCode` when it is a number (else the
+    /// connection is closed: the suite's aborts it with a TCP RST), the next ones get the
+    /// echo. `delayRetry` (delaying a failure) is not transcribed: no test of the data
+    /// we run uses it.
+    fn retry(&self, target: &str) -> RetryAnswer {
+        let Some(uuid) = query_param(target, "uuid").filter(|u| !u.is_empty()) else {
+            return RetryAnswer::Bad("uuid is required");
+        };
+        let Some(after) = query_param(target, "succeedAfter").and_then(|v| v.parse::<u32>().ok())
+        else {
+            return RetryAnswer::Bad("succeedAfter is required");
+        };
+        let mut seen = self.retries.lock().unwrap_or_else(|e| e.into_inner());
+        let n = seen.entry(uuid.to_string()).or_default();
+        if *n >= after {
+            return RetryAnswer::Echo;
+        }
+        *n += 1;
+        match query_param(target, "responseCode").and_then(|v| v.parse::<u16>().ok()) {
+            Some(code) => RetryAnswer::Status(code),
+            None => RetryAnswer::Close,
+        }
+    }
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -128,6 +194,7 @@ fn parse_args() -> Result<Args, String> {
                 let echo = Echo {
                     namespace: namespace.to_string(),
                     pod: pod.to_string(),
+                    retries: Default::default(),
                 };
                 match flag.as_str() {
                     "--echo" => a.echo.push((at, Arc::new(echo))),
@@ -756,6 +823,28 @@ async fn serve_echo<S: AsyncRead + AsyncWrite + Unpin>(
         }
         // As the suite's echo server logs each request (its mirror tests read the logs).
         println!("{} {method} {target}", echo.pod);
+        if target.starts_with("/retry/") {
+            let (status, body) = match echo.retry(&target) {
+                RetryAnswer::Echo => (200, None),
+                RetryAnswer::Bad(why) => (400, Some(why)),
+                RetryAnswer::Status(code) => (code, Some("")),
+                RetryAnswer::Close => return Ok(()),
+            };
+            if let Some(body) = body {
+                let resp = format!(
+                    "HTTP/1.1 {status} {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n{}\r\n{body}",
+                    reason_phrase(status),
+                    body.len(),
+                    if close { "Connection: close\r\n" } else { "" },
+                );
+                s.write_all(resp.as_bytes()).await?;
+                if close {
+                    let _ = s.shutdown().await;
+                    return Ok(());
+                }
+                continue;
+            }
+        }
         if let Some(d) = delay_of(&target) {
             tokio::time::sleep(d).await;
         }
@@ -962,6 +1051,56 @@ mod date_tests {
         assert_eq!(
             super::http_date(std::time::UNIX_EPOCH),
             "Thu, 01 Jan 1970 00:00:00 GMT"
+        );
+    }
+}
+
+#[cfg(test)]
+mod retry_tests {
+    use super::{Echo, RetryAnswer};
+
+    fn echo() -> Echo {
+        Echo {
+            namespace: "ns".into(),
+            pod: "infra-backend-v3-lab-0".into(),
+            retries: Default::default(),
+        }
+    }
+
+    #[test]
+    fn the_first_succeed_after_attempts_of_a_uuid_fail_then_it_echoes() {
+        let e = echo();
+        let t = "/retry/code-500-attempts-3?responseCode=500&succeedAfter=2&uuid=a";
+        assert_eq!(e.retry(t), RetryAnswer::Status(500));
+        assert_eq!(e.retry(t), RetryAnswer::Status(500));
+        assert_eq!(e.retry(t), RetryAnswer::Echo);
+        assert_eq!(e.retry(t), RetryAnswer::Echo);
+        // Another uuid is counted apart.
+        let u = "/retry/x?succeedAfter=1&uuid=b&responseCode=503";
+        assert_eq!(e.retry(u), RetryAnswer::Status(503));
+        assert_eq!(e.retry(u), RetryAnswer::Echo);
+    }
+
+    #[test]
+    fn without_a_response_code_a_failed_attempt_closes_the_connection() {
+        let e = echo();
+        assert_eq!(
+            e.retry("/retry/x?succeedAfter=1&uuid=c"),
+            RetryAnswer::Close
+        );
+        assert_eq!(e.retry("/retry/x?succeedAfter=1&uuid=c"), RetryAnswer::Echo);
+    }
+
+    #[test]
+    fn uuid_and_succeed_after_are_required() {
+        let e = echo();
+        assert_eq!(
+            e.retry("/retry/x?succeedAfter=1"),
+            RetryAnswer::Bad("uuid is required")
+        );
+        assert_eq!(
+            e.retry("/retry/x?uuid=d&succeedAfter=two"),
+            RetryAnswer::Bad("succeedAfter is required")
         );
     }
 }

@@ -135,7 +135,7 @@ pub(crate) fn literal_regex(path: &str) -> String {
 }
 
 /// HAProxy's lines for `f` (without their condition): request lines (remove, set, add,
-/// host, path, timeout) and response lines. Names are [`FieldName`]s, values [`FieldValue`]s
+/// host, path, timeout, retry) and response lines. Names are [`FieldName`]s, values [`FieldValue`]s
 /// (no `"`, `\\`, `$`, `%`: safe between double quotes in a log-format string).
 fn hp_filter_lines(f: &RuleFilters) -> (Vec<String>, Vec<String>) {
     let edits = hp_edit_lines;
@@ -152,6 +152,13 @@ fn hp_filter_lines(f: &RuleFilters) -> (Vec<String>, Vec<String>) {
         req.push(format!(
             "http-request set-var(txn.k8slb_to) int({})",
             t.millis()
+        ));
+    }
+    // The retrying copy of the backend drawn (the frontend's `use_backend` adds it).
+    if let Some(r) = &f.retry {
+        req.push(format!(
+            "http-request set-var(txn.k8slb_rt) str({})",
+            r.key()
         ));
     }
     (req, edits("response", &f.response_headers))

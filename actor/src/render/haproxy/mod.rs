@@ -11,9 +11,12 @@ use crate::render::haproxy::stream::{hp_streams, HpStream};
 use crate::render::{context, par_array, threads, to_value};
 use crate::render_error::RenderError;
 use crate::view::HttpRenderOptions;
-use crate::view::{route_backend_name, route_backends, Backend, HaproxyView, Skipped, StickSource};
+use crate::view::{
+    retry_backend_name, retry_variants, route_backend_name, route_backends, Backend, HaproxyView,
+    Skipped, StickSource,
+};
 use k8slb_common::names::{ConfigLine, NodeName};
-use k8slb_common::routes::{HttpRoutes, Sticky};
+use k8slb_common::routes::{HttpRoutes, Retry, Sticky};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use tera::Context;
@@ -125,6 +128,9 @@ pub(crate) struct HpCtx<'a> {
     /// Some rule has a timeout: the HTTP backends apply `txn.k8slb_to` (HAProxy 2.6
     /// takes `set-timeout` only in a section with a backend's capability).
     timeouts: bool,
+    /// Some rule has a retry: a request whose rule set `txn.k8slb_rt` goes to its
+    /// backend's retrying copy ([`crate::view::retry_backend_name`]).
+    retries: bool,
 }
 
 #[derive(Serialize)]
@@ -133,7 +139,27 @@ pub(crate) struct HpBackend<'a> {
     mode: k8slb_common::state::Mode,
     stick_source: &'a Option<StickSource>,
     cookie: Option<String>,
+    /// A retrying copy's `retries` and `retry-on` lines (fixed keywords and validated
+    /// numbers only).
+    retry: Vec<String>,
     server_lines: String,
+}
+
+/// HAProxy's lines of retry policy `r`: `retries <attempts>` (unless the default is
+/// asked), and `retry-on` with a connection failure (HAProxy's default, kept) and each
+/// code ([`k8slb_common::routes::RetryCode`]: one `retry-on` takes).
+pub(crate) fn hp_retry_lines(r: &Retry) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(a) = r.attempts {
+        lines.push(format!("retries {}", a.get()));
+    }
+    let mut on = String::from("retry-on conn-failure");
+    for c in &r.codes {
+        on.push(' ');
+        on.push_str(&c.get().to_string());
+    }
+    lines.push(on);
+    lines
 }
 
 /// The template of the L7 routes and L4 streams part of haproxy.cfg.
@@ -175,13 +201,27 @@ impl crate::render::HttpRenderer {
         }
         let (streams, skipped_streams) = hp_streams(routes, o, &mut files, &mut notes)?;
         crate::render::files::ca_files(routes, o, &mut files)?;
+        let variants = retry_variants(routes);
+        let retry_lines: HashMap<String, Vec<String>> = variants
+            .iter()
+            .map(|(id, r)| (retry_backend_name(id, r), hp_retry_lines(r)))
+            .collect();
+        let names = |id| {
+            std::iter::once(route_backend_name(id)).chain(
+                variants
+                    .iter()
+                    .filter(move |(v, _)| *v == id)
+                    .map(move |(v, r)| retry_backend_name(v, r)),
+            )
+        };
         let cookie_names: HashMap<String, String> = routes
             .backends
             .iter()
             .filter_map(|(id, st)| match &st.stickiness {
-                Some(Sticky::Cookie { name }) => Some((route_backend_name(id), name.to_string())),
+                Some(Sticky::Cookie { name }) => Some(names(id).map(|n| (n, name.to_string()))),
                 _ => None,
             })
+            .flatten()
             .collect();
         let ctx = HpCtx {
             frontends,
@@ -194,6 +234,7 @@ impl crate::render::HttpRenderer {
                     mode: b.mode,
                     stick_source: &b.stick_source,
                     cookie: cookie_names.get(&b.name).cloned(),
+                    retry: retry_lines.get(&b.name).cloned().unwrap_or_default(),
                     server_lines: b.server_lines(),
                 })
                 .collect(),
@@ -207,6 +248,7 @@ impl crate::render::HttpRenderer {
                 .flat_map(|l| &l.virtual_hosts)
                 .flat_map(|v| &v.rules)
                 .any(|r| r.filters.timeout.is_some()),
+            retries: !variants.is_empty(),
         };
         let text = self.one(HAPROXY_ROUTES, ctx)?;
         Ok(RoutesPart { text, files, notes })

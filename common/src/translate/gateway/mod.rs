@@ -55,8 +55,8 @@ use crate::routes::{
     BackendId, BackendState, Certificate, FieldName, FieldValue, FixedStatus, HeaderEdits,
     HeaderMatch, HeaderValue, Hostname, HttpPath, HttpRoutes, Listener, ListenerProtocol,
     ListenerTls, Method, PathMatch, PathRewrite, QueryMatch, QueryName, Redirect, RedirectStatus,
-    RouteAction, RouteMatch, RouteRule, RuleFilters, Scheme, StreamListener, StreamProtocol,
-    StreamRoute, TimeoutMs, VirtualHost, WeightedBackend,
+    Retry, RetryAttempts, RetryCode, RouteAction, RouteMatch, RouteRule, RuleFilters, Scheme,
+    StreamListener, StreamProtocol, StreamRoute, TimeoutMs, VirtualHost, WeightedBackend,
 };
 pub use attach::selects;
 use attach::*;
@@ -111,6 +111,10 @@ pub struct GatewayInput<'a> {
     /// The provider mirrors requests (nginx's `mirror`; HAProxy has none): else a
     /// RequestMirror filter refuses its route.
     pub serves_mirror: bool,
+    /// The provider retries a request on an answer of a given status (HAProxy's L7
+    /// retries; nginx's `proxy_next_upstream` only moves to another server): else a
+    /// rule's `retry` refuses its route.
+    pub serves_retry: bool,
     /// The provider serves, on one host, rules that match on method, headers or query
     /// beside a RequestMirror, a split whose backends edit request headers, or rules of
     /// another timeout (HAProxy picks per rule; nginx serves such a host from one

@@ -150,6 +150,12 @@ pub(super) fn rules_of(
             Ok(s) => s,
             Err(why) => return (vec![], refs, Some(why)),
         };
+        if settings.filters.retry.is_some() && !input.serves_retry {
+            let why = "retry: nginx retries only on another server of the backend \
+                       (proxy_next_upstream), not the same request up to the attempts asked \
+                       (the HAProxy provider serves it)";
+            return (vec![], refs, Some(why.to_string()));
+        }
         if !settings.mirror_refs.is_empty() && !input.serves_mirror {
             let why =
                 "RequestMirror: HAProxy has no request mirroring (the nginx provider serves it)";
@@ -241,6 +247,41 @@ fn timeout(t: &types::HttpRouteTimeouts) -> Result<Option<TimeoutMs>, String> {
     })
 }
 
+/// A rule's `retry` as the proxies serve it. Refused: `backoff` (HAProxy waits no
+/// minimum between L7 retries: a retry sooner than the author's minimum would not be
+/// what they asked), attempts beyond [`RetryAttempts::MAX`], and a code HAProxy's
+/// `retry-on` does not take ([`RetryCode::SUPPORTED`]).
+fn retry(r: &types::HttpRouteRetry) -> Result<Retry, String> {
+    if let Some(b) = &r.backoff {
+        return Err(format!(
+            "retry.backoff {b:?} is not served: HAProxy waits no minimum between retries"
+        ));
+    }
+    let attempts = r
+        .attempts
+        .map(|a| {
+            u32::try_from(a)
+                .map_err(|_| {
+                    format!(
+                        "retry.attempts {a} is not within 1..={}",
+                        RetryAttempts::MAX
+                    )
+                })
+                .and_then(RetryAttempts::try_from)
+        })
+        .transpose()?;
+    let codes = r
+        .codes
+        .iter()
+        .map(|c| {
+            u16::try_from(*c)
+                .map_err(|_| format!("retry code {c} is not an HTTP status"))
+                .and_then(RetryCode::try_from)
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Retry { attempts, codes })
+}
+
 /// What a rule's fields and filters ask for, before its matches: a redirect (the
 /// action), header and host rewrites, a path rewrite (resolved per match), or why the
 /// rule cannot be served as its author asked.
@@ -259,14 +300,9 @@ struct RuleSettings {
 
 impl RuleSettings {
     fn of(rule: &types::HttpRouteRule) -> Result<RuleSettings, String> {
-        // Served without them, a rule would not do what its author asked: refused.
-        for (field, set) in [
-            ("retry", rule.retry.is_some()),
-            ("sessionPersistence", rule.session_persistence.is_some()),
-        ] {
-            if set {
-                return Err(format!("rule field {field} is not served yet"));
-            }
+        // Served without it, a rule would not do what its author asked: refused.
+        if rule.session_persistence.is_some() {
+            return Err("rule field sessionPersistence is not served yet".to_string());
         }
         let mut me = RuleSettings {
             action: None,
@@ -296,6 +332,22 @@ impl RuleSettings {
         // filter beside the redirect.
         if let Some(t) = &rule.timeouts {
             me.filters.timeout = timeout(t)?;
+        }
+        if let Some(r) = &rule.retry {
+            me.filters.retry = Some(retry(r)?);
+            // The proxy's timeout is per try: a request timeout must bound the tries
+            // together, which neither proxy can (backendRequest alone is per try).
+            let request = rule
+                .timeouts
+                .as_ref()
+                .and_then(|t| t.request.as_deref())
+                .map(TimeoutMs::parse_duration);
+            if let Some(Ok(Some(_))) = request {
+                return Err(
+                    "retry with timeouts.request is not served: the proxy's timeout bounds each try, not the request and its retries together (timeouts.backendRequest is per try)"
+                        .to_string(),
+                );
+            }
         }
         // A backend's own filters: RequestHeaderModifier is served; any other is
         // refused, never ignored (the request would reach the backend without it).

@@ -276,12 +276,26 @@ pub struct HttpRouteRule {
     pub backend_refs: Vec<HttpBackendRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeouts: Option<HttpRouteTimeouts>,
-    /// Fields k8slb does not serve (the experimental `retry` and `sessionPersistence`):
-    /// read only to refuse the rule rather than serve it without them.
+    /// The experimental `retry` (served on HAProxy, refused on nginx).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry: Option<serde_json::Value>,
+    pub retry: Option<HttpRouteRetry>,
+    /// A field k8slb does not serve (the experimental `sessionPersistence`): read only to
+    /// refuse the rule rather than serve it without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_persistence: Option<serde_json::Value>,
+}
+
+/// A rule's `retry`, as written (numbers as the API's int64s: validated by the
+/// translation).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRouteRetry {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub codes: Vec<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
