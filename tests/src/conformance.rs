@@ -1673,8 +1673,13 @@ impl<'a> Runner<'a> {
                 } else {
                     self.status(kind, object)?
                 };
-                let lists: Vec<&Value> = if kind.ends_with("Route") {
-                    st["parents"]
+                let lists: Vec<&Value> = if kind.ends_with("Route") || *kind == "BackendTLSPolicy" {
+                    let field = if kind.ends_with("Route") {
+                        "parents"
+                    } else {
+                        "ancestors"
+                    };
+                    st[field]
                         .as_array()
                         .into_iter()
                         .flatten()

@@ -2292,9 +2292,7 @@ pub fn cases() -> Vec<Case> {
         ))
         .check(zero_routes("udproute-tls-only-gateway")),
     ]);
-    v.extend(backend_tls_cases(
-        "not transcribed yet: it edits the policy mid-test (the runner can since edit objects, see the generation tests)",
-    ));
+    v.extend(backend_tls_cases());
     v.extend(client_certificate_cases());
 
     v
@@ -2382,7 +2380,7 @@ fn scheme_to(host: Option<&str>, scheme: &str) -> Redirect {
 /// `tls-checks-ca-certificate`, for abc.example.com, other.example.com and a SPIFFE
 /// URI). Beyond the suite, a 200 also checks the server name the backend was asked
 /// for (`want_sni`): that the proxy spoke TLS to it, with the policy's hostname.
-fn backend_tls_cases(untranscribed: &'static str) -> Vec<Case> {
+fn backend_tls_cases() -> Vec<Case> {
     const BTLS: &[&str] = &["BackendTLSPolicy"];
     const HTTPS_GW: &str = "same-namespace-with-https-listener";
     const FAILS: &[u16] = &[500, 502, 503];
@@ -2530,12 +2528,27 @@ fn backend_tls_cases(untranscribed: &'static str) -> Vec<Case> {
                  a URI SAN, and nginx verifies only the name it sends as SNI \
                  (proxy_ssl_name is both)",
             ),
+        // The policy's ancestor conditions are of its generation before and after the
+        // suite patches its validation hostname; it stays Accepted.
         case(
             "BackendTLSPolicyObservedGenerationBump",
             "backendtlspolicy-observed-generation-bump.yaml",
         )
         .ext(BTLS)
-        .skip(untranscribed),
+        .check(latest("BackendTLSPolicy", "observed-generation-bump", 1))
+        .check(edit(
+            "BackendTLSPolicy",
+            "observed-generation-bump",
+            validate_foo,
+        ))
+        .check(policy_cond(
+            "observed-generation-bump",
+            SAME,
+            "Accepted",
+            "True",
+            "",
+        ))
+        .check(latest("BackendTLSPolicy", "observed-generation-bump", 2)),
     ]
 }
 
@@ -2793,6 +2806,12 @@ fn class_cond(class: &str, type_: &'static str) -> Check {
         class: class.to_string(),
         type_,
     }
+}
+
+/// BackendTLSPolicyObservedGenerationBump's patch: the validation hostname
+/// foo.example.com.
+fn validate_foo(d: &mut Value) {
+    d["spec"]["validation"]["hostname"] = json!("foo.example.com");
 }
 
 /// HTTPRouteObservedGenerationBump's patch: the first backendRef to infra-backend-v2.
