@@ -368,8 +368,9 @@ fn inspected(secrets: &[&Secret]) -> Vec<crate::ingress::SecretMeta> {
 }
 
 impl Objects {
-    /// The (namespace, name) of every Secret that an Ingress's `tls` or a Gateway
-    /// listener's `certificateRefs` names: the only Secrets k8slb reads.
+    /// The (namespace, name) of every Secret that an Ingress's `tls`, a Gateway
+    /// listener's `certificateRefs` or a Gateway's `spec.tls.backend` names: the only
+    /// Secrets k8slb reads.
     pub fn referenced_secrets(&self) -> std::collections::BTreeSet<(String, String)> {
         let ingresses = self.ingresses.iter().flat_map(|i| {
             let ns = i.metadata.namespace.as_deref().unwrap_or("default");
@@ -394,7 +395,21 @@ impl Objects {
                     )
                 })
         });
-        ingresses.chain(gateways).collect()
+        // A Gateway's backend client certificate (spec.tls.backend): checked, not
+        // presented (see `gateway::backend_client`).
+        let clients = self.gateways.iter().filter_map(|g| {
+            let ns = g.metadata.namespace.as_deref().unwrap_or("default");
+            let r = g
+                .spec
+                .tls
+                .as_ref()?
+                .get("backend")?
+                .get("clientCertificateRef")?;
+            let name = r.get("name")?.as_str()?;
+            let ns = r.get("namespace").and_then(|n| n.as_str()).unwrap_or(ns);
+            Some((ns.to_string(), name.to_string()))
+        });
+        ingresses.chain(gateways).chain(clients).collect()
     }
 
     /// Only the Secrets that something names ([`Self::referenced_secrets`]): a Secret

@@ -201,6 +201,8 @@ reasons! {
     InvalidCACertificateRef = "InvalidCACertificateRef",
     /// A Gateway's client validation CA reference of another kind than ConfigMap.
     InvalidCACertificateKind = "InvalidCACertificateKind",
+    /// A Gateway's backend client certificate reference that is not a usable TLS Secret.
+    InvalidClientCertificateRef = "InvalidClientCertificateRef",
     // Events that are not problems.
     IpAllocated = "IPAllocated",
     IpReleased = "IPReleased",

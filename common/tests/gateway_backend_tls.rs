@@ -590,3 +590,231 @@ spec:
     assert!(listener_conds(&out).contains(&("Accepted", false, "UnsupportedValue")));
     assert!(out.routes.listeners.is_empty());
 }
+
+/// Shop/edge's `spec.tls.backend.clientCertificateRef` as given (YAML flow mapping), a
+/// second Gateway shop/other (its own address) whose route `/other` reaches the same
+/// Service port, and a valid policy putting TLS on shop/api's `https` port.
+fn client_cert_gateways(client_ref: &str) -> (Objects, GatewayOutputFn) {
+    let ca = ca_pem();
+    let mut o = base(&[("shop", "api")]);
+    o.gateways[0].spec.tls = Some(
+        serde_json::from_str::<serde_json::Value>(&format!(
+            "{{\"backend\": {{\"clientCertificateRef\": {client_ref}}}}}"
+        ))
+        .unwrap(),
+    );
+    o.add_text(&ca_configmap("shop", "ca", &ca)).unwrap();
+    o.add_text(&policy(
+        "shop",
+        "p",
+        "2026-01-01T00:00:00Z",
+        "api",
+        Some("https"),
+        "api.shop.example",
+    ))
+    .unwrap();
+    o.add_text(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: other, namespace: shop }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: http, port: 80, protocol: HTTP }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: other, namespace: shop }
+spec:
+  parentRefs: [{ name: other }]
+  rules:
+  - matches: [{ path: { type: Exact, value: /other } }]
+    backendRefs: [{ name: api, port: 443 }]
+"#,
+    )
+    .unwrap();
+    (o, two_addresses)
+}
+
+type GatewayOutputFn = fn(&Objects, &[k8slb_common::ingress::SecretMeta]) -> GatewayOutput;
+
+/// The translation with shop/edge on [`VIP`] and shop/other on 198.18.0.61.
+fn two_addresses(o: &Objects, secrets: &[k8slb_common::ingress::SecretMeta]) -> GatewayOutput {
+    let addresses = [("shop/edge", VIP), ("shop/other", OTHER_VIP)]
+        .into_iter()
+        .map(|(k, ip)| (k.parse().unwrap(), vec![ip.parse().unwrap()]))
+        .collect();
+    k8slb_common::gateway::translate(&o.gateway_input(
+        secrets,
+        &addresses,
+        &std::collections::BTreeMap::new(),
+    ))
+}
+
+const OTHER_VIP: &str = "198.18.0.61";
+
+fn client_secret(ns: &str, type_: &str, valid: bool) -> k8slb_common::ingress::SecretMeta {
+    k8slb_common::ingress::SecretMeta {
+        namespace: ns.into(),
+        name: "client".into(),
+        type_: type_.into(),
+        valid,
+        version: "v1".into(),
+        refusal: if valid {
+            String::new()
+        } else {
+            "no key".into()
+        },
+        dns_names: vec![],
+    }
+}
+
+/// (type, status, reason) of a Gateway's own conditions.
+fn gateway_conds(out: &GatewayOutput, gw: &str) -> Vec<(&'static str, bool, &'static str)> {
+    out.gateways[&gw.parse().unwrap()]
+        .conditions
+        .iter()
+        .map(|c| (c.type_.as_str(), c.status, c.reason.as_str()))
+        .collect()
+}
+
+/// A Gateway asking for a backend client certificate, which k8slb does not present:
+/// its requests to TLS backends get 500 (never sent without it), its others are served;
+/// another Gateway's requests to the same TLS backend keep their TLS. The reference is
+/// checked as the specification says (ResolvedRefs), the Gateway stays Accepted.
+#[test]
+fn a_backend_client_certificate_is_never_ignored_and_touches_only_its_gateways_requests() {
+    let (o, run) = client_cert_gateways(r#"{"group": "", "kind": "Secret", "name": "client"}"#);
+    let out = run(&o, &[client_secret("shop", "kubernetes.io/tls", true)]);
+    let edge = gateway_conds(&out, "shop/edge");
+    assert!(edge.contains(&("Accepted", true, "Accepted")), "{edge:?}");
+    assert!(
+        edge.contains(&("ResolvedRefs", true, "ResolvedRefs")),
+        "{edge:?}"
+    );
+    let st = &out.gateways[&"shop/edge".parse().unwrap()];
+    assert!(
+        st.warnings
+            .iter()
+            .any(|(r, w)| r.as_str() == "UnsupportedValue" && w.contains("clientCertificateRef")),
+        "{:?}",
+        st.warnings
+    );
+    answers_500(&out.routes, "/shop-api");
+    // Not a TLS backend: the client certificate is not about it.
+    forwards_to(&out.routes, "/shop-api-other", "shop/api:8443");
+    // The other Gateway (no client certificate asked) still reaches it over TLS.
+    match out
+        .routes
+        .route(OTHER_VIP.parse().unwrap(), 80, "any.example", "/other")
+        .expect("/other routes")
+    {
+        RouteAction::Forward { backends, invalid } => {
+            assert_eq!((*invalid, backends.len()), (0, 1));
+            assert_eq!(backends[0].id, id("shop/api:443"));
+        }
+        a => panic!("{a:?}"),
+    }
+    assert!(out.routes.backends[&id("shop/api:443")].tls.is_some());
+    // Without the client certificate asked: edge's requests reach it over TLS.
+    let mut plain = o.clone();
+    plain.gateways[0].spec.tls = None;
+    let out = run(&plain, &[]);
+    forwards_to(&out.routes, "/shop-api", "shop/api:443");
+    assert!(!gateway_conds(&out, "shop/edge")
+        .iter()
+        .any(|c| c.0 == "ResolvedRefs"));
+}
+
+/// GatewayInvalidTLSBackendConfiguration's references, and a hostile one at the API's
+/// maximum lengths: ResolvedRefs False with the specification's reason, the Gateway
+/// Accepted, its TLS-backend requests answered 500, nothing of the reference in the
+/// model, the message bounded.
+#[test]
+fn invalid_backend_client_certificate_refs_say_why_with_the_specs_reasons() {
+    let long = |n: usize| "a".repeat(n);
+    let hostile = format!(
+        r#"{{"group": "{}.example.com", "kind": "K{}", "name": "{}", "namespace": "{}"}}"#,
+        long(241),
+        long(62),
+        long(253),
+        long(63)
+    );
+    let table: [(&str, &str, Vec<k8slb_common::ingress::SecretMeta>); 8] = [
+        (
+            r#"{"name": "client"}"#,
+            "InvalidClientCertificateRef",
+            vec![],
+        ),
+        (
+            r#"{"group": "wrong.group.company.io", "kind": "Secret", "name": "client"}"#,
+            "InvalidClientCertificateRef",
+            vec![client_secret("shop", "kubernetes.io/tls", true)],
+        ),
+        (
+            r#"{"kind": "WrongKind", "name": "client"}"#,
+            "InvalidClientCertificateRef",
+            vec![client_secret("shop", "kubernetes.io/tls", true)],
+        ),
+        (
+            r#"{"name": "client"}"#,
+            "InvalidClientCertificateRef",
+            vec![client_secret("shop", "Opaque", true)],
+        ),
+        (
+            r#"{"name": "client"}"#,
+            "InvalidClientCertificateRef",
+            vec![client_secret("shop", "kubernetes.io/tls", false)],
+        ),
+        (
+            r#"{"name": "client", "namespace": "pki"}"#,
+            "RefNotPermitted",
+            vec![client_secret("pki", "kubernetes.io/tls", true)],
+        ),
+        (r#"{"kind": 7}"#, "InvalidClientCertificateRef", vec![]),
+        (&hostile, "InvalidClientCertificateRef", vec![]),
+    ];
+    for (r, reason, secrets) in &table {
+        let (o, run) = client_cert_gateways(r);
+        let out = run(&o, secrets);
+        let conds = gateway_conds(&out, "shop/edge");
+        assert!(
+            conds.contains(&("Accepted", true, "Accepted")),
+            "{r}: {conds:?}"
+        );
+        assert!(
+            conds.contains(&("ResolvedRefs", false, reason)),
+            "{r}: {conds:?}"
+        );
+        let st = &out.gateways[&"shop/edge".parse().unwrap()];
+        let msg = &st
+            .conditions
+            .iter()
+            .find(|c| c.type_.as_str() == "ResolvedRefs")
+            .unwrap()
+            .message;
+        assert!(msg.len() <= 400, "{r}: {} bytes", msg.len());
+        answers_500(&out.routes, "/shop-api");
+        let model = serde_json::to_string(&out.routes).unwrap();
+        assert!(
+            !model.contains("\"client\"") && !model.contains(&long(62)),
+            "{r}"
+        );
+    }
+    // Across namespaces with a ReferenceGrant: resolved.
+    let (mut o, run) = client_cert_gateways(r#"{"name": "client", "namespace": "pki"}"#);
+    o.add_text(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: { name: gateways, namespace: pki }
+spec:
+  from: [{ group: gateway.networking.k8s.io, kind: Gateway, namespace: shop }]
+  to: [{ group: "", kind: Secret }]
+"#,
+    )
+    .unwrap();
+    let out = run(&o, &[client_secret("pki", "kubernetes.io/tls", true)]);
+    assert!(gateway_conds(&out, "shop/edge").contains(&("ResolvedRefs", true, "ResolvedRefs")));
+}

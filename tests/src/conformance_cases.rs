@@ -2382,6 +2382,7 @@ fn scheme_to(host: Option<&str>, scheme: &str) -> Redirect {
 /// for (`want_sni`): that the proxy spoke TLS to it, with the policy's hostname.
 fn backend_tls_cases() -> Vec<Case> {
     const BTLS: &[&str] = &["BackendTLSPolicy"];
+    const CLIENT_CERT: &[&str] = &["BackendTLSPolicy", "GatewayBackendClientCertificate"];
     const HTTPS_GW: &str = "same-namespace-with-https-listener";
     const FAILS: &[u16] = &[500, 502, 503];
     let abc = |path: &str| get(path).host("abc.example.com");
@@ -2549,6 +2550,54 @@ fn backend_tls_cases() -> Vec<Case> {
             "",
         ))
         .check(latest("BackendTLSPolicy", "observed-generation-bump", 2)),
+        // spec.tls.backend.clientCertificateRef (GatewayBackendClientCertificate): each
+        // invalid reference gives the Gateway ResolvedRefs False with the spec's reason
+        // (the Gateway Accepted, its conditions of its generation).
+        {
+            let mut c = case(
+                "GatewayInvalidTLSBackendConfiguration",
+                "gateway-invalid-tls-backend-configuration.yaml",
+            )
+            .ext(CLIENT_CERT);
+            for (gw, reason) in [
+                (
+                    "gateway-client-certificate-nonexistent-secret",
+                    "InvalidClientCertificateRef",
+                ),
+                (
+                    "gateway-client-certificate-unsupported-group",
+                    "InvalidClientCertificateRef",
+                ),
+                (
+                    "gateway-client-certificate-unsupported-kind",
+                    "InvalidClientCertificateRef",
+                ),
+                (
+                    "gateway-client-certificate-malformed-secret",
+                    "InvalidClientCertificateRef",
+                ),
+                (
+                    "gateway-client-certificate-missing-reference-grant",
+                    "RefNotPermitted",
+                ),
+            ] {
+                c = c
+                    .check(latest("Gateway", gw, 1))
+                    .check(gateway_cond(gw, "ResolvedRefs", "False", reason))
+                    .check(gateway_cond(gw, "Accepted", "True", "Accepted"));
+            }
+            c
+        },
+        case(
+            "GatewayTLSBackendClientCertificate",
+            "gateway-tls-backend-client-certificate.yaml",
+        )
+        .ext(CLIENT_CERT)
+        .skip(
+            "k8slb does not present a client certificate to backends yet: a Gateway that \
+             asks for one (spec.tls.backend.clientCertificateRef) gets 500 for its requests \
+             to TLS backends, never sends them without it, and a warning Event",
+        ),
     ]
 }
 

@@ -34,6 +34,7 @@
 //!   gets 404 (no fall-through to a wildcard's rules).
 
 mod attach;
+mod backend_client;
 mod backend_tls;
 mod backends;
 mod classes;
@@ -52,11 +53,12 @@ use crate::ingress::SecretMeta;
 use crate::names::ObjectKey;
 use crate::problem::{ObjRef, Reason};
 use crate::routes::{
-    BackendId, BackendState, Certificate, FieldName, FieldValue, FixedStatus, HeaderEdits,
-    HeaderMatch, HeaderValue, Hostname, HttpPath, HttpRoutes, Listener, ListenerProtocol,
-    ListenerTls, Method, PathMatch, PathRewrite, QueryMatch, QueryName, Redirect, RedirectStatus,
-    Retry, RetryAttempts, RetryCode, RouteAction, RouteMatch, RouteRule, RuleFilters, Scheme,
-    StreamListener, StreamProtocol, StreamRoute, TimeoutMs, VirtualHost, WeightedBackend,
+    BackendId, BackendState, CertFile, Certificate, FieldName, FieldValue, FixedStatus,
+    HeaderEdits, HeaderMatch, HeaderValue, Hostname, HttpPath, HttpRoutes, Listener,
+    ListenerProtocol, ListenerTls, Method, PathMatch, PathRewrite, QueryMatch, QueryName, Redirect,
+    RedirectStatus, Retry, RetryAttempts, RetryCode, RouteAction, RouteMatch, RouteRule,
+    RuleFilters, Scheme, StreamListener, StreamProtocol, StreamRoute, TimeoutMs, VirtualHost,
+    WeightedBackend,
 };
 pub use attach::selects;
 use attach::*;
@@ -180,11 +182,58 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
     let streams = t.stream_listeners(&streams_placed);
     let mut routes = t.model(placed, streams);
     let backend_tls_policies = backend_tls::apply(input, &mut routes);
+    // spec.tls.backend: each Gateway's client certificate, checked; the requests of
+    // those that ask for one to TLS backends get 500 (not presented yet).
+    let secrets = crate::translate::refs::SecretRefs::new(input.secrets);
+    let client_certs: BTreeMap<ObjectKey, Result<CertFile, (ConditionReason, String)>> = gateways
+        .iter()
+        .filter_map(|g| {
+            let gk = key(&g.metadata)?;
+            let c = backend_client::client_certificate(input, &secrets, &gk, g)?;
+            Some((gk, c))
+        })
+        .collect();
+    let owners: BTreeMap<(IpAddr, u16), ObjectKey> = t
+        .lsts
+        .iter()
+        .filter_map(|l| Some((l, u16::try_from(l.spec.port).ok()?)))
+        .flat_map(|(l, port)| {
+            input
+                .addresses
+                .get(&l.gateway)
+                .into_iter()
+                .flatten()
+                .map(move |ip| ((*ip, port), l.gateway.clone()))
+        })
+        .collect();
+    let asking: BTreeSet<ObjectKey> = client_certs.keys().cloned().collect();
+    backend_client::refuse_tls_backends(&mut routes, &owners, &asking);
     let statuses = gateways
         .iter()
         .filter_map(|g| {
             let gk = key(&g.metadata)?;
-            let st = status::gateway_status(input, g, &gk, &t.lsts);
+            let mut st = status::gateway_status(input, g, &gk, &t.lsts);
+            match client_certs.get(&gk) {
+                None => {}
+                Some(Ok(_)) => {
+                    st.conditions.push(Condition::new(
+                        ConditionType::ResolvedRefs,
+                        true,
+                        ConditionReason::ResolvedRefs,
+                        "every reference resolved",
+                    ));
+                    st.warnings.push((
+                        Reason::UnsupportedValue,
+                        "spec.tls.backend.clientCertificateRef: k8slb does not present client certificates to backends yet; the requests this Gateway forwards to TLS backends (BackendTLSPolicy) are answered 500, never sent without it".to_string(),
+                    ));
+                }
+                Some(Err((reason, why))) => st.conditions.push(Condition::new(
+                    ConditionType::ResolvedRefs,
+                    false,
+                    *reason,
+                    why.clone(),
+                )),
+            }
             Some((gk, st))
         })
         .collect();

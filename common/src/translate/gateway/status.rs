@@ -70,6 +70,9 @@ api_names! {
         InvalidCACertificateRef,
         /// A listener's client validation CA reference of another kind than ConfigMap.
         InvalidCACertificateKind,
+        /// A Gateway's backend client certificate reference (`spec.tls.backend`) that
+        /// is not a usable TLS Secret.
+        InvalidClientCertificateRef,
     }
 }
 
@@ -104,6 +107,7 @@ impl ConditionReason {
             C::NoValidCACertificate => Reason::NoValidCACertificate,
             C::InvalidCACertificateRef => Reason::InvalidCACertificateRef,
             C::InvalidCACertificateKind => Reason::InvalidCACertificateKind,
+            C::InvalidClientCertificateRef => Reason::InvalidClientCertificateRef,
         })
     }
 }
