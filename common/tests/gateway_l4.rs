@@ -354,7 +354,7 @@ fn listener_of<'a>(
 }
 
 #[test]
-fn the_oldest_route_holds_a_tcp_listener_and_a_server_name() {
+fn the_oldest_route_holds_a_tcp_listener_the_newer_attached_without_traffic_and_a_server_name() {
     let first = route(
         "TCPRoute",
         "first",
@@ -384,8 +384,10 @@ fn the_oldest_route_holds_a_tcp_listener_and_a_server_name() {
         CLASS, GATEWAY, &tls_new, &second, &tls_old, &first,
     ]));
     assert!(goes(&out, 5432, StreamProtocol::Tcp, None).starts_with("a@"));
+    // The newer TCPRoute is attached (Accepted, counted: the specification's
+    // TCPRouteMultipleRoutesAttachment) and gets no traffic; its message says why.
     let (ok, reason) = route_cond(&out, L4Kind::Tcp, "default/second", "Accepted");
-    assert_eq!((ok, reason), (false, "UnsupportedValue"));
+    assert_eq!((ok, reason), (true, "Accepted"));
     let msg = &cond(
         &out.l4_routes[&(L4Kind::Tcp, "default/second".parse().unwrap())][0].conditions,
         "Accepted",
@@ -399,7 +401,7 @@ fn the_oldest_route_holds_a_tcp_listener_and_a_server_name() {
         route_cond(&out, L4Kind::Tls, "default/new", "Accepted"),
         (true, "Accepted")
     );
-    assert_eq!(listener(&out, "pg").attached_routes, 1);
+    assert_eq!(listener(&out, "pg").attached_routes, 2);
 }
 
 #[test]

@@ -716,6 +716,10 @@ pub enum Check {
         object: Nn,
         edit: fn(&mut Value),
     },
+    /// Create another document (`doc()`) before the next checks, as the suite creates
+    /// an object mid-test: applied after the case's documents, it is stamped newer
+    /// (`creationTimestamp`, as the API server does).
+    Add { doc: fn() -> Value },
     /// The object's conditions (a GatewayClass's or a Gateway's own, each parent's of a
     /// route) all have `observedGeneration` = `generation`: the suite's
     /// `<Kind>MustHaveLatestConditions`, the object's `metadata.generation` being what
@@ -1158,7 +1162,12 @@ impl<'a> Runner<'a> {
             // A run of checks up to the next Delete or Edit converges together.
             let end = checks[i..]
                 .iter()
-                .position(|c| matches!(c, Check::Delete { .. } | Check::Edit { .. }))
+                .position(|c| {
+                    matches!(
+                        c,
+                        Check::Delete { .. } | Check::Edit { .. } | Check::Add { .. }
+                    )
+                })
                 .map(|p| i + p)
                 .unwrap_or(checks.len());
             if let Err(e) = self.converge(&checks[i..end], timeout) {
@@ -1185,6 +1194,12 @@ impl<'a> Runner<'a> {
                         }
                     }
                     Some(format!("editing {kind} {object}"))
+                }
+                Some(Check::Add { doc }) => {
+                    let d = doc();
+                    let (kind, id) = doc_id(&d);
+                    docs.extend(self.prepare(&[d]));
+                    Some(format!("adding {kind} {id}"))
                 }
                 _ => None,
             };
@@ -1777,7 +1792,7 @@ impl<'a> Runner<'a> {
                     ))
                 }
             }
-            Check::Delete { .. } | Check::Edit { .. } => Ok(()),
+            Check::Delete { .. } | Check::Edit { .. } | Check::Add { .. } => Ok(()),
         }
     }
 

@@ -2129,6 +2129,49 @@ pub fn cases() -> Vec<Case> {
                 "False",
                 "RefNotPermitted",
             )),
+        // Two TCPRoutes on one listener: both Accepted, both counted, the older one
+        // served (the newer is created once the older is accepted, as the suite does).
+        {
+            const GW: &str = "tcp-multi-route-attach-gateway";
+            let mut c = case(
+                "TCPRouteMultipleRoutesAttachment",
+                "tcproute-multiple-routes-attachment.yaml",
+            )
+            .profile(TCP)
+            .check(accepted_kind("TCPRoute", GW, &["tcproute-attach-older"]))
+            .check(Check::Add {
+                doc: newer_tcp_route,
+            })
+            .check(kind_cond(
+                "TCPRoute",
+                "tcproute-attach-older",
+                GW,
+                "Accepted",
+                "True",
+                "Accepted",
+            ))
+            .check(kind_cond(
+                "TCPRoute",
+                "tcproute-attach-newer",
+                GW,
+                "Accepted",
+                "True",
+                "Accepted",
+            ))
+            .check(listener(
+                GW,
+                "tcp",
+                &["TCPRoute"],
+                &[("Accepted", "True", "Accepted")],
+                2,
+            ));
+            // The suite samples 100 connections; each is answered by the older route's
+            // backend.
+            for _ in 0..20 {
+                c = c.check(tcp_to(GW, 9310, "tcp-attach-backend-1"));
+            }
+            c
+        },
         case("TCPRouteWeightedRouting", "tcproute-weighted-routing.yaml")
             .profile(TCP)
             .check(accepted_kind(
@@ -2226,6 +2269,37 @@ pub fn cases() -> Vec<Case> {
                 "False",
                 "RefNotPermitted",
             )),
+        // As TCPRouteMultipleRoutesAttachment, for UDP (provisional upstream).
+        {
+            const GW: &str = "udp-multi-route-attach-gateway";
+            let mut c = case(
+                "UDPRouteMultipleRoutesAttachment",
+                "udproute-multiple-routes-attachment.yaml",
+            )
+            .profile(UDP)
+            .skip_on("haproxy", NO_UDP)
+            .check(accepted_kind("UDPRoute", GW, &["udproute-attach-older"]))
+            .check(Check::Add {
+                doc: newer_udp_route,
+            });
+            for route in ["udproute-attach-older", "udproute-attach-newer"] {
+                c = c.check(kind_cond(
+                    "UDPRoute", route, GW, "Accepted", "True", "Accepted",
+                ));
+            }
+            c = c.check(listener(
+                GW,
+                "udp",
+                &["UDPRoute"],
+                &[("Accepted", "True", "Accepted")],
+                2,
+            ));
+            // The suite's 20 probes, each answered by the older route's backend.
+            for _ in 0..20 {
+                c = c.check(udp_to(GW, 5301, "udp-attach-backend-1"));
+            }
+            c
+        },
         case("UDPRouteWeightedRouting", "udproute-weighted-routing.yaml")
             .profile(UDP)
             .skip_on("haproxy", NO_UDP)
@@ -2855,6 +2929,34 @@ fn class_cond(class: &str, type_: &'static str) -> Check {
         class: class.to_string(),
         type_,
     }
+}
+
+/// TCPRouteMultipleRoutesAttachment's second route: `tcproute-attach-newer`, on the
+/// same listener, to `tcp-attach-backend-2` port 3000.
+fn newer_tcp_route() -> Value {
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "TCPRoute",
+        "metadata": {"name": "tcproute-attach-newer", "namespace": "gateway-conformance-infra"},
+        "spec": {
+            "parentRefs": [{"name": "tcp-multi-route-attach-gateway", "sectionName": "tcp"}],
+            "rules": [{"backendRefs": [{"name": "tcp-attach-backend-2", "port": 3000}]}],
+        },
+    })
+}
+
+/// UDPRouteMultipleRoutesAttachment's second route: `udproute-attach-newer`, on the
+/// same listener, to `udp-attach-backend-2` port 8080.
+fn newer_udp_route() -> Value {
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "UDPRoute",
+        "metadata": {"name": "udproute-attach-newer", "namespace": "gateway-conformance-infra"},
+        "spec": {
+            "parentRefs": [{"name": "udp-multi-route-attach-gateway", "sectionName": "udp"}],
+            "rules": [{"backendRefs": [{"name": "udp-attach-backend-2", "port": 8080}]}],
+        },
+    })
 }
 
 /// BackendTLSPolicyObservedGenerationBump's patch: the validation hostname

@@ -51,6 +51,8 @@ pub(super) fn attach(
     // specification's ListenerStatus.attachedRoutes), serving is the listener's business.
     let mut unserved = 0;
     let mut held_by = None;
+    // TCP and UDP listeners it attaches to that an older route holds.
+    let mut shadowed = 0;
     let mut at = Vec::new();
     for (i, l) in lsts.iter_mut().enumerate() {
         if &l.gateway != gk
@@ -79,6 +81,7 @@ pub(super) fn attach(
             }
             continue;
         }
+        let wanted = hosts.len();
         if let Some((taken, who)) = taken.as_mut() {
             hosts.retain(|h| match taken.get(&(i, h.clone())) {
                 Some(holder) => {
@@ -92,6 +95,13 @@ pub(super) fn attach(
             });
         }
         if hosts.is_empty() {
+            // A TCP or UDP listener an older route holds: the newer one is attached
+            // (Accepted, counted in attachedRoutes, as the specification's
+            // TCPRouteMultipleRoutesAttachment says) and gets no traffic.
+            if wanted > 0 && matches!(l.stream, Some(StreamProtocol::Tcp | StreamProtocol::Udp)) {
+                l.attached += 1;
+                shadowed += 1;
+            }
             continue;
         }
         l.attached += 1;
@@ -101,6 +111,7 @@ pub(super) fn attach(
         candidates,
         allowed,
         unserved,
+        shadowed,
         attached: !at.is_empty(),
     };
     (vec![attach_condition(kind, &found, held_by.as_deref())], at)
@@ -114,6 +125,8 @@ struct Found {
     allowed: usize,
     /// Listeners not served that the route attaches to all the same.
     unserved: usize,
+    /// TCP and UDP listeners it attaches to whose one route is an older one.
+    shadowed: usize,
     /// Some served listener takes some of the route's hostnames.
     attached: bool,
 }
@@ -132,6 +145,14 @@ fn attach_condition(kind: &str, f: &Found, held_by: Option<&str>) -> Condition {
             false,
             ConditionReason::NotAllowedByListeners,
             format!("no listener allows {kind}s from this namespace"),
+        )
+    } else if let (false, true, Some(holder)) = (f.attached, f.shadowed > 0, held_by) {
+        Condition::accepted(
+            true,
+            ConditionReason::Accepted,
+            format!(
+                "attached, but its listeners serve {holder}, which is older (one route per listener): this route gets no traffic while it is there"
+            ),
         )
     } else if let (false, Some(holder)) = (f.attached, held_by) {
         Condition::accepted(
