@@ -669,6 +669,9 @@ pub enum Check {
         port: u16,
         weights: Vec<(&'static str, f64)>,
     },
+    /// A DNS query (foo.bar.com, type A) over UDP to the Gateway's address on `port`
+    /// gets a response (the suite's UDPRoute test: `dns.Exchange` without an error).
+    Dns { gateway: Nn, port: u16 },
     /// UDP echo probes to the Gateway's address on `port` (the suite's
     /// `ExpectEchoResponseFromBackend`): answered, by `backend` (its service name and
     /// namespace) when given.
@@ -816,6 +819,8 @@ pub struct Runner<'a> {
     /// The client certificates requests may present: Secret name → (certificate, key)
     /// files.
     client_certs: BTreeMap<String, (PathBuf, PathBuf)>,
+    /// [`EchoKinds::apps`].
+    apps: BTreeMap<Nn, Nn>,
 }
 
 impl Drop for Runner<'_> {
@@ -892,6 +897,13 @@ pub struct EchoKinds {
     /// The suite's client certificates (Secret name → certificate, key PEM), which
     /// requests present with [`Req::client_cert`].
     pub client_pems: BTreeMap<String, (String, String)>,
+    /// Deployments running the suite's `coredns` (an image of that name): a DNS
+    /// answerer (`lab-backend --dns`).
+    pub dns: BTreeSet<Nn>,
+    /// Deployments whose pods' `app` label is not their name: (namespace, app) → the
+    /// Deployment, so that a Service selecting that label gets its echo (the suite's
+    /// `coredns` Service selects `app: udp`).
+    pub apps: BTreeMap<Nn, Nn>,
 }
 
 impl EchoKinds {
@@ -911,6 +923,29 @@ impl EchoKinds {
         );
         self.tcp_tls
             .extend(tcp.into_iter().filter(|d| tls.contains(d)));
+        for d in docs.iter().filter(|d| d["kind"] == "Deployment") {
+            let (_, id) = doc_id(d);
+            let spec = &d["spec"]["template"]["spec"];
+            let coredns = spec["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["image"].as_str().is_some_and(|i| i.contains("/coredns/")));
+            if coredns {
+                self.dns.insert(id.clone());
+            }
+            if let Some(app) = d["spec"]["template"]["metadata"]["labels"]["app"].as_str() {
+                if app != id.name {
+                    self.apps.insert(
+                        Nn {
+                            namespace: id.namespace.clone(),
+                            name: app.to_string(),
+                        },
+                        id,
+                    );
+                }
+            }
+        }
     }
     fn flag(&self, d: &Nn) -> &'static str {
         if self.grpc.contains(d) {
@@ -921,6 +956,8 @@ impl EchoKinds {
             "--tcp-echo"
         } else if self.udp.contains(d) {
             "--udp-echo"
+        } else if self.dns.contains(d) {
+            "--dns"
         } else if self.http_tls.contains(d) && self.echo_pem.is_some() {
             "--echo-tls"
         } else {
@@ -1003,6 +1040,7 @@ impl<'a> Runner<'a> {
         let echo_log = sys.lab.log_path(id).to_path_buf();
         let runner = Runner {
             client_certs,
+            apps: kinds.apps.clone(),
             echo_log,
             sys,
             data,
@@ -1063,6 +1101,7 @@ impl<'a> Runner<'a> {
                         namespace: id.namespace.clone(),
                         name: app.to_string(),
                     };
+                    let target = self.apps.get(&target).cloned().unwrap_or(target);
                     if let Some(port) = self.echoes.get(&target) {
                         out.push(self.slice_for(&d, &id, *port));
                     }
@@ -1652,6 +1691,27 @@ impl<'a> Runner<'a> {
                     pods.push(v["test"]["pod"].as_str().unwrap_or_default().to_string());
                 }
                 spread(&pods, weights)
+            }
+            Check::Dns { gateway, port } => {
+                let ip = self.address(gateway)?;
+                let bin = bins::locate("lab-client")
+                    .map_err(|e| format!("{e:#}"))?
+                    .to_string_lossy()
+                    .into_owned();
+                let addr = format!("{ip}:{port}");
+                let out = self
+                    .sys
+                    .lab
+                    .run_in("client", &[bin.as_str(), "dns", &addr, "foo.bar.com."])
+                    .map_err(|e| format!("lab-client: {e:#}"))?;
+                let text = String::from_utf8_lossy(&out.stdout);
+                let v: Value =
+                    serde_json::from_str(text.trim()).map_err(|e| format!("{e}: {text}"))?;
+                if v["ok"] == true {
+                    Ok(())
+                } else {
+                    Err(format!("no DNS answer from {addr}: {v}"))
+                }
             }
             Check::Udp {
                 gateway,

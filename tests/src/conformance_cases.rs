@@ -2300,6 +2300,16 @@ pub fn cases() -> Vec<Case> {
             }
             c
         },
+        // A DNS query through the UDP listener reaches the suite's coredns (here a DNS
+        // answerer) and gets a response (provisional upstream).
+        case("UDPRoute", "udproute-simple.yaml")
+            .profile(UDP)
+            .skip_on("haproxy", NO_UDP)
+            .check(accepted_kind("UDPRoute", "udp-gateway", &["udp-coredns"]))
+            .check(Check::Dns {
+                gateway: nn("udp-gateway"),
+                port: 5300,
+            }),
         case("UDPRouteWeightedRouting", "udproute-weighted-routing.yaml")
             .profile(UDP)
             .skip_on("haproxy", NO_UDP)

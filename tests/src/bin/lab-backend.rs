@@ -36,6 +36,9 @@
 //!   Deployments answer.
 //! - UDP echo (`--udp-echo ADDR,NAMESPACE,POD`): each datagram answered with JSON
 //!   (`request`, `namespace`, `service`, `pod`), as the suite's `UDP_ECHO_SERVER`.
+//! - DNS (`--dns ADDR,NAMESPACE,POD`, UDP): each query answered with a response that
+//!   echoes its id and question, no records (the suite's `coredns` backend, whose
+//!   test only needs an answer).
 //! - WebSocket (`--ws`): an `Upgrade: websocket` request gets `101`, then every byte is
 //!   echoed ([`k8slb_tests::grpc::upgrade_backend`]); another request `200 <name>`.
 //!
@@ -62,6 +65,7 @@ struct Args {
     grpc_echo: Vec<(SocketAddr, Arc<Echo>)>,
     tcp_echo: Vec<(SocketAddr, Arc<Echo>)>,
     udp_echo: Vec<(SocketAddr, Arc<Echo>)>,
+    dns: Vec<SocketAddr>,
     tcp_echo_tls: Vec<(SocketAddr, Arc<Echo>)>,
     /// The HTTP echo over TLS (or plain, as the client starts), with `--echo-cert` and
     /// `--echo-key`: the suite's `tls-backend`.
@@ -90,6 +94,43 @@ enum RetryAnswer {
     Close,
     /// Enough attempts have failed: the usual echo.
     Echo,
+}
+
+/// The answer of the suite's `coredns` backend as its test needs it: a DNS response to
+/// the query (its id and question, `QR` set, no records: the test only needs an answer
+/// that parses). A datagram that is not a query with one question whose name ends
+/// gets `FORMERR` with the query's header; one shorter than a header, nothing.
+fn dns_reply(q: &[u8]) -> Option<Vec<u8>> {
+    if q.len() < 12 || q[2] & 0x80 != 0 {
+        return None;
+    }
+    let qdcount = u16::from_be_bytes([q[4], q[5]]);
+    // The question: labels up to the root, then type and class.
+    let mut i = 12;
+    let question_end = loop {
+        if qdcount != 1 {
+            break None;
+        }
+        match q.get(i) {
+            Some(0) => break (i + 5 <= q.len()).then_some(i + 5),
+            Some(&l) if l < 64 => i += 1 + usize::from(l),
+            _ => break None,
+        }
+    };
+    let mut r = q[..12].to_vec();
+    r[2] = 0x80 | (q[2] & 0x79); // QR, the opcode and RD as asked, AA/TC clear
+    r[6..12].fill(0); // no answer, authority, additional records
+    match question_end {
+        Some(end) => {
+            r[3] = 0; // NOERROR
+            r.extend_from_slice(&q[12..end]);
+        }
+        None => {
+            r[3] = 1; // FORMERR
+            r[4..6].fill(0);
+        }
+    }
+    Some(r)
 }
 
 /// The reason phrase of the statuses the retry simulation answers (any other: none).
@@ -156,6 +197,7 @@ fn parse_args() -> Result<Args, String> {
         grpc_echo: vec![],
         tcp_echo: vec![],
         udp_echo: vec![],
+        dns: vec![],
         tcp_echo_tls: vec![],
         echo_tls: vec![],
         echo_cert: None,
@@ -181,7 +223,7 @@ fn parse_args() -> Result<Args, String> {
             "--echo-cert" => a.echo_cert = Some(PathBuf::from(&val)),
             "--echo-key" => a.echo_key = Some(PathBuf::from(&val)),
             "--echo" | "--echo-tls" | "--grpc-echo" | "--tcp-echo" | "--tcp-echo-tls"
-            | "--udp-echo" => {
+            | "--udp-echo" | "--dns" => {
                 let mut parts = val.split(',');
                 let (Some(at), Some(namespace), Some(pod), None) =
                     (parts.next(), parts.next(), parts.next(), parts.next())
@@ -202,6 +244,7 @@ fn parse_args() -> Result<Args, String> {
                     "--grpc-echo" => a.grpc_echo.push((at, Arc::new(echo))),
                     "--tcp-echo" => a.tcp_echo.push((at, Arc::new(echo))),
                     "--tcp-echo-tls" => a.tcp_echo_tls.push((at, Arc::new(echo))),
+                    "--dns" => a.dns.push(at),
                     _ => a.udp_echo.push((at, Arc::new(echo))),
                 }
             }
@@ -228,7 +271,7 @@ fn main() {
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc-echo ADDR,NAMESPACE,POD]... [--tcp-echo ADDR,NAMESPACE,POD]... [--udp-echo ADDR,NAMESPACE,POD]... [--tcp-echo-tls ADDR,NAMESPACE,POD --cert PEM --key PEM]... [--echo-tls ADDR,NAMESPACE,POD --echo-cert PEM --echo-key PEM]... [--grpc ADDR]... [--ws ADDR]...");
+            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc-echo ADDR,NAMESPACE,POD]... [--tcp-echo ADDR,NAMESPACE,POD]... [--udp-echo ADDR,NAMESPACE,POD]... [--dns ADDR,NAMESPACE,POD]... [--tcp-echo-tls ADDR,NAMESPACE,POD --cert PEM --key PEM]... [--echo-tls ADDR,NAMESPACE,POD --echo-cert PEM --echo-key PEM]... [--grpc ADDR]... [--ws ADDR]...");
             std::process::exit(64);
         }
     };
@@ -368,6 +411,19 @@ async fn run(args: Args) -> std::io::Result<()> {
                 }
             });
         }
+    }
+    for addr in args.dns {
+        let sock = UdpSocket::bind(addr).await?;
+        tasks.spawn(async move {
+            let mut buf = vec![0u8; 2048];
+            loop {
+                if let Ok((n, peer)) = sock.recv_from(&mut buf).await {
+                    if let Some(reply) = dns_reply(&buf[..n]) {
+                        let _ = sock.send_to(&reply, peer).await;
+                    }
+                }
+            }
+        });
     }
     for (addr, echo) in args.udp_echo {
         let sock = UdpSocket::bind(addr).await?;
@@ -1102,5 +1158,44 @@ mod retry_tests {
             e.retry("/retry/x?uuid=d&succeedAfter=two"),
             RetryAnswer::Bad("succeedAfter is required")
         );
+    }
+}
+
+#[cfg(test)]
+mod dns_tests {
+    use super::dns_reply;
+
+    /// A query for foo.bar.com. A (id 0x1234, RD).
+    fn query() -> Vec<u8> {
+        let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+        for l in ["foo", "bar", "com"] {
+            q.push(l.len() as u8);
+            q.extend_from_slice(l.as_bytes());
+        }
+        q.extend_from_slice(&[0, 0, 1, 0, 1]);
+        q
+    }
+
+    #[test]
+    fn a_query_gets_a_response_with_its_id_and_question() {
+        let q = query();
+        let r = dns_reply(&q).unwrap();
+        assert_eq!(&r[..2], &[0x12, 0x34]);
+        assert_eq!(r[2], 0x81, "QR and RD");
+        assert_eq!(r[3] & 0x0f, 0, "NOERROR");
+        assert_eq!(&r[4..12], &[0, 1, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&r[12..], &q[12..]);
+    }
+
+    #[test]
+    fn a_malformed_query_gets_formerr_and_a_short_or_response_datagram_nothing() {
+        let mut q = query();
+        q.truncate(q.len() - 2);
+        let r = dns_reply(&q).unwrap();
+        assert_eq!((r.len(), r[3] & 0x0f), (12, 1));
+        assert!(dns_reply(&q[..8]).is_none());
+        let mut resp = query();
+        resp[2] |= 0x80;
+        assert!(dns_reply(&resp).is_none());
     }
 }

@@ -273,6 +273,49 @@ fn udp_echo(args: &[String]) -> i32 {
     0
 }
 
+/// `lab-client dns <addr> <name>`: a DNS query (type A) for `name` over UDP to `addr`,
+/// 2 s for the answer (the suite's `dns.Exchange`): `{"ok": true, "rcode": N}` for a
+/// response with the query's id, else `{"error": "<what>"}`.
+fn dns(args: &[String]) -> i32 {
+    let [addr, name] = args else {
+        eprintln!("lab-client dns: usage: dns <addr> <name>");
+        return 64;
+    };
+    let Ok(addr) = addr.parse::<SocketAddr>() else {
+        eprintln!("lab-client dns: {addr}: not an address");
+        return 64;
+    };
+    let once = || -> Result<u8, String> {
+        let id: u16 = (std::process::id() & 0xffff) as u16;
+        let mut q = id.to_be_bytes().to_vec();
+        q.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
+        for l in name.trim_end_matches('.').split('.') {
+            if l.is_empty() || l.len() > 63 {
+                return Err(format!("{name}: not a DNS name"));
+            }
+            q.push(l.len() as u8);
+            q.extend_from_slice(l.as_bytes());
+        }
+        q.extend_from_slice(&[0, 0, 1, 0, 1]);
+        let s = UdpSocket::bind("0.0.0.0:0").map_err(|e| format!("bind: {e}"))?;
+        s.set_read_timeout(Some(Duration::from_secs(2)))
+            .map_err(|e| e.to_string())?;
+        s.connect(addr).map_err(|e| format!("connect: {e}"))?;
+        s.send(&q).map_err(|e| format!("send: {e}"))?;
+        let mut buf = [0u8; 2048];
+        let n = s.recv(&mut buf).map_err(|e| format!("recv: {e}"))?;
+        if n < 12 || buf[..2] != q[..2] || buf[2] & 0x80 == 0 {
+            return Err(format!("not a response to the query ({n} bytes)"));
+        }
+        Ok(buf[3] & 0x0f)
+    };
+    match once() {
+        Ok(rcode) => println!("{}", json!({"ok": true, "rcode": rcode})),
+        Err(e) => println!("{}", json!({"error": e})),
+    }
+    0
+}
+
 fn tcp_echo_once(addr: SocketAddr, sni: Option<&str>) -> Result<serde_json::Value, String> {
     let s = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
         .map_err(|e| format!("connect: {e}"))?;
@@ -330,6 +373,9 @@ fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.first().map(String::as_str) == Some("ws-echo") {
         std::process::exit(ws_echo(&argv[1..]));
+    }
+    if argv.first().map(String::as_str) == Some("dns") {
+        std::process::exit(dns(&argv[1..]));
     }
     if argv.first().map(String::as_str) == Some("udp-echo") {
         std::process::exit(udp_echo(&argv[1..]));
