@@ -3748,6 +3748,17 @@ fn rule_retries_send_to_a_retrying_copy_of_each_backend_that_tracks_its_servers(
     let plain = r.haproxy(&split_routes(1, 1), &o, &[]).unwrap();
     assert!(!plain.text.contains("k8slb_rt"));
     assert_eq!(plain.backends.len(), 2);
+    // nginx is never given one (the plan refuses it there); met all the same, the host
+    // is left out with a note, never served without its retries.
+    let nx = r.nginx(&routes, &o).unwrap();
+    assert!(!nx.text.contains("split.example.com"), "{}", nx.text);
+    assert!(
+        nx.notes.iter().any(|n| n.contains("retry")),
+        "{:?}",
+        nx.notes
+    );
+    let nx = r.nginx(&split_routes(1, 1), &o).unwrap();
+    assert!(nx.text.contains("split.example.com"));
 }
 
 /// An endpoint change reaches the retrying copies through the Runtime API with the
@@ -3790,7 +3801,7 @@ fn an_endpoint_change_sets_the_retrying_copies_servers_too() {
 /// Hostile: the widest policy the plan lets through (ten attempts, every code HAProxy's
 /// `retry-on` takes) on a split with cookie stickiness, and the
 /// proxy's default, both on one listener: `haproxy -c` takes them (nginx is never given
-/// a retry: the plan refuses it there; its render ignores the field).
+/// a retry: the plan refuses it there; its render leaves such a host out).
 #[test]
 #[ignore = "needs root: a network namespace for nginx -t and haproxy -c; ./scripts/test.sh runs it"]
 fn the_widest_retry_policies_pass_the_daemons_own_checks() {

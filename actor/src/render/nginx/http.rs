@@ -1084,6 +1084,14 @@ pub(crate) fn nx_server(
     let default_action = l.default_action.clone().unwrap_or(RouteAction::Respond {
         status: k8slb_common::routes::FixedStatus::NotFound404,
     });
+    // The plan refuses a rule's retry under nginx (GatewayInput::serves_retry); kept as
+    // a backstop: nginx only tries another server, never the attempts asked.
+    if v.is_some_and(|v| v.rules.iter().any(|r| r.filters.retry.is_some())) {
+        notes.push(format!(
+            "{what}: a rule's retry (nginx only moves a request to another server); not rendered"
+        ));
+        return Ok(None);
+    }
     if let Some(v) = v.filter(|v| v.rules.iter().any(|r| r.matches.is_conditional())) {
         let host_default = o
             .nginx_proxy
