@@ -3731,6 +3731,14 @@ fn rule_retries_send_to_a_retrying_copy_of_each_backend_that_tracks_its_servers(
             .unwrap();
         assert_eq!(copy.slots, base.slots, "{b}: the same slots");
         assert!(base.track.is_none());
+        // The backend itself (what other rules, of other routes and namespaces, send
+        // to) keeps HAProxy's defaults: the policy is the copy's only.
+        let base_at = t
+            .find(&format!("\nbackend rtb_default_{b}_80\n"))
+            .expect("the backend");
+        let base_section = &t[base_at + 1..];
+        let base_section = &base_section[..base_section.find("\n\n").unwrap_or(base_section.len())];
+        assert!(!base_section.contains("retr"), "{base_section}");
     }
     // The proxy's default attempts: no `retries` line; connection failures still retried.
     let t = r.haproxy(&retry_routes(None, &[]), &o, &[]).unwrap().text;
