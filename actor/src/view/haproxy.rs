@@ -9,9 +9,9 @@ use super::{
 };
 use crate::fdlimit::{self, FdBudget, HaproxyFds};
 use k8slb_common::app_protocol::BackendProtocol;
-use k8slb_common::names::ConfigLine;
+use k8slb_common::names::{ConfigLine, ServiceKey};
 use k8slb_common::routes::{BackendId, BackendState, HttpRoutes, Retry, RouteAction, Sticky};
-use k8slb_common::state::{Mode, Protocol, ProxyProtocol, State, Stickiness};
+use k8slb_common::state::{Mode, PortState, Protocol, ProxyProtocol, State, Stickiness};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -439,8 +439,41 @@ pub(super) fn haproxy_view(
     let cfg = &state.config.haproxy;
     let runtime_socket = safe_path("runtime socket", &opts.runtime_socket)?;
     let pid_file = safe_path("pid file", &opts.pid_file)?;
-    let mut global = Vec::with_capacity(cfg.global.len());
-    for l in &cfg.global {
+    let mut global = admin_global(&cfg.global, notes);
+    let default_global = default_global(&global);
+    let httpfront = admin_httpfront(&cfg.httpfront, notes);
+    let default_timeouts = default_timeouts(&cfg.defaults);
+    let (frontends, backends) = service_proxies(state, prev, skipped, notes);
+    let maxconn = fit_haproxy(
+        &mut global,
+        cfg,
+        &frontends,
+        &backends,
+        opts.fd_budget,
+        notes,
+    );
+    Ok(HaproxyView {
+        runtime_socket,
+        pid_file,
+        global,
+        default_global,
+        defaults: cfg.defaults.clone(),
+        default_timeouts,
+        tcpfront: cfg.tcpfront.clone(),
+        httpfront,
+        tcpback: cfg.tcpback.clone(),
+        httpback: cfg.httpback.clone(),
+        maxconn,
+        frontends,
+        backends,
+    })
+}
+
+/// The admin's `haproxy.global` lines, minus those the actor sets (`pidfile`, `daemon`,
+/// `master-worker`), each dropped with a note.
+fn admin_global(lines: &[ConfigLine], notes: &mut Vec<String>) -> Vec<ConfigLine> {
+    let mut global = Vec::with_capacity(lines.len());
+    for l in lines {
         match first_word(l) {
             "pidfile" | "daemon" | "master-worker" => notes.push(format!(
                 "haproxy.global line {:?} dropped: the actor sets it",
@@ -449,24 +482,27 @@ pub(super) fn haproxy_view(
             _ => global.push(l.clone()),
         }
     }
-    let default_global = [
+    global
+}
+
+/// `hard-stop-after 30m` and `mworker-max-reloads 50`, each unless `global` sets it.
+fn default_global(global: &[ConfigLine]) -> Vec<&'static str> {
+    [
         ("hard-stop-after", "hard-stop-after 30m"),
         ("mworker-max-reloads", "mworker-max-reloads 50"),
     ]
     .into_iter()
     .filter(|(w, _)| !global.iter().any(|l| first_word(l) == *w))
     .map(|(_, l)| l)
-    .collect();
-    let has_timeout = |which: &str| {
-        cfg.defaults.iter().any(|l| {
-            let mut w = l.as_str().split_whitespace();
-            w.next() == Some("timeout") && w.next() == Some(which)
-        })
-    };
-    // k8slb's default httpfront lines (and copies of them in admins' configs) repeat
-    // what the template writes in every http frontend: drop them, with a note.
-    let mut httpfront = Vec::with_capacity(cfg.httpfront.len());
-    for l in &cfg.httpfront {
+    .collect()
+}
+
+/// The admin's `haproxy.httpfront` lines, minus k8slb's default ones (and copies of them
+/// in admins' configs), which repeat what the template writes in every http frontend
+/// ([`HTTP_FRONTEND_LINES`]): each dropped with a note.
+fn admin_httpfront(lines: &[ConfigLine], notes: &mut Vec<String>) -> Vec<ConfigLine> {
+    let mut httpfront = Vec::with_capacity(lines.len());
+    for l in lines {
         let words: Vec<&str> = l.as_str().split_whitespace().collect();
         if HTTP_FRONTEND_LINES
             .iter()
@@ -480,7 +516,19 @@ pub(super) fn haproxy_view(
             httpfront.push(l.clone());
         }
     }
-    let default_timeouts = [
+    httpfront
+}
+
+/// `timeout connect 5s`, `timeout client 30s`, `timeout server 30s`, each unless the
+/// admin's `haproxy.defaults` sets that timeout.
+fn default_timeouts(defaults: &[ConfigLine]) -> Vec<&'static str> {
+    let has_timeout = |which: &str| {
+        defaults.iter().any(|l| {
+            let mut w = l.as_str().split_whitespace();
+            w.next() == Some("timeout") && w.next() == Some(which)
+        })
+    };
+    [
         ("connect", "timeout connect 5s"),
         ("client", "timeout client 30s"),
         ("server", "timeout server 30s"),
@@ -488,13 +536,21 @@ pub(super) fn haproxy_view(
     .into_iter()
     .filter(|(w, _)| !has_timeout(w))
     .map(|(_, l)| l)
-    .collect();
+    .collect()
+}
 
+/// The frontends (one per VIP) and the backend of every TCP port of the Services with
+/// an address, `prev`'s server slots kept; the other ports are `skipped`.
+fn service_proxies(
+    state: &State,
+    prev: Option<&HaproxyView>,
+    skipped: &mut Vec<Skipped>,
+    notes: &mut Vec<String>,
+) -> (Vec<Frontend>, Vec<Backend>) {
     let prev_backends: HashMap<&str, &Backend> = prev
         .map(|p| p.backends.iter().map(|b| (b.name.as_str(), b)).collect())
         .unwrap_or_default();
     let cert_dir = state.config.cert_path.as_str().trim_end_matches('/');
-
     let mut frontends = Vec::new();
     let mut backends = Vec::new();
     for (key, svc) in &state.services {
@@ -529,108 +585,117 @@ pub(super) fn haproxy_view(
             };
             let base = format!("{}_{}_{}", key.namespace, key.name, p.port);
             let be_name = format!("be_{base}");
-            let source_ranges = (!p.source_ranges.is_empty()).then(|| {
-                p.source_ranges
-                    .iter()
-                    .map(|n| n.to_string())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            });
-            let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-            for ip in &svc.ips {
-                let fam = family_suffix(ip);
-                let k = seen.entry(fam).or_default();
-                *k += 1;
-                let name = if *k == 1 {
-                    format!("fe_{base}_{fam}")
-                } else {
-                    format!("fe_{base}_{fam}_{k}")
-                };
-                frontends.push(Frontend {
-                    name,
-                    bind: addr_text(SocketAddr::new(*ip, p.port)),
-                    crt: crt.clone(),
-                    mode: p.mode,
-                    source_ranges: source_ranges.clone(),
-                    redirect: p.redirect && p.mode == Mode::Http && !p.tls,
-                    backend: be_name.clone(),
-                    h2: p.app_protocol == BackendProtocol::H2c,
-                });
-            }
-
-            let cookie = p.stickiness == Stickiness::Cookie && p.mode == Mode::Http;
-            if p.stickiness == Stickiness::Cookie && !cookie {
-                notes.push(format!(
-                    "{key} port {}: cookie stickiness needs http mode; none applied",
-                    p.port
-                ));
-            }
-            let stick_source = (p.stickiness == Stickiness::Source).then(|| StickSource {
-                table_type: if svc.ips.iter().any(|i| i.is_ipv6()) {
-                    "ipv6"
-                } else {
-                    "ip"
-                },
-                expire_s: p.stickiness_timeout_s.max(1),
-            });
-            let mut server_opts = String::new();
-            if p.check {
-                server_opts.push_str(" check");
-            }
-            if p.backend_tls {
-                server_opts.push_str(" ssl verify none");
-            }
-            if p.app_protocol == BackendProtocol::H2c {
-                server_opts.push_str(" proto h2");
-            }
-            match p.proxy_protocol {
-                Some(ProxyProtocol::V1) => server_opts.push_str(" send-proxy"),
-                Some(ProxyProtocol::V2) => server_opts.push_str(" send-proxy-v2"),
-                None => {}
-            }
-            if p.check && p.proxy_protocol.is_some() {
-                server_opts.push_str(" check-send-proxy");
-            }
-            let eps: Vec<(SocketAddr, bool)> = p
-                .endpoints
-                .iter()
-                .map(|e| (SocketAddr::new(e.ip, e.port), e.draining))
-                .collect();
-            let slots = assign_slots(&eps, prev_backends.get(be_name.as_str()).copied());
-            backends.push(Backend {
-                name: be_name,
-                mode: p.mode,
-                stick_source,
-                cookie,
-                server_opts,
-                slots,
-                track: None,
-            });
+            port_frontends(&svc.ips, p, &base, &be_name, crt, &mut frontends);
+            let prev = prev_backends.get(be_name.as_str()).copied();
+            backends.push(port_backend(key, &svc.ips, p, be_name, prev, notes));
         }
     }
-    let maxconn = fit_haproxy(
-        &mut global,
-        cfg,
-        &frontends,
-        &backends,
-        opts.fd_budget,
-        notes,
-    );
-    Ok(HaproxyView {
-        runtime_socket,
-        pid_file,
-        global,
-        default_global,
-        defaults: cfg.defaults.clone(),
-        default_timeouts,
-        tcpfront: cfg.tcpfront.clone(),
-        httpfront,
-        tcpback: cfg.tcpback.clone(),
-        httpback: cfg.httpback.clone(),
-        maxconn,
-        frontends,
-        backends,
-    })
+    (frontends, backends)
+}
+
+/// One frontend per VIP of `ips` for port `p`: `fe_<base>_<v4|v6>[_<k>]`, bound to
+/// `<ip>:<port>`, forwarding to `backend`.
+fn port_frontends(
+    ips: &[IpAddr],
+    p: &PortState,
+    base: &str,
+    backend: &str,
+    crt: Option<String>,
+    frontends: &mut Vec<Frontend>,
+) {
+    let source_ranges = (!p.source_ranges.is_empty()).then(|| {
+        p.source_ranges
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for ip in ips {
+        let fam = family_suffix(ip);
+        let k = seen.entry(fam).or_default();
+        *k += 1;
+        let name = if *k == 1 {
+            format!("fe_{base}_{fam}")
+        } else {
+            format!("fe_{base}_{fam}_{k}")
+        };
+        frontends.push(Frontend {
+            name,
+            bind: addr_text(SocketAddr::new(*ip, p.port)),
+            crt: crt.clone(),
+            mode: p.mode,
+            source_ranges: source_ranges.clone(),
+            redirect: p.redirect && p.mode == Mode::Http && !p.tls,
+            backend: backend.to_string(),
+            h2: p.app_protocol == BackendProtocol::H2c,
+        });
+    }
+}
+
+/// The backend `name` of port `p` of Service `key` (VIPs `ips`): stickiness, server
+/// options and the endpoints in server slots (`prev`'s kept).
+fn port_backend(
+    key: &ServiceKey,
+    ips: &[IpAddr],
+    p: &PortState,
+    name: String,
+    prev: Option<&Backend>,
+    notes: &mut Vec<String>,
+) -> Backend {
+    let cookie = p.stickiness == Stickiness::Cookie && p.mode == Mode::Http;
+    if p.stickiness == Stickiness::Cookie && !cookie {
+        notes.push(format!(
+            "{key} port {}: cookie stickiness needs http mode; none applied",
+            p.port
+        ));
+    }
+    let stick_source = (p.stickiness == Stickiness::Source).then(|| StickSource {
+        table_type: if ips.iter().any(|i| i.is_ipv6()) {
+            "ipv6"
+        } else {
+            "ip"
+        },
+        expire_s: p.stickiness_timeout_s.max(1),
+    });
+    let eps: Vec<(SocketAddr, bool)> = p
+        .endpoints
+        .iter()
+        .map(|e| (SocketAddr::new(e.ip, e.port), e.draining))
+        .collect();
+    Backend {
+        name,
+        mode: p.mode,
+        stick_source,
+        cookie,
+        server_opts: port_server_opts(p),
+        slots: assign_slots(&eps, prev),
+        track: None,
+    }
+}
+
+/// The options of every `server` line of port `p`'s backend, each with a leading space:
+/// `check`, `ssl verify none`, `proto h2`, `send-proxy[-v2]`, `check-send-proxy`.
+fn port_server_opts(p: &PortState) -> String {
+    let mut server_opts = String::new();
+    if p.check {
+        server_opts.push_str(" check");
+    }
+    if p.backend_tls {
+        server_opts.push_str(" ssl verify none");
+    }
+    if p.app_protocol == BackendProtocol::H2c {
+        server_opts.push_str(" proto h2");
+    }
+    match p.proxy_protocol {
+        Some(ProxyProtocol::V1) => server_opts.push_str(" send-proxy"),
+        Some(ProxyProtocol::V2) => server_opts.push_str(" send-proxy-v2"),
+        None => {}
+    }
+    if p.check && p.proxy_protocol.is_some() {
+        server_opts.push_str(" check-send-proxy");
+    }
+    server_opts
 }
 
 /// The index of the last line whose first word is `word`.
