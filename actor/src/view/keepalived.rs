@@ -3,7 +3,7 @@
 
 use super::{safe_path, ViewError, ViewOptions};
 use k8slb_common::names::{Email, IfName, NodeName, PoolName, SmtpServer};
-use k8slb_common::state::{Family, State};
+use k8slb_common::state::{Family, Member, State, VrrpInstance};
 use serde::Serialize;
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -137,7 +137,26 @@ pub(super) fn keepalived_view(
     } else {
         None
     };
+    let instances = instances(state, node, opts, notes)?;
+    Ok(KeepalivedView {
+        router_id: node.clone(),
+        advert_int: advert_int(cfg.advert_int_ms)?,
+        garp_master_delay: cfg.garp_master_delay_s,
+        garp_master_repeat: cfg.garp_repeat,
+        email,
+        track_file,
+        instances,
+    })
+}
 
+/// The VRRP instances `node` is a member of, by VRID; those without a VIP are left out
+/// with a note.
+fn instances(
+    state: &State,
+    node: &NodeName,
+    opts: &ViewOptions,
+    notes: &mut Vec<String>,
+) -> Result<Vec<InstanceView>, ViewError> {
     let mut ordered: Vec<_> = state.instances.iter().collect();
     ordered.sort_by_key(|i| i.vrid);
     let mut instances = Vec::new();
@@ -154,116 +173,133 @@ pub(super) fn keepalived_view(
             ));
             continue;
         }
-        let pool = state
-            .config
-            .pools
-            .get(&inst.pool)
-            .ok_or_else(|| ViewError::UnknownPool {
-                pool: inst.pool.clone(),
-                vrid: inst.vrid,
-            })?;
-        let interface = opts
-            .interfaces
-            .get(&inst.pool)
-            .or(pool.interface.as_ref())
-            .cloned()
-            .ok_or_else(|| ViewError::NoInterface {
-                pool: inst.pool.clone(),
-                vrid: inst.vrid,
-            })?;
-        let max_prefix = match inst.family {
-            Family::V4 => 32,
-            Family::V6 => 128,
-        };
-        if pool.prefix_len > max_prefix {
-            return Err(ViewError::PrefixLen {
-                pool: inst.pool.clone(),
-                prefix_len: pool.prefix_len,
-            });
-        }
-        if !(1..=254).contains(&me.priority) {
-            return Err(ViewError::Priority {
-                node: node.clone(),
-                vrid: inst.vrid,
-                priority: me.priority,
-            });
-        }
-        let owner = inst.owner() == Some(node);
+        // The `n`th instance (from 1, by VRID) takes `opts.priority_overrides[n]`.
         let n = idx as u32 + 1;
-        let priority = match opts.priority_overrides.get(&n) {
-            Some(&p) if !owner => p,
-            _ => me.priority,
-        };
-        let mut vips = Vec::with_capacity(inst.vips.len());
-        for vip in &inst.vips {
-            if Family::of(vip) != inst.family {
-                return Err(ViewError::VipFamily {
-                    vip: *vip,
-                    vrid: inst.vrid,
-                });
-            }
-            vips.push(format!("{vip}/{}", pool.prefix_len));
-        }
-        let unicast = if cfg.unicast {
-            let fam = |a: &&IpAddr| Family::of(a) == inst.family;
-            let src = state
-                .nodes
-                .get(node)
-                .and_then(|n| n.addresses.iter().find(fam))
-                .or_else(|| opts.node_addresses.iter().find(fam))
-                .copied();
-            match src {
-                Some(src) => {
-                    let mut peers = Vec::new();
-                    for m in inst.members.iter().filter(|m| &m.node != node) {
-                        match state
-                            .nodes
-                            .get(&m.node)
-                            .and_then(|n| n.addresses.iter().find(fam))
-                        {
-                            Some(a) => peers.push(*a),
-                            None => notes.push(format!(
-                                "VRRP instance {}: peer {} has no {:?} address; left out of unicast_peer",
-                                inst.vrid, m.node, inst.family
-                            )),
-                        }
-                    }
-                    Some(Unicast { src, peers })
-                }
-                None => {
-                    notes.push(format!(
-                        "VRRP instance {}: this node has no {:?} address; using multicast",
-                        inst.vrid, inst.family
-                    ));
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        instances.push(InstanceView {
-            name: format!("k8slb_{}_{}", inst.pool, inst.vrid),
+        instances.push(instance(state, node, opts, inst, me, n, notes)?);
+    }
+    Ok(instances)
+}
+
+/// The `n`th instance `inst`, where `node` is member `me`: its pool's interface and
+/// prefix length, this node's priority, the VIPs and the unicast peers.
+fn instance(
+    state: &State,
+    node: &NodeName,
+    opts: &ViewOptions,
+    inst: &VrrpInstance,
+    me: &Member,
+    n: u32,
+    notes: &mut Vec<String>,
+) -> Result<InstanceView, ViewError> {
+    let cfg = &state.config.keepalived;
+    let pool = state
+        .config
+        .pools
+        .get(&inst.pool)
+        .ok_or_else(|| ViewError::UnknownPool {
             pool: inst.pool.clone(),
             vrid: inst.vrid,
-            family: inst.family,
-            interface,
-            priority,
-            owner,
-            nopreempt: !(cfg.preempt || inst.preempt),
-            unicast,
-            anchor: anchor(inst.family, inst.vrid),
-            vips,
+        })?;
+    let interface = opts
+        .interfaces
+        .get(&inst.pool)
+        .or(pool.interface.as_ref())
+        .cloned()
+        .ok_or_else(|| ViewError::NoInterface {
+            pool: inst.pool.clone(),
+            vrid: inst.vrid,
+        })?;
+    let max_prefix = match inst.family {
+        Family::V4 => 32,
+        Family::V6 => 128,
+    };
+    if pool.prefix_len > max_prefix {
+        return Err(ViewError::PrefixLen {
+            pool: inst.pool.clone(),
+            prefix_len: pool.prefix_len,
         });
     }
-    Ok(KeepalivedView {
-        router_id: node.clone(),
-        advert_int: advert_int(cfg.advert_int_ms)?,
-        garp_master_delay: cfg.garp_master_delay_s,
-        garp_master_repeat: cfg.garp_repeat,
-        email,
-        track_file,
-        instances,
+    if !(1..=254).contains(&me.priority) {
+        return Err(ViewError::Priority {
+            node: node.clone(),
+            vrid: inst.vrid,
+            priority: me.priority,
+        });
+    }
+    let owner = inst.owner() == Some(node);
+    let priority = match opts.priority_overrides.get(&n) {
+        Some(&p) if !owner => p,
+        _ => me.priority,
+    };
+    let mut vips = Vec::with_capacity(inst.vips.len());
+    for vip in &inst.vips {
+        if Family::of(vip) != inst.family {
+            return Err(ViewError::VipFamily {
+                vip: *vip,
+                vrid: inst.vrid,
+            });
+        }
+        vips.push(format!("{vip}/{}", pool.prefix_len));
+    }
+    let unicast = if cfg.unicast {
+        unicast(state, node, opts, inst, notes)
+    } else {
+        None
+    };
+    Ok(InstanceView {
+        name: format!("k8slb_{}_{}", inst.pool, inst.vrid),
+        pool: inst.pool.clone(),
+        vrid: inst.vrid,
+        family: inst.family,
+        interface,
+        priority,
+        owner,
+        nopreempt: !(cfg.preempt || inst.preempt),
+        unicast,
+        anchor: anchor(inst.family, inst.vrid),
+        vips,
     })
+}
+
+/// `unicast_src_ip` (this node's first address of the instance's family, from the state
+/// or else `opts.node_addresses`) and `unicast_peer` (the other members' addresses of
+/// that family); `None` (multicast, with a note) when this node has no such address.
+fn unicast(
+    state: &State,
+    node: &NodeName,
+    opts: &ViewOptions,
+    inst: &VrrpInstance,
+    notes: &mut Vec<String>,
+) -> Option<Unicast> {
+    let fam = |a: &&IpAddr| Family::of(a) == inst.family;
+    let src = state
+        .nodes
+        .get(node)
+        .and_then(|n| n.addresses.iter().find(fam))
+        .or_else(|| opts.node_addresses.iter().find(fam))
+        .copied();
+    let Some(src) = src else {
+        notes.push(format!(
+            "VRRP instance {}: this node has no {:?} address; using multicast",
+            inst.vrid, inst.family
+        ));
+        return None;
+    };
+    let mut peers = Vec::new();
+    for m in inst.members.iter().filter(|m| &m.node != node) {
+        match state
+            .nodes
+            .get(&m.node)
+            .and_then(|n| n.addresses.iter().find(fam))
+        {
+            Some(a) => peers.push(*a),
+            None => notes.push(format!(
+                "VRRP instance {}: peer {} has no {:?} address; left out of unicast_peer",
+                inst.vrid, m.node, inst.family
+            )),
+        }
+    }
+    Some(Unicast { src, peers })
 }
 
 pub(super) fn family_suffix(ip: &IpAddr) -> &'static str {
