@@ -5,10 +5,10 @@ use super::haproxy::{last_line, number_in, with_number, PLACEHOLDER};
 use super::{addr_text, first_word, safe_path, SkipReason, Skipped, ViewError, ViewOptions};
 use crate::fdlimit::{self, FdBudget};
 use k8slb_common::app_protocol::BackendProtocol;
-use k8slb_common::names::ConfigLine;
-use k8slb_common::state::{Mode, Protocol, State, Stickiness};
+use k8slb_common::names::{ConfigLine, ServiceKey};
+use k8slb_common::state::{Mode, PortState, Protocol, State, Stickiness};
 use serde::Serialize;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NginxView {
@@ -194,120 +194,10 @@ pub(super) fn nginx_view(
 ) -> Result<NginxView, ViewError> {
     let cfg = &state.config.nginx;
     let pid_file = safe_path("pid file", &opts.pid_file)?;
-    let mut global = Vec::with_capacity(cfg.global.len());
-    for l in &cfg.global {
-        if first_word(l) == "pid" {
-            notes.push(format!(
-                "nginx.global line {:?} dropped: the actor sets pid",
-                l.as_str()
-            ));
-        } else {
-            global.push(l.clone());
-        }
-    }
+    let mut global = admin_global(&cfg.global, notes);
     let add_events = !global.iter().any(|l| first_word(l) == "events");
-    let loads_stream = global.iter().any(|l| {
-        let w = first_word(l);
-        (w == "load_module" && l.as_str().contains("ngx_stream_module"))
-            || (w == "include" && l.as_str().contains("modules-enabled"))
-    });
-    let cert_dir = state.config.cert_path.as_str().trim_end_matches('/');
-
-    let mut http_servers = Vec::new();
-    let mut stream_servers = Vec::new();
-    for (key, svc) in &state.services {
-        if svc.ips.is_empty() {
-            continue;
-        }
-        for p in &svc.ports {
-            let skip = |reason| Skipped {
-                service: key.clone(),
-                port: p.port,
-                protocol: p.protocol,
-                reason,
-            };
-            let udp = match p.protocol {
-                Protocol::Tcp => false,
-                Protocol::Udp => true,
-                Protocol::Sctp => {
-                    skipped.push(skip(SkipReason::Sctp));
-                    continue;
-                }
-            };
-            let l7 = p.mode == Mode::Http && !udp;
-            if l7 && p.proxy_protocol.is_some() {
-                skipped.push(skip(SkipReason::NginxHttpProxyProtocol));
-                continue;
-            }
-            let cert = match (p.tls && !udp, &p.cert) {
-                (false, _) => None,
-                (true, Some(c)) => Some(format!("{cert_dir}/{c}")),
-                (true, None) => {
-                    skipped.push(skip(SkipReason::TlsWithoutCert));
-                    continue;
-                }
-            };
-            let mut servers: Vec<NginxUpstreamServer> = p
-                .endpoints
-                .iter()
-                .map(|e| NginxUpstreamServer {
-                    addr: addr_text(SocketAddr::new(e.ip, e.port)),
-                    down: e.draining,
-                })
-                .collect();
-            if servers.is_empty() {
-                // An empty upstream is a config error; a down placeholder is valid (502).
-                servers.push(NginxUpstreamServer {
-                    addr: addr_text(PLACEHOLDER),
-                    down: true,
-                });
-            }
-            if p.stickiness == Stickiness::Cookie {
-                notes.push(format!(
-                    "{key} port {}: nginx has no cookie stickiness; using the client address",
-                    p.port
-                ));
-            }
-            if udp && p.proxy_protocol.is_some() {
-                notes.push(format!(
-                    "{key} port {}/UDP: PROXY protocol not sent over UDP",
-                    p.port
-                ));
-            }
-            let mut upstream = format!("up_{}_{}_{}", key.namespace, key.name, p.port);
-            if !l7 {
-                upstream.push_str(if udp { "_udp" } else { "_tcp" });
-            }
-            let s = NginxServer {
-                upstream,
-                listens: svc
-                    .ips
-                    .iter()
-                    .map(|ip| addr_text(SocketAddr::new(*ip, p.port)))
-                    .collect(),
-                udp,
-                cert,
-                allow: p
-                    .source_ranges
-                    .iter()
-                    .filter(|n| !k8slb_common::state::is_fail_closed_source_range(n))
-                    .cloned()
-                    .collect(),
-                deny_all: !p.source_ranges.is_empty(),
-                redirect: l7 && p.redirect && !p.tls,
-                backend_tls: p.backend_tls,
-                h2c: l7 && p.app_protocol == BackendProtocol::H2c,
-                proxy_protocol: !udp && p.proxy_protocol.is_some(),
-                hash_source: p.stickiness != Stickiness::None,
-                servers,
-            };
-            if l7 {
-                http_servers.push(s);
-            } else {
-                stream_servers.push(s);
-            }
-        }
-    }
+    let loads_stream = loads_stream(&global);
+    let (http_servers, stream_servers) = service_servers(state, skipped, notes);
     // The routes' L4 streams are rendered in `stream { }` too ([`crate::render::nginx::stream`]).
     let has_stream =
         !stream_servers.is_empty() || !cfg.stream.is_empty() || !state.http.streams.is_empty();
@@ -327,4 +217,162 @@ pub(super) fn nginx_view(
         stream_servers,
         has_stream,
     })
+}
+
+/// The admin's `nginx.global` lines, minus `pid` (the actor sets it), dropped with a note.
+fn admin_global(lines: &[ConfigLine], notes: &mut Vec<String>) -> Vec<ConfigLine> {
+    let mut global = Vec::with_capacity(lines.len());
+    for l in lines {
+        if first_word(l) == "pid" {
+            notes.push(format!(
+                "nginx.global line {:?} dropped: the actor sets pid",
+                l.as_str()
+            ));
+        } else {
+            global.push(l.clone());
+        }
+    }
+    global
+}
+
+/// Whether the admin's global lines load the stream module (`load_module` of it, or
+/// Debian's `include .../modules-enabled/...`).
+fn loads_stream(global: &[ConfigLine]) -> bool {
+    global.iter().any(|l| {
+        let w = first_word(l);
+        (w == "load_module" && l.as_str().contains("ngx_stream_module"))
+            || (w == "include" && l.as_str().contains("modules-enabled"))
+    })
+}
+
+/// Which block of nginx.conf a Service port's server goes in.
+enum Block {
+    /// `http { }`: an http-mode TCP port.
+    Http,
+    /// `stream { }`: a tcp-mode or UDP port.
+    Stream,
+}
+
+/// The `http { }` and the `stream { }` servers of the ports of the Services with an
+/// address; the ports nginx cannot serve are `skipped`.
+fn service_servers(
+    state: &State,
+    skipped: &mut Vec<Skipped>,
+    notes: &mut Vec<String>,
+) -> (Vec<NginxServer>, Vec<NginxServer>) {
+    let cert_dir = state.config.cert_path.as_str().trim_end_matches('/');
+    let mut http_servers = Vec::new();
+    let mut stream_servers = Vec::new();
+    for (key, svc) in &state.services {
+        if svc.ips.is_empty() {
+            continue;
+        }
+        for p in &svc.ports {
+            match port_server(key, &svc.ips, p, cert_dir, skipped, notes) {
+                Some((Block::Http, s)) => http_servers.push(s),
+                Some((Block::Stream, s)) => stream_servers.push(s),
+                None => {}
+            }
+        }
+    }
+    (http_servers, stream_servers)
+}
+
+/// The server of port `p` of Service `key` (VIPs `ips`) and its block, or `None` (the
+/// port `skipped`: SCTP, PROXY protocol to an http-mode port, TLS without a certificate).
+fn port_server(
+    key: &ServiceKey,
+    ips: &[IpAddr],
+    p: &PortState,
+    cert_dir: &str,
+    skipped: &mut Vec<Skipped>,
+    notes: &mut Vec<String>,
+) -> Option<(Block, NginxServer)> {
+    let skip = |reason| Skipped {
+        service: key.clone(),
+        port: p.port,
+        protocol: p.protocol,
+        reason,
+    };
+    let udp = match p.protocol {
+        Protocol::Tcp => false,
+        Protocol::Udp => true,
+        Protocol::Sctp => {
+            skipped.push(skip(SkipReason::Sctp));
+            return None;
+        }
+    };
+    let l7 = p.mode == Mode::Http && !udp;
+    if l7 && p.proxy_protocol.is_some() {
+        skipped.push(skip(SkipReason::NginxHttpProxyProtocol));
+        return None;
+    }
+    let cert = match (p.tls && !udp, &p.cert) {
+        (false, _) => None,
+        (true, Some(c)) => Some(format!("{cert_dir}/{c}")),
+        (true, None) => {
+            skipped.push(skip(SkipReason::TlsWithoutCert));
+            return None;
+        }
+    };
+    let servers = upstream_servers(p);
+    if p.stickiness == Stickiness::Cookie {
+        notes.push(format!(
+            "{key} port {}: nginx has no cookie stickiness; using the client address",
+            p.port
+        ));
+    }
+    if udp && p.proxy_protocol.is_some() {
+        notes.push(format!(
+            "{key} port {}/UDP: PROXY protocol not sent over UDP",
+            p.port
+        ));
+    }
+    let mut upstream = format!("up_{}_{}_{}", key.namespace, key.name, p.port);
+    if !l7 {
+        upstream.push_str(if udp { "_udp" } else { "_tcp" });
+    }
+    let s = NginxServer {
+        upstream,
+        listens: ips
+            .iter()
+            .map(|ip| addr_text(SocketAddr::new(*ip, p.port)))
+            .collect(),
+        udp,
+        cert,
+        allow: p
+            .source_ranges
+            .iter()
+            .filter(|n| !k8slb_common::state::is_fail_closed_source_range(n))
+            .cloned()
+            .collect(),
+        deny_all: !p.source_ranges.is_empty(),
+        redirect: l7 && p.redirect && !p.tls,
+        backend_tls: p.backend_tls,
+        h2c: l7 && p.app_protocol == BackendProtocol::H2c,
+        proxy_protocol: !udp && p.proxy_protocol.is_some(),
+        hash_source: p.stickiness != Stickiness::None,
+        servers,
+    };
+    Some((if l7 { Block::Http } else { Block::Stream }, s))
+}
+
+/// The upstream's servers: port `p`'s endpoints (draining ones `down`), or one `down`
+/// placeholder (an empty upstream is a config error; a down placeholder is valid: 502).
+fn upstream_servers(p: &PortState) -> Vec<NginxUpstreamServer> {
+    let mut servers: Vec<NginxUpstreamServer> = p
+        .endpoints
+        .iter()
+        .map(|e| NginxUpstreamServer {
+            addr: addr_text(SocketAddr::new(e.ip, e.port)),
+            down: e.draining,
+        })
+        .collect();
+    if servers.is_empty() {
+        servers.push(NginxUpstreamServer {
+            addr: addr_text(PLACEHOLDER),
+            down: true,
+        });
+    }
+    servers
 }
