@@ -49,8 +49,8 @@ mod tests;
 pub use decision::{decide, next_reload_at, Applied, SlotOutcome, Step};
 pub use health::HEALTH_WATCH_EVERY;
 use health::{watch_exit, ExitGuard};
-use slot::run_step;
 pub use slot::Slot;
+use slot::{run_step, Prepared};
 
 use crate::admin::Metrics;
 use crate::daemons::{Daemon, DaemonError, DaemonKind};
@@ -606,9 +606,54 @@ impl<R: NodeRenderer> Applier<R> {
         ctx: &NodeContext,
         now: Instant,
     ) -> Result<Applied, ApplyError> {
+        let (view, decision) = self.placed_view(state, ctx, now)?;
+        if let Some(done) = self.fast_path(&view, now) {
+            self.handover_applied(&view, decision, now);
+            self.running_view = Some(view);
+            return Ok(done);
+        }
+        let desired = self.renderer.render(&view)?;
+        let proxy_step = self.proxy_step(&view, &desired);
+        let ka_step = decide(
+            self.keepalived.running.as_deref(),
+            &desired.keepalived,
+            self.keepalived.daemon.is_running(),
+            None,
+        );
+        if let Some(t) = self.reload_deferred(proxy_step.as_ref(), &ka_step, now) {
+            return Ok(Applied::Deferred(t));
+        }
+        // Check everything that will be installed before installing anything.
+        let proxy_prep = self.prepare_proxy(&view, &desired, proxy_step.as_ref())?;
+        let ka_prep = match ka_step {
+            Step::Start | Step::Reload => Some(self.keepalived.prepare(
+                &desired.keepalived,
+                &ConfigFiles::default(),
+                &self.metrics,
+            )?),
+            _ => None,
+        };
+        let (ka_outcome, proxy_outcome) =
+            self.run_steps(&desired, (proxy_step, proxy_prep), (ka_step, ka_prep), now)?;
+        self.handover_applied(&view, decision, now);
+        self.running_view = Some(view);
+        self.last_good = Some(desired);
+        Ok(Applied::Done {
+            keepalived: ka_outcome,
+            proxy: proxy_outcome,
+        })
+    }
+
+    /// This node's view of `state`, and the handover decision on it: break before make,
+    /// a VIP that changes VRRP instance stays out of keepalived (held out of the view)
+    /// until every node has dropped it from the old one.
+    fn placed_view(
+        &self,
+        state: &State,
+        ctx: &NodeContext,
+        now: Instant,
+    ) -> Result<(R::View, handover::Decision), ApplyError> {
         let view = self.renderer.view(state, ctx, self.running_view.as_ref())?;
-        // Break before make: a VIP that changes VRRP instance stays out of keepalived
-        // until every node has dropped it from the old one.
         let decision = handover::decide(
             &self.handover,
             &self.renderer.placement(&view),
@@ -620,81 +665,85 @@ impl<R: NodeRenderer> Applier<R> {
         } else {
             self.renderer.hold_out(view, &decision.vips())
         };
-        if let Some(done) = self.fast_path(&view, now) {
-            self.handover_applied(&view, decision, now);
-            self.running_view = Some(view);
-            return Ok(done);
-        }
-        let desired = self.renderer.render(&view)?;
+        Ok((view, decision))
+    }
 
-        let proxy_step = match (&self.proxy, &desired.proxy) {
-            (Some(slot), Some(text)) => {
-                let runtime = match &self.running_view {
-                    Some(old)
-                        if slot.file_stale || slot.running.as_deref() != Some(text.as_str()) =>
-                    {
-                        self.renderer.runtime_diff(old, &view)
-                    }
-                    _ => None,
-                };
-                let runtime = runtime.filter(|_| slot.kind() == DaemonKind::Haproxy);
-                let alive = slot.daemon.is_running();
-                Some(if slot.file_stale && alive && slot.running.is_some() {
-                    // HAProxy runs newer endpoints than `running`: text equality says
-                    // nothing; the views do.
-                    match runtime {
-                        Some(cmds) => Step::Runtime(cmds),
-                        None => Step::Reload,
-                    }
-                } else {
-                    decide(slot.running.as_deref(), text, alive, runtime)
-                })
+    /// What to do with the proxy's rendered config (`None`: no proxy): Runtime API
+    /// commands when only endpoints changed (HAProxy), else [`decide`] on the texts.
+    fn proxy_step(&self, view: &R::View, desired: &Desired) -> Option<Step> {
+        let (Some(slot), Some(text)) = (&self.proxy, &desired.proxy) else {
+            return None;
+        };
+        let runtime = match &self.running_view {
+            Some(old) if slot.file_stale || slot.running.as_deref() != Some(text.as_str()) => {
+                self.renderer.runtime_diff(old, view)
             }
             _ => None,
         };
-        let ka_step = decide(
-            self.keepalived.running.as_deref(),
-            &desired.keepalived,
-            self.keepalived.daemon.is_running(),
-            None,
-        );
-
-        // Rate limit reloads.
-        let mut defer_until: Option<Instant> = None;
-        let mut limit = |slot: &Slot, step: &Step| {
-            if *step == Step::Reload {
-                if let Some(t) = next_reload_at(slot.last_reload, self.min_reload_interval) {
-                    if t > now {
-                        defer_until = Some(defer_until.map_or(t, |d| d.max(t)));
-                    }
-                }
+        let runtime = runtime.filter(|_| slot.kind() == DaemonKind::Haproxy);
+        let alive = slot.daemon.is_running();
+        Some(if slot.file_stale && alive && slot.running.is_some() {
+            // HAProxy runs newer endpoints than `running`: text equality says
+            // nothing; the views do.
+            match runtime {
+                Some(cmds) => Step::Runtime(cmds),
+                None => Step::Reload,
             }
-        };
-        if let (Some(slot), Some(step)) = (&self.proxy, &proxy_step) {
-            limit(slot, step);
-        }
-        limit(&self.keepalived, &ka_step);
-        if let Some(t) = defer_until {
-            return Ok(Applied::Deferred(t));
-        }
+        } else {
+            decide(slot.running.as_deref(), text, alive, runtime)
+        })
+    }
 
-        // Check everything that will be installed before installing anything.
-        let proxy_prep = match (&self.proxy, &proxy_step, &desired.proxy) {
+    /// The rate limit on reloads: the latest instant a reload among the steps may come
+    /// (`None`: none has to wait).
+    fn reload_deferred(
+        &self,
+        proxy_step: Option<&Step>,
+        ka_step: &Step,
+        now: Instant,
+    ) -> Option<Instant> {
+        let wait = |slot: &Slot, step: &Step| {
+            if *step != Step::Reload {
+                return None;
+            }
+            next_reload_at(slot.last_reload, self.min_reload_interval).filter(|t| *t > now)
+        };
+        let proxy = match (&self.proxy, proxy_step) {
+            (Some(slot), Some(step)) => wait(slot, step),
+            _ => None,
+        };
+        proxy
+            .into_iter()
+            .chain(wait(&self.keepalived, ka_step))
+            .max()
+    }
+
+    /// Stage and check the proxy's config and files when `step` installs them (the ports
+    /// it listens on free first).
+    fn prepare_proxy(
+        &self,
+        view: &R::View,
+        desired: &Desired,
+        step: Option<&Step>,
+    ) -> Result<Option<Prepared>, ApplyError> {
+        match (&self.proxy, step, &desired.proxy) {
             (Some(slot), Some(Step::Start | Step::Reload), Some(text)) => {
-                self.check_ports(&view)?;
-                Some(slot.prepare(text, &desired.files, &self.metrics)?)
+                self.check_ports(view)?;
+                Ok(Some(slot.prepare(text, &desired.files, &self.metrics)?))
             }
-            _ => None,
-        };
-        let ka_prep = match ka_step {
-            Step::Start | Step::Reload => Some(self.keepalived.prepare(
-                &desired.keepalived,
-                &ConfigFiles::default(),
-                &self.metrics,
-            )?),
-            _ => None,
-        };
+            _ => Ok(None),
+        }
+    }
 
+    /// Run the checked steps: the proxy's, then keepalived's (its health file exists
+    /// before keepalived ever runs). Returns keepalived's and the proxy's outcomes.
+    fn run_steps(
+        &mut self,
+        desired: &Desired,
+        (proxy_step, proxy_prep): (Option<Step>, Option<Prepared>),
+        (ka_step, ka_prep): (Step, Option<Prepared>),
+        now: Instant,
+    ) -> Result<(SlotOutcome, Option<SlotOutcome>), ApplyError> {
         let metrics = self.metrics.clone();
         let mut proxy_outcome = None;
         if let (Some(slot), Some(step), Some(text)) =
@@ -713,32 +762,23 @@ impl<R: NodeRenderer> Applier<R> {
         if let Some(slot) = self.proxy.as_mut() {
             slot.ensure_health()?;
         }
-        let ka_outcome = match run_step(
+        let ka_outcome = run_step(
             &mut self.keepalived,
             ka_step,
             (&desired.keepalived, &ConfigFiles::default()),
             ka_prep,
             now,
             &metrics,
-        ) {
-            Ok(o) => o,
-            Err(e) => {
-                if proxy_outcome.is_some_and(|o| o != SlotOutcome::Unchanged) {
-                    // The proxy took the new view, the applier keeps the old one: a
-                    // runtime diff from it would be wrong. Without a view, the next
-                    // apply compares texts and reloads if they differ.
-                    self.running_view = None;
-                }
-                return Err(e);
+        )
+        .inspect_err(|_| {
+            if proxy_outcome.is_some_and(|o| o != SlotOutcome::Unchanged) {
+                // The proxy took the new view, the applier keeps the old one: a
+                // runtime diff from it would be wrong. Without a view, the next
+                // apply compares texts and reloads if they differ.
+                self.running_view = None;
             }
-        };
-        self.handover_applied(&view, decision, now);
-        self.running_view = Some(view);
-        self.last_good = Some(desired);
-        Ok(Applied::Done {
-            keepalived: ka_outcome,
-            proxy: proxy_outcome,
-        })
+        })?;
+        Ok((ka_outcome, proxy_outcome))
     }
 
     /// The fast path: both daemons run, nothing but endpoints changed (or nothing at
