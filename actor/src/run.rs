@@ -587,76 +587,9 @@ impl<R: NodeRenderer> Driver<'_, R> {
                 remove_vips(self.ops, &refs(&states), &self.cfg.node);
             }
             Action::Apply { state, known_vips } => {
-                self.health.set_vips(
-                    known_vips
-                        .iter()
-                        .chain(state.vips.keys())
-                        .copied()
-                        .collect(),
-                );
-                if let Some(w) = &self.cfg.certs_wanted {
-                    if !k8slb_common::certs::used_by(&state).is_empty() {
-                        w.notify_one();
-                    }
-                }
-                if let Some(w) = &self.cfg.bgp_secrets_wanted {
-                    let named = state
-                        .config
-                        .bgp
-                        .as_ref()
-                        .is_some_and(|b| b.peers.iter().any(|p| p.password_secret.is_some()));
-                    if named {
-                        w.notify_one();
-                    }
-                }
-                let addrs = self.ops.addresses().unwrap_or_else(|e| {
-                    tracing::error!(error = %e, "could not list addresses");
-                    Vec::new()
-                });
-                let cfg = self.cfg;
-                let ctx = node_context(
-                    &state,
-                    &cfg.node,
-                    &cfg.forced_interfaces,
-                    &addrs,
-                    &known_vips,
-                );
-                let outcome = match self.applier.apply(&state, &ctx, now) {
-                    Ok(Applied::Deferred(t)) => ApplyOutcome::Deferred(t),
-                    Ok(a) => ApplyOutcome::Done {
-                        changed: a.changed(),
-                        handover_until: self.applier.handover_until(),
-                    },
-                    Err(e) => ApplyOutcome::Failed(e.to_string()),
-                };
-                let serving = self.applier.serving_vips();
-                self.bgp.update(
-                    state.clone(),
-                    ctx.node_addresses.clone(),
-                    serving.as_ref(),
-                    self.ops,
-                    now,
-                );
-                self.report(now);
-                return Some(Input::Applied(outcome));
+                return Some(Input::Applied(self.apply(state, known_vips, now)));
             }
-            Action::Supervise => {
-                let keepalived_ran = self.applier.keepalived().daemon().is_running();
-                self.applier.supervise(now);
-                self.bgp
-                    .supervise(self.applier.serving_vips().as_ref(), self.ops, now);
-                self.report(now);
-                let keepalived_runs = self.applier.keepalived().daemon().is_running();
-                let certs_changed = self.certs_changed();
-                return Some(Input::Supervised(Supervised {
-                    keepalived_exited: keepalived_exited(keepalived_ran, keepalived_runs),
-                    wants_apply: self.applier.wants_apply() || certs_changed,
-                    not_ready: match (self.applier.not_ready(), self.bgp.not_ready()) {
-                        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
-                        (a, b) => a.or(b),
-                    },
-                }));
-            }
+            Action::Supervise => return Some(Input::Supervised(self.supervise(now))),
             Action::RemoveVipsOfDeadKeepalived(states) => {
                 remove_vips_of_dead_keepalived(self.ops, &refs(&states), &self.cfg.node);
             }
@@ -667,15 +600,7 @@ impl<R: NodeRenderer> Driver<'_, R> {
             }
             Action::SetProviderMismatch(p) => self.metrics.set_provider_mismatch(p),
             Action::SaveLastState(s) => save_last(&self.cfg.paths.last_state(), &s),
-            Action::ObserveVips(s) => {
-                let held = self.ops.addresses().ok()?;
-                let o = vip::observe(&held, &s.vips);
-                self.metrics.set_vips_held(
-                    o.iter()
-                        .map(|(ip, (pool, _))| (pool.as_str(), ip.to_string())),
-                );
-                return Some(Input::Observed(o.keys().copied().collect()));
-            }
+            Action::ObserveVips(s) => return self.observe_vips(&s).map(Input::Observed),
             Action::Log(note) => self.log(note),
             Action::HandOver(state) => {
                 // BGP routes go first, while the proxy still serves: the routers move
@@ -695,6 +620,107 @@ impl<R: NodeRenderer> Driver<'_, R> {
             Action::Exit => {}
         }
         None
+    }
+
+    /// [`Action::Apply`]: the health check learns the VIPs, the Secret fetchers wake if
+    /// the state names Secrets, the applier applies the state with this node's context,
+    /// then BGP follows what is served.
+    fn apply(
+        &mut self,
+        state: Arc<State>,
+        known_vips: BTreeSet<IpAddr>,
+        now: Instant,
+    ) -> ApplyOutcome {
+        self.health.set_vips(
+            known_vips
+                .iter()
+                .chain(state.vips.keys())
+                .copied()
+                .collect(),
+        );
+        self.wake_secret_fetchers(&state);
+        let addrs = self.ops.addresses().unwrap_or_else(|e| {
+            tracing::error!(error = %e, "could not list addresses");
+            Vec::new()
+        });
+        let cfg = self.cfg;
+        let ctx = node_context(
+            &state,
+            &cfg.node,
+            &cfg.forced_interfaces,
+            &addrs,
+            &known_vips,
+        );
+        let outcome = match self.applier.apply(&state, &ctx, now) {
+            Ok(Applied::Deferred(t)) => ApplyOutcome::Deferred(t),
+            Ok(a) => ApplyOutcome::Done {
+                changed: a.changed(),
+                handover_until: self.applier.handover_until(),
+            },
+            Err(e) => ApplyOutcome::Failed(e.to_string()),
+        };
+        let serving = self.applier.serving_vips();
+        self.bgp.update(
+            state.clone(),
+            ctx.node_addresses.clone(),
+            serving.as_ref(),
+            self.ops,
+            now,
+        );
+        self.report(now);
+        outcome
+    }
+
+    /// Wake the certificate fetcher when `state` uses certificates, the BGP Secret
+    /// fetcher when a BGP peer names a password Secret.
+    fn wake_secret_fetchers(&self, state: &State) {
+        if let Some(w) = &self.cfg.certs_wanted {
+            if !k8slb_common::certs::used_by(state).is_empty() {
+                w.notify_one();
+            }
+        }
+        if let Some(w) = &self.cfg.bgp_secrets_wanted {
+            let named = state
+                .config
+                .bgp
+                .as_ref()
+                .is_some_and(|b| b.peers.iter().any(|p| p.password_secret.is_some()));
+            if named {
+                w.notify_one();
+            }
+        }
+    }
+
+    /// [`Action::Supervise`]: restart what died, report, and tell the control loop what
+    /// changed.
+    fn supervise(&mut self, now: Instant) -> Supervised {
+        let keepalived_ran = self.applier.keepalived().daemon().is_running();
+        self.applier.supervise(now);
+        self.bgp
+            .supervise(self.applier.serving_vips().as_ref(), self.ops, now);
+        self.report(now);
+        let keepalived_runs = self.applier.keepalived().daemon().is_running();
+        let certs_changed = self.certs_changed();
+        Supervised {
+            keepalived_exited: keepalived_exited(keepalived_ran, keepalived_runs),
+            wants_apply: self.applier.wants_apply() || certs_changed,
+            not_ready: match (self.applier.not_ready(), self.bgp.not_ready()) {
+                (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+                (a, b) => a.or(b),
+            },
+        }
+    }
+
+    /// [`Action::ObserveVips`]: the VIPs of `state` this node holds (`None` if the
+    /// addresses cannot be listed), also as a metric.
+    fn observe_vips(&mut self, state: &State) -> Option<BTreeSet<IpAddr>> {
+        let held = self.ops.addresses().ok()?;
+        let o = vip::observe(&held, &state.vips);
+        self.metrics.set_vips_held(
+            o.iter()
+                .map(|(ip, (pool, _))| (pool.as_str(), ip.to_string())),
+        );
+        Some(o.keys().copied().collect())
     }
 
     /// [`Action::HandOver`]: see [`crate::leave`]. Every failure is logged and ends the
