@@ -11,7 +11,7 @@ use crate::view::route_backend_name;
 use crate::view::HttpRenderOptions;
 use k8slb_common::routes::{
     Listener, ListenerProtocol, ListenerTls, PathMatch, PathRewrite, Redirect, RouteAction,
-    RouteMatch, RuleFilters, Scheme, SniZones,
+    RouteMatch, RuleFilters, Scheme, SniZones, VirtualHost,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -427,6 +427,15 @@ struct Actions {
 }
 
 impl Actions {
+    fn new(l: &Listener) -> Self {
+        Actions {
+            ids: HashMap::new(),
+            list: Vec::new(),
+            filtered: Vec::new(),
+            listener: (listener_scheme(l), l.port),
+        }
+    }
+
     /// [`Actions::value`] of a rule's action with its filters: a forward with filters is
     /// an action of its own (see [`HpFiltered`]).
     fn value_with(
@@ -648,150 +657,35 @@ pub(crate) fn hp_frontend(
     let name = http_frontend_name(l);
     let dir = files_dir(o)?;
     let file = |ext: &str| format!("{dir}/{name}.{ext}");
-    let tls = match (l.protocol, &l.tls) {
-        (ListenerProtocol::Http, _) => None,
-        (ListenerProtocol::Https, None) => {
-            notes.push(format!("{name}: HTTPS without TLS settings; not rendered"));
-            return Ok(Vec::new());
+    if let Some(why) = hp_unrenderable(l) {
+        notes.push(format!("{name}: {why}; not rendered"));
+        return Ok(Vec::new());
+    }
+    let tls = match &l.tls {
+        Some(t) if matches!(l.protocol, ListenerProtocol::Https) => {
+            Some(hp_tls(t, o, &dir, file("crt-list"), files)?)
         }
-        (ListenerProtocol::Https, Some(t)) => {
-            if t.certificates.is_empty() && t.default_certificate.is_none() {
-                notes.push(format!(
-                    "{name}: HTTPS without any certificate; not rendered"
-                ));
-                return Ok(Vec::new());
-            }
-            let (default_crt, crt_list) = match hp_crt_list(t, o)? {
-                CrtList::Default(d) => (Some(d), None),
-                CrtList::List(text) => {
-                    let f = file("crt-list");
-                    files.insert(f.clone(), text);
-                    (None, Some(f))
-                }
-            };
-            Some(HpTls {
-                default_crt,
-                crt_list,
-                ca_file: t.client_ca.as_ref().map(|c| crate::view::ca_file(&dir, c)),
-            })
-        }
+        _ => None,
     };
-    let mut actions = Actions {
-        ids: HashMap::new(),
-        list: Vec::new(),
-        filtered: Vec::new(),
-        listener: (listener_scheme(l), l.port),
-    };
-    let (mut hosts, mut wildcards, mut exact) = (String::new(), String::new(), String::new());
-    let mut prefixes: Vec<(String, String)> = Vec::new();
-    let mut any_vh = None;
-    let mut suffixes: Vec<(String, String)> = Vec::new();
-    let mut cond_map = String::new();
+    let mut actions = Actions::new(l);
+    let mut maps = HostMaps::default();
     let mut hops: Vec<HpFrontend> = Vec::new();
     let default_action = l.default_action.clone().unwrap_or(RouteAction::Respond {
         status: k8slb_common::routes::FixedStatus::NotFound404,
     });
     for (i, v) in l.virtual_hosts.iter().enumerate() {
         let id = format!("v{}", i + 1);
-        match &v.host {
-            None => any_vh = Some(id.clone()),
-            Some(h) => match h.wildcard_suffix() {
-                Some(suffix) if v.any_depth => suffixes.push((suffix.to_string(), id.clone())),
-                _ => {
-                    let (map, key) = match h.wildcard_suffix() {
-                        Some(suffix) => (&mut wildcards, suffix),
-                        None => (&mut hosts, h.as_str()),
-                    };
-                    map.push_str(key);
-                    map.push(' ');
-                    map.push_str(&id);
-                    map.push('\n');
-                }
-            },
-        }
+        maps.add_host(v, &id);
         if v.rules.iter().any(|r| r.matches.is_conditional()) {
             // Matches beyond the path: every rule of this host is an ACL line, tried in
             // precedence order (a map key holds one action), in a frontend of its own.
-            let hop_name = format!("{name}_{id}");
             let backend = format!("rtv_{}_{}_{id}", ip_slug(l.ip), l.port);
-            cond_map.push_str(&format!("{id} {backend}\n"));
-            let mut hop_actions = Actions {
-                ids: HashMap::new(),
-                list: Vec::new(),
-                filtered: Vec::new(),
-                listener: (listener_scheme(l), l.port),
-            };
-            let mut acls = HpAcls::default();
-            let mut query_names = BTreeSet::new();
-            let mut cond_rules = Vec::new();
-            for (j, r) in v.rules.iter().enumerate() {
-                let pos = rule_pos(i + 1, j);
-                let value =
-                    hop_actions.value_with(&r.action, &pos, &r.forward_filters(), notes, &name);
-                query_names.extend(r.matches.query.iter().map(|q| q.name.to_string()));
-                for acl in hp_cond_acls(None, &r.matches, &mut acls) {
-                    cond_rules.push(HpCond {
-                        value: value.clone(),
-                        acl,
-                    });
-                }
-            }
-            let default = hop_actions.value(&default_action, "d", notes, &name);
-            hops.push(HpFrontend {
-                name: hop_name,
-                bind: format!("abns@k8slb_{backend}"),
-                tls: None,
-                hop: Some(HpHop {
-                    socket: format!("abns@k8slb_{backend}"),
-                    backend,
-                }),
-                cond_map: None,
-                hosts_map: None,
-                wildcards_map: None,
-                suffixes_map: None,
-                splits_map: None,
-                exact_map: None,
-                prefix_map: None,
-                any_vh: None,
-                cond_rules,
-                acls: acls.lines,
-                query_names,
-                default,
-                actions: hop_actions.list,
-                filtered: hop_actions.filtered,
-                // Checked in the listener's frontend, before the hop.
-                misdirected: Vec::new(),
-            });
+            maps.cond.push_str(&format!("{id} {backend}\n"));
+            hops.push(hp_hop(l, v, i, backend, &default_action, notes, &name));
             continue;
         }
-        let mut seen_exact: BTreeSet<&str> = BTreeSet::new();
-        let mut seen_prefix: BTreeSet<&str> = BTreeSet::new();
-        for (j, r) in v.rules.iter().enumerate() {
-            let pos = rule_pos(i + 1, j);
-            let value = actions.value_with(&r.action, &pos, &r.forward_filters(), notes, &name);
-            match &r.matches.path {
-                PathMatch::Exact(p) => {
-                    if seen_exact.insert(p.as_str()) {
-                        exact.push_str(&format!("{id}{p} {value}\n"));
-                    }
-                }
-                PathMatch::Prefix(p) => {
-                    if seen_prefix.insert(p.as_str()) {
-                        let key = if p.as_str() == "/" {
-                            format!("{id}/")
-                        } else {
-                            format!("{id}{p}/")
-                        };
-                        prefixes.push((key, value));
-                    }
-                }
-            }
-        }
+        maps.add_paths(v, i, &id, &mut actions, notes, &name);
     }
-    // Longest first: the first match is the longest, whether HAProxy scans the list or
-    // looks the prefix up in a tree.
-    prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
-    let prefix: String = prefixes.iter().map(|(k, v)| format!("{k} {v}\n")).collect();
     let default = actions.value(&default_action, "d", notes, &name);
     let splits_map = SplitsMap::of_listener(l, o)?.write(files);
     for h in &mut hops {
@@ -808,17 +702,13 @@ pub(crate) fn hp_frontend(
         bind: SocketAddr::new(l.ip, l.port).to_string(),
         tls,
         hop: None,
-        cond_map: map("cond.map", cond_map),
-        hosts_map: map("hosts.map", hosts),
-        wildcards_map: map("wildcards.map", wildcards),
-        suffixes_map: map("suffixes.map", {
-            // The longest suffix first: the first that matches is the most specific.
-            suffixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
-            suffixes.iter().map(|(k, v)| format!("{k} {v}\n")).collect()
-        }),
-        exact_map: map("exact.map", exact),
-        prefix_map: map("prefix.map", prefix),
-        any_vh,
+        cond_map: map("cond.map", maps.cond),
+        hosts_map: map("hosts.map", maps.hosts),
+        wildcards_map: map("wildcards.map", maps.wildcards),
+        suffixes_map: map("suffixes.map", longest_first(maps.suffixes)),
+        exact_map: map("exact.map", maps.exact),
+        prefix_map: map("prefix.map", longest_first(maps.prefixes)),
+        any_vh: maps.any_vh,
         splits_map,
         cond_rules: Vec::new(),
         acls: Vec::new(),
@@ -836,6 +726,186 @@ pub(crate) fn hp_frontend(
     }];
     out.extend(hops);
     Ok(out)
+}
+
+/// Why listener `l` cannot be rendered, if it cannot: an HTTPS listener without TLS
+/// settings or without any certificate.
+fn hp_unrenderable(l: &Listener) -> Option<&'static str> {
+    match (l.protocol, &l.tls) {
+        (ListenerProtocol::Http, _) => None,
+        (ListenerProtocol::Https, None) => Some("HTTPS without TLS settings"),
+        (ListenerProtocol::Https, Some(t))
+            if t.certificates.is_empty() && t.default_certificate.is_none() =>
+        {
+            Some("HTTPS without any certificate")
+        }
+        (ListenerProtocol::Https, Some(_)) => None,
+    }
+}
+
+/// The bind's TLS settings of an HTTPS listener's `t`: its one certificate, or its
+/// crt-list written to `crt_list` in `files`; the client CA bundle in `dir`.
+fn hp_tls(
+    t: &ListenerTls,
+    o: &HttpRenderOptions,
+    dir: &str,
+    crt_list: String,
+    files: &mut BTreeMap<String, String>,
+) -> Result<HpTls, RenderError> {
+    let (default_crt, crt_list) = match hp_crt_list(t, o)? {
+        CrtList::Default(d) => (Some(d), None),
+        CrtList::List(text) => {
+            files.insert(crt_list.clone(), text);
+            (None, Some(crt_list))
+        }
+    };
+    Ok(HpTls {
+        default_crt,
+        crt_list,
+        ca_file: t.client_ca.as_ref().map(|c| crate::view::ca_file(dir, c)),
+    })
+}
+
+/// The map files' contents of a listener's frontend, filled host by host.
+#[derive(Default)]
+struct HostMaps {
+    /// `<host> <id>` lines.
+    hosts: String,
+    /// `<suffix> <id>` lines of one-label wildcards.
+    wildcards: String,
+    /// Any-depth wildcards (Gateway API): `(suffix, id)`.
+    suffixes: Vec<(String, String)>,
+    /// The id of the any-host virtual host.
+    any_vh: Option<String>,
+    /// `<id><path> <value>` lines.
+    exact: String,
+    /// `(<id><path>/, value)`.
+    prefixes: Vec<(String, String)>,
+    /// `<id> <hop backend>` lines ([`HpHop`]).
+    cond: String,
+}
+
+impl HostMaps {
+    /// Virtual host `v`, of id `id`, in the host maps.
+    fn add_host(&mut self, v: &VirtualHost, id: &str) {
+        let Some(h) = &v.host else {
+            self.any_vh = Some(id.to_string());
+            return;
+        };
+        match h.wildcard_suffix() {
+            Some(suffix) if v.any_depth => self.suffixes.push((suffix.to_string(), id.to_string())),
+            _ => {
+                let (map, key) = match h.wildcard_suffix() {
+                    Some(suffix) => (&mut self.wildcards, suffix),
+                    None => (&mut self.hosts, h.as_str()),
+                };
+                map.push_str(key);
+                map.push(' ');
+                map.push_str(id);
+                map.push('\n');
+            }
+        }
+    }
+
+    /// The path rules of virtual host `v` (the `i`th, of id `id`) in the path maps, each
+    /// path's first rule only.
+    fn add_paths(
+        &mut self,
+        v: &VirtualHost,
+        i: usize,
+        id: &str,
+        actions: &mut Actions,
+        notes: &mut Vec<String>,
+        what: &str,
+    ) {
+        let mut seen_exact: BTreeSet<&str> = BTreeSet::new();
+        let mut seen_prefix: BTreeSet<&str> = BTreeSet::new();
+        for (j, r) in v.rules.iter().enumerate() {
+            let pos = rule_pos(i + 1, j);
+            let value = actions.value_with(&r.action, &pos, &r.forward_filters(), notes, what);
+            match &r.matches.path {
+                PathMatch::Exact(p) => {
+                    if seen_exact.insert(p.as_str()) {
+                        self.exact.push_str(&format!("{id}{p} {value}\n"));
+                    }
+                }
+                PathMatch::Prefix(p) => {
+                    if seen_prefix.insert(p.as_str()) {
+                        let key = if p.as_str() == "/" {
+                            format!("{id}/")
+                        } else {
+                            format!("{id}{p}/")
+                        };
+                        self.prefixes.push((key, value));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `<key> <value>` lines, the longest key first: the first match is the longest (the
+/// most specific suffix, the longest prefix), whether HAProxy scans the list or looks
+/// the key up in a tree.
+fn longest_first(mut entries: Vec<(String, String)>) -> String {
+    entries.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+    entries.iter().map(|(k, v)| format!("{k} {v}\n")).collect()
+}
+
+/// The frontend `<what>_v<i+1>` of virtual host `v` (the `i`th of listener `l`, whose
+/// frontend is `what`), whose rules match on more than the path: reached through
+/// `backend` ([`HpHop`]), one ACL line per rule in precedence order, then
+/// `default_action`.
+fn hp_hop(
+    l: &Listener,
+    v: &VirtualHost,
+    i: usize,
+    backend: String,
+    default_action: &RouteAction,
+    notes: &mut Vec<String>,
+    what: &str,
+) -> HpFrontend {
+    let mut actions = Actions::new(l);
+    let mut acls = HpAcls::default();
+    let mut query_names = BTreeSet::new();
+    let mut cond_rules = Vec::new();
+    for (j, r) in v.rules.iter().enumerate() {
+        let pos = rule_pos(i + 1, j);
+        let value = actions.value_with(&r.action, &pos, &r.forward_filters(), notes, what);
+        query_names.extend(r.matches.query.iter().map(|q| q.name.to_string()));
+        for acl in hp_cond_acls(None, &r.matches, &mut acls) {
+            cond_rules.push(HpCond {
+                value: value.clone(),
+                acl,
+            });
+        }
+    }
+    let default = actions.value(default_action, "d", notes, what);
+    HpFrontend {
+        name: format!("{what}_v{}", i + 1),
+        bind: format!("abns@k8slb_{backend}"),
+        tls: None,
+        hop: Some(HpHop {
+            socket: format!("abns@k8slb_{backend}"),
+            backend,
+        }),
+        cond_map: None,
+        hosts_map: None,
+        wildcards_map: None,
+        suffixes_map: None,
+        splits_map: None,
+        exact_map: None,
+        prefix_map: None,
+        any_vh: None,
+        cond_rules,
+        acls: acls.lines,
+        query_names,
+        default,
+        actions: actions.list,
+        filtered: actions.filtered,
+        // Checked in the listener's frontend, before the hop.
+        misdirected: Vec::new(),
+    }
 }
 
 #[cfg(test)]
