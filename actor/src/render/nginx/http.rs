@@ -751,89 +751,32 @@ fn nx_conditional_locations(
     let no_filters = RuleFilters::default();
     let h = splits.hosts;
     splits.hosts += 1;
-    // (id, action, filters) of the rules a request can get, in precedence order.
-    let mut chosen: Vec<(String, &RouteAction, &RuleFilters)> = Vec::new();
-    let mut links: Vec<(String, String)> = Vec::new();
-    let mut catch_all = None;
     let effective: Vec<_> = rules.iter().map(|r| r.forward_filters()).collect();
-    for (i, r) in rules.iter().enumerate() {
-        let m = &r.matches;
-        let cond = if m.is_conditional() {
-            splits.condition(m)
-        } else {
-            String::new()
-        };
-        let want = if m.is_conditional() { "1" } else { "" };
-        links.push((format!("\"~^:{want}{}\"", nx_path_regex(&m.path)), cond));
-        chosen.push((format!("r{i}"), &r.action, &effective[i]));
-        if !m.is_conditional() && matches!(&m.path, PathMatch::Prefix(p) if p.as_str() == "/") {
-            catch_all = Some(i);
-            break;
-        }
-    }
-    if catch_all.is_none() {
+    let (links, catch_all) = nx_chain_links(rules, splits);
+    // (id, action, filters) of the rules a request can get, in precedence order.
+    let mut chosen: Vec<(String, &RouteAction, &RuleFilters)> = rules
+        .iter()
+        .zip(&effective)
+        .take(links.len())
+        .enumerate()
+        .map(|(i, (r, f))| (format!("r{i}"), &r.action, &**f))
+        .collect();
+    if !catch_all {
         chosen.push(("rd".into(), default, &no_filters));
     }
-    let mut prev = String::new();
-    let last = links.len() - 1;
-    for (i, (key, cond)) in links.iter().enumerate() {
-        let var = if i == last {
-            format!("$k8slb_h{h}")
-        } else {
-            format!("$k8slb_h{h}_{i}")
-        };
-        let mut block = format!("map \"{prev}:{cond}$uri\" {var} {{");
-        if i > 0 {
-            block.push_str("\n    \"~^(r[0-9]+):\" $1;");
-        }
-        block.push_str(&format!("\n    {key} r{i};"));
-        let fallback = if i == last && catch_all.is_none() {
-            "rd"
-        } else {
-            "\"\""
-        };
-        block.push_str(&format!("\n    default {fallback};\n  }}"));
-        splits.blocks.push(block);
-        prev = var;
-    }
-    let sel = prev;
-    // What each rule does: its upstream (or split variable), or `act<i>` for a redirect
-    // or a fixed answer (distinct ones once).
-    let mut returns: Vec<(String, NxLocation)> = Vec::new();
-    let mut upstreams: Vec<(String, String)> = Vec::new();
-    let mut acts: Vec<(String, String)> = Vec::new();
-    let mut h2c = None;
-    let mut tls: BTreeSet<Option<(String, String)>> = BTreeSet::new();
-    for (id, action, _) in &chosen {
-        let loc = nx_action(action, splits);
-        if loc.kind == "forward" {
-            *h2c.get_or_insert(true) &= loc.h2c;
-            tls.insert(loc.tls.clone());
-            upstreams.push((id.clone(), loc.upstream));
-            continue;
-        }
-        let v = match returns.iter().find(|(_, l)| {
-            l.kind == loc.kind && l.status == loc.status && l.location == loc.location
-        }) {
-            Some((v, _)) => v.clone(),
-            None => {
-                let v = format!("act{}", returns.len());
-                returns.push((v.clone(), loc));
-                v
-            }
-        };
-        acts.push((id.clone(), v));
-    }
+    let sel = nx_chain_maps(h, &links, catch_all, splits);
+    let picks = nx_picks(&chosen, splits);
     // A request that returns never reaches proxy_pass: any upstream will do as default.
-    let up_default = upstreams
+    let up_default = picks
+        .upstreams
         .last()
         .map(|(_, u)| u.clone())
         .unwrap_or_else(|| NX_INVALID_SHARE.to_string());
-    let upstream = splits.map_on(&sel, &upstreams, &up_default);
-    let returns_on = if returns.is_empty() {
+    let upstream = splits.map_on(&sel, &picks.upstreams, &up_default);
+    let returns_on = if picks.returns.is_empty() {
         String::new()
     } else {
-        splits.map_on(&sel, &acts, "\"\"")
+        splits.map_on(&sel, &picks.acts, "\"\"")
     };
     let forwards = |a: &RouteAction| matches!(a, RouteAction::Forward { .. });
     let filtered: Vec<(String, &RuleFilters)> = chosen
@@ -851,7 +794,7 @@ fn nx_conditional_locations(
     if let Ok(t) = nx_pick_timeout(&chosen) {
         filter_lines.extend(nx_timeout_lines(t));
     }
-    if tls.len() > 1 {
+    if picks.tls.len() > 1 {
         splits.tls_refused.push(
             "a host whose rules match on more than the path answers 500: nginx cannot pick among backends reached with different TLS settings in one location".to_string(),
         );
@@ -866,14 +809,121 @@ fn nx_conditional_locations(
         path: "/".into(),
         kind: "pick",
         upstream,
-        h2c: h2c.unwrap_or(false),
-        tls: tls.into_iter().next().flatten(),
+        h2c: picks.h2c.unwrap_or(false),
+        tls: picks.tls.into_iter().next().flatten(),
         returns_on,
-        returns,
+        returns: picks.returns,
         filter_lines,
         skip_headers,
         ..Default::default()
     }]
+}
+
+/// The links of a conditional host's chain (see [`nx_conditional_locations`]), one per
+/// rule in precedence order: (the key that matches the rule's path when its conditions
+/// hold, the variable of its conditions); and whether the last one is a catch-all (a
+/// Prefix `/` without conditions: the chain stops there).
+fn nx_chain_links(
+    rules: &[k8slb_common::routes::RouteRule],
+    splits: &mut NxSplits,
+) -> (Vec<(String, String)>, bool) {
+    let mut links: Vec<(String, String)> = Vec::new();
+    for r in rules {
+        let m = &r.matches;
+        let cond = if m.is_conditional() {
+            splits.condition(m)
+        } else {
+            String::new()
+        };
+        let want = if m.is_conditional() { "1" } else { "" };
+        links.push((format!("\"~^:{want}{}\"", nx_path_regex(&m.path)), cond));
+        if !m.is_conditional() && matches!(&m.path, PathMatch::Prefix(p) if p.as_str() == "/") {
+            return (links, true);
+        }
+    }
+    (links, false)
+}
+
+/// The chain's `map`s of conditional host `h`, one per link: link `i` keeps the rule
+/// named by the link before it, else is `r<i>` when the request meets the link; the
+/// last falls back to `rd` unless the chain ends in a catch-all. Returns the last
+/// link's variable, which names the rule a request meets.
+fn nx_chain_maps(
+    h: usize,
+    links: &[(String, String)],
+    catch_all: bool,
+    splits: &mut NxSplits,
+) -> String {
+    let mut prev = String::new();
+    let last = links.len() - 1;
+    for (i, (key, cond)) in links.iter().enumerate() {
+        let var = if i == last {
+            format!("$k8slb_h{h}")
+        } else {
+            format!("$k8slb_h{h}_{i}")
+        };
+        let mut block = format!("map \"{prev}:{cond}$uri\" {var} {{");
+        if i > 0 {
+            block.push_str("\n    \"~^(r[0-9]+):\" $1;");
+        }
+        block.push_str(&format!("\n    {key} r{i};"));
+        let fallback = if i == last && !catch_all {
+            "rd"
+        } else {
+            "\"\""
+        };
+        block.push_str(&format!("\n    default {fallback};\n  }}"));
+        splits.blocks.push(block);
+        prev = var;
+    }
+    prev
+}
+
+/// What the rules a conditional host picks among do ([`nx_picks`]).
+struct NxPicks {
+    /// The returns (redirects and fixed answers), distinct ones once, as `act<i>`.
+    returns: Vec<(String, NxLocation)>,
+    /// (rule id, upstream or split variable) of the forwarding rules.
+    upstreams: Vec<(String, String)>,
+    /// (rule id, `act<i>`) of the returning rules.
+    acts: Vec<(String, String)>,
+    /// Every forward speaks h2c (`None`: no forward).
+    h2c: Option<bool>,
+    /// The forwards' TLS settings.
+    tls: BTreeSet<Option<(String, String)>>,
+}
+
+/// What each rule among `chosen` does: its upstream (or split variable), or `act<i>` for
+/// a redirect or a fixed answer (distinct ones once).
+fn nx_picks(chosen: &[(String, &RouteAction, &RuleFilters)], splits: &mut NxSplits) -> NxPicks {
+    let mut p = NxPicks {
+        returns: Vec::new(),
+        upstreams: Vec::new(),
+        acts: Vec::new(),
+        h2c: None,
+        tls: BTreeSet::new(),
+    };
+    for (id, action, _) in chosen {
+        let loc = nx_action(action, splits);
+        if loc.kind == "forward" {
+            *p.h2c.get_or_insert(true) &= loc.h2c;
+            p.tls.insert(loc.tls.clone());
+            p.upstreams.push((id.clone(), loc.upstream));
+            continue;
+        }
+        let v = match p.returns.iter().find(|(_, l)| {
+            l.kind == loc.kind && l.status == loc.status && l.location == loc.location
+        }) {
+            Some((v, _)) => v.clone(),
+            None => {
+                let v = format!("act{}", p.returns.len());
+                p.returns.push((v.clone(), loc));
+                v
+            }
+        };
+        p.acts.push((id.clone(), v));
+    }
+    p
 }
 
 /// A split's per-backend request header edits: each header any backend changes is set
