@@ -10,7 +10,7 @@ use crate::view::HttpRenderOptions;
 use crate::view::{route_backend_name, PLACEHOLDER};
 use k8slb_common::names::ConfigLine;
 use k8slb_common::routes::{
-    BackendId, BackendProtocol, CertFile, FieldName, FieldValue, HttpRoutes, Listener,
+    BackendId, BackendProtocol, CertFile, FieldName, FieldValue, Hostname, HttpRoutes, Listener,
     ListenerProtocol, PathMatch, PathRewrite, Request, RouteAction, RouteMatch, RuleFilters,
     Scheme, Sticky, VirtualHost,
 };
@@ -1085,51 +1085,16 @@ pub(crate) fn nx_server(
     let h2 = splits.listen_h2;
     let host = v.and_then(|v| v.host.as_ref());
     let what = format!("{listen} host {}", host.map_or("*", |h| h.as_str()));
-    let server_name = match host {
-        None => "_".to_string(),
-        Some(h) => match h.wildcard_suffix() {
-            Some(suffix) if v.is_some_and(|v| v.any_depth) => {
-                format!("~^.+{}$", suffix.replace('.', "[.]"))
+    let server_name = nx_server_name(host, v.is_some_and(|v| v.any_depth));
+    let tls = match l.protocol {
+        ListenerProtocol::Http => None,
+        ListenerProtocol::Https => match nx_certificate(l, host) {
+            Some(f) => Some(nx_tls(f, l, o)?),
+            None => {
+                notes.push(format!("{what}: HTTPS without a certificate; not rendered"));
+                return Ok(None);
             }
-            Some(suffix) => format!("~{}", one_label_regex(suffix)),
-            None => h.to_string(),
         },
-    };
-    let tls = match (l.protocol, &l.tls) {
-        (ListenerProtocol::Http, _) => None,
-        (ListenerProtocol::Https, t) => {
-            let cert = t.as_ref().and_then(|t| match host {
-                Some(h) => t.certificate_for(h.as_str()),
-                None => t
-                    .default_certificate
-                    .as_ref()
-                    .or_else(|| t.certificates.first().map(|c| &c.file)),
-            });
-            match cert {
-                Some(f) => {
-                    let base = cert_path(f, o)?;
-                    let key = match f {
-                        CertFile::Pool { .. } => format!("{base}.key"),
-                        CertFile::Secret { .. } => format!("{base}.pem"),
-                    };
-                    Some(NxTls {
-                        cert: format!("{base}.pem"),
-                        key,
-                        client_ca: match t.as_ref().and_then(|t| t.client_ca.as_ref()) {
-                            Some(c) => Some(crate::view::ca_file(
-                                &crate::render::files::files_dir(o)?,
-                                c,
-                            )),
-                            None => None,
-                        },
-                    })
-                }
-                None => {
-                    notes.push(format!("{what}: HTTPS without a certificate; not rendered"));
-                    return Ok(None);
-                }
-            }
-        }
     };
     let default_action = l.default_action.clone().unwrap_or(RouteAction::Respond {
         status: k8slb_common::routes::FixedStatus::NotFound404,
@@ -1142,18 +1107,9 @@ pub(crate) fn nx_server(
         ));
         return Ok(None);
     }
-    if let Some(v) = v.filter(|v| v.rules.iter().any(|r| r.matches.is_conditional())) {
-        let host_default = o
-            .nginx_proxy
-            .iter()
-            .find_map(|l| {
-                let mut w = l.as_str().split_whitespace();
-                (w.next() == Some("proxy_set_header")
-                    && w.next().is_some_and(|h| h.eq_ignore_ascii_case("host")))
-                .then(|| w.next().map(|v| v.trim_end_matches(';').to_string()))
-                .flatten()
-            })
-            .unwrap_or_else(|| "$proxy_host".to_string());
+    let location_lines = if let Some(v) =
+        v.filter(|v| v.rules.iter().any(|r| r.matches.is_conditional()))
+    {
         // The plan refuses the route that would make such a host (GatewayInput::
         // mixes_conditional_rules is false for nginx); kept as a backstop.
         if let Some(why) = k8slb_common::routes::OneLocation::of(&v.rules).refusal() {
@@ -1161,50 +1117,107 @@ pub(crate) fn nx_server(
             notes.push(format!("{what}: {why}; not rendered"));
             return Ok(None);
         }
+        let host_default = nx_host_header(&o.nginx_proxy);
         let locations = nx_conditional_locations(&v.rules, &default_action, &host_default, splits);
-        return Ok(Some(NxServer {
-            listen,
-            default: host.is_none(),
-            server_name,
-            tls,
-            h2,
-            misdirected: splits.misdirected.clone(),
-            location_lines: nx_location_lines(&locations, &o.nginx_proxy, splits.invalid_shares),
-        }));
+        nx_location_lines(&locations, &o.nginx_proxy, splits.invalid_shares)
+    } else {
+        let rules = v.map(|v| v.rules.as_slice()).unwrap_or_default();
+        let locations = nx_path_locations(rules, &default_action, splits);
+        let mut lines = nx_location_lines(&locations, &o.nginx_proxy, splits.invalid_shares);
+        lines.push_str(&nx_mirror_locations(rules));
+        lines
+    };
+    Ok(Some(NxServer {
+        listen,
+        default: host.is_none(),
+        server_name,
+        tls,
+        h2,
+        misdirected: splits.misdirected.clone(),
+        location_lines,
+    }))
+}
+
+/// `server_name` of a virtual host of `host` (`_` for any host): the name, or a regex
+/// for a wildcard (`any_depth`: any number of labels before its suffix, else one).
+fn nx_server_name(host: Option<&Hostname>, any_depth: bool) -> String {
+    match host {
+        None => "_".to_string(),
+        Some(h) => match h.wildcard_suffix() {
+            Some(suffix) if any_depth => format!("~^.+{}$", suffix.replace('.', "[.]")),
+            Some(suffix) => format!("~{}", one_label_regex(suffix)),
+            None => h.to_string(),
+        },
     }
+}
+
+/// The certificate HTTPS listener `l` serves for `host`: the one covering it, or for
+/// any host the default one, else the first.
+fn nx_certificate<'a>(l: &'a Listener, host: Option<&Hostname>) -> Option<&'a CertFile> {
+    l.tls.as_ref().and_then(|t| match host {
+        Some(h) => t.certificate_for(h.as_str()),
+        None => t
+            .default_certificate
+            .as_ref()
+            .or_else(|| t.certificates.first().map(|c| &c.file)),
+    })
+}
+
+/// `ssl_certificate` `f` (its key beside it) and the client CA bundle of listener `l`.
+fn nx_tls(f: &CertFile, l: &Listener, o: &HttpRenderOptions) -> Result<NxTls, RenderError> {
+    let base = cert_path(f, o)?;
+    let key = match f {
+        CertFile::Pool { .. } => format!("{base}.key"),
+        CertFile::Secret { .. } => format!("{base}.pem"),
+    };
+    Ok(NxTls {
+        cert: format!("{base}.pem"),
+        key,
+        client_ca: match l.tls.as_ref().and_then(|t| t.client_ca.as_ref()) {
+            Some(c) => Some(crate::view::ca_file(
+                &crate::render::files::files_dir(o)?,
+                c,
+            )),
+            None => None,
+        },
+    })
+}
+
+/// The Host header the admin's `nginx.proxy` lines send upstream (`proxy_set_header
+/// Host <v>`), else nginx's `$proxy_host`.
+fn nx_host_header(proxy: &[ConfigLine]) -> String {
+    proxy
+        .iter()
+        .find_map(|l| {
+            let mut w = l.as_str().split_whitespace();
+            (w.next() == Some("proxy_set_header")
+                && w.next().is_some_and(|h| h.eq_ignore_ascii_case("host")))
+            .then(|| w.next().map(|v| v.trim_end_matches(';').to_string()))
+            .flatten()
+        })
+        .unwrap_or_else(|| "$proxy_host".to_string())
+}
+
+/// The locations of a virtual host whose rules match on the path only: one per path
+/// (`= /p` for an Exact, `= /p` and `^~ /p/` for a Prefix, `/` for Prefix `/`), the
+/// first rule of a path winning, then the slashed Exact paths' twins
+/// ([`nx_slashed_locations`]), then `/` with `default_action` if no rule has it.
+fn nx_path_locations(
+    rules: &[k8slb_common::routes::RouteRule],
+    default_action: &RouteAction,
+    splits: &mut NxSplits,
+) -> Vec<NxLocation> {
     let mut locations = Vec::new();
     let mut exact: BTreeSet<String> = BTreeSet::new();
     let mut root = false;
-    let rules = v.map(|v| v.rules.as_slice()).unwrap_or_default();
     // Each rule's location, without its path.
     let mut by_rule: Vec<NxLocation> = Vec::with_capacity(rules.len());
     for r in rules {
-        let act = nx_action(&r.action, splits);
-        let (filter_lines, skip_headers) = if act.kind == "forward" {
-            let (mut lines, mut skip) = nx_filter_lines(&r.forward_filters(), splits);
-            if r.splits_with_backend_edits() {
-                let (l, k) = nx_split_edit_lines(&r.action, &act.upstream, splits);
-                lines.extend(l);
-                skip.extend(k);
-            }
-            (lines, skip)
-        } else {
-            (Vec::new(), Vec::new())
-        };
+        let base = nx_rule_location(r, splits);
         let loc = |path: String| NxLocation {
             path,
-            kind: act.kind,
-            h2c: act.h2c,
-            tls: act.tls.clone(),
-            upstream: act.upstream.clone(),
-            location: act.location.clone(),
-            status: act.status,
-            returns: Vec::new(),
-            returns_on: String::new(),
-            filter_lines: filter_lines.clone(),
-            skip_headers: skip_headers.clone(),
+            ..base.clone()
         };
-        by_rule.push(loc(String::new()));
         match &r.matches.path {
             PathMatch::Exact(p) => {
                 if exact.insert(p.to_string()) {
@@ -1224,43 +1237,80 @@ pub(crate) fn nx_server(
                 locations.push(loc(format!("^~ {p}/")));
             }
         }
+        by_rule.push(base);
     }
-    // nginx answers `/p` with a 301 to `/p/` when a location named `/p/` proxies and no
-    // location `= /p` exists (its auto_redirect): an Exact `/p/` would redirect `/p`,
-    // which it does not match (the Ingress conformance's path_rules: 404). So `/p` gets
-    // a location of its own, with what the model gives it: the first rule that matches
-    // it, else the default.
-    let slashed: Vec<String> = exact
+    nx_slashed_locations(
+        &exact,
+        rules,
+        &by_rule,
+        default_action,
+        splits,
+        &mut locations,
+    );
+    if !root {
+        let mut d = nx_action(default_action, splits);
+        d.path = "/".into();
+        locations.push(d);
+    }
+    locations
+}
+
+/// Rule `r`'s location without its path: its action, and for a forward its filters'
+/// lines (a split's per-backend header edits included).
+fn nx_rule_location(r: &k8slb_common::routes::RouteRule, splits: &mut NxSplits) -> NxLocation {
+    let act = nx_action(&r.action, splits);
+    let (filter_lines, skip_headers) = if act.kind == "forward" {
+        let (mut lines, mut skip) = nx_filter_lines(&r.forward_filters(), splits);
+        if r.splits_with_backend_edits() {
+            let (l, k) = nx_split_edit_lines(&r.action, &act.upstream, splits);
+            lines.extend(l);
+            skip.extend(k);
+        }
+        (lines, skip)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    NxLocation {
+        path: String::new(),
+        kind: act.kind,
+        h2c: act.h2c,
+        tls: act.tls,
+        upstream: act.upstream,
+        location: act.location,
+        status: act.status,
+        returns: Vec::new(),
+        returns_on: String::new(),
+        filter_lines,
+        skip_headers,
+    }
+}
+
+/// nginx answers `/p` with a 301 to `/p/` when a location named `/p/` proxies and no
+/// location `= /p` exists (its auto_redirect): an Exact `/p/` would redirect `/p`,
+/// which it does not match (the Ingress conformance's path_rules: 404). So `/p` gets
+/// a location of its own, with what the model gives it: the first rule that matches
+/// it (`by_rule`: each rule's location), else the default.
+fn nx_slashed_locations(
+    exact: &BTreeSet<String>,
+    rules: &[k8slb_common::routes::RouteRule],
+    by_rule: &[NxLocation],
+    default_action: &RouteAction,
+    splits: &mut NxSplits,
+    locations: &mut Vec<NxLocation>,
+) {
+    let slashed = exact
         .iter()
         .filter_map(|p| p.strip_suffix('/').filter(|q| !q.is_empty()))
-        .filter(|q| !exact.contains(*q))
-        .map(str::to_string)
-        .collect();
+        .filter(|q| !exact.contains(*q));
     for q in slashed {
-        let req = Request::get("", &q);
+        let req = Request::get("", q);
         let mut loc = match rules.iter().position(|r| r.matches.matches_request(&req)) {
             Some(i) => by_rule[i].clone(),
-            None => nx_action(&default_action, splits),
+            None => nx_action(default_action, splits),
         };
         loc.path = format!("= {q}");
         locations.push(loc);
     }
-    if !root {
-        let mut d = nx_action(&default_action, splits);
-        d.path = "/".into();
-        locations.push(d);
-    }
-    let mut location_lines = nx_location_lines(&locations, &o.nginx_proxy, splits.invalid_shares);
-    location_lines.push_str(&nx_mirror_locations(rules));
-    Ok(Some(NxServer {
-        listen,
-        default: host.is_none(),
-        server_name,
-        tls,
-        h2,
-        misdirected: splits.misdirected.clone(),
-        location_lines,
-    }))
 }
 
 /// The URI of the internal location that sends a mirror copy to upstream `u`.
