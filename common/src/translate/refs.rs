@@ -1,8 +1,9 @@
 //! References between objects, each resolved one way for every kind that makes them:
 //!
-//! - a backend to a Service's port ([`ServiceRefs::port`]): an Ingress backend (port by
-//!   number or name), an HTTPRoute's or an L4 route's backendRef (port by number, of the
-//!   route's protocol);
+//! - a backend to a Service's port ([`ServiceRefs::port`]), and that port to the route
+//!   model's backend with its endpoints ([`ResolvedPort::backend_state`]): an Ingress
+//!   backend (port by number or name), an HTTPRoute's or an L4 route's backendRef (port
+//!   by number, of the route's protocol);
 //! - a TLS reference to a Secret's certificate ([`SecretRefs::tls`]): an Ingress's
 //!   `spec.tls`, a Gateway listener's `certificateRefs`;
 //! - a ReferenceGrant that lets one namespace's objects refer to another's
@@ -11,10 +12,11 @@
 //! Each answers with typed data or a typed error; the caller words the message and
 //! picks the reason (an Ingress problem, a Gateway API condition), because they differ.
 
-use crate::endpoints::{slice_index, SliceIndex};
+use crate::app_protocol::BackendProtocol;
+use crate::endpoints::{endpoints, slice_index, SliceIndex};
 use crate::gateway::types::{self, ReferenceGrant};
-use crate::names::{ObjectName, PortName, ServiceKey};
-use crate::routes::{BackendId, CertFile, SecretName};
+use crate::names::{ObjectName, ServiceKey};
+use crate::routes::{BackendId, BackendState, CertFile, SecretName, Sticky};
 use k8s_openapi::api::core::v1::{Secret, Service, ServicePort as ApiServicePort};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use std::collections::HashMap;
@@ -142,6 +144,8 @@ pub struct ResolvedPort<'s> {
     /// The port's name as the Service gives it ("" when it has none): endpoints are
     /// found by it in the EndpointSlices.
     pub port_name: &'s str,
+    /// The port's protocol (`TCP`, `UDP`): endpoints are found by it too.
+    pub protocol: &'s str,
     /// The port's `appProtocol`, as the Service gives it.
     pub app_protocol: Option<&'s str>,
     pub slices: &'s [&'s EndpointSlice],
@@ -169,11 +173,21 @@ pub struct ServiceRefs<'a> {
 }
 
 impl ResolvedPort<'_> {
-    /// The port's name, when it has a valid one.
-    pub fn name(&self) -> Option<PortName> {
-        Some(self.port_name)
-            .filter(|n| !n.is_empty())
-            .and_then(|n| n.parse().ok())
+    /// The port as a backend of the route model: its endpoints from the Service's
+    /// EndpointSlices ([`endpoints`], the rule a Service's own ports follow too), the
+    /// proxy speaking `protocol` to them, with `stickiness`; cleartext (a
+    /// BackendTLSPolicy adds TLS later).
+    pub fn backend_state(
+        &self,
+        protocol: BackendProtocol,
+        stickiness: Option<Sticky>,
+    ) -> BackendState {
+        BackendState {
+            endpoints: endpoints(self.port_name, self.protocol, self.slices),
+            stickiness,
+            protocol,
+            ..BackendState::default()
+        }
     }
 }
 
@@ -240,6 +254,7 @@ impl<'a> ServiceRefs<'a> {
                 port: number,
             },
             port_name: sp.name.as_deref().unwrap_or(""),
+            protocol: sp.protocol.as_deref().unwrap_or("TCP"),
             app_protocol: sp.app_protocol.as_deref(),
             slices,
         })
@@ -265,4 +280,73 @@ pub fn granted(
                     && t.name.as_deref().is_none_or(|n| n == name)
             })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoints::Endpoint;
+    use serde_json::json;
+
+    fn service_and_slice() -> (Service, EndpointSlice) {
+        let svc = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"ports": [
+                {"name": "http", "port": 80, "protocol": "TCP"},
+                {"name": "dns", "port": 53, "protocol": "UDP"},
+            ]},
+        }))
+        .unwrap();
+        let slice = serde_json::from_value(json!({
+            "metadata": {"name": "web-1", "namespace": "shop",
+                         "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4",
+            "ports": [
+                {"name": "http", "port": 8080, "protocol": "TCP"},
+                {"name": "dns", "port": 5353, "protocol": "UDP"},
+            ],
+            "endpoints": [
+                {"addresses": ["10.0.0.1"], "conditions": {"ready": true}},
+                {"addresses": ["10.0.0.2"],
+                 "conditions": {"ready": false, "serving": true, "terminating": true}},
+            ],
+        }))
+        .unwrap();
+        (svc, slice)
+    }
+
+    fn ep(ip: &str, port: u16, draining: bool) -> Endpoint {
+        Endpoint {
+            ip: ip.parse().unwrap(),
+            port,
+            draining,
+        }
+    }
+
+    #[test]
+    fn a_resolved_port_backs_onto_the_endpoints_of_its_own_name_and_protocol() {
+        let (svc, slice) = service_and_slice();
+        let (services, slices) = ([svc], [slice]);
+        let refs = ServiceRefs::new(&services, &slices);
+        let http = refs
+            .port("shop", "web", Some(PortRef::Name("http")), "TCP")
+            .unwrap();
+        let st = http.backend_state(BackendProtocol::H2c, Some(Sticky::Source));
+        assert_eq!(
+            st.endpoints,
+            [ep("10.0.0.1", 8080, false), ep("10.0.0.2", 8080, true)]
+        );
+        assert_eq!(
+            (st.protocol, st.stickiness, st.tls),
+            (BackendProtocol::H2c, Some(Sticky::Source), None)
+        );
+        // By number, of the route's protocol: the UDP port's slice port, not the TCP one.
+        let dns = refs
+            .port("shop", "web", Some(PortRef::Number(53)), "UDP")
+            .unwrap();
+        assert_eq!(
+            dns.backend_state(BackendProtocol::Http, None).endpoints,
+            [ep("10.0.0.1", 5353, false), ep("10.0.0.2", 5353, true)]
+        );
+    }
 }

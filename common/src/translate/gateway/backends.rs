@@ -154,15 +154,11 @@ pub(super) fn backend(
     if weight == 0 {
         return Ok(None);
     }
-    let id = found.id;
-    backends.entry(id.clone()).or_insert_with(|| BackendState {
-        endpoints: endpoints(found.port_name, protocol, found.slices),
-        stickiness: None,
-        protocol: backend_protocol,
-        tls: None,
-    });
+    backends
+        .entry(found.id.clone())
+        .or_insert_with(|| found.backend_state(backend_protocol, None));
     Ok(Some(WeightedBackend {
-        id,
+        id: found.id,
         weight: u16::try_from(weight.clamp(1, 1_000_000)).unwrap_or(u16::MAX),
         request_headers: HeaderEdits::default(),
     }))

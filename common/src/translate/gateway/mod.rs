@@ -48,7 +48,6 @@ mod status;
 pub mod grpc;
 pub mod types;
 
-use crate::endpoints::endpoints;
 use crate::ingress::SecretMeta;
 use crate::names::ObjectKey;
 use crate::problem::{ObjRef, Reason};

@@ -309,7 +309,8 @@ impl Translation<'_, '_> {
     pub(super) fn resolve(&mut self, cur: &Current<'_>, b: &IngressBackend) -> RouteAction {
         let ns = ns_of(cur.ing);
         match self.idx.backend(ns, b) {
-            Ok((id, port_name, slices, protocol)) => {
+            Ok((port, protocol)) => {
+                let id = port.id.clone();
                 match self.backends.get(&id) {
                     Some((st, owner))
                         if st.stickiness != cur.settings.sticky && owner != &cur.me =>
@@ -325,16 +326,7 @@ impl Translation<'_, '_> {
                         self.backends.insert(
                             id.clone(),
                             (
-                                BackendState {
-                                    endpoints: endpoints(
-                                        port_name.as_ref().map_or("", PortName::as_str),
-                                        "TCP",
-                                        slices,
-                                    ),
-                                    stickiness: cur.settings.sticky.clone(),
-                                    protocol,
-                                    tls: None,
-                                },
+                                port.backend_state(protocol, cur.settings.sticky.clone()),
                                 cur.me.clone(),
                             ),
                         );

@@ -39,8 +39,7 @@ mod tls;
 
 /// The only Secret type whose certificates are used.
 pub use crate::certs::TLS_SECRET_TYPE;
-use crate::endpoints::endpoints;
-use crate::names::{ObjectKey, PoolName, PortName};
+use crate::names::{ObjectKey, PoolName};
 use crate::problem::{ObjRef, Reason};
 use crate::routes::{
     BackendId, BackendProtocol, BackendState, CertFile, Certificate, CookieName, FixedStatus,
@@ -48,6 +47,7 @@ use crate::routes::{
     RedirectStatus, RouteAction, RouteMatch, RouteRule, Scheme, Sticky, VirtualHost,
 };
 use crate::state::Problem;
+use crate::translate::refs::ResolvedPort;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass};
@@ -290,22 +290,13 @@ impl<'a> Index<'a> {
         }
     }
 
-    /// The backend of an Ingress backend reference, with the port name and the slices
-    /// its endpoints come from (read only when the backend is new); or why not.
-    #[allow(clippy::type_complexity)]
+    /// The Service port an Ingress backend reference names, and what the proxy speaks to
+    /// it (its `appProtocol`); or why not.
     fn backend<'s>(
         &'s self,
         ns: &'s str,
         b: &'s IngressBackend,
-    ) -> Result<
-        (
-            BackendId,
-            Option<PortName>,
-            &'s [&'s EndpointSlice],
-            BackendProtocol,
-        ),
-        (Reason, String),
-    > {
+    ) -> Result<(ResolvedPort<'s>, BackendProtocol), (Reason, String)> {
         use crate::translate::refs::{PortRef, ServiceRefError};
         let unsupported = |m: String| (reason::UNSUPPORTED_BACKEND, m);
         if b.resource.is_some() {
@@ -331,8 +322,7 @@ impl<'a> Index<'a> {
                         p.id.port
                     ))
                 })?;
-                let name = p.name();
-                Ok((p.id, name, p.slices, protocol))
+                Ok((p, protocol))
             }
             Err(ServiceRefError::InvalidName) => Err((
                 reason::SERVICE_NOT_FOUND,
