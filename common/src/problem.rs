@@ -191,8 +191,16 @@ reasons! {
     AddressNotAssigned = "AddressNotAssigned",
     /// A Gateway address asked for that cannot be used (not in a pool, held by another).
     AddressNotUsable = "AddressNotUsable",
-    /// A Gateway API object refused as a whole (an invalid route hostname).
-    Invalid = "Invalid",
+    /// A BackendTLSPolicy with `spec.options` (k8slb defines none): refused.
+    UnsupportedPolicyOptions = "UnsupportedPolicyOptions",
+    /// A BackendTLSPolicy with `validation.wellKnownCACertificates` (not supported):
+    /// refused.
+    UnsupportedWellKnownCACertificates = "UnsupportedWellKnownCACertificates",
+    /// A BackendTLSPolicy with `validation.subjectAltNames` (neither proxy checks a URI
+    /// SAN, and nginx verifies only the name it sends as SNI): refused.
+    UnsupportedSubjectAltNames = "UnsupportedSubjectAltNames",
+    /// A BackendTLSPolicy whose `validation.hostname` is not a DNS name: refused.
+    InvalidValidationHostname = "InvalidValidationHostname",
     /// A BackendTLSPolicy whose target an older policy holds.
     Conflicted = "Conflicted",
     /// A BackendTLSPolicy none of whose CA references gives a usable bundle.

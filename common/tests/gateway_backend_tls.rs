@@ -156,6 +156,17 @@ fn conds(out: &GatewayOutput, policy: &str) -> Vec<(&'static str, bool, &'static
         .collect()
 }
 
+/// The reason of the problem (the Event) the policy's refusal (its first condition)
+/// gives.
+fn problem_reason(out: &GatewayOutput, policy: &str) -> String {
+    let list = &out.backend_tls_policies[&policy.parse().unwrap()];
+    let c = &list[0].conditions[0];
+    c.reason
+        .problem()
+        .unwrap_or_else(|| panic!("{policy}: {c:?} is no problem"))
+        .to_string()
+}
+
 /// What a request for `path` on the Gateway's port 80 gets.
 fn action<'a>(r: &'a HttpRoutes, path: &str) -> &'a RouteAction {
     r.route(VIP.parse().unwrap(), 80, "any.example", path)
@@ -362,6 +373,10 @@ fn hostile_policies_are_refused_on_their_own_services_and_touch_no_other_namespa
     );
     answers_500(r, "/evil-junk");
     assert_eq!(conds(&out, "evil/ctl")[0], ("Accepted", false, "Invalid"));
+    assert_eq!(
+        problem_reason(&out, "evil/ctl"),
+        "InvalidValidationHostname"
+    );
     answers_500(r, "/evil-ctl");
     // An untargeted Service of evil's is served as before.
     forwards_to(r, "/evil-big", "evil/big:443");
@@ -416,9 +431,9 @@ fn a_ca_reference_of_another_kind_or_to_nothing_is_refused_with_the_specs_reason
 }
 
 #[test]
-fn subject_alt_names_and_well_known_cas_are_refused_as_invalid() {
+fn subject_alt_names_well_known_cas_and_options_are_refused_as_invalid_and_named_in_the_problem() {
     let ca = ca_pem();
-    let mut o = base(&[("shop", "a"), ("shop", "b")]);
+    let mut o = base(&[("shop", "a"), ("shop", "b"), ("shop", "c")]);
     o.add_text(&ca_configmap("shop", "ca", &ca)).unwrap();
     o.add_text(
         &policy(
@@ -450,14 +465,34 @@ fn subject_alt_names_and_well_known_cas_are_refused_as_invalid() {
         ),
     )
     .unwrap();
+    o.add_text(
+        &policy(
+            "shop",
+            "opts",
+            "2026-01-01T00:00:02Z",
+            "c",
+            None,
+            "c.internal",
+        )
+        .replace(
+            "  validation:",
+            "  options: { example.com/x: y }\n  validation:",
+        ),
+    )
+    .unwrap();
     let out = run(&o);
-    assert_eq!(conds(&out, "shop/san")[0], ("Accepted", false, "Invalid"));
-    assert_eq!(
-        conds(&out, "shop/system")[0],
-        ("Accepted", false, "Invalid")
-    );
+    // The condition says the specification's word; the problem says what was invalid.
+    for (policy, problem) in [
+        ("shop/san", "UnsupportedSubjectAltNames"),
+        ("shop/system", "UnsupportedWellKnownCACertificates"),
+        ("shop/opts", "UnsupportedPolicyOptions"),
+    ] {
+        assert_eq!(conds(&out, policy)[0], ("Accepted", false, "Invalid"));
+        assert_eq!(problem_reason(&out, policy), problem);
+    }
     answers_500(&out.routes, "/shop-a");
     answers_500(&out.routes, "/shop-b");
+    answers_500(&out.routes, "/shop-c");
 }
 
 /// A Gateway `edge` in `shop` with one HTTPS listener on 443 (certificate from `pool`

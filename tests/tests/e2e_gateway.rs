@@ -961,7 +961,7 @@ fn backend_tls_policies_among_tenants(proxy: &str) {
     for (policy, reason) in [
         ("BackendTLSPolicy evil/steal", "NoValidCACertificate"),
         ("BackendTLSPolicy evil/junk", "NoValidCACertificate"),
-        ("BackendTLSPolicy evil/ctl", "Invalid"),
+        ("BackendTLSPolicy evil/ctl", "InvalidValidationHostname"),
     ] {
         assert!(
             st.problems

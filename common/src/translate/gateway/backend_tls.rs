@@ -52,10 +52,12 @@ fn refused(
     )
 }
 
-fn invalid(why: impl Into<String>) -> (Condition, Condition) {
+/// Refused for what the policy asks (its references are fine): `Accepted: False` with
+/// `reason` (the API's `Invalid`, which the problem names precisely).
+fn invalid(reason: ConditionReason, why: impl Into<String>) -> (Condition, Condition) {
     let why = why.into();
     (
-        Condition::accepted(false, ConditionReason::Invalid, why),
+        Condition::accepted(false, reason, why),
         Condition::new(
             ConditionType::ResolvedRefs,
             true,
@@ -120,17 +122,22 @@ fn verdict(p: &BackendTlsPolicy, ns: &str, configmaps: &[ConfigMap]) -> (Verdict
     );
     let v = &p.spec.validation;
     if !p.spec.options.is_empty() {
-        let (a, r) = invalid("spec.options: k8slb defines no option");
+        let (a, r) = invalid(
+            ConditionReason::UnsupportedPolicyOptions,
+            "spec.options: k8slb defines no option",
+        );
         return (Err((a, r.clone())), r);
     }
     if v.well_known_ca_certificates.is_some() {
         let (a, r) = invalid(
+            ConditionReason::UnsupportedWellKnownCACertificates,
             "validation.wellKnownCACertificates is not supported: name the CA in caCertificateRefs",
         );
         return (Err((a, r.clone())), r);
     }
     if !v.subject_alt_names.is_empty() {
         let (a, r) = invalid(
+            ConditionReason::UnsupportedSubjectAltNames,
             "validation.subjectAltNames is not supported: HAProxy and nginx verify the certificate against validation.hostname only",
         );
         return (Err((a, r.clone())), r);
@@ -138,10 +145,13 @@ fn verdict(p: &BackendTlsPolicy, ns: &str, configmaps: &[ConfigMap]) -> (Verdict
     let host = match v.hostname.parse::<Hostname>() {
         Ok(h) if !h.is_wildcard() => h,
         _ => {
-            let (a, r) = invalid(format!(
-                "validation.hostname {:?} is not a DNS name",
-                crate::problem::printable(v.hostname.chars().take(80).collect::<String>())
-            ));
+            let (a, r) = invalid(
+                ConditionReason::InvalidValidationHostname,
+                format!(
+                    "validation.hostname {:?} is not a DNS name",
+                    crate::problem::printable(v.hostname.chars().take(80).collect::<String>())
+                ),
+            );
             return (Err((a, r.clone())), r);
         }
     };

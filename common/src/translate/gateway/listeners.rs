@@ -241,7 +241,7 @@ impl Verdict {
             self.conditions.push(Condition::new(
                 ConditionType::Programmed,
                 false,
-                ConditionReason::Invalid,
+                ConditionReason::ListenerNotServed,
                 "the listener is not served",
             ));
         }

@@ -4,8 +4,12 @@
 use super::*;
 
 /// Names written as they are in the Gateway API, one enum each.
+/// A variant is written as its name, or as the text after `=` (several variants may
+/// share one word of the API and still say apart what they mean to k8slb).
 macro_rules! api_names {
-    ($(#[$meta:meta])* $name:ident { $($(#[$doc:meta])* $variant:ident),* $(,)? }) => {
+    (@text $variant:ident $text:literal) => { $text };
+    (@text $variant:ident) => { stringify!($variant) };
+    ($(#[$meta:meta])* $name:ident { $($(#[$doc:meta])* $variant:ident $(= $text:literal)?),* $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub enum $name {
@@ -18,7 +22,7 @@ macro_rules! api_names {
             /// As the API writes it.
             pub fn as_str(self) -> &'static str {
                 match self {
-                    $($name::$variant => stringify!($variant),)*
+                    $($name::$variant => api_names!(@text $variant $($text)?),)*
                 }
             }
         }
@@ -42,7 +46,17 @@ api_names! {
         Accepted,
         Programmed,
         ResolvedRefs,
-        Invalid,
+        /// A listener's `Programmed: False` beside the condition that refuses it (not a
+        /// problem of its own).
+        ListenerNotServed = "Invalid",
+        /// BackendTLSPolicy `spec.options`: k8slb defines none.
+        UnsupportedPolicyOptions = "Invalid",
+        /// BackendTLSPolicy `validation.wellKnownCACertificates`: not supported.
+        UnsupportedWellKnownCACertificates = "Invalid",
+        /// BackendTLSPolicy `validation.subjectAltNames`: not supported.
+        UnsupportedSubjectAltNames = "Invalid",
+        /// BackendTLSPolicy `validation.hostname` that is not a DNS name.
+        InvalidValidationHostname = "Invalid",
         InvalidParameters,
         UnsupportedValue,
         UnsupportedAddress,
@@ -78,12 +92,18 @@ api_names! {
 
 impl ConditionReason {
     /// The problem reason of a condition that says something is not served (reported
-    /// on its object as an Event); `None` for the success reasons, which are not.
+    /// on its object as an Event); `None` for the success reasons, which are not, and
+    /// for [`ConditionReason::ListenerNotServed`], which repeats another.
     pub fn problem(self) -> Option<Reason> {
         use ConditionReason as C;
         Some(match self {
             C::Accepted | C::Programmed | C::ResolvedRefs => return None,
-            C::Invalid => Reason::Invalid,
+            // Another condition of the listener says why.
+            C::ListenerNotServed => return None,
+            C::UnsupportedPolicyOptions => Reason::UnsupportedPolicyOptions,
+            C::UnsupportedWellKnownCACertificates => Reason::UnsupportedWellKnownCACertificates,
+            C::UnsupportedSubjectAltNames => Reason::UnsupportedSubjectAltNames,
+            C::InvalidValidationHostname => Reason::InvalidValidationHostname,
             C::InvalidParameters => Reason::InvalidParameters,
             C::UnsupportedValue => Reason::UnsupportedValue,
             C::UnsupportedAddress => Reason::UnsupportedAddress,
