@@ -776,26 +776,8 @@ impl<R: NodeRenderer> Driver<'_, R> {
         // keepalived's priority-0 adverts go out at once; its exit (about a second later)
         // is waited for by StopKeepalived, after the hand-over.
         self.applier.begin_stop_keepalived();
-        let mut waiter = leave::Waiter::new(plan.awaited.clone(), start, self.cfg.handover_wait);
-        let outcome = loop {
-            let now = Instant::now();
-            if let Some(o) = waiter.outcome(now) {
-                break o;
-            }
-            match listener.recv(waiter.listen_for(now, Duration::from_millis(100))) {
-                Ok(Some((from, advert))) => {
-                    if waiter.heard(from, advert, &own, Instant::now()) {
-                        tracing::info!(peer = %from, vrid = advert.vrid, priority = advert.priority, "a peer is master");
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::error!(error = %e, category = e.category(), "listening for VRRP adverts failed; stopping");
-                    break leave::Outcome::TimedOut(waiter.left().clone());
-                }
-            }
-        };
-        match outcome {
+        let waiter = leave::Waiter::new(plan.awaited.clone(), start, self.cfg.handover_wait);
+        match wait_for_peers(&mut listener, waiter, &own) {
             leave::Outcome::TakenOver => {
                 tracing::info!(
                     after_ms = start.elapsed().as_millis() as u64,
@@ -811,11 +793,17 @@ impl<R: NodeRenderer> Driver<'_, R> {
         }
         // The copies go now, not after keepalived's exit (a second later): while they
         // exist this node answers ARP for the VIPs too.
+        self.remove_from_lo(&plan.linger);
+    }
+
+    /// Remove the copies on `lo` of `vips` (kept there for the hand-over), each failure
+    /// logged.
+    fn remove_from_lo(&mut self, vips: &[IpAddr]) {
         match self.ops.addresses() {
             Ok(addrs) => {
                 for a in addrs
                     .iter()
-                    .filter(|a| a.ifname == "lo" && plan.linger.contains(&a.ip()))
+                    .filter(|a| a.ifname == "lo" && vips.contains(&a.ip()))
                 {
                     match self.ops.delete(a) {
                         Ok(()) => tracing::info!(vip = %a.net, "no longer serving the VIP"),
@@ -1147,6 +1135,34 @@ async fn until_stopped<T: Send + 'static>(
         _ = int.recv() => { tracing::info!(signal = "SIGINT", "stopping"); shutdown.store(true, Ordering::Relaxed); control_done.await }
         r = &mut control_done => r,
     })
+}
+
+/// Listen for VRRP adverts until `waiter` has its outcome: every awaited instance has a
+/// peer as master (`own`: this node's addresses, whose adverts do not count), the time
+/// is up, or listening fails (then the instances left are timed out).
+fn wait_for_peers(
+    listener: &mut leave::listen::Listener,
+    mut waiter: leave::Waiter,
+    own: &BTreeSet<IpAddr>,
+) -> leave::Outcome {
+    loop {
+        let now = Instant::now();
+        if let Some(o) = waiter.outcome(now) {
+            return o;
+        }
+        match listener.recv(waiter.listen_for(now, Duration::from_millis(100))) {
+            Ok(Some((from, advert))) => {
+                if waiter.heard(from, advert, own, Instant::now()) {
+                    tracing::info!(peer = %from, vrid = advert.vrid, priority = advert.priority, "a peer is master");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(error = %e, category = e.category(), "listening for VRRP adverts failed; stopping");
+                return leave::Outcome::TimedOut(waiter.left().clone());
+            }
+        }
+    }
 }
 
 #[cfg(test)]
