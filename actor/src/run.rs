@@ -937,39 +937,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         )?),
         StateSource::File(_) => None,
     };
-    // The node certificate Secrets into --certs-dir (in the files mode the watcher's
-    // --certs-out writes that directory). Stops with the runtime.
     if let Some(c) = &client {
-        let wanted = Arc::new(tokio::sync::Notify::new());
-        cfg.certs_wanted = Some(wanted.clone());
-        let (c, ns) = (c.clone(), args.namespace.clone());
-        tokio::spawn(async move {
-            wanted.notified().await;
-            tracing::info!(namespace = %ns, "the state names TLS Secrets' certificates: watching the node certificate Secrets");
-            crate::cert_source::follow(c, ns, certs_dir).await;
-        });
-    }
-    // The BGP peers' password Secrets into --bgp-secrets-dir, once a state names one.
-    if let Some(c) = &client {
-        let wanted = Arc::new(tokio::sync::Notify::new());
-        cfg.bgp_secrets_wanted = Some(wanted.clone());
-        let (c, ns) = (c.clone(), args.namespace.clone());
-        tokio::spawn(async move {
-            wanted.notified().await;
-            tracing::info!(namespace = %ns, "a BGP peer has a passwordSecret: watching the kubernetes.io/basic-auth Secrets");
-            crate::bgp_secrets::follow(c, ns, bgp_secrets_dir).await;
-        });
-    }
-    // The node report (the objects this node's proxy checker refuses) for the watcher.
-    if let (Some(c), true) = (&client, args.proxy != Provider::Kubeproxy) {
-        let (reporter, rx) = crate::report::Reporter::new(&args.node, &args.proxy.to_string());
-        cfg.report = Some(reporter);
-        tokio::spawn(crate::report::write_reports(
-            c.clone(),
-            args.namespace.clone(),
-            args.node.clone(),
-            rx,
-        ));
+        spawn_node_tasks(c, &args, &mut cfg, certs_dir, bgp_secrets_dir);
     }
     let source = open_source(
         &args.state,
@@ -1015,6 +984,53 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(e).context("control loop"),
         Err(_) => anyhow::bail!("control loop panicked"),
+    }
+}
+
+/// The tasks of the ConfigMap source's client: the node certificate Secrets into
+/// `certs_dir` and the BGP peers' password Secrets into `bgp_secrets_dir`, each once a
+/// state names one (woken through `cfg`), and the node report for the watcher (with a
+/// proxy). They stop with the runtime.
+fn spawn_node_tasks(
+    c: &kube::Client,
+    args: &RunArgs,
+    cfg: &mut LoopConfig,
+    certs_dir: PathBuf,
+    bgp_secrets_dir: PathBuf,
+) {
+    // The node certificate Secrets into --certs-dir (in the files mode the watcher's
+    // --certs-out writes that directory).
+    {
+        let wanted = Arc::new(tokio::sync::Notify::new());
+        cfg.certs_wanted = Some(wanted.clone());
+        let (c, ns) = (c.clone(), args.namespace.clone());
+        tokio::spawn(async move {
+            wanted.notified().await;
+            tracing::info!(namespace = %ns, "the state names TLS Secrets' certificates: watching the node certificate Secrets");
+            crate::cert_source::follow(c, ns, certs_dir).await;
+        });
+    }
+    // The BGP peers' password Secrets into --bgp-secrets-dir, once a state names one.
+    {
+        let wanted = Arc::new(tokio::sync::Notify::new());
+        cfg.bgp_secrets_wanted = Some(wanted.clone());
+        let (c, ns) = (c.clone(), args.namespace.clone());
+        tokio::spawn(async move {
+            wanted.notified().await;
+            tracing::info!(namespace = %ns, "a BGP peer has a passwordSecret: watching the kubernetes.io/basic-auth Secrets");
+            crate::bgp_secrets::follow(c, ns, bgp_secrets_dir).await;
+        });
+    }
+    // The node report (the objects this node's proxy checker refuses) for the watcher.
+    if args.proxy != Provider::Kubeproxy {
+        let (reporter, rx) = crate::report::Reporter::new(&args.node, &args.proxy.to_string());
+        cfg.report = Some(reporter);
+        tokio::spawn(crate::report::write_reports(
+            c.clone(),
+            args.namespace.clone(),
+            args.node.clone(),
+            rx,
+        ));
     }
 }
 
