@@ -853,3 +853,68 @@ spec:
     let out = run(&o, &[client_secret("pki", "kubernetes.io/tls", true)]);
     assert!(gateway_conds(&out, "shop/edge").contains(&("ResolvedRefs", true, "ResolvedRefs")));
 }
+
+/// Two Gateways sharing one address (by consent): `edge` with its HTTP listener on port
+/// 80, `other` with a UDP listener on port 80. Whether `edge`'s requests go to a TLS
+/// backend depends on `edge`'s own `clientCertificateRef` only: when it asks, they are
+/// refused (500, never sent without the certificate); when only `other` (no HTTP
+/// listener) asks, they are served.
+#[test]
+fn only_the_gateways_serving_a_listeners_http_routes_decide_its_client_certificate() {
+    for asking in ["edge", "other"] {
+        let mut o = base(&[("shop", "api")]);
+        o.add_text(&ca_configmap("shop", "ca", &ca_pem())).unwrap();
+        o.add_text(&policy(
+            "shop",
+            "p",
+            "2026-01-01T00:00:00Z",
+            "api",
+            Some("https"),
+            "api.shop.example",
+        ))
+        .unwrap();
+        o.add_text(
+            r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: other, namespace: shop }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: dns, port: 80, protocol: UDP }
+"#,
+        )
+        .unwrap();
+        let tls: serde_json::Value =
+            serde_json::from_str(r#"{"backend": {"clientCertificateRef": {"name": "client"}}}"#)
+                .unwrap();
+        let i = o
+            .gateways
+            .iter()
+            .position(|g| g.metadata.name.as_deref() == Some(asking))
+            .unwrap();
+        o.gateways[i].spec.tls = Some(tls);
+        let addresses = [("shop/edge", VIP), ("shop/other", VIP)]
+            .into_iter()
+            .map(|(k, ip)| (k.parse().unwrap(), vec![ip.parse().unwrap()]))
+            .collect();
+        let secrets = [client_secret("shop", "kubernetes.io/tls", true)];
+        let out = k8slb_common::gateway::translate(&o.gateway_input(
+            &secrets,
+            &addresses,
+            &std::collections::BTreeMap::new(),
+        ));
+        match (asking, action(&out.routes, "/shop-api")) {
+            ("edge", RouteAction::Forward { backends, invalid }) => {
+                assert!(
+                    backends.is_empty() && *invalid > 0,
+                    "{backends:?} {invalid}"
+                )
+            }
+            ("other", RouteAction::Forward { backends, invalid }) => {
+                assert_eq!((backends.len(), *invalid), (1, 0), "{backends:?}")
+            }
+            (_, a) => panic!("{asking}: {a:?}"),
+        }
+    }
+}

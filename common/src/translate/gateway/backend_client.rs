@@ -91,11 +91,14 @@ pub(super) fn client_certificate(
 
 /// The share of each rule that the Gateways in `asking` forward to a TLS backend
 /// becomes the invalid references' share (500): those Gateways ask for a client
-/// certificate k8slb does not present. A listener is a Gateway's by its address and
-/// port.
+/// certificate k8slb does not present. A listener is its Gateways' by its address and
+/// port (`owners`: the Gateways with a served HTTP or HTTPS listener there); when
+/// Gateways share one (by consent) and one of them asks, the listener's TLS backends
+/// are refused for all of them: a request is never sent without a certificate that
+/// was asked for.
 pub(super) fn refuse_tls_backends(
     routes: &mut HttpRoutes,
-    owners: &BTreeMap<(IpAddr, u16), ObjectKey>,
+    owners: &BTreeMap<(IpAddr, u16), BTreeSet<ObjectKey>>,
     asking: &BTreeSet<ObjectKey>,
 ) {
     if asking.is_empty() {
@@ -110,7 +113,7 @@ pub(super) fn refuse_tls_backends(
     for l in &mut routes.listeners {
         if !owners
             .get(&(l.ip, l.port))
-            .is_some_and(|g| asking.contains(g))
+            .is_some_and(|gs| gs.iter().any(|g| asking.contains(g)))
         {
             continue;
         }

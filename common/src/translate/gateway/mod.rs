@@ -192,19 +192,21 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
             Some((gk, c))
         })
         .collect();
-    let owners: BTreeMap<(IpAddr, u16), ObjectKey> = t
-        .lsts
-        .iter()
-        .filter_map(|l| Some((l, u16::try_from(l.spec.port).ok()?)))
-        .flat_map(|(l, port)| {
-            input
-                .addresses
-                .get(&l.gateway)
-                .into_iter()
-                .flatten()
-                .map(move |ip| ((*ip, port), l.gateway.clone()))
-        })
-        .collect();
+    // The Gateways whose served HTTP(S) listeners are on each address and port (a UDP
+    // or refused listener of another Gateway on the same port number carries none of
+    // these routes).
+    let mut owners: BTreeMap<(IpAddr, u16), BTreeSet<ObjectKey>> = BTreeMap::new();
+    for l in t.lsts.iter().filter(|l| l.protocol.is_some()) {
+        let Ok(port) = u16::try_from(l.spec.port) else {
+            continue;
+        };
+        for ip in input.addresses.get(&l.gateway).into_iter().flatten() {
+            owners
+                .entry((*ip, port))
+                .or_default()
+                .insert(l.gateway.clone());
+        }
+    }
     let asking: BTreeSet<ObjectKey> = client_certs.keys().cloned().collect();
     backend_client::refuse_tls_backends(&mut routes, &owners, &asking);
     let statuses = gateways
