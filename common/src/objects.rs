@@ -481,6 +481,7 @@ impl Objects {
             pools: None,
             namespaces: &self.namespaces,
             conditional_rules_per_host: crate::config::DEFAULT_CONDITIONAL_RULES_PER_HOST,
+            retry_backends_per_namespace: crate::config::DEFAULT_RETRY_BACKENDS_PER_NAMESPACE,
         }
     }
 }

@@ -2295,3 +2295,70 @@ spec:
         .flat_map(|l| &l.virtual_hosts)
         .all(|v| v.rules.iter().all(|r| r.filters.retry.is_none())));
 }
+
+/// HAProxy serves each (backend, retry policy) pair on a copy of the backend: one
+/// namespace's routes make at most `limits.retryBackendsPerNamespace` of them. With a
+/// limit of 4, the four oldest routes (each a policy of its own) are served, the newer
+/// ones refused (Accepted False, UnsupportedValue, naming the limit), and a newer route
+/// that repeats a policy already made costs nothing and is served.
+#[test]
+fn retry_policies_beyond_a_namespaces_limit_refuse_the_newer_routes_only() {
+    let route = |name: &str, attempts: u32| {
+        format!(
+            r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{ name: {name}, namespace: default }}
+spec:
+  parentRefs: [{{ name: gw, namespace: infra, sectionName: http }}]
+  hostnames: [{name}.example.com]
+  rules: [{{ backendRefs: [{{ name: a, port: 80 }}], retry: {{ codes: [503], attempts: {attempts} }} }}]
+"#
+        )
+    };
+    let mut texts: Vec<String> = (1..=8).map(|a| route(&format!("r{a:02}"), a)).collect();
+    // Newer than all of them, the policy of the oldest.
+    texts.push(route("r99", 1));
+    let mut all = vec![CLASS, GATEWAY];
+    all.extend(texts.iter().map(String::as_str));
+    let o = objects(&all);
+    let addresses: BTreeMap<_, _> = o
+        .gateways
+        .iter()
+        .map(|g| {
+            let key = k8slb_common::names::ObjectKey::new(
+                g.metadata.namespace.as_deref().unwrap(),
+                g.metadata.name.as_deref().unwrap(),
+            )
+            .unwrap();
+            (key, vec![VIP.parse::<IpAddr>().unwrap()])
+        })
+        .collect();
+    let unavailable = BTreeMap::new();
+    let mut input = o.gateway_input(&[], &addresses, &unavailable);
+    input.serves_retry = true;
+    input.retry_backends_per_namespace = 4;
+    let out = translate(&input);
+    for a in 1..=8 {
+        let name = format!("default/r{a:02}");
+        let got = route_cond(&out, &name, "Accepted");
+        if a <= 4 {
+            assert_eq!(got, (true, "Accepted"), "{name}");
+        } else {
+            assert_eq!(got, (false, "UnsupportedValue"), "{name}");
+        }
+    }
+    assert_eq!(
+        route_cond(&out, "default/r99", "Accepted"),
+        (true, "Accepted")
+    );
+    let refused = &cond(
+        &out.http_routes[&"default/r05".parse().unwrap()][0].conditions,
+        "Accepted",
+    )
+    .message;
+    assert!(
+        refused.contains("limits.retryBackendsPerNamespace"),
+        "{refused}"
+    );
+}

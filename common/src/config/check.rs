@@ -18,7 +18,11 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "limits",
     "bgp",
 ];
-pub(super) const LIMITS_KEYS: &[&str] = &["conditionalRulesPerHost", "portsPerService"];
+pub(super) const LIMITS_KEYS: &[&str] = &[
+    "conditionalRulesPerHost",
+    "portsPerService",
+    "retryBackendsPerNamespace",
+];
 pub(super) const TENANCY_KEYS: &[&str] = &["hostOwnership", "namespaceGroups", "addressSharing"];
 pub(super) const POOL_KEYS: &[&str] = &[
     "network",
@@ -274,6 +278,11 @@ impl Checker {
             &mut out.conditional_rules_per_host,
         );
         whole("portsPerService", 131_070, &mut out.ports_per_service);
+        whole(
+            "retryBackendsPerNamespace",
+            100_000,
+            &mut out.retry_backends_per_namespace,
+        );
         out
     }
 

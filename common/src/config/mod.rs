@@ -198,6 +198,9 @@ pub const DEFAULT_CONDITIONAL_RULES_PER_HOST: usize = 256;
 /// Default of `limits.portsPerService`.
 pub const DEFAULT_PORTS_PER_SERVICE: usize = 256;
 
+/// Default of `limits.retryBackendsPerNamespace`.
+pub const DEFAULT_RETRY_BACKENDS_PER_NAMESPACE: usize = 64;
+
 /// `limits`: bounds on what one tenant's objects may cost every other tenant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -209,6 +212,11 @@ pub struct Limits {
     /// open file) of the proxy on every LB node that serves it, from a budget all
     /// tenants share. Ports beyond it (in the Service's order) are not served.
     pub ports_per_service: usize,
+    /// HAProxy serves an HTTPRoute rule's `retry` on a copy of the rule's backend per
+    /// retry policy (its servers are the backend's, tracked): the most such copies one
+    /// namespace's routes may make. The route beyond it is refused (older routes keep
+    /// theirs).
+    pub retry_backends_per_namespace: usize,
 }
 
 impl Default for Limits {
@@ -216,6 +224,7 @@ impl Default for Limits {
         Limits {
             conditional_rules_per_host: DEFAULT_CONDITIONAL_RULES_PER_HOST,
             ports_per_service: DEFAULT_PORTS_PER_SERVICE,
+            retry_backends_per_namespace: DEFAULT_RETRY_BACKENDS_PER_NAMESPACE,
         }
     }
 }

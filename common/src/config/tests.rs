@@ -34,8 +34,16 @@ fn ports_per_service_defaults_to_256_and_is_admin_settable() {
         let text = README_TWO_POOLS.trim_end().trim_end_matches('}');
         parse_global_config(&format!("{text}, \"limits\": {limits} }}"))
     };
-    let c = with(r#"{ "portsPerService": 131070 }"#).unwrap();
+    let c = with(r#"{ "portsPerService": 131070, "retryBackendsPerNamespace": 1 }"#).unwrap();
     assert_eq!(c.limits.ports_per_service, 131_070);
+    assert_eq!(c.limits.retry_backends_per_namespace, 1);
+    assert_eq!(
+        parse_global_config(README_TWO_POOLS)
+            .unwrap()
+            .limits
+            .retry_backends_per_namespace,
+        64
+    );
     for bad in [
         r#"{ "portsPerService": 0 }"#,
         r#"{ "portsPerService": 131071 }"#,

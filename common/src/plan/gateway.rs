@@ -303,6 +303,7 @@ fn translate(
     input.mixes_conditional_rules = serves.conditional_mixes;
     input.pools = pools;
     input.conditional_rules_per_host = limits.conditional_rules_per_host;
+    input.retry_backends_per_namespace = limits.retry_backends_per_namespace;
     gateway::translate(&input)
 }
 

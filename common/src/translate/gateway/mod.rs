@@ -134,6 +134,9 @@ pub struct GatewayInput<'a> {
     /// rules that match on more than the path beyond it are refused (the route that
     /// would go beyond it is not Accepted; older routes keep theirs).
     pub conditional_rules_per_host: usize,
+    /// `limits.retryBackendsPerNamespace`: the most (backend, retry policy) pairs one
+    /// namespace's routes may make (HAProxy serves each on a copy of the backend).
+    pub retry_backends_per_namespace: usize,
 }
 
 /// What the Gateway API objects make: the routes to serve and every status.
@@ -283,6 +286,9 @@ struct Translation<'i, 'a> {
     services: crate::translate::refs::ServiceRefs<'a>,
     backends: BTreeMap<BackendId, BackendState>,
     udp_backends: BTreeMap<BackendId, BackendState>,
+    /// The (backend, retry policy) pairs the routes placed so far make, and the
+    /// namespace whose route made each first (`limits.retryBackendsPerNamespace`).
+    retry_pairs: BTreeMap<(BackendId, crate::routes::Retry), String>,
 }
 
 /// A stream route on one listener: (listener index, server name, (backends, the weight
@@ -304,6 +310,7 @@ impl<'i, 'a> Translation<'i, 'a> {
             services: crate::translate::refs::ServiceRefs::new(input.services, input.slices),
             backends: BTreeMap::new(),
             udp_backends: BTreeMap::new(),
+            retry_pairs: BTreeMap::new(),
         }
     }
 
@@ -396,6 +403,43 @@ impl<'i, 'a> Translation<'i, 'a> {
         (placed, statuses, grpc_statuses)
     }
 
+    /// The (backend, retry policy) pairs `rules` would add, or why namespace `rns` may
+    /// not make them: beyond `limits.retryBackendsPerNamespace` with the pairs its older
+    /// routes made (a pair another namespace made first costs it nothing; HAProxy
+    /// serves each pair on a copy of the backend, whatever the namespace).
+    fn retry_refusal(
+        &self,
+        rns: &str,
+        rules: &[(usize, usize, RouteRule)],
+    ) -> Result<Vec<(BackendId, crate::routes::Retry)>, String> {
+        let mut new = BTreeSet::new();
+        for (_, _, rule) in rules {
+            let (Some(retry), RouteAction::Forward { backends, .. }) =
+                (&rule.filters.retry, &rule.action)
+            else {
+                continue;
+            };
+            for b in backends {
+                let pair = (b.id.clone(), retry.clone());
+                if !self.retry_pairs.contains_key(&pair) {
+                    new.insert(pair);
+                }
+            }
+        }
+        if new.is_empty() {
+            return Ok(Vec::new());
+        }
+        let cap = self.input.retry_backends_per_namespace;
+        let have = self.retry_pairs.values().filter(|ns| *ns == rns).count();
+        if have + new.len() > cap {
+            return Err(format!(
+                "retry: namespace {rns}'s routes would make {} distinct (backend, retry policy) pairs, each a copy of the backend in HAProxy's config; the limit is {cap} per namespace (limits.retryBackendsPerNamespace), older routes hold {have}",
+                have + new.len()
+            ));
+        }
+        Ok(new.into_iter().collect())
+    }
+
     /// An HTTPRoute attached at `attach`: its rules, once per attached (listener,
     /// hostname), unless one of them is refused or the host's cap would be passed (then
     /// the route is not Accepted and leaves the listeners' attachedRoutes). Its
@@ -438,6 +482,16 @@ impl<'i, 'a> Translation<'i, 'a> {
         if unsupported.is_none() {
             unsupported = host_refusal(self.input, &self.lsts, attach, &rules, conditional);
         }
+        let new_retry_pairs = match unsupported {
+            None => match self.retry_refusal(rns, &rules) {
+                Ok(pairs) => pairs,
+                Err(why) => {
+                    unsupported = Some(why);
+                    Vec::new()
+                }
+            },
+            Some(_) => Vec::new(),
+        };
         if let Some(why) = unsupported {
             conditions = vec![Condition::accepted(
                 false,
@@ -450,6 +504,9 @@ impl<'i, 'a> Translation<'i, 'a> {
                 self.lsts[li].attached -= 1;
             }
         } else {
+            for p in new_retry_pairs {
+                self.retry_pairs.insert(p, rns.to_string());
+            }
             for at in attach {
                 for (ri, mi, rule) in &rules {
                     placed.push(Placed {
