@@ -10,12 +10,10 @@
 mod support;
 
 use k8slb_common::gateway::types::L4Kind;
-use k8slb_common::gateway::{translate, Condition, GatewayOutput};
+use k8slb_common::gateway::{Condition, GatewayOutput};
 use k8slb_common::objects::Objects;
 use k8slb_common::routes::StreamProtocol;
 use serde_json::json;
-use std::collections::BTreeMap;
-use std::net::IpAddr;
 use support::*;
 
 const VIP: &str = "198.18.0.60";
@@ -90,24 +88,7 @@ fn objects(texts: &[&str]) -> Objects {
 }
 
 fn run_with(o: &Objects, serves_udp: bool) -> GatewayOutput {
-    let addresses: BTreeMap<_, _> = o
-        .gateways
-        .iter()
-        .map(|g| {
-            (
-                k8slb_common::names::ObjectKey::new(
-                    g.metadata.namespace.as_deref().unwrap(),
-                    g.metadata.name.as_deref().unwrap(),
-                )
-                .unwrap(),
-                vec![VIP.parse::<IpAddr>().unwrap()],
-            )
-        })
-        .collect();
-    let unavailable = BTreeMap::new();
-    let mut input = o.gateway_input(&[], &addresses, &unavailable);
-    input.serves_udp = serves_udp;
-    translate(&input)
+    translate_tuned(o, &[], VIP, |i| i.serves_udp = serves_udp)
 }
 
 fn run(o: &Objects) -> GatewayOutput {

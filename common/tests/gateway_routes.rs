@@ -1745,22 +1745,9 @@ spec:
     all.extend(texts.iter().map(String::as_str));
     let o = objects(&all);
     let run_with = |serves_mirror: bool| {
-        let addresses: BTreeMap<_, _> = o
-            .gateways
-            .iter()
-            .map(|g| {
-                let key = k8slb_common::names::ObjectKey::new(
-                    g.metadata.namespace.as_deref().unwrap(),
-                    g.metadata.name.as_deref().unwrap(),
-                )
-                .unwrap();
-                (key, vec![VIP.parse::<IpAddr>().unwrap()])
-            })
-            .collect();
-        let unavailable = BTreeMap::new();
-        let mut input = o.gateway_input(&[], &addresses, &unavailable);
-        input.serves_mirror = serves_mirror;
-        translate(&input)
+        translate_tuned(&o, &[], VIP, |i| {
+            i.serves_mirror = serves_mirror;
+        })
     };
     let nginx = run_with(true);
     for refused in ["half", "fraction"] {
@@ -2228,22 +2215,9 @@ spec:
     all.extend(texts.iter().map(String::as_str));
     let o = objects(&all);
     let run_with = |serves_retry: bool| {
-        let addresses: BTreeMap<_, _> = o
-            .gateways
-            .iter()
-            .map(|g| {
-                let key = k8slb_common::names::ObjectKey::new(
-                    g.metadata.namespace.as_deref().unwrap(),
-                    g.metadata.name.as_deref().unwrap(),
-                )
-                .unwrap();
-                (key, vec![VIP.parse::<IpAddr>().unwrap()])
-            })
-            .collect();
-        let unavailable = BTreeMap::new();
-        let mut input = o.gateway_input(&[], &addresses, &unavailable);
-        input.serves_retry = serves_retry;
-        translate(&input)
+        translate_tuned(&o, &[], VIP, |i| {
+            i.serves_retry = serves_retry;
+        })
     };
     let haproxy = run_with(true);
     let l = haproxy
@@ -2322,23 +2296,10 @@ spec:
     let mut all = vec![CLASS, GATEWAY];
     all.extend(texts.iter().map(String::as_str));
     let o = objects(&all);
-    let addresses: BTreeMap<_, _> = o
-        .gateways
-        .iter()
-        .map(|g| {
-            let key = k8slb_common::names::ObjectKey::new(
-                g.metadata.namespace.as_deref().unwrap(),
-                g.metadata.name.as_deref().unwrap(),
-            )
-            .unwrap();
-            (key, vec![VIP.parse::<IpAddr>().unwrap()])
-        })
-        .collect();
-    let unavailable = BTreeMap::new();
-    let mut input = o.gateway_input(&[], &addresses, &unavailable);
-    input.serves_retry = true;
-    input.retry_backends_per_namespace = 4;
-    let out = translate(&input);
+    let out = translate_tuned(&o, &[], VIP, |i| {
+        i.serves_retry = true;
+        i.retry_backends_per_namespace = 4;
+    });
     for a in 1..=8 {
         let name = format!("default/r{a:02}");
         let got = route_cond(&out, &name, "Accepted");

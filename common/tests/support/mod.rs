@@ -261,6 +261,17 @@ pub fn translate_on(
     secrets: &[k8slb_common::ingress::SecretMeta],
     vip: &str,
 ) -> k8slb_common::gateway::GatewayOutput {
+    translate_tuned(o, secrets, vip, |_| {})
+}
+
+/// [`translate_on`] with the input changed by `tune` first (what the provider serves,
+/// a limit).
+pub fn translate_tuned(
+    o: &Objects,
+    secrets: &[k8slb_common::ingress::SecretMeta],
+    vip: &str,
+    tune: impl FnOnce(&mut k8slb_common::gateway::GatewayInput<'_>),
+) -> k8slb_common::gateway::GatewayOutput {
     let addresses: std::collections::BTreeMap<_, _> = o
         .gateways
         .iter()
@@ -275,9 +286,8 @@ pub fn translate_on(
             )
         })
         .collect();
-    k8slb_common::gateway::translate(&o.gateway_input(
-        secrets,
-        &addresses,
-        &std::collections::BTreeMap::new(),
-    ))
+    let unavailable = std::collections::BTreeMap::new();
+    let mut input = o.gateway_input(secrets, &addresses, &unavailable);
+    tune(&mut input);
+    k8slb_common::gateway::translate(&input)
 }
