@@ -133,6 +133,9 @@ impl NodeRenderer for RealRenderer {
     ) -> BTreeSet<(std::net::SocketAddr, crate::ports::Transport)> {
         view.listens()
     }
+    fn fd_shortfall(&self, view: &NodeView) -> Option<String> {
+        view.fd_shortfall(self.base.fd_budget)
+    }
 
     fn hold_out(&self, mut view: NodeView, vips: &BTreeSet<IpAddr>) -> NodeView {
         crate::handover::hold_out(&mut view.keepalived, vips);

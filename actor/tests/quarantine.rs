@@ -16,11 +16,12 @@ mod poison;
 use k8slb_actor::admin::Metrics;
 use k8slb_actor::apply::{Applied, Applier, NodeContext};
 use k8slb_actor::daemons::{DaemonError, DaemonKind, Paths};
+use k8slb_actor::fdlimit::FdBudget;
 use k8slb_actor::node_renderer::RealRenderer;
 use k8slb_actor::render::Renderer;
 use k8slb_actor::view::ViewOptions;
 use k8slb_common::problem::ObjRef;
-use k8slb_common::state::{Endpoint, Provider};
+use k8slb_common::state::{Endpoint, Provider, State};
 use poison::{add_service, any_keepalived, tenants, Checked, Checker, PoisonRenderer};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -52,12 +53,18 @@ struct Rig {
 }
 
 fn rig(proxy: Provider, ns: &support::Netns) -> Rig {
+    rig_with_budget(proxy, ns, None)
+}
+
+/// [`rig`] for a node whose open-files limit is `budget`.
+fn rig_with_budget(proxy: Provider, ns: &support::Netns, budget: Option<FdBudget>) -> Rig {
     let work = tempfile::Builder::new()
         .prefix("k8slb-quarantine")
         .tempdir()
         .unwrap();
     let paths = Paths::new(work.path());
     let mut opts = ViewOptions::new(proxy);
+    opts.fd_budget = budget;
     opts.interfaces
         .insert("default".parse().unwrap(), "eth0".parse().unwrap());
     opts.pid_file = match proxy {
@@ -323,4 +330,115 @@ fn haproxy_a_port_held_by_another_program_is_left_out_and_the_rest_served() {
 fn nginx_a_port_held_by_another_program_is_left_out_and_the_rest_served() {
     support::require_root_and(&["ip", "nginx", "python3"]);
     a_port_held_by_another_program_is_left_out_and_the_rest_served(Provider::Nginx);
+}
+
+/// A Service with `n` ports from `first` (a copy of default/web's first port each), on
+/// 192.168.10.240.
+fn add_wide_service(s: &mut State, key: &str, first: u16, n: u16) {
+    add_service(s, key, first, "10.5.0.1");
+    let k: k8slb_common::names::ServiceKey = key.parse().unwrap();
+    let svc = s.services.get_mut(&k).unwrap();
+    let port = svc.ports[0].clone();
+    svc.ports = (0..n)
+        .map(|i| {
+            let mut p = port.clone();
+            p.port = first + i;
+            p
+        })
+        .collect();
+}
+
+/// The smallest open-files limit under which `state`'s proxy config can start (as the
+/// view counts it), found by bisection over [`k8slb_actor::view::NodeView::fd_shortfall`].
+fn least_limit(proxy: Provider, state: &State) -> u64 {
+    let fits = |limit| {
+        let budget = Some(FdBudget { limit, cpus: 1 });
+        let mut opts = ViewOptions::new(proxy);
+        opts.fd_budget = budget;
+        opts.interfaces
+            .insert("default".parse().unwrap(), "eth0".parse().unwrap());
+        let v = k8slb_actor::view::view(state, &"lb-1".parse().unwrap(), &opts).unwrap();
+        v.fd_shortfall(budget).is_none()
+    };
+    let (mut lo, mut hi) = (1u64, 1 << 20);
+    assert!(fits(hi) && !fits(lo));
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if fits(mid) {
+            hi = mid
+        } else {
+            lo = mid
+        }
+    }
+    hi
+}
+
+/// Neither `haproxy -c` nor `nginx -t` opens a socket: a config with more listening
+/// sockets than the proxy may hold files passes its check, and the proxy then fails to
+/// start or reload, which froze every tenant. Two Services of 150 ports each fit the
+/// node's open-files limit alone but not together: the later one is left out (with the
+/// count as its reason), the earlier one and every other tenant are served, and the
+/// poison is still found.
+fn services_beyond_the_open_files_limit_are_left_out_and_the_rest_served(proxy: Provider) {
+    let ns = netns();
+    let mut state = tenants(6);
+    add_wide_service(&mut state, "ta/wide", 9000, 150);
+    let one = least_limit(proxy, &state);
+    add_wide_service(&mut state, "tb/wide", 9500, 150);
+    let both = least_limit(proxy, &state);
+    assert!(both >= one + 150, "{proxy:?}: {one} {both}");
+    let budget = FdBudget {
+        limit: one,
+        cpus: 1,
+    };
+    let mut r = rig_with_budget(proxy, &ns, Some(budget));
+    let applied = r
+        .applier
+        .apply(&state, &NodeContext::default(), Instant::now());
+    assert!(matches!(applied, Ok(Applied::Done { .. })), "{applied:?}");
+    assert_eq!(
+        r.applier.quarantined(),
+        &BTreeSet::from([service("tb/wide"), service("tp/poison")])
+    );
+    let error = &r.applier.quarantine_errors()[&service("tb/wide")];
+    assert!(
+        error.starts_with("open files: ") && error.contains(&format!("limit {one} ")),
+        "{proxy:?}: {error}"
+    );
+    let text = r.serving.lock().unwrap().clone();
+    assert!(serves(&text, "ta_wide_9149"), "{proxy:?}");
+    assert!(serves(&text, "t5_svc_20005"), "{proxy:?}");
+    assert!(!serves(&text, "tb_wide_9500"), "{proxy:?}");
+
+    // The limit raised (the admin's fix): everything but the poison is served again.
+    let mut r = rig_with_budget(
+        proxy,
+        &ns,
+        Some(FdBudget {
+            limit: both,
+            cpus: 1,
+        }),
+    );
+    r.applier
+        .apply(&state, &NodeContext::default(), Instant::now())
+        .unwrap();
+    assert_eq!(
+        r.applier.quarantined(),
+        &BTreeSet::from([service("tp/poison")])
+    );
+    assert!(serves(&r.serving.lock().unwrap(), "tb_wide_9649"));
+}
+
+#[test]
+#[ignore = "needs root: nginx -t in a network namespace it creates, haproxy -c; ./scripts/test.sh runs it"]
+fn haproxy_services_beyond_the_open_files_limit_are_left_out_and_the_rest_served() {
+    support::require_root_and(&["ip", "haproxy"]);
+    services_beyond_the_open_files_limit_are_left_out_and_the_rest_served(Provider::Haproxy);
+}
+
+#[test]
+#[ignore = "needs root: nginx -t in a network namespace it creates, haproxy -c; ./scripts/test.sh runs it"]
+fn nginx_services_beyond_the_open_files_limit_are_left_out_and_the_rest_served() {
+    support::require_root_and(&["ip", "nginx"]);
+    services_beyond_the_open_files_limit_are_left_out_and_the_rest_served(Provider::Nginx);
 }

@@ -130,6 +130,13 @@ pub trait NodeRenderer {
         let _ = view;
         BTreeSet::new()
     }
+    /// Why the proxy of `view` could not start under this node's open-files limit (its
+    /// checker does not open sockets, so it passes such a config), if it could not
+    /// ([`crate::view::NodeView::fd_shortfall`]). The default, `None`, checks nothing.
+    fn fd_shortfall(&self, view: &Self::View) -> Option<String> {
+        let _ = view;
+        None
+    }
 }
 
 /// How long the proxy config file may lag behind endpoints applied over the Runtime API
@@ -194,7 +201,7 @@ pub struct Applier<R: NodeRenderer> {
     handover_until: Option<Instant>,
     /// The owners left out of the proxy config ([`crate::quarantine`]).
     quarantine: Quarantine,
-    /// Where the node's listeners are read ([`Self::check_ports`]).
+    /// Where the node's listeners are read ([`Self::check_node`]).
     net_proc: PathBuf,
     /// Checks of the last bisection.
     bisection_checks: usize,
@@ -486,9 +493,22 @@ impl<R: NodeRenderer> Applier<R> {
             }
         };
         let culprits: BTreeSet<ObjRef> = culprits.into_iter().collect();
+        // A culprit that passes alone was refused together with others; when the
+        // refusal is the open-files count (which quotes no object), that is its reason.
+        let shared = match &refused {
+            ApplyError::Daemon(DaemonError::Check { output, .. })
+                if output.starts_with(crate::view::FD_SHORTFALL) =>
+            {
+                quarantine::first_error_line(output).to_string()
+            }
+            _ => String::new(),
+        };
         let errors = culprits
             .iter()
-            .map(|c| (c.clone(), self.culprit_error(state, ctx, &all, c)))
+            .map(|c| {
+                let e = self.culprit_error(state, ctx, &all, c);
+                (c.clone(), if e.is_empty() { shared.clone() } else { e })
+            })
             .collect();
         let q = Quarantine {
             contributions: owners::contributions(state, &culprits),
@@ -536,7 +556,7 @@ impl<R: NodeRenderer> Applier<R> {
             .renderer
             .view(&s, ctx, self.running_view.as_ref())
             .map_err(|e| e.to_string())?;
-        if let Err(e) = self.check_ports(&view) {
+        if let Err(e) = self.check_node(&view) {
             return Err(match e {
                 ApplyError::Daemon(DaemonError::Check { output, .. }) => output,
                 e => e.to_string(),
@@ -572,14 +592,21 @@ impl<R: NodeRenderer> Applier<R> {
         }
     }
 
-    /// Refuses, as the proxy's checker would if it bound, a view whose proxy listens on a
-    /// port another program of this node holds on every address ([`crate::ports`]): the
-    /// reload would fail for the whole config. A proxy refusal, so the quarantine finds
-    /// the object that asks for it.
-    fn check_ports(&self, view: &R::View) -> Result<(), ApplyError> {
+    /// Refuses, as the proxy's checker would if it bound, a view whose proxy could not
+    /// start on this node: it needs more open files than the limit allows
+    /// ([`NodeRenderer::fd_shortfall`]), or it listens on a port another program of this
+    /// node holds on every address ([`crate::ports`]). The reload would fail for the
+    /// whole config. A proxy refusal, so the quarantine finds the objects that ask for it.
+    fn check_node(&self, view: &R::View) -> Result<(), ApplyError> {
         let Some(slot) = &self.proxy else {
             return Ok(());
         };
+        if let Some(why) = self.renderer.fd_shortfall(view) {
+            return Err(ApplyError::Daemon(DaemonError::Check {
+                daemon: slot.kind(),
+                output: why,
+            }));
+        }
         let listens = self.renderer.listens(view);
         if listens.is_empty() {
             return Ok(());
@@ -594,7 +621,7 @@ impl<R: NodeRenderer> Applier<R> {
         }))
     }
 
-    /// Where [`Self::check_ports`] reads the node's listeners (default `/proc/net`; a test
+    /// Where [`Self::check_node`] reads the node's listeners (default `/proc/net`; a test
     /// names `/proc/<pid>/net` of a process in its network namespace).
     pub fn set_net_proc(&mut self, dir: PathBuf) {
         self.net_proc = dir;
@@ -728,7 +755,7 @@ impl<R: NodeRenderer> Applier<R> {
     ) -> Result<Option<Prepared>, ApplyError> {
         match (&self.proxy, step, &desired.proxy) {
             (Some(slot), Some(Step::Start | Step::Reload), Some(text)) => {
-                self.check_ports(view)?;
+                self.check_node(view)?;
                 Ok(Some(slot.prepare(text, &desired.files, &self.metrics)?))
             }
             _ => Ok(None),

@@ -776,14 +776,9 @@ fn fit_haproxy(
         splice,
     };
     let (i, (range, configured)) = (i?, configured?);
+    // When even the smallest `maxconn` does not fit, the applier refuses the view
+    // ([`NodeView::fd_shortfall`](super::NodeView::fd_shortfall)).
     let used = fds.fit(configured, limit);
-    if fds.needed(used) > limit {
-        notes.push(format!(
-            "haproxy.global maxconn {configured}: the open-files limit {limit} is too low even \
-             for the {} listeners and {} checked servers; HAProxy cannot start until it is raised",
-            fds.listeners, fds.checks
-        ));
-    }
     if used < configured {
         with_number(&mut global[i], range, used);
         notes.push(format!(

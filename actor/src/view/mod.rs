@@ -22,6 +22,7 @@
 //!   sticky ones finish. In nginx they are `down` (existing connections finish in the old
 //!   workers after the reload).
 
+mod fds;
 mod haproxy;
 mod keepalived;
 mod nginx;
@@ -29,6 +30,7 @@ mod nginx;
 mod tests;
 
 use crate::fdlimit::FdBudget;
+pub use fds::FD_SHORTFALL;
 use haproxy::haproxy_view;
 pub use haproxy::{
     assign_slots, ca_file, retry_backend_name, retry_variants, route_backend_name, route_backends,

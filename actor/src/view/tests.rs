@@ -183,16 +183,17 @@ fn proxy_limits_are_lowered_to_the_open_files_limit_never_raised() {
         "{}",
         note[0]
     );
-    // Too many listeners for the limit: said plainly.
-    let mut tight = opts.clone();
-    tight.fd_budget = Some(FdBudget { limit: 50, cpus: 2 });
-    let v = view(&state, &node, &tight).unwrap();
-    assert!(
-        v.notes
-            .iter()
-            .any(|n| n.contains("too low even for the 1 listeners")),
-        "{:?}",
-        v.notes
+    // A limit too low for HAProxy to start at all: the view is refused, with the counts.
+    assert_eq!(v.fd_shortfall(opts.fd_budget), None);
+    let tight = Some(FdBudget { limit: 50, cpus: 2 });
+    let why = view(&state, &node, &opts).unwrap().fd_shortfall(tight);
+    assert_eq!(
+        why.as_deref(),
+        Some(
+            "open files: the limit 50 is too low for HAProxy to start with 0 listening \
+             sockets and 0 health-checked servers (it needs at least 73); objects are left \
+             out until the rest fits"
+        )
     );
     // A value that fits is never raised, and no note.
     state.config.haproxy.global = vec![

@@ -70,6 +70,9 @@ impl NodeRenderer for PoisonRenderer {
     ) -> std::collections::BTreeSet<(std::net::SocketAddr, k8slb_actor::ports::Transport)> {
         self.real.listens(&view.0)
     }
+    fn fd_shortfall(&self, view: &Self::View) -> Option<String> {
+        self.real.fd_shortfall(&view.0)
+    }
 }
 
 pub type Checker = Box<dyn Fn(&Path) -> Result<(), DaemonError> + Send>;
