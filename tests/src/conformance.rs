@@ -768,6 +768,9 @@ pub struct Case {
     pub skip: Option<&'static str>,
     /// Not run on one proxy, and why.
     pub skip_on: Vec<(&'static str, &'static str)>,
+    /// Run, and must pass, but reported SKIP (not counted): it needs a feature that is
+    /// not claimed, so the upstream suite would not run it; why.
+    pub unclaimed: Option<&'static str>,
     /// Known to FAIL (on the proxies named; empty: both), and why: run and reported as
     /// FAIL, the lab test fails only if it passes (then the entry must go).
     pub expect_fail: Vec<(&'static str, &'static str)>,
@@ -1254,7 +1257,10 @@ impl<'a> Runner<'a> {
             let _ = self.sys.delete(&stem);
             self.wait_gone(&docs);
         }
-        outcome
+        match (outcome, case.unclaimed) {
+            (Outcome::Pass, Some(why)) => Outcome::Skip(format!("passed, not counted: {why}")),
+            (o, _) => o,
+        }
     }
 
     /// Waits (10 s at most) until no status file of `docs`' routes is left.
@@ -2362,9 +2368,34 @@ pub fn compare(r: &Req, a: &Answer, tls: bool) -> std::result::Result<(), String
     Ok(())
 }
 
+/// The features claimed (supported) and not (unsupported) by `results`, as the upstream
+/// suite reads a claim: a test runs when all its features are claimed, so a feature is
+/// supported when some test naming it passed and none failed; a skipped test needs at
+/// least one feature that is not claimed, and its features that no passing test claims
+/// are the unsupported ones (a test of `BackendTLSPolicy` and
+/// `BackendTLSPolicySANValidation`, skipped, leaves `BackendTLSPolicy` claimed when its
+/// other tests pass).
+fn claimed_features<'a>(rs: &[&&'a (Case, Outcome)]) -> (Vec<&'a str>, Vec<&'a str>) {
+    use std::collections::BTreeSet;
+    let of = |w: &str| -> BTreeSet<&'a str> {
+        rs.iter()
+            .filter(|r| r.1.word() == w)
+            .flat_map(|r| r.0.features.iter().copied())
+            .collect()
+    };
+    let (passed, failed, skipped) = (of("PASS"), of("FAIL"), of("SKIP"));
+    let supported: BTreeSet<&str> = passed.difference(&failed).copied().collect();
+    let unsupported = skipped
+        .union(&failed)
+        .filter(|f| !supported.contains(*f))
+        .copied()
+        .collect();
+    (supported.into_iter().collect(), unsupported)
+}
+
 /// The upstream `ConformanceReport` (YAML) of `results` on `proxy`: per profile with a
-/// passing test, core and extended counts, the extended features every test of which
-/// passed (supported) and the others (unsupported), skipped and failed tests listed.
+/// passing test, core and extended counts, the features claimed and not
+/// ([`claimed_features`]), skipped and failed tests listed.
 pub fn report(proxy: &str, version: &str, results: &[(Case, Outcome)]) -> String {
     let mut profiles: BTreeMap<&str, Vec<&(Case, Outcome)>> = BTreeMap::new();
     for r in results {
@@ -2407,18 +2438,7 @@ pub fn report(proxy: &str, version: &str, results: &[(Case, Outcome)]) -> String
                 v["failedTests"] = json!(failed);
             }
             if ext {
-                let mut supported = std::collections::BTreeSet::new();
-                let mut unsupported = std::collections::BTreeSet::new();
-                for r in &rs {
-                    for f in r.0.features {
-                        if r.1 == Outcome::Pass {
-                            supported.insert(*f);
-                        } else {
-                            unsupported.insert(*f);
-                        }
-                    }
-                }
-                let supported: Vec<&str> = supported.difference(&unsupported).copied().collect();
+                let (supported, unsupported) = claimed_features(&rs);
                 v["supportedFeatures"] = json!(supported);
                 v["unsupportedFeatures"] = json!(unsupported);
             }
@@ -2486,6 +2506,70 @@ fn chrono_like_now() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_feature_is_claimed_when_its_tests_pass_though_a_test_needing_another_is_skipped() {
+        use crate::conformance_cases::case;
+        let results = vec![
+            (case("A", "").ext(&["BackendTLSPolicy"]), Outcome::Pass),
+            (
+                case("B", "").ext(&["BackendTLSPolicy", "BackendTLSPolicySANValidation"]),
+                Outcome::Skip("no URI SAN".into()),
+            ),
+            (case("C", "").ext(&["HTTPRouteRetry"]), Outcome::Pass),
+            (
+                case("D", "").ext(&["HTTPRouteRetry"]),
+                Outcome::Fail("500".into()),
+            ),
+        ];
+        let rs: Vec<&(Case, Outcome)> = results.iter().collect();
+        let refs: Vec<&&(Case, Outcome)> = rs.iter().collect();
+        let (supported, unsupported) = claimed_features(&refs);
+        assert_eq!(supported, ["BackendTLSPolicy"]);
+        assert_eq!(
+            unsupported,
+            ["BackendTLSPolicySANValidation", "HTTPRouteRetry"]
+        );
+    }
+
+    /// The upstream suite runs every test whose features an implementation claims: a
+    /// test the runner skips must need a feature that no test run on that proxy claims
+    /// (else the report claims what was not tested), and a core test is skipped only in
+    /// a profile not claimed on that proxy at all.
+    #[test]
+    fn every_skipped_test_needs_a_feature_the_report_does_not_claim() {
+        let cases = crate::conformance_cases::cases();
+        for proxy in ["haproxy", "nginx"] {
+            let skipped = |c: &Case| {
+                c.skip.is_some()
+                    || c.unclaimed.is_some()
+                    || c.skip_on.iter().any(|(p, _)| *p == proxy)
+            };
+            let run = || cases.iter().filter(|c| !skipped(c));
+            let claimed: BTreeSet<&str> = run()
+                .filter(|c| c.known_failure(proxy).is_none())
+                .flat_map(|c| c.features.iter().copied())
+                .collect();
+            let profiles: BTreeSet<&str> = run().map(|c| c.profile).collect();
+            for c in cases.iter().filter(|c| skipped(c)) {
+                if c.features.is_empty() {
+                    assert!(
+                        !profiles.contains(c.profile),
+                        "{proxy}: core test {} is skipped in a profile claimed",
+                        c.name
+                    );
+                } else {
+                    assert!(
+                        c.features.iter().any(|f| !claimed.contains(f)),
+                        "{proxy}: {} is skipped, but every feature it needs ({:?}) is \
+                         claimed by tests that run: the upstream suite would run it",
+                        c.name,
+                        c.features
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_report_that_differs_only_by_its_date_is_the_same_report() {

@@ -29,6 +29,10 @@ const NO_RETRY: &str = "nginx retries only on another server of the upstream \
                         (proxy_next_upstream), never the same request up to the attempts \
                         asked: k8slb refuses retry under it (Accepted False, \
                         UnsupportedValue); claimed on HAProxy only";
+/// Why the TLSRoute termination tests do not run.
+const NO_TLS_TERMINATE: &str = "a TLS listener is served with tls.mode Passthrough only \
+                                (Terminate: Accepted False, UnsupportedValue; HTTPS \
+                                listeners terminate TLS for HTTP routes)";
 /// Why the UDP tests do not run on HAProxy.
 const NO_UDP: &str = "HAProxy does not proxy UDP: k8slb refuses UDP listeners under it \
                       (UnsupportedProtocol); GATEWAY-UDP is claimed on nginx only";
@@ -43,6 +47,7 @@ pub fn case(name: &'static str, manifest: &'static str) -> Case {
         features: &[],
         skip: None,
         skip_on: vec![],
+        unclaimed: None,
         expect_fail: vec![],
         checks: vec![],
     }
@@ -64,6 +69,11 @@ impl Case {
     }
     pub fn skip(mut self, why: &'static str) -> Case {
         self.skip = Some(why);
+        self
+    }
+    /// Run and checked, but not counted: see [`Case::unclaimed`].
+    pub fn unclaimed(mut self, why: &'static str) -> Case {
+        self.unclaimed = Some(why);
         self
     }
     pub fn skip_on(mut self, proxy: &'static str, why: &'static str) -> Case {
@@ -1528,6 +1538,36 @@ pub fn cases() -> Vec<Case> {
             &[("Accepted", "False", "UnsupportedValue")],
             0,
         )),
+        // TLS termination for TLSRoutes (provisional and extended) is not served: a
+        // TLS listener is passthrough only (TLSRouteListenerTerminateNotSupported).
+        case(
+            "TLSRouteListenerTerminateSupportedKinds",
+            "tlsroute-listener-terminate-supported-kinds.yaml",
+        )
+        .profile(TLS)
+        .ext(&["TLSRouteModeTerminate"])
+        .skip(NO_TLS_TERMINATE),
+        case(
+            "TLSRouteListenerMixedTerminationNotSupported",
+            "tlsroute-listener-mixed-termination-not-supported.yaml",
+        )
+        .profile(TLS)
+        .ext(&["TLSRouteModeTerminate"])
+        .skip(NO_TLS_TERMINATE),
+        case(
+            "TLSRouteTerminateSimpleSameNamespace",
+            "tlsroute-terminate-simple-same-namespace.yaml",
+        )
+        .profile(TLS)
+        .ext(&["TLSRouteModeTerminate"])
+        .skip(NO_TLS_TERMINATE),
+        case(
+            "TLSRouteMixedTerminationSameNamespace",
+            "tlsroute-mixed-termination-same-namespace.yaml",
+        )
+        .profile(TLS)
+        .ext(&["TLSRouteModeTerminate", "TLSRouteModeMixed"])
+        .skip(NO_TLS_TERMINATE),
         case(
             "TLSRouteInvalidNoMatchingListener",
             "tlsroute-invalid-no-matching-listener.yaml",
@@ -1697,6 +1737,22 @@ pub fn cases() -> Vec<Case> {
                 path: "/mirror-and-modify-headers",
                 backends: vec!["infra-backend-v2"],
             }),
+        case(
+            "HTTPRouteRequestPercentageMirror",
+            "httproute-request-percentage-mirror.yaml",
+        )
+        .ext(&["HTTPRouteRequestPercentageMirror"])
+        .skip(
+            "a mirror's percent or fraction is refused (Accepted False, UnsupportedValue): \
+             nginx mirrors every request of a location, and HAProxy mirrors none",
+        ),
+        case("GatewayInfrastructure", "gateway-infrastructure.yaml")
+            .ext(&["GatewayInfrastructurePropagation"])
+            .skip(
+                "k8slb creates no resource per Gateway (the LB nodes' proxies serve every \
+                 Gateway), so there is nothing to give spec.infrastructure's labels and \
+                 annotations to",
+            ),
         case(
             "HTTPRouteRequestMultipleMirrors",
             "httproute-request-multiple-mirrors.yaml",
@@ -2642,7 +2698,11 @@ fn backend_tls_cases() -> Vec<Case> {
                 "GatewayInvalidTLSBackendConfiguration",
                 "gateway-invalid-tls-backend-configuration.yaml",
             )
-            .ext(CLIENT_CERT);
+            .ext(CLIENT_CERT)
+            .unclaimed(
+                "GatewayBackendClientCertificate is not claimed (the certificate is not \
+                 presented yet: GatewayTLSBackendClientCertificate); the checks run and pass",
+            );
             for (gw, reason) in [
                 (
                     "gateway-client-certificate-nonexistent-secret",
