@@ -2510,7 +2510,7 @@ mod tests {
     #[test]
     fn a_feature_is_claimed_when_its_tests_pass_though_a_test_needing_another_is_skipped() {
         use crate::conformance_cases::case;
-        let results = vec![
+        let results = [
             (case("A", "").ext(&["BackendTLSPolicy"]), Outcome::Pass),
             (
                 case("B", "").ext(&["BackendTLSPolicy", "BackendTLSPolicySANValidation"]),
