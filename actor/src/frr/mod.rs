@@ -423,6 +423,11 @@ impl Bgp {
             }
             self.left_out = view.left_out.clone();
         }
+        // The usual tick: nothing changed since the running config was rendered (the
+        // view is everything the text says), so neither rendering nor comparing texts.
+        if self.frr.is_running() && self.running.as_ref().is_some_and(|(v, _)| *v == view) {
+            return;
+        }
         let text = match self.renderer.render(&view) {
             Ok(t) => t,
             Err(e) => {
