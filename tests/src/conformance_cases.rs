@@ -3234,3 +3234,73 @@ fn drop_unusable_address(d: &mut Value) {
         a.retain(|a| a["value"] != crate::conformance::UNUSABLE_ADDRESS);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conformance::{claimed_features, Outcome};
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn a_feature_is_claimed_when_its_tests_pass_though_a_test_needing_another_is_skipped() {
+        let results = [
+            (case("A", "").ext(&["BackendTLSPolicy"]), Outcome::Pass),
+            (
+                case("B", "").ext(&["BackendTLSPolicy", "BackendTLSPolicySANValidation"]),
+                Outcome::Skip("no URI SAN".into()),
+            ),
+            (case("C", "").ext(&["HTTPRouteRetry"]), Outcome::Pass),
+            (
+                case("D", "").ext(&["HTTPRouteRetry"]),
+                Outcome::Fail("500".into()),
+            ),
+        ];
+        let rs: Vec<&(Case, Outcome)> = results.iter().collect();
+        let refs: Vec<&&(Case, Outcome)> = rs.iter().collect();
+        let (supported, unsupported) = claimed_features(&refs);
+        assert_eq!(supported, ["BackendTLSPolicy"]);
+        assert_eq!(
+            unsupported,
+            ["BackendTLSPolicySANValidation", "HTTPRouteRetry"]
+        );
+    }
+
+    /// The upstream suite runs every test whose features an implementation claims: a
+    /// test the runner skips must need a feature that no test run on that proxy claims
+    /// (else the report claims what was not tested), and a core test is skipped only in
+    /// a profile not claimed on that proxy at all.
+    #[test]
+    fn every_skipped_test_needs_a_feature_the_report_does_not_claim() {
+        let cases = cases();
+        for proxy in ["haproxy", "nginx"] {
+            let skipped = |c: &Case| {
+                c.skip.is_some()
+                    || c.unclaimed.is_some()
+                    || c.skip_on.iter().any(|(p, _)| *p == proxy)
+            };
+            let run = || cases.iter().filter(|c| !skipped(c));
+            let claimed: BTreeSet<&str> = run()
+                .filter(|c| c.known_failure(proxy).is_none())
+                .flat_map(|c| c.features.iter().copied())
+                .collect();
+            let profiles: BTreeSet<&str> = run().map(|c| c.profile).collect();
+            for c in cases.iter().filter(|c| skipped(c)) {
+                if c.features.is_empty() {
+                    assert!(
+                        !profiles.contains(c.profile),
+                        "{proxy}: core test {} is skipped in a profile claimed",
+                        c.name
+                    );
+                } else {
+                    assert!(
+                        c.features.iter().any(|f| !claimed.contains(f)),
+                        "{proxy}: {} is skipped, but every feature it needs ({:?}) is \
+                         claimed by tests that run: the upstream suite would run it",
+                        c.name,
+                        c.features
+                    );
+                }
+            }
+        }
+    }
+}
