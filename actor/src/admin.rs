@@ -99,114 +99,112 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("k8slb_actor");
-        let reloads = Family::<DaemonResult, Counter>::default();
-        let runtime_api_updates = Counter::default();
-        let config_check_failures = Family::<DaemonLabel, Counter>::default();
-        let child_restarts = Family::<DaemonLabel, Counter>::default();
-        let state_refused = Counter::default();
-        let provider_mismatch = Family::<PlannedLabel, Gauge>::default();
-        let applies = Family::<ResultLabel, Counter>::default();
-        let vips_held = Family::<VipLabel, Gauge>::default();
-        let fd_limit = Gauge::default();
-        let proxy_maxconn = Gauge::default();
-        let quarantined_objects = Gauge::default();
-        let bgp_peers = Gauge::default();
-        let bgp_sessions_established = Gauge::default();
-        let bfd_sessions_up = Gauge::default();
-        let bgp_prefixes_announced = Gauge::default();
+        let mut metrics = Metrics {
+            registry: Registry::default(),
+            reloads: Family::default(),
+            runtime_api_updates: Counter::default(),
+            config_check_failures: Family::default(),
+            child_restarts: Family::default(),
+            state_refused: Counter::default(),
+            provider_mismatch: Family::default(),
+            applies: Family::default(),
+            vips_held: Family::default(),
+            fd_limit: Gauge::default(),
+            proxy_maxconn: Gauge::default(),
+            quarantined_objects: Gauge::default(),
+            bgp_peers: Gauge::default(),
+            bgp_sessions_established: Gauge::default(),
+            bfd_sessions_up: Gauge::default(),
+            bgp_prefixes_announced: Gauge::default(),
+        };
+        // Registration order is the order of `/metrics`: BGP's gauges first, as before.
+        metrics.register_bgp(&mut registry);
+        metrics.register_daemons_and_applies(&mut registry);
+        metrics.registry = registry;
+        metrics
+    }
+
+    /// BGP mode's gauges.
+    fn register_bgp(&self, registry: &mut Registry) {
         registry.register(
             "bgp_peers",
             "BGP peers of this node (BGP-mode pools)",
-            bgp_peers.clone(),
+            self.bgp_peers.clone(),
         );
         registry.register(
             "bgp_sessions_established",
             "BGP sessions of this node in state Established",
-            bgp_sessions_established.clone(),
+            self.bgp_sessions_established.clone(),
         );
         registry.register(
             "bfd_sessions_up",
             "BFD sessions of this node that are up",
-            bfd_sessions_up.clone(),
+            self.bfd_sessions_up.clone(),
         );
         registry.register(
             "bgp_prefixes_announced",
             "Host routes (BGP-mode VIPs) this node announces now",
-            bgp_prefixes_announced.clone(),
+            self.bgp_prefixes_announced.clone(),
         );
+    }
+
+    /// The daemons', the applies' and the node's families.
+    fn register_daemons_and_applies(&self, registry: &mut Registry) {
         registry.register(
             "reloads",
             "Reloads (and starts) of a daemon, by result (ok, failed)",
-            reloads.clone(),
+            self.reloads.clone(),
         );
         registry.register(
             "runtime_api_updates",
             "Endpoint-only changes applied over the HAProxy Runtime API, without a reload",
-            runtime_api_updates.clone(),
+            self.runtime_api_updates.clone(),
         );
         registry.register(
             "config_check_failures",
             "Rendered configs refused by the daemon's own checker (never installed)",
-            config_check_failures.clone(),
+            self.config_check_failures.clone(),
         );
         registry.register(
             "child_restarts",
             "Restarts of a daemon that died",
-            child_restarts.clone(),
+            self.child_restarts.clone(),
         );
         registry.register(
             "state_refused",
             "State documents refused: unreadable, or planned for another provider (the previous one is kept)",
-            state_refused.clone(),
+            self.state_refused.clone(),
         );
         registry.register(
             "provider_mismatch",
             "1 while the newest state was planned for another provider than this actor's (labelled with it): not rendered",
-            provider_mismatch.clone(),
+            self.provider_mismatch.clone(),
         );
         registry.register(
             "applies",
             "Applies of a new state, by result (ok, failed, unchanged)",
-            applies.clone(),
+            self.applies.clone(),
         );
         registry.register(
             "vips_held",
             "1 for each VIP of the state that this node holds now",
-            vips_held.clone(),
+            self.vips_held.clone(),
         );
         registry.register(
             "fd_limit",
             "Open-files hard limit the proxy runs under (the actor raises its soft limit to it)",
-            fd_limit.clone(),
+            self.fd_limit.clone(),
         );
         registry.register(
             "proxy_maxconn",
             "HAProxy's global maxconn or nginx's worker_connections as rendered, after fitting to fd_limit",
-            proxy_maxconn.clone(),
+            self.proxy_maxconn.clone(),
         );
         registry.register(
             "quarantined_objects",
             "Objects whose part of the proxy config its checker refuses: left out, everything else served",
-            quarantined_objects.clone(),
+            self.quarantined_objects.clone(),
         );
-        Metrics {
-            quarantined_objects,
-            bgp_peers,
-            bgp_sessions_established,
-            bfd_sessions_up,
-            bgp_prefixes_announced,
-            registry,
-            fd_limit,
-            proxy_maxconn,
-            reloads,
-            runtime_api_updates,
-            config_check_failures,
-            child_restarts,
-            state_refused,
-            provider_mismatch,
-            applies,
-            vips_held,
-        }
     }
 
     /// BGP mode's gauges (see [`crate::frr::Bgp`]).
