@@ -413,34 +413,46 @@ pub async fn follow(
         if !objects.event(ev) {
             continue;
         }
-        let update = match objects.evaluate() {
-            Outcome::New(state) => {
-                tracing::info!(
-                    vips = state.vips.len(),
-                    services = state.services.len(),
-                    "new state from the API server"
-                );
-                delivered = true;
-                Update::State(state)
-            }
-            Outcome::Unchanged => continue,
-            Outcome::InProgress(why) => {
-                tracing::debug!(reason = %why, "state objects are being written; keeping the last state");
-                continue;
-            }
-            Outcome::NoIndex => {
-                if delivered {
-                    tracing::warn!("ConfigMap {ns}/{STATE_NAME} is gone; keeping the last state");
-                    continue;
-                }
-                tracing::warn!("no ConfigMap {ns}/{STATE_NAME} yet (is the watcher running?)");
-                Update::Unavailable(format!("no ConfigMap {ns}/{STATE_NAME}"))
-            }
-            Outcome::Invalid(why) => Update::Refused(format!("ConfigMap {ns}/{STATE_NAME}: {why}")),
+        let Some(update) = update_of(objects.evaluate(), &ns, &mut delivered) else {
+            continue;
         };
         if tx.send(update).is_err() {
             return;
         }
+    }
+}
+
+/// What [`follow`] sends for an evaluation of the state objects, if anything
+/// (`delivered`: a state was sent before; set when this one is).
+fn update_of(outcome: Outcome, ns: &str, delivered: &mut bool) -> Option<Update> {
+    match outcome {
+        Outcome::New(state) => {
+            tracing::info!(
+                vips = state.vips.len(),
+                services = state.services.len(),
+                "new state from the API server"
+            );
+            *delivered = true;
+            Some(Update::State(state))
+        }
+        Outcome::Unchanged => None,
+        Outcome::InProgress(why) => {
+            tracing::debug!(reason = %why, "state objects are being written; keeping the last state");
+            None
+        }
+        Outcome::NoIndex => {
+            if *delivered {
+                tracing::warn!("ConfigMap {ns}/{STATE_NAME} is gone; keeping the last state");
+                return None;
+            }
+            tracing::warn!("no ConfigMap {ns}/{STATE_NAME} yet (is the watcher running?)");
+            Some(Update::Unavailable(format!(
+                "no ConfigMap {ns}/{STATE_NAME}"
+            )))
+        }
+        Outcome::Invalid(why) => Some(Update::Refused(format!(
+            "ConfigMap {ns}/{STATE_NAME}: {why}"
+        ))),
     }
 }
 
