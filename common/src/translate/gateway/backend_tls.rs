@@ -209,150 +209,29 @@ fn port_name(services: &[Service], ns: &str, name: &str, port: u16) -> Option<Op
         .map(|p| p.name.clone())
 }
 
+/// Each policy, oldest first, with its verdict and the targets it names; and each
+/// target's holder (the oldest policy naming it, by index into the list).
+struct Held {
+    /// (policy, verdict, its ResolvedRefs condition), oldest first.
+    verdicts: Vec<(ObjectKey, Verdict, Condition)>,
+    /// The Service targets each policy names (same index as `verdicts`).
+    targets_of: Vec<Vec<Target>>,
+    holder: BTreeMap<Target, usize>,
+}
+
 /// Applies the policies to the HTTP backends of `routes` (the translation's model of
 /// the Gateways at `addresses`), and their statuses, by policy.
 pub(super) fn apply(
     input: &GatewayInput<'_>,
     routes: &mut HttpRoutes,
 ) -> BTreeMap<ObjectKey, Vec<PolicyAncestor>> {
-    let mut policies: Vec<&BackendTlsPolicy> = input.backend_tls_policies.iter().collect();
-    policies.sort_by_key(|p| age(&p.metadata));
-    // Each target's holder (the oldest policy naming it) and each policy's verdict.
-    let mut holder: BTreeMap<Target, usize> = BTreeMap::new();
-    let mut targets_of: Vec<Vec<Target>> = Vec::new();
-    let mut verdicts: Vec<(ObjectKey, Verdict, Condition)> = Vec::new();
-    for p in policies {
-        let Some(pk) = key(&p.metadata) else { continue };
-        let ns = pk.namespace.as_str().to_string();
-        let (mut v, refs) = verdict(p, &ns, input.configmaps);
-        let i = verdicts.len();
-        let mut conflicted = None;
-        let mut mine = Vec::new();
-        for t in &p.spec.target_refs {
-            if !t.group.is_empty() || t.kind != "Service" {
-                continue;
-            }
-            let target = (ns.clone(), t.name.clone(), t.section_name.clone());
-            mine.push(target.clone());
-            match holder.get(&target) {
-                Some(&other) if other != i => conflicted = Some(verdicts[other].0.clone()),
-                _ => {
-                    holder.insert(target, i);
-                }
-            }
-        }
-        if let Some(other) = conflicted {
-            // The older policy holds every target this one shares with it; this one
-            // is refused as a whole (and holds what else it named, so that its
-            // Service is not served in cleartext against its author's wish).
-            v = Err((
-                Condition::accepted(
-                    false,
-                    ConditionReason::Conflicted,
-                    format!("the older BackendTLSPolicy {other} targets the same Service port"),
-                ),
-                refs.clone(),
-            ));
-        }
-        verdicts.push((pk, v, refs));
-        targets_of.push(mine);
-    }
-    // Which policy each HTTP backend gets: its port's by name, else its Service's.
-    let mut applied: BTreeMap<BackendId, usize> = BTreeMap::new();
-    let mut names: BTreeMap<BackendId, Option<String>> = BTreeMap::new();
-    for id in routes.backends.keys() {
-        let (ns, name) = (id.service.namespace.as_str(), id.service.name.as_str());
-        let Some(pname) = port_name(input.services, ns, name, id.port) else {
-            continue;
-        };
-        names.insert(id.clone(), pname.clone());
-        let by_port = pname.and_then(|n| holder.get(&(ns.to_string(), name.to_string(), Some(n))));
-        let by_service = holder.get(&(ns.to_string(), name.to_string(), None));
-        if let Some(&i) = by_port.or(by_service) {
-            applied.insert(id.clone(), i);
-        }
-    }
-    // The Gateways whose listeners forward to each backend.
-    let mut gateway_of_ip: BTreeMap<IpAddr, &ObjectKey> = BTreeMap::new();
-    for (gk, ips) in input.addresses {
-        for ip in ips {
-            gateway_of_ip.insert(*ip, gk);
-        }
-    }
-    let mut gateways_of: BTreeMap<&BackendId, BTreeSet<ObjectKey>> = BTreeMap::new();
-    for l in &routes.listeners {
-        let Some(gk) = gateway_of_ip.get(&l.ip) else {
-            continue;
-        };
-        for r in l.virtual_hosts.iter().flat_map(|v| &v.rules) {
-            if let RouteAction::Forward { backends, .. } = &r.action {
-                for b in backends {
-                    gateways_of.entry(&b.id).or_default().insert((*gk).clone());
-                }
-            }
-        }
-    }
-    // A policy's ancestors: the Gateways that forward to a Service port it targets
-    // (whether it holds that target or an older policy does).
-    let mut ancestors: BTreeMap<usize, BTreeSet<ObjectKey>> = BTreeMap::new();
-    for (i, targets) in targets_of.iter().enumerate() {
-        for (id, pname) in &names {
-            let hit = targets.iter().any(|(ns, name, section)| {
-                id.service.namespace.as_str() == ns
-                    && id.service.name.as_str() == name
-                    && (section.is_none() || section == pname)
-            });
-            if hit {
-                if let Some(gws) = gateways_of.get(id) {
-                    ancestors.entry(i).or_default().extend(gws.iter().cloned());
-                }
-            }
-        }
-    }
-    // Into the model: TLS on the backends of accepted policies; the others' share of
-    // each rule is the invalid references' (500).
-    let mut refused_ids: BTreeSet<BackendId> = BTreeSet::new();
-    for (id, &i) in &applied {
-        match &verdicts[i].1 {
-            Ok((host, pem)) => {
-                let ca = crate::routes::CaId::of(pem);
-                routes.ca_bundles.insert(ca.clone(), pem.clone());
-                if let Some(st) = routes.backends.get_mut(id) {
-                    st.tls = Some(crate::routes::BackendTls {
-                        server_name: host.clone(),
-                        ca,
-                    });
-                }
-            }
-            Err(_) => {
-                refused_ids.insert(id.clone());
-            }
-        }
-    }
-    if !refused_ids.is_empty() {
-        for l in &mut routes.listeners {
-            for r in l.virtual_hosts.iter_mut().flat_map(|v| &mut v.rules) {
-                if let RouteAction::Forward { backends, invalid } = &mut r.action {
-                    for b in backends.iter().filter(|b| refused_ids.contains(&b.id)) {
-                        *invalid = invalid.saturating_add(b.weight.max(1));
-                    }
-                    backends.retain(|b| !refused_ids.contains(&b.id));
-                }
-            }
-        }
-        for id in &refused_ids {
-            let streamed = routes
-                .streams
-                .iter()
-                .flat_map(|s| &s.routes)
-                .any(|r| r.backends.iter().any(|b| &b.id == id));
-            if !streamed {
-                routes.backends.remove(id);
-            }
-        }
-    }
+    let held = hold(input);
+    let (applied, names) = applied(input, routes, &held.holder);
+    let gateways_of = gateways_of(input, routes);
+    let mut ancestors = ancestors(&held.targets_of, &names, &gateways_of);
+    into_model(routes, &applied, &held.verdicts);
     let accepted = Condition::accepted(true, ConditionReason::Accepted, "accepted");
-    verdicts
+    held.verdicts
         .into_iter()
         .enumerate()
         .map(|(i, (pk, v, refs))| {
@@ -372,4 +251,182 @@ pub(super) fn apply(
             (pk, list)
         })
         .collect()
+}
+
+/// The policies' verdicts, oldest first, and who holds each target.
+fn hold(input: &GatewayInput<'_>) -> Held {
+    let mut policies: Vec<&BackendTlsPolicy> = input.backend_tls_policies.iter().collect();
+    policies.sort_by_key(|p| age(&p.metadata));
+    let mut held = Held {
+        verdicts: Vec::new(),
+        targets_of: Vec::new(),
+        holder: BTreeMap::new(),
+    };
+    for p in policies {
+        let Some(pk) = key(&p.metadata) else { continue };
+        let ns = pk.namespace.as_str().to_string();
+        let (mut v, refs) = verdict(p, &ns, input.configmaps);
+        let i = held.verdicts.len();
+        let mut conflicted = None;
+        let mut mine = Vec::new();
+        for t in &p.spec.target_refs {
+            if !t.group.is_empty() || t.kind != "Service" {
+                continue;
+            }
+            let target = (ns.clone(), t.name.clone(), t.section_name.clone());
+            mine.push(target.clone());
+            match held.holder.get(&target) {
+                Some(&other) if other != i => conflicted = Some(held.verdicts[other].0.clone()),
+                _ => {
+                    held.holder.insert(target, i);
+                }
+            }
+        }
+        if let Some(other) = conflicted {
+            // The older policy holds every target this one shares with it; this one
+            // is refused as a whole (and holds what else it named, so that its
+            // Service is not served in cleartext against its author's wish).
+            v = Err((
+                Condition::accepted(
+                    false,
+                    ConditionReason::Conflicted,
+                    format!("the older BackendTLSPolicy {other} targets the same Service port"),
+                ),
+                refs.clone(),
+            ));
+        }
+        held.verdicts.push((pk, v, refs));
+        held.targets_of.push(mine);
+    }
+    held
+}
+
+/// Which policy each HTTP backend gets (its port's by name, else its Service's), and
+/// each backend's port name (`None`: the port has no name).
+#[allow(clippy::type_complexity)]
+fn applied(
+    input: &GatewayInput<'_>,
+    routes: &HttpRoutes,
+    holder: &BTreeMap<Target, usize>,
+) -> (
+    BTreeMap<BackendId, usize>,
+    BTreeMap<BackendId, Option<String>>,
+) {
+    let mut applied: BTreeMap<BackendId, usize> = BTreeMap::new();
+    let mut names: BTreeMap<BackendId, Option<String>> = BTreeMap::new();
+    for id in routes.backends.keys() {
+        let (ns, name) = (id.service.namespace.as_str(), id.service.name.as_str());
+        let Some(pname) = port_name(input.services, ns, name, id.port) else {
+            continue;
+        };
+        names.insert(id.clone(), pname.clone());
+        let by_port = pname.and_then(|n| holder.get(&(ns.to_string(), name.to_string(), Some(n))));
+        let by_service = holder.get(&(ns.to_string(), name.to_string(), None));
+        if let Some(&i) = by_port.or(by_service) {
+            applied.insert(id.clone(), i);
+        }
+    }
+    (applied, names)
+}
+
+/// The Gateways whose listeners forward to each backend.
+fn gateways_of<'r>(
+    input: &GatewayInput<'_>,
+    routes: &'r HttpRoutes,
+) -> BTreeMap<&'r BackendId, BTreeSet<ObjectKey>> {
+    let mut gateway_of_ip: BTreeMap<IpAddr, &ObjectKey> = BTreeMap::new();
+    for (gk, ips) in input.addresses {
+        for ip in ips {
+            gateway_of_ip.insert(*ip, gk);
+        }
+    }
+    let mut gateways_of: BTreeMap<&BackendId, BTreeSet<ObjectKey>> = BTreeMap::new();
+    for l in &routes.listeners {
+        let Some(gk) = gateway_of_ip.get(&l.ip) else {
+            continue;
+        };
+        for r in l.virtual_hosts.iter().flat_map(|v| &v.rules) {
+            if let RouteAction::Forward { backends, .. } = &r.action {
+                for b in backends {
+                    gateways_of.entry(&b.id).or_default().insert((*gk).clone());
+                }
+            }
+        }
+    }
+    gateways_of
+}
+
+/// A policy's ancestors: the Gateways that forward to a Service port it targets
+/// (whether it holds that target or an older policy does).
+fn ancestors(
+    targets_of: &[Vec<Target>],
+    names: &BTreeMap<BackendId, Option<String>>,
+    gateways_of: &BTreeMap<&BackendId, BTreeSet<ObjectKey>>,
+) -> BTreeMap<usize, BTreeSet<ObjectKey>> {
+    let mut ancestors: BTreeMap<usize, BTreeSet<ObjectKey>> = BTreeMap::new();
+    for (i, targets) in targets_of.iter().enumerate() {
+        for (id, pname) in names {
+            let hit = targets.iter().any(|(ns, name, section)| {
+                id.service.namespace.as_str() == ns
+                    && id.service.name.as_str() == name
+                    && (section.is_none() || section == pname)
+            });
+            if hit {
+                if let Some(gws) = gateways_of.get(id) {
+                    ancestors.entry(i).or_default().extend(gws.iter().cloned());
+                }
+            }
+        }
+    }
+    ancestors
+}
+
+/// Into the model: TLS on the backends of accepted policies; the others' share of
+/// each rule is the invalid references' (500).
+fn into_model(
+    routes: &mut HttpRoutes,
+    applied: &BTreeMap<BackendId, usize>,
+    verdicts: &[(ObjectKey, Verdict, Condition)],
+) {
+    let mut refused_ids: BTreeSet<BackendId> = BTreeSet::new();
+    for (id, &i) in applied {
+        match &verdicts[i].1 {
+            Ok((host, pem)) => {
+                let ca = crate::routes::CaId::of(pem);
+                routes.ca_bundles.insert(ca.clone(), pem.clone());
+                if let Some(st) = routes.backends.get_mut(id) {
+                    st.tls = Some(crate::routes::BackendTls {
+                        server_name: host.clone(),
+                        ca,
+                    });
+                }
+            }
+            Err(_) => {
+                refused_ids.insert(id.clone());
+            }
+        }
+    }
+    if refused_ids.is_empty() {
+        return;
+    }
+    for l in &mut routes.listeners {
+        for r in l.virtual_hosts.iter_mut().flat_map(|v| &mut v.rules) {
+            if let RouteAction::Forward { backends, invalid } = &mut r.action {
+                for b in backends.iter().filter(|b| refused_ids.contains(&b.id)) {
+                    *invalid = invalid.saturating_add(b.weight.max(1));
+                }
+                backends.retain(|b| !refused_ids.contains(&b.id));
+            }
+        }
+    }
+    for id in &refused_ids {
+        let streamed = routes
+            .streams
+            .iter()
+            .flat_map(|s| &s.routes)
+            .any(|r| r.backends.iter().any(|b| &b.id == id));
+        if !streamed {
+            routes.backends.remove(id);
+        }
+    }
 }
