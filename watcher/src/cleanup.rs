@@ -436,39 +436,7 @@ async fn pass(
             args.namespace
         ));
     }
-    let mut writes = Vec::new();
-    // Services.
-    for s in list_or_skip(
-        Api::<Service>::all(client.clone()),
-        "Services",
-        &mut report.skipped,
-    )
-    .await?
-    {
-        writes.extend(service(&s, &ours));
-    }
-    // Ingresses.
-    let classes: Vec<IngressClass> = list_or_skip(
-        Api::<IngressClass>::all(client.clone()),
-        "IngressClasses",
-        &mut report.skipped,
-    )
-    .await?
-    .into_iter()
-    .filter_map(|v| serde_json::from_value(v).ok())
-    .collect();
-    if !classes.is_empty() {
-        for i in list_or_skip(
-            Api::<Ingress>::all(client.clone()),
-            "Ingresses",
-            &mut report.skipped,
-        )
-        .await?
-        {
-            writes.extend(ingress(&i, &classes, &ours));
-        }
-    }
-    // The Gateway API.
+    let mut writes = core_writes(client, &ours, &mut report.skipped).await?;
     let mut resources: Vec<(Target, ApiResource)> = Vec::new();
     let gw = match GatewayResources::discover(client).await {
         Ok(GatewayDiscovery::Found(r)) => Some(*r),
@@ -479,47 +447,115 @@ async fn pass(
         Err(e) => return Err(err("discovering the Gateway API", &e)),
     };
     if let Some(r) = &gw {
-        let dynamic = |ar: &ApiResource| Api::<DynamicObject>::all_with(client.clone(), ar);
-        let ours_classes: BTreeSet<String> =
-            list_or_skip(dynamic(&r.classes), "GatewayClasses", &mut report.skipped)
-                .await?
-                .iter()
-                .filter(|c| c["spec"]["controllerName"].as_str() == Some(GATEWAY_CONTROLLER))
-                .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string))
-                .collect();
-        for g in list_or_skip(dynamic(&r.gateways), "Gateways", &mut report.skipped).await? {
-            writes.extend(gateway(&g, &ours_classes));
-        }
-        let mut kinds = vec![r.routes.clone()];
-        kinds.extend(r.grpc.clone());
-        kinds.extend(r.l4.iter().map(|(_, ar)| ar.clone()));
-        for ar in kinds {
-            let what = format!("{}s", ar.kind);
-            for o in list_or_skip(dynamic(&ar), &what, &mut report.skipped).await? {
-                if let Some(w) = route(&ar.kind, &o) {
-                    resources.push((w.target.clone(), ar.clone()));
-                    writes.push(w);
-                }
+        let found = gateway_writes(client, r, &mut report.skipped).await?;
+        for (w, ar) in found {
+            if let Some(ar) = ar {
+                resources.push((w.target.clone(), ar));
             }
+            writes.push(w);
         }
-        if let Some(ar) = &r.backend_tls {
-            for o in list_or_skip(dynamic(ar), "BackendTLSPolicies", &mut report.skipped).await? {
-                if let Some(w) = policy(&o) {
-                    resources.push((w.target.clone(), ar.clone()));
-                    writes.push(w);
-                }
+    }
+    let conflict = clear_statuses(
+        client,
+        args,
+        gw.as_ref(),
+        &resources,
+        &writes,
+        &mut report,
+        out,
+    )
+    .await;
+    delete_state(client, args, state_cms, &mut report, out).await;
+    Ok((report, conflict))
+}
+
+/// The status writes of Services and Ingresses.
+async fn core_writes(
+    client: &Client,
+    ours: &Ours,
+    skipped: &mut Vec<String>,
+) -> Result<Vec<Write>, Error> {
+    let mut writes = Vec::new();
+    for s in list_or_skip(Api::<Service>::all(client.clone()), "Services", skipped).await? {
+        writes.extend(service(&s, ours));
+    }
+    let classes: Vec<IngressClass> = list_or_skip(
+        Api::<IngressClass>::all(client.clone()),
+        "IngressClasses",
+        skipped,
+    )
+    .await?
+    .into_iter()
+    .filter_map(|v| serde_json::from_value(v).ok())
+    .collect();
+    if !classes.is_empty() {
+        for i in list_or_skip(Api::<Ingress>::all(client.clone()), "Ingresses", skipped).await? {
+            writes.extend(ingress(&i, &classes, ours));
+        }
+    }
+    Ok(writes)
+}
+
+/// The status writes of the Gateway API's objects, in order: Gateways (no resource:
+/// their kind is known), then routes and BackendTLSPolicies with the resource they
+/// are written through.
+async fn gateway_writes(
+    client: &Client,
+    r: &GatewayResources,
+    skipped: &mut Vec<String>,
+) -> Result<Vec<(Write, Option<ApiResource>)>, Error> {
+    let mut writes = Vec::new();
+    let dynamic = |ar: &ApiResource| Api::<DynamicObject>::all_with(client.clone(), ar);
+    let ours_classes: BTreeSet<String> =
+        list_or_skip(dynamic(&r.classes), "GatewayClasses", skipped)
+            .await?
+            .iter()
+            .filter(|c| c["spec"]["controllerName"].as_str() == Some(GATEWAY_CONTROLLER))
+            .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string))
+            .collect();
+    for g in list_or_skip(dynamic(&r.gateways), "Gateways", skipped).await? {
+        writes.extend(gateway(&g, &ours_classes).map(|w| (w, None)));
+    }
+    let mut kinds = vec![r.routes.clone()];
+    kinds.extend(r.grpc.clone());
+    kinds.extend(r.l4.iter().map(|(_, ar)| ar.clone()));
+    for ar in kinds {
+        let what = format!("{}s", ar.kind);
+        for o in list_or_skip(dynamic(&ar), &what, skipped).await? {
+            if let Some(w) = route(&ar.kind, &o) {
+                writes.push((w, Some(ar.clone())));
             }
         }
     }
+    if let Some(ar) = &r.backend_tls {
+        for o in list_or_skip(dynamic(ar), "BackendTLSPolicies", skipped).await? {
+            if let Some(w) = policy(&o) {
+                writes.push((w, Some(ar.clone())));
+            }
+        }
+    }
+    Ok(writes)
+}
+
+/// Clears (or, dry, reports) each status; true if a write met a conflict.
+async fn clear_statuses(
+    client: &Client,
+    args: &CleanupArgs,
+    gw: Option<&GatewayResources>,
+    resources: &[(Target, ApiResource)],
+    writes: &[Write],
+    report: &mut Report,
+    out: &mut dyn std::io::Write,
+) -> bool {
     let verb = if args.dry_run {
         "would clear"
     } else {
         "cleared"
     };
     let mut conflict = false;
-    for w in &writes {
+    for w in writes {
         if !args.dry_run {
-            match write(client, gw.as_ref(), &resources, w).await {
+            match write(client, gw, resources, w).await {
                 Ok(()) => {}
                 Err(e) if api_code(&e) == Some(409) => {
                     conflict = true;
@@ -542,6 +578,17 @@ async fn pass(
         );
         report.cleaned.push(w.target.clone());
     }
+    conflict
+}
+
+/// Deletes (or, dry, reports) the state ConfigMaps.
+async fn delete_state(
+    client: &Client,
+    args: &CleanupArgs,
+    state_cms: Vec<String>,
+    report: &mut Report,
+    out: &mut dyn std::io::Write,
+) {
     let verb = if args.dry_run {
         "would delete"
     } else {
@@ -564,7 +611,6 @@ async fn pass(
         let _ = writeln!(out, "{verb} the state ConfigMap {}/{name}", args.namespace);
         report.deleted.push(name);
     }
-    Ok((report, conflict))
 }
 
 async fn write(
