@@ -1,6 +1,6 @@
 use super::*;
 use crate::render::files::one_label_regex;
-use crate::render::nginx::http::{nx_exact_after_one, NxSplits};
+use crate::render::nginx::http::{nx_exact_after_one, NxBlock, NxSplits};
 use crate::render::nginx::stream::MAX_NGINX_WEIGHT;
 use k8slb_common::routes::{FieldName, FieldValue, WeightedBackend};
 
@@ -57,13 +57,15 @@ fn the_plans_token_measures_are_the_rendered_lengths() {
     let name: FieldName = "x-add".parse().unwrap();
     let mut splits = NxSplits::default();
     let var = splits.added(&name, &v);
-    let block = splits.blocks.last().unwrap();
-    assert!(block.contains(&var));
-    let default = block
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("default "))
-        .unwrap()
-        .trim_end_matches(';');
+    let Some(NxBlock::Map {
+        var: named,
+        default,
+        ..
+    }) = splits.blocks.last()
+    else {
+        panic!("an added header's value is a map");
+    };
+    assert_eq!(named, &var);
     assert_eq!(v.nginx_edit_token_len(&name, true), default.len());
     assert_eq!(v.nginx_edit_token_len(&name, false), quoted(v.as_str()));
 }

@@ -8,7 +8,7 @@ pub(crate) mod stream;
 use crate::render::nginx::http::{
     nx_hash_lines, nx_listener_h2, nx_misdirected_maps, nx_server, nx_upstreams, NxSplits,
 };
-use crate::render::nginx::http::{NxServer, NxUpstream};
+use crate::render::nginx::http::{NxBlock, NxEntry, NxServer, NxUpstream};
 use crate::render::{context, par_array, threads, to_value};
 use crate::render_error::RenderError;
 use crate::view::HttpRenderOptions;
@@ -120,13 +120,19 @@ pub struct NginxRoutes {
     pub notes: Vec<String>,
 }
 
+/// The routes' part of nginx.conf (`nginx-routes.conf.tera`): the template writes the
+/// hash sizes, upstreams, `split_clients` and `map` blocks and servers from data (a
+/// validated name, path or number, a generated variable or regex, an admin
+/// `ConfigLine`); only each server's locations come pre-rendered (see
+/// `NxServer::location_lines`: a template loop over them is 3.5 times slower).
 #[derive(Serialize)]
 pub(crate) struct NxCtx<'a> {
-    /// `server_names_hash_*` lines sized for these server names (see [`nx_hash_lines`]).
-    hash_lines: Vec<String>,
+    /// `server_names_hash_*` directives (key) and sizes (value) for these server names
+    /// (see [`nx_hash_lines`]).
+    hash_lines: Vec<NxEntry>,
     upstreams: Vec<NxUpstream>,
-    /// `split_clients` blocks ([`NxSplits`]).
-    split_blocks: Vec<String>,
+    /// `split_clients` and `map` blocks ([`NxSplits`]).
+    split_blocks: Vec<NxBlock>,
     servers: Vec<NxServer>,
     proxy_lines: &'a [ConfigLine],
     upstream_lines: &'a [ConfigLine],
