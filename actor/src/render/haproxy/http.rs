@@ -41,8 +41,8 @@ pub(crate) struct HpFrontend {
     /// A hop's frontend: its host's rules, in precedence order: one ACL line each, tried
     /// in order.
     cond_rules: Vec<HpCond>,
-    /// The `acl` lines those rules name ([`HpAcls`]).
-    acls: Vec<String>,
+    /// The ACLs those rules name ([`HpAcls`]).
+    acls: Vec<HpAcl>,
     /// The query parameters those rules match on: each one's first occurrence is set
     /// to `txn.k8slb_q_<name>` before them.
     query_names: BTreeSet<String>,
@@ -53,9 +53,33 @@ pub(crate) struct HpFrontend {
     /// The forwards with filters: their lines, before the actions (a split they forward
     /// to is one of `actions`).
     filtered: Vec<HpFiltered>,
-    /// The lines that answer a misdirected request `421` ([`hp_misdirected_lines`]),
-    /// after the Host is read and before anything routes by it.
-    misdirected: Vec<String>,
+    /// The zones that answer a misdirected request `421` ([`hp_misdirected`]), after
+    /// the Host is read and before anything routes by it.
+    misdirected: Option<HpMisdirected>,
+}
+
+/// A listener's SNI zones ([`hp_misdirected`]): the default zone, then each zone's
+/// name test, the least specific first.
+#[derive(Serialize)]
+struct HpMisdirected {
+    default: String,
+    zones: Vec<HpZone>,
+}
+
+/// `-m <op> <value>` picks `zone`: `end` with a wildcard's suffix, `str` with an exact
+/// name.
+#[derive(Serialize)]
+struct HpZone {
+    zone: String,
+    op: &'static str,
+    value: String,
+}
+
+/// `acl <name> <expr>`
+#[derive(Serialize)]
+struct HpAcl {
+    name: String,
+    expr: String,
 }
 
 /// HTTPS listeners of the Gateway API sharing a port: the zone of the TLS server name
@@ -63,35 +87,32 @@ pub(crate) struct HpFrontend {
 /// that matches of: the default zone, the wildcards by shortest suffix first, the exact
 /// names (so the most specific wins); a request whose two zones differ is answered
 /// `421` ([`SniZones`]). Every value is a validated hostname or a zone name
-/// (`[a-z0-9]+`).
-fn hp_misdirected_lines(zones: &SniZones) -> Vec<String> {
+/// (`[a-z0-9]+`); the template writes the lines.
+fn hp_misdirected(zones: &SniZones) -> Option<HpMisdirected> {
     if !zones.splits() {
-        return Vec::new();
+        return None;
     }
     let mut order = zones.lookup_order();
     order.reverse();
-    let default = zones.default_zone();
-    let mut lines = vec![
-        format!("http-request set-var(txn.k8slb_sz) str({default}) if {{ ssl_fc_sni -m found }}"),
-        format!("http-request set-var(txn.k8slb_hz) str({default})"),
-    ];
-    for (zone, h) in order {
-        let test = match h.wildcard_suffix() {
-            Some(suffix) => format!("-m end {suffix}"),
-            None => format!("-m str {h}"),
-        };
-        lines.push(format!(
-            "http-request set-var(txn.k8slb_sz) str({zone}) if {{ ssl_fc_sni,lower {test} }}"
-        ));
-        lines.push(format!(
-            "http-request set-var(txn.k8slb_hz) str({zone}) if {{ var(txn.k8slb_host) {test} }}"
-        ));
-    }
-    lines.push(
-        "http-request return status 421 if { var(txn.k8slb_sz) -m found } !{ var(txn.k8slb_sz),strcmp(txn.k8slb_hz) eq 0 }"
-            .to_string(),
-    );
-    lines
+    let zones_in_order = order
+        .into_iter()
+        .map(|(zone, h)| match h.wildcard_suffix() {
+            Some(suffix) => HpZone {
+                zone,
+                op: "end",
+                value: suffix.to_string(),
+            },
+            None => HpZone {
+                zone,
+                op: "str",
+                value: h.to_string(),
+            },
+        })
+        .collect();
+    Some(HpMisdirected {
+        default: zones.default_zone().to_string(),
+        zones: zones_in_order,
+    })
 }
 
 /// A virtual host whose rules match on more than the path has a frontend of its own,
@@ -292,7 +313,7 @@ struct HpCond {
 #[derive(Default)]
 struct HpAcls {
     by_expr: HashMap<String, String>,
-    lines: Vec<String>,
+    list: Vec<HpAcl>,
 }
 
 impl HpAcls {
@@ -301,8 +322,11 @@ impl HpAcls {
         if let Some(n) = self.by_expr.get(&expr) {
             return n.clone();
         }
-        let n = format!("k8slb_c{}", self.lines.len());
-        self.lines.push(format!("acl {n} {expr}"));
+        let n = format!("k8slb_c{}", self.list.len());
+        self.list.push(HpAcl {
+            name: n.clone(),
+            expr: expr.clone(),
+        });
         self.by_expr.insert(expr, n.clone());
         n
     }
@@ -720,8 +744,7 @@ pub(crate) fn hp_frontend(
             .tls
             .as_ref()
             .and_then(|t| t.zones.as_ref())
-            .map(hp_misdirected_lines)
-            .unwrap_or_default(),
+            .and_then(hp_misdirected),
         name,
     }];
     out.extend(hops);
@@ -898,13 +921,13 @@ fn hp_hop(
         prefix_map: None,
         any_vh: None,
         cond_rules,
-        acls: acls.lines,
+        acls: acls.list,
         query_names,
         default,
         actions: actions.list,
         filtered: actions.filtered,
         // Checked in the listener's frontend, before the hop.
-        misdirected: Vec::new(),
+        misdirected: None,
     }
 }
 
