@@ -135,8 +135,44 @@ struct HpHop {
 struct HpFiltered {
     id: String,
     inner: String,
-    request_lines: Vec<String>,
-    response_lines: Vec<String>,
+    /// Written with `if { var(txn.k8slb_a) -m str <id> }`.
+    request_lines: Vec<HpLine>,
+    /// The CORS filter's request lines, with their own conditions ([`hp_cors_lines`]).
+    cors_request: Vec<String>,
+    /// Written with `if { var(txn.k8slb_r) -m str <id> }`.
+    response_lines: Vec<HpLine>,
+    /// The CORS filter's response lines, with their own conditions.
+    cors_response: Vec<String>,
+}
+
+/// One line of a filter, without its condition (the template writes it after the line,
+/// by where the line is). Names are [`FieldName`]s, values [`FieldValue`]s (no `"`,
+/// `\\`, `$`, `%`: safe between double quotes in a log-format string), hosts
+/// [`Hostname`]s, paths [`HttpPath`]s or [`literal_regex`]es of them.
+#[derive(Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum HpLine {
+    /// `http-<dir> del-header <name>`
+    DelHeader { dir: &'static str, name: String },
+    /// `http-<dir> <verb> <name> "<value>"` (`set-header`, `add-header`).
+    Header {
+        dir: &'static str,
+        verb: &'static str,
+        name: String,
+        value: String,
+    },
+    /// `http-request set-header host <host>`
+    Host { host: String },
+    /// `http-request set-path <path>`
+    SetPath { path: String },
+    /// `http-request replace-path <regex> <to>`
+    ReplacePath { regex: String, to: String },
+    /// `http-request set-var(txn.k8slb_to) int(<ms>)`: the wait for the backend's
+    /// answer, which the backend applies.
+    Timeout { ms: u64 },
+    /// `http-request set-var(txn.k8slb_rt) str(<key>)`: the retrying copy of the
+    /// backend drawn (the frontend's `use_backend` adds it).
+    Retry { key: String },
 }
 
 /// A regex that matches `path` literally: its only regex-special characters (`.`, `*`,
@@ -156,13 +192,14 @@ pub(crate) fn literal_regex(path: &str) -> String {
 }
 
 /// HAProxy's lines for `f` (without their condition): request lines (remove, set, add,
-/// host, path, timeout, retry) and response lines. Names are [`FieldName`]s, values [`FieldValue`]s
-/// (no `"`, `\\`, `$`, `%`: safe between double quotes in a log-format string).
-fn hp_filter_lines(f: &RuleFilters) -> (Vec<String>, Vec<String>) {
+/// host, path, timeout, retry) and response lines.
+fn hp_filter_lines(f: &RuleFilters) -> (Vec<HpLine>, Vec<HpLine>) {
     let edits = hp_edit_lines;
     let mut req = edits("request", &f.request_headers);
     if let Some(h) = &f.rewrite_host {
-        req.push(format!("http-request set-header host {h}"));
+        req.push(HpLine::Host {
+            host: h.to_string(),
+        });
     }
     if let Some(r) = &f.rewrite_path {
         req.extend(hp_path_lines(r));
@@ -170,17 +207,11 @@ fn hp_filter_lines(f: &RuleFilters) -> (Vec<String>, Vec<String>) {
     // The wait for the backend's answer (ms; when it runs out HAProxy answers 504): the
     // backend sets it (`set-timeout` needs a backend's capability in HAProxy 2.6).
     if let Some(t) = f.timeout {
-        req.push(format!(
-            "http-request set-var(txn.k8slb_to) int({})",
-            t.millis()
-        ));
+        req.push(HpLine::Timeout { ms: t.millis() });
     }
     // The retrying copy of the backend drawn (the frontend's `use_backend` adds it).
     if let Some(r) = &f.retry {
-        req.push(format!(
-            "http-request set-var(txn.k8slb_rt) str({})",
-            r.key()
-        ));
+        req.push(HpLine::Retry { key: r.key() });
     }
     (req, edits("response", &f.response_headers))
 }
@@ -265,35 +296,45 @@ fn hp_cors_lines(c: &k8slb_common::routes::Cors, id: &str) -> (Vec<String>, Vec<
 
 /// HAProxy's lines (without their condition) for header edits `e` in direction `dir`
 /// (`request` or `response`): remove, set, add.
-fn hp_edit_lines(dir: &str, e: &k8slb_common::routes::HeaderEdits) -> Vec<String> {
+fn hp_edit_lines(dir: &'static str, e: &k8slb_common::routes::HeaderEdits) -> Vec<HpLine> {
     let mut out = Vec::new();
     for n in &e.remove {
-        out.push(format!("http-{dir} del-header {n}"));
+        out.push(HpLine::DelHeader {
+            dir,
+            name: n.to_string(),
+        });
     }
-    for h in &e.set {
-        out.push(format!("http-{dir} set-header {} \"{}\"", h.name, h.value));
-    }
-    for h in &e.add {
-        out.push(format!("http-{dir} add-header {} \"{}\"", h.name, h.value));
+    for (verb, list) in [("set-header", &e.set), ("add-header", &e.add)] {
+        for h in list {
+            out.push(HpLine::Header {
+                dir,
+                verb,
+                name: h.name.to_string(),
+                value: h.value.to_string(),
+            });
+        }
     }
     out
 }
 
 /// HAProxy's lines (without their condition) that rewrite the request's path as `r`
 /// says; the query string stays.
-fn hp_path_lines(r: &PathRewrite) -> Vec<String> {
+fn hp_path_lines(r: &PathRewrite) -> Vec<HpLine> {
     match r {
-        PathRewrite::Full { path } => vec![format!("http-request set-path {path}")],
+        PathRewrite::Full { path } => vec![HpLine::SetPath {
+            path: path.to_string(),
+        }],
         PathRewrite::Prefix { from, to } => {
             let from = literal_regex(from.as_str().trim_end_matches('/'));
             let to = to.as_str().trim_end_matches('/');
+            let replace = |regex: String, to: String| HpLine::ReplacePath { regex, to };
             if to.is_empty() {
                 vec![
-                    format!("http-request replace-path ^{from}$ /"),
-                    format!("http-request replace-path ^{from}(/.*)$ \\1"),
+                    replace(format!("^{from}$"), "/".into()),
+                    replace(format!("^{from}(/.*)$"), "\\1".into()),
                 ]
             } else {
-                vec![format!("http-request replace-path ^{from}(/.*)?$ {to}\\1")]
+                vec![replace(format!("^{from}(/.*)?$"), format!("{to}\\1"))]
             }
         }
     }
@@ -392,17 +433,17 @@ struct HpAction {
     split: Vec<HpSplit>,
     location: String,
     /// redirect: the lines that rewrite the path first (the Location takes the
-    /// rewritten path and the query), with their condition.
-    pre_lines: Vec<String>,
+    /// rewritten path and the query); written with `if { var(txn.k8slb_a) -m str <id> }`.
+    pre_lines: Vec<HpLine>,
     status: u16,
 }
 
 #[derive(Serialize)]
 struct HpSplit {
     backend: String,
-    /// Its backendRef's request header edits, with the condition that it was drawn
-    /// (rendered before the draw is taken).
-    lines: Vec<String>,
+    /// Its backendRef's request header edits, written with the condition that it was
+    /// drawn (rendered before the draw is taken).
+    lines: Vec<HpLine>,
     /// Its key in the splits map: the cumulative share (of [`SPLIT_SCALE`]) below
     /// which a request goes to `backend`.
     key: String,
@@ -416,7 +457,7 @@ fn hp_redirect(
     (listener, port): (Scheme, u16),
     notes: &mut Vec<String>,
     what: &str,
-) -> (String, Vec<String>) {
+) -> (String, Vec<HpLine>) {
     let scheme = rd.location_scheme(listener).as_str();
     let host = match &rd.host {
         Some(h) if h.is_wildcard() => {
@@ -480,22 +521,18 @@ impl Actions {
             return id.clone();
         }
         let id = format!("f{}", self.filtered.len() + 1);
-        let cond = |var: &str| format!(" if {{ var(txn.{var}) -m str {id} }}");
-        let (request, response) = hp_filter_lines(filters);
-        let mut request_lines: Vec<String> =
-            request.into_iter().map(|l| l + &cond("k8slb_a")).collect();
-        let mut response_lines: Vec<String> =
-            response.into_iter().map(|l| l + &cond("k8slb_r")).collect();
-        if let Some(c) = &filters.cors {
-            let (rq, rs) = hp_cors_lines(c, &id);
-            request_lines.extend(rq);
-            response_lines.extend(rs);
-        }
+        let (request_lines, response_lines) = hp_filter_lines(filters);
+        let (cors_request, cors_response) = match &filters.cors {
+            Some(c) => hp_cors_lines(c, &id),
+            None => (Vec::new(), Vec::new()),
+        };
         self.filtered.push(HpFiltered {
             id: id.clone(),
             inner,
             request_lines,
+            cors_request,
             response_lines,
+            cors_response,
         });
         self.ids.insert(key, id.clone());
         id
@@ -525,14 +562,7 @@ impl Actions {
                         .enumerate()
                         .map(|(i, b)| HpSplit {
                             backend: route_backend_name(&b.id),
-                            lines: hp_edit_lines("request", &b.request_headers)
-                                .into_iter()
-                                .map(|l| {
-                                    format!(
-                                        "{l} if {{ var(txn.k8slb_a) -m str {id} }} {{ var(txn.k8slb_w),sub(txn.k8slb_t) -m int lt 0 }}"
-                                    )
-                                })
-                                .collect(),
+                            lines: hp_edit_lines("request", &b.request_headers),
                             key: split_key(pos, i),
                         })
                         .collect(),
@@ -555,12 +585,11 @@ impl Actions {
                 ..Default::default()
             },
             RouteAction::Redirect(rd) => {
-                let (location, rewrite) = hp_redirect(rd, self.listener, notes, what);
-                let cond = format!(" if {{ var(txn.k8slb_a) -m str {id} }}");
+                let (location, pre_lines) = hp_redirect(rd, self.listener, notes, what);
                 HpAction {
                     kind: "redirect",
                     location,
-                    pre_lines: rewrite.into_iter().map(|l| l + &cond).collect(),
+                    pre_lines,
                     status: rd.status.code(),
                     ..Default::default()
                 }
