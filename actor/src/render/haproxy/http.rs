@@ -137,12 +137,32 @@ struct HpFiltered {
     inner: String,
     /// Written with `if { var(txn.k8slb_a) -m str <id> }`.
     request_lines: Vec<HpLine>,
-    /// The CORS filter's request lines, with their own conditions ([`hp_cors_lines`]).
-    cors_request: Vec<String>,
     /// Written with `if { var(txn.k8slb_r) -m str <id> }`.
     response_lines: Vec<HpLine>,
-    /// The CORS filter's response lines, with their own conditions.
-    cors_response: Vec<String>,
+    /// The rule's CORS filter ([`hp_cors`]): its lines follow the request and the
+    /// response lines.
+    cors: Option<HpCors>,
+}
+
+/// A rule's CORS filter, as the template writes it ([`hp_cors`]).
+#[derive(Serialize)]
+struct HpCors {
+    /// Any `Origin` is allowed.
+    any_origin: bool,
+    /// Else the allowed origins' regexes (lowercase match).
+    origins: Vec<String>,
+    /// The preflight answer's headers, in order.
+    preflight: Vec<HpHeader>,
+    credentials: bool,
+    /// `Access-Control-Expose-Headers`, if any.
+    expose: Option<String>,
+}
+
+/// A header of a `return`: `hdr <name> "<value>"`.
+#[derive(Serialize)]
+struct HpHeader {
+    name: &'static str,
+    value: String,
 }
 
 /// One line of a filter, without its condition (the template writes it after the line,
@@ -216,82 +236,51 @@ fn hp_filter_lines(f: &RuleFilters) -> (Vec<HpLine>, Vec<HpLine>) {
     (req, edits("response", &f.response_headers))
 }
 
-/// HAProxy's lines of a rule's CORS filter (the forward with filters `id`), with their
-/// conditions: a request of the rule whose `Origin` is allowed sets `txn.k8slb_cors`
-/// (and keeps the origin in `txn.k8slb_origin`); a preflight of such a request (an
-/// `OPTIONS` with `Access-Control-Request-Method`) is answered `204` here with the
-/// preflight headers; the answers to the others get `Access-Control-Allow-Origin` (the
-/// origin itself), the credentials and exposed headers, and `Vary: Origin`. Origins
-/// are validated patterns ([`k8slb_common::routes::CorsOrigin::regex`]), methods and
-/// header names validated tokens; what a client sent is only echoed at run time
-/// (`%[...]`), never written into the config.
-fn hp_cors_lines(c: &k8slb_common::routes::Cors, id: &str) -> (Vec<String>, Vec<String>) {
-    let mine = format!("{{ var(txn.k8slb_a) -m str {id} }}");
-    let allowed = format!("{{ var(txn.k8slb_cors) -m str {id} }}");
-    let mut rq = Vec::new();
-    if c.any_origin {
-        rq.push(format!(
-            "http-request set-var(txn.k8slb_cors) str({id}) if {mine} {{ req.fhdr(origin) -m found }}"
-        ));
-    }
-    for o in &c.origins {
-        rq.push(format!(
-            "http-request set-var(txn.k8slb_cors) str({id}) if {mine} {{ req.fhdr(origin),lower -m reg {} }}",
-            o.regex()
-        ));
-    }
-    rq.push(format!(
-        "http-request set-var(txn.k8slb_origin) req.fhdr(origin) if {allowed}"
-    ));
-    let mut pre = vec![(
-        "access-control-allow-origin".to_string(),
-        "%[var(txn.k8slb_origin)]".to_string(),
-    )];
-    pre.push((
-        "access-control-allow-methods".into(),
-        c.methods_value()
-            .unwrap_or_else(|| "%[req.fhdr(access-control-request-method)]".into()),
-    ));
+/// A rule's CORS filter (the forward with filters `id`), which the template writes: a
+/// request of the rule whose `Origin` is allowed sets `txn.k8slb_cors` (and keeps the
+/// origin in `txn.k8slb_origin`); a preflight of such a request (an `OPTIONS` with
+/// `Access-Control-Request-Method`) is answered `204` there with the preflight headers;
+/// the answers to the others get `Access-Control-Allow-Origin` (the origin itself), the
+/// credentials and exposed headers, and `Vary: Origin`. Origins are validated patterns
+/// ([`k8slb_common::routes::CorsOrigin::regex`]), methods and header names validated
+/// tokens; what a client sent is only echoed at run time (`%[...]`), never written into
+/// the config.
+fn hp_cors(c: &k8slb_common::routes::Cors) -> HpCors {
+    let header = |name, value: String| HpHeader { name, value };
+    let mut pre = vec![
+        header(
+            "access-control-allow-origin",
+            "%[var(txn.k8slb_origin)]".into(),
+        ),
+        header(
+            "access-control-allow-methods",
+            c.methods_value()
+                .unwrap_or_else(|| "%[req.fhdr(access-control-request-method)]".into()),
+        ),
+    ];
     if c.any_header {
-        pre.push((
-            "access-control-allow-headers".into(),
+        pre.push(header(
+            "access-control-allow-headers",
             "%[req.fhdr(access-control-request-headers)]".into(),
         ));
     } else if let Some(h) = c.headers_value() {
-        pre.push(("access-control-allow-headers".into(), h));
+        pre.push(header("access-control-allow-headers", h));
     }
     if let Some(e) = c.expose_value() {
-        pre.push(("access-control-expose-headers".into(), e));
+        pre.push(header("access-control-expose-headers", e));
     }
-    pre.push(("access-control-max-age".into(), c.max_age.to_string()));
+    pre.push(header("access-control-max-age", c.max_age.to_string()));
     if c.credentials {
-        pre.push(("access-control-allow-credentials".into(), "true".into()));
+        pre.push(header("access-control-allow-credentials", "true".into()));
     }
-    pre.push(("vary".into(), "Origin".into()));
-    let hdrs: String = pre
-        .iter()
-        .map(|(n, v)| format!(" hdr {n} \"{v}\""))
-        .collect();
-    rq.push(format!(
-        "http-request return status 204{hdrs} if {allowed} METH_OPTIONS {{ req.fhdr(access-control-request-method) -m found }}"
-    ));
-    let mut rs = vec![format!(
-        "http-response set-header access-control-allow-origin \"%[var(txn.k8slb_origin)]\" if {allowed}"
-    )];
-    if c.credentials {
-        rs.push(format!(
-            "http-response set-header access-control-allow-credentials \"true\" if {allowed}"
-        ));
+    pre.push(header("vary", "Origin".into()));
+    HpCors {
+        any_origin: c.any_origin,
+        origins: c.origins.iter().map(|o| o.regex()).collect(),
+        preflight: pre,
+        credentials: c.credentials,
+        expose: c.expose_value(),
     }
-    if let Some(e) = c.expose_value() {
-        rs.push(format!(
-            "http-response set-header access-control-expose-headers \"{e}\" if {allowed}"
-        ));
-    }
-    rs.push(format!(
-        "http-response add-header vary \"Origin\" if {allowed}"
-    ));
-    (rq, rs)
 }
 
 /// HAProxy's lines (without their condition) for header edits `e` in direction `dir`
@@ -522,17 +511,12 @@ impl Actions {
         }
         let id = format!("f{}", self.filtered.len() + 1);
         let (request_lines, response_lines) = hp_filter_lines(filters);
-        let (cors_request, cors_response) = match &filters.cors {
-            Some(c) => hp_cors_lines(c, &id),
-            None => (Vec::new(), Vec::new()),
-        };
         self.filtered.push(HpFiltered {
             id: id.clone(),
             inner,
             request_lines,
-            cors_request,
             response_lines,
-            cors_response,
+            cors: filters.cors.as_ref().map(hp_cors),
         });
         self.ids.insert(key, id.clone());
         id
