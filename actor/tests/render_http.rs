@@ -461,6 +461,12 @@ cases! {
     gateway_method_header_and_query_matches: "gateway-conditions" from gateway_routes_of("conditions");
     /// Gateway API filters: header modifiers and URL rewrites.
     gateway_filters: "gateway-filters" from gateway_routes_of("filters");
+    /// Gateway API CORS filters: listed origins, methods, headers, credentials and a max
+    /// age; any origin, echoing what a preflight asks (HAProxy: request and response
+    /// lines per filtered forward; nginx: `map`s per filter).
+    gateway_cors: "gateway-cors" from gateway_routes_of("cors");
+    /// Gateway API redirects: scheme, host, port, full path and prefix replacement.
+    gateway_redirects: "gateway-redirects" from gateway_routes_of("redirects");
     /// L4 streams (issue 12): TCP (a 90/10 split, one backend, none), UDP (nginx only;
     /// HAProxy skips it), TLS passthrough by SNI (exact, wildcards of any depth, an
     /// any-name split, a name without a backend), beside an HTTP listener whose Service
