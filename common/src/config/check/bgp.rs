@@ -136,7 +136,43 @@ impl Checker {
     fn bgp_peer(&mut self, path: &str, v: &Value) -> Option<BgpPeer> {
         let m = self.object(path, v)?;
         self.unknown_keys(path, m, BGP_PEER_KEYS);
-        let address = match m.get("address") {
+        let address = self.peer_address(path, m);
+        let asn = match m.get("asn") {
+            Some(a) => self.asn(&join(path, "asn"), a),
+            None => {
+                self.err(&join(path, "asn"), "is required (the router's AS number)");
+                None
+            }
+        };
+        let bfd = match m.get("bfd") {
+            Some(b) => self.boolean(&join(path, "bfd"), b).unwrap_or(false),
+            None => false,
+        };
+        let mut hold_time_s = DEFAULT_HOLD_TIME_S;
+        if let Some(h) = m.get("holdTime") {
+            let p = join(path, "holdTime");
+            match self.whole(&p, h, 0, u64::from(*HOLD_TIME_S.end())) {
+                Some(0) => hold_time_s = 0,
+                Some(n) if n >= u64::from(*HOLD_TIME_S.start()) => hold_time_s = n as u16,
+                Some(_) => self.err(&p, "expected 0 (no keepalives) or 3 to 65535 seconds"),
+                None => {}
+            }
+        }
+        let nodes = self.peer_nodes(path, m);
+        let password_secret = self.peer_password(path, m);
+        Some(BgpPeer {
+            address: address?,
+            asn: asn?,
+            bfd,
+            hold_time_s,
+            nodes,
+            password_secret,
+        })
+    }
+
+    /// A peer's `address`: a router's unicast address.
+    fn peer_address(&mut self, path: &str, m: &Map<String, Value>) -> Option<IpAddr> {
+        match m.get("address") {
             Some(Value::String(s)) => match s.trim().parse::<IpAddr>() {
                 Ok(a) if a.is_unspecified() || a.is_multicast() || a.is_loopback() => {
                     self.err(
@@ -165,28 +201,11 @@ impl Checker {
                 self.err(&join(path, "address"), "is required");
                 None
             }
-        };
-        let asn = match m.get("asn") {
-            Some(a) => self.asn(&join(path, "asn"), a),
-            None => {
-                self.err(&join(path, "asn"), "is required (the router's AS number)");
-                None
-            }
-        };
-        let bfd = match m.get("bfd") {
-            Some(b) => self.boolean(&join(path, "bfd"), b).unwrap_or(false),
-            None => false,
-        };
-        let mut hold_time_s = DEFAULT_HOLD_TIME_S;
-        if let Some(h) = m.get("holdTime") {
-            let p = join(path, "holdTime");
-            match self.whole(&p, h, 0, u64::from(*HOLD_TIME_S.end())) {
-                Some(0) => hold_time_s = 0,
-                Some(n) if n >= u64::from(*HOLD_TIME_S.start()) => hold_time_s = n as u16,
-                Some(_) => self.err(&p, "expected 0 (no keepalives) or 3 to 65535 seconds"),
-                None => {}
-            }
         }
+    }
+
+    /// A peer's `nodes`: the nodes that peer with it (sorted, once each).
+    fn peer_nodes(&mut self, path: &str, m: &Map<String, Value>) -> Vec<NodeName> {
         let mut nodes = Vec::new();
         match m.get("nodes") {
             None => {}
@@ -207,7 +226,12 @@ impl Checker {
                 format!("expected a list of node names, found {}", kind(other)),
             ),
         }
-        let password_secret = match m.get("passwordSecret") {
+        nodes
+    }
+
+    /// A peer's `passwordSecret`: a Secret's name in k8slb's namespace.
+    fn peer_password(&mut self, path: &str, m: &Map<String, Value>) -> Option<SecretName> {
+        match m.get("passwordSecret") {
             None => None,
             Some(Value::String(n)) => match n.parse::<SecretName>() {
                 Ok(n) => Some(n),
@@ -226,15 +250,7 @@ impl Checker {
                 );
                 None
             }
-        };
-        Some(BgpPeer {
-            address: address?,
-            asn: asn?,
-            bfd,
-            hold_time_s,
-            nodes,
-            password_secret,
-        })
+        }
     }
 
     fn bfd_timers(&mut self, v: &Value) -> BfdTimers {
