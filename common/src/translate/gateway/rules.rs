@@ -349,6 +349,13 @@ impl RuleSettings {
                 );
             }
         }
+        me.backend_filters(rule)?;
+        Ok(me)
+    }
+
+    /// The rule's backends' own filters: RequestHeaderModifier is served, after the
+    /// rule's edits and on names of its own; any other is refused, never ignored.
+    fn backend_filters(&mut self, rule: &types::HttpRouteRule) -> Result<(), String> {
         // A backend's own filters: RequestHeaderModifier is served; any other is
         // refused, never ignored (the request would reach the backend without it).
         for (i, b) in rule.backend_refs.iter().enumerate() {
@@ -375,20 +382,20 @@ impl RuleSettings {
             // send a header both change twice).
             if let Some(n) = edits
                 .names()
-                .find(|n| me.filters.request_headers.names().any(|r| r == *n))
+                .find(|n| self.filters.request_headers.names().any(|r| r == *n))
             {
                 return Err(format!(
                     "backendRefs[{i}] RequestHeaderModifier: header {n} is changed by the rule's RequestHeaderModifier too"
                 ));
             }
-            me.backend_headers.push(edits);
+            self.backend_headers.push(edits);
         }
         // A backend with edits once per rule: the proxies pick the edits by the backend
         // drawn.
         let with_edits: Vec<_> = rule
             .backend_refs
             .iter()
-            .zip(&me.backend_headers)
+            .zip(&self.backend_headers)
             .filter(|(_, e)| !e.is_empty())
             .map(|(b, _)| (&b.namespace, &b.name, b.port))
             .collect();
@@ -406,7 +413,7 @@ impl RuleSettings {
                 ));
             }
         }
-        Ok(me)
+        Ok(())
     }
 
     /// One filter of the rule.
