@@ -40,6 +40,8 @@ pub struct Objects {
     pub reference_grants: Vec<crate::gateway::types::ReferenceGrant>,
     /// BackendTLSPolicies (TLS from the proxy to a Service's endpoints).
     pub backend_tls_policies: Vec<crate::gateway::types::BackendTlsPolicy>,
+    /// ListenerSets (more listeners for the Gateways that allow them).
+    pub listener_sets: Vec<crate::gateway::types::ListenerSet>,
     /// TLSRoutes, TCPRoutes and UDPRoutes (experimental channel), each with its kind.
     pub l4_routes: Vec<crate::gateway::types::L4Route>,
     /// Namespaces (their labels), which a Gateway listener's `allowedRoutes` may select.
@@ -169,7 +171,7 @@ impl Objects {
             "Namespace" => push(&mut self.namespaces, &mut self.problems, v, Kind::Namespace),
             // Gateway API kinds only from their group (other groups reuse the names).
             "GatewayClass" | "Gateway" | "HTTPRoute" | "GRPCRoute" | "ReferenceGrant"
-            | "TLSRoute" | "TCPRoute" | "UDPRoute" | "BackendTLSPolicy"
+            | "TLSRoute" | "TCPRoute" | "UDPRoute" | "BackendTLSPolicy" | "ListenerSet"
                 if v.get("apiVersion")
                     .and_then(Value::as_str)
                     .is_some_and(|a| a.starts_with("gateway.networking.k8s.io/")) =>
@@ -247,6 +249,12 @@ impl Objects {
                 &mut self.problems,
                 v,
                 Kind::BackendTlsPolicy,
+            ),
+            "ListenerSet" => push(
+                &mut self.listener_sets,
+                &mut self.problems,
+                v,
+                Kind::ListenerSet,
             ),
             _ => push(
                 &mut self.reference_grants,
@@ -468,6 +476,7 @@ impl Objects {
             l4_routes: &self.l4_routes,
             grants: &self.reference_grants,
             backend_tls_policies: &self.backend_tls_policies,
+            listener_sets: &self.listener_sets,
             services: &self.services,
             slices: &self.slices,
             secrets,
@@ -482,6 +491,8 @@ impl Objects {
             namespaces: &self.namespaces,
             conditional_rules_per_host: crate::config::DEFAULT_CONDITIONAL_RULES_PER_HOST,
             retry_backends_per_namespace: crate::config::DEFAULT_RETRY_BACKENDS_PER_NAMESPACE,
+            listener_set_listeners_per_gateway:
+                crate::config::DEFAULT_LISTENER_SET_LISTENERS_PER_GATEWAY,
         }
     }
 }

@@ -187,6 +187,12 @@ reasons! {
     InvalidRouteNamespaces = "InvalidRouteNamespaces",
     /// A Gateway none of whose listeners is valid.
     ListenersNotValid = "ListenersNotValid",
+    /// A ListenerSet whose Gateway does not allow it (`spec.allowedListeners`).
+    NotAllowed = "NotAllowed",
+    /// A ListenerSet whose Gateway is not accepted.
+    ParentNotAccepted = "ParentNotAccepted",
+    /// A ListenerSet listener beyond `limits.listenerSetListenersPerGateway`.
+    TooManyListeners = "TooManyListeners",
     /// A Gateway address asked for that it did not get.
     AddressNotAssigned = "AddressNotAssigned",
     /// A Gateway address asked for that cannot be used (not in a pool, held by another).
@@ -329,6 +335,8 @@ pub enum Kind {
     ReferenceGrant,
     /// BackendTLSPolicy (standard channel since v1.4).
     BackendTlsPolicy,
+    /// ListenerSet (standard channel since v1.5).
+    ListenerSet,
     Namespace,
     /// TLSRoute, TCPRoute, UDPRoute.
     L4Route(crate::names::L4Kind),
@@ -350,6 +358,7 @@ impl Kind {
             Kind::GrpcRoute => "GRPCRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
             Kind::BackendTlsPolicy => "BackendTLSPolicy",
+            Kind::ListenerSet => "ListenerSet",
             Kind::Namespace => "Namespace",
             Kind::L4Route(k) => k.as_str(),
         }
@@ -370,6 +379,7 @@ impl Kind {
             Kind::GrpcRoute,
             Kind::ReferenceGrant,
             Kind::BackendTlsPolicy,
+            Kind::ListenerSet,
             Kind::Namespace,
             Kind::L4Route(crate::names::L4Kind::Tls),
             Kind::L4Route(crate::names::L4Kind::Tcp),
@@ -409,6 +419,8 @@ pub enum ObjRef {
     GatewayClass { name: String },
     /// `BackendTLSPolicy <ns>/<name>`.
     BackendTlsPolicy { namespace: String, name: String },
+    /// `ListenerSet <ns>/<name>`.
+    ListenerSet { namespace: String, name: String },
     /// An object whose name is not a valid name of its kind (or did not decode): `shown`
     /// is the name as printed, escaped and cut. No Event can be about it.
     Unnamed { kind: Kind, shown: String },
@@ -487,6 +499,14 @@ impl ObjRef {
                     };
                 }
             }
+            Kind::ListenerSet => {
+                if let Some((ns, name)) = shown.split_once('/') {
+                    return ObjRef::ListenerSet {
+                        namespace: ns.to_string(),
+                        name: name.to_string(),
+                    };
+                }
+            }
             Kind::EndpointSlice
             | Kind::IngressClass
             | Kind::Secret
@@ -516,6 +536,7 @@ impl ObjRef {
             ObjRef::BackendTlsPolicy { namespace, name } => {
                 ["BackendTLSPolicy ", namespace, "/", name, ""]
             }
+            ObjRef::ListenerSet { namespace, name } => ["ListenerSet ", namespace, "/", name, ""],
             ObjRef::Config => ["Config k8slb", "", "", "", ""],
             ObjRef::Unnamed { kind, shown } => [kind.as_str(), " ", shown, "", ""],
             ObjRef::Other(s) => [s, "", "", "", ""],

@@ -85,7 +85,7 @@ fn only_parent<'a>(parents: &'a [ParentStatus], gw: &str) -> &'a ParentStatus {
     assert_eq!(parents.len(), 1, "{parents:?}");
     let p = &parents[0];
     assert_eq!(
-        (p.gateway.namespace.as_str(), p.gateway.name.as_str()),
+        (p.parent.namespace.as_str(), p.parent.name.as_str()),
         (INFRA, gw)
     );
     p

@@ -274,6 +274,9 @@ fn problem_target(p: &Problem, look: &dyn Lookup) -> Option<Target> {
         ObjRef::BackendTlsPolicy { namespace, name } => {
             gateway_api_target(look, "BackendTLSPolicy", Some(namespace), name)
         }
+        ObjRef::ListenerSet { namespace, name } => {
+            gateway_api_target(look, "ListenerSet", Some(namespace), name)
+        }
         // ConfigMap problems: config_note. An object without a valid name cannot exist
         // in the API.
         _ => None,

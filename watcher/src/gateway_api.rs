@@ -26,6 +26,8 @@ pub struct GatewayResources {
     pub l4: Vec<(L4Kind, ApiResource)>,
     /// BackendTLSPolicy (standard channel since v1.4), when the cluster serves it.
     pub backend_tls: Option<ApiResource>,
+    /// ListenerSet (standard channel since v1.5), when the cluster serves it.
+    pub listener_sets: Option<ApiResource>,
 }
 
 impl GatewayResources {
@@ -77,6 +79,7 @@ impl GatewayResources {
             grants: find("ReferenceGrant"),
             grpc: find("GRPCRoute"),
             backend_tls: find("BackendTLSPolicy"),
+            listener_sets: find("ListenerSet"),
             l4: L4Kind::ALL
                 .into_iter()
                 .filter_map(|k| Some((k, find(k.as_str())?)))

@@ -35,6 +35,7 @@ pub enum GwTarget {
     /// A TLSRoute, TCPRoute or UDPRoute.
     L4Route(L4Kind, ObjectKey),
     BackendTlsPolicy(ObjectKey),
+    ListenerSet(ObjectKey),
 }
 
 impl std::fmt::Display for GwTarget {
@@ -46,6 +47,7 @@ impl std::fmt::Display for GwTarget {
             GwTarget::GrpcRoute(k) => write!(f, "GRPCRoute {k}"),
             GwTarget::L4Route(kind, k) => write!(f, "{} {k}", kind.as_str()),
             GwTarget::BackendTlsPolicy(k) => write!(f, "BackendTLSPolicy {k}"),
+            GwTarget::ListenerSet(k) => write!(f, "ListenerSet {k}"),
         }
     }
 }
@@ -146,9 +148,9 @@ fn listeners(ls: &[ListenerStatus], generation: i64, observed: Option<&Value>, n
 fn parent_ref(p: &ParentStatus) -> Value {
     let mut r = json!({
         "group": GROUP,
-        "kind": "Gateway",
-        "namespace": p.gateway.namespace.as_str(),
-        "name": p.gateway.name.as_str(),
+        "kind": p.kind.as_str(),
+        "namespace": p.parent.namespace.as_str(),
+        "name": p.parent.name.as_str(),
     });
     if let Some(s) = &p.section_name {
         r["sectionName"] = json!(s);
@@ -163,16 +165,26 @@ fn is_ours(entry: &Value) -> bool {
     entry.get("controllerName").and_then(Value::as_str) == Some(CONTROLLER)
 }
 
+/// A wanted status: (target, the observed object's resourceVersion, the wanted status
+/// fields, the same fields as observed).
+type Wanted = (GwTarget, String, Value, Value);
+
 /// The status every object of ours should show, as `out` says: (target, the observed
 /// object's resourceVersion, the wanted status fields, the same fields as observed). A
 /// route that never named a Gateway of ours is left out. `now` is the time a changed
 /// condition transitioned (RFC 3339); an unchanged one keeps its observed time.
-pub fn desired(
-    out: &GatewayOutput,
-    objs: &Objects,
-    now: &str,
-) -> Vec<(GwTarget, String, Value, Value)> {
-    let mut wanted: Vec<(GwTarget, String, Value, Value)> = Vec::new();
+pub fn desired(out: &GatewayOutput, objs: &Objects, now: &str) -> Vec<Wanted> {
+    let mut wanted: Vec<Wanted> = Vec::new();
+    classes(out, objs, now, &mut wanted);
+    gateways(out, objs, now, &mut wanted);
+    listener_sets(out, objs, now, &mut wanted);
+    routes(out, objs, now, &mut wanted);
+    policies(out, objs, now, &mut wanted);
+    wanted
+}
+
+/// Our GatewayClasses' conditions.
+fn classes(out: &GatewayOutput, objs: &Objects, now: &str, wanted: &mut Vec<Wanted>) {
     for c in &objs.gateway_classes {
         let Some(name) = c.metadata.name.clone() else {
             continue;
@@ -189,6 +201,11 @@ pub fn desired(
         let rv = c.metadata.resource_version.clone().unwrap_or_default();
         wanted.push((GwTarget::GatewayClass(name), rv, want, seen));
     }
+}
+
+/// Our Gateways' addresses, conditions, listeners and `attachedListenerSets` (only for
+/// those with `spec.allowedListeners`: see [`k8slb_common::gateway::GatewayStatus`]).
+fn gateways(out: &GatewayOutput, objs: &Objects, now: &str, wanted: &mut Vec<Wanted>) {
     for g in &objs.gateways {
         let Some(k) = key_of(&g.metadata) else {
             continue;
@@ -198,21 +215,55 @@ pub fn desired(
         };
         let obs = g.status.as_ref();
         let gen = generation(&g.metadata);
-        let want = json!({
+        let mut want = json!({
             "addresses": st.addresses.iter()
                 .map(|ip| json!({"type": "IPAddress", "value": ip.to_string()}))
                 .collect::<Vec<_>>(),
             "conditions": conditions(&st.conditions, gen, field(obs, "conditions"), now),
             "listeners": listeners(&st.listeners, gen, field(obs, "listeners"), now),
         });
-        let seen = json!({
+        let mut seen = json!({
             "addresses": field(obs, "addresses").cloned().unwrap_or(Value::Null),
             "conditions": field(obs, "conditions").cloned().unwrap_or(Value::Null),
             "listeners": field(obs, "listeners").cloned().unwrap_or(Value::Null),
         });
+        if let Some(n) = st.attached_listener_sets {
+            want["attachedListenerSets"] = json!(n);
+            seen["attachedListenerSets"] = field(obs, "attachedListenerSets")
+                .cloned()
+                .unwrap_or(Value::Null);
+        }
         let rv = g.metadata.resource_version.clone().unwrap_or_default();
         wanted.push((GwTarget::Gateway(k), rv, want, seen));
     }
+}
+
+/// The ListenerSets that name a Gateway of ours: conditions and listeners.
+fn listener_sets(out: &GatewayOutput, objs: &Objects, now: &str, wanted: &mut Vec<Wanted>) {
+    for s in &objs.listener_sets {
+        let Some(k) = key_of(&s.metadata) else {
+            continue;
+        };
+        let Some(st) = out.listener_sets.get(&k) else {
+            continue; // another controller's Gateway, or none
+        };
+        let obs = s.status.as_ref();
+        let gen = generation(&s.metadata);
+        let want = json!({
+            "conditions": conditions(&st.conditions, gen, field(obs, "conditions"), now),
+            "listeners": listeners(&st.listeners, gen, field(obs, "listeners"), now),
+        });
+        let seen = json!({
+            "conditions": field(obs, "conditions").cloned().unwrap_or(Value::Null),
+            "listeners": field(obs, "listeners").cloned().unwrap_or(Value::Null),
+        });
+        let rv = s.metadata.resource_version.clone().unwrap_or_default();
+        wanted.push((GwTarget::ListenerSet(k), rv, want, seen));
+    }
+}
+
+/// Every route's `parents` entries of ours (other controllers' kept as they are).
+fn routes(out: &GatewayOutput, objs: &Objects, now: &str, wanted: &mut Vec<Wanted>) {
     let http = objs.http_routes.iter().map(|r| {
         let k = key_of(&r.metadata);
         let ours = k.as_ref().and_then(|k| out.http_routes.get(k));
@@ -274,6 +325,10 @@ pub fn desired(
         let rv = meta.resource_version.clone().unwrap_or_default();
         wanted.push((target, rv, want, seen));
     }
+}
+
+/// Every BackendTLSPolicy's `ancestors` entries of ours.
+fn policies(out: &GatewayOutput, objs: &Objects, now: &str, wanted: &mut Vec<Wanted>) {
     for p in &objs.backend_tls_policies {
         let Some(k) = key_of(&p.metadata) else {
             continue;
@@ -309,7 +364,6 @@ pub fn desired(
         let rv = p.metadata.resource_version.clone().unwrap_or_default();
         wanted.push((GwTarget::BackendTlsPolicy(k), rv, want, seen));
     }
-    wanted
 }
 
 /// The writes that bring every status to what `out` says (see the module's doc). `now`
@@ -358,6 +412,30 @@ impl GatewayStatusWriter {
         }
     }
 
+    /// The API of `target`'s kind and its name there; `None` when its kind is not
+    /// served (its CRD is gone).
+    fn api_for(&self, target: &GwTarget) -> Option<(Api<DynamicObject>, String)> {
+        let c = || self.client.clone();
+        let namespaced = |k: &ObjectKey, ar| {
+            (
+                Api::<DynamicObject>::namespaced_with(c(), k.namespace.as_str(), ar),
+                k.name.to_string(),
+            )
+        };
+        Some(match target {
+            GwTarget::GatewayClass(n) => (
+                Api::<DynamicObject>::all_with(c(), &self.resources.classes),
+                n.clone(),
+            ),
+            GwTarget::Gateway(k) => namespaced(k, &self.resources.gateways),
+            GwTarget::HttpRoute(k) => namespaced(k, &self.resources.routes),
+            GwTarget::GrpcRoute(k) => namespaced(k, self.resources.grpc.as_ref()?),
+            GwTarget::BackendTlsPolicy(k) => namespaced(k, self.resources.backend_tls.as_ref()?),
+            GwTarget::ListenerSet(k) => namespaced(k, self.resources.listener_sets.as_ref()?),
+            GwTarget::L4Route(kind, k) => namespaced(k, self.resources.l4(*kind)?),
+        })
+    }
+
     /// Write `writes`, asking `still_leader` before each; returns how many failed.
     pub async fn execute(
         &mut self,
@@ -372,66 +450,8 @@ impl GatewayStatusWriter {
             if !still_leader() {
                 break;
             }
-            let (api, name) = match &w.target {
-                GwTarget::GatewayClass(n) => (
-                    Api::<DynamicObject>::all_with(self.client.clone(), &self.resources.classes),
-                    n.clone(),
-                ),
-                GwTarget::Gateway(k) => (
-                    Api::<DynamicObject>::namespaced_with(
-                        self.client.clone(),
-                        k.namespace.as_str(),
-                        &self.resources.gateways,
-                    ),
-                    k.name.to_string(),
-                ),
-                GwTarget::HttpRoute(k) => (
-                    Api::<DynamicObject>::namespaced_with(
-                        self.client.clone(),
-                        k.namespace.as_str(),
-                        &self.resources.routes,
-                    ),
-                    k.name.to_string(),
-                ),
-                GwTarget::GrpcRoute(k) => {
-                    let Some(ar) = self.resources.grpc.as_ref() else {
-                        continue; // its CRD is gone: nothing to write to
-                    };
-                    (
-                        Api::<DynamicObject>::namespaced_with(
-                            self.client.clone(),
-                            k.namespace.as_str(),
-                            ar,
-                        ),
-                        k.name.to_string(),
-                    )
-                }
-                GwTarget::BackendTlsPolicy(k) => {
-                    let Some(ar) = self.resources.backend_tls.as_ref() else {
-                        continue; // its CRD is gone: nothing to write to
-                    };
-                    (
-                        Api::<DynamicObject>::namespaced_with(
-                            self.client.clone(),
-                            k.namespace.as_str(),
-                            ar,
-                        ),
-                        k.name.to_string(),
-                    )
-                }
-                GwTarget::L4Route(kind, k) => {
-                    let Some(ar) = self.resources.l4(*kind) else {
-                        continue; // its CRD is gone: nothing to write to
-                    };
-                    (
-                        Api::<DynamicObject>::namespaced_with(
-                            self.client.clone(),
-                            k.namespace.as_str(),
-                            ar,
-                        ),
-                        k.name.to_string(),
-                    )
-                }
+            let Some((api, name)) = self.api_for(&w.target) else {
+                continue; // its CRD is gone: nothing to write to
             };
             let body = json!({
                 "metadata": {"resourceVersion": w.resource_version},

@@ -79,6 +79,8 @@ pub struct GatewayStores {
     pub namespaces: Store<Namespace>,
     /// BackendTLSPolicies (standard channel since v1.4), when the cluster serves them.
     pub backend_tls: Option<Store<DynamicObject>>,
+    /// ListenerSets (standard channel since v1.5), when the cluster serves them.
+    pub listener_sets: Option<Store<DynamicObject>>,
     /// The ConfigMaps of every namespace: the CA bundles (`ca.crt`) BackendTLSPolicies
     /// and Gateways' client certificate validation name, and a GatewayClass's
     /// parameters. Public data (no Secret is read this way).
@@ -182,6 +184,10 @@ impl Stores {
                     .backend_tls
                     .as_ref()
                     .map(|g| w.spawn_dynamic(client, g, "backendtlspolicies")),
+                listener_sets: r
+                    .listener_sets
+                    .as_ref()
+                    .map(|g| w.spawn_dynamic(client, g, "listenersets")),
                 configmaps: w.spawn(
                     Api::<ConfigMap>::all(client.clone()),
                     watcher::Config::default(),
@@ -219,6 +225,9 @@ impl Stores {
             }
             g.namespaces.wait_until_ready().await?;
             if let Some(r) = &g.backend_tls {
+                r.wait_until_ready().await?;
+            }
+            if let Some(r) = &g.listener_sets {
                 r.wait_until_ready().await?;
             }
             g.configmaps.wait_until_ready().await?;
@@ -478,6 +487,7 @@ impl Source for GatewayStores {
         .chain(self.grants.as_ref().zip(r.grants.as_ref()))
         .chain(self.grpc.as_ref().zip(r.grpc.as_ref()))
         .chain(self.backend_tls.as_ref().zip(r.backend_tls.as_ref()))
+        .chain(self.listener_sets.as_ref().zip(r.listener_sets.as_ref()))
         .chain(self.l4.iter().zip(r.l4.iter().map(|(_, ar)| ar)));
         objs.namespaces = sorted(self.namespaces.state());
         objs.configmaps = sorted(self.configmaps.state());
@@ -548,6 +558,10 @@ impl Lookup for Stores {
             "HTTPRoute" => (&g.routes, &g.resources.routes),
             "GRPCRoute" => (g.grpc.as_ref()?, g.resources.grpc.as_ref()?),
             "BackendTLSPolicy" => (g.backend_tls.as_ref()?, g.resources.backend_tls.as_ref()?),
+            "ListenerSet" => (
+                g.listener_sets.as_ref()?,
+                g.resources.listener_sets.as_ref()?,
+            ),
             other => {
                 let i = g
                     .resources

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The kinds of object a status file is written for (the directories under `--status-out`).
-pub const KINDS: [&str; 10] = [
+pub const KINDS: [&str; 11] = [
     "GatewayClass",
     "Gateway",
     "HTTPRoute",
@@ -34,6 +34,7 @@ pub const KINDS: [&str; 10] = [
     "TCPRoute",
     "UDPRoute",
     "BackendTLSPolicy",
+    "ListenerSet",
     "Service",
     "Ingress",
 ];
@@ -50,6 +51,9 @@ fn gateway_path(target: &GwTarget) -> PathBuf {
         }
         GwTarget::BackendTlsPolicy(k) => {
             namespaced("BackendTLSPolicy", k.namespace.as_str(), k.name.as_str())
+        }
+        GwTarget::ListenerSet(k) => {
+            namespaced("ListenerSet", k.namespace.as_str(), k.name.as_str())
         }
     }
 }
@@ -222,6 +226,10 @@ impl StatusDir {
         for r in &mut o.l4_routes {
             let m = &r.metadata;
             r.status = status(r.kind.as_str(), m.namespace.as_deref(), m.name.as_deref());
+        }
+        for s in &mut o.listener_sets {
+            let m = &s.metadata;
+            s.status = status("ListenerSet", m.namespace.as_deref(), m.name.as_deref());
         }
         o
     }

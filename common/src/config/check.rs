@@ -22,6 +22,7 @@ pub(super) const LIMITS_KEYS: &[&str] = &[
     "conditionalRulesPerHost",
     "portsPerService",
     "retryBackendsPerNamespace",
+    "listenerSetListenersPerGateway",
 ];
 pub(super) const TENANCY_KEYS: &[&str] = &["hostOwnership", "namespaceGroups", "addressSharing"];
 pub(super) const POOL_KEYS: &[&str] = &[
@@ -282,6 +283,11 @@ impl Checker {
             "retryBackendsPerNamespace",
             100_000,
             &mut out.retry_backends_per_namespace,
+        );
+        whole(
+            "listenerSetListenersPerGateway",
+            100_000,
+            &mut out.listener_set_listeners_per_gateway,
         );
         out
     }

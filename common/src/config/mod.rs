@@ -201,6 +201,9 @@ pub const DEFAULT_PORTS_PER_SERVICE: usize = 256;
 /// Default of `limits.retryBackendsPerNamespace`.
 pub const DEFAULT_RETRY_BACKENDS_PER_NAMESPACE: usize = 64;
 
+/// Default of `limits.listenerSetListenersPerGateway`.
+pub const DEFAULT_LISTENER_SET_LISTENERS_PER_GATEWAY: usize = 256;
+
 /// `limits`: bounds on what one tenant's objects may cost every other tenant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -217,6 +220,12 @@ pub struct Limits {
     /// namespace's routes may make. The route beyond it is refused (older routes keep
     /// theirs).
     pub retry_backends_per_namespace: usize,
+    /// The listeners ListenerSets may add to one Gateway, all sets together (the API
+    /// bounds a set to 64 listeners, not the number of sets): each is a hostname, and
+    /// on a new port a listening socket, on every LB node. Listeners beyond it, in the
+    /// specification's precedence (older sets first), are not accepted
+    /// (`TooManyListeners`); the older keep serving.
+    pub listener_set_listeners_per_gateway: usize,
 }
 
 impl Default for Limits {
@@ -225,6 +234,7 @@ impl Default for Limits {
             conditional_rules_per_host: DEFAULT_CONDITIONAL_RULES_PER_HOST,
             ports_per_service: DEFAULT_PORTS_PER_SERVICE,
             retry_backends_per_namespace: DEFAULT_RETRY_BACKENDS_PER_NAMESPACE,
+            listener_set_listeners_per_gateway: DEFAULT_LISTENER_SET_LISTENERS_PER_GATEWAY,
         }
     }
 }

@@ -304,6 +304,7 @@ fn translate(
     input.pools = pools;
     input.conditional_rules_per_host = limits.conditional_rules_per_host;
     input.retry_backends_per_namespace = limits.retry_backends_per_namespace;
+    input.listener_set_listeners_per_gateway = limits.listener_set_listeners_per_gateway;
     gateway::translate(&input)
 }
 
@@ -532,6 +533,20 @@ fn report(out: &GatewayOutput, problems: &mut Problems) {
             }
         }
     }
+    for (k, st) in &out.listener_sets {
+        let obj = ObjRef::ListenerSet {
+            namespace: k.namespace.to_string(),
+            name: k.name.to_string(),
+        };
+        for c in &st.conditions {
+            add(obj.clone(), String::new(), c);
+        }
+        for l in &st.listeners {
+            for c in &l.conditions {
+                add(obj.clone(), format!("listener {}: ", l.name), c);
+            }
+        }
+    }
     let l4 = out.l4_routes.iter().map(|((kind, k), parents)| {
         let obj = ObjRef::L4Route {
             kind: *kind,
@@ -574,7 +589,7 @@ fn report(out: &GatewayOutput, problems: &mut Problems) {
             for c in &p.conditions {
                 add(
                     obj.clone(),
-                    format!("on Gateway {}{section}: ", p.gateway),
+                    format!("on {} {}{section}: ", p.kind.as_str(), p.parent),
                     c,
                 );
             }

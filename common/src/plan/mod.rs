@@ -183,6 +183,7 @@ pub fn plan_round(
         grpc_routes,
         l4_routes,
         backend_tls_policies,
+        listener_sets,
     } = gateway;
     http.merge(gateway_http);
     let services = service_states(held, requests, &alloc, opts.provider);
@@ -218,6 +219,7 @@ pub fn plan_round(
             grpc_routes,
             l4_routes,
             backend_tls_policies,
+            listener_sets,
         },
     }
 }

@@ -3,12 +3,55 @@
 
 use super::*;
 
-/// The Gateway `p` names, if it is one of `ours`.
-pub(super) fn our_parent(p: &ParentRef, route_ns: &str, ours: &[&Gateway]) -> Option<ObjectKey> {
+/// A route's parent of ours: a Gateway, or a ListenerSet that names one.
+pub(super) struct Parent {
+    pub(super) kind: ParentKind,
+    /// The parent's namespace and name.
+    pub(super) key: ObjectKey,
+    /// The Gateway it is (or is attached to).
+    pub(super) gateway: ObjectKey,
+}
+
+impl Parent {
+    /// Does listener `l` belong to this parent? A Gateway's own listeners only (a
+    /// route that names a Gateway never reaches its ListenerSets' listeners), or the
+    /// set's.
+    fn owns(&self, l: &Lst<'_>) -> bool {
+        l.gateway == self.gateway
+            && match self.kind {
+                ParentKind::Gateway => l.set.is_none(),
+                ParentKind::ListenerSet => l.set.as_ref() == Some(&self.key),
+            }
+    }
+}
+
+/// The Gateway `p` names if it is one of `ours`, or the ListenerSet it names if that
+/// names one of ours (attached or not).
+pub(super) fn our_parent(
+    p: &ParentRef,
+    route_ns: &str,
+    ours: &[&Gateway],
+    sets: &[SetOf<'_>],
+) -> Option<Parent> {
+    if p.group.as_deref().unwrap_or(types::GROUP) == types::GROUP
+        && p.kind.as_deref() == Some("ListenerSet")
+    {
+        let sk = ObjectKey::new(p.namespace.as_deref().unwrap_or(route_ns), &p.name).ok()?;
+        let s = sets.iter().find(|s| s.key == sk)?;
+        return Some(Parent {
+            kind: ParentKind::ListenerSet,
+            key: sk,
+            gateway: s.gateway.clone(),
+        });
+    }
     let gk = parent_gateway(p, route_ns)?;
     ours.iter()
         .any(|g| key(&g.metadata).as_ref() == Some(&gk))
-        .then_some(gk)
+        .then(|| Parent {
+            kind: ParentKind::Gateway,
+            key: gk.clone(),
+            gateway: gk,
+        })
 }
 
 pub(super) fn parent_gateway(p: &ParentRef, route_ns: &str) -> Option<ObjectKey> {
@@ -27,7 +70,7 @@ pub(super) fn parent_gateway(p: &ParentRef, route_ns: &str) -> Option<ObjectKey>
 #[allow(clippy::type_complexity)]
 pub(super) fn attach(
     lsts: &mut [Lst<'_>],
-    gk: &ObjectKey,
+    parent: &Parent,
     p: &ParentRef,
     (kind, hostnames): (&str, &[String]),
     (rns, namespaces): (&str, &[Namespace]),
@@ -55,7 +98,7 @@ pub(super) fn attach(
     let mut shadowed = 0;
     let mut at = Vec::new();
     for (i, l) in lsts.iter_mut().enumerate() {
-        if &l.gateway != gk
+        if !parent.owns(l)
             || p.section_name.as_deref().is_some_and(|s| s != l.spec.name)
             || p.port.is_some_and(|port| port != l.spec.port)
         {

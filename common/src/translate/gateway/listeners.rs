@@ -43,7 +43,10 @@ pub(super) fn kind_for(protocol: &str) -> &'static [&'static str] {
 
 /// One listener of one Gateway, as far as routes attach to it.
 pub(super) struct Lst<'a> {
+    /// The Gateway it is served on.
     pub(super) gateway: ObjectKey,
+    /// The ListenerSet that declared it (`None`: the Gateway did).
+    pub(super) set: Option<ObjectKey>,
     pub(super) spec: &'a GatewayListener,
     pub(super) hostname: Option<Hostname>,
     pub(super) protocol: Option<ListenerProtocol>,
@@ -74,33 +77,62 @@ pub(super) enum RoutesFrom<'a> {
     Nothing,
 }
 
+/// Who declared a listener: a Gateway, or a ListenerSet attached to it (whose namespace
+/// its `Same` routes, its certificates and its ReferenceGrants are of).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Owner {
+    pub(super) gateway: ObjectKey,
+    pub(super) set: Option<ObjectKey>,
+}
+
+impl Owner {
+    /// The namespace its listeners' references are from.
+    pub(super) fn namespace(&self) -> &str {
+        self.set
+            .as_ref()
+            .unwrap_or(&self.gateway)
+            .namespace
+            .as_str()
+    }
+
+    /// Its kind, as a ReferenceGrant's `from` names it.
+    pub(super) fn kind(&self) -> &'static str {
+        if self.set.is_some() {
+            "ListenerSet"
+        } else {
+            "Gateway"
+        }
+    }
+
+    /// The object its listeners' problems (a certificate) are about.
+    pub(super) fn obj_ref(&self) -> ObjRef {
+        let k = self.set.as_ref().unwrap_or(&self.gateway);
+        let (namespace, name) = (k.namespace.to_string(), k.name.to_string());
+        if self.set.is_some() {
+            ObjRef::ListenerSet { namespace, name }
+        } else {
+            ObjRef::Gateway { namespace, name }
+        }
+    }
+}
+
+/// One listener of `owner` with its conditions: `conflict` when it shares its port with
+/// a listener that takes precedence, `client_ca` the Gateway's client certificate
+/// validation for its port.
 pub(super) fn listener<'a>(
     (input, secrets): (&GatewayInput<'_>, &SecretRefs<'_>),
-    gk: &ObjectKey,
+    owner: &Owner,
     l: &'a GatewayListener,
     conflict: Option<ConditionReason>,
     client_ca: Result<Option<frontend_tls::ClientCa>, (ConditionReason, String)>,
 ) -> Lst<'a> {
     let mut v = Verdict::default();
     (v.protocol, v.stream) = protocols(input, l, &mut v.conditions);
-    let hostname = match l.hostname.as_deref() {
-        None => None,
-        Some(h) => {
-            let h = hostname(h);
-            if h.is_none() {
-                v.refuse(Condition::accepted(
-                    false,
-                    ConditionReason::UnsupportedValue,
-                    "invalid hostname",
-                ));
-            }
-            h
-        }
-    };
+    let hostname = listener_hostname(l, &mut v);
     if let Some(reason) = conflict.filter(|_| v.served()) {
-        v.refuse(conflicted(l, reason));
+        v.conflict(l, reason, owner.set.is_some());
     }
-    if let Some(c) = port_unavailable(input, gk, l) {
+    if let Some(c) = port_unavailable(input, &owner.gateway, l) {
         v.refuse(c);
     }
     if let Some(why) = refused_tls(l, v.protocol).filter(|_| v.served()) {
@@ -110,34 +142,15 @@ pub(super) fn listener<'a>(
             why,
         ));
     }
-    let mut tls = None;
-    let mut ca = None;
-    if v.protocol == Some(ListenerProtocol::Https) {
-        match client_ca {
-            Ok(c) => ca = c,
-            Err((ConditionReason::UnsupportedValue, why)) => v.refuse(Condition::accepted(
-                false,
-                ConditionReason::UnsupportedValue,
-                why,
-            )),
-            Err((reason, why)) => {
-                v.refs(Condition::new(
-                    ConditionType::ResolvedRefs,
-                    false,
-                    reason,
-                    why.clone(),
-                ));
-                v.refuse(Condition::accepted(
-                    false,
-                    ConditionReason::NoValidCACertificate,
-                    why,
-                ));
-            }
-        }
-    }
+    let ca = if v.protocol == Some(ListenerProtocol::Https) {
+        v.client_ca(client_ca)
+    } else {
+        None
+    };
     let mut warnings = Vec::new();
+    let mut tls = None;
     if v.protocol == Some(ListenerProtocol::Https) {
-        match tls_of((input, secrets), gk, l, hostname.as_ref(), &mut warnings) {
+        match tls_of((input, secrets), owner, l, hostname.as_ref(), &mut warnings) {
             Ok(mut t) => {
                 t.client_ca = ca.as_ref().map(|c| c.id.clone());
                 tls = Some(t)
@@ -154,7 +167,7 @@ pub(super) fn listener<'a>(
             }
         }
     }
-    let from = routes_from(gk, l).unwrap_or_else(|why| {
+    let from = routes_from(owner.namespace(), l).unwrap_or_else(|why| {
         v.refs(Condition::new(
             ConditionType::ResolvedRefs,
             false,
@@ -169,7 +182,8 @@ pub(super) fn listener<'a>(
     }
     v.finish();
     Lst {
-        gateway: gk.clone(),
+        gateway: owner.gateway.clone(),
+        set: owner.set.clone(),
         spec: l,
         hostname,
         protocol: v.protocol,
@@ -184,17 +198,81 @@ pub(super) fn listener<'a>(
     }
 }
 
+/// A listener's hostname, if it has a valid one (an invalid one refuses it).
+fn listener_hostname(l: &GatewayListener, v: &mut Verdict) -> Option<Hostname> {
+    let h = hostname(l.hostname.as_deref()?);
+    if h.is_none() {
+        v.refuse(Condition::accepted(
+            false,
+            ConditionReason::UnsupportedValue,
+            "invalid hostname",
+        ));
+    }
+    h
+}
+
 /// What a listener serves so far, and its conditions: each refusal serves nothing.
 #[derive(Default)]
 struct Verdict {
     protocol: Option<ListenerProtocol>,
     stream: Option<StreamProtocol>,
     conditions: Vec<Condition>,
+    /// The reason of `Programmed: False` when it is not the generic one (a
+    /// ListenerSet's conflicted listener says its conflict there too).
+    not_programmed: Option<ConditionReason>,
 }
 
 impl Verdict {
     fn served(&self) -> bool {
         self.protocol.is_some() || self.stream.is_some()
+    }
+
+    /// The listener shares its port with one that takes precedence. A ListenerSet's
+    /// listener says so in its `Accepted`, `Programmed` and `Conflicted` (the
+    /// specification's ListenerSet tests); a Gateway's in `Conflicted`.
+    fn conflict(&mut self, l: &GatewayListener, reason: ConditionReason, in_set: bool) {
+        if in_set {
+            self.conditions.push(Condition::accepted(
+                false,
+                reason,
+                "another listener of the Gateway, or of an older ListenerSet, takes precedence",
+            ));
+            self.not_programmed = Some(reason);
+        }
+        self.refuse(conflicted(l, reason));
+    }
+
+    /// An HTTPS listener's client certificate validation (the Gateway's, for its port),
+    /// or the refusal it makes.
+    fn client_ca(
+        &mut self,
+        client_ca: Result<Option<frontend_tls::ClientCa>, (ConditionReason, String)>,
+    ) -> Option<frontend_tls::ClientCa> {
+        match client_ca {
+            Ok(c) => c,
+            Err((ConditionReason::UnsupportedValue, why)) => {
+                self.refuse(Condition::accepted(
+                    false,
+                    ConditionReason::UnsupportedValue,
+                    why,
+                ));
+                None
+            }
+            Err((reason, why)) => {
+                self.refs(Condition::new(
+                    ConditionType::ResolvedRefs,
+                    false,
+                    reason,
+                    why.clone(),
+                ));
+                self.refuse(Condition::accepted(
+                    false,
+                    ConditionReason::NoValidCACertificate,
+                    why,
+                ));
+                None
+            }
+        }
     }
 
     /// `c` says why the listener is not served.
@@ -241,7 +319,8 @@ impl Verdict {
             self.conditions.push(Condition::new(
                 ConditionType::Programmed,
                 false,
-                ConditionReason::ListenerNotServed,
+                self.not_programmed
+                    .unwrap_or(ConditionReason::ListenerNotServed),
                 "the listener is not served",
             ));
         }
@@ -349,13 +428,13 @@ fn refused_tls(l: &GatewayListener, protocol: Option<ListenerProtocol>) -> Optio
 
 /// The namespaces a listener takes routes from (`allowedRoutes.namespaces`), or why it
 /// takes none.
-fn routes_from<'a>(gk: &ObjectKey, l: &'a GatewayListener) -> Result<RoutesFrom<'a>, String> {
+fn routes_from<'a>(own_ns: &str, l: &'a GatewayListener) -> Result<RoutesFrom<'a>, String> {
     let ns = l
         .allowed_routes
         .as_ref()
         .and_then(|a| a.namespaces.as_ref());
     match ns.and_then(|n| n.from.as_deref()).unwrap_or("Same") {
-        "Same" => Ok(RoutesFrom::Same(gk.namespace.to_string())),
+        "Same" => Ok(RoutesFrom::Same(own_ns.to_string())),
         "All" => Ok(RoutesFrom::All),
         "Selector" => match ns.and_then(|n| n.selector.as_ref()) {
             None => Err("allowedRoutes.namespaces.from Selector needs a selector".to_string()),
@@ -454,7 +533,7 @@ pub(super) fn merge_tls(
 /// is served for it all the same, with a word in `warnings` (see [`certificate`]).
 pub(super) fn tls_of(
     (input, secrets): (&GatewayInput<'_>, &SecretRefs<'_>),
-    gk: &ObjectKey,
+    owner: &Owner,
     l: &GatewayListener,
     hostname: Option<&Hostname>,
     warnings: &mut Vec<String>,
@@ -474,7 +553,7 @@ pub(super) fn tls_of(
     let certificates = t
         .certificate_refs
         .iter()
-        .map(|c| certificate(input, secrets, gk, c, hostname, warnings))
+        .map(|c| certificate(input, secrets, owner, c, hostname, warnings))
         .collect::<Result<Vec<_>, _>>()?;
     if certificates.is_empty() {
         return Err((
@@ -506,12 +585,13 @@ pub(super) fn tls_of(
 fn certificate(
     input: &GatewayInput<'_>,
     secrets: &SecretRefs<'_>,
-    gk: &ObjectKey,
+    owner: &Owner,
     c: &types::ObjectRef,
     hostname: Option<&Hostname>,
     warnings: &mut Vec<String>,
 ) -> Result<Certificate, (ConditionReason, String)> {
-    let ns = c.namespace.as_deref().unwrap_or(gk.namespace.as_str());
+    let own_ns = owner.namespace();
+    let ns = c.namespace.as_deref().unwrap_or(own_ns);
     if !c.group.as_deref().unwrap_or("").is_empty()
         || c.kind.as_deref().unwrap_or("Secret") != "Secret"
     {
@@ -520,10 +600,12 @@ fn certificate(
             format!("{} is not a Secret", c.name),
         ));
     }
-    if ns != gk.namespace.as_str()
+    // A ListenerSet's references are from its own namespace, granted to ListenerSets
+    // (a grant to its Gateway is not inherited).
+    if ns != own_ns
         && !refs::granted(
             input.grants,
-            ("Gateway", gk.namespace.as_str()),
+            (owner.kind(), own_ns),
             ("Secret", ns, &c.name),
         )
     {
@@ -566,9 +648,6 @@ fn certificate(
     Ok(Certificate {
         file,
         hosts: hostname.into_iter().cloned().collect(),
-        owner: Some(ObjRef::Gateway {
-            namespace: gk.namespace.to_string(),
-            name: gk.name.to_string(),
-        }),
+        owner: Some(owner.obj_ref()),
     })
 }

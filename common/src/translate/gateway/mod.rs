@@ -41,6 +41,7 @@ mod classes;
 mod filters;
 mod frontend_tls;
 mod hostnames;
+mod listener_sets;
 mod listeners;
 mod model;
 mod rules;
@@ -71,16 +72,19 @@ use hostnames::*;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+pub use listener_sets::ListenerSetStatus;
+use listener_sets::*;
 use listeners::*;
 use rules::*;
 pub use status::{
-    Condition, ConditionReason, ConditionType, GatewayStatus, ListenerStatus, ParentStatus,
+    Condition, ConditionReason, ConditionType, GatewayStatus, ListenerStatus, ParentKind,
+    ParentStatus,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use types::{
     BackendTlsPolicy, Gateway, GatewayClass, GatewayListener, HttpRoute, L4Kind, L4Route,
-    ParentRef, ReferenceGrant,
+    ListenerSet, ParentRef, ReferenceGrant,
 };
 
 /// Our GatewayClass `spec.controllerName`.
@@ -99,6 +103,8 @@ pub struct GatewayInput<'a> {
     pub grants: &'a [ReferenceGrant],
     /// BackendTLSPolicies ([`backend_tls`]).
     pub backend_tls_policies: &'a [BackendTlsPolicy],
+    /// ListenerSets ([`listener_sets`]).
+    pub listener_sets: &'a [ListenerSet],
     pub services: &'a [Service],
     pub slices: &'a [EndpointSlice],
     pub secrets: &'a [SecretMeta],
@@ -139,6 +145,9 @@ pub struct GatewayInput<'a> {
     /// `limits.retryBackendsPerNamespace`: the most (backend, retry policy) pairs one
     /// namespace's routes may make (HAProxy serves each on a copy of the backend).
     pub retry_backends_per_namespace: usize,
+    /// `limits.listenerSetListenersPerGateway`: the most listeners the ListenerSets of
+    /// one Gateway add, all together (older sets first).
+    pub listener_set_listeners_per_gateway: usize,
 }
 
 /// What the Gateway API objects make: the routes to serve and every status.
@@ -155,6 +164,8 @@ pub struct GatewayOutput {
     pub l4_routes: BTreeMap<(L4Kind, ObjectKey), Vec<ParentStatus>>,
     /// BackendTLSPolicies, by name: their status per ancestor Gateway of ours.
     pub backend_tls_policies: BTreeMap<ObjectKey, Vec<PolicyAncestor>>,
+    /// ListenerSets that name a Gateway of ours, by name.
+    pub listener_sets: BTreeMap<ObjectKey, ListenerSetStatus>,
 }
 
 fn key(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<ObjectKey> {
@@ -214,7 +225,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
     }
     let asking: BTreeSet<ObjectKey> = client_certs.keys().cloned().collect();
     backend_client::refuse_tls_backends(&mut routes, &owners, &asking);
-    let statuses = gateways
+    let mut statuses: BTreeMap<ObjectKey, GatewayStatus> = gateways
         .iter()
         .filter_map(|g| {
             let gk = key(&g.metadata)?;
@@ -243,6 +254,19 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
             Some((gk, st))
         })
         .collect();
+    let (listener_sets, attached) = listener_sets::statuses(&t.sets, &t.lsts, &statuses);
+    for g in gateways
+        .iter()
+        .filter(|g| g.spec.allowed_listeners.is_some())
+    {
+        if let Some(st) = key(&g.metadata).and_then(|k| statuses.get_mut(&k)) {
+            st.attached_listener_sets = Some(
+                key(&g.metadata)
+                    .and_then(|k| attached.get(&k).copied())
+                    .unwrap_or(0),
+            );
+        }
+    }
     GatewayOutput {
         routes,
         classes,
@@ -251,6 +275,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
         grpc_routes,
         l4_routes,
         backend_tls_policies,
+        listener_sets,
     }
 }
 
@@ -284,6 +309,9 @@ fn served_gateways<'a>(
 struct Translation<'i, 'a> {
     input: &'i GatewayInput<'a>,
     gateways: &'i [&'a Gateway],
+    /// The ListenerSets that name a Gateway of ours.
+    sets: Vec<SetOf<'a>>,
+    /// Every listener: each Gateway's own, then its sets' (in precedence order).
     lsts: Vec<Lst<'a>>,
     services: crate::translate::refs::ServiceRefs<'a>,
     backends: BTreeMap<BackendId, BackendState>,
@@ -299,16 +327,23 @@ type StreamPlaced = (usize, Option<Hostname>, (Vec<WeightedBackend>, u16), ObjRe
 
 impl<'i, 'a> Translation<'i, 'a> {
     fn new(input: &'i GatewayInput<'a>, gateways: &'i [&'a Gateway]) -> Self {
+        let sets = sets_of(input, gateways);
+        let secrets = crate::translate::refs::SecretRefs::new(input.secrets);
+        let lsts = gateways
+            .iter()
+            .flat_map(|g| {
+                let mut held = Held::default();
+                g.spec.listeners.iter().for_each(|l| held.hold(l));
+                let mut own = gateway_listeners((input, &secrets), g);
+                own.extend(set_listeners((input, &secrets), g, &sets, &mut held));
+                own
+            })
+            .collect();
         Translation {
             input,
             gateways,
-            lsts: {
-                let secrets = crate::translate::refs::SecretRefs::new(input.secrets);
-                gateways
-                    .iter()
-                    .flat_map(|g| gateway_listeners((input, &secrets), g))
-                    .collect()
-            },
+            sets,
+            lsts,
             services: crate::translate::refs::ServiceRefs::new(input.services, input.slices),
             backends: BTreeMap::new(),
             udp_backends: BTreeMap::new(),
@@ -358,12 +393,12 @@ impl<'i, 'a> Translation<'i, 'a> {
             let mut parents = Vec::new();
             for p in &r.spec.parent_refs {
                 // Not one of ours: another controller's to report.
-                let Some(gk) = our_parent(p, &rns, self.gateways) else {
+                let Some(parent) = our_parent(p, &rns, self.gateways, &self.sets) else {
                     continue;
                 };
                 let (conds, attach) = attach(
                     &mut self.lsts,
-                    &gk,
+                    &parent,
                     p,
                     (kind, &r.spec.hostnames),
                     (&rns, input.namespaces),
@@ -388,7 +423,8 @@ impl<'i, 'a> Translation<'i, 'a> {
                     )
                 };
                 parents.push(ParentStatus {
-                    gateway: gk,
+                    kind: parent.kind,
+                    parent: parent.key,
                     section_name: p.section_name.clone(),
                     port: p.port,
                     conditions,
@@ -544,13 +580,13 @@ impl<'i, 'a> Translation<'i, 'a> {
             let mut parents = Vec::new();
             for p in &r.spec.parent_refs {
                 // Not one of ours: another controller's to report.
-                let Some(gk) = our_parent(p, &rns, self.gateways) else {
+                let Some(parent) = our_parent(p, &rns, self.gateways, &self.sets) else {
                     continue;
                 };
                 let who = format!("{} {rk}", r.kind.as_str());
                 let (mut conditions, at) = attach(
                     &mut self.lsts,
-                    &gk,
+                    &parent,
                     p,
                     (r.kind.as_str(), &r.spec.hostnames),
                     (&rns, input.namespaces),
@@ -577,7 +613,8 @@ impl<'i, 'a> Translation<'i, 'a> {
                 }
                 conditions.push(refs);
                 parents.push(ParentStatus {
-                    gateway: gk,
+                    kind: parent.kind,
+                    parent: parent.key,
                     section_name: p.section_name.clone(),
                     port: p.port,
                     conditions,
@@ -622,7 +659,11 @@ fn gateway_listeners<'a>(
                 None
             };
             let client_ca = frontend_tls::client_validation(input, g, &gk, l.port);
-            listener((input, secrets), &gk, l, conflict, client_ca)
+            let owner = Owner {
+                gateway: gk.clone(),
+                set: None,
+            };
+            listener((input, secrets), &owner, l, conflict, client_ca)
         })
         .collect()
 }

@@ -87,6 +87,15 @@ api_names! {
         /// A Gateway's backend client certificate reference (`spec.tls.backend`) that
         /// is not a usable TLS Secret.
         InvalidClientCertificateRef,
+        /// A ListenerSet whose Gateway does not allow it.
+        NotAllowed,
+        /// A ListenerSet whose Gateway is not accepted.
+        ParentNotAccepted,
+        /// A ListenerSet whose Gateway has no address yet (its `Programmed: False`;
+        /// the Gateway's own condition says why).
+        ParentNotProgrammed,
+        /// A ListenerSet listener beyond `limits.listenerSetListenersPerGateway`.
+        TooManyListeners,
     }
 }
 
@@ -128,6 +137,11 @@ impl ConditionReason {
             C::InvalidCACertificateRef => Reason::InvalidCACertificateRef,
             C::InvalidCACertificateKind => Reason::InvalidCACertificateKind,
             C::InvalidClientCertificateRef => Reason::InvalidClientCertificateRef,
+            C::NotAllowed => Reason::NotAllowed,
+            C::ParentNotAccepted => Reason::ParentNotAccepted,
+            // The Gateway's own condition says why.
+            C::ParentNotProgrammed => return None,
+            C::TooManyListeners => Reason::TooManyListeners,
         })
     }
 }
@@ -181,16 +195,39 @@ pub struct GatewayStatus {
     pub addresses: Vec<IpAddr>,
     pub conditions: Vec<Condition>,
     pub listeners: Vec<ListenerStatus>,
+    /// `attachedListenerSets`: the ListenerSets attached and accepted; `None` for a
+    /// Gateway without `spec.allowedListeners` (so that a cluster whose CRDs predate
+    /// the field, and prune it, does not see a write that never sticks).
+    pub attached_listener_sets: Option<u32>,
     /// What is served but deserves a word, as problems on the Gateway (Events and log
     /// lines; no condition says them): a listener's certificate whose names do not
     /// cover its hostname (`CertificateHostMismatch`).
     pub warnings: Vec<(Reason, String)>,
 }
 
-/// An HTTPRoute's status for one parent (a Gateway of ours).
+/// The kind of a route's parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ParentKind {
+    Gateway,
+    ListenerSet,
+}
+
+impl ParentKind {
+    /// As the API writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParentKind::Gateway => "Gateway",
+            ParentKind::ListenerSet => "ListenerSet",
+        }
+    }
+}
+
+/// An HTTPRoute's status for one parent (a Gateway of ours, or a ListenerSet of one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParentStatus {
-    pub gateway: ObjectKey,
+    pub kind: ParentKind,
+    /// The parent's namespace and name.
+    pub parent: ObjectKey,
     pub section_name: Option<String>,
     pub port: Option<i32>,
     pub conditions: Vec<Condition>,
@@ -208,7 +245,7 @@ pub(super) fn gateway_status(
     let addresses = input.addresses.get(gk).cloned().unwrap_or_default();
     let listeners: Vec<ListenerStatus> = lsts
         .iter()
-        .filter(|l| &l.gateway == gk)
+        .filter(|l| &l.gateway == gk && l.set.is_none())
         .map(listener_status)
         .collect();
     // spec.addresses: a type we do not assign is not accepted; an address asked for
@@ -274,7 +311,7 @@ pub(super) fn gateway_status(
     };
     let warnings = lsts
         .iter()
-        .filter(|l| &l.gateway == gk)
+        .filter(|l| &l.gateway == gk && l.set.is_none())
         .flat_map(|l| {
             l.warnings.iter().map(|w| {
                 (
@@ -288,6 +325,7 @@ pub(super) fn gateway_status(
         addresses,
         conditions: vec![accepted, programmed],
         listeners,
+        attached_listener_sets: None,
         warnings,
     }
 }
@@ -320,7 +358,7 @@ fn listeners_accepted(listeners: &[ListenerStatus]) -> Condition {
 }
 
 /// A listener's status.
-fn listener_status(l: &Lst<'_>) -> ListenerStatus {
+pub(super) fn listener_status(l: &Lst<'_>) -> ListenerStatus {
     ListenerStatus {
         name: l.spec.name.clone(),
         attached_routes: l.attached,

@@ -123,11 +123,60 @@ pub struct GatewaySpec {
     pub addresses: Vec<GatewayAddress>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infrastructure: Option<GatewayInfrastructure>,
+    /// `spec.allowedListeners`: which namespaces' ListenerSets may attach to it (none
+    /// when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_listeners: Option<AllowedListeners>,
     /// `spec.tls` (Gateway-level TLS): `frontend` (client certificate validation of
     /// its HTTPS listeners, by port) is read by `frontend_tls.rs`; `backend` (a client
     /// certificate for TLS backends) is not served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<serde_json::Value>,
+}
+
+/// A Gateway's `spec.allowedListeners`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AllowedListeners {
+    /// `from`: `None` (the default), `Same`, `All` or `Selector` (the same shape as a
+    /// listener's `allowedRoutes.namespaces`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<RouteNamespaces>,
+}
+
+/// A ListenerSet (`gateway.networking.k8s.io/v1`, standard since v1.5): more listeners
+/// for a Gateway that allows them (`spec.allowedListeners`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerSet {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: ListenerSetSpec,
+    /// As observed (the status writer keeps its conditions' transition times).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerSetSpec {
+    pub parent_ref: ParentGatewayRef,
+    /// `ListenerEntry`s: a Gateway listener's fields (the CRD allows 1 to 64).
+    #[serde(default)]
+    pub listeners: Vec<GatewayListener>,
+}
+
+/// A ListenerSet's `spec.parentRef` (a `ParentGatewayReference`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentGatewayRef {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

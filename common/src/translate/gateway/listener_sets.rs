@@ -1,0 +1,296 @@
+//! ListenerSets (`gateway.networking.k8s.io/v1`): more listeners for a Gateway of ours,
+//! from its namespace or another, when the Gateway allows them
+//! (`spec.allowedListeners.namespaces.from`: `None`, the default, allows none; `Same`,
+//! `All`, `Selector`).
+//!
+//! Tenancy: a set's listeners come after the Gateway's own and after every older set's
+//! (the specification's precedence: the Gateway, then sets oldest first, then by
+//! `<namespace>/<name>`). A set listener that would take a port with another protocol,
+//! or a (port, hostname) that one before it holds, is refused (`Conflicted`) and the one
+//! before keeps serving; so is a listener beyond `limits.listenerSetListenersPerGateway`
+//! (`TooManyListeners`). A set's listeners take routes from its own namespace (`Same`),
+//! and its certificates are read from its namespace (another one's only with a
+//! ReferenceGrant from ListenerSets of its namespace).
+
+use super::*;
+
+/// A ListenerSet's status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerSetStatus {
+    pub conditions: Vec<Condition>,
+    /// Its listeners' (none while it is not attached).
+    pub listeners: Vec<ListenerStatus>,
+}
+
+/// A ListenerSet that names a Gateway of ours, and whether that Gateway takes it.
+pub(super) struct SetOf<'a> {
+    pub(super) key: ObjectKey,
+    pub(super) set: &'a ListenerSet,
+    pub(super) gateway: ObjectKey,
+    /// The Gateway allows it (`spec.allowedListeners`).
+    pub(super) allowed: bool,
+}
+
+/// The Gateway a set's `parentRef` names (a Gateway of the group; its namespace by
+/// default the set's).
+fn parent_of(set: &ListenerSet, set_key: &ObjectKey) -> Option<ObjectKey> {
+    let p = &set.spec.parent_ref;
+    if p.group.as_deref().unwrap_or(types::GROUP) != types::GROUP
+        || p.kind.as_deref().unwrap_or("Gateway") != "Gateway"
+    {
+        return None;
+    }
+    ObjectKey::new(
+        p.namespace.as_deref().unwrap_or(set_key.namespace.as_str()),
+        &p.name,
+    )
+    .ok()
+}
+
+/// Does Gateway `g` take ListenerSets from namespace `ns`?
+fn allows(g: &Gateway, gk: &ObjectKey, ns: &str, namespaces: &[Namespace]) -> bool {
+    let Some(from) = g
+        .spec
+        .allowed_listeners
+        .as_ref()
+        .and_then(|a| a.namespaces.as_ref())
+    else {
+        return false;
+    };
+    match from.from.as_deref().unwrap_or("None") {
+        "Same" => gk.namespace.as_str() == ns,
+        "All" => true,
+        "Selector" => from.selector.as_ref().is_some_and(|sel| {
+            check_selector(sel).is_ok()
+                && namespaces
+                    .iter()
+                    .find(|n| n.metadata.name.as_deref() == Some(ns))
+                    .is_some_and(|n| {
+                        selects(sel, n.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))
+                    })
+        }),
+        _ => false,
+    }
+}
+
+/// The ListenerSets that name one of `gateways`, in the specification's precedence
+/// (oldest first, then `<namespace>/<name>`).
+pub(super) fn sets_of<'a>(input: &GatewayInput<'a>, gateways: &[&'a Gateway]) -> Vec<SetOf<'a>> {
+    let mut sets: Vec<&ListenerSet> = input.listener_sets.iter().collect();
+    sets.sort_by_key(|s| age(&s.metadata));
+    sets.into_iter()
+        .filter_map(|set| {
+            let sk = key(&set.metadata)?;
+            let gk = parent_of(set, &sk)?;
+            let g = gateways
+                .iter()
+                .find(|g| key(&g.metadata).as_ref() == Some(&gk))?;
+            let allowed = allows(g, &gk, sk.namespace.as_str(), input.namespaces);
+            Some(SetOf {
+                key: sk,
+                set,
+                gateway: gk,
+                allowed,
+            })
+        })
+        .collect()
+}
+
+/// What the listeners before a set's hold on one (port, UDP?): the protocols, and the
+/// hostnames (`None`: any) of each.
+#[derive(Default)]
+pub(super) struct Held(BTreeMap<(i32, bool), BTreeMap<String, BTreeSet<Option<String>>>>);
+
+impl Held {
+    /// `l` holds its port and hostname from now on.
+    pub(super) fn hold(&mut self, l: &GatewayListener) {
+        self.0
+            .entry((l.port, l.protocol == "UDP"))
+            .or_default()
+            .entry(l.protocol.clone())
+            .or_default()
+            .insert(l.hostname.clone());
+    }
+
+    /// Why `l` cannot have its port and hostname: another protocol holds the port, or
+    /// its protocol with its hostname (any hostname for TCP and UDP: nothing tells
+    /// their connections apart).
+    pub(super) fn conflict(&self, l: &GatewayListener) -> Option<ConditionReason> {
+        let on_port = self.0.get(&(l.port, l.protocol == "UDP"))?;
+        if on_port.keys().any(|p| *p != l.protocol) {
+            return Some(ConditionReason::ProtocolConflict);
+        }
+        let hosts = on_port.get(&l.protocol)?;
+        (matches!(l.protocol.as_str(), "TCP" | "UDP") || hosts.contains(&l.hostname))
+            .then_some(ConditionReason::HostnameConflict)
+    }
+}
+
+/// The listeners of the sets attached to Gateway `g` (after its own, which `held`
+/// holds), in precedence order; at most `budget` of them are accepted.
+pub(super) fn set_listeners<'a>(
+    (input, secrets): (&GatewayInput<'a>, &crate::translate::refs::SecretRefs<'_>),
+    g: &'a Gateway,
+    sets: &[SetOf<'a>],
+    held: &mut Held,
+) -> Vec<Lst<'a>> {
+    let Some(gk) = key(&g.metadata) else {
+        return Vec::new();
+    };
+    let mut budget = input.listener_set_listeners_per_gateway;
+    let mut out = Vec::new();
+    for s in sets.iter().filter(|s| s.gateway == gk && s.allowed) {
+        let owner = Owner {
+            gateway: gk.clone(),
+            set: Some(s.key.clone()),
+        };
+        for l in &s.set.spec.listeners {
+            let conflict = held.conflict(l);
+            let client_ca = frontend_tls::client_validation(input, g, &gk, l.port);
+            let mut lst = listener((input, secrets), &owner, l, conflict, client_ca);
+            if conflict.is_some() {
+                out.push(lst);
+                continue;
+            }
+            if budget == 0 {
+                too_many(&mut lst, input.listener_set_listeners_per_gateway);
+            } else {
+                budget -= 1;
+                held.hold(l);
+            }
+            out.push(lst);
+        }
+    }
+    out
+}
+
+/// `lst` is beyond `limits.listenerSetListenersPerGateway`: not accepted, not served.
+fn too_many(lst: &mut Lst<'_>, limit: usize) {
+    (lst.protocol, lst.stream, lst.tls, lst.client_ca) = (None, None, None, None);
+    lst.warnings.clear();
+    lst.conditions
+        .retain(|c| c.type_ == ConditionType::ResolvedRefs);
+    lst.conditions.push(Condition::accepted(
+        false,
+        ConditionReason::TooManyListeners,
+        format!(
+            "the Gateway's ListenerSets have {limit} listeners before this one (limits.listenerSetListenersPerGateway)"
+        ),
+    ));
+    lst.conditions.push(Condition::new(
+        ConditionType::Programmed,
+        false,
+        ConditionReason::TooManyListeners,
+        "the listener is not served",
+    ));
+}
+
+/// Every ListenerSet's status (those naming a Gateway of ours), and how many of each
+/// Gateway's are attached and accepted.
+pub(super) fn statuses(
+    sets: &[SetOf<'_>],
+    lsts: &[Lst<'_>],
+    gateways: &BTreeMap<ObjectKey, GatewayStatus>,
+) -> (
+    BTreeMap<ObjectKey, ListenerSetStatus>,
+    BTreeMap<ObjectKey, u32>,
+) {
+    let mut out = BTreeMap::new();
+    let mut attached: BTreeMap<ObjectKey, u32> = BTreeMap::new();
+    for s in sets {
+        let listeners: Vec<ListenerStatus> = lsts
+            .iter()
+            .filter(|l| l.set.as_ref() == Some(&s.key))
+            .map(status::listener_status)
+            .collect();
+        let gw = gateways.get(&s.gateway);
+        let conditions = set_conditions(s.allowed, &listeners, gw);
+        if conditions
+            .iter()
+            .any(|c| c.type_ == ConditionType::Accepted && c.status)
+        {
+            *attached.entry(s.gateway.clone()).or_default() += 1;
+        }
+        out.insert(
+            s.key.clone(),
+            ListenerSetStatus {
+                conditions,
+                listeners,
+            },
+        );
+    }
+    (out, attached)
+}
+
+/// A set's `Accepted` and `Programmed`.
+fn set_conditions(
+    allowed: bool,
+    listeners: &[ListenerStatus],
+    gw: Option<&GatewayStatus>,
+) -> Vec<Condition> {
+    let both = |reason: ConditionReason, why: &str| {
+        vec![
+            Condition::accepted(false, reason, why),
+            Condition::new(ConditionType::Programmed, false, reason, why),
+        ]
+    };
+    let gw_condition = |t: ConditionType| {
+        gw.and_then(|g| g.conditions.iter().find(|c| c.type_ == t))
+            .is_some_and(|c| c.status)
+    };
+    if !allowed {
+        return both(
+            ConditionReason::NotAllowed,
+            "its Gateway's spec.allowedListeners does not allow ListenerSets of this namespace",
+        );
+    }
+    if !gw_condition(ConditionType::Accepted) {
+        return both(
+            ConditionReason::ParentNotAccepted,
+            "its Gateway is not accepted",
+        );
+    }
+    // Valid: served (a listener refused for its certificate has no `Accepted: False`,
+    // but is not programmed either).
+    let valid = |l: &&ListenerStatus| {
+        l.conditions
+            .iter()
+            .any(|c| c.type_ == ConditionType::Programmed && c.status)
+    };
+    let accepted = match listeners.iter().filter(valid).count() {
+        0 => {
+            return both(
+                ConditionReason::ListenersNotValid,
+                "none of its listeners is valid",
+            )
+        }
+        n if n == listeners.len() => {
+            Condition::accepted(true, ConditionReason::Accepted, "attached to its Gateway")
+        }
+        n => Condition::accepted(
+            true,
+            ConditionReason::ListenersNotValid,
+            format!(
+                "{} of its {} listeners are not valid",
+                listeners.len() - n,
+                listeners.len()
+            ),
+        ),
+    };
+    let programmed = if gw_condition(ConditionType::Programmed) {
+        Condition::new(
+            ConditionType::Programmed,
+            true,
+            ConditionReason::Programmed,
+            "served on its Gateway's addresses by the LB nodes",
+        )
+    } else {
+        Condition::new(
+            ConditionType::Programmed,
+            false,
+            ConditionReason::ParentNotProgrammed,
+            "its Gateway is not programmed",
+        )
+    };
+    vec![accepted, programmed]
+}

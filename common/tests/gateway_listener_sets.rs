@@ -1,0 +1,820 @@
+//! ListenerSets in the Gateway API translation: which Gateways take them
+//! (`spec.allowedListeners`), the precedence of their listeners against the Gateway's
+//! and each other's (conflicts refuse the newer listener, never the older), routes
+//! attached to a set, the statuses the v1.6.1 conformance suite reads
+//! (`conformance/tests/listenerset-*.go`: the facts each states, on objects transcribed
+//! from its YAML, shortened), and the tenancy rules around them.
+
+mod support;
+
+use k8slb_common::gateway::{Condition, GatewayOutput, ListenerSetStatus, ParentKind};
+use k8slb_common::ingress::SecretMeta;
+use k8slb_common::objects::Objects;
+use k8slb_common::routes::PathMatch;
+use support::*;
+
+const VIP: &str = "198.18.0.61";
+const INFRA: &str = "gateway-conformance-infra";
+
+const BASE: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: { name: gateway-conformance-infra }
+---
+apiVersion: v1
+kind: Namespace
+metadata: { name: selected, labels: { allowed: ns } }
+---
+apiVersion: v1
+kind: Namespace
+metadata: { name: other }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: k8slb }
+spec: { controllerName: k8slb.io/gateway-controller }
+"#;
+
+fn objects(extra: &str) -> Objects {
+    let mut o = Objects::default();
+    o.add_text(BASE).unwrap();
+    o.add_text(extra).unwrap();
+    assert!(o.problems.is_empty(), "{:?}", o.problems);
+    for (name, ip) in [
+        ("infra-backend-v1", "10.244.1.1"),
+        ("infra-backend-v2", "10.244.1.2"),
+        ("infra-backend-v3", "10.244.1.3"),
+    ] {
+        o.services.push(backend_svc(INFRA, name, 8080));
+        o.slices.push(slice(
+            INFRA,
+            name,
+            "x",
+            None,
+            8080,
+            &[(ip, true, true, false)],
+        ));
+    }
+    o
+}
+
+/// A Gateway `name` of the infra namespace: one HTTP listener on port 80 per hostname
+/// `<listener>.com` (routes from every namespace), and `allowed` its
+/// `spec.allowedListeners.namespaces` (flow YAML) if any.
+fn gateway(name: &str, allowed: Option<&str>, listeners: &[&str]) -> String {
+    let mut s = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: {name}, namespace: {INFRA} }}\nspec:\n  gatewayClassName: k8slb\n"
+    );
+    if let Some(a) = allowed {
+        s += &format!("  allowedListeners: {{ namespaces: {a} }}\n");
+    }
+    s += "  listeners:\n";
+    for l in listeners {
+        s += &format!("  - {{ name: {l}, port: 80, protocol: HTTP, hostname: {l}.com, allowedRoutes: {{ namespaces: {{ from: All }} }} }}\n");
+    }
+    s + "---\n"
+}
+
+/// A ListenerSet `ns/name` of Gateway `gw` (infra) with these listener entries (flow
+/// YAML each), created at `created` (RFC 3339) if given.
+fn set(ns: &str, name: &str, gw: &str, created: Option<&str>, listeners: &[String]) -> String {
+    let created = created
+        .map(|c| format!(", creationTimestamp: \"{c}\""))
+        .unwrap_or_default();
+    let mut s = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: ListenerSet\nmetadata: {{ name: {name}, namespace: {ns}{created} }}\nspec:\n  parentRef: {{ kind: Gateway, group: gateway.networking.k8s.io, name: {gw}, namespace: {INFRA} }}\n  listeners:\n"
+    );
+    for l in listeners {
+        s += &format!("  - {l}\n");
+    }
+    s + "---\n"
+}
+
+/// An HTTP listener entry on port 80 for `<name>.com`, routes from `from`.
+fn http(name: &str, from: &str) -> String {
+    format!("{{ name: {name}, port: 80, protocol: HTTP, hostname: {name}.com, allowedRoutes: {{ namespaces: {{ from: {from} }} }} }}")
+}
+
+/// An HTTPRoute `ns/name` for path `/<name>` to `backend`, with these parentRefs (flow
+/// YAML each).
+fn route(ns: &str, name: &str, backend: &str, parents: &[&str]) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{ name: {name}, namespace: {ns} }}\nspec:\n  parentRefs: [{}]\n  rules:\n  - matches: [{{ path: {{ type: PathPrefix, value: /{name} }} }}]\n    backendRefs: [{{ name: {backend}, namespace: {INFRA}, port: 8080 }}]\n---\n",
+        parents.join(", ")
+    )
+}
+
+fn ls_ref(name: &str, section: Option<&str>) -> String {
+    let section = section
+        .map(|s| format!(", sectionName: {s}"))
+        .unwrap_or_default();
+    format!("{{ kind: ListenerSet, group: gateway.networking.k8s.io, name: {name}, namespace: {INFRA}{section} }}")
+}
+
+fn gw_ref(name: &str, section: Option<&str>) -> String {
+    let section = section
+        .map(|s| format!(", sectionName: {s}"))
+        .unwrap_or_default();
+    format!("{{ name: {name}, namespace: {INFRA}{section} }}")
+}
+
+fn run(o: &Objects) -> GatewayOutput {
+    translate_on(o, &[], VIP)
+}
+
+fn triples(c: &[Condition]) -> Vec<(&'static str, bool, &'static str)> {
+    c.iter()
+        .map(|c| (c.type_.as_str(), c.status, c.reason.as_str()))
+        .collect()
+}
+
+fn set_status<'a>(out: &'a GatewayOutput, ns: &str, name: &str) -> &'a ListenerSetStatus {
+    &out.listener_sets[&format!("{ns}/{name}").parse().unwrap()]
+}
+
+/// `ListenerSetMustHaveCondition` for Accepted and Programmed, with these reasons.
+fn set_conditions(
+    out: &GatewayOutput,
+    ns: &str,
+    name: &str,
+) -> Vec<(&'static str, bool, &'static str)> {
+    triples(&set_status(out, ns, name).conditions)
+}
+
+/// The conditions of listener `l` of a set.
+fn set_listener(
+    out: &GatewayOutput,
+    ns: &str,
+    name: &str,
+    l: &str,
+) -> (u32, Vec<(&'static str, bool, &'static str)>) {
+    let st = set_status(out, ns, name);
+    let l = st.listeners.iter().find(|x| x.name == l).unwrap();
+    (l.attached_routes, triples(&l.conditions))
+}
+
+const ACCEPTED_LISTENER: [(&str, bool, &str); 3] = [
+    ("ResolvedRefs", true, "ResolvedRefs"),
+    ("Accepted", true, "Accepted"),
+    ("Programmed", true, "Programmed"),
+];
+
+fn attached_sets(out: &GatewayOutput, gw: &str) -> Option<u32> {
+    out.gateways[&format!("{INFRA}/{gw}").parse().unwrap()].attached_listener_sets
+}
+
+/// The hosts served on the VIP's port 80, and the path prefixes of each.
+fn served_hosts(out: &GatewayOutput) -> Vec<String> {
+    let mut v: Vec<String> = out
+        .routes
+        .listeners
+        .iter()
+        .filter(|l| l.port == 80)
+        .flat_map(|l| &l.virtual_hosts)
+        .filter_map(|v| v.host.as_ref().map(|h| h.to_string()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_gateway_takes_no_listener_set_by_default_nor_with_from_none() {
+    let o = objects(
+        &(gateway("gw-default", None, &["gateway-listener"])
+            + &gateway("gw-none", Some("{ from: None }"), &["gateway-listener-2"])
+            + &set(
+                INFRA,
+                "ls-default",
+                "gw-default",
+                None,
+                &[http("ls-default-listener", "All")],
+            )
+            + &set(
+                INFRA,
+                "ls-none",
+                "gw-none",
+                None,
+                &[http("ls-none-listener", "All")],
+            )),
+    );
+    let out = run(&o);
+    for ls in ["ls-default", "ls-none"] {
+        assert_eq!(
+            set_conditions(&out, INFRA, ls),
+            [
+                ("Accepted", false, "NotAllowed"),
+                ("Programmed", false, "NotAllowed")
+            ]
+        );
+        assert!(set_status(&out, INFRA, ls).listeners.is_empty());
+    }
+    // Not written without spec.allowedListeners (older CRDs prune it); 0 with it.
+    assert_eq!(attached_sets(&out, "gw-default"), None);
+    assert_eq!(attached_sets(&out, "gw-none"), Some(0));
+    assert_eq!(
+        served_hosts(&out),
+        ["gateway-listener-2.com", "gateway-listener.com"]
+    );
+}
+
+#[test]
+fn same_takes_sets_of_the_gateways_namespace_and_selector_those_it_selects() {
+    let o = objects(
+        &(gateway("gw-same", Some("{ from: Same }"), &["gw-same-listener"])
+            + &gateway(
+                "gw-selector",
+                Some("{ from: Selector, selector: { matchLabels: { allowed: ns } } }"),
+                &["gw-selector-listener"],
+            )
+            + &set(
+                INFRA,
+                "same-ns",
+                "gw-same",
+                None,
+                &[http("same-ns-listener", "All")],
+            )
+            + &set(
+                "other",
+                "other-ns",
+                "gw-same",
+                None,
+                &[http("other-ns-listener", "All")],
+            )
+            + &set(
+                "selected",
+                "selected-ns",
+                "gw-selector",
+                None,
+                &[http("selected-listener", "All")],
+            )
+            + &set(
+                "other",
+                "not-selected-ns",
+                "gw-selector",
+                None,
+                &[http("not-selected-listener", "All")],
+            )),
+    );
+    let out = run(&o);
+    for (ns, ls, l) in [
+        (INFRA, "same-ns", "same-ns-listener"),
+        ("selected", "selected-ns", "selected-listener"),
+    ] {
+        assert_eq!(
+            set_conditions(&out, ns, ls),
+            [
+                ("Accepted", true, "Accepted"),
+                ("Programmed", true, "Programmed")
+            ]
+        );
+        assert_eq!(
+            set_listener(&out, ns, ls, l),
+            (0, ACCEPTED_LISTENER.to_vec())
+        );
+        assert_eq!(
+            set_status(&out, ns, ls).listeners[0].supported_kinds,
+            ["HTTPRoute", "GRPCRoute"]
+        );
+    }
+    for ls in ["other-ns", "not-selected-ns"] {
+        assert_eq!(
+            set_conditions(&out, "other", ls),
+            [
+                ("Accepted", false, "NotAllowed"),
+                ("Programmed", false, "NotAllowed")
+            ]
+        );
+    }
+    assert_eq!(attached_sets(&out, "gw-same"), Some(1));
+    assert_eq!(attached_sets(&out, "gw-selector"), Some(1));
+    assert_eq!(
+        served_hosts(&out),
+        [
+            "gw-same-listener.com",
+            "gw-selector-listener.com",
+            "same-ns-listener.com",
+            "selected-listener.com"
+        ]
+    );
+}
+
+/// listenerset-hostname-conflict and listenerset-protocol-conflict: the Gateway's
+/// listeners first, then sets by `<namespace>/<name>` (same creation time); a set
+/// listener that takes what one before it holds is refused, the set is accepted while
+/// one of its listeners is.
+#[test]
+fn a_conflicting_set_listener_is_refused_never_the_gateways_nor_an_older_sets() {
+    for (conflicting, reason) in [
+        (
+            "{ name: conflict, port: 80, protocol: HTTP, hostname: conflict.com }",
+            "HostnameConflict",
+        ),
+        (
+            "{ name: conflict, port: 80, protocol: TCP }",
+            "ProtocolConflict",
+        ),
+    ] {
+        let sibling = conflicting
+            .replace("conflict,", "sibling,")
+            .replace("conflict.com", "sibling.com");
+        let o = objects(
+            &(gateway(
+                "gw",
+                Some("{ from: Same }"),
+                &["gateway-listener", "conflict"],
+            ) + &set(
+                INFRA,
+                "ls-gateway-1",
+                "gw",
+                None,
+                &[
+                    http("ls-1", "All"),
+                    conflicting.to_string(),
+                    http("sibling", "All"),
+                ],
+            ) + &set(
+                INFRA,
+                "ls-gateway-2",
+                "gw",
+                None,
+                &[conflicting.to_string()],
+            ) + &set(
+                INFRA,
+                "ls-set-1",
+                "gw",
+                None,
+                &[http("ls-2", "All"), sibling.clone()],
+            ) + &set(INFRA, "ls-set-2", "gw", None, &[sibling])),
+        );
+        let out = run(&o);
+        let gw = &out.gateways[&format!("{INFRA}/gw").parse().unwrap()];
+        assert_eq!(
+            gw.listeners.len(),
+            2,
+            "the sets' listeners are not the Gateway's"
+        );
+        for l in &gw.listeners {
+            assert_eq!(triples(&l.conditions), ACCEPTED_LISTENER, "{}", l.name);
+        }
+        let refused = [
+            ("Accepted", false, reason),
+            ("Conflicted", true, reason),
+            ("Programmed", false, reason),
+        ];
+        assert_eq!(
+            set_listener(&out, INFRA, "ls-gateway-1", "conflict").1,
+            refused
+        );
+        assert_eq!(
+            set_listener(&out, INFRA, "ls-gateway-1", "ls-1").1,
+            ACCEPTED_LISTENER
+        );
+        assert_eq!(
+            set_listener(&out, INFRA, "ls-gateway-1", "sibling").1,
+            ACCEPTED_LISTENER
+        );
+        assert_eq!(
+            set_listener(&out, INFRA, "ls-gateway-2", "conflict").1,
+            refused
+        );
+        assert_eq!(
+            set_listener(&out, INFRA, "ls-set-1", "ls-2").1,
+            ACCEPTED_LISTENER
+        );
+        assert_eq!(set_listener(&out, INFRA, "ls-set-1", "sibling").1, refused);
+        for ls in ["ls-gateway-1", "ls-set-1"] {
+            assert_eq!(
+                set_conditions(&out, INFRA, ls),
+                [
+                    ("Accepted", true, "ListenersNotValid"),
+                    ("Programmed", true, "Programmed")
+                ]
+            );
+        }
+        for ls in ["ls-gateway-2", "ls-set-2"] {
+            assert_eq!(
+                set_conditions(&out, INFRA, ls),
+                [
+                    ("Accepted", false, "ListenersNotValid"),
+                    ("Programmed", false, "ListenersNotValid")
+                ]
+            );
+        }
+        assert_eq!(attached_sets(&out, "gw"), Some(2));
+        // Nothing of the refused listeners is served: port 80 stays HTTP.
+        assert!(out.routes.streams.is_empty(), "{:?}", out.routes.streams);
+    }
+}
+
+/// Tenancy: a newer set of another namespace cannot take a hostname an older set
+/// holds, whatever their names; the older keeps serving it with its routes.
+#[test]
+fn an_older_set_keeps_its_hostname_against_a_newer_set_of_another_namespace() {
+    let o = objects(
+        &(gateway("gw", Some("{ from: All }"), &["gateway-listener"])
+            + &set("other", "a-newer", "gw", Some("2026-01-02T00:00:00Z"), &[http("shop", "Same")])
+            + &set("selected", "z-older", "gw", Some("2026-01-01T00:00:00Z"), &[http("shop", "Same")])
+            + &route("selected", "owner", "infra-backend-v1", &[&format!("{{ kind: ListenerSet, group: gateway.networking.k8s.io, name: z-older, namespace: selected }}")])
+            + &route("other", "squatter", "infra-backend-v2", &[&format!("{{ kind: ListenerSet, group: gateway.networking.k8s.io, name: a-newer, namespace: other }}")])
+            + "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: { name: g, namespace: gateway-conformance-infra }\nspec:\n  from: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: selected }, { group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: other }]\n  to: [{ group: \"\", kind: Service }]\n"),
+    );
+    let out = run(&o);
+    assert_eq!(
+        set_listener(&out, "selected", "z-older", "shop"),
+        (1, ACCEPTED_LISTENER.to_vec())
+    );
+    let (_, newer) = set_listener(&out, "other", "a-newer", "shop");
+    assert!(
+        newer.contains(&("Conflicted", true, "HostnameConflict")),
+        "{newer:?}"
+    );
+    let l80 = out.routes.listeners.iter().find(|l| l.port == 80).unwrap();
+    let shop = l80
+        .virtual_hosts
+        .iter()
+        .find(|v| v.host.as_ref().is_some_and(|h| h.as_str() == "shop.com"))
+        .unwrap();
+    let owners: Vec<String> = shop
+        .rules
+        .iter()
+        .filter_map(|r| r.owner.as_ref().map(|o| o.to_string()))
+        .collect();
+    assert_eq!(owners, ["HTTPRoute selected/owner"]);
+    // The squatter's route names a set whose only listener is refused: attached to
+    // nothing served.
+    let squatter = &out.http_routes[&"other/squatter".parse().unwrap()][0];
+    assert_eq!(squatter.kind, ParentKind::ListenerSet);
+}
+
+/// listenerset-http-routing: routes attach to a set's listeners only through a
+/// ListenerSet parentRef (sectionName selects one of them); a Gateway parentRef
+/// reaches the Gateway's own listeners only.
+#[test]
+fn routes_reach_a_sets_listeners_through_the_set_only() {
+    let o = objects(
+        &(gateway(
+            "gw",
+            Some("{ from: All }"),
+            &["gateway-listener-1", "gateway-listener-2"],
+        ) + &set(
+            INFRA,
+            "ls-1",
+            "gw",
+            None,
+            &[
+                http("ls-1-listener-1", "All"),
+                http("ls-1-listener-2", "All"),
+            ],
+        ) + &set(
+            INFRA,
+            "ls-2",
+            "gw",
+            None,
+            &[
+                http("ls-2-listener-1", "All"),
+                http("ls-2-listener-2", "All"),
+            ],
+        ) + &route(
+            INFRA,
+            "route",
+            "infra-backend-v1",
+            &[
+                &gw_ref("gw", None),
+                &ls_ref("ls-1", None),
+                &ls_ref("ls-2", None),
+            ],
+        ) + &route(
+            INFRA,
+            "gateway-route",
+            "infra-backend-v2",
+            &[&gw_ref("gw", None)],
+        ) + &route(
+            INFRA,
+            "gateway-section-route",
+            "infra-backend-v3",
+            &[&gw_ref("gw", Some("gateway-listener-1"))],
+        ) + &route(
+            INFRA,
+            "ls-1-route",
+            "infra-backend-v2",
+            &[&ls_ref("ls-1", None)],
+        ) + &route(
+            INFRA,
+            "ls-1-section-route",
+            "infra-backend-v3",
+            &[&ls_ref("ls-1", Some("ls-1-listener-1"))],
+        ) + &route(
+            INFRA,
+            "ls-2-route",
+            "infra-backend-v2",
+            &[&ls_ref("ls-2", None)],
+        )),
+    );
+    let out = run(&o);
+    assert_eq!(attached_sets(&out, "gw"), Some(2));
+    for (ls, l, n) in [
+        ("ls-1", "ls-1-listener-1", 3),
+        ("ls-1", "ls-1-listener-2", 2),
+        ("ls-2", "ls-2-listener-1", 2),
+        ("ls-2", "ls-2-listener-2", 2),
+    ] {
+        assert_eq!(
+            set_listener(&out, INFRA, ls, l),
+            (n, ACCEPTED_LISTENER.to_vec()),
+            "{l}"
+        );
+    }
+    let gw = &out.gateways[&format!("{INFRA}/gw").parse().unwrap()];
+    let gw_attached: Vec<u32> = gw.listeners.iter().map(|l| l.attached_routes).collect();
+    assert_eq!(gw_attached, [3, 2]);
+    // The parent entries: kind ListenerSet for the sets, Accepted on each.
+    let parents = &out.http_routes[&format!("{INFRA}/route").parse().unwrap()];
+    let kinds: Vec<(ParentKind, &str, bool)> = parents
+        .iter()
+        .map(|p| (p.kind, p.parent.name.as_str(), p.conditions[0].status))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (ParentKind::Gateway, "gw", true),
+            (ParentKind::ListenerSet, "ls-1", true),
+            (ParentKind::ListenerSet, "ls-2", true)
+        ]
+    );
+    // The paths each host serves.
+    let l80 = out.routes.listeners.iter().find(|l| l.port == 80).unwrap();
+    let paths = |host: &str| -> Vec<String> {
+        let v = l80
+            .virtual_hosts
+            .iter()
+            .find(|v| v.host.as_ref().is_some_and(|h| h.as_str() == host))
+            .unwrap();
+        let mut p: Vec<String> = v
+            .rules
+            .iter()
+            .map(|r| match &r.matches.path {
+                PathMatch::Prefix(p) | PathMatch::Exact(p) => p.as_str().to_string(),
+            })
+            .collect();
+        p.sort();
+        p
+    };
+    assert_eq!(
+        paths("gateway-listener-1.com"),
+        ["/gateway-route", "/gateway-section-route", "/route"]
+    );
+    assert_eq!(
+        paths("gateway-listener-2.com"),
+        ["/gateway-route", "/route"]
+    );
+    assert_eq!(
+        paths("ls-1-listener-1.com"),
+        ["/ls-1-route", "/ls-1-section-route", "/route"]
+    );
+    assert_eq!(paths("ls-1-listener-2.com"), ["/ls-1-route", "/route"]);
+    assert_eq!(paths("ls-2-listener-1.com"), ["/ls-2-route", "/route"]);
+}
+
+/// listenerset-dual-parentref-independence and
+/// listenerset-gateway-parent-section-name-not-found: a set's listener name is not a
+/// sectionName of its Gateway.
+#[test]
+fn a_sets_listener_is_no_section_of_its_gateway() {
+    let o = objects(
+        &(gateway("gw", Some("{ from: Same }"), &["gw-listener"])
+            + &set(INFRA, "ls", "gw", None, &[http("ls-listener", "Same")])
+            + &route(
+                INFRA,
+                "both",
+                "infra-backend-v1",
+                &[&gw_ref("gw", None), &ls_ref("ls", None)],
+            )
+            + &route(
+                INFRA,
+                "one",
+                "infra-backend-v2",
+                &[
+                    &gw_ref("gw", Some("ls-listener")),
+                    &ls_ref("ls", Some("ls-listener")),
+                ],
+            )),
+    );
+    let out = run(&o);
+    let accepted = |r: &str| -> Vec<(ParentKind, bool, &'static str)> {
+        out.http_routes[&format!("{INFRA}/{r}").parse().unwrap()]
+            .iter()
+            .map(|p| {
+                (
+                    p.kind,
+                    p.conditions[0].status,
+                    p.conditions[0].reason.as_str(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        accepted("both"),
+        [
+            (ParentKind::Gateway, true, "Accepted"),
+            (ParentKind::ListenerSet, true, "Accepted")
+        ]
+    );
+    assert_eq!(
+        accepted("one"),
+        [
+            (ParentKind::Gateway, false, "NoMatchingParent"),
+            (ParentKind::ListenerSet, true, "Accepted")
+        ]
+    );
+    assert_eq!(set_listener(&out, INFRA, "ls", "ls-listener").0, 2);
+}
+
+/// listenerset-allowed-routes-namespaces: a set listener's `Same` is the set's
+/// namespace, not the Gateway's; Selector selects route namespaces as a Gateway's does.
+#[test]
+fn a_set_listeners_same_is_the_sets_namespace() {
+    let o = objects(
+        &(gateway("gw", Some("{ from: All }"), &["gateway-listener"])
+            + &set(INFRA, "ls", "gw", None, &[
+                http("all", "All"),
+                http("same", "Same"),
+                "{ name: sel, port: 80, protocol: HTTP, hostname: sel.com, allowedRoutes: { namespaces: { from: Selector, selector: { matchLabels: { allowed: ns } } } } }".into(),
+            ])
+            + &set("other", "ls-cross", "gw", None, &[http("cross-same", "Same")])
+            + &route(INFRA, "r-infra", "infra-backend-v1", &[&ls_ref("ls", None)])
+            + &route("selected", "r-selected", "infra-backend-v2", &[&ls_ref("ls", None)])
+            + &route("other", "r-other", "infra-backend-v3", &[&ls_ref("ls", None)])
+            + &route("other", "r-in-set-ns", "infra-backend-v1", &["{ kind: ListenerSet, group: gateway.networking.k8s.io, name: ls-cross, namespace: other }"])
+            + &route(INFRA, "r-in-gw-ns", "infra-backend-v2", &["{ kind: ListenerSet, group: gateway.networking.k8s.io, name: ls-cross, namespace: other }"])),
+    );
+    let out = run(&o);
+    assert_eq!(attached_sets(&out, "gw"), Some(2));
+    assert_eq!(set_listener(&out, INFRA, "ls", "all").0, 3);
+    assert_eq!(set_listener(&out, INFRA, "ls", "same").0, 1);
+    assert_eq!(set_listener(&out, INFRA, "ls", "sel").0, 1);
+    assert_eq!(set_listener(&out, "other", "ls-cross", "cross-same").0, 1);
+    let p = &out.http_routes[&format!("{INFRA}/r-in-gw-ns").parse().unwrap()][0];
+    assert_eq!(
+        (p.conditions[0].status, p.conditions[0].reason.as_str()),
+        (false, "NotAllowedByListeners")
+    );
+}
+
+/// listenerset-allowed-routes-supported-kinds: a TLS listener of a set that names
+/// HTTPRoute only.
+#[test]
+fn a_set_listener_with_kinds_it_cannot_take_says_invalid_route_kinds() {
+    let o = objects(
+        &(gateway("gw", Some("{ from: All }"), &["gateway-listener"])
+            + &set(INFRA, "ls", "gw", None, &["{ name: tls-only, port: 443, protocol: TLS, hostname: tls-only.com, tls: { mode: Passthrough }, allowedRoutes: { namespaces: { from: All }, kinds: [{ kind: HTTPRoute }] } }".into()])),
+    );
+    let out = run(&o);
+    let (_, c) = set_listener(&out, INFRA, "ls", "tls-only");
+    assert!(
+        c.contains(&("ResolvedRefs", false, "InvalidRouteKinds")),
+        "{c:?}"
+    );
+}
+
+/// listenerset-reference-grant: a set's certificate in another namespace needs a grant
+/// from ListenerSets of the set's namespace; the Gateway's grant is not inherited.
+#[test]
+fn a_sets_certificates_need_a_grant_to_listener_sets_of_its_namespace() {
+    let https = |name: &str| {
+        format!("{{ name: {name}, port: 443, protocol: HTTPS, hostname: {name}.com, tls: {{ certificateRefs: [{{ group: \"\", kind: Secret, name: certificate, namespace: web }}] }} }}")
+    };
+    let grant = |name: &str, kind: &str| {
+        format!("apiVersion: gateway.networking.k8s.io/v1\nkind: ReferenceGrant\nmetadata: {{ name: {name}, namespace: web }}\nspec:\n  from: [{{ group: gateway.networking.k8s.io, kind: {kind}, namespace: {INFRA} }}]\n  to: [{{ group: \"\", kind: Secret }}]\n---\n")
+    };
+    let gw = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: gw, namespace: {INFRA} }}\nspec:\n  gatewayClassName: k8slb\n  allowedListeners: {{ namespaces: {{ from: All }} }}\n  listeners:\n  - {}\n---\n",
+        https("gateway-listener")
+    );
+    let secret = SecretMeta {
+        namespace: "web".into(),
+        name: "certificate".into(),
+        type_: "kubernetes.io/tls".into(),
+        valid: true,
+        version: "0123456789abcdef".into(),
+        refusal: String::new(),
+        dns_names: vec!["*.com".into()],
+    };
+    let base = gw.clone()
+        + &grant("for-gateway", "Gateway")
+        + &set(INFRA, "with-grant", "gw", None, &[https("with-grant")])
+        + &set(
+            "other",
+            "without-grant",
+            "gw",
+            None,
+            &[https("without-grant")],
+        );
+    // Without the grant to ListenerSets, the Gateway's grant does not serve the set.
+    let out = translate_on(&objects(&base), std::slice::from_ref(&secret), VIP);
+    let (_, c) = set_listener(&out, INFRA, "with-grant", "with-grant");
+    assert!(
+        c.contains(&("ResolvedRefs", false, "RefNotPermitted")),
+        "{c:?}"
+    );
+    let out = translate_on(
+        &objects(&(base + &grant("for-sets", "ListenerSet"))),
+        std::slice::from_ref(&secret),
+        VIP,
+    );
+    let gw_l = &out.gateways[&format!("{INFRA}/gw").parse().unwrap()].listeners[0];
+    assert_eq!(triples(&gw_l.conditions), ACCEPTED_LISTENER);
+    assert_eq!(
+        set_listener(&out, INFRA, "with-grant", "with-grant").1,
+        ACCEPTED_LISTENER
+    );
+    assert_eq!(
+        set_conditions(&out, INFRA, "with-grant"),
+        [
+            ("Accepted", true, "Accepted"),
+            ("Programmed", true, "Programmed")
+        ]
+    );
+    let (_, c) = set_listener(&out, "other", "without-grant", "without-grant");
+    assert!(
+        c.contains(&("ResolvedRefs", false, "RefNotPermitted")),
+        "{c:?}"
+    );
+    assert_eq!(
+        set_conditions(&out, "other", "without-grant"),
+        [
+            ("Accepted", false, "ListenersNotValid"),
+            ("Programmed", false, "ListenersNotValid")
+        ]
+    );
+    // The one Secret serves the Gateway's hostname and the granted set's, never the
+    // refused set's.
+    let l443 = out.routes.listeners.iter().find(|l| l.port == 443).unwrap();
+    let hosts: Vec<String> = l443
+        .tls
+        .as_ref()
+        .unwrap()
+        .certificates
+        .iter()
+        .flat_map(|c| c.hosts.iter().map(|h| h.to_string()))
+        .collect();
+    assert_eq!(hosts, ["gateway-listener.com", "with-grant.com"]);
+}
+
+/// `limits.listenerSetListenersPerGateway`: the listeners beyond it, in precedence
+/// order, are refused (`TooManyListeners`); the older keep serving.
+#[test]
+fn set_listeners_beyond_the_per_gateway_limit_are_too_many() {
+    let o = objects(
+        &(gateway("gw", Some("{ from: All }"), &["gateway-listener"])
+            + &set(
+                INFRA,
+                "a-newer",
+                "gw",
+                Some("2026-01-02T00:00:00Z"),
+                &[http("n1", "All")],
+            )
+            + &set(
+                INFRA,
+                "z-older",
+                "gw",
+                Some("2026-01-01T00:00:00Z"),
+                &[http("o1", "All"), http("o2", "All")],
+            )),
+    );
+    let out = translate_tuned(&o, &[], VIP, |i| i.listener_set_listeners_per_gateway = 2);
+    assert_eq!(
+        set_listener(&out, INFRA, "z-older", "o1").1,
+        ACCEPTED_LISTENER
+    );
+    assert_eq!(
+        set_listener(&out, INFRA, "z-older", "o2").1,
+        ACCEPTED_LISTENER
+    );
+    let (_, c) = set_listener(&out, INFRA, "a-newer", "n1");
+    assert!(
+        c.contains(&("Accepted", false, "TooManyListeners")),
+        "{c:?}"
+    );
+    assert!(
+        c.contains(&("Programmed", false, "TooManyListeners")),
+        "{c:?}"
+    );
+    assert_eq!(
+        served_hosts(&out),
+        ["gateway-listener.com", "o1.com", "o2.com"]
+    );
+    assert_eq!(attached_sets(&out, "gw"), Some(1));
+}
+
+/// A set whose Gateway is not ours (or does not exist) gets no status from us; a
+/// route naming it no parent entry of ours.
+#[test]
+fn a_set_of_another_controllers_gateway_is_left_alone() {
+    let o = objects(
+        &(set(INFRA, "ls", "not-ours", None, &[http("x", "All")])
+            + &route(INFRA, "r", "infra-backend-v1", &[&ls_ref("ls", None)])),
+    );
+    let out = run(&o);
+    assert!(out.listener_sets.is_empty());
+    assert!(out.http_routes.is_empty());
+}
