@@ -4010,3 +4010,111 @@ fn nginx_answers_500_for_a_split_between_backends_reached_with_different_tls() {
         nx.notes
     );
 }
+
+/// ListenerSets at the CRD maxima on one Gateway: 8 sets of 64 listeners (the CRD's
+/// `maxItems`), each with a 253-character hostname (the longest DNS name), half of the
+/// sets on port 80, half on a port per listener, one route per set attached to all its
+/// listeners. `limits.listenerSetListenersPerGateway` (256 by default) serves the oldest
+/// 256 and refuses the rest (`TooManyListeners`).
+fn listener_set_maxima() -> GatewayOutput {
+    use std::fmt::Write as _;
+    let mut y = String::from(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: k8slb}\nspec: {controllerName: k8slb.io/gateway-controller}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {namespace: default, name: gw}\nspec:\n  gatewayClassName: k8slb\n  allowedListeners: {namespaces: {from: All}}\n  listeners:\n  - {name: http, port: 80, protocol: HTTP}\n",
+    );
+    // 63 + 63 + 63 + 61 characters and three dots: 253.
+    let host = |s: usize, l: usize| {
+        let first = format!("s{s}l{l}-{}", "a".repeat(63));
+        format!(
+            "{}.{}.{}.{}",
+            &first[..63],
+            "b".repeat(63),
+            "c".repeat(63),
+            "d".repeat(61)
+        )
+    };
+    for s in 0..8usize {
+        let _ = write!(
+            y,
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: ListenerSet\nmetadata: {{namespace: tenant-{s}, name: set, creationTimestamp: \"2026-01-01T00:00:0{s}Z\"}}\nspec:\n  parentRef: {{name: gw, namespace: default}}\n  listeners:\n"
+        );
+        for l in 0..64usize {
+            let port = if s % 2 == 0 { 80 } else { 10000 + s * 64 + l };
+            let h = host(s, l);
+            assert_eq!(h.len(), 253);
+            let _ = writeln!(
+                y,
+                "  - {{name: l{l}, port: {port}, protocol: HTTP, hostname: {h}, allowedRoutes: {{namespaces: {{from: Same}}}}}}"
+            );
+        }
+        let _ = write!(
+            y,
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{namespace: tenant-{s}, name: r}}\nspec:\n  parentRefs: [{{kind: ListenerSet, group: gateway.networking.k8s.io, name: set}}]\n  rules:\n  - matches: [{{path: {{value: /t{s}}}}}]\n    backendRefs: [{{name: nginx-service, namespace: default, port: 80}}]\n---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{namespace: default, name: from-tenant-{s}}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: tenant-{s}}}]\n  to: [{{group: \"\", kind: Service}}]\n"
+        );
+    }
+    let mut objs = k8slb_common::objects::Objects::default();
+    objs.add_text(&std::fs::read_to_string(fixtures().join("ingress/services.yaml")).unwrap())
+        .unwrap();
+    objs.add_text(&y).unwrap();
+    assert!(objs.problems.is_empty(), "{:?}", objs.problems);
+    let addresses = [("default/gw".parse().unwrap(), vec![VIP.parse().unwrap()])]
+        .into_iter()
+        .collect();
+    k8slb_common::gateway::translate(&objs.gateway_input(&[], &addresses, &Default::default()))
+}
+
+#[test]
+fn listener_sets_at_the_crd_maxima_are_bounded_per_gateway() {
+    let out = listener_set_maxima();
+    let sets: Vec<(String, usize, usize)> = out
+        .listener_sets
+        .iter()
+        .map(|(k, st)| {
+            let served = st
+                .listeners
+                .iter()
+                .filter(|l| {
+                    l.conditions
+                        .iter()
+                        .any(|c| c.type_.as_str() == "Programmed" && c.status)
+                })
+                .count();
+            let too_many = st
+                .listeners
+                .iter()
+                .filter(|l| {
+                    l.conditions
+                        .iter()
+                        .any(|c| c.reason.as_str() == "TooManyListeners")
+                })
+                .count();
+            (k.to_string(), served, too_many)
+        })
+        .collect();
+    // The four oldest sets are served whole, the four newest not at all.
+    let want: Vec<(String, usize, usize)> = (0..8)
+        .map(|s| {
+            (
+                format!("tenant-{s}/set"),
+                if s < 4 { 64 } else { 0 },
+                if s < 4 { 0 } else { 64 },
+            )
+        })
+        .collect();
+    assert_eq!(sets, want);
+    let gw = &out.gateways[&"default/gw".parse().unwrap()];
+    assert_eq!(gw.attached_listener_sets, Some(4));
+    // Served: the Gateway's listener and 2 sets' hostnames on port 80, and 128 ports.
+    let hosts: usize = out
+        .routes
+        .listeners
+        .iter()
+        .map(|l| l.virtual_hosts.iter().filter(|v| v.host.is_some()).count())
+        .sum();
+    assert_eq!((out.routes.listeners.len(), hosts), (1 + 128, 256));
+}
+
+#[test]
+#[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
+fn listener_sets_at_the_crd_maxima_pass_the_daemons_own_checks() {
+    daemon_checks(&listener_set_maxima().routes);
+}
