@@ -589,3 +589,102 @@ async fn a_backend_tls_policy_is_watched_applied_and_given_its_ancestor_status()
     assert_eq!(invalid_writes(&api), Vec::<String>::new());
     w.stop().await;
 }
+
+/// A ListenerSet (standard channel v1.6.1) of another namespace on a Gateway that allows
+/// it: the watcher lists and watches ListenerSets under the variant's RBAC, serves the
+/// set's listener with the route attached to it (a route naming the Gateway does not
+/// reach it), and writes the set's status, the route's parent entry for the set and the
+/// Gateway's `attachedListenerSets`, which the CRDs' schemas take. A set of a Gateway
+/// that does not allow sets is `NotAllowed` and serves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_set_is_watched_served_and_given_its_status() {
+    logs();
+    let api = k8slb_fakeapi::FakeApi::start().await;
+    api.install_gateway_api_crds(true);
+    seed_ingress_variant(&api);
+    api.put_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}));
+    api.put_object(class());
+    let mut gw = gateway();
+    gw["spec"]["allowedListeners"] = json!({"namespaces": {"from": "All"}});
+    api.put_object(gw);
+    let mut closed = gateway();
+    closed["metadata"]["name"] = json!("closed");
+    api.put_object(closed);
+    let set = |name: &str, parent: &str, host: &str| {
+        json!({"apiVersion": format!("{GW}/v1"), "kind": "ListenerSet",
+               "metadata": {"name": name, "namespace": "team"},
+               "spec": {"parentRef": {"name": parent, "namespace": "default"},
+                        "listeners": [{"name": "shop", "port": 8080, "protocol": "HTTP",
+                                       "hostname": host,
+                                       "allowedRoutes": {"namespaces": {"from": "All"}}}]}})
+    };
+    api.put_object(set("shop", "gw", "shop.example.com"));
+    api.put_object(set("refused", "closed", "refused.example.com"));
+    let mut r = route("via-set", "web");
+    r["spec"]["parentRefs"] =
+        json!([{"group": GW, "kind": "ListenerSet", "name": "shop", "namespace": "team"}]);
+    r["spec"]["hostnames"] = json!([]);
+    api.put_object(r);
+    let w = start_gateway(&api);
+    let st = wait_for("the set's status", || {
+        let s = get(&api, "namespaces/team/listenersets/shop");
+        let st = s.get("status")?;
+        has(&st["conditions"], "Programmed", "True", "Programmed").then(|| st.clone())
+    })
+    .await;
+    assert!(
+        has(&st["conditions"], "Accepted", "True", "Accepted"),
+        "{st:#}"
+    );
+    assert_eq!(st["listeners"][0]["name"], "shop");
+    assert_eq!(st["listeners"][0]["attachedRoutes"], 1, "{st:#}");
+    let refused = wait_for("the refused set's status", || {
+        let s = get(&api, "namespaces/team/listenersets/refused");
+        let st = s.get("status")?;
+        has(&st["conditions"], "Accepted", "False", "NotAllowed").then(|| st.clone())
+    })
+    .await;
+    assert!(
+        has(&refused["conditions"], "Programmed", "False", "NotAllowed"),
+        "{refused:#}"
+    );
+    let g = wait_for("attachedListenerSets", || {
+        let g = get(&api, "namespaces/default/gateways/gw");
+        (g.pointer("/status/attachedListenerSets") == Some(&json!(1))).then_some(g)
+    })
+    .await;
+    assert!(
+        has(&g["status"]["conditions"], "Accepted", "True", "Accepted"),
+        "{g:#}"
+    );
+    let parent = wait_for("the route's parent entry", || {
+        let r = get(&api, "namespaces/default/httproutes/via-set");
+        r.pointer("/status/parents/0").cloned()
+    })
+    .await;
+    assert_eq!(
+        parent["parentRef"],
+        json!({"group": GW, "kind": "ListenerSet", "namespace": "team", "name": "shop"})
+    );
+    assert!(
+        has(&parent["conditions"], "Accepted", "True", "Accepted"),
+        "{parent:#}"
+    );
+    // Served: the set's host on its port, with the route; the refused set's not at all.
+    let st = wait_for("a published state with the set's listener", || {
+        let s = state(&api)?;
+        s.http.listeners.iter().any(|l| l.port == 8080).then_some(s)
+    })
+    .await;
+    let l = st.http.listeners.iter().find(|l| l.port == 8080).unwrap();
+    let hosts: Vec<String> = l
+        .virtual_hosts
+        .iter()
+        .filter(|v| !v.rules.is_empty())
+        .filter_map(|v| v.host.as_ref().map(|h| h.to_string()))
+        .collect();
+    assert_eq!(hosts, ["shop.example.com"]);
+    assert_eq!(api.refused_requests(), Vec::<String>::new());
+    assert_eq!(invalid_writes(&api), Vec::<String>::new());
+    w.stop().await;
+}
