@@ -4118,3 +4118,51 @@ fn listener_sets_at_the_crd_maxima_are_bounded_per_gateway() {
 fn listener_sets_at_the_crd_maxima_pass_the_daemons_own_checks() {
     daemon_checks(&listener_set_maxima().routes);
 }
+
+/// A Gateway with one HTTP listener per host name of each length in 44..=54 (the
+/// longest, 47 to 54 bytes, do not fit nginx's 64-byte server name bucket with its
+/// terminating pointer) and a route on each.
+fn host_lengths_routes() -> HttpRoutes {
+    let mut y = String::from(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: k8slb}\nspec: {controllerName: k8slb.io/gateway-controller}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {namespace: default, name: gw}\nspec:\n  gatewayClassName: k8slb\n  listeners:\n",
+    );
+    let hosts: Vec<String> = (44..=54usize)
+        .map(|n| format!("{}.com", "h".repeat(n - 4)))
+        .collect();
+    for (i, h) in hosts.iter().enumerate() {
+        y.push_str(&format!(
+            "  - {{name: l{i}, port: 80, protocol: HTTP, hostname: {h}}}\n"
+        ));
+    }
+    y.push_str("---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {namespace: default, name: r}\nspec:\n  parentRefs: [{name: gw}]\n  rules:\n  - backendRefs: [{name: nginx-service, port: 80}]\n");
+    let mut objs = k8slb_common::objects::Objects::default();
+    objs.add_text(&std::fs::read_to_string(fixtures().join("ingress/services.yaml")).unwrap())
+        .unwrap();
+    objs.add_text(&y).unwrap();
+    let addresses = [("default/gw".parse().unwrap(), vec![VIP.parse().unwrap()])]
+        .into_iter()
+        .collect();
+    let out =
+        k8slb_common::gateway::translate(&objs.gateway_input(&[], &addresses, &Default::default()));
+    assert_eq!(out.routes.listeners[0].virtual_hosts.len(), hosts.len());
+    out.routes
+}
+
+#[test]
+fn nginx_server_name_buckets_hold_names_of_47_to_54_bytes() {
+    let r = HttpRenderer::embedded().unwrap();
+    let nx = r
+        .nginx(&host_lengths_routes(), &options(&base_state()))
+        .unwrap();
+    assert!(
+        nx.text.contains("server_names_hash_bucket_size 128;"),
+        "{}",
+        nx.text
+    );
+}
+
+#[test]
+#[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
+fn host_names_of_44_to_54_bytes_pass_the_daemons_own_checks() {
+    daemon_checks(&host_lengths_routes());
+}

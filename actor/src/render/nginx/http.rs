@@ -1481,8 +1481,12 @@ pub(crate) fn nx_hash_lines(
             .any(|l| l.as_str().split_whitespace().next() == Some(word))
     };
     let mut out = Vec::new();
-    // An entry is the name, a pointer and 2 bytes, rounded up to a pointer.
-    let bucket = (longest + 2 + 8).next_power_of_two().max(64);
+    // An entry is the name, a pointer and 2 bytes, rounded up to a pointer; nginx wants
+    // a bucket to hold one entry and a terminating pointer (a 47- to 54-byte name does
+    // not fit in 64).
+    let bucket = ((longest + 2 + 8).next_multiple_of(8) + 8)
+        .next_power_of_two()
+        .max(64);
     let size = (names.len() * 4).next_power_of_two().max(512);
     for (word, value) in [
         ("server_names_hash_bucket_size", bucket),
