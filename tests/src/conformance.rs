@@ -32,6 +32,8 @@ pub const WEB: &str = "gateway-conformance-web-backend";
 pub const CONTROLLER: &str = "k8slb.io/gateway-controller";
 /// The class the suite's `{GATEWAY_CLASS_NAME}` becomes.
 pub const CLASS: &str = "k8slb";
+/// The Gateway API group.
+pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
 /// The address the suite's `PLACEHOLDER_USABLE_ADDRS` becomes (its flag
 /// `--usable-network-addresses`): in the runner's pool, above what the suite's Gateways
 /// take.
@@ -749,6 +751,38 @@ pub enum Check {
         gateway: Nn,
         names: Vec<&'static str>,
     },
+    /// The Gateway's `status.attachedListenerSets` (absent: 0), the suite's
+    /// `GatewayMustHaveAttachedListeners`.
+    AttachedSets { gateway: Nn, count: u64 },
+    /// A ListenerSet's condition (`ListenerSetMustHaveCondition`).
+    SetCondition { set: Nn, cond: Cond },
+    /// The named listeners of a ListenerSet (every one when none is named) each have
+    /// these conditions, and every one named is in its status
+    /// (`ListenerSetListenersMustHaveConditions`).
+    SetListenerConds {
+        set: Nn,
+        listeners: Vec<&'static str>,
+        conds: Vec<Cond>,
+    },
+    /// The ListenerSet's status lists exactly these listeners, each with HTTPRoute among
+    /// its supported kinds, ResolvedRefs, Accepted and Programmed True, and this many
+    /// attached routes (`ListenerSetStatusMustHaveListeners` with the suite's
+    /// `generateSupportedRouteKinds` and `generateAcceptedListenerConditions`).
+    SetListeners {
+        set: Nn,
+        listeners: Vec<(&'static str, u64)>,
+    },
+    /// Each route has a parent entry of ours whose `parentRef` is this parent exactly
+    /// (group, kind, namespace, name: the suite compares them as pointers, so they must
+    /// be written) with `Accepted: True` (`HTTPRouteMustHaveParents`); with `listeners`,
+    /// reason `Accepted` and every listener of the parent ResolvedRefs, Accepted and
+    /// Programmed True too (`RoutesAndParentMustBeAccepted`).
+    ParentAccepted {
+        parent_kind: &'static str,
+        parent: Nn,
+        routes: Vec<Nn>,
+        listeners: bool,
+    },
 }
 
 /// One upstream test.
@@ -1338,6 +1372,157 @@ impl<'a> Runner<'a> {
         })
     }
 
+    /// The ListenerSet checks (see [`Check::SetCondition`] and the next ones).
+    fn check_listener_sets(&self, c: &Check) -> std::result::Result<(), String> {
+        let accepted_listener = [
+            ("ResolvedRefs", "True"),
+            ("Accepted", "True"),
+            ("Programmed", "True"),
+        ]
+        .map(|(type_, status)| Cond {
+            type_,
+            status,
+            reason: "",
+        });
+        let set_listeners = |set: &Nn| -> std::result::Result<Vec<Value>, String> {
+            let st = self.status("ListenerSet", set)?;
+            Ok(st["listeners"].as_array().cloned().unwrap_or_default())
+        };
+        let conds_hold = |what: &str, conds: &Value, want: &[Cond]| match want
+            .iter()
+            .find(|w| !Self::has_cond(conds, w))
+        {
+            None => Ok(()),
+            Some(w) => Err(format!(
+                "{what}: want {} {} {}, got {conds}",
+                w.type_, w.status, w.reason
+            )),
+        };
+        match c {
+            Check::AttachedSets { gateway, count } => {
+                let st = self.status("Gateway", gateway)?;
+                let got = st["attachedListenerSets"].as_u64().unwrap_or(0);
+                (got == *count).then_some(()).ok_or_else(|| {
+                    format!("Gateway {gateway}: {got} ListenerSets attached, want {count}")
+                })
+            }
+            Check::SetCondition { set, cond } => {
+                let st = self.status("ListenerSet", set)?;
+                conds_hold(
+                    &format!("ListenerSet {set}"),
+                    &st["conditions"],
+                    std::slice::from_ref(cond),
+                )
+            }
+            Check::SetListenerConds {
+                set,
+                listeners,
+                conds,
+            } => {
+                let got = set_listeners(set)?;
+                for name in listeners {
+                    if !got.iter().any(|l| l["name"] == *name) {
+                        return Err(format!("ListenerSet {set}: no listener {name}"));
+                    }
+                }
+                for l in got
+                    .iter()
+                    .filter(|l| listeners.is_empty() || listeners.iter().any(|n| l["name"] == *n))
+                {
+                    conds_hold(
+                        &format!("ListenerSet {set} listener {}", l["name"]),
+                        &l["conditions"],
+                        conds,
+                    )?;
+                }
+                Ok(())
+            }
+            Check::SetListeners { set, listeners } => {
+                let got = set_listeners(set)?;
+                if got.len() != listeners.len() {
+                    return Err(format!(
+                        "ListenerSet {set}: {} listeners in its status, want {}",
+                        got.len(),
+                        listeners.len()
+                    ));
+                }
+                for (name, attached) in listeners {
+                    let l = got
+                        .iter()
+                        .find(|l| l["name"] == *name)
+                        .ok_or_else(|| format!("ListenerSet {set}: no listener {name}"))?;
+                    let what = format!("ListenerSet {set} listener {name}");
+                    let http = l["supportedKinds"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|k| {
+                            k["kind"] == "HTTPRoute"
+                                && k["group"].as_str().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP
+                        });
+                    if !http {
+                        return Err(format!(
+                            "{what}: no HTTPRoute among {}",
+                            l["supportedKinds"]
+                        ));
+                    }
+                    if l["attachedRoutes"] != *attached {
+                        return Err(format!(
+                            "{what}: {} routes attached, want {attached}",
+                            l["attachedRoutes"]
+                        ));
+                    }
+                    conds_hold(&what, &l["conditions"], &accepted_listener)?;
+                }
+                Ok(())
+            }
+            Check::ParentAccepted {
+                parent_kind,
+                parent,
+                routes,
+                listeners,
+            } => {
+                let want = json!({"group": GATEWAY_GROUP, "kind": parent_kind,
+                                  "namespace": parent.namespace, "name": parent.name});
+                for r in routes {
+                    let st = self.status("HTTPRoute", r)?;
+                    let ok = st["parents"].as_array().into_iter().flatten().any(|p| {
+                        let pr = &p["parentRef"];
+                        p["controllerName"] == CONTROLLER
+                            && ["group", "kind", "namespace", "name"]
+                                .iter()
+                                .all(|k| pr[k] == want[k])
+                            && Self::has_cond(
+                                &p["conditions"],
+                                &Cond {
+                                    type_: "Accepted",
+                                    status: "True",
+                                    reason: if *listeners { "Accepted" } else { "" },
+                                },
+                            )
+                    });
+                    if !ok {
+                        return Err(format!(
+                            "HTTPRoute {r}: no Accepted parent entry of ours for {parent_kind} {parent}: {st}"
+                        ));
+                    }
+                }
+                if *listeners {
+                    let st = self.status(parent_kind, parent)?;
+                    for l in st["listeners"].as_array().into_iter().flatten() {
+                        conds_hold(
+                            &format!("{parent_kind} {parent} listener {}", l["name"]),
+                            &l["conditions"],
+                            &accepted_listener,
+                        )?;
+                    }
+                }
+                Ok(())
+            }
+            _ => unreachable!("only ListenerSet checks come here"),
+        }
+    }
+
     /// The Gateway's first address.
     pub fn address(&self, gateway: &Nn) -> std::result::Result<String, String> {
         let st = self.status("Gateway", gateway)?;
@@ -1354,6 +1539,11 @@ impl<'a> Runner<'a> {
             reason: "",
         };
         match c {
+            Check::AttachedSets { .. }
+            | Check::SetCondition { .. }
+            | Check::SetListenerConds { .. }
+            | Check::SetListeners { .. }
+            | Check::ParentAccepted { .. } => self.check_listener_sets(c),
             Check::Accepted {
                 gateway,
                 routes,

@@ -2434,6 +2434,7 @@ pub fn cases() -> Vec<Case> {
     ]);
     v.extend(backend_tls_cases());
     v.extend(client_certificate_cases());
+    v.extend(crate::conformance_listener_sets::cases());
 
     v
 }
