@@ -1374,30 +1374,6 @@ impl<'a> Runner<'a> {
 
     /// The ListenerSet checks (see [`Check::SetCondition`] and the next ones).
     fn check_listener_sets(&self, c: &Check) -> std::result::Result<(), String> {
-        let accepted_listener = [
-            ("ResolvedRefs", "True"),
-            ("Accepted", "True"),
-            ("Programmed", "True"),
-        ]
-        .map(|(type_, status)| Cond {
-            type_,
-            status,
-            reason: "",
-        });
-        let set_listeners = |set: &Nn| -> std::result::Result<Vec<Value>, String> {
-            let st = self.status("ListenerSet", set)?;
-            Ok(st["listeners"].as_array().cloned().unwrap_or_default())
-        };
-        let conds_hold = |what: &str, conds: &Value, want: &[Cond]| match want
-            .iter()
-            .find(|w| !Self::has_cond(conds, w))
-        {
-            None => Ok(()),
-            Some(w) => Err(format!(
-                "{what}: want {} {} {}, got {conds}",
-                w.type_, w.status, w.reason
-            )),
-        };
         match c {
             Check::AttachedSets { gateway, count } => {
                 let st = self.status("Gateway", gateway)?;
@@ -1419,108 +1395,121 @@ impl<'a> Runner<'a> {
                 listeners,
                 conds,
             } => {
-                let got = set_listeners(set)?;
+                let got = self.set_listeners(set)?;
                 for name in listeners {
                     if !got.iter().any(|l| l["name"] == *name) {
                         return Err(format!("ListenerSet {set}: no listener {name}"));
                     }
                 }
-                for l in got
-                    .iter()
-                    .filter(|l| listeners.is_empty() || listeners.iter().any(|n| l["name"] == *n))
-                {
-                    conds_hold(
-                        &format!("ListenerSet {set} listener {}", l["name"]),
-                        &l["conditions"],
-                        conds,
-                    )?;
+                let named =
+                    |l: &&Value| listeners.is_empty() || listeners.iter().any(|n| l["name"] == *n);
+                for l in got.iter().filter(named) {
+                    let what = format!("ListenerSet {set} listener {}", l["name"]);
+                    conds_hold(&what, &l["conditions"], conds)?;
                 }
                 Ok(())
             }
-            Check::SetListeners { set, listeners } => {
-                let got = set_listeners(set)?;
-                if got.len() != listeners.len() {
-                    return Err(format!(
-                        "ListenerSet {set}: {} listeners in its status, want {}",
-                        got.len(),
-                        listeners.len()
-                    ));
-                }
-                for (name, attached) in listeners {
-                    let l = got
-                        .iter()
-                        .find(|l| l["name"] == *name)
-                        .ok_or_else(|| format!("ListenerSet {set}: no listener {name}"))?;
-                    let what = format!("ListenerSet {set} listener {name}");
-                    let http = l["supportedKinds"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .any(|k| {
-                            k["kind"] == "HTTPRoute"
-                                && k["group"].as_str().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP
-                        });
-                    if !http {
-                        return Err(format!(
-                            "{what}: no HTTPRoute among {}",
-                            l["supportedKinds"]
-                        ));
-                    }
-                    if l["attachedRoutes"] != *attached {
-                        return Err(format!(
-                            "{what}: {} routes attached, want {attached}",
-                            l["attachedRoutes"]
-                        ));
-                    }
-                    conds_hold(&what, &l["conditions"], &accepted_listener)?;
-                }
-                Ok(())
-            }
+            Check::SetListeners { set, listeners } => self.check_set_listeners(set, listeners),
             Check::ParentAccepted {
                 parent_kind,
                 parent,
                 routes,
                 listeners,
-            } => {
-                let want = json!({"group": GATEWAY_GROUP, "kind": parent_kind,
-                                  "namespace": parent.namespace, "name": parent.name});
-                for r in routes {
-                    let st = self.status("HTTPRoute", r)?;
-                    let ok = st["parents"].as_array().into_iter().flatten().any(|p| {
-                        let pr = &p["parentRef"];
-                        p["controllerName"] == CONTROLLER
-                            && ["group", "kind", "namespace", "name"]
-                                .iter()
-                                .all(|k| pr[k] == want[k])
-                            && Self::has_cond(
-                                &p["conditions"],
-                                &Cond {
-                                    type_: "Accepted",
-                                    status: "True",
-                                    reason: if *listeners { "Accepted" } else { "" },
-                                },
-                            )
-                    });
-                    if !ok {
-                        return Err(format!(
-                            "HTTPRoute {r}: no Accepted parent entry of ours for {parent_kind} {parent}: {st}"
-                        ));
-                    }
-                }
-                if *listeners {
-                    let st = self.status(parent_kind, parent)?;
-                    for l in st["listeners"].as_array().into_iter().flatten() {
-                        conds_hold(
-                            &format!("{parent_kind} {parent} listener {}", l["name"]),
-                            &l["conditions"],
-                            &accepted_listener,
-                        )?;
-                    }
-                }
-                Ok(())
-            }
+            } => self.check_parent_accepted(parent_kind, parent, routes, *listeners),
             _ => unreachable!("only ListenerSet checks come here"),
         }
+    }
+
+    /// A ListenerSet's listeners in its status.
+    fn set_listeners(&self, set: &Nn) -> std::result::Result<Vec<Value>, String> {
+        let st = self.status("ListenerSet", set)?;
+        Ok(st["listeners"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// [`Check::SetListeners`].
+    fn check_set_listeners(
+        &self,
+        set: &Nn,
+        listeners: &[(&'static str, u64)],
+    ) -> std::result::Result<(), String> {
+        let got = self.set_listeners(set)?;
+        if got.len() != listeners.len() {
+            return Err(format!(
+                "ListenerSet {set}: {} listeners in its status, want {}",
+                got.len(),
+                listeners.len()
+            ));
+        }
+        for (name, attached) in listeners {
+            let l = got
+                .iter()
+                .find(|l| l["name"] == *name)
+                .ok_or_else(|| format!("ListenerSet {set}: no listener {name}"))?;
+            let what = format!("ListenerSet {set} listener {name}");
+            let http = l["supportedKinds"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|k| {
+                    k["kind"] == "HTTPRoute"
+                        && k["group"].as_str().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP
+                });
+            if !http {
+                return Err(format!(
+                    "{what}: no HTTPRoute among {}",
+                    l["supportedKinds"]
+                ));
+            }
+            if l["attachedRoutes"] != *attached {
+                return Err(format!(
+                    "{what}: {} routes attached, want {attached}",
+                    l["attachedRoutes"]
+                ));
+            }
+            conds_hold(&what, &l["conditions"], &accepted_listener())?;
+        }
+        Ok(())
+    }
+
+    /// [`Check::ParentAccepted`].
+    fn check_parent_accepted(
+        &self,
+        parent_kind: &str,
+        parent: &Nn,
+        routes: &[Nn],
+        listeners: bool,
+    ) -> std::result::Result<(), String> {
+        let want = json!({"group": GATEWAY_GROUP, "kind": parent_kind,
+                          "namespace": parent.namespace, "name": parent.name});
+        let accepted = Cond {
+            type_: "Accepted",
+            status: "True",
+            reason: if listeners { "Accepted" } else { "" },
+        };
+        for r in routes {
+            let st = self.status("HTTPRoute", r)?;
+            let ok = st["parents"].as_array().into_iter().flatten().any(|p| {
+                let pr = &p["parentRef"];
+                p["controllerName"] == CONTROLLER
+                    && ["group", "kind", "namespace", "name"]
+                        .iter()
+                        .all(|k| pr[k] == want[k])
+                    && Self::has_cond(&p["conditions"], &accepted)
+            });
+            if !ok {
+                return Err(format!(
+                    "HTTPRoute {r}: no Accepted parent entry of ours for {parent_kind} {parent}: {st}"
+                ));
+            }
+        }
+        if listeners {
+            let st = self.status(parent_kind, parent)?;
+            for l in st["listeners"].as_array().into_iter().flatten() {
+                let what = format!("{parent_kind} {parent} listener {}", l["name"]);
+                conds_hold(&what, &l["conditions"], &accepted_listener())?;
+            }
+        }
+        Ok(())
     }
 
     /// The Gateway's first address.
@@ -2691,6 +2680,32 @@ fn chrono_like_now() -> String {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default()
+}
+
+/// The suite's `generateAcceptedListenerConditions`: ResolvedRefs, Accepted and
+/// Programmed True, any reason.
+fn accepted_listener() -> [Cond; 3] {
+    [
+        ("ResolvedRefs", "True"),
+        ("Accepted", "True"),
+        ("Programmed", "True"),
+    ]
+    .map(|(type_, status)| Cond {
+        type_,
+        status,
+        reason: "",
+    })
+}
+
+/// Every condition of `want` is among `conds` (`what`: whose, for the error).
+fn conds_hold(what: &str, conds: &Value, want: &[Cond]) -> std::result::Result<(), String> {
+    match want.iter().find(|w| !Runner::has_cond(conds, w)) {
+        None => Ok(()),
+        Some(w) => Err(format!(
+            "{what}: want {} {} {}, got {conds}",
+            w.type_, w.status, w.reason
+        )),
+    }
 }
 
 #[cfg(test)]

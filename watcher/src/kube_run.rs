@@ -170,28 +170,8 @@ pub async fn run(
     let _stores_stop_on_drop = stores_stop.clone().drop_guard();
     metrics.readiness.not_ready("waiting for the initial lists");
     let gateway = if args.gateway_api {
-        match discover_gateway_api(&client, &metrics, &shutdown).await {
-            Some(GatewayDiscovery::Found(r)) => {
-                tracing::info!(
-                    gatewayclasses = %r.classes.api_version,
-                    gateways = %r.gateways.api_version,
-                    httproutes = %r.routes.api_version,
-                    referencegrants = %r.grants.as_ref().map_or("not served".into(), |g| g.api_version.clone()),
-                    l4routes = %r.l4.iter().map(|(k, ar)| format!("{} {}", k.as_str(), ar.api_version)).collect::<Vec<_>>().join(", "),
-                    "serving the Gateway API"
-                );
-                if r.l4.len() < k8slb_common::names::L4Kind::ALL.len() {
-                    // The experimental channel's route kinds may be installed later.
-                    let have = r.l4.iter().map(|(k, _)| *k).collect();
-                    spawn_gateway_api_check(&client, args.gateway_api_check, Some(have), &shutdown);
-                }
-                Some(*r)
-            }
-            Some(GatewayDiscovery::Absent(why)) => {
-                tracing::warn!(reason = %why, "the Gateway API CRDs (gateway.networking.k8s.io) are not installed: Gateways are not served; Services and Ingresses are. Once they are installed, this watcher restarts to serve them");
-                spawn_gateway_api_check(&client, args.gateway_api_check, None, &shutdown);
-                None
-            }
+        match gateway_resources(&client, &args, &metrics, &shutdown).await {
+            Some(r) => r,
             None => return Ok(()), // shut down meanwhile
         }
     } else {
@@ -239,32 +219,14 @@ pub async fn run(
         metrics.clone(),
         recorder_stop.clone(),
     );
-    let mut lp = Loop {
-        publisher: Publisher::new(
-            Api::<ConfigMap>::namespaced(client.clone(), &args.namespace),
-            &args.namespace,
-        ),
-        status: StatusWriter::new(client.clone()),
-        gateway_status: stores
-            .gateway
-            .as_ref()
-            .map(|g| GatewayStatusWriter::new(client.clone(), g.resources.clone())),
-        node_secrets: NodeSecretWriter::new(client.clone(), &args.namespace),
+    let mut lp = Loop::new(
+        &client,
+        &args,
         stores,
         recorder,
-        metrics: metrics.clone(),
-        leader: leader_flag.clone(),
-        was_leader: false,
-        previous: Previous::default(),
-        in_progress_since: None,
-        publish_log: FailureLog::new("publishing the state"),
-        settings: Settings {
-            plan: args.plan.clone(),
-            namespace: args.namespace.clone(),
-            status_hostname: args.status_hostname,
-        },
-        args: args.clone(),
-    };
+        &metrics,
+        leader_flag.clone(),
+    );
     let mut resync = tokio::time::interval(args.resync);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     resync.tick().await;
@@ -319,6 +281,41 @@ async fn discover_gateway_api(
         tokio::select! {
             _ = shutdown.cancelled() => return None,
             _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+        }
+    }
+}
+
+/// The Gateway API kinds this cluster serves (`None`: its CRDs are absent, a check
+/// restarts the watcher once they are installed), or `None` outside when shut down
+/// meanwhile.
+async fn gateway_resources(
+    client: &Client,
+    args: &KubeArgs,
+    metrics: &Metrics,
+    shutdown: &CancellationToken,
+) -> Option<Option<GatewayResources>> {
+    match discover_gateway_api(client, metrics, shutdown).await? {
+        GatewayDiscovery::Found(r) => {
+            tracing::info!(
+                gatewayclasses = %r.classes.api_version,
+                gateways = %r.gateways.api_version,
+                httproutes = %r.routes.api_version,
+                referencegrants = %r.grants.as_ref().map_or("not served".into(), |g| g.api_version.clone()),
+                listenersets = %r.listener_sets.as_ref().map_or("not served".into(), |g| g.api_version.clone()),
+                l4routes = %r.l4.iter().map(|(k, ar)| format!("{} {}", k.as_str(), ar.api_version)).collect::<Vec<_>>().join(", "),
+                "serving the Gateway API"
+            );
+            if r.l4.len() < k8slb_common::names::L4Kind::ALL.len() {
+                // The experimental channel's route kinds may be installed later.
+                let have = r.l4.iter().map(|(k, _)| *k).collect();
+                spawn_gateway_api_check(client, args.gateway_api_check, Some(have), shutdown);
+            }
+            Some(Some(*r))
+        }
+        GatewayDiscovery::Absent(why) => {
+            tracing::warn!(reason = %why, "the Gateway API CRDs (gateway.networking.k8s.io) are not installed: Gateways are not served; Services and Ingresses are. Once they are installed, this watcher restarts to serve them");
+            spawn_gateway_api_check(client, args.gateway_api_check, None, shutdown);
+            Some(None)
         }
     }
 }
@@ -450,6 +447,42 @@ struct Loop {
 const RETRY: Duration = Duration::from_secs(1);
 
 impl Loop {
+    fn new(
+        client: &Client,
+        args: &KubeArgs,
+        stores: Stores,
+        recorder: Recorder,
+        metrics: &Metrics,
+        leader: Arc<AtomicBool>,
+    ) -> Loop {
+        Loop {
+            publisher: Publisher::new(
+                Api::<ConfigMap>::namespaced(client.clone(), &args.namespace),
+                &args.namespace,
+            ),
+            status: StatusWriter::new(client.clone()),
+            gateway_status: stores
+                .gateway
+                .as_ref()
+                .map(|g| GatewayStatusWriter::new(client.clone(), g.resources.clone())),
+            node_secrets: NodeSecretWriter::new(client.clone(), &args.namespace),
+            stores,
+            recorder,
+            metrics: metrics.clone(),
+            leader,
+            was_leader: false,
+            previous: Previous::default(),
+            in_progress_since: None,
+            publish_log: FailureLog::new("publishing the state"),
+            settings: Settings {
+                plan: args.plan.clone(),
+                namespace: args.namespace.clone(),
+                status_hostname: args.status_hostname,
+            },
+            args: args.clone(),
+        }
+    }
+
     fn is_leader(&self) -> bool {
         self.leader.load(Ordering::SeqCst)
     }
@@ -581,19 +614,7 @@ impl Loop {
             None => {}
         }
         let state = p.state;
-        self.metrics.plans_total.inc();
-        self.metrics
-            .plan_duration_seconds
-            .observe(started.elapsed().as_secs_f64());
-        self.metrics.problems.clear();
-        for problem in &state.problems {
-            self.metrics
-                .problems
-                .get_or_create(&ReasonLabel {
-                    reason: problem.reason.clone(),
-                })
-                .inc();
-        }
+        self.count_plan(&state, started);
 
         // The certificates the state names reach the nodes before the state does.
         let cert_writes = p.node_certs.map(|c| c.writes).unwrap_or_default();
@@ -611,41 +632,8 @@ impl Loop {
         }
         self.metrics.set_vips(state.vips.keys().copied().collect());
         if p.changed {
-            let leader_flag = self.leader.clone();
-            match self
-                .publisher
-                .publish(&state, move || leader_flag.load(Ordering::SeqCst))
-                .await
-            {
-                Ok(writes) => {
-                    self.metrics.publish("ok");
-                    self.publish_log.succeeded();
-                    tracing::info!(
-                        services = state.services.len(),
-                        vips = state.vips.len(),
-                        problems = state.problems.len(),
-                        writes,
-                        took_ms = started.elapsed().as_millis() as u64,
-                        "state published"
-                    );
-                    for note in p.events {
-                        self.recorder.record(note);
-                    }
-                }
-                Err(PublishCmError::NotLeader) => {
-                    self.metrics.publish("not_leader");
-                    tracing::info!("no longer the leader; the state is left to the next one");
-                    return Some(RETRY);
-                }
-                Err(e) => {
-                    self.metrics.publish(e.category());
-                    self.metrics.write_failed("publish", e.code());
-                    self.publish_log.failed(1, &e.to_string());
-                    self.metrics
-                        .readiness
-                        .not_ready(format!("leader: publishing the state failed: {e}"));
-                    return Some(RETRY);
-                }
+            if let Err(retry) = self.publish(&state, p.events, started).await {
+                return Some(retry);
             }
         }
         // ... and those it no longer names leave after it.
@@ -663,34 +651,113 @@ impl Loop {
         self.previous.state = Some(state);
         self.previous.status = p.status;
         self.previous.gateway_status = p.gateway_status;
-        let leader_flag = self.leader.clone();
-        let out = self
-            .status
-            .execute(
-                &p.patches,
-                &p.clears,
-                &mut self.previous.status,
-                move || leader_flag.load(Ordering::SeqCst),
-                &self.metrics,
-            )
+        failed += self
+            .write_statuses(&p.patches, &p.clears, &p.gateway_writes)
             .await;
-        if let Some(w) = &mut self.gateway_status {
-            let leader_flag = self.leader.clone();
-            failed += w
-                .execute(
-                    &p.gateway_writes,
-                    &mut self.previous.gateway_status,
-                    move || leader_flag.load(Ordering::SeqCst),
-                    &self.metrics,
-                )
-                .await;
-        }
         // Asked again: a lost lease after the publish leaves readiness to the next tick.
         if self.is_leader() {
             self.metrics
                 .readiness
                 .ready("leader: the current state is published");
         }
-        (out.failed + failed > 0 || self.previous.status.pending()).then_some(RETRY)
+        (failed > 0 || self.previous.status.pending()).then_some(RETRY)
+    }
+
+    /// The plan's metrics: one more plan, how long it took, its problems by reason.
+    fn count_plan(&self, state: &k8slb_common::state::State, started: std::time::Instant) {
+        self.metrics.plans_total.inc();
+        self.metrics
+            .plan_duration_seconds
+            .observe(started.elapsed().as_secs_f64());
+        self.metrics.problems.clear();
+        for problem in &state.problems {
+            self.metrics
+                .problems
+                .get_or_create(&ReasonLabel {
+                    reason: problem.reason.clone(),
+                })
+                .inc();
+        }
+    }
+
+    /// Publish `state`, then record its Events. Err: when to try again (no longer the
+    /// leader, or the write failed).
+    async fn publish(
+        &mut self,
+        state: &k8slb_common::state::State,
+        events: Vec<crate::events::Note>,
+        started: std::time::Instant,
+    ) -> Result<(), Duration> {
+        let leader_flag = self.leader.clone();
+        match self
+            .publisher
+            .publish(state, move || leader_flag.load(Ordering::SeqCst))
+            .await
+        {
+            Ok(writes) => {
+                self.metrics.publish("ok");
+                self.publish_log.succeeded();
+                tracing::info!(
+                    services = state.services.len(),
+                    vips = state.vips.len(),
+                    problems = state.problems.len(),
+                    writes,
+                    took_ms = started.elapsed().as_millis() as u64,
+                    "state published"
+                );
+                for note in events {
+                    self.recorder.record(note);
+                }
+                Ok(())
+            }
+            Err(PublishCmError::NotLeader) => {
+                self.metrics.publish("not_leader");
+                tracing::info!("no longer the leader; the state is left to the next one");
+                Err(RETRY)
+            }
+            Err(e) => {
+                self.metrics.publish(e.category());
+                self.metrics.write_failed("publish", e.code());
+                self.publish_log.failed(1, &e.to_string());
+                self.metrics
+                    .readiness
+                    .not_ready(format!("leader: publishing the state failed: {e}"));
+                Err(RETRY)
+            }
+        }
+    }
+
+    /// The Service and Ingress status writes, then the Gateway API ones: how many
+    /// failed.
+    async fn write_statuses(
+        &mut self,
+        patches: &[crate::status::StatusPatch],
+        clears: &[crate::status::StatusClear],
+        gateway_writes: &[crate::gateway_status::GwWrite],
+    ) -> usize {
+        let leader_flag = self.leader.clone();
+        let out = self
+            .status
+            .execute(
+                patches,
+                clears,
+                &mut self.previous.status,
+                move || leader_flag.load(Ordering::SeqCst),
+                &self.metrics,
+            )
+            .await;
+        let mut failed = out.failed;
+        if let Some(w) = &mut self.gateway_status {
+            let leader_flag = self.leader.clone();
+            failed += w
+                .execute(
+                    gateway_writes,
+                    &mut self.previous.gateway_status,
+                    move || leader_flag.load(Ordering::SeqCst),
+                    &self.metrics,
+                )
+                .await;
+        }
+        failed
     }
 }
