@@ -35,10 +35,11 @@ metadata: { name: k8slb }
 spec: { controllerName: k8slb.io/gateway-controller }
 "#;
 
-fn objects(extra: &str) -> Objects {
+/// The base objects, the documents `docs` and the infra backends.
+fn objects(docs: &[String]) -> Objects {
     let mut o = Objects::default();
     o.add_text(BASE).unwrap();
-    o.add_text(extra).unwrap();
+    o.add_text(&docs.concat()).unwrap();
     assert!(o.problems.is_empty(), "{:?}", o.problems);
     for (name, ip) in [
         ("infra-backend-v1", "10.244.1.1"),
@@ -101,6 +102,24 @@ fn route(ns: &str, name: &str, backend: &str, parents: &[&str]) -> String {
     format!(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{ name: {name}, namespace: {ns} }}\nspec:\n  parentRefs: [{}]\n  rules:\n  - matches: [{{ path: {{ type: PathPrefix, value: /{name} }} }}]\n    backendRefs: [{{ name: {backend}, namespace: {INFRA}, port: 8080 }}]\n---\n",
         parents.join(", ")
+    )
+}
+
+/// Routes of namespaces `selected` and `other` may name the infra Services.
+const GRANT_SERVICES: &str = "apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: { name: g, namespace: gateway-conformance-infra }
+spec:
+  from:
+  - { group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: selected }
+  - { group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: other }
+  to: [{ group: \"\", kind: Service }]
+";
+
+/// A parentRef to ListenerSet `ns/name`.
+fn ls_ref_in(ns: &str, name: &str) -> String {
+    format!(
+        "{{ kind: ListenerSet, group: gateway.networking.k8s.io, name: {name}, namespace: {ns} }}"
     )
 }
 
@@ -179,24 +198,24 @@ fn served_hosts(out: &GatewayOutput) -> Vec<String> {
 
 #[test]
 fn a_gateway_takes_no_listener_set_by_default_nor_with_from_none() {
-    let o = objects(
-        &(gateway("gw-default", None, &["gateway-listener"])
-            + &gateway("gw-none", Some("{ from: None }"), &["gateway-listener-2"])
-            + &set(
-                INFRA,
-                "ls-default",
-                "gw-default",
-                None,
-                &[http("ls-default-listener", "All")],
-            )
-            + &set(
-                INFRA,
-                "ls-none",
-                "gw-none",
-                None,
-                &[http("ls-none-listener", "All")],
-            )),
-    );
+    let o = objects(&[
+        gateway("gw-default", None, &["gateway-listener"]),
+        gateway("gw-none", Some("{ from: None }"), &["gateway-listener-2"]),
+        set(
+            INFRA,
+            "ls-default",
+            "gw-default",
+            None,
+            &[http("ls-default-listener", "All")],
+        ),
+        set(
+            INFRA,
+            "ls-none",
+            "gw-none",
+            None,
+            &[http("ls-none-listener", "All")],
+        ),
+    ]);
     let out = run(&o);
     for ls in ["ls-default", "ls-none"] {
         assert_eq!(
@@ -219,42 +238,42 @@ fn a_gateway_takes_no_listener_set_by_default_nor_with_from_none() {
 
 #[test]
 fn same_takes_sets_of_the_gateways_namespace_and_selector_those_it_selects() {
-    let o = objects(
-        &(gateway("gw-same", Some("{ from: Same }"), &["gw-same-listener"])
-            + &gateway(
-                "gw-selector",
-                Some("{ from: Selector, selector: { matchLabels: { allowed: ns } } }"),
-                &["gw-selector-listener"],
-            )
-            + &set(
-                INFRA,
-                "same-ns",
-                "gw-same",
-                None,
-                &[http("same-ns-listener", "All")],
-            )
-            + &set(
-                "other",
-                "other-ns",
-                "gw-same",
-                None,
-                &[http("other-ns-listener", "All")],
-            )
-            + &set(
-                "selected",
-                "selected-ns",
-                "gw-selector",
-                None,
-                &[http("selected-listener", "All")],
-            )
-            + &set(
-                "other",
-                "not-selected-ns",
-                "gw-selector",
-                None,
-                &[http("not-selected-listener", "All")],
-            )),
-    );
+    let o = objects(&[
+        gateway("gw-same", Some("{ from: Same }"), &["gw-same-listener"]),
+        gateway(
+            "gw-selector",
+            Some("{ from: Selector, selector: { matchLabels: { allowed: ns } } }"),
+            &["gw-selector-listener"],
+        ),
+        set(
+            INFRA,
+            "same-ns",
+            "gw-same",
+            None,
+            &[http("same-ns-listener", "All")],
+        ),
+        set(
+            "other",
+            "other-ns",
+            "gw-same",
+            None,
+            &[http("other-ns-listener", "All")],
+        ),
+        set(
+            "selected",
+            "selected-ns",
+            "gw-selector",
+            None,
+            &[http("selected-listener", "All")],
+        ),
+        set(
+            "other",
+            "not-selected-ns",
+            "gw-selector",
+            None,
+            &[http("not-selected-listener", "All")],
+        ),
+    ]);
     let out = run(&o);
     for (ns, ls, l) in [
         (INFRA, "same-ns", "same-ns-listener"),
@@ -317,35 +336,30 @@ fn a_conflicting_set_listener_is_refused_never_the_gateways_nor_an_older_sets() 
         let sibling = conflicting
             .replace("conflict,", "sibling,")
             .replace("conflict.com", "sibling.com");
-        let o = objects(
-            &(gateway(
+        let c = conflicting.to_string();
+        let o = objects(&[
+            gateway(
                 "gw",
                 Some("{ from: Same }"),
                 &["gateway-listener", "conflict"],
-            ) + &set(
+            ),
+            set(
                 INFRA,
                 "ls-gateway-1",
                 "gw",
                 None,
-                &[
-                    http("ls-1", "All"),
-                    conflicting.to_string(),
-                    http("sibling", "All"),
-                ],
-            ) + &set(
-                INFRA,
-                "ls-gateway-2",
-                "gw",
-                None,
-                &[conflicting.to_string()],
-            ) + &set(
+                &[http("ls-1", "All"), c.clone(), http("sibling", "All")],
+            ),
+            set(INFRA, "ls-gateway-2", "gw", None, &[c]),
+            set(
                 INFRA,
                 "ls-set-1",
                 "gw",
                 None,
                 &[http("ls-2", "All"), sibling.clone()],
-            ) + &set(INFRA, "ls-set-2", "gw", None, &[sibling])),
-        );
+            ),
+            set(INFRA, "ls-set-2", "gw", None, &[sibling]),
+        ]);
         let out = run(&o);
         let gw = &out.gateways[&format!("{INFRA}/gw").parse().unwrap()];
         assert_eq!(
@@ -410,14 +424,36 @@ fn a_conflicting_set_listener_is_refused_never_the_gateways_nor_an_older_sets() 
 /// holds, whatever their names; the older keeps serving it with its routes.
 #[test]
 fn an_older_set_keeps_its_hostname_against_a_newer_set_of_another_namespace() {
-    let o = objects(
-        &(gateway("gw", Some("{ from: All }"), &["gateway-listener"])
-            + &set("other", "a-newer", "gw", Some("2026-01-02T00:00:00Z"), &[http("shop", "Same")])
-            + &set("selected", "z-older", "gw", Some("2026-01-01T00:00:00Z"), &[http("shop", "Same")])
-            + &route("selected", "owner", "infra-backend-v1", &[&format!("{{ kind: ListenerSet, group: gateway.networking.k8s.io, name: z-older, namespace: selected }}")])
-            + &route("other", "squatter", "infra-backend-v2", &[&format!("{{ kind: ListenerSet, group: gateway.networking.k8s.io, name: a-newer, namespace: other }}")])
-            + "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: { name: g, namespace: gateway-conformance-infra }\nspec:\n  from: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: selected }, { group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: other }]\n  to: [{ group: \"\", kind: Service }]\n"),
-    );
+    let o = objects(&[
+        gateway("gw", Some("{ from: All }"), &["gateway-listener"]),
+        set(
+            "other",
+            "a-newer",
+            "gw",
+            Some("2026-01-02T00:00:00Z"),
+            &[http("shop", "Same")],
+        ),
+        set(
+            "selected",
+            "z-older",
+            "gw",
+            Some("2026-01-01T00:00:00Z"),
+            &[http("shop", "Same")],
+        ),
+        route(
+            "selected",
+            "owner",
+            "infra-backend-v1",
+            &[&ls_ref_in("selected", "z-older")],
+        ),
+        route(
+            "other",
+            "squatter",
+            "infra-backend-v2",
+            &[&ls_ref_in("other", "a-newer")],
+        ),
+        GRANT_SERVICES.to_string(),
+    ]);
     let out = run(&o);
     assert_eq!(
         set_listener(&out, "selected", "z-older", "shop"),
@@ -451,65 +487,63 @@ fn an_older_set_keeps_its_hostname_against_a_newer_set_of_another_namespace() {
 /// reaches the Gateway's own listeners only.
 #[test]
 fn routes_reach_a_sets_listeners_through_the_set_only() {
-    let o = objects(
-        &(gateway(
-            "gw",
-            Some("{ from: All }"),
-            &["gateway-listener-1", "gateway-listener-2"],
-        ) + &set(
-            INFRA,
-            "ls-1",
-            "gw",
-            None,
-            &[
-                http("ls-1-listener-1", "All"),
-                http("ls-1-listener-2", "All"),
-            ],
-        ) + &set(
-            INFRA,
-            "ls-2",
-            "gw",
-            None,
-            &[
-                http("ls-2-listener-1", "All"),
-                http("ls-2-listener-2", "All"),
-            ],
-        ) + &route(
-            INFRA,
-            "route",
-            "infra-backend-v1",
-            &[
-                &gw_ref("gw", None),
-                &ls_ref("ls-1", None),
-                &ls_ref("ls-2", None),
-            ],
-        ) + &route(
-            INFRA,
-            "gateway-route",
-            "infra-backend-v2",
-            &[&gw_ref("gw", None)],
-        ) + &route(
-            INFRA,
-            "gateway-section-route",
-            "infra-backend-v3",
-            &[&gw_ref("gw", Some("gateway-listener-1"))],
-        ) + &route(
-            INFRA,
-            "ls-1-route",
-            "infra-backend-v2",
-            &[&ls_ref("ls-1", None)],
-        ) + &route(
-            INFRA,
-            "ls-1-section-route",
-            "infra-backend-v3",
-            &[&ls_ref("ls-1", Some("ls-1-listener-1"))],
-        ) + &route(
-            INFRA,
-            "ls-2-route",
-            "infra-backend-v2",
-            &[&ls_ref("ls-2", None)],
-        )),
-    );
+    let o = objects(&[gateway(
+        "gw",
+        Some("{ from: All }"),
+        &["gateway-listener-1", "gateway-listener-2"],
+    ) + &set(
+        INFRA,
+        "ls-1",
+        "gw",
+        None,
+        &[
+            http("ls-1-listener-1", "All"),
+            http("ls-1-listener-2", "All"),
+        ],
+    ) + &set(
+        INFRA,
+        "ls-2",
+        "gw",
+        None,
+        &[
+            http("ls-2-listener-1", "All"),
+            http("ls-2-listener-2", "All"),
+        ],
+    ) + &route(
+        INFRA,
+        "route",
+        "infra-backend-v1",
+        &[
+            &gw_ref("gw", None),
+            &ls_ref("ls-1", None),
+            &ls_ref("ls-2", None),
+        ],
+    ) + &route(
+        INFRA,
+        "gateway-route",
+        "infra-backend-v2",
+        &[&gw_ref("gw", None)],
+    ) + &route(
+        INFRA,
+        "gateway-section-route",
+        "infra-backend-v3",
+        &[&gw_ref("gw", Some("gateway-listener-1"))],
+    ) + &route(
+        INFRA,
+        "ls-1-route",
+        "infra-backend-v2",
+        &[&ls_ref("ls-1", None)],
+    ) + &route(
+        INFRA,
+        "ls-1-section-route",
+        "infra-backend-v3",
+        &[&ls_ref("ls-1", Some("ls-1-listener-1"))],
+    ) + &route(
+        INFRA,
+        "ls-2-route",
+        "infra-backend-v2",
+        &[&ls_ref("ls-2", None)],
+    )]);
     let out = run(&o);
     assert_eq!(attached_sets(&out, "gw"), Some(2));
     for (ls, l, n) in [
@@ -580,25 +614,25 @@ fn routes_reach_a_sets_listeners_through_the_set_only() {
 /// sectionName of its Gateway.
 #[test]
 fn a_sets_listener_is_no_section_of_its_gateway() {
-    let o = objects(
-        &(gateway("gw", Some("{ from: Same }"), &["gw-listener"])
-            + &set(INFRA, "ls", "gw", None, &[http("ls-listener", "Same")])
-            + &route(
-                INFRA,
-                "both",
-                "infra-backend-v1",
-                &[&gw_ref("gw", None), &ls_ref("ls", None)],
-            )
-            + &route(
-                INFRA,
-                "one",
-                "infra-backend-v2",
-                &[
-                    &gw_ref("gw", Some("ls-listener")),
-                    &ls_ref("ls", Some("ls-listener")),
-                ],
-            )),
-    );
+    let o = objects(&[
+        gateway("gw", Some("{ from: Same }"), &["gw-listener"]),
+        set(INFRA, "ls", "gw", None, &[http("ls-listener", "Same")]),
+        route(
+            INFRA,
+            "both",
+            "infra-backend-v1",
+            &[&gw_ref("gw", None), &ls_ref("ls", None)],
+        ),
+        route(
+            INFRA,
+            "one",
+            "infra-backend-v2",
+            &[
+                &gw_ref("gw", Some("ls-listener")),
+                &ls_ref("ls", Some("ls-listener")),
+            ],
+        ),
+    ]);
     let out = run(&o);
     let accepted = |r: &str| -> Vec<(ParentKind, bool, &'static str)> {
         out.http_routes[&format!("{INFRA}/{r}").parse().unwrap()]
@@ -634,18 +668,18 @@ fn a_sets_listener_is_no_section_of_its_gateway() {
 #[test]
 fn a_set_listeners_same_is_the_sets_namespace() {
     let o = objects(
-        &(gateway("gw", Some("{ from: All }"), &["gateway-listener"])
-            + &set(INFRA, "ls", "gw", None, &[
+        &[gateway("gw", Some("{ from: All }"), &["gateway-listener"])
+            ,set(INFRA, "ls", "gw", None, &[
                 http("all", "All"),
                 http("same", "Same"),
                 "{ name: sel, port: 80, protocol: HTTP, hostname: sel.com, allowedRoutes: { namespaces: { from: Selector, selector: { matchLabels: { allowed: ns } } } } }".into(),
             ])
-            + &set("other", "ls-cross", "gw", None, &[http("cross-same", "Same")])
-            + &route(INFRA, "r-infra", "infra-backend-v1", &[&ls_ref("ls", None)])
-            + &route("selected", "r-selected", "infra-backend-v2", &[&ls_ref("ls", None)])
-            + &route("other", "r-other", "infra-backend-v3", &[&ls_ref("ls", None)])
-            + &route("other", "r-in-set-ns", "infra-backend-v1", &["{ kind: ListenerSet, group: gateway.networking.k8s.io, name: ls-cross, namespace: other }"])
-            + &route(INFRA, "r-in-gw-ns", "infra-backend-v2", &["{ kind: ListenerSet, group: gateway.networking.k8s.io, name: ls-cross, namespace: other }"])),
+            ,set("other", "ls-cross", "gw", None, &[http("cross-same", "Same")])
+            ,route(INFRA, "r-infra", "infra-backend-v1", &[&ls_ref("ls", None)])
+            ,route("selected", "r-selected", "infra-backend-v2", &[&ls_ref("ls", None)])
+            ,route("other", "r-other", "infra-backend-v3", &[&ls_ref("ls", None)])
+            ,route("other", "r-in-set-ns", "infra-backend-v1", &[&ls_ref_in("other", "ls-cross")])
+            ,route(INFRA, "r-in-gw-ns", "infra-backend-v2", &[&ls_ref_in("other", "ls-cross")])],
     );
     let out = run(&o);
     assert_eq!(attached_sets(&out, "gw"), Some(2));
@@ -665,8 +699,8 @@ fn a_set_listeners_same_is_the_sets_namespace() {
 #[test]
 fn a_set_listener_with_kinds_it_cannot_take_says_invalid_route_kinds() {
     let o = objects(
-        &(gateway("gw", Some("{ from: All }"), &["gateway-listener"])
-            + &set(INFRA, "ls", "gw", None, &["{ name: tls-only, port: 443, protocol: TLS, hostname: tls-only.com, tls: { mode: Passthrough }, allowedRoutes: { namespaces: { from: All }, kinds: [{ kind: HTTPRoute }] } }".into()])),
+        &[gateway("gw", Some("{ from: All }"), &["gateway-listener"])
+            ,set(INFRA, "ls", "gw", None, &["{ name: tls-only, port: 443, protocol: TLS, hostname: tls-only.com, tls: { mode: Passthrough }, allowedRoutes: { namespaces: { from: All }, kinds: [{ kind: HTTPRoute }] } }".into()])],
     );
     let out = run(&o);
     let (_, c) = set_listener(&out, INFRA, "ls", "tls-only");
@@ -699,28 +733,27 @@ fn a_sets_certificates_need_a_grant_to_listener_sets_of_its_namespace() {
         refusal: String::new(),
         dns_names: vec!["*.com".into()],
     };
-    let base = gw.clone()
-        + &grant("for-gateway", "Gateway")
-        + &set(INFRA, "with-grant", "gw", None, &[https("with-grant")])
-        + &set(
+    let mut docs = vec![
+        gw,
+        grant("for-gateway", "Gateway"),
+        set(INFRA, "with-grant", "gw", None, &[https("with-grant")]),
+        set(
             "other",
             "without-grant",
             "gw",
             None,
             &[https("without-grant")],
-        );
+        ),
+    ];
     // Without the grant to ListenerSets, the Gateway's grant does not serve the set.
-    let out = translate_on(&objects(&base), std::slice::from_ref(&secret), VIP);
+    let out = translate_on(&objects(&docs), std::slice::from_ref(&secret), VIP);
     let (_, c) = set_listener(&out, INFRA, "with-grant", "with-grant");
     assert!(
         c.contains(&("ResolvedRefs", false, "RefNotPermitted")),
         "{c:?}"
     );
-    let out = translate_on(
-        &objects(&(base + &grant("for-sets", "ListenerSet"))),
-        std::slice::from_ref(&secret),
-        VIP,
-    );
+    docs.push(grant("for-sets", "ListenerSet"));
+    let out = translate_on(&objects(&docs), std::slice::from_ref(&secret), VIP);
     let gw_l = &out.gateways[&format!("{INFRA}/gw").parse().unwrap()].listeners[0];
     assert_eq!(triples(&gw_l.conditions), ACCEPTED_LISTENER);
     assert_eq!(
@@ -764,23 +797,23 @@ fn a_sets_certificates_need_a_grant_to_listener_sets_of_its_namespace() {
 /// order, are refused (`TooManyListeners`); the older keep serving.
 #[test]
 fn set_listeners_beyond_the_per_gateway_limit_are_too_many() {
-    let o = objects(
-        &(gateway("gw", Some("{ from: All }"), &["gateway-listener"])
-            + &set(
-                INFRA,
-                "a-newer",
-                "gw",
-                Some("2026-01-02T00:00:00Z"),
-                &[http("n1", "All")],
-            )
-            + &set(
-                INFRA,
-                "z-older",
-                "gw",
-                Some("2026-01-01T00:00:00Z"),
-                &[http("o1", "All"), http("o2", "All")],
-            )),
-    );
+    let o = objects(&[
+        gateway("gw", Some("{ from: All }"), &["gateway-listener"]),
+        set(
+            INFRA,
+            "a-newer",
+            "gw",
+            Some("2026-01-02T00:00:00Z"),
+            &[http("n1", "All")],
+        ),
+        set(
+            INFRA,
+            "z-older",
+            "gw",
+            Some("2026-01-01T00:00:00Z"),
+            &[http("o1", "All"), http("o2", "All")],
+        ),
+    ]);
     let out = translate_tuned(&o, &[], VIP, |i| i.listener_set_listeners_per_gateway = 2);
     assert_eq!(
         set_listener(&out, INFRA, "z-older", "o1").1,
@@ -810,10 +843,10 @@ fn set_listeners_beyond_the_per_gateway_limit_are_too_many() {
 /// route naming it no parent entry of ours.
 #[test]
 fn a_set_of_another_controllers_gateway_is_left_alone() {
-    let o = objects(
-        &(set(INFRA, "ls", "not-ours", None, &[http("x", "All")])
-            + &route(INFRA, "r", "infra-backend-v1", &[&ls_ref("ls", None)])),
-    );
+    let o = objects(&[
+        set(INFRA, "ls", "not-ours", None, &[http("x", "All")]),
+        route(INFRA, "r", "infra-backend-v1", &[&ls_ref("ls", None)]),
+    ]);
     let out = run(&o);
     assert!(out.listener_sets.is_empty());
     assert!(out.http_routes.is_empty());

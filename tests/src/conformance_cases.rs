@@ -16,6 +16,8 @@ use crate::conformance::{
 };
 use serde_json::{json, Value};
 
+mod listener_sets;
+
 const HTTP: &str = "GATEWAY-HTTP";
 const TLS: &str = "GATEWAY-TLS";
 const TCP: &str = "GATEWAY-TCP";
@@ -2434,7 +2436,7 @@ pub fn cases() -> Vec<Case> {
     ]);
     v.extend(backend_tls_cases());
     v.extend(client_certificate_cases());
-    v.extend(crate::conformance_listener_sets::cases());
+    v.extend(listener_sets::cases());
 
     v
 }

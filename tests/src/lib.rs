@@ -19,7 +19,6 @@ pub mod bgp;
 pub mod bins;
 pub mod conformance;
 pub mod conformance_cases;
-pub mod conformance_listener_sets;
 pub mod container;
 pub mod gherkin;
 pub mod grpc;

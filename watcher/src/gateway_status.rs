@@ -569,4 +569,36 @@ status: { parents: [ { parentRef: { name: theirs }, controllerName: example.com/
         let mut mem = GwMemory::default();
         assert!(decide(&GatewayOutput::default(), &objects(&[route]), "t", &mut mem).is_empty());
     }
+
+    /// Written only for a Gateway with `spec.allowedListeners`: a cluster whose CRDs
+    /// predate the field prunes it, and a write that never sticks would repeat forever.
+    #[test]
+    fn attached_listener_sets_is_written_only_when_the_gateway_allows_sets() {
+        let gw = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: default, resourceVersion: "1" }
+spec: { gatewayClassName: k8slb, listeners: [] }
+"#;
+        let k: ObjectKey = "default/gw".parse().unwrap();
+        let mut out = GatewayOutput::default();
+        let st = |n: Option<u32>| k8slb_common::gateway::GatewayStatus {
+            addresses: vec![],
+            conditions: vec![],
+            listeners: vec![],
+            attached_listener_sets: n,
+            warnings: vec![],
+        };
+        out.gateways.insert(k.clone(), st(None));
+        let mut mem = GwMemory::default();
+        let w = decide(&out, &objects(&[gw]), "t", &mut mem);
+        assert!(
+            w[0].status.get("attachedListenerSets").is_none(),
+            "{:?}",
+            w[0]
+        );
+        out.gateways.insert(k, st(Some(2)));
+        let w = decide(&out, &objects(&[gw]), "t", &mut GwMemory::default());
+        assert_eq!(w[0].status["attachedListenerSets"], 2);
+    }
 }

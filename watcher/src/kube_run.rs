@@ -227,25 +227,7 @@ pub async fn run(
         &metrics,
         leader_flag.clone(),
     );
-    let mut resync = tokio::time::interval(args.resync);
-    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    resync.tick().await;
-    loop {
-        let retry = lp.tick().await;
-        let retry_sleep = async {
-            match retry {
-                Some(d) => tokio::time::sleep(d).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            more = debounced(&changed, &args, &shutdown) => if !more { break },
-            _ = resync.tick() => {}
-            _ = leader_rx.changed() => {}
-            _ = retry_sleep => {}
-        }
-    }
+    ticks(&mut lp, &args, &changed, &mut leader_rx, &shutdown).await;
     tracing::info!("shutting down");
     metrics.readiness.not_ready("shutting down");
     election_stop.cancel();
@@ -281,6 +263,36 @@ async fn discover_gateway_api(
         tokio::select! {
             _ = shutdown.cancelled() => return None,
             _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+        }
+    }
+}
+
+/// The loop: a tick after every debounced change, resync, change of leadership or
+/// retry, until shut down.
+async fn ticks(
+    lp: &mut Loop,
+    args: &KubeArgs,
+    changed: &Notify,
+    leader_rx: &mut watch::Receiver<bool>,
+    shutdown: &CancellationToken,
+) {
+    let mut resync = tokio::time::interval(args.resync);
+    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    resync.tick().await;
+    loop {
+        let retry = lp.tick().await;
+        let retry_sleep = async {
+            match retry {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            more = debounced(changed, args, shutdown) => if !more { break },
+            _ = resync.tick() => {}
+            _ = leader_rx.changed() => {}
+            _ = retry_sleep => {}
         }
     }
 }

@@ -363,3 +363,26 @@ fn hostile_or_wrong_bgp_values_are_refused_with_their_path() {
         "{e}"
     );
 }
+
+#[test]
+fn listener_set_listeners_per_gateway_defaults_to_256_and_is_admin_settable() {
+    let c = parse_global_config(README_TWO_POOLS).unwrap();
+    assert_eq!(c.limits.listener_set_listeners_per_gateway, 256);
+    let with = |limits: &str| {
+        let text = README_TWO_POOLS.trim_end().trim_end_matches('}');
+        parse_global_config(&format!("{text}, \"limits\": {limits} }}"))
+    };
+    let c = with(r#"{ "listenerSetListenersPerGateway": 8 }"#).unwrap();
+    assert_eq!(c.limits.listener_set_listeners_per_gateway, 8);
+    for bad in [
+        r#"{ "listenerSetListenersPerGateway": 0 }"#,
+        r#"{ "listenerSetListenersPerGateway": 100001 }"#,
+    ] {
+        let e = with(bad).unwrap_err();
+        assert!(
+            e.0.iter()
+                .any(|m| m.starts_with("limits.listenerSetListenersPerGateway")),
+            "{bad}: {e}"
+        );
+    }
+}

@@ -99,7 +99,10 @@ pub(super) fn sets_of<'a>(input: &GatewayInput<'a>, gateways: &[&'a Gateway]) ->
 /// What the listeners before a set's hold on one (port, UDP?): the protocols, and the
 /// hostnames (`None`: any) of each.
 #[derive(Default)]
-pub(super) struct Held(BTreeMap<(i32, bool), BTreeMap<String, BTreeSet<Option<String>>>>);
+pub(super) struct Held(BTreeMap<(i32, bool), ByProtocol>);
+
+/// On one port: each protocol's hostnames (`None`: any).
+type ByProtocol = BTreeMap<String, BTreeSet<Option<String>>>;
 
 impl Held {
     /// `l` holds its port and hostname from now on.

@@ -3,8 +3,8 @@
 //! test's manifest and the facts its Go file (`conformance/tests/listenerset-*.go`)
 //! states, in the order it states them. See [`crate::conformance_cases`] for the shape.
 
+use super::{case, requests, route_cond};
 use crate::conformance::{get, nn, Case, Check, Cond, Req};
-use crate::conformance_cases::{case, requests, route_cond};
 
 const FEATURE: &[&str] = &["ListenerSet"];
 const V1: &str = "infra-backend-v1";
