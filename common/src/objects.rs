@@ -376,9 +376,9 @@ fn inspected(secrets: &[&Secret]) -> Vec<crate::ingress::SecretMeta> {
 }
 
 impl Objects {
-    /// The (namespace, name) of every Secret that an Ingress's `tls`, a Gateway
-    /// listener's `certificateRefs` or a Gateway's `spec.tls.backend` names: the only
-    /// Secrets k8slb reads.
+    /// The (namespace, name) of every Secret that an Ingress's `tls`, a Gateway's or a
+    /// ListenerSet's listener `certificateRefs` or a Gateway's `spec.tls.backend` names:
+    /// the only Secrets k8slb reads.
     pub fn referenced_secrets(&self) -> std::collections::BTreeSet<(String, String)> {
         let ingresses = self.ingresses.iter().flat_map(|i| {
             let ns = i.metadata.namespace.as_deref().unwrap_or("default");
@@ -392,6 +392,21 @@ impl Objects {
         let gateways = self.gateways.iter().flat_map(|g| {
             let ns = g.metadata.namespace.as_deref().unwrap_or("default");
             g.spec
+                .listeners
+                .iter()
+                .filter_map(|l| l.tls.as_ref())
+                .flat_map(|t| &t.certificate_refs)
+                .map(move |r| {
+                    (
+                        r.namespace.as_deref().unwrap_or(ns).to_string(),
+                        r.name.clone(),
+                    )
+                })
+        });
+        // A ListenerSet's listeners name Secrets of the set's namespace by default.
+        let sets = self.listener_sets.iter().flat_map(|set| {
+            let ns = set.metadata.namespace.as_deref().unwrap_or("default");
+            set.spec
                 .listeners
                 .iter()
                 .filter_map(|l| l.tls.as_ref())
@@ -417,7 +432,11 @@ impl Objects {
             let ns = r.get("namespace").and_then(|n| n.as_str()).unwrap_or(ns);
             Some((ns.to_string(), name.to_string()))
         });
-        ingresses.chain(gateways).chain(clients).collect()
+        ingresses
+            .chain(gateways)
+            .chain(sets)
+            .chain(clients)
+            .collect()
     }
 
     /// Only the Secrets that something names ([`Self::referenced_secrets`]): a Secret

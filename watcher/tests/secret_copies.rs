@@ -30,6 +30,8 @@ fn stores() -> IngressStores {
         secret("default", "site-tls", json!({})),
         secret("certs", "gw-tls", json!({})),
         secret("default", "unnamed", json!({})),
+        secret("shop", "shop-tls", json!({})),
+        secret("certs", "shop-granted", json!({})),
         secret(
             "k8slb-system",
             "k8slb-cert-x",
@@ -76,6 +78,29 @@ spec:
     }
 }
 
+/// A source of one ListenerSet of namespace `shop` whose listeners name `shop-tls` (of
+/// its own namespace) and `certs/shop-granted`.
+struct ListenerSets;
+
+impl Source for ListenerSets {
+    fn add_to(&self, objects: &mut Objects) {
+        objects
+            .add_text(
+                r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: { name: shop, namespace: shop }
+spec:
+  parentRef: { name: gw, namespace: infra }
+  listeners:
+  - { name: own, port: 443, protocol: HTTPS, hostname: shop.example.com, tls: { certificateRefs: [{ name: shop-tls }] } }
+  - { name: granted, port: 443, protocol: HTTPS, hostname: pay.example.com, tls: { certificateRefs: [{ name: shop-granted, namespace: certs }] } }
+"#,
+            )
+            .unwrap();
+    }
+}
+
 fn names(secrets: &[Secret]) -> Vec<String> {
     secrets
         .iter()
@@ -106,6 +131,24 @@ fn a_round_copies_only_the_secrets_that_an_ingress_or_a_gateway_names() {
     assert_eq!(names(&all.secrets), ["certs/gw-tls", "default/site-tls"]);
     // Without the Gateway, its Secret is not copied.
     assert_eq!(names(&gather(&[&st]).secrets), ["default/site-tls"]);
+}
+
+/// A ListenerSet's listeners name Secrets of their own (the set's namespace by
+/// default): a round copies them as a Gateway's, or the set's listeners would say the
+/// Secret does not exist.
+#[test]
+fn a_round_copies_the_secrets_a_listener_set_names() {
+    let st = stores();
+    let all = gather(&[&st, &Gateways, &ListenerSets]);
+    assert_eq!(
+        names(&all.secrets),
+        [
+            "certs/gw-tls",
+            "certs/shop-granted",
+            "default/site-tls",
+            "shop/shop-tls"
+        ]
+    );
 }
 
 #[test]
