@@ -851,3 +851,261 @@ fn a_set_of_another_controllers_gateway_is_left_alone() {
     assert!(out.listener_sets.is_empty());
     assert!(out.http_routes.is_empty());
 }
+
+// Tenancy through the whole plan: host ownership (docs/multi-tenancy.md) decides between
+// the namespaces of routes, Ingresses and set listeners alike.
+
+const POOL: &str = r#"{ "pools": {
+    "default": { "network": "198.18.0.0/24", "range": "198.18.0.100-198.18.0.120" } } }"#;
+
+/// A `kubernetes.io/tls` Secret `ns/name` (the fixture's RSA certificate, for
+/// `*.example.com`).
+fn tls_secret(ns: &str, name: &str) -> k8s_openapi::api::core::v1::Secret {
+    use base64::Engine;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/certs");
+    let b = |f: &str| {
+        base64::engine::general_purpose::STANDARD
+            .encode(std::fs::read(format!("{dir}/{f}")).unwrap())
+    };
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": { "name": name, "namespace": ns },
+        "data": { "tls.crt": b("rsa.crt"), "tls.key": b("rsa.key") }
+    }))
+    .unwrap()
+}
+
+/// Gateway infra/web: sets of every namespace, routes of every namespace on its
+/// `*.example.com` listeners (HTTPS 443 with the infra certificate, HTTP 80).
+fn web_gateway() -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: web, namespace: {INFRA}, creationTimestamp: \"2026-01-01T00:00:00Z\" }}\nspec:\n  gatewayClassName: k8slb\n  allowedListeners: {{ namespaces: {{ from: All }} }}\n  listeners:\n  - {{ name: https, port: 443, protocol: HTTPS, hostname: \"*.example.com\", tls: {{ certificateRefs: [{{ name: cert }}] }}, allowedRoutes: {{ namespaces: {{ from: All }} }} }}\n  - {{ name: http, port: 80, protocol: HTTP, hostname: \"*.example.com\", allowedRoutes: {{ namespaces: {{ from: All }} }} }}\n---\n"
+    )
+}
+
+/// An HTTPS set listener entry `name` on `port` with the set's own certificate.
+fn https_entry(name: &str, port: u16, hostname: Option<&str>) -> String {
+    let hostname = hostname
+        .map(|h| format!(", hostname: \"{h}\""))
+        .unwrap_or_default();
+    format!("{{ name: {name}, port: {port}, protocol: HTTPS{hostname}, tls: {{ certificateRefs: [{{ name: cert }}] }} }}")
+}
+
+/// An HTTPRoute `ns/name` created at second `created` of the day, to Service `ns/app`,
+/// with these hostnames and parentRefs (flow YAML each).
+fn tenant_route(
+    ns: &str,
+    name: &str,
+    created: u32,
+    hostnames: &[&str],
+    parents: &[String],
+) -> String {
+    let kind = "HTTPRoute";
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: {kind}\nmetadata: {{ name: {name}, namespace: {ns}, creationTimestamp: \"2026-01-01T00:00:{created:02}Z\" }}\nspec:\n  parentRefs: [{}]\n  hostnames: [{}]\n  rules:\n  - backendRefs: [{{ name: app, port: 80 }}]\n---\n",
+        parents.join(", "),
+        hostnames.iter().map(|h| format!("\"{h}\"")).collect::<Vec<_>>().join(", ")
+    )
+}
+
+/// The time of second `s` of the day the tenancy fixtures are made.
+fn at(s: u32) -> String {
+    format!("2026-01-01T00:00:{s:02}Z")
+}
+
+/// The plan of the tenancy fixtures `docs`: namespaces `a` and `b`, each with Service
+/// `app` and TLS Secret `cert` (infra has one too), on two LB nodes.
+fn tenancy_plan(docs: &[String]) -> k8slb_common::plan::Plan {
+    let mut o = objects(docs);
+    o.nodes = nodes(2);
+    for ns in ["a", "b"] {
+        o.services.push(backend_svc(ns, "app", 80));
+        o.secrets.push(tls_secret(ns, "cert"));
+    }
+    o.secrets.push(tls_secret(INFRA, "cert"));
+    k8slb_common::plan::plan_round(
+        &cfg(POOL),
+        &k8slb_common::plan::PlanOptions::default(),
+        &o,
+        None,
+    )
+}
+
+/// Where a request to the Gateway's address goes: the namespace of its backend, a
+/// status code, or `none`.
+fn goes(p: &k8slb_common::plan::Plan, port: u16, host: &str) -> String {
+    use k8slb_common::routes::RouteAction;
+    let ip = p.state.gateways[&format!("{INFRA}/web").parse().unwrap()].ips[0];
+    match p.state.http.route(ip, port, host, "/") {
+        Some(RouteAction::Forward { backends, .. }) => {
+            backends[0].id.to_string().split('/').next().unwrap().into()
+        }
+        Some(RouteAction::Respond { status }) => status.code().to_string(),
+        Some(other) => format!("{other:?}"),
+        None => "none".into(),
+    }
+}
+
+/// The namespace of the certificate a TLS client asking for `sni` on `port` gets.
+fn certificate_of(p: &k8slb_common::plan::Plan, port: u16, sni: &str) -> String {
+    use k8slb_common::routes::CertFile;
+    let l = p.state.http.listeners.iter().find(|l| l.port == port);
+    match l.and_then(|l| l.tls.as_ref()?.certificate_for(sni)) {
+        Some(CertFile::Secret { namespace, .. }) => namespace.to_string(),
+        Some(other) => format!("{other:?}"),
+        None => "none".into(),
+    }
+}
+
+/// The reasons of the problems (Events) on ListenerSet `ns/name`.
+fn set_problems(p: &k8slb_common::plan::Plan, ns: &str, name: &str) -> Vec<String> {
+    let obj = format!("ListenerSet {ns}/{name}");
+    p.state
+        .problems
+        .iter()
+        .filter(|x| x.object.to_string() == obj)
+        .map(|x| x.reason.to_string())
+        .collect()
+}
+
+/// One hostile (or harmless) case: the documents, the set listeners refused for a
+/// host another namespace owns, those served, where requests go and whose certificate
+/// answers.
+struct OwnershipCase {
+    name: &'static str,
+    docs: Vec<String>,
+    refused: &'static [(&'static str, &'static str, &'static str)],
+    served: &'static [(&'static str, &'static str, &'static str)],
+    goes: &'static [(u16, &'static str, &'static str)],
+    certificates: &'static [(u16, &'static str, &'static str)],
+}
+
+fn ownership_cases() -> Vec<OwnershipCase> {
+    let web = || gw_ref("web", None);
+    let set_x = || ls_ref_in("b", "x");
+    vec![
+        OwnershipCase {
+            name: "a newer set of b takes no host a's older route owns under the Gateway's wildcard",
+            docs: vec![
+                web_gateway(),
+                tenant_route("a", "bank", 1, &["bank.example.com"], &[web()]),
+                set("b", "x", "web", Some(&at(2)), &[https_entry("bank", 443, Some("bank.example.com"))]),
+                tenant_route("b", "grab", 3, &[], &[set_x()]),
+            ],
+            refused: &[("b", "x", "bank")],
+            served: &[],
+            goes: &[(443, "bank.example.com", "a")],
+            certificates: &[(443, "bank.example.com", INFRA)],
+        },
+        OwnershipCase {
+            name: "a newer set of b takes no name under an older set's wildcard of a",
+            docs: vec![
+                web_gateway(),
+                set("a", "shop", "web", Some(&at(1)), &[https_entry("shop", 8443, Some("*.shop.example.com"))]),
+                tenant_route("a", "shop", 2, &[], &[ls_ref_in("a", "shop")]),
+                set("b", "x", "web", Some(&at(3)), &[https_entry("api", 8443, Some("api.shop.example.com"))]),
+                tenant_route("b", "grab", 4, &[], &[set_x()]),
+            ],
+            refused: &[("b", "x", "api")],
+            served: &[("a", "shop", "shop")],
+            goes: &[(8443, "api.shop.example.com", "a")],
+            certificates: &[(8443, "api.shop.example.com", "a")],
+        },
+        OwnershipCase {
+            name: "a newer wildcard set listener is refused over an older set's name of another namespace",
+            docs: vec![
+                web_gateway(),
+                set("a", "pay", "web", Some(&at(1)), &[https_entry("pay", 8443, Some("pay.shop.example.com"))]),
+                tenant_route("a", "pay", 2, &[], &[ls_ref_in("a", "pay")]),
+                set("b", "x", "web", Some(&at(3)), &[https_entry("all", 8443, Some("*.shop.example.com"))]),
+                tenant_route("b", "grab", 4, &[], &[set_x()]),
+            ],
+            refused: &[("b", "x", "all")],
+            served: &[("a", "pay", "pay")],
+            goes: &[(8443, "pay.shop.example.com", "a"), (8443, "www.shop.example.com", "none")],
+            certificates: &[(8443, "pay.shop.example.com", "a")],
+        },
+        OwnershipCase {
+            name: "a TLS passthrough set listener gets no SNI another namespace owns",
+            docs: vec![
+                web_gateway(),
+                tenant_route("a", "bank", 1, &["bank.example.com"], &[web()]),
+                set("b", "x", "web", Some(&at(2)), &["{ name: tls, port: 9443, protocol: TLS, hostname: bank.example.com, tls: { mode: Passthrough } }".to_string()]),
+                "apiVersion: gateway.networking.k8s.io/v1\nkind: TLSRoute\nmetadata: { name: grab, namespace: b }\nspec:\n  parentRefs: [{ kind: ListenerSet, group: gateway.networking.k8s.io, name: x }]\n  hostnames: [bank.example.com]\n  rules: [{ backendRefs: [{ name: app, port: 80 }] }]\n---\n".to_string(),
+            ],
+            refused: &[("b", "x", "tls")],
+            served: &[],
+            goes: &[(80, "bank.example.com", "a")],
+            certificates: &[],
+        },
+        OwnershipCase {
+            name: "an older set listener's hostname is its namespace's: a newer route of another is refused",
+            docs: vec![
+                web_gateway(),
+                set("b", "x", "web", Some(&at(1)), &[https_entry("own", 443, Some("own.example.com"))]),
+                tenant_route("b", "own", 2, &[], &[set_x()]),
+                tenant_route("a", "late", 3, &["own.example.com"], &[web()]),
+            ],
+            refused: &[],
+            served: &[("b", "x", "own")],
+            goes: &[(443, "own.example.com", "b"), (80, "own.example.com", "none")],
+            certificates: &[(443, "own.example.com", "b")],
+        },
+        OwnershipCase {
+            name: "an HTTPS set listener without a hostname never becomes the port's default certificate",
+            docs: vec![
+                web_gateway(),
+                set("b", "x", "web", Some(&at(1)), &[https_entry("any", 443, None)]),
+                tenant_route("b", "grab", 2, &[], &[set_x()]),
+            ],
+            refused: &[],
+            served: &[],
+            goes: &[(443, "other.org", "none")],
+            certificates: &[(443, "other.org", INFRA), (443, "bank.example.com", INFRA)],
+        },
+    ]
+}
+
+/// Host ownership covers set listeners: a set listener whose hostname another
+/// namespace owns, or overlaps (a wildcard either way), is refused (HostnameConflict,
+/// an Event on the set) and serves nothing, neither routes nor its certificate; an
+/// accepted one owns its hostname for its namespace; no set listener supplies a port's
+/// default certificate.
+#[test]
+fn a_set_listener_never_takes_a_host_another_namespace_owns() {
+    for case in ownership_cases() {
+        let p = tenancy_plan(&case.docs);
+        let out = &p.gateway;
+        for (ns, set, l) in case.refused {
+            let (_, c) = set_listener(out, ns, set, l);
+            assert!(
+                c.contains(&("Accepted", false, "HostnameConflict")),
+                "{}: {ns}/{set}/{l}: {c:?}",
+                case.name
+            );
+            assert!(
+                set_problems(&p, ns, set)
+                    .iter()
+                    .any(|r| r == "HostnameConflict"),
+                "{}: {:?}",
+                case.name,
+                p.state.problems
+            );
+        }
+        for (ns, set, l) in case.served {
+            let (_, c) = set_listener(out, ns, set, l);
+            assert_eq!(c, ACCEPTED_LISTENER, "{}: {ns}/{set}/{l}", case.name);
+        }
+        for (port, host, want) in case.goes {
+            assert_eq!(goes(&p, *port, host), *want, "{}: {host}:{port}", case.name);
+        }
+        for (port, sni, want) in case.certificates {
+            assert_eq!(
+                certificate_of(&p, *port, sni),
+                *want,
+                "{}: {sni}:{port}",
+                case.name
+            );
+        }
+    }
+}

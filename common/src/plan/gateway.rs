@@ -194,6 +194,7 @@ impl<'a> Gateways<'a> {
     pub fn build(
         &self,
         alloc: &Allocator,
+        owners: &crate::tenancy::HostOwners,
         problems: &mut Problems,
     ) -> (GatewayOutput, BTreeMap<ObjectKey, GatewayState>) {
         let mut unavailable: BTreeMap<ObjectKey, BTreeMap<(Protocol, u16), String>> =
@@ -255,7 +256,7 @@ impl<'a> Gateways<'a> {
             self.objs,
             &states,
             (self.serves, &self.limits),
-            Some(&self.pools),
+            (Some(&self.pools), owners),
         );
         if states.is_empty() {
             // No Gateway to serve: only a class of ours that is refused says why (the
@@ -278,7 +279,7 @@ fn translate(
     objs: &Objects,
     gateways: &BTreeMap<ObjectKey, GatewayState>,
     (serves, limits): (Serves, &crate::config::Limits),
-    pools: gateway::KnownPools<'_>,
+    (pools, owners): (gateway::KnownPools<'_>, &crate::tenancy::HostOwners),
 ) -> GatewayOutput {
     let addresses = gateways
         .iter()
@@ -305,6 +306,7 @@ fn translate(
     input.conditional_rules_per_host = limits.conditional_rules_per_host;
     input.retry_backends_per_namespace = limits.retry_backends_per_namespace;
     input.listener_set_listeners_per_gateway = limits.listener_set_listeners_per_gateway;
+    input.host_owners = Some(owners);
     gateway::translate(&input)
 }
 

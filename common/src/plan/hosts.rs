@@ -1,10 +1,11 @@
-//! Host ownership in the plan: the claims of our Ingresses and of the HTTPRoutes of our
-//! Gateways, in age order, fed to the ownership index ([`crate::tenancy`]), and the
+//! Host ownership in the plan: the claims of our Ingresses, of the HTTPRoutes and
+//! GRPCRoutes of our Gateways (and of the ListenerSets they take) and of those sets'
+//! listeners, in age order, fed to the ownership index ([`crate::tenancy`]), and the
 //! objects without the claims it refuses (each a `HostConflict` problem).
 
 use crate::config::Tenancy;
 use crate::gateway::grpc::GrpcRoute;
-use crate::gateway::types::HttpRoute;
+use crate::gateway::types::{HttpRoute, ListenerSet};
 use crate::objects::Objects;
 use crate::problem::{ObjRef, Problem, Reason};
 use crate::tenancy::{Claim, HostOwners};
@@ -35,12 +36,16 @@ fn ingress_hosts(i: &Ingress) -> Vec<String> {
     rules.chain(tls).filter(|h| !h.is_empty()).collect()
 }
 
-/// Decide who owns every host that `ingresses` and `routes` claim.
+/// Decide who owns every host that `ingresses`, `routes` (HTTPRoutes, GRPCRoutes) and
+/// the listeners of ListenerSets (`sets`, with the hostnames each claims) claim.
 pub(super) fn owners<'a>(
     tenancy: &Tenancy,
     ingresses: impl IntoIterator<Item = &'a Ingress>,
-    routes: impl IntoIterator<Item = &'a HttpRoute>,
-    grpc_routes: impl IntoIterator<Item = &'a GrpcRoute>,
+    (routes, grpc_routes): (
+        impl IntoIterator<Item = &'a HttpRoute>,
+        impl IntoIterator<Item = &'a GrpcRoute>,
+    ),
+    sets: &[(&'a ListenerSet, Vec<&'a str>)],
 ) -> HostOwners {
     let mut me = HostOwners::new(tenancy);
     if me.shared() {
@@ -68,6 +73,13 @@ pub(super) fn owners<'a>(
             namespace: r.metadata.namespace.as_deref().unwrap_or("default"),
             name: r.metadata.name.as_deref().unwrap_or_default(),
             hosts: r.spec.hostnames.clone(),
+        }))
+        .chain(sets.iter().map(|(s, hosts)| Claimant {
+            created: s.metadata.creation_timestamp.as_ref(),
+            kind: "ListenerSet",
+            namespace: s.metadata.namespace.as_deref().unwrap_or("default"),
+            name: s.metadata.name.as_deref().unwrap_or_default(),
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
         }))
         .collect();
     claimants.sort_by(|a, b| {

@@ -46,7 +46,7 @@ pub(super) struct Ingresses<'a> {
     held: BTreeMap<ObjectKey, IngressState>,
     reserved_ports: crate::config::ReservedPorts,
     /// Who owns which host (see [`crate::tenancy`]).
-    host_owners: crate::tenancy::HostOwners,
+    host_owners: &'a crate::tenancy::HostOwners,
 }
 
 impl<'a> Ingresses<'a> {
@@ -55,7 +55,7 @@ impl<'a> Ingresses<'a> {
         cfg: &GlobalConfig,
         opts: &PlanOptions,
         objs: &'a Objects,
-        host_owners: crate::tenancy::HostOwners,
+        host_owners: &'a crate::tenancy::HostOwners,
         prev: &State,
         problems: &mut Problems,
     ) -> (Self, Vec<Request>) {
@@ -208,7 +208,7 @@ impl<'a> Ingresses<'a> {
             slices: &self.objs.slices,
             secrets: &self.secrets,
             reserved_ports: Some(&self.reserved_ports),
-            host_owners: Some(&self.host_owners),
+            host_owners: Some(self.host_owners),
         }
     }
 

@@ -58,7 +58,7 @@ use crate::names::ServiceKey;
 use crate::objects::Objects;
 use crate::state::{IpMode, ServiceState, State, STATE_VERSION};
 use request::Request;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// `objs` without the claims on hosts that another namespace owns ([`crate::tenancy`]:
 /// our Ingresses and the HTTPRoutes of our Gateways claim), each refusal a problem; and
@@ -72,7 +72,7 @@ fn owned_hosts<'o>(
         .ingresses
         .iter()
         .filter(|i| crate::ingress::is_ours(i, &objs.ingress_classes));
-    let our_gateways: std::collections::BTreeSet<(String, String)> = objs
+    let gateways: Vec<&crate::gateway::types::Gateway> = objs
         .gateways
         .iter()
         .filter(|g| {
@@ -81,36 +81,40 @@ fn owned_hosts<'o>(
                     && c.spec.controller_name == crate::gateway::CONTROLLER
             })
         })
-        .map(|g| {
-            (
-                g.metadata
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| "default".into()),
-                g.metadata.name.clone().unwrap_or_default(),
-            )
-        })
         .collect();
+    let key = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        (
+            m.namespace.clone().unwrap_or_else(|| "default".into()),
+            m.name.clone().unwrap_or_default(),
+        )
+    };
+    let our_gateways: BTreeSet<(String, String)> =
+        gateways.iter().map(|g| key(&g.metadata)).collect();
+    // The sets our Gateways take claim their listeners' hostnames, and the routes
+    // attached to them claim theirs as the Gateways' do.
+    let sets = crate::gateway::host_claims(&gateways, &objs.listener_sets, &objs.namespaces);
+    let our_sets: BTreeSet<(String, String)> = sets.iter().map(|(s, _)| key(&s.metadata)).collect();
+    let ours_parent = |ns: &str, p: &crate::gateway::types::ParentRef| {
+        let k = (
+            p.namespace.clone().unwrap_or_else(|| ns.to_string()),
+            p.name.clone(),
+        );
+        match p.kind.as_deref().unwrap_or("Gateway") {
+            "Gateway" => our_gateways.contains(&k),
+            "ListenerSet" => our_sets.contains(&k),
+            _ => false,
+        }
+    };
     let routes = objs.http_routes.iter().filter(|r| {
         let ns = r.metadata.namespace.as_deref().unwrap_or("default");
-        r.spec.parent_refs.iter().any(|p| {
-            our_gateways.contains(&(
-                p.namespace.clone().unwrap_or_else(|| ns.to_string()),
-                p.name.clone(),
-            ))
-        })
+        r.spec.parent_refs.iter().any(|p| ours_parent(ns, p))
     });
     let ours_only = |r: &&crate::gateway::grpc::GrpcRoute| {
         let ns = r.metadata.namespace.as_deref().unwrap_or("default");
-        r.spec.parent_refs.iter().any(|p| {
-            our_gateways.contains(&(
-                p.namespace.clone().unwrap_or_else(|| ns.to_string()),
-                p.name.clone(),
-            ))
-        })
+        r.spec.parent_refs.iter().any(|p| ours_parent(ns, p))
     };
     let grpc_routes = objs.grpc_routes.iter().filter(ours_only);
-    let owners = hosts::owners(&cfg.tenancy, ours, routes, grpc_routes);
+    let owners = hosts::owners(&cfg.tenancy, ours, (routes, grpc_routes), &sets);
     let mut refused = Vec::new();
     let objs = hosts::enforce(&owners, objs, &mut refused);
     for p in refused {
@@ -156,7 +160,7 @@ pub fn plan_round(
     let empty = State::empty(cfg.actor_config(&opts.cert_path));
     let prev = previous.unwrap_or(&empty);
     let (mut ingresses, ingress_requests) =
-        ingress::Ingresses::read(cfg, opts, objs, owners, prev, &mut problems);
+        ingress::Ingresses::read(cfg, opts, objs, &owners, prev, &mut problems);
     let (gateways, gateway_requests) =
         gateway::Gateways::read(cfg, opts, objs, prev, &mut problems);
     if !ingress_requests.is_empty() || !gateway_requests.is_empty() {
@@ -174,7 +178,7 @@ pub fn plan_round(
         &mut problems,
     );
     let (mut http, ingresses) = ingresses.build(cfg, &alloc, &mut problems);
-    let (gateway, gateways) = gateways.build(&alloc, &mut problems);
+    let (gateway, gateways) = gateways.build(&alloc, &owners, &mut problems);
     let GatewayOutput {
         routes: gateway_http,
         classes,

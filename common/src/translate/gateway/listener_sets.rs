@@ -8,7 +8,9 @@
 //! `<namespace>/<name>`). A set listener that would take a port with another protocol,
 //! or a (port, hostname) that one before it holds, is refused (`Conflicted`) and the one
 //! before keeps serving; so is a listener beyond `limits.listenerSetListenersPerGateway`
-//! (`TooManyListeners`). A set's listeners take routes from its own namespace (`Same`),
+//! (`TooManyListeners`). Host ownership ([`crate::tenancy`]) covers set listeners: each
+//! hostname is a claim of the set's namespace ([`host_claims`]), and a listener whose
+//! hostname another namespace owns is refused (`HostnameConflict`). A set's listeners take routes from its own namespace (`Same`),
 //! and its certificates are read from its namespace (another one's only with a
 //! ReferenceGrant from ListenerSets of its namespace).
 
@@ -96,6 +98,74 @@ pub(super) fn sets_of<'a>(input: &GatewayInput<'a>, gateways: &[&'a Gateway]) ->
         .collect()
 }
 
+/// The hostnames each ListenerSet claims for host ownership ([`crate::tenancy`]): its
+/// listeners', when a Gateway of `gateways` (ours) takes the set, except a hostname
+/// that Gateway's own listeners name on the same port (the Gateway keeps it: the set's
+/// listener is refused, and claims nothing).
+pub fn host_claims<'a>(
+    gateways: &[&Gateway],
+    sets: &'a [ListenerSet],
+    namespaces: &[Namespace],
+) -> Vec<(&'a ListenerSet, Vec<&'a str>)> {
+    let by_key: BTreeMap<ObjectKey, &Gateway> = gateways
+        .iter()
+        .filter_map(|g| Some((key(&g.metadata)?, *g)))
+        .collect();
+    sets.iter()
+        .filter_map(|set| {
+            let sk = key(&set.metadata)?;
+            let gk = parent_of(set, &sk)?;
+            let g = by_key.get(&gk)?;
+            if !allows(g, &gk, sk.namespace.as_str(), namespaces) {
+                return None;
+            }
+            let own = |l: &GatewayListener| {
+                g.spec
+                    .listeners
+                    .iter()
+                    .any(|o| o.port == l.port && o.hostname == l.hostname)
+            };
+            let hosts = set
+                .spec
+                .listeners
+                .iter()
+                .filter(|l| !own(l))
+                .filter_map(|l| l.hostname.as_deref())
+                .collect();
+            Some((set, hosts))
+        })
+        .collect()
+}
+
+/// Why set listener `l` of namespace `ns` may not have its hostname: another
+/// namespace owns it, or a host under it, or a wildcard over it ([`crate::tenancy`]);
+/// or, for HTTPS, it has none (its certificate would be the port's default, for every
+/// server name no other listener names).
+fn not_its_host(
+    input: &GatewayInput<'_>,
+    ns: &str,
+    l: &GatewayListener,
+) -> Option<(ConditionReason, String)> {
+    let Some(h) = l.hostname.as_deref() else {
+        return (l.protocol == "HTTPS").then(|| {
+            (
+                ConditionReason::UnsupportedValue,
+                "an HTTPS listener of a ListenerSet needs a hostname: without one its certificate would answer every server name no other listener of the port names".to_string(),
+            )
+        });
+    };
+    let owner = input.host_owners?.owner_of(h, ns)?;
+    Some((
+        ConditionReason::HostnameConflict,
+        format!(
+            "host {} belongs to namespace {} ({} claimed it first)",
+            crate::problem::cut(h, 253),
+            owner.namespace,
+            owner.object
+        ),
+    ))
+}
+
 /// What the listeners before a set's hold on one (port, UDP?): the protocols, and the
 /// hostnames (`None`: any) of each.
 #[derive(Default)]
@@ -148,10 +218,25 @@ pub(super) fn set_listeners<'a>(
             set: Some(s.key.clone()),
         };
         for l in &s.set.spec.listeners {
-            let conflict = held.conflict(l);
+            let conflict = held
+                .conflict(l)
+                .map(|reason| Conflict { reason, why: None });
+            let refused = not_its_host(input, s.key.namespace.as_str(), l);
+            let conflict = conflict.or_else(|| {
+                let (reason, why) = refused.clone()?;
+                (reason == ConditionReason::HostnameConflict).then_some(Conflict {
+                    reason,
+                    why: Some(why),
+                })
+            });
             let client_ca = frontend_tls::client_validation(input, g, &gk, l.port);
-            let mut lst = listener((input, secrets), &owner, l, conflict, client_ca);
+            let mut lst = listener((input, secrets), &owner, l, conflict.clone(), client_ca);
             if conflict.is_some() {
+                out.push(lst);
+                continue;
+            }
+            if let Some((reason, why)) = refused {
+                not_served(&mut lst, reason, why);
                 out.push(lst);
                 continue;
             }
@@ -169,21 +254,26 @@ pub(super) fn set_listeners<'a>(
 
 /// `lst` is beyond `limits.listenerSetListenersPerGateway`: not accepted, not served.
 fn too_many(lst: &mut Lst<'_>, limit: usize) {
-    (lst.protocol, lst.stream, lst.tls, lst.client_ca) = (None, None, None, None);
-    lst.warnings.clear();
-    lst.conditions
-        .retain(|c| c.type_ == ConditionType::ResolvedRefs);
-    lst.conditions.push(Condition::accepted(
-        false,
+    not_served(
+        lst,
         ConditionReason::TooManyListeners,
         format!(
             "the Gateway's ListenerSets have {limit} listeners before this one (limits.listenerSetListenersPerGateway)"
         ),
-    ));
+    );
+}
+
+/// `lst` is refused for `reason`: not accepted, not served.
+fn not_served(lst: &mut Lst<'_>, reason: ConditionReason, why: String) {
+    (lst.protocol, lst.stream, lst.tls, lst.client_ca) = (None, None, None, None);
+    lst.warnings.clear();
+    lst.conditions
+        .retain(|c| c.type_ == ConditionType::ResolvedRefs);
+    lst.conditions.push(Condition::accepted(false, reason, why));
     lst.conditions.push(Condition::new(
         ConditionType::Programmed,
         false,
-        ConditionReason::TooManyListeners,
+        reason,
         "the listener is not served",
     ));
 }

@@ -116,6 +116,14 @@ impl Owner {
     }
 }
 
+/// Why a listener may not have its port or hostname: `reason`, and what its conditions
+/// say (`None`: the generic words for a listener that takes precedence).
+#[derive(Debug, Clone)]
+pub(super) struct Conflict {
+    pub(super) reason: ConditionReason,
+    pub(super) why: Option<String>,
+}
+
 /// One listener of `owner` with its conditions: `conflict` when it shares its port with
 /// a listener that takes precedence, `client_ca` the Gateway's client certificate
 /// validation for its port.
@@ -123,14 +131,14 @@ pub(super) fn listener<'a>(
     (input, secrets): (&GatewayInput<'_>, &SecretRefs<'_>),
     owner: &Owner,
     l: &'a GatewayListener,
-    conflict: Option<ConditionReason>,
+    conflict: Option<Conflict>,
     client_ca: Result<Option<frontend_tls::ClientCa>, (ConditionReason, String)>,
 ) -> Lst<'a> {
     let mut v = Verdict::default();
     (v.protocol, v.stream) = protocols(input, l, &mut v.conditions);
     let hostname = listener_hostname(l, &mut v);
-    if let Some(reason) = conflict.filter(|_| v.served()) {
-        v.conflict(l, reason, owner.set.is_some());
+    if let Some(c) = conflict.filter(|_| v.served()) {
+        v.conflict(l, c, owner.set.is_some());
     }
     if let Some(c) = port_unavailable(input, &owner.gateway, l) {
         v.refuse(c);
@@ -230,16 +238,24 @@ impl Verdict {
     /// The listener shares its port with one that takes precedence. A ListenerSet's
     /// listener says so in its `Accepted`, `Programmed` and `Conflicted` (the
     /// specification's ListenerSet tests); a Gateway's in `Conflicted`.
-    fn conflict(&mut self, l: &GatewayListener, reason: ConditionReason, in_set: bool) {
+    fn conflict(&mut self, l: &GatewayListener, c: Conflict, in_set: bool) {
+        let reason = c.reason;
         if in_set {
             self.conditions.push(Condition::accepted(
                 false,
                 reason,
-                "another listener of the Gateway, or of an older ListenerSet, takes precedence",
+                c.why.clone().unwrap_or_else(|| {
+                    "another listener of the Gateway, or of an older ListenerSet, takes precedence"
+                        .into()
+                }),
             ));
             self.not_programmed = Some(reason);
         }
-        self.refuse(conflicted(l, reason));
+        let mut conflicted = conflicted(l, reason);
+        if let Some(why) = c.why {
+            conflicted.message = why;
+        }
+        self.refuse(conflicted);
     }
 
     /// An HTTPS listener's client certificate validation (the Gateway's, for its port),

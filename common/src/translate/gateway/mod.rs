@@ -72,8 +72,8 @@ use hostnames::*;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-pub use listener_sets::ListenerSetStatus;
 use listener_sets::*;
+pub use listener_sets::{host_claims, ListenerSetStatus};
 use listeners::*;
 use rules::*;
 pub use status::{
@@ -148,6 +148,10 @@ pub struct GatewayInput<'a> {
     /// `limits.listenerSetListenersPerGateway`: the most listeners the ListenerSets of
     /// one Gateway add, all together (older sets first).
     pub listener_set_listeners_per_gateway: usize,
+    /// Who owns which host ([`crate::tenancy`]; the plan's): a ListenerSet's listener
+    /// whose hostname another namespace owns is refused (`HostnameConflict`). `None`:
+    /// no ownership (the translation alone, as in tests).
+    pub host_owners: Option<&'a crate::tenancy::HostOwners>,
 }
 
 /// What the Gateway API objects make: the routes to serve and every status.
@@ -658,6 +662,7 @@ fn gateway_listeners<'a>(
             } else {
                 None
             };
+            let conflict = conflict.map(|reason| Conflict { reason, why: None });
             let client_ca = frontend_tls::client_validation(input, g, &gk, l.port);
             let owner = Owner {
                 gateway: gk.clone(),
