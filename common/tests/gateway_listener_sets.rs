@@ -1109,3 +1109,63 @@ fn a_set_listener_never_takes_a_host_another_namespace_owns() {
         }
     }
 }
+
+/// Set listeners count among their Gateway's ports: one on a port the LB nodes keep
+/// (`reservedPorts`), or on a port another tenant of the Gateway's shared address holds
+/// (a Service sharing it by consent), is `PortUnavailable` (an Event on the set) and
+/// reaches no LB node's config; the Gateway keeps its address.
+#[test]
+fn a_set_listener_on_a_port_the_gateway_may_not_have_is_port_unavailable() {
+    let shared = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: web, namespace: {INFRA}, creationTimestamp: \"2026-01-01T00:00:00Z\", annotations: {{ loadbalancer/allow-shared-ip: k }} }}\nspec:\n  gatewayClassName: k8slb\n  addresses: [{{ value: 198.18.0.110 }}]\n  allowedListeners: {{ namespaces: {{ from: All }} }}\n  listeners:\n  - {{ name: http, port: 80, protocol: HTTP, hostname: \"*.example.com\" }}\n---\n"
+    );
+    let mut o = objects(&[
+        shared,
+        set(
+            "b",
+            "x",
+            "web",
+            Some(&at(2)),
+            &[
+                "{ name: ssh, port: 22, protocol: TCP }".into(),
+                "{ name: kubelet, port: 10250, protocol: HTTP, hostname: k.example.org }".into(),
+                "{ name: db, port: 5432, protocol: TCP }".into(),
+                "{ name: fine, port: 8080, protocol: HTTP, hostname: fine.example.org }".into(),
+            ],
+        ),
+    ]);
+    o.nodes = nodes(2);
+    o.services.push(
+        svc(INFRA, "db")
+            .port(5432)
+            .ip("198.18.0.110")
+            .ann("loadbalancer/allow-shared-ip", "k")
+            .created(1)
+            .build(),
+    );
+    let p = k8slb_common::plan::plan_round(
+        &cfg(POOL),
+        &k8slb_common::plan::PlanOptions::default(),
+        &o,
+        None,
+    );
+    let gw = &p.state.gateways[&format!("{INFRA}/web").parse().unwrap()];
+    assert_eq!(gw.ips.len(), 1, "{:?}", p.state.problems);
+    for l in ["ssh", "kubelet", "db"] {
+        let (_, c) = set_listener(&p.gateway, "b", "x", l);
+        assert!(
+            c.contains(&("Accepted", false, "PortUnavailable")),
+            "{l}: {c:?}"
+        );
+    }
+    assert_eq!(
+        set_listener(&p.gateway, "b", "x", "fine").1,
+        ACCEPTED_LISTENER
+    );
+    assert!(set_problems(&p, "b", "x")
+        .iter()
+        .any(|r| r == "PortUnavailable"));
+    let http: Vec<u16> = p.state.http.listeners.iter().map(|l| l.port).collect();
+    let streams: Vec<u16> = p.state.http.streams.iter().map(|s| s.port).collect();
+    assert_eq!((http, streams), (vec![80, 8080], vec![]));
+}

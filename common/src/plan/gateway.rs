@@ -5,7 +5,9 @@
 //! in the order of creation. Its pool is the annotation `loadbalancer/pool` (on the
 //! Gateway or in its `spec.infrastructure.annotations`), `default` without one.
 //!
-//! It holds the TCP ports of its HTTP and HTTPS listeners. As for Ingresses, **ports are
+//! It holds the ports of its listeners, and of the listeners of the ListenerSets it
+//! takes that get their port and hostname (a set listener on a reserved port, or on a
+//! port another tenant of a shared address holds, is `PortUnavailable`). As for Ingresses, **ports are
 //! sticky**: an existing Gateway claims the ports it served in the previous state (those
 //! it still wants); a listener added later on a port that a Service sharing the address
 //! by name already holds is `PortUnavailable`, and the Gateway keeps its address.
@@ -97,12 +99,17 @@ fn object(k: &ObjectKey) -> ObjRef {
     }
 }
 
-/// The ports a Gateway's listeners serve, valid ones only: TCP for HTTP, HTTPS, TLS and
-/// TCP listeners, UDP for UDP ones.
-fn listener_ports(g: &Gateway) -> BTreeSet<(Protocol, u16)> {
-    g.spec
-        .listeners
-        .iter()
+/// Ports, as the allocator keys them.
+type Ports = BTreeSet<(Protocol, u16)>;
+
+/// The ports `listeners` (a Gateway's own and those of the ListenerSets it takes that
+/// get through) serve, valid ones only: TCP for HTTP, HTTPS, TLS and TCP listeners, UDP
+/// for UDP ones.
+fn listener_ports<'l>(
+    listeners: impl IntoIterator<Item = &'l gateway::types::GatewayListener>,
+) -> BTreeSet<(Protocol, u16)> {
+    listeners
+        .into_iter()
         .filter_map(|l| {
             let proto = match l.protocol.as_str() {
                 "HTTP" | "HTTPS" | "TLS" | "TCP" => Protocol::Tcp,
@@ -119,7 +126,7 @@ impl<'a> Gateways<'a> {
     pub fn read(
         cfg: &GlobalConfig,
         opts: &PlanOptions,
-        objs: &'a Objects,
+        (objs, owners): (&'a Objects, &crate::tenancy::HostOwners),
         prev: &State,
         problems: &mut Problems,
     ) -> (Self, Vec<Request>) {
@@ -147,6 +154,20 @@ impl<'a> Gateways<'a> {
                 Some((c.metadata.name.as_deref()?, pool))
             })
             .collect();
+        // The listeners of the sets each Gateway takes that get their port and
+        // hostname: its ports as much as its own listeners'.
+        let candidates: Vec<&Gateway> = objs
+            .gateways
+            .iter()
+            .filter(|g| ours.contains_key(g.spec.gateway_class_name.as_str()))
+            .collect();
+        let set_listeners = gateway::taken_set_listeners(
+            &candidates,
+            &objs.listener_sets,
+            &objs.namespaces,
+            Some(owners),
+            cfg.limits.listener_set_listeners_per_gateway,
+        );
         let mut seen = BTreeSet::new();
         for g in &objs.gateways {
             let Some(class) = ours.get(g.spec.gateway_class_name.as_str()) else {
@@ -175,13 +196,16 @@ impl<'a> Gateways<'a> {
                 continue;
             }
             let class_pool = class.as_ref().ok().and_then(Option::as_ref);
-            let mut r = request(cfg, g, &k, class_pool, prev, problems);
+            let own = listener_ports(&g.spec.listeners);
+            let sets = listener_ports(set_listeners.get(&k).into_iter().flatten().copied());
+            let mut r = request(cfg, (g, &k, (&own, &sets)), class_pool, prev, problems);
+            let wanted = own.union(&sets).copied().collect();
             if held {
                 r.refused = true;
                 r.pools.clear();
                 r.pool_text = prev.gateways[&k].pool.clone();
             }
-            me.wanted.insert(k.clone(), listener_ports(g));
+            me.wanted.insert(k.clone(), wanted);
             me.ours.push((k, r.pool_text.clone(), r.uid.clone()));
             requests.push(r);
         }
@@ -347,11 +371,13 @@ fn annotations(
     (own, pool_text, refused)
 }
 
-/// One Gateway's allocation request.
+/// One Gateway's allocation request, for the ports of its own listeners and of its
+/// sets' (`ports`). The sets' claim only those they served before: a tenant's new
+/// set listener never costs the Gateway its address (a port another tenant of the
+/// address holds makes it `PortUnavailable` instead).
 fn request(
     cfg: &GlobalConfig,
-    g: &Gateway,
-    k: &ObjectKey,
+    (g, k, ports): (&Gateway, &ObjectKey, (&Ports, &Ports)),
     class_pool: Option<&PoolName>,
     prev: &State,
     problems: &mut Problems,
@@ -400,7 +426,11 @@ fn request(
         pools.clear();
     }
     let tenant = Tenant::Gateway(k.clone());
-    let port_keys = sticky_ports(listener_ports(g), &tenant, prev);
+    let (own_ports, set_ports) = ports;
+    let mut port_keys = sticky_ports(own_ports.clone(), &tenant, prev);
+    if tenant.previous_ips(prev).is_some() {
+        port_keys.extend(sticky_ports(set_ports.clone(), &tenant, prev));
+    }
     Request {
         key: tenant,
         object: object(k),

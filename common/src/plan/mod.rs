@@ -162,7 +162,7 @@ pub fn plan_round(
     let (mut ingresses, ingress_requests) =
         ingress::Ingresses::read(cfg, opts, objs, &owners, prev, &mut problems);
     let (gateways, gateway_requests) =
-        gateway::Gateways::read(cfg, opts, objs, prev, &mut problems);
+        gateway::Gateways::read(cfg, opts, (objs, &owners), prev, &mut problems);
     if !ingress_requests.is_empty() || !gateway_requests.is_empty() {
         requests.extend(ingress_requests);
         requests.extend(gateway_requests);

@@ -142,28 +142,123 @@ pub fn host_claims<'a>(
 /// or, for HTTPS, it has none (its certificate would be the port's default, for every
 /// server name no other listener names).
 fn not_its_host(
-    input: &GatewayInput<'_>,
+    owners: Option<&crate::tenancy::HostOwners>,
     ns: &str,
     l: &GatewayListener,
-) -> Option<(ConditionReason, String)> {
+) -> Option<Conflict> {
     let Some(h) = l.hostname.as_deref() else {
-        return (l.protocol == "HTTPS").then(|| {
-            (
-                ConditionReason::UnsupportedValue,
-                "an HTTPS listener of a ListenerSet needs a hostname: without one its certificate would answer every server name no other listener of the port names".to_string(),
-            )
+        return (l.protocol == "HTTPS").then(|| Conflict {
+            reason: ConditionReason::UnsupportedValue,
+            why: Some("an HTTPS listener of a ListenerSet needs a hostname: without one its certificate would answer every server name no other listener of the port names".into()),
+            conflicted: false,
         });
     };
-    let owner = input.host_owners?.owner_of(h, ns)?;
-    Some((
-        ConditionReason::HostnameConflict,
-        format!(
+    let owner = owners?.owner_of(h, ns)?;
+    Some(Conflict {
+        reason: ConditionReason::HostnameConflict,
+        why: Some(format!(
             "host {} belongs to namespace {} ({} claimed it first)",
             crate::problem::cut(h, 253),
             owner.namespace,
             owner.object
-        ),
-    ))
+        )),
+        conflicted: true,
+    })
+}
+
+/// Whether each listener of `sets` (those Gateway `g` takes, in precedence order) gets
+/// its port and hostname, decided before anything costly is read of it (no
+/// certificate, no CA bundle): `None` when it does (it may still be refused for
+/// itself, its protocol or its certificate, say), else why not: a listener before it
+/// (the Gateway's or an older set's) holds them, another namespace owns its hostname,
+/// or the sets' listeners before it reach `limit`.
+fn admit<'s>(
+    g: &Gateway,
+    sets: impl IntoIterator<Item = (&'s ObjectKey, &'s ListenerSet)>,
+    owners: Option<&crate::tenancy::HostOwners>,
+    limit: usize,
+) -> Vec<Option<Conflict>> {
+    let mut held = Held::default();
+    g.spec.listeners.iter().for_each(|l| held.hold(l));
+    let mut budget = limit;
+    let mut out = Vec::new();
+    for (sk, set) in sets {
+        for l in &set.spec.listeners {
+            let refused = held
+                .conflict(l)
+                .map(|reason| Conflict {
+                    reason,
+                    why: None,
+                    conflicted: true,
+                })
+                .or_else(|| not_its_host(owners, sk.namespace.as_str(), l));
+            out.push(if refused.is_some() {
+                refused
+            } else if budget == 0 {
+                Some(Conflict {
+                    reason: ConditionReason::TooManyListeners,
+                    why: Some(format!(
+                        "the Gateway's ListenerSets have {limit} listeners before this one (limits.listenerSetListenersPerGateway)"
+                    )),
+                    conflicted: false,
+                })
+            } else {
+                budget -= 1;
+                held.hold(l);
+                None
+            });
+        }
+    }
+    out
+}
+
+/// The listeners of the ListenerSets each Gateway of `gateways` (ours) takes that get
+/// their port and hostname (see [`admit`]): what the plan counts among the Gateway's
+/// ports (its address, `reservedPorts`, the ports another tenant of a shared address
+/// holds).
+pub fn taken_set_listeners<'a>(
+    gateways: &[&Gateway],
+    sets: &'a [ListenerSet],
+    namespaces: &[Namespace],
+    owners: Option<&crate::tenancy::HostOwners>,
+    limit: usize,
+) -> BTreeMap<ObjectKey, Vec<&'a GatewayListener>> {
+    let by_key: BTreeMap<ObjectKey, &Gateway> = gateways
+        .iter()
+        .filter_map(|g| Some((key(&g.metadata)?, *g)))
+        .collect();
+    let mut ordered: Vec<&ListenerSet> = sets.iter().collect();
+    ordered.sort_by_cached_key(|s| age(&s.metadata));
+    let mut of: BTreeMap<ObjectKey, Vec<(ObjectKey, &ListenerSet)>> = BTreeMap::new();
+    for set in ordered {
+        let Some(sk) = key(&set.metadata) else {
+            continue;
+        };
+        let Some(gk) = parent_of(set, &sk) else {
+            continue;
+        };
+        let Some(g) = by_key.get(&gk) else { continue };
+        if allows(g, &gk, sk.namespace.as_str(), namespaces) {
+            of.entry(gk).or_default().push((sk, set));
+        }
+    }
+    of.into_iter()
+        .map(|(gk, sets)| {
+            let admitted = admit(
+                by_key[&gk],
+                sets.iter().map(|(k, s)| (k, *s)),
+                owners,
+                limit,
+            );
+            let listeners = sets.iter().flat_map(|(_, s)| &s.spec.listeners);
+            let taken = listeners
+                .zip(admitted)
+                .filter(|(_, a)| a.is_none())
+                .map(|(l, _)| l)
+                .collect();
+            (gk, taken)
+        })
+        .collect()
 }
 
 /// What the listeners before a set's hold on one (port, UDP?): the protocols, and the
@@ -199,83 +294,41 @@ impl Held {
     }
 }
 
-/// The listeners of the sets attached to Gateway `g` (after its own, which `held`
-/// holds), in precedence order; at most `budget` of them are accepted.
+/// The listeners of the sets attached to Gateway `g` (after its own), in precedence
+/// order: those [`admit`] refuses are refused without reading their certificates or
+/// the Gateway's client CA bundle.
 pub(super) fn set_listeners<'a>(
     (input, secrets): (&GatewayInput<'a>, &crate::translate::refs::SecretRefs<'_>),
     g: &'a Gateway,
-    sets: &[SetOf<'a>],
-    held: &mut Held,
+    sets: &[&SetOf<'a>],
 ) -> Vec<Lst<'a>> {
     let Some(gk) = key(&g.metadata) else {
         return Vec::new();
     };
-    let mut budget = input.listener_set_listeners_per_gateway;
-    let mut out = Vec::new();
-    for s in sets.iter().filter(|s| s.gateway == gk && s.allowed) {
-        let owner = Owner {
-            gateway: gk.clone(),
-            set: Some(s.key.clone()),
-        };
-        for l in &s.set.spec.listeners {
-            let conflict = held
-                .conflict(l)
-                .map(|reason| Conflict { reason, why: None });
-            let refused = not_its_host(input, s.key.namespace.as_str(), l);
-            let conflict = conflict.or_else(|| {
-                let (reason, why) = refused.clone()?;
-                (reason == ConditionReason::HostnameConflict).then_some(Conflict {
-                    reason,
-                    why: Some(why),
-                })
-            });
-            let client_ca = frontend_tls::client_validation(input, g, &gk, l.port);
-            let mut lst = listener((input, secrets), &owner, l, conflict.clone(), client_ca);
-            if conflict.is_some() {
-                out.push(lst);
-                continue;
-            }
-            if let Some((reason, why)) = refused {
-                not_served(&mut lst, reason, why);
-                out.push(lst);
-                continue;
-            }
-            if budget == 0 {
-                too_many(&mut lst, input.listener_set_listeners_per_gateway);
-            } else {
-                budget -= 1;
-                held.hold(l);
-            }
-            out.push(lst);
-        }
-    }
-    out
-}
-
-/// `lst` is beyond `limits.listenerSetListenersPerGateway`: not accepted, not served.
-fn too_many(lst: &mut Lst<'_>, limit: usize) {
-    not_served(
-        lst,
-        ConditionReason::TooManyListeners,
-        format!(
-            "the Gateway's ListenerSets have {limit} listeners before this one (limits.listenerSetListenersPerGateway)"
-        ),
+    let admitted = admit(
+        g,
+        sets.iter().map(|s| (&s.key, s.set)),
+        input.host_owners,
+        input.listener_set_listeners_per_gateway,
     );
-}
-
-/// `lst` is refused for `reason`: not accepted, not served.
-fn not_served(lst: &mut Lst<'_>, reason: ConditionReason, why: String) {
-    (lst.protocol, lst.stream, lst.tls, lst.client_ca) = (None, None, None, None);
-    lst.warnings.clear();
-    lst.conditions
-        .retain(|c| c.type_ == ConditionType::ResolvedRefs);
-    lst.conditions.push(Condition::accepted(false, reason, why));
-    lst.conditions.push(Condition::new(
-        ConditionType::Programmed,
-        false,
-        reason,
-        "the listener is not served",
-    ));
+    let listeners = sets
+        .iter()
+        .flat_map(|s| s.set.spec.listeners.iter().map(move |l| (s, l)));
+    listeners
+        .zip(admitted)
+        .map(|((s, l), refused)| {
+            let owner = Owner {
+                gateway: gk.clone(),
+                set: Some(s.key.clone()),
+            };
+            let client_ca = if refused.is_some() {
+                Ok(None)
+            } else {
+                frontend_tls::client_validation(input, g, &gk, l.port)
+            };
+            listener((input, secrets), &owner, l, refused, client_ca)
+        })
+        .collect()
 }
 
 /// Every ListenerSet's status (those naming a Gateway of ours), and how many of each

@@ -116,12 +116,15 @@ impl Owner {
     }
 }
 
-/// Why a listener may not have its port or hostname: `reason`, and what its conditions
-/// say (`None`: the generic words for a listener that takes precedence).
+/// Why a listener is refused before anything else is read of it (its port or
+/// hostname taken, the sets' budget spent): `reason`, what its conditions say (`None`:
+/// the generic words for a listener that takes precedence), and whether it says so in
+/// `Conflicted` as well.
 #[derive(Debug, Clone)]
 pub(super) struct Conflict {
     pub(super) reason: ConditionReason,
     pub(super) why: Option<String>,
+    pub(super) conflicted: bool,
 }
 
 /// One listener of `owner` with its conditions: `conflict` when it shares its port with
@@ -235,9 +238,10 @@ impl Verdict {
         self.protocol.is_some() || self.stream.is_some()
     }
 
-    /// The listener shares its port with one that takes precedence. A ListenerSet's
-    /// listener says so in its `Accepted`, `Programmed` and `Conflicted` (the
-    /// specification's ListenerSet tests); a Gateway's in `Conflicted`.
+    /// The listener shares its port with one that takes precedence (or is refused
+    /// before it is read, `c`). A ListenerSet's listener says so in its `Accepted`,
+    /// `Programmed` and `Conflicted` (the specification's ListenerSet tests); a
+    /// Gateway's in `Conflicted`.
     fn conflict(&mut self, l: &GatewayListener, c: Conflict, in_set: bool) {
         let reason = c.reason;
         if in_set {
@@ -251,11 +255,15 @@ impl Verdict {
             ));
             self.not_programmed = Some(reason);
         }
-        let mut conflicted = conflicted(l, reason);
-        if let Some(why) = c.why {
-            conflicted.message = why;
+        if c.conflicted {
+            let mut conflicted = conflicted(l, reason);
+            if let Some(why) = c.why {
+                conflicted.message = why;
+            }
+            self.refuse(conflicted);
+        } else {
+            (self.protocol, self.stream) = (None, None);
         }
-        self.refuse(conflicted);
     }
 
     /// An HTTPS listener's client certificate validation (the Gateway's, for its port),

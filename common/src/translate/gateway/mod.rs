@@ -73,7 +73,7 @@ use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use listener_sets::*;
-pub use listener_sets::{host_claims, ListenerSetStatus};
+pub use listener_sets::{host_claims, taken_set_listeners, ListenerSetStatus};
 use listeners::*;
 use rules::*;
 pub use status::{
@@ -333,13 +333,19 @@ impl<'i, 'a> Translation<'i, 'a> {
     fn new(input: &'i GatewayInput<'a>, gateways: &'i [&'a Gateway]) -> Self {
         let sets = sets_of(input, gateways);
         let secrets = crate::translate::refs::SecretRefs::new(input.secrets);
+        // Each Gateway's sets (those it allows), in precedence order.
+        let mut sets_of_gateway: BTreeMap<&ObjectKey, Vec<&SetOf<'a>>> = BTreeMap::new();
+        for s in sets.iter().filter(|s| s.allowed) {
+            sets_of_gateway.entry(&s.gateway).or_default().push(s);
+        }
         let lsts = gateways
             .iter()
             .flat_map(|g| {
-                let mut held = Held::default();
-                g.spec.listeners.iter().for_each(|l| held.hold(l));
                 let mut own = gateway_listeners((input, &secrets), g);
-                own.extend(set_listeners((input, &secrets), g, &sets, &mut held));
+                let gk = key(&g.metadata);
+                if let Some(its) = gk.as_ref().and_then(|k| sets_of_gateway.get(k)) {
+                    own.extend(set_listeners((input, &secrets), g, its));
+                }
                 own
             })
             .collect();
@@ -662,7 +668,11 @@ fn gateway_listeners<'a>(
             } else {
                 None
             };
-            let conflict = conflict.map(|reason| Conflict { reason, why: None });
+            let conflict = conflict.map(|reason| Conflict {
+                reason,
+                why: None,
+                conflicted: true,
+            });
             let client_ca = frontend_tls::client_validation(input, g, &gk, l.port);
             let owner = Owner {
                 gateway: gk.clone(),
