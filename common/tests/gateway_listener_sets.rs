@@ -1169,3 +1169,46 @@ fn a_set_listener_on_a_port_the_gateway_may_not_have_is_port_unavailable() {
     let streams: Vec<u16> = p.state.http.streams.iter().map(|s| s.port).collect();
     assert_eq!((http, streams), (vec![80, 8080], vec![]));
 }
+
+/// A set of a Gateway that is not accepted (its parameters refused, or none of its own
+/// listeners valid) says `ParentNotAccepted` and serves nothing: no listener of it is
+/// programmed, no route attached to it is served.
+#[test]
+fn the_sets_of_a_gateway_that_is_not_accepted_are_not_served() {
+    let not_accepted = [
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: gw, namespace: {INFRA} }}\nspec:\n  gatewayClassName: k8slb\n  infrastructure: {{ parametersRef: {{ group: \"\", kind: ConfigMap, name: nope }} }}\n  allowedListeners: {{ namespaces: {{ from: All }} }}\n  listeners:\n  - {{ name: http, port: 80, protocol: HTTP, hostname: gateway-listener.com }}\n---\n"
+        ),
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: gw, namespace: {INFRA} }}\nspec:\n  gatewayClassName: k8slb\n  allowedListeners: {{ namespaces: {{ from: All }} }}\n  listeners:\n  - {{ name: odd, port: 80, protocol: SCTP }}\n---\n"
+        ),
+    ];
+    for gw in not_accepted {
+        let o = objects(&[
+            gw,
+            set(INFRA, "ls", "gw", None, &[http("tenant", "Same")]),
+            route(INFRA, "r", "infra-backend-v1", &[&ls_ref("ls", None)]),
+        ]);
+        let out = run(&o);
+        let st = set_status(&out, INFRA, "ls");
+        assert_eq!(
+            triples(&st.conditions),
+            [
+                ("Accepted", false, "ParentNotAccepted"),
+                ("Programmed", false, "ParentNotAccepted")
+            ]
+        );
+        assert!(
+            st.listeners.iter().all(|l| !l
+                .conditions
+                .iter()
+                .any(|c| c.type_.as_str() == "Programmed" && c.status)),
+            "{st:?}"
+        );
+        assert!(
+            !served_hosts(&out).contains(&"tenant.com".to_string()),
+            "{:?}",
+            served_hosts(&out)
+        );
+    }
+}

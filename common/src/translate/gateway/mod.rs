@@ -343,7 +343,14 @@ impl<'i, 'a> Translation<'i, 'a> {
             .flat_map(|g| {
                 let mut own = gateway_listeners((input, &secrets), g);
                 let gk = key(&g.metadata);
-                if let Some(its) = gk.as_ref().and_then(|k| sets_of_gateway.get(k)) {
+                // The sets of a Gateway that is not accepted are not served (each says
+                // ParentNotAccepted).
+                let its = gk.as_ref().and_then(|k| sets_of_gateway.get(k));
+                if let Some(its) = its.filter(|_| {
+                    let statuses: Vec<ListenerStatus> =
+                        own.iter().map(status::listener_status).collect();
+                    status::gateway_accepted(g, &statuses).status
+                }) {
                     own.extend(set_listeners((input, &secrets), g, its));
                 }
                 own

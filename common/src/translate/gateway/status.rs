@@ -248,13 +248,9 @@ pub(super) fn gateway_status(
         .filter(|l| &l.gateway == gk && l.set.is_none())
         .map(listener_status)
         .collect();
-    // spec.addresses: a type we do not assign is not accepted; an address asked for
-    // that the Gateway did not get (not in a pool, held by another) is not usable.
-    let unsupported = g
-        .spec
-        .addresses
-        .iter()
-        .find(|a| a.type_.as_deref().is_some_and(|t| t != "IPAddress"));
+    let accepted = gateway_accepted(g, &listeners);
+    // spec.addresses: an address asked for that the Gateway did not get (not in a
+    // pool, held by another) is not usable.
     let unusable: Vec<&str> = g
         .spec
         .addresses
@@ -265,25 +261,6 @@ pub(super) fn gateway_status(
         .filter(|a| crate::ipam::parse_ip(&a.value).map_or(true, |ip| !addresses.contains(&ip)))
         .map(|a| a.value.as_str())
         .collect();
-    let params = g
-        .spec
-        .infrastructure
-        .as_ref()
-        .and_then(|i| i.parameters_ref.as_ref());
-    let accepted = match (unsupported, params) {
-        (_, Some(p)) => Condition::accepted(false, ConditionReason::InvalidParameters, p.refusal()),
-        (Some(a), None) => Condition::accepted(
-            false,
-            ConditionReason::UnsupportedAddress,
-            format!(
-                "spec.addresses: type {} is not supported (IPAddress is)",
-                crate::problem::cut(a.type_.as_deref().unwrap_or_default(), 40)
-            ),
-        ),
-        // The specification: a Gateway with invalid listeners says ListenersNotValid,
-        // not accepted when none of them is (GatewayListenerUnsupportedProtocol).
-        (None, None) => listeners_accepted(&listeners),
-    };
     let programmed = if let Some(first) = unusable.first() {
         Condition::new(
             ConditionType::Programmed,
@@ -327,6 +304,36 @@ pub(super) fn gateway_status(
         listeners,
         attached_listener_sets: None,
         warnings,
+    }
+}
+
+/// A Gateway's `Accepted`, from its spec and its own listeners' statuses (its sets'
+/// are served only while it is accepted).
+pub(super) fn gateway_accepted(g: &Gateway, listeners: &[ListenerStatus]) -> Condition {
+    // spec.addresses: a type we do not assign is not accepted.
+    let unsupported = g
+        .spec
+        .addresses
+        .iter()
+        .find(|a| a.type_.as_deref().is_some_and(|t| t != "IPAddress"));
+    let params = g
+        .spec
+        .infrastructure
+        .as_ref()
+        .and_then(|i| i.parameters_ref.as_ref());
+    match (unsupported, params) {
+        (_, Some(p)) => Condition::accepted(false, ConditionReason::InvalidParameters, p.refusal()),
+        (Some(a), None) => Condition::accepted(
+            false,
+            ConditionReason::UnsupportedAddress,
+            format!(
+                "spec.addresses: type {} is not supported (IPAddress is)",
+                crate::problem::cut(a.type_.as_deref().unwrap_or_default(), 40)
+            ),
+        ),
+        // The specification: a Gateway with invalid listeners says ListenersNotValid,
+        // not accepted when none of them is (GatewayListenerUnsupportedProtocol).
+        (None, None) => listeners_accepted(listeners),
     }
 }
 
