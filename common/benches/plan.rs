@@ -1,6 +1,11 @@
 //! `cargo bench -p k8slb-common --bench plan`: the whole plan for 10,000 Services with 10
 //! endpoints each over 3 pools (one an IPv6 /64), cold (no previous state) and warm (the
 //! steady-state recompute, sticky on the previous state); and the published state's size.
+//! And one Gateway that takes 1,000 ListenerSets of 64 HTTPS listeners each (the API's
+//! maximum per set; no bound on the number of sets), with client certificate
+//! validation (`spec.tls.frontend`) on its port: what a tenant who creates sets costs
+//! every round, with the default `limits.listenerSetListenersPerGateway` (256) and with
+//! a limit that takes them all.
 
 use criterion::{criterion_group, Criterion};
 use k8s_openapi::api::core::v1::{Node, Service};
@@ -67,6 +72,109 @@ pub fn objects(n: usize) -> Objects {
     o
 }
 
+/// A certificate fixture of the common crate's tests, base64.
+fn fixture(f: &str) -> String {
+    use base64::Engine;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/certs");
+    base64::engine::general_purpose::STANDARD.encode(std::fs::read(format!("{dir}/{f}")).unwrap())
+}
+
+/// Gateway infra/web (HTTPS 443, client certificates checked against ConfigMap
+/// infra/ca) taking every namespace's ListenerSets: `sets` sets of `per_set` HTTPS
+/// listeners on port 443, each with its own hostname and its namespace's certificate.
+pub fn listener_set_objects(sets: usize, per_set: usize) -> Objects {
+    let mut o = objects(0);
+    let ca = String::from_utf8(
+        std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/certs/ca.crt"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let (crt, key) = (fixture("rsa.crt"), fixture("rsa.key"));
+    let mut docs = vec![
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass", "metadata": {"name": "k8slb"},
+               "spec": {"controllerName": "k8slb.io/gateway-controller"}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ca", "namespace": "infra"}, "data": {"ca.crt": ca}}),
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+               "metadata": {"name": "web", "namespace": "infra", "creationTimestamp": "2026-01-01T00:00:00Z"},
+               "spec": {"gatewayClassName": "k8slb",
+                        "allowedListeners": {"namespaces": {"from": "All"}},
+                        "tls": {"frontend": {"default": {"validation": {"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "ca"}]}}}},
+                        "listeners": [{"name": "https", "port": 443, "protocol": "HTTPS", "hostname": "*.example.com",
+                                       "tls": {"certificateRefs": [{"name": "cert"}]}}]}}),
+    ];
+    for ns in (0..50)
+        .map(|n| format!("ns-{n}"))
+        .chain(["infra".to_string()])
+    {
+        docs.push(json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                         "metadata": {"name": "cert", "namespace": ns}, "data": {"tls.crt": crt, "tls.key": key}}));
+    }
+    for i in 0..sets {
+        let listeners: Vec<_> = (0..per_set)
+            .map(|j| {
+                json!({"name": format!("l{j}"), "port": 443, "protocol": "HTTPS",
+                            "hostname": format!("h{j}.s{i}.example.org"),
+                            "tls": {"certificateRefs": [{"name": "cert"}]}})
+            })
+            .collect();
+        docs.push(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+                         "metadata": {"name": format!("set-{i:04}"), "namespace": format!("ns-{}", i % 50),
+                                      "creationTimestamp": format!("2026-01-02T{:02}:{:02}:{:02}Z", i / 3600 % 24, i / 60 % 60, i % 60)},
+                         "spec": {"parentRef": {"name": "web", "namespace": "infra"}, "listeners": listeners}}));
+    }
+    let text: Vec<String> = docs
+        .iter()
+        .map(|d| serde_json::to_string(d).unwrap())
+        .collect();
+    o.add_text(&text.join("\n---\n")).unwrap();
+    o.retain_referenced_secrets();
+    o
+}
+
+/// The plan of 1,000 sets x 64 listeners, once timed per limit (printed, for a quick
+/// before/after), then measured.
+fn bench_listener_sets(c: &mut Criterion) {
+    let objs = listener_set_objects(1000, 64);
+    let opts = PlanOptions::default();
+    let mut g = c.benchmark_group("plan");
+    g.sample_size(10);
+    for (name, limit) in [
+        ("1000_sets_x_64_listeners", 256),
+        ("1000_sets_x_64_listeners_all_taken", 64_000),
+    ] {
+        let cfg = parse_global_config(&CONFIG.replacen(
+            "{ \"pools\"",
+            &format!("{{ \"limits\": {{ \"listenerSetListenersPerGateway\": {limit} }}, \"pools\""),
+            1,
+        ))
+        .unwrap();
+        let t = std::time::Instant::now();
+        let round = k8slb_common::plan::plan_round(&cfg, &opts, &objs, None);
+        let served = round
+            .gateway
+            .listener_sets
+            .values()
+            .flat_map(|s| &s.listeners)
+            .filter(|l| {
+                l.conditions
+                    .iter()
+                    .any(|c| c.type_.as_str() == "Programmed" && c.status)
+            })
+            .count();
+        println!(
+            "{name}: one plan round {:?}, {served} set listeners served",
+            t.elapsed()
+        );
+        g.bench_function(name, |b| {
+            b.iter(|| plan(&cfg, &opts, black_box(&objs), None))
+        });
+    }
+    g.finish();
+}
+
 fn bench(c: &mut Criterion) {
     let cfg = parse_global_config(CONFIG).unwrap();
     let opts = PlanOptions::default();
@@ -99,7 +207,7 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, bench, bench_listener_sets);
 
 fn main() {
     benches();

@@ -525,6 +525,50 @@ fn sticky_ports(
     wanted.intersection(&before).copied().collect()
 }
 
+/// The problem a condition that says something is not served makes on `object`, its
+/// message after `what`.
+fn refusal(object: ObjRef, what: String, c: &Condition) -> Option<Problem> {
+    let refusing = match (c.type_, c.reason) {
+        // The allocation request reported it already, with the address.
+        (_, ConditionReason::UnsupportedAddress) => false,
+        (ConditionType::Conflicted, _) => c.status,
+        (ConditionType::Accepted | ConditionType::ResolvedRefs, _) => !c.status,
+        (ConditionType::Programmed, _) => false,
+    };
+    let reason = c.reason.problem().filter(|_| refusing)?;
+    Some(Problem::new(object, reason, format!("{what}{}", c.message)))
+}
+
+/// The problems of each ListenerSet, as many as are kept of one object
+/// ([`super::MAX_PROBLEMS_PER_OBJECT`], the first in order: none of them explains an
+/// address), chosen here: a set of 64 refused listeners, times the sets a tenant may
+/// create, would otherwise fill the round's problems before they are capped.
+fn set_problems(out: &GatewayOutput, problems: &mut Problems) {
+    for (k, st) in &out.listener_sets {
+        let obj = ObjRef::ListenerSet {
+            namespace: k.namespace.to_string(),
+            name: k.name.to_string(),
+        };
+        let own = st
+            .conditions
+            .iter()
+            .filter_map(|c| refusal(obj.clone(), String::new(), c));
+        let of_listeners = st.listeners.iter().flat_map(|l| {
+            let what = format!("listener {}: ", l.name);
+            let obj = &obj;
+            l.conditions
+                .iter()
+                .filter_map(move |c| refusal(obj.clone(), what.clone(), c))
+        });
+        let mut all: Vec<Problem> = own.chain(of_listeners).collect();
+        all.sort_by(|a, b| (&a.reason, &a.message).cmp(&(&b.reason, &b.message)));
+        all.dedup();
+        for p in all.into_iter().take(super::MAX_PROBLEMS_PER_OBJECT) {
+            problems.insert(p);
+        }
+    }
+}
+
 /// Every condition that says something is not served, as a problem on its object.
 fn report(out: &GatewayOutput, problems: &mut Problems) {
     // What is served with a word: its problem, no condition.
@@ -533,16 +577,10 @@ fn report(out: &GatewayOutput, problems: &mut Problems) {
             problems.insert(Problem::new(object(k), reason.clone(), message.clone()));
         }
     }
+    set_problems(out, problems);
     let mut add = |object: ObjRef, what: String, c: &Condition| {
-        let refusing = match (c.type_, c.reason) {
-            // The allocation request reported it already, with the address.
-            (_, ConditionReason::UnsupportedAddress) => false,
-            (ConditionType::Conflicted, _) => c.status,
-            (ConditionType::Accepted | ConditionType::ResolvedRefs, _) => !c.status,
-            (ConditionType::Programmed, _) => false,
-        };
-        if let (true, Some(reason)) = (refusing, c.reason.problem()) {
-            problems.insert(Problem::new(object, reason, format!("{what}{}", c.message)));
+        if let Some(p) = refusal(object, what, c) {
+            problems.insert(p);
         }
     };
     for (name, conds) in &out.classes {
@@ -562,20 +600,6 @@ fn report(out: &GatewayOutput, problems: &mut Problems) {
         for l in &st.listeners {
             for c in &l.conditions {
                 add(object(k), format!("listener {}: ", l.name), c);
-            }
-        }
-    }
-    for (k, st) in &out.listener_sets {
-        let obj = ObjRef::ListenerSet {
-            namespace: k.namespace.to_string(),
-            name: k.name.to_string(),
-        };
-        for c in &st.conditions {
-            add(obj.clone(), String::new(), c);
-        }
-        for l in &st.listeners {
-            for c in &l.conditions {
-                add(obj.clone(), format!("listener {}: ", l.name), c);
             }
         }
     }

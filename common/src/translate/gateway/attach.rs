@@ -31,17 +31,17 @@ pub(super) fn our_parent(
     p: &ParentRef,
     route_ns: &str,
     ours: &[&Gateway],
-    sets: &[SetOf<'_>],
+    sets: &BTreeMap<ObjectKey, ObjectKey>,
 ) -> Option<Parent> {
     if p.group.as_deref().unwrap_or(types::GROUP) == types::GROUP
         && p.kind.as_deref() == Some("ListenerSet")
     {
         let sk = ObjectKey::new(p.namespace.as_deref().unwrap_or(route_ns), &p.name).ok()?;
-        let s = sets.iter().find(|s| s.key == sk)?;
+        let gateway = sets.get(&sk)?.clone();
         return Some(Parent {
             kind: ParentKind::ListenerSet,
             key: sk,
-            gateway: s.gateway.clone(),
+            gateway,
         });
     }
     let gk = parent_gateway(p, route_ns)?;
@@ -63,13 +63,14 @@ pub(super) fn parent_gateway(p: &ParentRef, route_ns: &str) -> Option<ObjectKey>
     ObjectKey::new(p.namespace.as_deref().unwrap_or(route_ns), &p.name).ok()
 }
 
-/// Attach a route of `kind` with `hostnames` to the listeners `p` selects: (the route's
+/// Attach a route of `kind` with `hostnames` to the listeners `p` selects of `lsts`
+/// (the parent's, the first of them at index `first` of all): (the route's
 /// conditions for this parent, the (listener, hostname)s it is served on). With `taken`
 /// (TLS, TCP and UDP routes), a (listener, hostname) that an older route already holds is
 /// not attached again.
 #[allow(clippy::type_complexity)]
 pub(super) fn attach(
-    lsts: &mut [Lst<'_>],
+    (lsts, first): (&mut [Lst<'_>], usize),
     parent: &Parent,
     p: &ParentRef,
     (kind, hostnames): (&str, &[String]),
@@ -98,6 +99,7 @@ pub(super) fn attach(
     let mut shadowed = 0;
     let mut at = Vec::new();
     for (i, l) in lsts.iter_mut().enumerate() {
+        let i = first + i;
         if !parent.owns(l)
             || p.section_name.as_deref().is_some_and(|s| s != l.spec.name)
             || p.port.is_some_and(|port| port != l.spec.port)

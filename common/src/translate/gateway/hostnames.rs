@@ -40,11 +40,16 @@ pub fn intersect(listener: Option<&Hostname>, route: &[Hostname]) -> Vec<Option<
     }
 }
 
-/// The virtual host of `host` in `l`, added (without rules) if new.
-pub(super) fn vhost(l: &mut Listener, host: Option<Hostname>) -> &mut VirtualHost {
-    let i = match l.virtual_hosts.iter().position(|v| v.host == host) {
-        Some(i) => i,
+/// The virtual host of `host` in `l`, added (without rules) if new; `index` is where
+/// each of `l`'s virtual hosts is (kept up to date here).
+pub(super) fn vhost<'l>(
+    (l, index): (&'l mut Listener, &mut BTreeMap<Option<Hostname>, usize>),
+    host: Option<Hostname>,
+) -> &'l mut VirtualHost {
+    let i = match index.get(&host) {
+        Some(i) => *i,
         None => {
+            index.insert(host.clone(), l.virtual_hosts.len());
             l.virtual_hosts.push(VirtualHost {
                 // The Gateway API's wildcards are suffix matches.
                 any_depth: host.as_ref().is_some_and(Hostname::is_wildcard),

@@ -314,6 +314,8 @@ pub(super) fn set_listeners<'a>(
     let listeners = sets
         .iter()
         .flat_map(|s| s.set.spec.listeners.iter().map(move |l| (s, l)));
+    // The Gateway's client certificate validation, read once per port.
+    let mut client_cas = BTreeMap::new();
     listeners
         .zip(admitted)
         .map(|((s, l), refused)| {
@@ -324,7 +326,10 @@ pub(super) fn set_listeners<'a>(
             let client_ca = if refused.is_some() {
                 Ok(None)
             } else {
-                frontend_tls::client_validation(input, g, &gk, l.port)
+                client_cas
+                    .entry(l.port)
+                    .or_insert_with(|| frontend_tls::client_validation(input, g, &gk, l.port))
+                    .clone()
             };
             listener((input, secrets), &owner, l, refused, client_ca)
         })
@@ -343,12 +348,17 @@ pub(super) fn statuses(
 ) {
     let mut out = BTreeMap::new();
     let mut attached: BTreeMap<ObjectKey, u32> = BTreeMap::new();
+    let mut of_set: BTreeMap<&ObjectKey, Vec<ListenerStatus>> = BTreeMap::new();
+    for l in lsts {
+        if let Some(k) = &l.set {
+            of_set
+                .entry(k)
+                .or_default()
+                .push(status::listener_status(l));
+        }
+    }
     for s in sets {
-        let listeners: Vec<ListenerStatus> = lsts
-            .iter()
-            .filter(|l| l.set.as_ref() == Some(&s.key))
-            .map(status::listener_status)
-            .collect();
+        let listeners = of_set.remove(&s.key).unwrap_or_default();
         let gw = gateways.get(&s.gateway);
         let conditions = set_conditions(s.allowed, &listeners, gw);
         if conditions

@@ -317,6 +317,11 @@ struct Translation<'i, 'a> {
     sets: Vec<SetOf<'a>>,
     /// Every listener: each Gateway's own, then its sets' (in precedence order).
     lsts: Vec<Lst<'a>>,
+    /// Each set's Gateway.
+    set_gateways: BTreeMap<ObjectKey, ObjectKey>,
+    /// Where each parent's listeners are in `lsts` (a Gateway's own: no set; a set's),
+    /// by (Gateway, set).
+    ranges: BTreeMap<(ObjectKey, Option<ObjectKey>), std::ops::Range<usize>>,
     services: crate::translate::refs::ServiceRefs<'a>,
     backends: BTreeMap<BackendId, BackendState>,
     udp_backends: BTreeMap<BackendId, BackendState>,
@@ -355,16 +360,40 @@ impl<'i, 'a> Translation<'i, 'a> {
                 }
                 own
             })
+            .collect::<Vec<Lst<'a>>>();
+        let set_gateways = sets
+            .iter()
+            .map(|s| (s.key.clone(), s.gateway.clone()))
             .collect();
+        let mut ranges: BTreeMap<(ObjectKey, Option<ObjectKey>), std::ops::Range<usize>> =
+            BTreeMap::new();
+        for (i, l) in lsts.iter().enumerate() {
+            ranges
+                .entry((l.gateway.clone(), l.set.clone()))
+                .and_modify(|r| r.end = i + 1)
+                .or_insert(i..i + 1);
+        }
         Translation {
             input,
             gateways,
             sets,
             lsts,
+            set_gateways,
+            ranges,
             services: crate::translate::refs::ServiceRefs::new(input.services, input.slices),
             backends: BTreeMap::new(),
             udp_backends: BTreeMap::new(),
             retry_pairs: BTreeMap::new(),
+        }
+    }
+
+    /// The listeners of `parent` (a Gateway's own, or a set's), and the index in
+    /// `lsts` of the first.
+    fn parent_lsts(&mut self, parent: &Parent) -> (&mut [Lst<'a>], usize) {
+        let set = (parent.kind == ParentKind::ListenerSet).then(|| parent.key.clone());
+        match self.ranges.get(&(parent.gateway.clone(), set)) {
+            Some(r) => (&mut self.lsts[r.clone()], r.start),
+            None => (&mut [], 0),
         }
     }
 
@@ -410,11 +439,11 @@ impl<'i, 'a> Translation<'i, 'a> {
             let mut parents = Vec::new();
             for p in &r.spec.parent_refs {
                 // Not one of ours: another controller's to report.
-                let Some(parent) = our_parent(p, &rns, self.gateways, &self.sets) else {
+                let Some(parent) = our_parent(p, &rns, self.gateways, &self.set_gateways) else {
                     continue;
                 };
                 let (conds, attach) = attach(
-                    &mut self.lsts,
+                    self.parent_lsts(&parent),
                     &parent,
                     p,
                     (kind, &r.spec.hostnames),
@@ -597,12 +626,12 @@ impl<'i, 'a> Translation<'i, 'a> {
             let mut parents = Vec::new();
             for p in &r.spec.parent_refs {
                 // Not one of ours: another controller's to report.
-                let Some(parent) = our_parent(p, &rns, self.gateways, &self.sets) else {
+                let Some(parent) = our_parent(p, &rns, self.gateways, &self.set_gateways) else {
                     continue;
                 };
                 let who = format!("{} {rk}", r.kind.as_str());
                 let (mut conditions, at) = attach(
-                    &mut self.lsts,
+                    self.parent_lsts(&parent),
                     &parent,
                     p,
                     (r.kind.as_str(), &r.spec.hostnames),
@@ -663,6 +692,8 @@ fn gateway_listeners<'a>(
             .or_default()
             .push(l.protocol.as_str());
     }
+    // The Gateway's client certificate validation, read once per port.
+    let mut client_cas = BTreeMap::new();
     g.spec
         .listeners
         .iter()
@@ -680,7 +711,10 @@ fn gateway_listeners<'a>(
                 why: None,
                 conflicted: true,
             });
-            let client_ca = frontend_tls::client_validation(input, g, &gk, l.port);
+            let client_ca = client_cas
+                .entry(l.port)
+                .or_insert_with(|| frontend_tls::client_validation(input, g, &gk, l.port))
+                .clone();
             let owner = Owner {
                 gateway: gk.clone(),
                 set: None,

@@ -9,6 +9,10 @@ impl Translation<'_, '_> {
     /// with the stream routes placed on them (the first route of a server name wins).
     pub(super) fn stream_listeners(&self, placed: &[StreamPlaced]) -> Vec<StreamListener> {
         let mut streams: BTreeMap<(IpAddr, u16, bool), StreamListener> = BTreeMap::new();
+        let mut placed_on: BTreeMap<usize, Vec<&StreamPlaced>> = BTreeMap::new();
+        for p in placed {
+            placed_on.entry(p.0).or_default().push(p);
+        }
         for (li, l) in self.lsts.iter().enumerate() {
             let Some(protocol) = l.stream else { continue };
             let Ok(port) = u16::try_from(l.spec.port) else {
@@ -26,7 +30,8 @@ impl Translation<'_, '_> {
                 if entry.protocol != protocol {
                     continue; // another Gateway's listener on a shared address holds it
                 }
-                for (_, host, (weighted, invalid), owner) in placed.iter().filter(|p| p.0 == li) {
+                let mine = placed_on.get(&li).into_iter().flatten();
+                for (_, host, (weighted, invalid), owner) in mine {
                     if !entry.routes.iter().any(|r| &r.host == host) {
                         entry.routes.push(StreamRoute {
                             host: host.clone(),
@@ -57,8 +62,24 @@ impl Translation<'_, '_> {
         streams: Vec<StreamListener>,
     ) -> HttpRoutes {
         placed.sort_by(|a, b| a.key.cmp(&b.key));
+        let mut placed_on: BTreeMap<usize, Vec<&Placed>> = BTreeMap::new();
+        for p in &placed {
+            placed_on.entry(p.at.0).or_default().push(p);
+        }
         let mut listeners: BTreeMap<(IpAddr, u16), Listener> = BTreeMap::new();
         let mut default_from_any_host: BTreeMap<(IpAddr, u16), bool> = BTreeMap::new();
+        let mut vhosts: BTreeMap<(IpAddr, u16), BTreeMap<Option<Hostname>, usize>> =
+            BTreeMap::new();
+        // The hostnames of each Gateway's served HTTP(S) listeners on each port.
+        let mut hostnames: BTreeMap<(&ObjectKey, i32), Vec<&Hostname>> = BTreeMap::new();
+        for l in self.lsts.iter().filter(|l| l.protocol.is_some()) {
+            if let Some(h) = &l.hostname {
+                hostnames
+                    .entry((&l.gateway, l.spec.port))
+                    .or_default()
+                    .push(h);
+            }
+        }
         for (li, l) in self.lsts.iter().enumerate() {
             let Some(protocol) = l.protocol else { continue };
             let Ok(port) = u16::try_from(l.spec.port) else {
@@ -78,11 +99,18 @@ impl Translation<'_, '_> {
                     let any = default_from_any_host.entry((ip, port)).or_default();
                     merge_tls(&mut entry.tls, any, t, l.hostname.is_none());
                 }
-                self.fill_listener(entry, li, &placed);
+                let on_port = hostnames.get(&(&l.gateway, l.spec.port));
+                let mine = placed_on.get(&li).map_or(&[][..], Vec::as_slice);
+                let index = vhosts.entry((ip, port)).or_default();
+                self.fill_listener(
+                    (entry, index),
+                    (li, on_port.map_or(&[][..], Vec::as_slice)),
+                    mine,
+                );
             }
         }
         // The zones of the HTTPS listeners sharing each address and port (misdirected
-        // requests: see SniZones).
+        // requests: see SniZones): collected, then sorted once.
         for l in self.lsts.iter() {
             if l.protocol != Some(ListenerProtocol::Https) {
                 continue;
@@ -96,14 +124,17 @@ impl Translation<'_, '_> {
                 };
                 let zones = tls.zones.get_or_insert_with(Default::default);
                 match &l.hostname {
-                    Some(h) => {
-                        if let Err(at) = zones.hostnames.binary_search(h) {
-                            zones.hostnames.insert(at, h.clone());
-                        }
-                    }
+                    Some(h) => zones.hostnames.push(h.clone()),
                     None => zones.any = true,
                 }
             }
+        }
+        for zones in listeners
+            .values_mut()
+            .filter_map(|e| e.tls.as_mut()?.zones.as_mut())
+        {
+            zones.hostnames.sort();
+            zones.hostnames.dedup();
         }
         let mut routes = HttpRoutes {
             listeners: listeners.into_values().collect(),
@@ -128,31 +159,43 @@ impl Translation<'_, '_> {
         routes
     }
 
-    /// The rules placed on listener `li` into `entry`'s virtual hosts. Listener
-    /// isolation: a request goes to the routes of the most specific listener whose
-    /// hostname it matches, never to a less specific one's.
-    fn fill_listener(&self, entry: &mut Listener, li: usize, placed: &[Placed]) {
+    /// The rules `placed` on listener `li` (in precedence order) into `entry`'s virtual
+    /// hosts (`index`: where each of them is; `on_port`: the hostnames of its Gateway's
+    /// served HTTP(S) listeners on its port). Listener isolation: a request goes to the
+    /// routes of the most specific listener whose hostname it matches, never to a less
+    /// specific one's.
+    fn fill_listener(
+        &self,
+        (entry, index): (&mut Listener, &mut BTreeMap<Option<Hostname>, usize>),
+        (li, on_port): (usize, &[&Hostname]),
+        placed: &[&Placed],
+    ) {
         let l = &self.lsts[li];
-        let narrower: Vec<&Hostname> = self
-            .lsts
-            .iter()
-            .filter(|o| {
-                o.gateway == l.gateway && o.spec.port == l.spec.port && o.protocol.is_some()
-            })
-            .filter_map(|o| o.hostname.as_ref())
-            .filter(|h| narrower_than(h, l.hostname.as_ref()))
-            .collect();
-        for p in placed.iter().filter(|p| p.at.0 == li) {
+        // Nothing is narrower than a name (only a wildcard, or no hostname, has more
+        // specific listeners under it); nothing to look for without rules.
+        let narrower: Vec<&Hostname> =
+            if placed.is_empty() || l.hostname.as_ref().is_some_and(|h| !h.is_wildcard()) {
+                Vec::new()
+            } else {
+                on_port
+                    .iter()
+                    .copied()
+                    .filter(|h| narrower_than(h, l.hostname.as_ref()))
+                    .collect()
+            };
+        for p in placed {
             let host = p.at.1.clone();
             if narrower.iter().any(|n| covers(n, host.as_ref())) {
                 continue; // a more specific listener takes these requests
             }
-            vhost(entry, host).rules.push(p.rule.clone());
+            vhost((&mut *entry, &mut *index), host)
+                .rules
+                .push(p.rule.clone());
         }
         // Its hostname is its own even without a route (404), so that a less specific
         // listener's wildcard routes do not take its requests.
         if let Some(h) = &l.hostname {
-            vhost(entry, Some(h.clone()));
+            vhost((entry, index), Some(h.clone()));
         }
     }
 }
