@@ -1212,3 +1212,68 @@ fn the_sets_of_a_gateway_that_is_not_accepted_are_not_served() {
         );
     }
 }
+
+/// A set listener served with a certificate that does not cover its hostname says so
+/// as an Event on the set (`CertificateHostMismatch`), as a Gateway's does on the
+/// Gateway.
+#[test]
+fn a_set_listeners_certificate_not_for_its_hostname_is_an_event_on_the_set() {
+    let p = tenancy_plan(&[
+        web_gateway(),
+        set(
+            "b",
+            "x",
+            "web",
+            Some(&at(1)),
+            &[https_entry("shop", 443, Some("shop.example.org"))],
+        ),
+    ]);
+    assert_eq!(
+        set_listener(&p.gateway, "b", "x", "shop").1,
+        ACCEPTED_LISTENER
+    );
+    assert!(
+        set_problems(&p, "b", "x")
+            .iter()
+            .any(|r| r == "CertificateHostMismatch"),
+        "{:?}",
+        p.state.problems
+    );
+}
+
+/// What is wrong with the Gateway's client certificate validation (a ConfigMap of its
+/// namespace that does not exist) is not told to a set's namespace: the set listener
+/// is refused with a generic message.
+#[test]
+fn a_set_listener_is_not_told_what_the_gateways_frontend_validation_names() {
+    let gw = web_gateway().replace(
+        "  allowedListeners:",
+        "  tls: { frontend: { default: { validation: { caCertificateRefs: [{ group: \"\", kind: ConfigMap, name: secret-ca-name }] } } } }\n  allowedListeners:",
+    );
+    let p = tenancy_plan(&[
+        gw,
+        set(
+            "b",
+            "x",
+            "web",
+            Some(&at(1)),
+            &[https_entry("shop", 443, Some("shop.example.org"))],
+        ),
+    ]);
+    let st = set_status(&p.gateway, "b", "x");
+    let text = format!("{st:?}");
+    assert!(text.contains("ResolvedRefs"), "{text}");
+    assert!(!text.contains("secret-ca-name"), "{text}");
+    let events: Vec<&String> = p
+        .state
+        .problems
+        .iter()
+        .filter(|x| x.object.to_string() == "ListenerSet b/x")
+        .map(|x| &x.message)
+        .collect();
+    assert!(!events.is_empty());
+    assert!(
+        events.iter().all(|m| !m.contains("secret-ca-name")),
+        "{events:?}"
+    );
+}

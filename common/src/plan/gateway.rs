@@ -560,7 +560,11 @@ fn set_problems(out: &GatewayOutput, problems: &mut Problems) {
                 .iter()
                 .filter_map(move |c| refusal(obj.clone(), what.clone(), c))
         });
-        let mut all: Vec<Problem> = own.chain(of_listeners).collect();
+        let warnings = st
+            .warnings
+            .iter()
+            .map(|(reason, message)| Problem::new(obj.clone(), reason.clone(), message.clone()));
+        let mut all: Vec<Problem> = own.chain(of_listeners).chain(warnings).collect();
         all.sort_by(|a, b| (&a.reason, &a.message).cmp(&(&b.reason, &b.message)));
         all.dedup();
         for p in all.into_iter().take(super::MAX_PROBLEMS_PER_OBJECT) {

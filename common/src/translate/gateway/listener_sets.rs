@@ -22,6 +22,9 @@ pub struct ListenerSetStatus {
     pub conditions: Vec<Condition>,
     /// Its listeners' (none while it is not attached).
     pub listeners: Vec<ListenerStatus>,
+    /// What is served but deserves a word (a listener's certificate that does not
+    /// cover its hostname): problems (Events) on the set, no condition changes.
+    pub warnings: Vec<(Reason, String)>,
 }
 
 /// A ListenerSet that names a Gateway of ours, and whether that Gateway takes it.
@@ -328,7 +331,15 @@ pub(super) fn set_listeners<'a>(
             } else {
                 client_cas
                     .entry(l.port)
-                    .or_insert_with(|| frontend_tls::client_validation(input, g, &gk, l.port))
+                    .or_insert_with(|| {
+                        // What is wrong with the Gateway's references is the Gateway
+                        // owner's to read (its Events), not the set's namespace's.
+                        frontend_tls::client_validation(input, g, &gk, l.port).map_err(
+                            |(reason, _)| {
+                                (reason, format!("the Gateway's client certificate validation (spec.tls.frontend) for port {} cannot be served: see the Gateway's status", l.port))
+                            },
+                        )
+                    })
                     .clone()
             };
             listener((input, secrets), &owner, l, refused, client_ca)
@@ -349,16 +360,27 @@ pub(super) fn statuses(
     let mut out = BTreeMap::new();
     let mut attached: BTreeMap<ObjectKey, u32> = BTreeMap::new();
     let mut of_set: BTreeMap<&ObjectKey, Vec<ListenerStatus>> = BTreeMap::new();
+    let mut warnings_of: BTreeMap<&ObjectKey, Vec<(Reason, String)>> = BTreeMap::new();
     for l in lsts {
         if let Some(k) = &l.set {
             of_set
                 .entry(k)
                 .or_default()
                 .push(status::listener_status(l));
+            warnings_of
+                .entry(k)
+                .or_default()
+                .extend(l.warnings.iter().map(|w| {
+                    (
+                        Reason::CertificateHostMismatch,
+                        format!("listener {}: {w}", l.spec.name),
+                    )
+                }));
         }
     }
     for s in sets {
         let listeners = of_set.remove(&s.key).unwrap_or_default();
+        let warnings = warnings_of.remove(&s.key).unwrap_or_default();
         let gw = gateways.get(&s.gateway);
         let conditions = set_conditions(s.allowed, &listeners, gw);
         if conditions
@@ -372,6 +394,7 @@ pub(super) fn statuses(
             ListenerSetStatus {
                 conditions,
                 listeners,
+                warnings,
             },
         );
     }
