@@ -9,7 +9,7 @@
 //!   `a.example.com`, or `*.a.example.com`, are the same claim for ownership), so a
 //!   wildcard can never be used to take another namespace's host, nor a host to cut into
 //!   another namespace's wildcard.
-//! - **Order** is the objects' creation time, then kind, namespace and name: the oldest
+//! - **Order** is the objects' creation time, then kind, then `<namespace>/<name>`: the oldest
 //!   claim wins, as for paths and ports. A refused claim takes over by itself once the
 //!   owner's objects no longer claim the host (nothing is remembered between plans).
 //! - **Sharing** is the admin's: `tenancy.hostOwnership: "Shared"` turns the rule off (any

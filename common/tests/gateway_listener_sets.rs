@@ -1277,3 +1277,29 @@ fn a_set_listener_is_not_told_what_the_gateways_frontend_validation_names() {
         "{events:?}"
     );
 }
+
+/// Sets created at the same second take precedence by `<namespace>/<name>` as one
+/// string (the specification's tie-break: `team-b/x` before `team/x`, as `-` sorts
+/// before `/`), and host ownership breaks the tie the same way: the earlier set's
+/// listener is served, the later's refused, never both.
+#[test]
+fn sets_of_the_same_age_take_precedence_by_namespace_slash_name() {
+    let docs = [
+        web_gateway(),
+        set("team", "x", "web", Some(&at(1)), &[http("shop", "Same")]),
+        set("team-b", "x", "web", Some(&at(1)), &[http("shop", "Same")]),
+    ];
+    let translated = run(&objects(&docs));
+    let planned = tenancy_plan(&docs);
+    for out in [&translated, &planned.gateway] {
+        assert_eq!(
+            set_listener(out, "team-b", "x", "shop").1,
+            ACCEPTED_LISTENER
+        );
+        let (_, later) = set_listener(out, "team", "x", "shop");
+        assert!(
+            later.contains(&("Accepted", false, "HostnameConflict")),
+            "{later:?}"
+        );
+    }
+}

@@ -82,13 +82,14 @@ pub(super) fn owners<'a>(
             hosts: hosts.iter().map(|h| h.to_string()).collect(),
         }))
         .collect();
-    claimants.sort_by(|a, b| {
-        (a.created.map(|t| t.0), a.kind, a.namespace, a.name).cmp(&(
-            b.created.map(|t| t.0),
-            b.kind,
-            b.namespace,
-            b.name,
-        ))
+    // Then kind, then `<namespace>/<name>` as one string (the Gateway API's tie-break,
+    // so that a ListenerSet's claims are in its listeners' precedence order).
+    claimants.sort_by_cached_key(|c| {
+        (
+            c.created.map(|t| t.0),
+            c.kind,
+            format!("{}/{}", c.namespace, c.name),
+        )
     });
     for c in claimants {
         for h in &c.hosts {

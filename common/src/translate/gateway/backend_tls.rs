@@ -256,7 +256,7 @@ pub(super) fn apply(
 /// The policies' verdicts, oldest first, and who holds each target.
 fn hold(input: &GatewayInput<'_>) -> Held {
     let mut policies: Vec<&BackendTlsPolicy> = input.backend_tls_policies.iter().collect();
-    policies.sort_by_key(|p| age(&p.metadata));
+    policies.sort_by_cached_key(|p| age(&p.metadata));
     let mut held = Held {
         verdicts: Vec::new(),
         targets_of: Vec::new(),

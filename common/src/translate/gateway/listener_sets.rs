@@ -82,7 +82,7 @@ fn allows(g: &Gateway, gk: &ObjectKey, ns: &str, namespaces: &[Namespace]) -> bo
 /// (oldest first, then `<namespace>/<name>`).
 pub(super) fn sets_of<'a>(input: &GatewayInput<'a>, gateways: &[&'a Gateway]) -> Vec<SetOf<'a>> {
     let mut sets: Vec<&ListenerSet> = input.listener_sets.iter().collect();
-    sets.sort_by_key(|s| age(&s.metadata));
+    sets.sort_by_cached_key(|s| age(&s.metadata));
     sets.into_iter()
         .filter_map(|set| {
             let sk = key(&set.metadata)?;

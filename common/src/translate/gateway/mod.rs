@@ -180,14 +180,18 @@ fn key(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Opt
     .ok()
 }
 
-/// Oldest first, then `<namespace>/<name>` (the spec's tie-breaks).
+/// Oldest first, then `<namespace>/<name>` as one string (the spec's tie-break:
+/// `team-b/x` before `team/x`).
 fn age(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> (Option<String>, String, String) {
+) -> (Option<String>, String) {
     (
         meta.creation_timestamp.as_ref().map(|t| t.0.to_string()),
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default(),
+        format!(
+            "{}/{}",
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default()
+        ),
     )
 }
 
@@ -304,7 +308,7 @@ fn served_gateways<'a>(
                     && key(&g.metadata).is_some_and(|k| input.addresses.contains_key(&k)))
         })
         .collect();
-    gateways.sort_by_key(|g| age(&g.metadata));
+    gateways.sort_by_cached_key(|g| age(&g.metadata));
     gateways
 }
 
@@ -432,7 +436,7 @@ impl<'i, 'a> Translation<'i, 'a> {
             .map(|r| (r, "HTTPRoute", None))
             .chain(grpc.iter().map(|(r, why)| (r, grpc::KIND, why.as_ref())))
             .collect();
-        routes.sort_by_key(|r| age(&r.0.metadata));
+        routes.sort_by_cached_key(|r| age(&r.0.metadata));
         for (r, kind, refused) in routes {
             let Some(rk) = key(&r.metadata) else { continue };
             let rns = rk.namespace.as_str().to_string();
@@ -619,7 +623,7 @@ impl<'i, 'a> Translation<'i, 'a> {
         let mut taken: BTreeMap<(usize, Option<Hostname>), String> = BTreeMap::new();
         let mut placed: Vec<StreamPlaced> = Vec::new();
         let mut l4: Vec<&L4Route> = input.l4_routes.iter().collect();
-        l4.sort_by_key(|r| age(&r.metadata));
+        l4.sort_by_cached_key(|r| age(&r.metadata));
         for r in l4 {
             let Some(rk) = key(&r.metadata) else { continue };
             let rns = rk.namespace.as_str().to_string();

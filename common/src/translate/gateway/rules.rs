@@ -14,7 +14,7 @@ pub(super) type PrecedenceKey = (
         std::cmp::Reverse<usize>,
         std::cmp::Reverse<usize>,
     ),
-    (Option<String>, String, String),
+    (Option<String>, String),
     usize,
     usize,
 );
