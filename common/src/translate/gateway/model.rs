@@ -109,8 +109,33 @@ impl Translation<'_, '_> {
                 );
             }
         }
-        // The zones of the HTTPS listeners sharing each address and port (misdirected
-        // requests: see SniZones): collected, then sorted once.
+        self.sni_zones(&mut listeners);
+        let mut routes = HttpRoutes {
+            listeners: listeners.into_values().collect(),
+            backends: std::mem::take(&mut self.backends),
+            streams,
+            udp_backends: std::mem::take(&mut self.udp_backends),
+            ca_bundles: BTreeMap::new(),
+        };
+        for l in &mut routes.listeners {
+            l.sort_virtual_hosts();
+        }
+        for s in &mut routes.streams {
+            s.sort_routes();
+        }
+        keep_used_backends(&mut routes);
+        // The client CA bundles of the listeners served.
+        for l in &self.lsts {
+            if let (Some(c), Some(_)) = (&l.client_ca, l.protocol) {
+                routes.ca_bundles.insert(c.id.clone(), c.pem.clone());
+            }
+        }
+        routes
+    }
+
+    /// The zones of the HTTPS listeners sharing each address and port (misdirected
+    /// requests: see SniZones): collected, then sorted once.
+    fn sni_zones(&self, listeners: &mut BTreeMap<(IpAddr, u16), Listener>) {
         for l in self.lsts.iter() {
             if l.protocol != Some(ListenerProtocol::Https) {
                 continue;
@@ -136,27 +161,6 @@ impl Translation<'_, '_> {
             zones.hostnames.sort();
             zones.hostnames.dedup();
         }
-        let mut routes = HttpRoutes {
-            listeners: listeners.into_values().collect(),
-            backends: std::mem::take(&mut self.backends),
-            streams,
-            udp_backends: std::mem::take(&mut self.udp_backends),
-            ca_bundles: BTreeMap::new(),
-        };
-        for l in &mut routes.listeners {
-            l.sort_virtual_hosts();
-        }
-        for s in &mut routes.streams {
-            s.sort_routes();
-        }
-        keep_used_backends(&mut routes);
-        // The client CA bundles of the listeners served.
-        for l in &self.lsts {
-            if let (Some(c), Some(_)) = (&l.client_ca, l.protocol) {
-                routes.ca_bundles.insert(c.id.clone(), c.pem.clone());
-            }
-        }
-        routes
     }
 
     /// The rules `placed` on listener `li` (in precedence order) into `entry`'s virtual
