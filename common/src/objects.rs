@@ -389,35 +389,29 @@ impl Objects {
                 .flatten()
                 .filter_map(move |t| Some((ns.to_string(), t.secret_name.clone()?)))
         });
-        let gateways = self.gateways.iter().flat_map(|g| {
-            let ns = g.metadata.namespace.as_deref().unwrap_or("default");
-            g.spec
-                .listeners
-                .iter()
-                .filter_map(|l| l.tls.as_ref())
-                .flat_map(|t| &t.certificate_refs)
-                .map(move |r| {
-                    (
-                        r.namespace.as_deref().unwrap_or(ns).to_string(),
-                        r.name.clone(),
-                    )
-                })
-        });
-        // A ListenerSet's listeners name Secrets of the set's namespace by default.
-        let sets = self.listener_sets.iter().flat_map(|set| {
-            let ns = set.metadata.namespace.as_deref().unwrap_or("default");
-            set.spec
-                .listeners
-                .iter()
-                .filter_map(|l| l.tls.as_ref())
-                .flat_map(|t| &t.certificate_refs)
-                .map(move |r| {
-                    (
-                        r.namespace.as_deref().unwrap_or(ns).to_string(),
-                        r.name.clone(),
-                    )
-                })
-        });
+        // A listener's certificateRefs name Secrets of its Gateway's (or ListenerSet's)
+        // namespace by default.
+        let certificate_refs =
+            |ns: Option<&str>, listeners: &'_ [crate::gateway::types::GatewayListener]| {
+                let ns = ns.unwrap_or("default").to_string();
+                listeners
+                    .iter()
+                    .filter_map(|l| l.tls.as_ref())
+                    .flat_map(|t| &t.certificate_refs)
+                    .map(move |r| {
+                        let ns = r.namespace.clone().unwrap_or_else(|| ns.clone());
+                        (ns, r.name.clone())
+                    })
+                    .collect::<Vec<_>>()
+            };
+        let gateways = self
+            .gateways
+            .iter()
+            .flat_map(|g| certificate_refs(g.metadata.namespace.as_deref(), &g.spec.listeners));
+        let sets = self
+            .listener_sets
+            .iter()
+            .flat_map(|s| certificate_refs(s.metadata.namespace.as_deref(), &s.spec.listeners));
         // A Gateway's backend client certificate (spec.tls.backend): checked, not
         // presented (see `gateway::backend_client`).
         let clients = self.gateways.iter().filter_map(|g| {
