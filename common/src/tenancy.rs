@@ -4,7 +4,9 @@
 //! owner lets go.
 //!
 //! - A **claim** is a host an object names: an Ingress's rule hosts and `tls[].hosts`, an
-//!   HTTPRoute's (or GRPCRoute's) `spec.hostnames`, a ListenerSet's listener `hostname`. Hosts are compared in lowercase after removing one
+//!   HTTPRoute's (or GRPCRoute's) `spec.hostnames` that a listener it may attach to
+//!   could serve ([`crate::gateway::route_host_claims`]), a ListenerSet's listener
+//!   `hostname`. Hosts are compared in lowercase after removing one
 //!   trailing dot. A wildcard claims every name below it (`*.example.com` and
 //!   `a.example.com`, or `*.a.example.com`, are the same claim for ownership), so a
 //!   wildcard can never be used to take another namespace's host, nor a host to cut into

@@ -295,3 +295,156 @@ spec:
         other => panic!("{other:?}"),
     }
 }
+
+/// The Gateway of `an_httproute_claims_only_hostnames_a_listener_lets_it_serve`: one
+/// listener for its own namespace, one for namespaces labelled `team: bank` under
+/// `*.example.com`, one for everyone under `*.shop.com`.
+const SHARED_GATEWAY: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: infra, uid: uid-gw, creationTimestamp: "2026-01-01T00:00:01Z" }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: own, port: 80, protocol: HTTP, hostname: "*.infra.example.org" }
+  - name: bank
+    port: 80
+    protocol: HTTP
+    hostname: "*.example.com"
+    allowedRoutes: { namespaces: { from: Selector, selector: { matchLabels: { team: bank } } } }
+  - { name: shop, port: 80, protocol: HTTP, hostname: "*.shop.com", allowedRoutes: { namespaces: { from: All } } }
+"#;
+
+fn route(ns: &str, name: &str, created: u32, parent: &str, hostnames: &str) -> String {
+    format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{ name: {name}, namespace: {ns}, creationTimestamp: "2026-01-01T00:00:0{created}Z" }}
+spec:
+  parentRefs: [ {parent} ]
+  hostnames: {hostnames}
+  rules:
+  - backendRefs: [ {{ name: app, port: 80 }} ]
+"#
+    )
+}
+
+/// A namespace that a Gateway's listeners do not let in cannot squat a host on it by
+/// naming the Gateway first: a route claims only the hostnames that a listener it may
+/// attach to (its parentRef's section, its kind and namespace allowed, the hostnames
+/// intersecting) could serve. Before, `evil`'s older route took `bank.example.com` from
+/// `bank`, whose own route the Gateway's owner had let in.
+#[test]
+fn an_httproute_claims_only_hostnames_a_listener_lets_it_serve() {
+    let squats = [
+        // Names the Gateway; no listener lets `evil` in under `*.example.com`.
+        route(
+            "evil",
+            "squat",
+            2,
+            "{ name: gw, namespace: infra }",
+            "[ bank.example.com ]",
+        ),
+        // A section that lets `evil` in, whose hostname does not cover the host.
+        route(
+            "evil",
+            "squat",
+            2,
+            "{ name: gw, namespace: infra, sectionName: shop }",
+            "[ bank.example.com, evil.shop.com ]",
+        ),
+        // A section `evil` may not use.
+        route(
+            "evil",
+            "squat",
+            2,
+            "{ name: gw, namespace: infra, sectionName: bank }",
+            "[ bank.example.com ]",
+        ),
+        // A Gateway that is not ours (or does not exist).
+        route(
+            "evil",
+            "squat",
+            2,
+            "{ name: other, namespace: infra }",
+            "[ bank.example.com ]",
+        ),
+    ];
+    for squat in &squats {
+        let mut o = world(vec![]);
+        for t in [
+            r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: k8slb }
+spec: { controllerName: k8slb.io/gateway-controller }
+"#,
+            SHARED_GATEWAY,
+            "apiVersion: v1\nkind: Namespace\nmetadata: { name: bank, labels: { team: bank } }\n",
+            "apiVersion: v1\nkind: Namespace\nmetadata: { name: evil }\n",
+            squat,
+            &route(
+                "bank",
+                "web",
+                3,
+                "{ name: gw, namespace: infra }",
+                "[ bank.example.com ]",
+            ),
+        ] {
+            o.add_text(t).unwrap();
+        }
+        let s = run(&config(""), &o, None);
+        let of = |object: &str| -> Vec<String> {
+            s.problems
+                .iter()
+                .filter(|p| {
+                    p.object.to_string() == object
+                        && p.reason == k8slb_common::problem::Reason::HostConflict
+                })
+                .map(|p| p.message.clone())
+                .collect()
+        };
+        assert_eq!(of("HTTPRoute bank/web"), Vec::<String>::new(), "{squat}");
+        let gw_ip = s.gateways[&"infra/gw".parse().unwrap()].ips[0];
+        match s.http.route(gw_ip, 80, "bank.example.com", "/") {
+            Some(RouteAction::Forward { backends, .. }) => assert!(
+                backends[0].id.to_string().starts_with("bank/app"),
+                "{squat}: {backends:?}"
+            ),
+            other => panic!("{squat}: {other:?}"),
+        }
+    }
+    // The hostname a listener does let `evil` serve is still its claim: `bank`'s newer
+    // route for it is refused.
+    let mut o = world(vec![]);
+    for t in [
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: k8slb }
+spec: { controllerName: k8slb.io/gateway-controller }
+"#,
+        SHARED_GATEWAY,
+        "apiVersion: v1\nkind: Namespace\nmetadata: { name: bank, labels: { team: bank } }\n",
+        &squats[1],
+        &route(
+            "bank",
+            "shop",
+            3,
+            "{ name: gw, namespace: infra }",
+            "[ evil.shop.com ]",
+        ),
+    ] {
+        o.add_text(t).unwrap();
+    }
+    let s = run(&config(""), &o, None);
+    assert!(
+        s.problems
+            .iter()
+            .any(|p| p.object.to_string() == "HTTPRoute bank/shop"
+                && p.reason == k8slb_common::problem::Reason::HostConflict),
+        "{:?}",
+        s.problems
+    );
+}

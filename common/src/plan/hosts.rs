@@ -10,7 +10,7 @@ use crate::objects::Objects;
 use crate::problem::{ObjRef, Problem, Reason};
 use crate::tenancy::{Claim, HostOwners};
 use k8s_openapi::api::networking::v1::Ingress;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use std::borrow::Cow;
 
 struct Claimant<'a> {
@@ -36,15 +36,17 @@ fn ingress_hosts(i: &Ingress) -> Vec<String> {
     rules.chain(tls).filter(|h| !h.is_empty()).collect()
 }
 
-/// Decide who owns every host that `ingresses`, `routes` (HTTPRoutes, GRPCRoutes) and
-/// the listeners of ListenerSets (`sets`, with the hostnames each claims) claim.
+/// A route's claim: its kind, its metadata and the hostnames it may claim
+/// ([`crate::gateway::route_host_claims`]).
+pub(super) type RouteClaim<'a> = (&'static str, &'a ObjectMeta, Vec<&'a str>);
+
+/// Decide who owns every host that `ingresses`, `routes` (HTTPRoutes, GRPCRoutes, with
+/// the hostnames each may claim) and the listeners of ListenerSets (`sets`, with the
+/// hostnames each claims) claim.
 pub(super) fn owners<'a>(
     tenancy: &Tenancy,
     ingresses: impl IntoIterator<Item = &'a Ingress>,
-    (routes, grpc_routes): (
-        impl IntoIterator<Item = &'a HttpRoute>,
-        impl IntoIterator<Item = &'a GrpcRoute>,
-    ),
+    routes: impl IntoIterator<Item = RouteClaim<'a>>,
     sets: &[(&'a ListenerSet, Vec<&'a str>)],
 ) -> HostOwners {
     let mut me = HostOwners::new(tenancy);
@@ -60,19 +62,12 @@ pub(super) fn owners<'a>(
             name: i.metadata.name.as_deref().unwrap_or_default(),
             hosts: ingress_hosts(i),
         })
-        .chain(routes.into_iter().map(|r| Claimant {
-            created: r.metadata.creation_timestamp.as_ref(),
-            kind: "HTTPRoute",
-            namespace: r.metadata.namespace.as_deref().unwrap_or("default"),
-            name: r.metadata.name.as_deref().unwrap_or_default(),
-            hosts: r.spec.hostnames.clone(),
-        }))
-        .chain(grpc_routes.into_iter().map(|r| Claimant {
-            created: r.metadata.creation_timestamp.as_ref(),
-            kind: "GRPCRoute",
-            namespace: r.metadata.namespace.as_deref().unwrap_or("default"),
-            name: r.metadata.name.as_deref().unwrap_or_default(),
-            hosts: r.spec.hostnames.clone(),
+        .chain(routes.into_iter().map(|(kind, m, hosts)| Claimant {
+            created: m.creation_timestamp.as_ref(),
+            kind,
+            namespace: m.namespace.as_deref().unwrap_or("default"),
+            name: m.name.as_deref().unwrap_or_default(),
+            hosts: hosts.into_iter().map(str::to_string).collect(),
         }))
         .chain(sets.iter().map(|(s, hosts)| Claimant {
             created: s.metadata.creation_timestamp.as_ref(),

@@ -53,12 +53,14 @@ pub use problems::MAX_PROBLEMS_PER_OBJECT;
 pub use vrrp::{FIRST_BACKUP_PRIORITY, MAX_MEMBERS, OWNER_PRIORITY};
 
 use crate::config::GlobalConfig;
+use crate::gateway::types::ParentRef;
 use crate::gateway::GatewayOutput;
 use crate::names::ServiceKey;
 use crate::objects::Objects;
 use crate::state::{IpMode, ServiceState, State, STATE_VERSION};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use request::Request;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// `objs` without the claims on hosts that another namespace owns ([`crate::tenancy`]:
 /// our Ingresses and the HTTPRoutes of our Gateways claim), each refusal a problem; and
@@ -82,39 +84,42 @@ fn owned_hosts<'o>(
             })
         })
         .collect();
-    let key = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-        (
-            m.namespace.clone().unwrap_or_else(|| "default".into()),
-            m.name.clone().unwrap_or_default(),
-        )
-    };
-    let our_gateways: BTreeSet<(String, String)> =
-        gateways.iter().map(|g| key(&g.metadata)).collect();
-    // The sets our Gateways take claim their listeners' hostnames, and the routes
-    // attached to them claim theirs as the Gateways' do.
+    // The sets our Gateways take claim their listeners' hostnames; a route claims the
+    // hostnames a listener it may attach to (a Gateway's or a set's) could serve.
     let sets = crate::gateway::host_claims(&gateways, &objs.listener_sets, &objs.namespaces);
-    let our_sets: BTreeSet<(String, String)> = sets.iter().map(|(s, _)| key(&s.metadata)).collect();
-    let ours_parent = |ns: &str, p: &crate::gateway::types::ParentRef| {
-        let k = (
-            p.namespace.clone().unwrap_or_else(|| ns.to_string()),
-            p.name.clone(),
+    let taken: Vec<&crate::gateway::types::ListenerSet> = sets.iter().map(|(s, _)| *s).collect();
+    let claims = |kind, m: &'o ObjectMeta, parents: &'o [ParentRef], hostnames: &'o [String]| {
+        let ns = m.namespace.as_deref().unwrap_or("default");
+        let hosts = crate::gateway::route_host_claims(
+            (kind, ns),
+            (parents, hostnames),
+            &gateways,
+            &taken,
+            &objs.namespaces,
         );
-        match p.kind.as_deref().unwrap_or("Gateway") {
-            "Gateway" => our_gateways.contains(&k),
-            "ListenerSet" => our_sets.contains(&k),
-            _ => false,
-        }
+        (kind, m, hosts)
     };
-    let routes = objs.http_routes.iter().filter(|r| {
-        let ns = r.metadata.namespace.as_deref().unwrap_or("default");
-        r.spec.parent_refs.iter().any(|p| ours_parent(ns, p))
-    });
-    let ours_only = |r: &&crate::gateway::grpc::GrpcRoute| {
-        let ns = r.metadata.namespace.as_deref().unwrap_or("default");
-        r.spec.parent_refs.iter().any(|p| ours_parent(ns, p))
-    };
-    let grpc_routes = objs.grpc_routes.iter().filter(ours_only);
-    let owners = hosts::owners(&cfg.tenancy, ours, (routes, grpc_routes), &sets);
+    let routes = objs
+        .http_routes
+        .iter()
+        .map(|r| {
+            claims(
+                "HTTPRoute",
+                &r.metadata,
+                &r.spec.parent_refs,
+                &r.spec.hostnames,
+            )
+        })
+        .chain(objs.grpc_routes.iter().map(|r| {
+            claims(
+                crate::gateway::grpc::KIND,
+                &r.metadata,
+                &r.spec.parent_refs,
+                &r.spec.hostnames,
+            )
+        }))
+        .filter(|(_, _, hosts)| !hosts.is_empty());
+    let owners = hosts::owners(&cfg.tenancy, ours, routes, &sets);
     let mut refused = Vec::new();
     let objs = hosts::enforce(&owners, objs, &mut refused);
     for p in refused {

@@ -272,7 +272,12 @@ pub fn selects(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
 
 /// Does the listener allow routes from namespace `rns`?
 pub(super) fn allows_namespace(l: &Lst<'_>, rns: &str, namespaces: &[Namespace]) -> bool {
-    match &l.from {
+    allows_from(&l.from, rns, namespaces)
+}
+
+/// Do `from` (a listener's `allowedRoutes.namespaces`) allow routes from `rns`?
+fn allows_from(from: &RoutesFrom<'_>, rns: &str, namespaces: &[Namespace]) -> bool {
+    match from {
         RoutesFrom::Same(ns) => ns == rns,
         RoutesFrom::All => true,
         RoutesFrom::Nothing => false,
@@ -287,5 +292,88 @@ pub(super) fn allows_namespace(l: &Lst<'_>, rns: &str, namespaces: &[Namespace])
             };
             selects(sel, ns.metadata.labels.as_ref().unwrap_or(&empty))
         }
+    }
+}
+
+/// The hostnames a route may claim for host ownership ([`crate::tenancy`]): those some
+/// listener it may attach to could serve. A route of `kind` in namespace `rns` claims a
+/// hostname only through a parentRef to one of `gateways` (ours) or to a ListenerSet
+/// one of them takes (`sets`), on a listener that the parentRef selects (sectionName,
+/// port), that takes the kind from `rns` (`allowedRoutes`) and whose hostname
+/// intersects it. So a namespace a Gateway does not let in cannot squat a host on it
+/// by naming it: its route is not attached, and claims nothing. A route with a
+/// hostname that is not valid is never served, and claims nothing either.
+pub fn route_host_claims<'r>(
+    (kind, rns): (&str, &str),
+    (parent_refs, hostnames): (&[ParentRef], &'r [String]),
+    gateways: &[&Gateway],
+    sets: &[&ListenerSet],
+    namespaces: &[Namespace],
+) -> Vec<&'r str> {
+    let Some(parsed) = hostnames
+        .iter()
+        .map(|h| hostname(h))
+        .collect::<Option<Vec<Hostname>>>()
+    else {
+        return vec![];
+    };
+    let mut claims = vec![false; hostnames.len()];
+    for p in parent_refs {
+        let Some((owner_ns, listeners)) = parent_listeners(p, rns, gateways, sets) else {
+            continue;
+        };
+        let selected = listeners.iter().filter(|l| {
+            p.section_name.as_deref().is_none_or(|s| s == l.name)
+                && p.port.is_none_or(|port| port == l.port)
+                && route_kinds(l).0.contains(&kind)
+                && routes_from(owner_ns, l).is_ok_and(|f| allows_from(&f, rns, namespaces))
+        });
+        for l in selected {
+            let lh = l.hostname.as_deref().and_then(hostname);
+            if l.hostname.is_some() && lh.is_none() {
+                continue;
+            }
+            for (claim, h) in claims.iter_mut().zip(&parsed) {
+                *claim |= !intersect(lh.as_ref(), std::slice::from_ref(h)).is_empty();
+            }
+        }
+    }
+    hostnames
+        .iter()
+        .zip(claims)
+        .filter_map(|(h, c)| c.then_some(h.as_str()))
+        .collect()
+}
+
+/// The namespace a parentRef's listeners take `Same` routes from, and the listeners:
+/// a Gateway of `gateways`' own, or a ListenerSet of `sets`' (which name one of them).
+fn parent_listeners<'g>(
+    p: &ParentRef,
+    rns: &str,
+    gateways: &[&'g Gateway],
+    sets: &[&'g ListenerSet],
+) -> Option<(&'g str, &'g [GatewayListener])> {
+    let named = |m: &'g k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, ns: &str| {
+        m.name.as_deref() == Some(p.name.as_str())
+            && m.namespace.as_deref().unwrap_or("default") == ns
+    };
+    let ns = p.namespace.as_deref().unwrap_or(rns);
+    if p.group.as_deref().unwrap_or(types::GROUP) != types::GROUP {
+        return None;
+    }
+    match p.kind.as_deref().unwrap_or("Gateway") {
+        "Gateway" => gateways.iter().find(|g| named(&g.metadata, ns)).map(|g| {
+            (
+                g.metadata.namespace.as_deref().unwrap_or("default"),
+                g.spec.listeners.as_slice(),
+            )
+        }),
+        "ListenerSet" => sets.iter().find(|s| named(&s.metadata, ns)).map(|s| {
+            (
+                s.metadata.namespace.as_deref().unwrap_or("default"),
+                s.spec.listeners.as_slice(),
+            )
+        }),
+        _ => None,
     }
 }

@@ -452,7 +452,10 @@ fn refused_tls(l: &GatewayListener, protocol: Option<ListenerProtocol>) -> Optio
 
 /// The namespaces a listener takes routes from (`allowedRoutes.namespaces`), or why it
 /// takes none.
-fn routes_from<'a>(own_ns: &str, l: &'a GatewayListener) -> Result<RoutesFrom<'a>, String> {
+pub(super) fn routes_from<'a>(
+    own_ns: &str,
+    l: &'a GatewayListener,
+) -> Result<RoutesFrom<'a>, String> {
     let ns = l
         .allowed_routes
         .as_ref()
@@ -476,7 +479,7 @@ fn routes_from<'a>(own_ns: &str, l: &'a GatewayListener) -> Result<RoutesFrom<'a
 /// The route kinds a listener takes (its protocol's, as far as `allowedRoutes.kinds`
 /// allows), and `InvalidRouteKinds` for a kind it names that it does not support (the
 /// listener still serves the kinds it supports).
-fn route_kinds(l: &GatewayListener) -> (Vec<&'static str>, Option<Condition>) {
+pub(super) fn route_kinds(l: &GatewayListener) -> (Vec<&'static str>, Option<Condition>) {
     let allowed_kinds = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref());
     let own_kinds = kind_for(&l.protocol);
     let is_own = |k: &types::RouteGroupKind| {

@@ -61,8 +61,8 @@ use crate::routes::{
     RuleFilters, Scheme, StreamListener, StreamProtocol, StreamRoute, TimeoutMs, VirtualHost,
     WeightedBackend,
 };
-pub use attach::selects;
 use attach::*;
+pub use attach::{route_host_claims, selects};
 pub use backend_tls::PolicyAncestor;
 use backends::*;
 pub use classes::{class_pool, our_classes, KnownPools, POOL_PARAMETER};
