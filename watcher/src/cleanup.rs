@@ -15,6 +15,9 @@
 //!   `status.listeners` go, and `status.conditions` go back to what the Gateway API CRD
 //!   gives a Gateway no controller has seen (`Accepted` and `Programmed` `Unknown`,
 //!   reason `Pending`, "Waiting for controller").
+//!   Their `status.attachedListenerSets` goes too.
+//! - **ListenerSets** whose `parentRef` names such a Gateway: `status.listeners` go and
+//!   `status.conditions` go back to the CRD's default, as a Gateway's.
 //! - **Routes** (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute): the `status.parents` entries
 //!   whose `controllerName` is ours; another controller's entries stay as they are.
 //!   The same for the `status.ancestors` entries of BackendTLSPolicies.
@@ -289,17 +292,69 @@ pub fn gateway(gw: &Value, classes: &BTreeSet<String>) -> Option<Write> {
     if present("conditions") && st["conditions"] != pending {
         removed.push("conditions".to_string());
     }
+    let attached_sets = !st["attachedListenerSets"].is_null();
+    if attached_sets {
+        removed.push("attachedListenerSets".to_string());
+    }
     if removed.is_empty() {
         return None;
     }
     let (namespace, name, rv) = meta(gw)?;
+    let mut status = json!({"addresses": null, "listeners": null, "conditions": pending});
+    if attached_sets {
+        status["attachedListenerSets"] = Value::Null;
+    }
     Some(Write {
         target: Target::Gateway { namespace, name },
         resource_version: rv,
-        status: json!({"addresses": null, "listeners": null, "conditions": pending}),
+        status,
         removed,
     })
 }
+
+/// A ListenerSet whose `parentRef` names one of `gateways` (ours, as
+/// `(namespace, name)`) and whose status is not back to "no controller": its
+/// `listeners` go and its `conditions` go back to what the CRD defaults them to (the
+/// Gateway's pending conditions).
+pub fn listener_set(set: &Value, gateways: &BTreeSet<(String, String)>) -> Option<Write> {
+    let (namespace, name, rv) = meta(set)?;
+    let parent = &set["spec"]["parentRef"];
+    let group = parent["group"].as_str().unwrap_or(GATEWAY_GROUP);
+    let kind = parent["kind"].as_str().unwrap_or("Gateway");
+    let parent_ns = parent["namespace"].as_str().unwrap_or(&namespace);
+    let parent_name = parent["name"].as_str()?;
+    if group != GATEWAY_GROUP
+        || kind != "Gateway"
+        || !gateways.contains(&(parent_ns.to_string(), parent_name.to_string()))
+    {
+        return None;
+    }
+    let st = &set["status"];
+    let pending = pending_gateway_conditions();
+    let mut removed = Vec::new();
+    if st["listeners"].as_array().is_some_and(|a| !a.is_empty()) {
+        removed.push("listeners".to_string());
+    }
+    if st["conditions"].as_array().is_some_and(|a| !a.is_empty()) && st["conditions"] != pending {
+        removed.push("conditions".to_string());
+    }
+    if removed.is_empty() {
+        return None;
+    }
+    Some(Write {
+        target: Target::Route {
+            kind: "ListenerSet".to_string(),
+            namespace,
+            name,
+        },
+        resource_version: rv,
+        status: json!({"listeners": null, "conditions": pending}),
+        removed,
+    })
+}
+
+/// The Gateway API's group.
+const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
 
 /// A route (`kind`) with `status.parents` entries of our controller: they go, others stay.
 pub fn route(kind: &str, r: &Value) -> Option<Write> {
@@ -513,8 +568,24 @@ async fn gateway_writes(
             .filter(|c| c["spec"]["controllerName"].as_str() == Some(GATEWAY_CONTROLLER))
             .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string))
             .collect();
+    let mut our_gateways = BTreeSet::new();
     for g in list_or_skip(dynamic(&r.gateways), "Gateways", skipped).await? {
+        if g["spec"]["gatewayClassName"]
+            .as_str()
+            .is_some_and(|c| ours_classes.contains(c))
+        {
+            if let Some((namespace, name, _)) = meta(&g) {
+                our_gateways.insert((namespace, name));
+            }
+        }
         writes.extend(gateway(&g, &ours_classes).map(|w| (w, None)));
+    }
+    if let Some(ar) = &r.listener_sets {
+        for o in list_or_skip(dynamic(ar), "ListenerSets", skipped).await? {
+            if let Some(w) = listener_set(&o, &our_gateways) {
+                writes.push((w, Some(ar.clone())));
+            }
+        }
     }
     let mut kinds = vec![r.routes.clone()];
     kinds.extend(r.grpc.clone());
@@ -849,6 +920,59 @@ mod tests {
         let pending = json!({"conditions": pending_gateway_conditions()});
         assert_eq!(gateway(&gw("k8slb", pending), &classes), None);
         assert_eq!(gateway(&gw("k8slb", json!({})), &classes), None);
+    }
+
+    #[test]
+    fn listener_sets_of_our_gateways_go_back_to_pending() {
+        let ours: BTreeSet<(String, String)> = [("infra".to_string(), "gw".to_string())].into();
+        let set = |parent: Value, status: Value| {
+            json!({
+                "metadata": {"namespace": "team", "name": "set", "resourceVersion": "4"},
+                "spec": {"parentRef": parent, "listeners": []},
+                "status": status,
+            })
+        };
+        let served = json!({
+            "listeners": [{"name": "https", "attachedRoutes": 1}],
+            "conditions": [{"type": "Accepted", "status": "True"}],
+        });
+        let w = listener_set(
+            &set(json!({"name": "gw", "namespace": "infra"}), served.clone()),
+            &ours,
+        )
+        .unwrap();
+        assert_eq!(w.removed, ["listeners", "conditions"]);
+        assert_eq!(w.status["listeners"], Value::Null);
+        assert_eq!(w.status["conditions"], pending_gateway_conditions());
+        assert_eq!(w.target.to_string(), "ListenerSet team/set");
+        // Another controller's Gateway (the parent's namespace defaults to the set's),
+        // another kind: untouched. Already pending: nothing to do.
+        for parent in [
+            json!({"name": "gw"}),
+            json!({"name": "other", "namespace": "infra"}),
+            json!({"name": "gw", "namespace": "infra", "kind": "XListenerSet"}),
+        ] {
+            assert_eq!(listener_set(&set(parent, served.clone()), &ours), None);
+        }
+        let pending = json!({"conditions": pending_gateway_conditions()});
+        let parent = json!({"name": "gw", "namespace": "infra"});
+        assert_eq!(listener_set(&set(parent, pending), &ours), None);
+    }
+
+    #[test]
+    fn a_gateways_attached_listener_sets_count_goes() {
+        let classes: BTreeSet<String> = ["k8slb".to_string()].into();
+        let gw = json!({
+            "metadata": {"namespace": "infra", "name": "gw", "resourceVersion": "3"},
+            "spec": {"gatewayClassName": "k8slb"},
+            "status": {"conditions": pending_gateway_conditions(), "attachedListenerSets": 2},
+        });
+        let w = gateway(&gw, &classes).unwrap();
+        assert_eq!(w.removed, ["attachedListenerSets"]);
+        assert!(w
+            .status
+            .get("attachedListenerSets")
+            .is_some_and(Value::is_null));
     }
 
     #[test]

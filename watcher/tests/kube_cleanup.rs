@@ -1,6 +1,6 @@
 //! `k8slb-watcher cleanup` against the fake API server, as the watcher's ServiceAccount
 //! with the RBAC of the Ingress install variant (`manifests/k8slb-haproxy-ingress.yml`):
-//! after a watcher wrote Service, Ingress, Gateway and HTTPRoute status, the cleanup
+//! after a watcher wrote Service, Ingress, Gateway, ListenerSet and HTTPRoute status, the cleanup
 //! removes exactly that and the state ConfigMaps; what another controller wrote
 //! survives; `--dry-run` changes nothing; a second run has nothing to do; and in the
 //! plain install (no Ingress or Gateway API RBAC) it cleans the Services and says what
@@ -89,7 +89,12 @@ async fn cleanup_removes_our_status_and_state_and_keeps_other_controllers_entrie
     );
     api.put_object(json!({"apiVersion": format!("{GW}/v1"), "kind": "Gateway",
         "metadata": {"name": "gw", "namespace": "default"},
-        "spec": {"gatewayClassName": "k8slb", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}));
+        "spec": {"gatewayClassName": "k8slb", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}],
+                 "allowedListeners": {"namespaces": {"from": "Same"}}}}));
+    api.put_object(json!({"apiVersion": format!("{GW}/v1"), "kind": "ListenerSet",
+        "metadata": {"name": "set", "namespace": "default"},
+        "spec": {"parentRef": {"name": "gw"},
+                 "listeners": [{"name": "extra", "port": 8080, "protocol": "HTTP", "hostname": "set.example.com"}]}}));
     // Another controller's Gateway, with the status it wrote.
     let their_gw_status = json!({"addresses": [{"type": "IPAddress", "value": "203.0.113.9"}],
         "conditions": [{"type": "Programmed", "status": "True", "reason": "Programmed",
@@ -124,7 +129,11 @@ async fn cleanup_removes_our_status_and_state_and_keeps_other_controllers_entrie
         let route_ok = gw_get(&api, "namespaces/default/httproutes/web")["status"]["parents"]
             .as_array()
             .is_some_and(|p| p.len() == 2);
-        (svc_ok && ing_ok && gw_ok && route_ok && !state_cms(&api).is_empty()).then_some(())
+        let set_ok = gw_get(&api, "namespaces/default/listenersets/set")
+            .pointer("/status/listeners/0")
+            .is_some();
+        (svc_ok && ing_ok && gw_ok && route_ok && set_ok && !state_cms(&api).is_empty())
+            .then_some(())
     })
     .await;
     // The watcher is stopped first (the uninstall scales it to 0), or it writes back.
@@ -147,8 +156,12 @@ async fn cleanup_removes_our_status_and_state_and_keeps_other_controllers_entrie
     );
     assert!(
         text.contains(
-            "would clear the status of Gateway default/gw: addresses, listeners, conditions"
+            "would clear the status of Gateway default/gw: addresses, listeners, conditions, attachedListenerSets"
         ),
+        "{text}"
+    );
+    assert!(
+        text.contains("would clear the status of ListenerSet default/set: listeners, conditions"),
         "{text}"
     );
     assert!(
@@ -159,7 +172,7 @@ async fn cleanup_removes_our_status_and_state_and_keeps_other_controllers_entrie
         text.contains("would delete the state ConfigMap k8slb-system/k8slb-state"),
         "{text}"
     );
-    assert_eq!(dry.cleaned.len(), 4, "{text}");
+    assert_eq!(dry.cleaned.len(), 5, "{text}");
 
     let (done, text) = run_cleanup(&api, false).await;
     assert_eq!(done.cleaned, dry.cleaned, "{text}");
@@ -176,6 +189,13 @@ async fn cleanup_removes_our_status_and_state_and_keeps_other_controllers_entrie
     assert!(gw.pointer("/status/listeners/0").is_none(), "{gw:#}");
     assert_eq!(
         gw["status"]["conditions"],
+        cleanup::pending_gateway_conditions()
+    );
+    assert!(gw["status"].get("attachedListenerSets").is_none(), "{gw:#}");
+    let set = gw_get(&api, "namespaces/default/listenersets/set");
+    assert!(set.pointer("/status/listeners/0").is_none(), "{set:#}");
+    assert_eq!(
+        set["status"]["conditions"],
         cleanup::pending_gateway_conditions()
     );
     assert_eq!(state_cms(&api), Vec::<String>::new());
