@@ -25,9 +25,9 @@ use k8slb_actor::view::{view, ViewOptions};
 use k8slb_common::gateway::GatewayOutput;
 use k8slb_common::ingress::{routes_for_vip, select, IngressInput, SecretMeta, VipOptions};
 use k8slb_common::routes::{
-    BackendId, BackendState, FixedStatus, HttpRoutes, Listener, ListenerProtocol, PathMatch,
-    Redirect, RedirectStatus, Request, RouteAction, RouteMatch, RouteRule, Scheme, VirtualHost,
-    WeightedBackend,
+    BackendId, BackendState, FixedStatus, HttpRoutes, Listener, ListenerProtocol, MirrorShare,
+    PartialMirror, PathMatch, Redirect, RedirectStatus, Request, RouteAction, RouteMatch,
+    RouteRule, Scheme, VirtualHost, WeightedBackend,
 };
 use k8slb_common::state::Provider;
 use k8slb_common::state::{Endpoint, State};
@@ -472,6 +472,62 @@ cases! {
     /// any-name split, a name without a backend), beside an HTTP listener whose Service
     /// port a TCP stream also names.
     l4_streams_tcp_udp_and_tls_passthrough: "streams" from stream_routes();
+}
+
+/// The `model-only` routes with mirrors on the split rule: every request to one
+/// backend, 20% and 33.33% of them to the other (Gateway API RequestMirror with a
+/// `percent` or `fraction`; nginx only).
+fn mirrored_routes() -> HttpRoutes {
+    let mut routes = model_only_routes();
+    let a: BackendId = "default/nginx-service:80".parse().unwrap();
+    let b: BackendId = "default/nginx-service1:8080".parse().unwrap();
+    let share = |h: u16| MirrorShare::try_from(h).unwrap();
+    let rule = routes.listeners[0].virtual_hosts[0]
+        .rules
+        .iter_mut()
+        .find(|r| matches!(r.action, RouteAction::Forward { .. }))
+        .unwrap();
+    rule.filters.mirrors = vec![a];
+    rule.filters.partial_mirrors = vec![
+        PartialMirror {
+            backend: b.clone(),
+            share: share(2000),
+        },
+        PartialMirror {
+            backend: b,
+            share: share(3333),
+        },
+    ];
+    routes
+}
+
+/// A mirror of a share of the requests is its own internal location, which sends the
+/// copy only for the requests its `split_clients` draws (on `m$request_id`, apart from
+/// the weighted split's draw), and answers the others itself; a full mirror's location
+/// sends every copy.
+#[test]
+fn a_mirror_share_sends_copies_only_for_the_requests_it_draws() {
+    let r = HttpRenderer::embedded().unwrap();
+    let state = base_state();
+    let text = r.nginx(&mirrored_routes(), &options(&state)).unwrap().text;
+    for want in [
+        "split_clients \"m${request_id}\" $k8slb_mirror_2000 {\n    20.00% 1;\n    * \"\";\n  }",
+        "split_clients \"m${request_id}\" $k8slb_mirror_3333 {\n    33.33% 1;\n    * \"\";\n  }",
+        "split_clients \"${request_id}\" $k8slb_split_",
+        "mirror /_k8slb_mirror/rtb_default_nginx-service_80;",
+        "mirror /_k8slb_mirror/rtb_default_nginx-service1_8080/2000;",
+        "mirror /_k8slb_mirror/rtb_default_nginx-service1_8080/3333;",
+        "location = /_k8slb_mirror/rtb_default_nginx-service1_8080/2000 {\n      internal;\n      if ($k8slb_mirror_2000 = \"\") { return 204; }\n      proxy_pass http://rtb_default_nginx-service1_8080$request_uri;\n    }",
+        "location = /_k8slb_mirror/rtb_default_nginx-service_80 {\n      internal;\n      proxy_pass http://rtb_default_nginx-service_80$request_uri;\n    }",
+    ] {
+        assert!(text.contains(want), "{want}\nnot in:\n{text}");
+    }
+}
+
+#[test]
+#[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
+fn mirror_shares_pass_the_daemons_own_checks() {
+    daemon_checks(&mirrored_routes());
 }
 
 /// The routes of the `model-only` case, built by hand.

@@ -1709,7 +1709,7 @@ spec:
 }
 
 #[test]
-fn request_mirrors_are_served_where_the_proxy_mirrors_and_refused_on_haproxy() {
+fn request_mirrors_and_their_shares_are_served_where_the_proxy_mirrors_and_refused_on_haproxy() {
     let route = |name: &str, filters: &str| {
         format!(
             r#"
@@ -1734,11 +1734,18 @@ spec:
             "whole",
             &mirror("b", ", fraction: { numerator: 3, denominator: 3 }"),
         ),
-        // nginx copies every request: a share is refused, never approximated.
+        // A share: each request drawn at random, to the hundredth of a percent.
         route("half", &mirror("b", ", percent: 50")),
         route(
             "fraction",
             &mirror("b", ", fraction: { numerator: 1, denominator: 3 }"),
+        ),
+        // None: no copy at all (the route is served).
+        route("none", &mirror("b", ", percent: 0")),
+        // Below the finest share nginx draws: refused, never rounded to none or more.
+        route(
+            "tiny",
+            &mirror("b", ", fraction: { numerator: 1, denominator: 1000000 }"),
         ),
     ];
     let mut all = vec![CLASS, GATEWAY];
@@ -1750,13 +1757,10 @@ spec:
         })
     };
     let nginx = run_with(true);
-    for refused in ["half", "fraction"] {
-        assert_eq!(
-            route_cond(&nginx, &format!("default/{refused}"), "Accepted"),
-            (false, "UnsupportedValue"),
-            "{refused}"
-        );
-    }
+    assert_eq!(
+        route_cond(&nginx, "default/tiny", "Accepted"),
+        (false, "UnsupportedValue")
+    );
     let l = nginx
         .routes
         .listeners
@@ -1780,6 +1784,34 @@ spec:
     assert_eq!(mirrors("two.example.com"), ["b", "c"]);
     assert_eq!(mirrors("all.example.com"), ["b"]);
     assert_eq!(mirrors("whole.example.com"), ["b"]);
+    let shares = |host: &str| -> (Vec<String>, Vec<(String, u16)>) {
+        let v = l
+            .virtual_hosts
+            .iter()
+            .find(|v| v.host.as_ref().is_some_and(|h| h.as_str() == host))
+            .unwrap_or_else(|| panic!("{host}: not served"));
+        let f = &v.rules[0].filters;
+        (
+            f.mirrors
+                .iter()
+                .map(|m| m.service.name.to_string())
+                .collect(),
+            f.partial_mirrors
+                .iter()
+                .map(|m| (m.backend.service.name.to_string(), m.share.hundredths()))
+                .collect(),
+        )
+    };
+    // A share is apart from the full mirrors (an older actor copies none of it).
+    assert_eq!(
+        shares("half.example.com"),
+        (vec![], vec![("b".into(), 5000)])
+    );
+    assert_eq!(
+        shares("fraction.example.com"),
+        (vec![], vec![("b".into(), 3333)])
+    );
+    assert_eq!(shares("none.example.com"), (vec![], vec![]));
     // The mirrored backends stay in the model (the proxies need their endpoints).
     for s in ["b", "c"] {
         assert!(
@@ -1793,7 +1825,7 @@ spec:
     }
     // HAProxy has no mirroring: every route with one is refused.
     let haproxy = run_with(false);
-    for r in ["one", "two", "all", "whole"] {
+    for r in ["one", "two", "all", "whole", "half", "fraction"] {
         assert_eq!(
             route_cond(&haproxy, &format!("default/{r}"), "Accepted"),
             (false, "UnsupportedValue"),

@@ -708,6 +708,16 @@ pub enum Check {
         path: &'static str,
         backends: Vec<&'static str>,
     },
+    /// 500 GETs of `path` (with a `request-id` query of its own, as the suite adds) to
+    /// `gateway`, each answered 200; the echo of `backend` (infra namespace) got a copy
+    /// of `percent`% of them, within 3 standard deviations of the binomial count (the
+    /// suite's HTTPRouteRequestPercentageMirror measure, 5 tries).
+    MirroredShare {
+        gateway: Nn,
+        path: &'static str,
+        backend: &'static str,
+        percent: f64,
+    },
     /// The BackendTLSPolicy's ancestor entry of ours for the Gateway has this condition
     /// (the suite's `BackendTLSPolicyMustHaveCondition`).
     PolicyCondition { policy: Nn, gateway: Nn, cond: Cond },
@@ -1827,6 +1837,22 @@ impl<'a> Runner<'a> {
                 let ip = self.address(gateway)?;
                 self.websocket(&ip, path)
             }
+            Check::MirroredShare {
+                gateway,
+                path,
+                backend,
+                percent,
+            } => {
+                let ip = self.address(gateway)?;
+                let mut last = String::new();
+                for _ in 0..5 {
+                    match self.mirrored_share(&ip, path, backend, *percent) {
+                        Ok(()) => return Ok(()),
+                        Err(e) => last = e,
+                    }
+                }
+                Err(last)
+            }
             Check::Weights { gateway, weights } => {
                 let ip = self.address(gateway)?;
                 self.weights(&ip, &gateway.namespace, weights)
@@ -2282,6 +2308,66 @@ impl<'a> Runner<'a> {
         }
         parse_answer(&text)
             .ok_or_else(|| format!("no HTTP answer (curl exit {:?})", out.status.code()))
+    }
+
+    /// One try of [`Check::MirroredShare`].
+    fn mirrored_share(
+        &self,
+        ip: &str,
+        path: &str,
+        backend: &str,
+        percent: f64,
+    ) -> std::result::Result<(), String> {
+        const TOTAL: usize = 500;
+        let id = format!(
+            "{:x}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos()
+        );
+        let url = format!("http://{ip}{path}?request-id={id}");
+        // Each answer's body (one line of JSON), then its status on a line of its own.
+        let mut args = vec!["curl", "-s", "-m", "20", "-w", "\\n%{http_code}\\n"];
+        for _ in 0..TOTAL {
+            args.push(&url);
+        }
+        let out = self
+            .sys
+            .lab
+            .run_in("client", &args)
+            .map_err(|e| format!("curl: {e:#}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let ok = text.lines().filter(|l| l.trim() == "200").count();
+        if ok != TOTAL {
+            return Err(format!("{ok} of {TOTAL} requests answered 200"));
+        }
+        // The copies are sent beside the answers: count until the count holds still.
+        let want_line = format!("{backend}-lab-0 GET {path}?request-id={id}");
+        let count = || -> std::result::Result<usize, String> {
+            let log = std::fs::read_to_string(&self.echo_log)
+                .map_err(|e| format!("{}: {e}", self.echo_log.display()))?;
+            Ok(log.lines().filter(|l| l.trim() == want_line).count())
+        };
+        let mut got = count()?;
+        for _ in 0..20 {
+            std::thread::sleep(std::time::Duration::from_millis(250));
+            let now = count()?;
+            if now == got {
+                break;
+            }
+            got = now;
+        }
+        let p = percent / 100.0;
+        let n = TOTAL as f64;
+        let margin = 3.0 * (n * p * (1.0 - p)).sqrt();
+        let (lo, hi) = (n * p - margin, n * p + margin);
+        if (got as f64) < lo || (got as f64) > hi {
+            return Err(format!(
+                "{backend} got {got} copies of {TOTAL} requests for {path}, want {percent}% ({lo:.1} to {hi:.1})"
+            ));
+        }
+        Ok(())
     }
 
     fn weights(

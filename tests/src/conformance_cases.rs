@@ -1744,9 +1744,37 @@ pub fn cases() -> Vec<Case> {
             "httproute-request-percentage-mirror.yaml",
         )
         .ext(&["HTTPRouteRequestPercentageMirror"])
-        .skip(
-            "a mirror's percent or fraction is refused (Accepted False, UnsupportedValue): \
-             nginx mirrors every request of a location, and HAProxy mirrors none",
+        .skip_on("haproxy", NO_MIRROR)
+        .check(accepted(SAME, &["request-percentage-mirror"]))
+        .check(requests(
+            SAME,
+            vec![
+                get("/percent-mirror").to("infra-backend-v1"),
+                get("/percent-mirror-fraction").to("infra-backend-v1"),
+                get("/percent-mirror-and-modify-headers")
+                    .to("infra-backend-v1")
+                    .header("X-Header-Remove", "remove-val")
+                    .header("X-Header-Add-Append", "append-val-1")
+                    .want_header("X-Header-Add", "header-val-1")
+                    .want_header("X-Header-Add-Append", "append-val-1,header-val-2")
+                    .want_header("X-Header-Set", "set-overwrites-values")
+                    .absent("X-Header-Remove"),
+            ],
+        ))
+        .checks(
+            [
+                ("/percent-mirror", 20.0),
+                ("/percent-mirror-fraction", 50.0),
+                ("/percent-mirror-and-modify-headers", 35.0),
+            ]
+            .into_iter()
+            .map(|(path, percent)| Check::MirroredShare {
+                gateway: nn(SAME),
+                path,
+                backend: "infra-backend-v2",
+                percent,
+            })
+            .collect(),
         ),
         case("GatewayInfrastructure", "gateway-infrastructure.yaml")
             .ext(&["GatewayInfrastructurePropagation"])

@@ -152,7 +152,7 @@ impl OneLocation {
     /// `r` joins the host.
     pub fn add(&mut self, r: &RouteRule) {
         self.conditional |= r.matches.is_conditional();
-        self.mirror |= !r.filters.mirrors.is_empty();
+        self.mirror |= !r.filters.mirrors.is_empty() || !r.filters.partial_mirrors.is_empty();
         self.split_edits |= r.splits_with_backend_edits();
         self.cors |= r.filters.cors.is_some();
         if matches!(r.action, RouteAction::Forward { .. }) {
@@ -204,6 +204,11 @@ pub struct RuleFilters {
     /// (nginx): the translation refuses it on HAProxy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mirrors: Vec<BackendId>,
+    /// Backends that get a copy of a share of the requests (a RequestMirror's `percent`
+    /// or `fraction` below all), each request drawn at random. Apart from `mirrors` so
+    /// that an actor older than this field mirrors none of them, never every request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partial_mirrors: Vec<PartialMirror>,
     /// Gateway API CORS: the proxy answers preflight requests from allowed origins
     /// itself and adds the CORS headers to the answers to the others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -397,6 +402,73 @@ impl std::fmt::Display for TimeoutMs {
 impl RuleFilters {
     pub fn is_empty(&self) -> bool {
         self == &RuleFilters::default()
+    }
+}
+
+/// A mirror of a share of the requests ([`RuleFilters::partial_mirrors`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartialMirror {
+    pub backend: BackendId,
+    pub share: MirrorShare,
+}
+
+/// The share of the requests a mirror copies, in hundredths of a percent (the
+/// precision nginx's `split_clients` takes): 1 to 9,999 (none is no mirror, all is a
+/// [`RuleFilters::mirrors`] entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "u16", into = "u16")]
+pub struct MirrorShare(u16);
+
+impl MirrorShare {
+    /// Every request, in hundredths of a percent.
+    pub const ALL: u16 = 10_000;
+
+    /// The share `numerator / denominator` (the Gateway API's `fraction`; `percent` is
+    /// over 100) to the nearest hundredth of a percent: `Ok(None)` for every request,
+    /// `Ok(Some)` for a share below it, or why it is not a share (a denominator not
+    /// above 0, a numerator below 0 or above it, or a share that rounds to none: a
+    /// numerator of 0 is no mirror at all, for the caller to drop).
+    pub fn of(numerator: i64, denominator: i64) -> Result<Option<MirrorShare>, String> {
+        if denominator <= 0 || numerator < 0 || numerator > denominator {
+            return Err(format!(
+                "{numerator}/{denominator} is not a share of the requests (0 <= numerator <= denominator, denominator > 0)"
+            ));
+        }
+        let (n, d) = (i128::from(numerator), i128::from(denominator));
+        let hundredths = (n * i128::from(Self::ALL) + d / 2) / d;
+        match u16::try_from(hundredths) {
+            Ok(Self::ALL) => Ok(None),
+            Ok(0) => Err(format!(
+                "{numerator}/{denominator} is below 0.01% of the requests, the finest share the proxy draws"
+            )),
+            Ok(h) => Ok(Some(MirrorShare(h))),
+            Err(_) => Err(format!("{numerator}/{denominator} is not a share")),
+        }
+    }
+
+    /// In hundredths of a percent (1 to 9,999).
+    pub fn hundredths(self) -> u16 {
+        self.0
+    }
+}
+
+impl TryFrom<u16> for MirrorShare {
+    type Error = String;
+    fn try_from(h: u16) -> Result<Self, String> {
+        if (1..Self::ALL).contains(&h) {
+            Ok(MirrorShare(h))
+        } else {
+            Err(format!(
+                "a mirror share of {h} hundredths of a percent is not between none and all"
+            ))
+        }
+    }
+}
+
+impl From<MirrorShare> for u16 {
+    fn from(s: MirrorShare) -> u16 {
+        s.0
     }
 }
 

@@ -129,3 +129,28 @@ fn hostile_strings_in_a_document_are_refused_on_read() {
             "action":{"type":"respond","status":503}}]}]}],"backends":{}}"#;
     assert!(serde_json::from_str::<HttpRoutes>(doc).is_err());
 }
+
+#[test]
+fn a_mirror_share_is_a_fraction_to_the_hundredth_of_a_percent() {
+    let of = |n, d| MirrorShare::of(n, d).map(|s| s.map(MirrorShare::hundredths));
+    assert_eq!(of(20, 100), Ok(Some(2000)));
+    assert_eq!(of(25, 50), Ok(Some(5000)));
+    assert_eq!(of(1, 3), Ok(Some(3333)));
+    assert_eq!(of(2, 3), Ok(Some(6667)));
+    assert_eq!(of(1, 10_000), Ok(Some(1)));
+    // All is no share (a full mirror); the largest i32 fraction does not overflow.
+    assert_eq!(of(3, 3), Ok(None));
+    assert_eq!(of(i64::from(i32::MAX), i64::from(i32::MAX)), Ok(None));
+    assert_eq!(of(i64::from(i32::MAX) - 1, i64::from(i32::MAX)), Ok(None));
+    // Not shares, or below what the proxy draws.
+    for (n, d) in [(1, 0), (-1, 100), (101, 100), (0, 100), (1, 1_000_000)] {
+        assert!(of(n, d).is_err(), "{n}/{d}");
+    }
+    // The state holds hundredths; a value that is not a share does not load.
+    let s: MirrorShare = serde_json::from_str("2000").unwrap();
+    assert_eq!(s.hundredths(), 2000);
+    assert_eq!(serde_json::to_string(&s).unwrap(), "2000");
+    for bad in ["0", "10000", "65535"] {
+        assert!(serde_json::from_str::<MirrorShare>(bad).is_err(), "{bad}");
+    }
+}

@@ -11,8 +11,8 @@ use crate::view::{route_backend_name, PLACEHOLDER};
 use k8slb_common::names::ConfigLine;
 use k8slb_common::routes::{
     BackendId, BackendProtocol, CertFile, FieldName, FieldValue, Hostname, HttpRoutes, Listener,
-    ListenerProtocol, PathMatch, PathRewrite, Request, RouteAction, RouteMatch, RuleFilters,
-    Scheme, Sticky, VirtualHost,
+    ListenerProtocol, MirrorShare, PathMatch, PathRewrite, Request, RouteAction, RouteMatch,
+    RuleFilters, Scheme, Sticky, VirtualHost,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -260,7 +260,14 @@ fn nx_filter_lines(f: &RuleFilters, splits: &mut NxSplits) -> (Vec<String>, Vec<
     }
     lines.extend(nx_timeout_lines(f.timeout));
     for m in &f.mirrors {
-        lines.push(format!("mirror {};", nx_mirror_uri(&route_backend_name(m))));
+        lines.push(format!(
+            "mirror {};",
+            nx_mirror_uri(&route_backend_name(m), None)
+        ));
+    }
+    for m in &f.partial_mirrors {
+        let uri = nx_mirror_uri(&route_backend_name(&m.backend), Some(m.share));
+        lines.push(format!("mirror {uri};"));
     }
     lines.extend(nx_rewrite_lines(f));
     (lines, skip)
@@ -402,9 +409,14 @@ fn nx_return(loc: &NxLocation) -> String {
 #[derive(Debug, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub(crate) enum NxBlock {
-    /// `split_clients "${request_id}" <var> { <share> <upstream>; ... }`, one share a
-    /// line (`12.34%`, the last one `*`).
-    Split { var: String, shares: Vec<NxEntry> },
+    /// `split_clients "<source>" <var> { <share> <upstream>; ... }`, one share a line
+    /// (`12.34%`, the last one `*`); `source` is `${request_id}` (random per request),
+    /// or a string made of it.
+    Split {
+        source: &'static str,
+        var: String,
+        shares: Vec<NxEntry>,
+    },
     /// `map <source> <var> { <key> <value>; ... default <default>; }`, an entry a line.
     Map {
         source: String,
@@ -468,6 +480,8 @@ pub(crate) struct NxSplits {
     /// The upstreams whose backends speak h2c ([`BackendProtocol::H2c`]): a location
     /// that forwards only to them uses `grpc_pass`.
     pub(crate) h2c: BTreeSet<String>,
+    /// A mirror's share → the variable that is `1` for that share of the requests.
+    pub(crate) mirror_shares: BTreeMap<MirrorShare, String>,
     /// The listener being rendered gets `http2` on its `listen` ([`nx_listener_h2`]).
     pub(crate) listen_h2: bool,
     /// The upstreams reached over TLS (a BackendTLSPolicy): (server name, CA file).
@@ -679,10 +693,35 @@ impl NxSplits {
             })
             .collect();
         self.blocks.push(NxBlock::Split {
+            source: "${request_id}",
             var: var.clone(),
             shares,
         });
         self.by_backends.insert(weights, var.clone());
+        var
+    }
+}
+
+impl NxSplits {
+    /// The variable that is `1` for a share of the requests (drawn at random per
+    /// request: `split_clients` on `$request_id`), else empty: one block per share.
+    fn mirror_share(&mut self, share: MirrorShare) -> String {
+        if let Some(v) = self.mirror_shares.get(&share) {
+            return v.clone();
+        }
+        let h = share.hundredths();
+        let var = format!("$k8slb_mirror_{h}");
+        // Drawn on another string than the weighted splits' (`m` before the id), so that
+        // which requests are copied does not follow which backend a split picks.
+        self.blocks.push(NxBlock::Split {
+            source: "m${request_id}",
+            var: var.clone(),
+            shares: vec![
+                entry(format!("{}.{:02}%", h / 100, h % 100), "1"),
+                entry("*", "\"\""),
+            ],
+        });
+        self.mirror_shares.insert(share, var.clone());
         var
     }
 }
@@ -1210,7 +1249,7 @@ pub(crate) fn nx_server(
         let rules = v.map(|v| v.rules.as_slice()).unwrap_or_default();
         let locations = nx_path_locations(rules, &default_action, splits);
         let mut lines = nx_location_lines(&locations, &o.nginx_proxy, splits.invalid_shares);
-        lines.push_str(&nx_mirror_locations(rules));
+        lines.push_str(&nx_mirror_locations(rules, splits));
         lines
     };
     Ok(Some(NxServer {
@@ -1399,24 +1438,46 @@ fn nx_slashed_locations(
     }
 }
 
-/// The URI of the internal location that sends a mirror copy to upstream `u`.
-fn nx_mirror_uri(u: &str) -> String {
-    format!("/_k8slb_mirror/{u}")
+/// The URI of the internal location that sends a mirror copy to upstream `u`: of
+/// every request, or of a share of them (`/<hundredths of a percent>` after it).
+fn nx_mirror_uri(u: &str, share: Option<MirrorShare>) -> String {
+    match share {
+        None => format!("/_k8slb_mirror/{u}"),
+        Some(s) => format!("/_k8slb_mirror/{u}/{}", s.hundredths()),
+    }
 }
 
-/// The internal locations the rules' `mirror` lines name: one per mirrored upstream,
-/// passing the request as the client sent it (`$request_uri`); its answer is dropped.
-fn nx_mirror_locations(rules: &[k8slb_common::routes::RouteRule]) -> String {
-    let ups: BTreeSet<String> = rules
+/// The internal locations the rules' `mirror` lines name: one per mirrored upstream
+/// and share, passing the request as the client sent it (`$request_uri`); its answer
+/// is dropped. A share's location sends the copy only when the request's draw
+/// ([`NxSplits::mirror_share`]) says so, else answers the mirror itself (`204`,
+/// nothing sent).
+fn nx_mirror_locations(rules: &[k8slb_common::routes::RouteRule], splits: &mut NxSplits) -> String {
+    let ups: BTreeSet<(String, Option<MirrorShare>)> = rules
         .iter()
         .filter(|r| matches!(r.action, RouteAction::Forward { .. }))
-        .flat_map(|r| r.filters.mirrors.iter().map(route_backend_name))
+        .flat_map(|r| {
+            let f = &r.filters;
+            let all = f.mirrors.iter().map(|m| (route_backend_name(m), None));
+            let some = f
+                .partial_mirrors
+                .iter()
+                .map(|m| (route_backend_name(&m.backend), Some(m.share)));
+            all.chain(some)
+        })
         .collect();
     let mut out = String::new();
-    for u in ups {
+    for (u, share) in ups {
+        let draw = match share {
+            None => String::new(),
+            Some(s) => format!(
+                "\n      if ({} = \"\") {{ return 204; }}",
+                splits.mirror_share(s)
+            ),
+        };
         out.push_str(&format!(
-            "\n    location = {} {{\n      internal;\n      proxy_pass http://{u}$request_uri;\n    }}",
-            nx_mirror_uri(&u)
+            "\n    location = {} {{\n      internal;{draw}\n      proxy_pass http://{u}$request_uri;\n    }}",
+            nx_mirror_uri(&u, share)
         ));
     }
     out

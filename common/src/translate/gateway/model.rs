@@ -221,6 +221,7 @@ fn keep_used_backends(routes: &mut HttpRoutes) {
                 v.rules.iter().any(|r| {
                     matches!(&r.action, RouteAction::Forward { backends, .. } if backends.iter().any(|b| &b.id == id))
                         || r.filters.mirrors.contains(id)
+                        || r.filters.partial_mirrors.iter().any(|m| &m.backend == id)
                 })
             })
         })

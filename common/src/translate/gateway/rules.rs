@@ -161,7 +161,7 @@ pub(super) fn rules_of(
                 "RequestMirror: HAProxy has no request mirroring (the nginx provider serves it)";
             return (vec![], refs, Some(why.to_string()));
         }
-        for b in std::mem::take(&mut settings.mirror_refs) {
+        for (b, share) in std::mem::take(&mut settings.mirror_refs) {
             match backend(input, &b, (kind, rns, "TCP"), services, backends) {
                 Ok(Some(w)) => {
                     // The copy goes as HTTP/1.1: not to an h2c port.
@@ -175,7 +175,18 @@ pub(super) fn rules_of(
                         );
                         return (vec![], refs, Some(why));
                     }
-                    settings.filters.mirrors.push(w.id)
+                    match share {
+                        None => settings.filters.mirrors.push(w.id),
+                        Some(share) => {
+                            settings
+                                .filters
+                                .partial_mirrors
+                                .push(crate::routes::PartialMirror {
+                                    backend: w.id,
+                                    share,
+                                })
+                        }
+                    }
                 }
                 Ok(None) => {}
                 Err((reason, why)) => {
@@ -295,7 +306,7 @@ struct RuleSettings {
     /// Each backendRef's RequestHeaderModifier (empty when it has none), in order.
     backend_headers: Vec<HeaderEdits>,
     /// The RequestMirror filters' backends, resolved with the rule's references.
-    mirror_refs: Vec<types::HttpBackendRef>,
+    mirror_refs: Vec<(types::HttpBackendRef, Option<crate::routes::MirrorShare>)>,
 }
 
 impl RuleSettings {
@@ -444,22 +455,25 @@ impl RuleSettings {
                 Ok(())
             }),
             "RequestMirror" => f.request_mirror.as_ref().map(|m| {
-                // nginx's `mirror` copies every request: a share below all is refused.
-                let whole = |v: &serde_json::Value| {
-                    let d = v.get("denominator").and_then(|d| d.as_i64()).unwrap_or(100);
-                    v.get("numerator").and_then(|n| n.as_i64()) == Some(d)
-                };
-                match (m.percent, &m.fraction) {
-                    (None | Some(100), None) => {}
-                    (None, Some(f)) if whole(f) => {}
-                    _ => {
-                        return Err(
-                            "RequestMirror: a percent or fraction below all requests is not served (nginx mirrors every request)"
-                                .to_string(),
-                        )
+                // A share of the requests (`percent`, or `fraction` whose denominator is
+                // 100 unless given), each request drawn at random; none is no mirror.
+                let (numerator, denominator) = match (m.percent, &m.fraction) {
+                    (None, None) => (1, 1),
+                    (Some(p), None) => (i64::from(p), 100),
+                    (None, Some(f)) => (
+                        f.get("numerator").and_then(|n| n.as_i64()).unwrap_or(-1),
+                        f.get("denominator").and_then(|d| d.as_i64()).unwrap_or(100),
+                    ),
+                    (Some(_), Some(_)) => {
+                        return Err("RequestMirror: percent and fraction are exclusive".to_string())
                     }
+                };
+                if numerator == 0 && denominator > 0 {
+                    return Ok(());
                 }
-                self.mirror_refs.push(m.backend_ref.clone());
+                let share = crate::routes::MirrorShare::of(numerator, denominator)
+                    .map_err(|why| format!("RequestMirror: {why}"))?;
+                self.mirror_refs.push((m.backend_ref.clone(), share));
                 Ok(())
             }),
             "CORS" => f
