@@ -5,7 +5,8 @@
 //! maximum per set; no bound on the number of sets), with client certificate
 //! validation (`spec.tls.frontend`) on its port: what a tenant who creates sets costs
 //! every round, with the default `limits.listenerSetListenersPerGateway` (256) and with
-//! a limit that takes them all.
+//! a limit that takes them all. And 5,000 HTTPRoutes on one Gateway of 64 listeners
+//! (host ownership weighs each route's hostnames against the listeners it may use).
 
 use criterion::{criterion_group, Criterion};
 use k8s_openapi::api::core::v1::{Node, Service};
@@ -175,6 +176,70 @@ fn bench_listener_sets(c: &mut Criterion) {
     g.finish();
 }
 
+/// Gateway infra/shared with `listeners` HTTP listeners on port 80 (`*.t<j>.example.org`,
+/// routes from every namespace) and `routes` HTTPRoutes over 50 namespaces, two hostnames
+/// each, naming the Gateway without a section: each route's host claims are weighed
+/// against every listener (a route claims only what a listener it may attach to serves).
+pub fn shared_gateway_objects(listeners: usize, routes: usize) -> Objects {
+    let mut o = objects(0);
+    let ls: Vec<_> = (0..listeners)
+        .map(|j| {
+            json!({"name": format!("l{j}"), "port": 80, "protocol": "HTTP",
+                   "hostname": format!("*.t{j}.example.org"),
+                   "allowedRoutes": {"namespaces": {"from": "All"}}})
+        })
+        .collect();
+    let mut docs = vec![
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass", "metadata": {"name": "k8slb"},
+               "spec": {"controllerName": "k8slb.io/gateway-controller"}}),
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+               "metadata": {"name": "shared", "namespace": "infra", "creationTimestamp": "2026-01-01T00:00:00Z"},
+               "spec": {"gatewayClassName": "k8slb", "listeners": ls}}),
+    ];
+    for i in 0..routes {
+        let j = i % listeners;
+        docs.push(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                         "metadata": {"name": format!("r{i}"), "namespace": format!("ns-{}", i % 50),
+                                      "creationTimestamp": format!("2026-01-02T{:02}:{:02}:{:02}Z", i / 3600 % 24, i / 60 % 60, i % 60)},
+                         "spec": {"parentRefs": [{"name": "shared", "namespace": "infra"}],
+                                  "hostnames": [format!("a{i}.t{j}.example.org"), format!("b{i}.t{j}.example.org")],
+                                  "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}));
+    }
+    let text: Vec<String> = docs
+        .iter()
+        .map(|d| serde_json::to_string(d).unwrap())
+        .collect();
+    o.add_text(&text.join("\n---\n")).unwrap();
+    o
+}
+
+/// The plan of 5,000 HTTPRoutes on a Gateway of 64 listeners, once timed (printed),
+/// then measured.
+fn bench_shared_gateway(c: &mut Criterion) {
+    let objs = shared_gateway_objects(64, 5000);
+    let cfg = parse_global_config(CONFIG).unwrap();
+    let opts = PlanOptions::default();
+    let t = std::time::Instant::now();
+    let round = k8slb_common::plan::plan_round(&cfg, &opts, &objs, None);
+    println!(
+        "5000_httproutes_on_64_listeners: one plan round {:?}, {} virtual hosts",
+        t.elapsed(),
+        round
+            .state
+            .http
+            .listeners
+            .iter()
+            .map(|l| l.virtual_hosts.len())
+            .sum::<usize>()
+    );
+    let mut g = c.benchmark_group("plan");
+    g.sample_size(10);
+    g.bench_function("5000_httproutes_on_64_listeners", |b| {
+        b.iter(|| plan(&cfg, &opts, black_box(&objs), None))
+    });
+    g.finish();
+}
+
 fn bench(c: &mut Criterion) {
     let cfg = parse_global_config(CONFIG).unwrap();
     let opts = PlanOptions::default();
@@ -207,7 +272,7 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, bench_listener_sets);
+criterion_group!(benches, bench, bench_listener_sets, bench_shared_gateway);
 
 fn main() {
     benches();
