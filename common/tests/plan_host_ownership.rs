@@ -371,7 +371,8 @@ fn an_httproute_claims_only_hostnames_a_listener_lets_it_serve() {
             "[ bank.example.com ]",
         ),
     ];
-    for squat in &squats {
+    // The class, the Gateway, namespace `bank` labelled for it, and `routes`.
+    let shared = |routes: [&str; 2]| {
         let mut o = world(vec![]);
         for t in [
             r#"
@@ -383,18 +384,23 @@ spec: { controllerName: k8slb.io/gateway-controller }
             SHARED_GATEWAY,
             "apiVersion: v1\nkind: Namespace\nmetadata: { name: bank, labels: { team: bank } }\n",
             "apiVersion: v1\nkind: Namespace\nmetadata: { name: evil }\n",
-            squat,
-            &route(
-                "bank",
-                "web",
-                3,
-                "{ name: gw, namespace: infra }",
-                "[ bank.example.com ]",
-            ),
-        ] {
+        ]
+        .into_iter()
+        .chain(routes)
+        {
             o.add_text(t).unwrap();
         }
-        let s = run(&config(""), &o, None);
+        run(&config(""), &o, None)
+    };
+    for squat in &squats {
+        let bank = route(
+            "bank",
+            "web",
+            3,
+            "{ name: gw, namespace: infra }",
+            "[ bank.example.com ]",
+        );
+        let s = shared([squat, &bank]);
         let of = |object: &str| -> Vec<String> {
             s.problems
                 .iter()
@@ -417,28 +423,14 @@ spec: { controllerName: k8slb.io/gateway-controller }
     }
     // The hostname a listener does let `evil` serve is still its claim: `bank`'s newer
     // route for it is refused.
-    let mut o = world(vec![]);
-    for t in [
-        r#"
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: { name: k8slb }
-spec: { controllerName: k8slb.io/gateway-controller }
-"#,
-        SHARED_GATEWAY,
-        "apiVersion: v1\nkind: Namespace\nmetadata: { name: bank, labels: { team: bank } }\n",
-        &squats[1],
-        &route(
-            "bank",
-            "shop",
-            3,
-            "{ name: gw, namespace: infra }",
-            "[ evil.shop.com ]",
-        ),
-    ] {
-        o.add_text(t).unwrap();
-    }
-    let s = run(&config(""), &o, None);
+    let bank = route(
+        "bank",
+        "shop",
+        3,
+        "{ name: gw, namespace: infra }",
+        "[ evil.shop.com ]",
+    );
+    let s = shared([&squats[1], &bank]);
     assert!(
         s.problems
             .iter()

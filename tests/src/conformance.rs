@@ -2310,6 +2310,24 @@ impl<'a> Runner<'a> {
             .ok_or_else(|| format!("no HTTP answer (curl exit {:?})", out.status.code()))
     }
 
+    /// `url` GET `times` times by one curl in the client (one connection), each answer
+    /// followed by `write_out` (curl's `-w`): what it printed.
+    fn curl_times(
+        &self,
+        url: &str,
+        times: usize,
+        write_out: &str,
+    ) -> std::result::Result<String, String> {
+        let mut args = vec!["curl", "-s", "-m", "20", "-w", write_out];
+        args.extend(std::iter::repeat_n(url, times));
+        let out = self
+            .sys
+            .lab
+            .run_in("client", &args)
+            .map_err(|e| format!("curl: {e:#}"))?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     /// One try of [`Check::MirroredShare`].
     fn mirrored_share(
         &self,
@@ -2326,18 +2344,12 @@ impl<'a> Runner<'a> {
                 .unwrap_or_default()
                 .as_nanos()
         );
-        let url = format!("http://{ip}{path}?request-id={id}");
         // Each answer's body (one line of JSON), then its status on a line of its own.
-        let mut args = vec!["curl", "-s", "-m", "20", "-w", "\\n%{http_code}\\n"];
-        for _ in 0..TOTAL {
-            args.push(&url);
-        }
-        let out = self
-            .sys
-            .lab
-            .run_in("client", &args)
-            .map_err(|e| format!("curl: {e:#}"))?;
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = self.curl_times(
+            &format!("http://{ip}{path}?request-id={id}"),
+            TOTAL,
+            "\\n%{http_code}\\n",
+        )?;
         let ok = text.lines().filter(|l| l.trim() == "200").count();
         if ok != TOTAL {
             return Err(format!("{ok} of {TOTAL} requests answered 200"));
@@ -2377,17 +2389,7 @@ impl<'a> Runner<'a> {
         weights: &[(&'static str, f64)],
     ) -> std::result::Result<(), String> {
         const TOTAL: usize = 500;
-        let url = format!("http://{ip}/");
-        let mut args = vec!["curl", "-s", "-m", "20", "-w", "\\n"];
-        for _ in 0..TOTAL {
-            args.push(&url);
-        }
-        let out = self
-            .sys
-            .lab
-            .run_in("client", &args)
-            .map_err(|e| format!("curl: {e:#}"))?;
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = self.curl_times(&format!("http://{ip}/"), TOTAL, "\\n")?;
         let mut by: BTreeMap<String, usize> = BTreeMap::new();
         let mut n = 0;
         for line in text.lines().filter(|l| !l.trim().is_empty()) {

@@ -97,6 +97,18 @@ impl Case {
     }
 }
 
+/// `r` answered by infra-backend-v1 with the request headers the mirror tests' header
+/// modifier sets, adds, appends to and removes (their `X-Header-*` expectations).
+fn modified_headers(r: Req) -> Req {
+    r.to("infra-backend-v1")
+        .header("X-Header-Remove", "remove-val")
+        .header("X-Header-Add-Append", "append-val-1")
+        .want_header("X-Header-Add", "header-val-1")
+        .want_header("X-Header-Add-Append", "append-val-1,header-val-2")
+        .want_header("X-Header-Set", "set-overwrites-values")
+        .absent("X-Header-Remove")
+}
+
 /// The Gateway and routes are accepted, the routes' references resolved.
 pub fn accepted(gateway: &str, routes: &[&str]) -> Check {
     Check::Accepted {
@@ -1721,14 +1733,7 @@ pub fn cases() -> Vec<Case> {
                 SAME,
                 vec![
                     get("/mirror").to("infra-backend-v1"),
-                    get("/mirror-and-modify-headers")
-                        .to("infra-backend-v1")
-                        .header("X-Header-Remove", "remove-val")
-                        .header("X-Header-Add-Append", "append-val-1")
-                        .want_header("X-Header-Add", "header-val-1")
-                        .want_header("X-Header-Add-Append", "append-val-1,header-val-2")
-                        .want_header("X-Header-Set", "set-overwrites-values")
-                        .absent("X-Header-Remove"),
+                    modified_headers(get("/mirror-and-modify-headers")),
                 ],
             ))
             .check(Check::Mirrored {
@@ -1751,14 +1756,7 @@ pub fn cases() -> Vec<Case> {
             vec![
                 get("/percent-mirror").to("infra-backend-v1"),
                 get("/percent-mirror-fraction").to("infra-backend-v1"),
-                get("/percent-mirror-and-modify-headers")
-                    .to("infra-backend-v1")
-                    .header("X-Header-Remove", "remove-val")
-                    .header("X-Header-Add-Append", "append-val-1")
-                    .want_header("X-Header-Add", "header-val-1")
-                    .want_header("X-Header-Add-Append", "append-val-1,header-val-2")
-                    .want_header("X-Header-Set", "set-overwrites-values")
-                    .absent("X-Header-Remove"),
+                modified_headers(get("/percent-mirror-and-modify-headers")),
             ],
         ))
         .checks(
