@@ -195,7 +195,7 @@ fn binary(name: &str) -> PathBuf {
 fn certs(dir: &Path) -> PathBuf {
     let dir = dir.join("certs");
     std::fs::create_dir_all(&dir).unwrap();
-    for n in ["default", "default_foo", "default_wild"] {
+    for n in ["default", "default_foo", "default_wild", "default_client"] {
         self_signed(&dir, n);
     }
     dir
@@ -580,11 +580,13 @@ fn model_only_routes() -> HttpRoutes {
                                     id: a.clone(),
                                     weight: 90,
                                     request_headers: Default::default(),
+                                    client_certificate: None,
                                 },
                                 WeightedBackend {
                                     id: b.clone(),
                                     weight: 10,
                                     request_headers: Default::default(),
+                                    client_certificate: None,
                                 },
                             ],
                             invalid: 0,
@@ -1141,11 +1143,13 @@ fn split_routes(heavy: u16, light: u16) -> HttpRoutes {
                                 id: a.clone(),
                                 weight: heavy,
                                 request_headers: Default::default(),
+                                client_certificate: None,
                             },
                             WeightedBackend {
                                 id: b.clone(),
                                 weight: light,
                                 request_headers: Default::default(),
+                                client_certificate: None,
                             },
                         ],
                         invalid: 0,
@@ -2395,6 +2399,7 @@ fn stream_routes() -> HttpRoutes {
         id: id(s),
         weight,
         request_headers: Default::default(),
+        client_certificate: None,
     };
     let route = |host: Option<&str>, backends| StreamRoute {
         host: host.map(|h| h.parse().unwrap()),
@@ -2636,6 +2641,7 @@ fn stream_endpoint_and_weight_changes_are_runtime_api_changes_for_haproxy() {
                 id: "default/tls-b:443".parse().unwrap(),
                 weight: 1,
                 request_headers: Default::default(),
+                client_certificate: None,
             }],
             invalid: 0,
             owner: None,
@@ -4221,4 +4227,179 @@ fn nginx_server_name_buckets_hold_names_of_47_to_54_bytes() {
 #[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
 fn host_names_of_44_to_54_bytes_pass_the_daemons_own_checks() {
     daemon_checks(&host_lengths_routes());
+}
+
+/// The client certificate of Secret default/client ([`certs`] makes its file,
+/// `default_client.pem`, self-signed with CN `default_client`).
+fn client_cert() -> k8slb_common::routes::CertFile {
+    k8slb_common::routes::CertFile::Secret {
+        namespace: "default".parse().unwrap(),
+        name: "client".parse().unwrap(),
+        version: "v1".into(),
+    }
+}
+
+/// A TLS backend default/api:443 (endpoint 198.18.5.9:8443, verified against the CA
+/// bundle `ca_pem` as `api.internal`) reached from two Gateways' listeners: port 80
+/// presents [`client_cert`], port 8080 presents nothing. With `retry`, a third listener
+/// (port 8081) presents it from a rule that retries.
+fn client_cert_routes(ca_pem: &str, retry: bool) -> HttpRoutes {
+    let api: BackendId = "default/api:443".parse().unwrap();
+    let ca = k8slb_common::routes::CaId::of(ca_pem);
+    let listener = |port: u16, cert: Option<k8slb_common::routes::CertFile>, retry: bool| {
+        let mut rule = RouteRule::new(
+            RouteMatch::on_path(PathMatch::Prefix("/".parse().unwrap())),
+            RouteAction::Forward {
+                backends: vec![WeightedBackend {
+                    id: api.clone(),
+                    weight: 1,
+                    request_headers: Default::default(),
+                    client_certificate: cert,
+                }],
+                invalid: 0,
+            },
+        );
+        if retry {
+            rule.filters.retry = Some(k8slb_common::routes::Retry {
+                attempts: Some(serde_json::from_value(serde_json::json!(3)).unwrap()),
+                codes: Default::default(),
+            });
+        }
+        Listener {
+            ip: VIP.parse().unwrap(),
+            port,
+            protocol: ListenerProtocol::Http,
+            tls: None,
+            virtual_hosts: vec![VirtualHost {
+                host: None,
+                any_depth: false,
+                rules: vec![rule],
+            }],
+            default_action: None,
+            default_owner: None,
+        }
+    };
+    let mut listeners = vec![
+        listener(80, Some(client_cert()), false),
+        listener(8080, None, false),
+    ];
+    if retry {
+        listeners.push(listener(8081, Some(client_cert()), true));
+    }
+    HttpRoutes {
+        listeners,
+        backends: [(
+            api,
+            BackendState {
+                endpoints: vec![Endpoint {
+                    ip: "198.18.5.9".parse().unwrap(),
+                    port: 8443,
+                    draining: false,
+                }],
+                stickiness: None,
+                protocol: Default::default(),
+                tls: Some(k8slb_common::routes::BackendTls {
+                    server_name: "api.internal".parse().unwrap(),
+                    ca: ca.clone(),
+                }),
+            },
+        )]
+        .into_iter()
+        .collect(),
+        ca_bundles: [(ca, ca_pem.to_string())].into_iter().collect(),
+        ..HttpRoutes::default()
+    }
+}
+
+/// The text of HAProxy backend `name` in `text` (up to the next blank line).
+fn hp_backend<'a>(text: &'a str, name: &str) -> &'a str {
+    let start = text
+        .find(&format!("\nbackend {name}\n"))
+        .unwrap_or_else(|| panic!("no backend {name}:\n{text}"));
+    let rest = &text[start + 1..];
+    &rest[..rest.find("\n\n").unwrap_or(rest.len())]
+}
+
+/// A Gateway's backend client certificate (spec.tls.backend.clientCertificateRef):
+/// HAProxy sends its rules to a copy of the TLS backend whose servers add `crt <pem>`
+/// and track the route backend's (no health checks of their own, so the open-files
+/// budget counts the backend's checks once; the backend's own checks are a TCP
+/// connect, as a handshake without the certificate may be refused), a retrying rule to
+/// that copy's retrying copy; nginx puts `proxy_ssl_certificate` and `_key` in that
+/// Gateway's location only. Another Gateway's rules to the same backend present
+/// nothing. Both configs pass haproxy -c and nginx -t.
+#[test]
+#[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
+fn a_gateways_client_certificate_is_presented_on_its_rules_only_and_passes_the_daemons_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    self_signed_with(dir.path(), "api-internal", Some("DNS:api.internal"));
+    let ca_pem = std::fs::read_to_string(dir.path().join("api-internal.crt")).unwrap();
+    let r = HttpRenderer::embedded().unwrap();
+    let o = HttpRenderOptions::default();
+    let pem = format!("{}/default_client.pem", o.secret_cert_dir.display());
+
+    let routes = client_cert_routes(&ca_pem, true);
+    let hp = r.haproxy(&routes, &o, &[]).unwrap();
+    let base = hp_backend(&hp.text, "rtb_default_api_443");
+    assert!(!base.contains(" crt "), "{base}");
+    assert!(
+        base.contains(" check ") && base.contains(" no-check-ssl"),
+        "{base}"
+    );
+    for copy in [
+        "rtb_default_api_443_cdefault_client",
+        "rtb_default_api_443_cdefault_client_r3",
+    ] {
+        let b = hp_backend(&hp.text, copy);
+        let servers: Vec<&str> = b.lines().filter(|l| l.contains("server s")).collect();
+        assert!(!servers.is_empty(), "{b}");
+        for (i, l) in servers.iter().enumerate() {
+            assert!(
+                l.contains(&format!(" crt {pem}"))
+                    && l.contains(&format!(" track rtb_default_api_443/s{}", i + 1))
+                    && l.contains("verifyhost api.internal")
+                    && !l.contains(" check "),
+                "{l}"
+            );
+        }
+    }
+    assert!(hp.text.contains("retries 3"), "{}", hp.text);
+    // Which backend each listener's rule goes to: port 80 the copy, port 8080 the route
+    // backend itself (directly in the path map), port 8081 the copy (retrying).
+    let maps: String = hp.files.values().cloned().collect();
+    assert!(
+        maps.contains("rtb_default_api_443_cdefault_client\n")
+            && maps.contains("rtb_default_api_443\n"),
+        "{maps}"
+    );
+    // Copies track: the checks counted for the open-files budget are the route
+    // backend's only.
+    let backends = k8slb_actor::view::route_backends(&routes, &[], "/run/k8slb/routes", &|c| {
+        k8slb_actor::view::client_cert_file(c, &o)
+    });
+    let checked: Vec<&str> = backends
+        .iter()
+        .filter(|b| b.track.is_none())
+        .map(|b| b.name.as_str())
+        .collect();
+    assert_eq!(checked, ["rtb_default_api_443"]);
+    assert_eq!(backends.len(), 3);
+
+    // nginx (no retries: the translation refuses them there).
+    let routes = client_cert_routes(&ca_pem, false);
+    let nx = r.nginx(&routes, &o).unwrap();
+    for line in [
+        format!("proxy_ssl_certificate {pem};"),
+        format!("proxy_ssl_certificate_key {pem};"),
+    ] {
+        assert_eq!(nx.text.matches(&line).count(), 1, "{line}\n{}", nx.text);
+    }
+    assert_eq!(
+        nx.text.matches("proxy_pass https://").count(),
+        2,
+        "{}",
+        nx.text
+    );
+    daemon_checks(&routes);
+    daemon_checks(&client_cert_routes(&ca_pem, true));
 }

@@ -164,10 +164,17 @@ fn nx_location_lines(
                 // TLS to the backend (a BackendTLSPolicy): verified, the SNI sent being
                 // the name checked.
                 let module = if loc.h2c { "grpc" } else { "proxy" };
-                if let Some((name, ca)) = &loc.tls {
+                if let Some((name, ca, client)) = &loc.tls {
                     out.push_str(&format!(
                         "\n      {module}_ssl_server_name on;\n      {module}_ssl_name {name};\n      {module}_ssl_verify on;\n      {module}_ssl_verify_depth 8;\n      {module}_ssl_trusted_certificate {ca};"
                     ));
+                    // The Gateway's client certificate (spec.tls.backend): its PEM
+                    // holds the chain, then the key.
+                    if let Some(c) = client {
+                        out.push_str(&format!(
+                            "\n      {module}_ssl_certificate {c};\n      {module}_ssl_certificate_key {c};"
+                        ));
+                    }
                 }
                 let s = if loc.tls.is_some() { "s" } else { "" };
                 if loc.h2c {
@@ -215,10 +222,15 @@ struct NxLocation {
     /// forward / pick: every upstream speaks h2c: `grpc_pass grpc://`, and the header
     /// lines as `grpc_*` ([`nx_grpc_line`]).
     h2c: bool,
-    /// forward / pick: every upstream is reached over TLS with this (server name, CA
-    /// file): `proxy_pass https://` and the `proxy_ssl_*` lines.
-    tls: Option<(String, String)>,
+    /// forward / pick: every upstream is reached over TLS with these settings:
+    /// `proxy_pass https://` and the `proxy_ssl_*` lines.
+    tls: Option<NxUpTls>,
 }
+
+/// How a location reaches its upstreams over TLS (a BackendTLSPolicy): the server name
+/// (SNI, and the name verified), the CA bundle's file, and the client certificate's file
+/// (chain, then key) it presents, if its rule's Gateway asks for one.
+pub(crate) type NxUpTls = (String, String, Option<String>);
 
 /// nginx's variable for request header `n`: `$http_<n with - as _>`.
 fn nx_http_var(n: &FieldName) -> String {
@@ -486,6 +498,8 @@ pub(crate) struct NxSplits {
     pub(crate) listen_h2: bool,
     /// The upstreams reached over TLS (a BackendTLSPolicy): (server name, CA file).
     pub(crate) tls: BTreeMap<String, (String, String)>,
+    /// Where the client certificates are ([`crate::view::client_cert_file`]).
+    pub(crate) cert_opts: HttpRenderOptions,
     /// Locations that would split among upstreams reached differently (TLS or not, or
     /// another name or CA): nginx's `proxy_ssl_*` take no variable, so they answer 500
     /// and a note says why.
@@ -666,6 +680,19 @@ pub(crate) fn nx_exact_after_one(value: &str) -> String {
     }
     out.push('$');
     out
+}
+
+impl NxSplits {
+    /// How weighted backend `b` is reached over TLS, if it is: its upstream's server
+    /// name and CA file, and the client certificate it presents.
+    fn up_tls(&self, b: &k8slb_common::routes::WeightedBackend) -> Option<NxUpTls> {
+        let (name, ca) = self.tls.get(&route_backend_name(&b.id))?;
+        let client = b
+            .client_certificate
+            .as_ref()
+            .map(|c| crate::view::client_cert_file(c, &self.cert_opts));
+        Some((name.clone(), ca.clone(), client))
+    }
 }
 
 impl NxSplits {
@@ -1015,7 +1042,7 @@ struct NxPicks {
     /// Every forward speaks h2c (`None`: no forward).
     h2c: Option<bool>,
     /// The forwards' TLS settings.
-    tls: BTreeSet<Option<(String, String)>>,
+    tls: BTreeSet<Option<NxUpTls>>,
 }
 
 /// What each rule among `chosen` does: its upstream (or split variable), or `act<i>` for
@@ -1121,7 +1148,7 @@ fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
                     NxLocation {
                         kind: "forward",
                         h2c: splits.h2c.contains(&upstream),
-                        tls: splits.tls.get(&upstream).cloned(),
+                        tls: splits.up_tls(one),
                         upstream,
                         ..Default::default()
                     }
@@ -1137,8 +1164,8 @@ fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
                         .map(|b| (route_backend_name(&b.id), b.weight))
                         .collect();
                     let h2c = weights.iter().all(|(u, _)| splits.h2c.contains(u));
-                    let tls: BTreeSet<Option<&(String, String)>> =
-                        weights.iter().map(|(u, _)| splits.tls.get(u)).collect();
+                    let tls: BTreeSet<Option<NxUpTls>> =
+                        several.iter().map(|b| splits.up_tls(b)).collect();
                     if tls.len() > 1 {
                         let names: Vec<&str> = weights.iter().map(|(u, _)| u.as_str()).collect();
                         splits.tls_refused.push(format!(
@@ -1151,7 +1178,7 @@ fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
                             ..Default::default()
                         };
                     }
-                    let tls = tls.into_iter().next().flatten().cloned();
+                    let tls = tls.into_iter().next().flatten();
                     if *invalid > 0 {
                         weights.push((NX_INVALID_SHARE.to_string(), *invalid));
                         splits.invalid_shares = true;

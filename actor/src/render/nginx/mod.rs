@@ -236,6 +236,7 @@ impl crate::render::HttpRenderer {
                     })
                     .collect()
             },
+            cert_opts: o.clone(),
             ..NxSplits::default()
         };
         for l in &routes.listeners {
