@@ -928,6 +928,9 @@ fn serve_in(
         )
     } else {
         let nx = r.nginx(routes, o).unwrap();
+        for (f, t) in &nx.files {
+            std::fs::write(f, t).unwrap();
+        }
         let d = dir.display();
         let mut cfg = format!(
             "pid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n"
@@ -4400,6 +4403,77 @@ fn a_gateways_client_certificate_is_presented_on_its_rules_only_and_passes_the_d
         "{}",
         nx.text
     );
+    // Its own upstream (the same servers): nginx keeps idle connections and TLS
+    // sessions per upstream, so none made with the certificate serves port 8080.
+    for line in [
+        "proxy_pass https://rtb_default_api_443_cdefault_client;",
+        "proxy_pass https://rtb_default_api_443;",
+        "upstream rtb_default_api_443_cdefault_client {",
+    ] {
+        assert_eq!(nx.text.matches(line).count(), 1, "{line}\n{}", nx.text);
+    }
     daemon_checks(&routes);
     daemon_checks(&client_cert_routes(&ca_pem, true));
+}
+
+/// A TLS backend that requires a client certificate (a HAProxy frontend with `verify
+/// required`, trusting only default_client's certificate, answering the CN of the
+/// certificate it was shown), through both real proxies: the Gateway that presents
+/// default_client's certificate (port 80) reaches it; the other Gateway's listener to
+/// the same backend (port 8080) presents nothing, and the backend refuses it (the
+/// proxy answers 502 or 503, never the backend's answer).
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_present_a_gateways_client_certificate_only_through_its_own_listener() {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtclient")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        self_signed_with(dir.path(), "api-internal", Some("DNS:api.internal"));
+        let ca_pem = std::fs::read_to_string(dir.path().join("api-internal.crt")).unwrap();
+        let routes = client_cert_routes(&ca_pem, false);
+        let ns = support::Netns::new("k8slbcc");
+        ns.ip("link set lo up");
+        ns.ip("addr add 198.18.5.9/32 dev lo");
+        let d = dir.path().display();
+        let backend_cfg = format!(
+            "global\n  log stderr format short local0 err\ndefaults\n  mode http\n  timeout connect 2s\n  timeout client 5s\n  timeout server 5s\nfrontend tls_backend\n  bind 198.18.5.9:8443 ssl crt {d}/api-internal.pem ca-file {d}/certs/default_client.crt verify required\n  http-request return status 200 content-type text/plain lf-string \"client=%[ssl_c_s_dn(CN)]\"\n"
+        );
+        let file = dir.path().join("backend.cfg");
+        std::fs::write(&file, &backend_cfg).unwrap();
+        let _backend = Killed(
+            ns.cmd("haproxy")
+                .arg("-db")
+                .arg("-f")
+                .arg(&file)
+                .spawn()
+                .unwrap(),
+        );
+        let _proxy = serve_in(&ns, proxy, &routes, &o, dir.path(), None);
+        let get = |port: u16| {
+            let out = ns
+                .cmd("curl")
+                .args(["-s", "--max-time", "5", "-w", "\n%{http_code}"])
+                .arg(format!("http://{VIP}:{port}/"))
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        // The backend may take a moment to listen: the presenting Gateway is answered.
+        let mut got = String::new();
+        let ok = support::wait_until(std::time::Duration::from_secs(10), || {
+            got = get(80);
+            got.ends_with("\n200")
+        });
+        assert!(ok, "{proxy}: port 80 got {got:?}");
+        assert_eq!(got, "client=default_client\n200", "{proxy}");
+        let other = get(8080);
+        assert!(
+            !other.contains("client=") && (other.ends_with("\n502") || other.ends_with("\n503")),
+            "{proxy}: port 8080 got {other:?}"
+        );
+    }
 }

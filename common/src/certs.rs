@@ -306,6 +306,16 @@ pub fn used_by_routes(routes: &crate::routes::HttpRoutes) -> std::collections::B
 pub fn client_certificates(
     routes: &crate::routes::HttpRoutes,
 ) -> std::collections::BTreeSet<&CertFile> {
+    client_certificates_by_backend(routes)
+        .into_iter()
+        .map(|(_, c)| c)
+        .collect()
+}
+
+/// Each (backend, client certificate) that a rule of `routes` presents, once.
+pub fn client_certificates_by_backend(
+    routes: &crate::routes::HttpRoutes,
+) -> std::collections::BTreeSet<(&crate::routes::BackendId, &CertFile)> {
     routes
         .listeners
         .iter()
@@ -321,7 +331,7 @@ pub fn client_certificates(
             _ => None,
         })
         .flatten()
-        .filter_map(|b| b.client_certificate.as_ref())
+        .filter_map(|b| Some((&b.id, b.client_certificate.as_ref()?)))
         .collect()
 }
 

@@ -7,7 +7,7 @@ use crate::render::haproxy::http::literal_regex;
 use crate::render::nginx::nx_grpc_line;
 use crate::render_error::RenderError;
 use crate::view::HttpRenderOptions;
-use crate::view::{route_backend_name, PLACEHOLDER};
+use crate::view::{route_backend_name, weighted_backend_name, PLACEHOLDER};
 use k8slb_common::names::ConfigLine;
 use k8slb_common::routes::{
     BackendId, BackendProtocol, CertFile, FieldName, FieldValue, Hostname, HttpRoutes, Listener,
@@ -1111,7 +1111,7 @@ fn nx_split_edit_lines(
             };
             // A regex key: upstream names outgrow nginx's default map_hash_bucket_size
             // (64), which exact keys must fit in.
-            let key = format!("\"~^{}$\"", literal_regex(&route_backend_name(&b.id)));
+            let key = format!("\"~^{}$\"", literal_regex(&weighted_backend_name(b)));
             entries.push((key, v));
         }
         let var = splits.map_on(upstream, &entries, &nx_http_var(n));
@@ -1144,7 +1144,7 @@ fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
             let live: Vec<_> = backends.iter().filter(|b| b.weight > 0).collect();
             match live.as_slice() {
                 [one] if *invalid == 0 => {
-                    let upstream = route_backend_name(&one.id);
+                    let upstream = weighted_backend_name(one);
                     NxLocation {
                         kind: "forward",
                         h2c: splits.h2c.contains(&upstream),
@@ -1161,7 +1161,7 @@ fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
                 several => {
                     let mut weights: Vec<(String, u16)> = several
                         .iter()
-                        .map(|b| (route_backend_name(&b.id), b.weight))
+                        .map(|b| (weighted_backend_name(b), b.weight))
                         .collect();
                     let h2c = weights.iter().all(|(u, _)| splits.h2c.contains(u));
                     let tls: BTreeSet<Option<NxUpTls>> =
@@ -1510,17 +1510,35 @@ fn nx_mirror_locations(rules: &[k8slb_common::routes::RouteRule], splits: &mut N
     out
 }
 
+/// The upstreams: one per route backend, and one per (backend, client certificate) that
+/// a rule presents ([`crate::view::client_cert_backend_name`]), the same servers: nginx
+/// keeps its idle upstream connections and TLS sessions per upstream, so a connection
+/// (or session) made with one Gateway's client certificate is never reused for another
+/// Gateway's requests, nor for requests that present none.
 pub(crate) fn nx_upstreams(routes: &HttpRoutes, notes: &mut Vec<String>) -> Vec<NxUpstream> {
+    let copies: Vec<(String, &k8slb_common::routes::BackendState)> =
+        k8slb_common::certs::client_certificates_by_backend(routes)
+            .into_iter()
+            .filter_map(|(id, c)| {
+                Some((
+                    crate::view::client_cert_backend_name(id, c),
+                    routes.backends.get(id)?,
+                ))
+            })
+            .collect();
+    for (id, st) in &routes.backends {
+        if matches!(st.stickiness, Some(Sticky::Cookie { .. })) {
+            notes.push(format!(
+                "{id}: nginx has no cookie stickiness; using the client address"
+            ));
+        }
+    }
     routes
         .backends
         .iter()
-        .map(|(id, st)| {
-            let name = route_backend_name(id);
-            if matches!(st.stickiness, Some(Sticky::Cookie { .. })) {
-                notes.push(format!(
-                    "{id}: nginx has no cookie stickiness; using the client address"
-                ));
-            }
+        .map(|(id, st)| (route_backend_name(id), st))
+        .chain(copies)
+        .map(|(name, st)| {
             let mut lines = String::new();
             let mut push = |addr: SocketAddr, down: bool| {
                 lines.push_str("\n    server ");
