@@ -4477,3 +4477,66 @@ fn real_proxies_present_a_gateways_client_certificate_only_through_its_own_liste
         );
     }
 }
+
+/// A client certificate that is not on the node in the version the state names (not
+/// yet copied, or an older one): the requests that would present it get 500 (never
+/// sent without it, nor with another version), with a note; HAProxy has no copy of the
+/// backend for it; the other Gateway's requests are served. Once there, it is used.
+#[test]
+fn a_client_certificate_not_on_the_node_in_its_version_answers_500_with_a_note() {
+    let viewed = |present: &[(&str, &str)]| {
+        let mut state = base_state();
+        state.http = client_cert_routes(
+            "-----BEGIN CERTIFICATE-----\nMA==\n-----END CERTIFICATE-----\n",
+            false,
+        );
+        let mut vo = ViewOptions::new(Provider::Haproxy);
+        vo.interfaces
+            .insert("default".parse().unwrap(), "eth0".parse().unwrap());
+        vo.secret_certs = Some(
+            present
+                .iter()
+                .map(|(s, v)| (s.to_string(), v.to_string()))
+                .collect(),
+        );
+        let v = view(&state, &"lb-1".parse().unwrap(), &vo).unwrap();
+        let http = v.http.unwrap();
+        let names: Vec<String> = http.backends.iter().map(|b| b.name.clone()).collect();
+        (http.routes, names, v.notes)
+    };
+    let first = |routes: &HttpRoutes, port: u16| {
+        let l = routes.listeners.iter().find(|l| l.port == port).unwrap();
+        l.virtual_hosts[0].rules[0].action.clone()
+    };
+    for present in [&[][..], &[("default_client", "v0")][..]] {
+        let (routes, backends, notes) = viewed(present);
+        match first(&routes, 80) {
+            RouteAction::Forward { backends, invalid } => {
+                assert!(
+                    backends.is_empty() && invalid > 0,
+                    "{present:?}: {backends:?}"
+                )
+            }
+            a => panic!("{a:?}"),
+        }
+        assert!(
+            matches!(first(&routes, 8080), RouteAction::Forward { ref backends, invalid: 0 } if backends.len() == 1),
+            "{present:?}"
+        );
+        assert_eq!(backends, ["rtb_default_api_443"], "{present:?}");
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("client certificate of Secret default/client")),
+            "{present:?}: {notes:?}"
+        );
+    }
+    let (routes, backends, _) = viewed(&[("default_client", "v1")]);
+    assert!(
+        matches!(first(&routes, 80), RouteAction::Forward { ref backends, invalid: 0 } if backends[0].client_certificate.is_some())
+    );
+    assert_eq!(
+        backends,
+        ["rtb_default_api_443", "rtb_default_api_443_cdefault_client"]
+    );
+}
