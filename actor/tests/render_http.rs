@@ -195,7 +195,7 @@ fn binary(name: &str) -> PathBuf {
 fn certs(dir: &Path) -> PathBuf {
     let dir = dir.join("certs");
     std::fs::create_dir_all(&dir).unwrap();
-    for n in ["default", "default_foo", "default_wild"] {
+    for n in ["default", "default_foo", "default_wild", "default_client"] {
         self_signed(&dir, n);
     }
     dir
@@ -580,11 +580,13 @@ fn model_only_routes() -> HttpRoutes {
                                     id: a.clone(),
                                     weight: 90,
                                     request_headers: Default::default(),
+                                    client_certificate: None,
                                 },
                                 WeightedBackend {
                                     id: b.clone(),
                                     weight: 10,
                                     request_headers: Default::default(),
+                                    client_certificate: None,
                                 },
                             ],
                             invalid: 0,
@@ -926,6 +928,9 @@ fn serve_in(
         )
     } else {
         let nx = r.nginx(routes, o).unwrap();
+        for (f, t) in &nx.files {
+            std::fs::write(f, t).unwrap();
+        }
         let d = dir.display();
         let mut cfg = format!(
             "pid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n"
@@ -1141,11 +1146,13 @@ fn split_routes(heavy: u16, light: u16) -> HttpRoutes {
                                 id: a.clone(),
                                 weight: heavy,
                                 request_headers: Default::default(),
+                                client_certificate: None,
                             },
                             WeightedBackend {
                                 id: b.clone(),
                                 weight: light,
                                 request_headers: Default::default(),
+                                client_certificate: None,
                             },
                         ],
                         invalid: 0,
@@ -2395,6 +2402,7 @@ fn stream_routes() -> HttpRoutes {
         id: id(s),
         weight,
         request_headers: Default::default(),
+        client_certificate: None,
     };
     let route = |host: Option<&str>, backends| StreamRoute {
         host: host.map(|h| h.parse().unwrap()),
@@ -2636,6 +2644,7 @@ fn stream_endpoint_and_weight_changes_are_runtime_api_changes_for_haproxy() {
                 id: "default/tls-b:443".parse().unwrap(),
                 weight: 1,
                 request_headers: Default::default(),
+                client_certificate: None,
             }],
             invalid: 0,
             owner: None,
@@ -4221,4 +4230,313 @@ fn nginx_server_name_buckets_hold_names_of_47_to_54_bytes() {
 #[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
 fn host_names_of_44_to_54_bytes_pass_the_daemons_own_checks() {
     daemon_checks(&host_lengths_routes());
+}
+
+/// The client certificate of Secret default/client ([`certs`] makes its file,
+/// `default_client.pem`, self-signed with CN `default_client`).
+fn client_cert() -> k8slb_common::routes::CertFile {
+    k8slb_common::routes::CertFile::Secret {
+        namespace: "default".parse().unwrap(),
+        name: "client".parse().unwrap(),
+        version: "v1".into(),
+    }
+}
+
+/// A TLS backend default/api:443 (endpoint 198.18.5.9:8443, verified against the CA
+/// bundle `ca_pem` as `api.internal`) reached from two Gateways' listeners: port 80
+/// presents [`client_cert`], port 8080 presents nothing. With `retry`, a third listener
+/// (port 8081) presents it from a rule that retries.
+fn client_cert_routes(ca_pem: &str, retry: bool) -> HttpRoutes {
+    let api: BackendId = "default/api:443".parse().unwrap();
+    let ca = k8slb_common::routes::CaId::of(ca_pem);
+    let listener = |port: u16, cert: Option<k8slb_common::routes::CertFile>, retry: bool| {
+        let mut rule = RouteRule::new(
+            RouteMatch::on_path(PathMatch::Prefix("/".parse().unwrap())),
+            RouteAction::Forward {
+                backends: vec![WeightedBackend {
+                    id: api.clone(),
+                    weight: 1,
+                    request_headers: Default::default(),
+                    client_certificate: cert,
+                }],
+                invalid: 0,
+            },
+        );
+        if retry {
+            rule.filters.retry = Some(k8slb_common::routes::Retry {
+                attempts: Some(serde_json::from_value(serde_json::json!(3)).unwrap()),
+                codes: Default::default(),
+            });
+        }
+        Listener {
+            ip: VIP.parse().unwrap(),
+            port,
+            protocol: ListenerProtocol::Http,
+            tls: None,
+            virtual_hosts: vec![VirtualHost {
+                host: None,
+                any_depth: false,
+                rules: vec![rule],
+            }],
+            default_action: None,
+            default_owner: None,
+        }
+    };
+    let mut listeners = vec![
+        listener(80, Some(client_cert()), false),
+        listener(8080, None, false),
+    ];
+    if retry {
+        listeners.push(listener(8081, Some(client_cert()), true));
+    }
+    HttpRoutes {
+        listeners,
+        backends: [(
+            api,
+            BackendState {
+                endpoints: vec![Endpoint {
+                    ip: "198.18.5.9".parse().unwrap(),
+                    port: 8443,
+                    draining: false,
+                }],
+                stickiness: None,
+                protocol: Default::default(),
+                tls: Some(k8slb_common::routes::BackendTls {
+                    server_name: "api.internal".parse().unwrap(),
+                    ca: ca.clone(),
+                }),
+            },
+        )]
+        .into_iter()
+        .collect(),
+        ca_bundles: [(ca, ca_pem.to_string())].into_iter().collect(),
+        ..HttpRoutes::default()
+    }
+}
+
+/// The text of HAProxy backend `name` in `text` (up to the next blank line).
+fn hp_backend<'a>(text: &'a str, name: &str) -> &'a str {
+    let start = text
+        .find(&format!("\nbackend {name}\n"))
+        .unwrap_or_else(|| panic!("no backend {name}:\n{text}"));
+    let rest = &text[start + 1..];
+    &rest[..rest.find("\n\n").unwrap_or(rest.len())]
+}
+
+/// A Gateway's backend client certificate (spec.tls.backend.clientCertificateRef):
+/// HAProxy sends its rules to a copy of the TLS backend whose servers add `crt <pem>`
+/// and track the route backend's (no health checks of their own, so the open-files
+/// budget counts the backend's checks once; the backend's own checks are a TCP
+/// connect, as a handshake without the certificate may be refused), a retrying rule to
+/// that copy's retrying copy; nginx puts `proxy_ssl_certificate` and `_key` in that
+/// Gateway's location only. Another Gateway's rules to the same backend present
+/// nothing. Both configs pass haproxy -c and nginx -t.
+#[test]
+#[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
+fn a_gateways_client_certificate_is_presented_on_its_rules_only_and_passes_the_daemons_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    self_signed_with(dir.path(), "api-internal", Some("DNS:api.internal"));
+    let ca_pem = std::fs::read_to_string(dir.path().join("api-internal.crt")).unwrap();
+    let r = HttpRenderer::embedded().unwrap();
+    let o = HttpRenderOptions::default();
+    let pem = format!("{}/default_client.pem", o.secret_cert_dir.display());
+
+    let routes = client_cert_routes(&ca_pem, true);
+    let hp = r.haproxy(&routes, &o, &[]).unwrap();
+    let base = hp_backend(&hp.text, "rtb_default_api_443");
+    assert!(!base.contains(" crt "), "{base}");
+    assert!(
+        base.contains(" check ") && base.contains(" no-check-ssl"),
+        "{base}"
+    );
+    for copy in [
+        "rtb_default_api_443_cdefault_client",
+        "rtb_default_api_443_cdefault_client_r3",
+    ] {
+        let b = hp_backend(&hp.text, copy);
+        let servers: Vec<&str> = b.lines().filter(|l| l.contains("server s")).collect();
+        assert!(!servers.is_empty(), "{b}");
+        for (i, l) in servers.iter().enumerate() {
+            assert!(
+                l.contains(&format!(" crt {pem}"))
+                    && l.contains(&format!(" track rtb_default_api_443/s{}", i + 1))
+                    && l.contains("verifyhost api.internal")
+                    && !l.contains(" check "),
+                "{l}"
+            );
+        }
+    }
+    assert!(hp.text.contains("retries 3"), "{}", hp.text);
+    // Which backend each listener's rule goes to: port 80 the copy, port 8080 the route
+    // backend itself (directly in the path map), port 8081 the copy (retrying).
+    let maps: String = hp.files.values().cloned().collect();
+    assert!(
+        maps.contains("rtb_default_api_443_cdefault_client\n")
+            && maps.contains("rtb_default_api_443\n"),
+        "{maps}"
+    );
+    // Copies track: the checks counted for the open-files budget are the route
+    // backend's only.
+    let backends = k8slb_actor::view::route_backends(&routes, &[], "/run/k8slb/routes", &|c| {
+        k8slb_actor::view::client_cert_file(c, &o)
+    });
+    let checked: Vec<&str> = backends
+        .iter()
+        .filter(|b| b.track.is_none())
+        .map(|b| b.name.as_str())
+        .collect();
+    assert_eq!(checked, ["rtb_default_api_443"]);
+    assert_eq!(backends.len(), 3);
+
+    // nginx (no retries: the translation refuses them there).
+    let routes = client_cert_routes(&ca_pem, false);
+    let nx = r.nginx(&routes, &o).unwrap();
+    for line in [
+        format!("proxy_ssl_certificate {pem};"),
+        format!("proxy_ssl_certificate_key {pem};"),
+    ] {
+        assert_eq!(nx.text.matches(&line).count(), 1, "{line}\n{}", nx.text);
+    }
+    assert_eq!(
+        nx.text.matches("proxy_pass https://").count(),
+        2,
+        "{}",
+        nx.text
+    );
+    // Its own upstream (the same servers): nginx keeps idle connections and TLS
+    // sessions per upstream, so none made with the certificate serves port 8080.
+    for line in [
+        "proxy_pass https://rtb_default_api_443_cdefault_client;",
+        "proxy_pass https://rtb_default_api_443;",
+        "upstream rtb_default_api_443_cdefault_client {",
+    ] {
+        assert_eq!(nx.text.matches(line).count(), 1, "{line}\n{}", nx.text);
+    }
+    daemon_checks(&routes);
+    daemon_checks(&client_cert_routes(&ca_pem, true));
+}
+
+/// A TLS backend that requires a client certificate (a HAProxy frontend with `verify
+/// required`, trusting only default_client's certificate, answering the CN of the
+/// certificate it was shown), through both real proxies: the Gateway that presents
+/// default_client's certificate (port 80) reaches it; the other Gateway's listener to
+/// the same backend (port 8080) presents nothing, and the backend refuses it (the
+/// proxy answers 502 or 503, never the backend's answer).
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_present_a_gateways_client_certificate_only_through_its_own_listener() {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtclient")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        self_signed_with(dir.path(), "api-internal", Some("DNS:api.internal"));
+        let ca_pem = std::fs::read_to_string(dir.path().join("api-internal.crt")).unwrap();
+        let routes = client_cert_routes(&ca_pem, false);
+        let ns = support::Netns::new("k8slbcc");
+        ns.ip("link set lo up");
+        ns.ip("addr add 198.18.5.9/32 dev lo");
+        let d = dir.path().display();
+        let backend_cfg = format!(
+            "global\n  log stderr format short local0 err\ndefaults\n  mode http\n  timeout connect 2s\n  timeout client 5s\n  timeout server 5s\nfrontend tls_backend\n  bind 198.18.5.9:8443 ssl crt {d}/api-internal.pem ca-file {d}/certs/default_client.crt verify required\n  http-request return status 200 content-type text/plain lf-string \"client=%[ssl_c_s_dn(CN)]\"\n"
+        );
+        let file = dir.path().join("backend.cfg");
+        std::fs::write(&file, &backend_cfg).unwrap();
+        let _backend = Killed(
+            ns.cmd("haproxy")
+                .arg("-db")
+                .arg("-f")
+                .arg(&file)
+                .spawn()
+                .unwrap(),
+        );
+        let _proxy = serve_in(&ns, proxy, &routes, &o, dir.path(), None);
+        let get = |port: u16| {
+            let out = ns
+                .cmd("curl")
+                .args(["-s", "--max-time", "5", "-w", "\n%{http_code}"])
+                .arg(format!("http://{VIP}:{port}/"))
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        // The backend may take a moment to listen: the presenting Gateway is answered.
+        let mut got = String::new();
+        let ok = support::wait_until(std::time::Duration::from_secs(10), || {
+            got = get(80);
+            got.ends_with("\n200")
+        });
+        assert!(ok, "{proxy}: port 80 got {got:?}");
+        assert_eq!(got, "client=default_client\n200", "{proxy}");
+        let other = get(8080);
+        assert!(
+            !other.contains("client=") && (other.ends_with("\n502") || other.ends_with("\n503")),
+            "{proxy}: port 8080 got {other:?}"
+        );
+    }
+}
+
+/// A client certificate that is not on the node in the version the state names (not
+/// yet copied, or an older one): the requests that would present it get 500 (never
+/// sent without it, nor with another version), with a note; HAProxy has no copy of the
+/// backend for it; the other Gateway's requests are served. Once there, it is used.
+#[test]
+fn a_client_certificate_not_on_the_node_in_its_version_answers_500_with_a_note() {
+    let viewed = |present: &[(&str, &str)]| {
+        let mut state = base_state();
+        state.http = client_cert_routes(
+            "-----BEGIN CERTIFICATE-----\nMA==\n-----END CERTIFICATE-----\n",
+            false,
+        );
+        let mut vo = ViewOptions::new(Provider::Haproxy);
+        vo.interfaces
+            .insert("default".parse().unwrap(), "eth0".parse().unwrap());
+        vo.secret_certs = Some(
+            present
+                .iter()
+                .map(|(s, v)| (s.to_string(), v.to_string()))
+                .collect(),
+        );
+        let v = view(&state, &"lb-1".parse().unwrap(), &vo).unwrap();
+        let http = v.http.unwrap();
+        let names: Vec<String> = http.backends.iter().map(|b| b.name.clone()).collect();
+        (http.routes, names, v.notes)
+    };
+    let first = |routes: &HttpRoutes, port: u16| {
+        let l = routes.listeners.iter().find(|l| l.port == port).unwrap();
+        l.virtual_hosts[0].rules[0].action.clone()
+    };
+    for present in [&[][..], &[("default_client", "v0")][..]] {
+        let (routes, backends, notes) = viewed(present);
+        match first(&routes, 80) {
+            RouteAction::Forward { backends, invalid } => {
+                assert!(
+                    backends.is_empty() && invalid > 0,
+                    "{present:?}: {backends:?}"
+                )
+            }
+            a => panic!("{a:?}"),
+        }
+        assert!(
+            matches!(first(&routes, 8080), RouteAction::Forward { ref backends, invalid: 0 } if backends.len() == 1),
+            "{present:?}"
+        );
+        assert_eq!(backends, ["rtb_default_api_443"], "{present:?}");
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("client certificate of Secret default/client")),
+            "{present:?}: {notes:?}"
+        );
+    }
+    let (routes, backends, _) = viewed(&[("default_client", "v1")]);
+    assert!(
+        matches!(first(&routes, 80), RouteAction::Forward { ref backends, invalid: 0 } if backends[0].client_certificate.is_some())
+    );
+    assert_eq!(
+        backends,
+        ["rtb_default_api_443", "rtb_default_api_443_cdefault_client"]
+    );
 }

@@ -282,7 +282,8 @@ pub fn used_by(state: &crate::state::State) -> std::collections::BTreeSet<CertFi
     used_by_routes(&state.http)
 }
 
-/// The Secret certificates `routes`' HTTPS listeners name.
+/// The Secret certificates `routes` name: their HTTPS listeners' and the client
+/// certificates their rules present to TLS backends ([`client_certificates`]).
 pub fn used_by_routes(routes: &crate::routes::HttpRoutes) -> std::collections::BTreeSet<CertFile> {
     routes
         .listeners
@@ -294,8 +295,43 @@ pub fn used_by_routes(routes: &crate::routes::HttpRoutes) -> std::collections::B
                 .map(|c| &c.file)
                 .chain(t.default_certificate.as_ref())
         })
+        .chain(client_certificates(routes))
         .filter(|f| matches!(f, CertFile::Secret { .. }))
         .cloned()
+        .collect()
+}
+
+/// The client certificates the rules of `routes` present to their TLS backends
+/// ([`crate::routes::WeightedBackend::client_certificate`]), each once.
+pub fn client_certificates(
+    routes: &crate::routes::HttpRoutes,
+) -> std::collections::BTreeSet<&CertFile> {
+    client_certificates_by_backend(routes)
+        .into_iter()
+        .map(|(_, c)| c)
+        .collect()
+}
+
+/// Each (backend, client certificate) that a rule of `routes` presents, once.
+pub fn client_certificates_by_backend(
+    routes: &crate::routes::HttpRoutes,
+) -> std::collections::BTreeSet<(&crate::routes::BackendId, &CertFile)> {
+    routes
+        .listeners
+        .iter()
+        .flat_map(|l| {
+            l.virtual_hosts
+                .iter()
+                .flat_map(|v| &v.rules)
+                .map(|r| &r.action)
+                .chain(&l.default_action)
+        })
+        .filter_map(|a| match a {
+            crate::routes::RouteAction::Forward { backends, .. } => Some(backends),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|b| Some((&b.id, b.client_certificate.as_ref()?)))
         .collect()
 }
 

@@ -412,8 +412,8 @@ impl Objects {
             .listener_sets
             .iter()
             .flat_map(|s| certificate_refs(s.metadata.namespace.as_deref(), &s.spec.listeners));
-        // A Gateway's backend client certificate (spec.tls.backend): checked, not
-        // presented (see `gateway::backend_client`).
+        // A Gateway's backend client certificate (spec.tls.backend): checked, and
+        // presented to its TLS backends (see `gateway::backend_client`).
         let clients = self.gateways.iter().filter_map(|g| {
             let ns = g.metadata.namespace.as_deref().unwrap_or("default");
             let r = g

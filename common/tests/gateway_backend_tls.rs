@@ -7,7 +7,7 @@ mod support;
 
 use k8slb_common::gateway::{GatewayOutput, PolicyAncestor};
 use k8slb_common::objects::Objects;
-use k8slb_common::routes::{BackendId, HttpRoutes, RouteAction};
+use k8slb_common::routes::{BackendId, CertFile, HttpRoutes, RouteAction};
 use support::*;
 
 const VIP: &str = "198.18.0.60";
@@ -714,12 +714,35 @@ fn gateway_conds(out: &GatewayOutput, gw: &str) -> Vec<(&'static str, bool, &'st
         .collect()
 }
 
-/// A Gateway asking for a backend client certificate, which k8slb does not present:
-/// its requests to TLS backends get 500 (never sent without it), its others are served;
-/// another Gateway's requests to the same TLS backend keep their TLS. The reference is
-/// checked as the specification says (ResolvedRefs), the Gateway stays Accepted.
+/// The client certificate of Secret shop/client (version v1, [`client_secret`]).
+fn shop_client() -> CertFile {
+    CertFile::Secret {
+        namespace: "shop".parse().unwrap(),
+        name: "client".parse().unwrap(),
+        version: "v1".into(),
+    }
+}
+
+/// The backends (id, client certificate) and invalid share a request gets.
+fn presented(action: &RouteAction) -> (Vec<(String, Option<CertFile>)>, u16) {
+    match action {
+        RouteAction::Forward { backends, invalid } => (
+            backends
+                .iter()
+                .map(|b| (b.id.to_string(), b.client_certificate.clone()))
+                .collect(),
+            *invalid,
+        ),
+        a => panic!("{a:?}"),
+    }
+}
+
+/// A Gateway with a valid backend client certificate presents it to the TLS backends
+/// of its own rules: not to a cleartext port of the same Service, not on another
+/// Gateway's requests to the same TLS backend (the certificate is edge's owner's
+/// identity). ResolvedRefs True, no warning, and the Secret is one the nodes get.
 #[test]
-fn a_backend_client_certificate_is_never_ignored_and_touches_only_its_gateways_requests() {
+fn a_gateways_backend_client_certificate_is_presented_to_its_own_tls_backends_only() {
     let (o, run) = client_cert_gateways(r#"{"group": "", "kind": "Secret", "name": "client"}"#);
     let out = run(&o, &[client_secret("shop", "kubernetes.io/tls", true)]);
     let edge = gateway_conds(&out, "shop/edge");
@@ -729,37 +752,41 @@ fn a_backend_client_certificate_is_never_ignored_and_touches_only_its_gateways_r
         "{edge:?}"
     );
     let st = &out.gateways[&"shop/edge".parse().unwrap()];
-    assert!(
-        st.warnings
-            .iter()
-            .any(|(r, w)| r.as_str() == "UnsupportedValue" && w.contains("clientCertificateRef")),
-        "{:?}",
-        st.warnings
+    assert!(st.warnings.is_empty(), "{:?}", st.warnings);
+    assert_eq!(
+        presented(action(&out.routes, "/shop-api")),
+        (vec![("shop/api:443".into(), Some(shop_client()))], 0)
     );
-    answers_500(&out.routes, "/shop-api");
-    // Not a TLS backend: the client certificate is not about it.
-    forwards_to(&out.routes, "/shop-api-other", "shop/api:8443");
-    // The other Gateway (no client certificate asked) still reaches it over TLS.
-    match out
+    // Not a TLS backend: nothing presented.
+    assert_eq!(
+        presented(action(&out.routes, "/shop-api-other")),
+        (vec![("shop/api:8443".into(), None)], 0)
+    );
+    // The other Gateway (no client certificate asked) reaches it over TLS, presenting
+    // nothing.
+    let other = out
         .routes
         .route(OTHER_VIP.parse().unwrap(), 80, "any.example", "/other")
-        .expect("/other routes")
-    {
-        RouteAction::Forward { backends, invalid } => {
-            assert_eq!((*invalid, backends.len()), (0, 1));
-            assert_eq!(backends[0].id, id("shop/api:443"));
-        }
-        a => panic!("{a:?}"),
-    }
+        .expect("/other routes");
+    assert_eq!(presented(other), (vec![("shop/api:443".into(), None)], 0));
     assert!(out.routes.backends[&id("shop/api:443")].tls.is_some());
-    // Without the client certificate asked: edge's requests reach it over TLS.
+    assert_eq!(
+        k8slb_common::certs::used_by_routes(&out.routes),
+        [shop_client()].into_iter().collect()
+    );
+    // Without a client certificate asked: edge's requests reach it over TLS, presenting
+    // nothing, and no ResolvedRefs of the Gateway's own.
     let mut plain = o.clone();
     plain.gateways[0].spec.tls = None;
     let out = run(&plain, &[]);
-    forwards_to(&out.routes, "/shop-api", "shop/api:443");
+    assert_eq!(
+        presented(action(&out.routes, "/shop-api")),
+        (vec![("shop/api:443".into(), None)], 0)
+    );
     assert!(!gateway_conds(&out, "shop/edge")
         .iter()
         .any(|c| c.0 == "ResolvedRefs"));
+    assert!(k8slb_common::certs::used_by_routes(&out.routes).is_empty());
 }
 
 /// GatewayInvalidTLSBackendConfiguration's references, and a hostile one at the API's
@@ -855,10 +882,9 @@ spec:
 }
 
 /// Two Gateways sharing one address (by consent): `edge` with its HTTP listener on port
-/// 80, `other` with a UDP listener on port 80. Whether `edge`'s requests go to a TLS
-/// backend depends on `edge`'s own `clientCertificateRef` only: when it asks, they are
-/// refused (500, never sent without the certificate); when only `other` (no HTTP
-/// listener) asks, they are served.
+/// 80, `other` with a UDP listener on port 80. What `edge`'s requests to a TLS backend
+/// present depends on `edge`'s own `clientCertificateRef` only: when it asks, its
+/// certificate; when only `other` (no HTTP listener) asks, nothing.
 #[test]
 fn only_the_gateways_serving_a_listeners_http_routes_decide_its_client_certificate() {
     for asking in ["edge", "other"] {
@@ -904,17 +930,54 @@ spec:
             &addresses,
             &std::collections::BTreeMap::new(),
         ));
-        match (asking, action(&out.routes, "/shop-api")) {
-            ("edge", RouteAction::Forward { backends, invalid }) => {
-                assert!(
-                    backends.is_empty() && *invalid > 0,
-                    "{backends:?} {invalid}"
-                )
-            }
-            ("other", RouteAction::Forward { backends, invalid }) => {
-                assert_eq!((backends.len(), *invalid), (1, 0), "{backends:?}")
-            }
-            (_, a) => panic!("{asking}: {a:?}"),
+        let want = (asking == "edge").then(shop_client);
+        assert_eq!(
+            presented(action(&out.routes, "/shop-api")),
+            (vec![("shop/api:443".into(), want)], 0),
+            "{asking}"
+        );
+    }
+}
+
+/// Two Gateways sharing one address and port (by consent), both with an HTTP listener
+/// there: their requests to a TLS backend present the certificate when both ask for
+/// the same one; when only one asks (the listener cannot tell whose request it is),
+/// they are answered 500, never sent without the certificate nor with the other
+/// owner's.
+#[test]
+fn gateways_sharing_a_listener_present_a_client_certificate_only_if_all_ask_for_it() {
+    for both in [false, true] {
+        let (mut o, _) =
+            client_cert_gateways(r#"{"group": "", "kind": "Secret", "name": "client"}"#);
+        if both {
+            o.gateways[1].spec.tls = o.gateways[0].spec.tls.clone();
         }
+        let addresses = [("shop/edge", VIP), ("shop/other", VIP)]
+            .into_iter()
+            .map(|(k, ip)| (k.parse().unwrap(), vec![ip.parse().unwrap()]))
+            .collect();
+        let secrets = [client_secret("shop", "kubernetes.io/tls", true)];
+        let out = k8slb_common::gateway::translate(&o.gateway_input(
+            &secrets,
+            &addresses,
+            &std::collections::BTreeMap::new(),
+        ));
+        for path in ["/shop-api", "/other"] {
+            let got = presented(action(&out.routes, path));
+            if both {
+                assert_eq!(
+                    got,
+                    (vec![("shop/api:443".into(), Some(shop_client()))], 0),
+                    "{path}"
+                );
+            } else {
+                assert!(got.0.is_empty() && got.1 > 0, "{path}: {got:?}");
+            }
+        }
+        // A cleartext backend is served either way.
+        assert_eq!(
+            presented(action(&out.routes, "/shop-api-other")),
+            (vec![("shop/api:8443".into(), None)], 0)
+        );
     }
 }

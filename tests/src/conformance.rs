@@ -178,6 +178,10 @@ pub struct Req {
     /// Each time it is sent, `&uuid=<new>` is added to the path (the suite's retry
     /// tests: the echo's retry simulation counts the attempts of each uuid apart).
     pub fresh_uuid: bool,
+    /// The backend must have been shown the certificate of this Secret (the suite's
+    /// `ClientCert`: among the echo's `tls.peerCertificates`; the proxy presented it),
+    /// one of [`EchoKinds::client_pems`].
+    pub want_client_cert: Option<&'static str>,
 }
 
 /// A GET of `path` that must reach `infra-backend-v1` in the infra namespace unless
@@ -204,6 +208,7 @@ pub fn get(path: &str) -> Req {
         want_sni: None,
         fails: false,
         client_cert: None,
+        want_client_cert: None,
         no_answer: false,
         sni: None,
         h2: false,
@@ -279,6 +284,11 @@ impl Req {
     /// Must not be answered 200 (nor time out): the suite's failure expectation.
     pub fn fails(mut self) -> Req {
         self.fails = true;
+        self
+    }
+    /// The backend must have been shown the client certificate of Secret `name`.
+    pub fn want_client_cert(mut self, name: &'static str) -> Req {
+        self.want_client_cert = Some(name);
         self
     }
     /// The backend must have been reached over TLS with this server name.
@@ -941,6 +951,9 @@ pub struct EchoKinds {
     /// The certificate and key (PEM) they serve: the suite mounts
     /// `tls-checks-certificate` (signed by `tls-checks-ca-certificate`) into them.
     pub echo_pem: Option<(String, String)>,
+    /// The CA (PEM) whose client certificates they ask for and take (a client without
+    /// one is taken too): the suite's `TLS_CLIENT_CACERTS`, `tls-checks-ca-certificate`.
+    pub echo_client_ca: Option<String>,
     /// The suite's client certificates (Secret name → certificate, key PEM), which
     /// requests present with [`Req::client_cert`].
     pub client_pems: BTreeMap<String, (String, String)>,
@@ -1065,6 +1078,11 @@ impl<'a> Runner<'a> {
                 "--echo-key".into(),
                 k.display().to_string(),
             ]);
+            if let Some(ca) = &kinds.echo_client_ca {
+                let f = dir.join("echo-client-ca.crt");
+                std::fs::write(&f, ca)?;
+                args.extend(["--echo-client-ca".into(), f.display().to_string()]);
+            }
         }
         let mut client_certs = BTreeMap::new();
         if !kinds.client_pems.is_empty() {
@@ -1787,7 +1805,12 @@ impl<'a> Runner<'a> {
                             }
                         }
                     }
-                    compare(r, &got?, *tls).map_err(|e| format!("{}: {e}", r.describe()))?;
+                    let a = got?;
+                    compare(r, &a, *tls).map_err(|e| format!("{}: {e}", r.describe()))?;
+                    if let Some(name) = r.want_client_cert {
+                        self.saw_client_cert(name, &a)
+                            .map_err(|e| format!("{}: {e}", r.describe()))?;
+                    }
                 }
                 Ok(())
             }
@@ -2225,6 +2248,39 @@ impl<'a> Runner<'a> {
     }
 
     /// One request with curl from the client.
+    /// Whether the echo that answered `a` was shown the certificate of Secret `name`
+    /// (its `tls.peerCertificates`, PEM; compared without whitespace).
+    fn saw_client_cert(&self, name: &str, a: &Answer) -> std::result::Result<(), String> {
+        let (crt, _) = self
+            .client_certs
+            .get(name)
+            .ok_or_else(|| format!("no client certificate {name} in the runner"))?;
+        let squash = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+        let want = squash(&std::fs::read_to_string(crt).map_err(|e| e.to_string())?);
+        let echo: Value = serde_json::from_str(&a.body).map_err(|e| e.to_string())?;
+        let seen = echo["tls"]["peerCertificates"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if seen
+            .iter()
+            .filter_map(Value::as_str)
+            .any(|p| want.contains(&squash(p)))
+        {
+            Ok(())
+        } else {
+            Err(format!(
+                "the backend was not shown the client certificate of {name} ({} certificates: {})",
+                seen.len(),
+                if echo["tls"].is_null() {
+                    "no TLS"
+                } else {
+                    "TLS"
+                }
+            ))
+        }
+    }
+
     fn send(&self, ip: &str, port: u16, tls: bool, r: &Req) -> std::result::Result<Answer, String> {
         let mut args: Vec<String> = vec![
             "curl".into(),

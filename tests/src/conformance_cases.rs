@@ -2727,11 +2727,7 @@ fn backend_tls_cases() -> Vec<Case> {
                 "GatewayInvalidTLSBackendConfiguration",
                 "gateway-invalid-tls-backend-configuration.yaml",
             )
-            .ext(CLIENT_CERT)
-            .unclaimed(
-                "GatewayBackendClientCertificate is not claimed (the certificate is not \
-                 presented yet: GatewayTLSBackendClientCertificate); the checks run and pass",
-            );
+            .ext(CLIENT_CERT);
             for (gw, reason) in [
                 (
                     "gateway-client-certificate-nonexistent-secret",
@@ -2761,16 +2757,36 @@ fn backend_tls_cases() -> Vec<Case> {
             }
             c
         },
-        case(
-            "GatewayTLSBackendClientCertificate",
-            "gateway-tls-backend-client-certificate.yaml",
-        )
-        .ext(CLIENT_CERT)
-        .skip(
-            "k8slb does not present a client certificate to backends yet: a Gateway that \
-             asks for one (spec.tls.backend.clientCertificateRef) gets 500 for its requests \
-             to TLS backends, never sends them without it, and a warning Event",
-        ),
+        // The Gateway presents tls-checks-client-certificate to the TLS backend of its
+        // route (the BackendTLSPolicy's): Gateway and route Accepted, the route's and
+        // the Gateway's references resolved, the policy Accepted; a request for
+        // abc.example.com gets 200 from the backend, which was asked for
+        // abc.example.com (SNI) and shown the client certificate (among its peer
+        // certificates, as the suite's echo reports them).
+        {
+            const GW: &str = "gateway-tls-backend-client-certificate";
+            case(
+                "GatewayTLSBackendClientCertificate",
+                "gateway-tls-backend-client-certificate.yaml",
+            )
+            .ext(CLIENT_CERT)
+            .check(accepted(GW, &[GW]))
+            .check(policy_cond(
+                "gateway-tls-backend-client-certificate-test",
+                GW,
+                "Accepted",
+                "True",
+                "Accepted",
+            ))
+            .check(gateway_cond(GW, "ResolvedRefs", "True", "ResolvedRefs"))
+            .check(requests(
+                GW,
+                vec![get("/")
+                    .host("abc.example.com")
+                    .want_sni("abc.example.com")
+                    .want_client_cert("tls-checks-client-certificate")],
+            ))
+        },
     ]
 }
 

@@ -33,13 +33,15 @@ fn ca_configmap(ns: &str, name: &str, ca_pem: &str) -> serde_json::Value {
 
 /// What the suite creates at its start: the certificates (names and SANs as it gives
 /// them), its CA ConfigMaps and the certificates they sign; and the passthrough and
-/// TLS echo certificates (certificate, key).
+/// TLS echo certificates (certificate, key), the client certificates by Secret, and the
+/// CA whose client certificates the TLS echo takes (`tls-checks-ca-certificate`).
 #[allow(clippy::type_complexity)]
 fn secrets() -> (
     Vec<serde_json::Value>,
     (String, String),
     (String, String),
     std::collections::BTreeMap<String, (String, String)>,
+    String,
 ) {
     let mut out = Vec::new();
     let mut passthrough = None;
@@ -61,6 +63,8 @@ fn secrets() -> (
         "tls-checks-ca-certificate",
         &checks_ca.0,
     ));
+    // A Gateway's backend client certificate (GatewayTLSBackendClientCertificate): the
+    // TLS echo takes the certificates of tls-checks-ca-certificate.
     let client = signed_by(&checks_ca, &[], &[]);
     out.push(tls_secret(
         INFRA,
@@ -92,6 +96,7 @@ fn secrets() -> (
         out.push(tls_secret(INFRA, secret, &c.0, &c.1));
         clients.insert(secret.to_string(), c);
     }
+    clients.insert("tls-checks-client-certificate".to_string(), client);
     out.push(ca_configmap(
         conformance::WEB,
         "web-backend-cm",
@@ -131,6 +136,7 @@ fn secrets() -> (
         passthrough.expect("the passthrough certificate"),
         echo,
         clients,
+        checks_ca.0,
     )
 }
 
@@ -167,10 +173,11 @@ fn run_on(
     // Those that run the suite's gRPC or TCP echo server (GRPC_ECHO_SERVER,
     // TCP_ECHO_SERVER) answer gRPC or its TCP protocol.
     // The suite mounts the passthrough certificate into its TLS echo (tcp-backend).
-    let (secrets, passthrough, echo, clients) = secrets();
+    let (secrets, passthrough, echo, clients, echo_client_ca) = secrets();
     let mut kinds = conformance::EchoKinds {
         tls_pem: Some(passthrough),
         echo_pem: Some(echo),
+        echo_client_ca: Some(echo_client_ca),
         client_pems: clients,
         ..Default::default()
     };

@@ -29,9 +29,10 @@ pub(crate) fn files_version(files: &BTreeMap<String, String>) -> String {
     format!("\n# route files version {h:016x}\n")
 }
 
-/// One comment line per Secret certificate the routes use, with its content version: a
-/// renewed certificate changes the config, so the proxy reloads and serves it (the file
-/// name alone does not change).
+/// One comment line per Secret certificate the routes use (listeners' and client
+/// certificates presented to backends), with its content version: a renewed
+/// certificate changes the config, so the proxy reloads and serves it (the file name
+/// alone does not change).
 pub(crate) fn cert_versions(view: &NodeView) -> String {
     let Some(h) = &view.http else {
         return String::new();
@@ -47,6 +48,7 @@ pub(crate) fn cert_versions(view: &NodeView) -> String {
                 .map(|c| &c.file)
                 .chain(&t.default_certificate)
         })
+        .chain(k8slb_common::certs::client_certificates(&h.routes))
         .filter(|f| !f.version().is_empty())
         .collect();
     // A line of its own even if the text before it does not end its last line.

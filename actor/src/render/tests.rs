@@ -101,6 +101,7 @@ fn cumulative_shares_end_at_the_scale() {
         id: "default/a:80".parse().unwrap(),
         weight: w,
         request_headers: Default::default(),
+        client_certificate: None,
     };
     assert_eq!(cumulative_shares(&[b(90), b(10)]), [9000, 10000]);
     assert_eq!(cumulative_shares(&[b(0), b(0)]), [0, 0]);

@@ -10,7 +10,9 @@ use super::{
 use crate::fdlimit::{self, FdBudget, HaproxyFds};
 use k8slb_common::app_protocol::BackendProtocol;
 use k8slb_common::names::{ConfigLine, ServiceKey};
-use k8slb_common::routes::{BackendId, BackendState, HttpRoutes, Retry, RouteAction, Sticky};
+use k8slb_common::routes::{
+    BackendId, BackendState, CertFile, HttpRoutes, Retry, RouteAction, Sticky, WeightedBackend,
+};
 use k8slb_common::state::{Mode, PortState, Protocol, ProxyProtocol, State, Stickiness};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -78,7 +80,7 @@ pub struct Backend {
     /// Options common to every server line (fixed keywords only), with a leading space.
     pub server_opts: String,
     pub slots: Vec<Slot>,
-    /// A route backend's retrying copy ([`retry_backend_name`]): the backend whose
+    /// A route backend's copy ([`BackendCopy`]): the backend whose
     /// servers its servers `track` (same slots), instead of checking on their own.
     pub track: Option<String>,
 }
@@ -226,42 +228,110 @@ pub fn stream_backend_ids(routes: &HttpRoutes) -> BTreeSet<&BackendId> {
         .collect()
 }
 
-/// The retrying copy of route backend `id` for the rules of retry policy `r`:
-/// `rtb_<ns>_<name>_<port>_<key>` ([`Retry::key`]; a namespace or Service name has no
-/// `_`, so no other backend's name can be this one). The frontend picks it by the
-/// rule's `txn.k8slb_rt` (HAProxy's `retries` and `retry-on` are backend keywords).
-pub fn retry_backend_name(id: &BackendId, r: &Retry) -> String {
-    format!("{}_{}", route_backend_name(id), r.key())
+/// The copy of route backend `id` whose servers present client certificate `c` (a
+/// Gateway's `spec.tls.backend.clientCertificateRef`):
+/// `rtb_<ns>_<name>_<port>_c<namespace>_<secret>` ([`CertFile::stem`]: neither part
+/// holds `_`, and a retry key starts with `r`, so no other backend's name is this one).
+pub fn client_cert_backend_name(id: &BackendId, c: &CertFile) -> String {
+    format!("{}_c{}", route_backend_name(id), c.stem())
 }
 
-/// Each (backend, retry policy) that a forwarding rule of `routes` with a `retry` may
-/// send to (every backend of its split, weight 0 too), for the backends in the table.
-pub fn retry_variants(routes: &HttpRoutes) -> BTreeSet<(&BackendId, &Retry)> {
-    routes
+/// The HAProxy backend a rule's weighted backend `b` goes to: its route backend, or the
+/// copy that presents its client certificate ([`client_cert_backend_name`]).
+pub fn weighted_backend_name(b: &WeightedBackend) -> String {
+    match &b.client_certificate {
+        None => route_backend_name(&b.id),
+        Some(c) => client_cert_backend_name(&b.id, c),
+    }
+}
+
+/// A copy of a route backend: the same servers (tracking the route backend's), with
+/// other options. `cert`: its servers present that client certificate; `retry`: it
+/// retries with that policy, `<name>_<key>` ([`Retry::key`]; the frontend picks it by
+/// the rule's `txn.k8slb_rt`, as HAProxy's `retries` and `retry-on` are backend
+/// keywords).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BackendCopy<'a> {
+    pub id: &'a BackendId,
+    pub cert: Option<&'a CertFile>,
+    pub retry: Option<&'a Retry>,
+}
+
+impl BackendCopy<'_> {
+    pub fn name(&self) -> String {
+        let base = match self.cert {
+            None => route_backend_name(self.id),
+            Some(c) => client_cert_backend_name(self.id, c),
+        };
+        match self.retry {
+            None => base,
+            Some(r) => format!("{base}_{}", r.key()),
+        }
+    }
+}
+
+/// The copies of route backends that the forwarding rules of `routes` may send to, for
+/// the backends in the table: each (backend, client certificate) that a weighted
+/// backend presents, and each of those and of the route backends themselves with the
+/// retry policy of a rule that has one (every backend of its split, weight 0 too).
+pub fn backend_copies(routes: &HttpRoutes) -> BTreeSet<BackendCopy<'_>> {
+    let mut out = BTreeSet::new();
+    let forwards = routes
         .listeners
         .iter()
-        .flat_map(|l| &l.virtual_hosts)
-        .flat_map(|v| &v.rules)
-        .filter_map(|r| match (&r.action, &r.filters.retry) {
-            (RouteAction::Forward { backends, .. }, Some(retry)) => Some((backends, retry)),
-            _ => None,
+        .flat_map(|l| {
+            l.virtual_hosts
+                .iter()
+                .flat_map(|v| &v.rules)
+                .map(|r| (&r.action, r.filters.retry.as_ref()))
+                .chain(l.default_action.iter().map(|a| (a, None)))
         })
-        .flat_map(|(bs, retry)| bs.iter().map(move |b| (&b.id, retry)))
-        .filter(|(id, _)| routes.backends.contains_key(*id))
-        .collect()
+        .filter_map(|(a, retry)| match a {
+            RouteAction::Forward { backends, .. } => Some((backends, retry)),
+            _ => None,
+        });
+    for (backends, retry) in forwards {
+        for b in backends
+            .iter()
+            .filter(|b| routes.backends.contains_key(&b.id))
+        {
+            let cert = b.client_certificate.as_ref();
+            if cert.is_some() {
+                out.insert(BackendCopy {
+                    id: &b.id,
+                    cert,
+                    retry: None,
+                });
+            }
+            if retry.is_some() {
+                out.insert(BackendCopy {
+                    id: &b.id,
+                    cert,
+                    retry,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// The HAProxy backends of `routes` with their server slots, `prev`'s slots kept (what
 /// the node's view holds, so that an endpoint change is a Runtime API change): the
 /// `mode http` ones of the HTTP rules (`rtb_*`, every backend of the table), their
-/// retrying copies ([`retry_variants`], [`retry_backend_name`]), then the
+/// copies ([`backend_copies`]: presenting a client certificate, retrying), then the
 /// `mode tcp` ones of the TCP and TLS streams (`rtt_*`, [`stream_backend_ids`]). Both
 /// kinds have the same server slots, so [`crate::render::runtime_diff`] applies an
 /// endpoint change to either through the Runtime API.
 ///
 /// `files_dir`: the routes' files directory (checked by the caller), where a backend's
-/// CA bundle is ([`ca_file`]).
-pub fn route_backends(routes: &HttpRoutes, prev: &[Backend], files_dir: &str) -> Vec<Backend> {
+/// CA bundle is ([`ca_file`]); `cert_file`: where a client certificate's PEM (chain
+/// and key) is on the node.
+pub fn route_backends(
+    routes: &HttpRoutes,
+    prev: &[Backend],
+    files_dir: &str,
+    cert_file: &dyn Fn(&CertFile) -> String,
+) -> Vec<Backend> {
     let prev: HashMap<&str, &Backend> = prev.iter().map(|b| (b.name.as_str(), b)).collect();
     let v6 = routes.listeners.iter().any(|l| l.ip.is_ipv6())
         || routes.streams.iter().any(|s| s.ip.is_ipv6());
@@ -311,20 +381,38 @@ pub fn route_backends(routes: &HttpRoutes, prev: &[Backend], files_dir: &str) ->
         .iter()
         .map(|(id, st)| backend(route_backend_name(id), st, Mode::Http))
         .collect();
-    // The retrying copies: the base's slots exactly (so the Runtime API sets them
-    // alike), each server tracking the base's of its slot (no health checks of their
-    // own: a copy costs the endpoints nothing).
+    // The copies (client certificates, retries): the base's slots exactly (so the
+    // Runtime API sets them alike), each server tracking the base's of its slot (no
+    // health checks of their own: a copy costs the endpoints nothing). A copy that
+    // presents a client certificate adds `crt` to the servers' TLS options (only a TLS
+    // backend's rules carry one).
     let bases: HashMap<&BackendId, usize> = routes
         .backends
         .keys()
         .enumerate()
         .map(|(i, id)| (id, i))
         .collect();
-    for (id, r) in retry_variants(routes) {
-        let base = &out[bases[id]];
+    let copies = backend_copies(routes);
+    // A TLS backend that some rule reaches with a client certificate may refuse a
+    // handshake without one: its checks (which its copies track) are a TCP connect,
+    // not a TLS handshake that presents nothing.
+    for c in copies.iter().filter(|c| c.cert.is_some()) {
+        let base = &mut out[bases[c.id]];
+        if routes.backends[c.id].tls.is_some() && !base.server_opts.contains(" no-check-ssl") {
+            base.server_opts.push_str(" no-check-ssl");
+        }
+    }
+    for copy in copies {
+        let base = &out[bases[copy.id]];
+        let mut server_opts = base.server_opts.replace(" no-check-ssl", "");
+        if let Some(c) = copy.cert.filter(|_| routes.backends[copy.id].tls.is_some()) {
+            server_opts.push_str(" crt ");
+            server_opts.push_str(&cert_file(c));
+        }
         let copy = Backend {
-            name: retry_backend_name(id, r),
+            name: copy.name(),
             track: Some(base.name.clone()),
+            server_opts,
             ..base.clone()
         };
         out.push(copy);

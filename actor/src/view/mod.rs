@@ -33,12 +33,13 @@ use crate::fdlimit::FdBudget;
 pub use fds::FD_SHORTFALL;
 use haproxy::haproxy_view;
 pub use haproxy::{
-    assign_slots, ca_file, retry_backend_name, retry_variants, route_backend_name, route_backends,
-    slot_count, stream_backend_ids, stream_backend_name, Backend, Frontend, HaproxyView, Slot,
-    StickSource, HTTP_FRONTEND_LINES, PLACEHOLDER,
+    assign_slots, backend_copies, ca_file, client_cert_backend_name, route_backend_name,
+    route_backends, slot_count, stream_backend_ids, stream_backend_name, weighted_backend_name,
+    Backend, BackendCopy, Frontend, HaproxyView, Slot, StickSource, HTTP_FRONTEND_LINES,
+    PLACEHOLDER,
 };
 use k8slb_common::names::{ConfigLine, IfName, NodeName, PoolName, ServiceKey};
-use k8slb_common::routes::{CertFile, HttpRoutes};
+use k8slb_common::routes::{CertFile, HttpRoutes, RouteAction};
 use k8slb_common::state::{Protocol, Provider, State};
 use keepalived::keepalived_view;
 pub use keepalived::{anchor, EmailView, InstanceView, KeepalivedView, TrackFile, Unicast};
@@ -422,11 +423,22 @@ fn http_part(
     };
     safe_path("secret certificate directory", &o.secret_cert_dir)?;
     let files_dir = safe_path("routes directory", &o.files_dir)?;
+    let mut routes = state.http.clone();
+    if opts.secret_certs.is_some() || opts.pool_certs.is_some() {
+        without_absent_certs(
+            &mut routes,
+            opts.secret_certs.as_ref(),
+            opts.pool_certs.as_ref(),
+            &o.pool_cert_dir,
+            notes,
+        );
+    }
     let backends = match opts.proxy {
         Provider::Haproxy => route_backends(
-            &state.http,
+            &routes,
             previous.map(|p| p.backends.as_slice()).unwrap_or_default(),
             &files_dir,
+            &|c| client_cert_file(c, &o),
         ),
         _ => Vec::new(),
     };
@@ -441,21 +453,26 @@ fn http_part(
             ));
         }
     }
-    let mut routes = state.http.clone();
-    if opts.secret_certs.is_some() || opts.pool_certs.is_some() {
-        without_absent_certs(
-            &mut routes,
-            opts.secret_certs.as_ref(),
-            opts.pool_certs.as_ref(),
-            &o.pool_cert_dir,
-            notes,
-        );
-    }
     Ok(Some(HttpPart {
         routes,
         opts: o,
         backends,
     }))
+}
+
+/// Where client certificate `c` (chain, then key: what HAProxy's `crt` and nginx's
+/// `proxy_ssl_certificate` and `_key` read) is on the node: `<dir>/<stem>.pem`, the
+/// directories of `o` (checked by [`http_part`]).
+pub fn client_cert_file(c: &CertFile, o: &HttpRenderOptions) -> String {
+    let dir = match c {
+        CertFile::Pool { .. } => &o.pool_cert_dir,
+        CertFile::Secret { .. } => &o.secret_cert_dir,
+    };
+    format!(
+        "{}/{}.pem",
+        dir.to_string_lossy().trim_end_matches('/'),
+        c.stem()
+    )
 }
 
 /// Leave out of `routes` every Secret certificate that `present` (stem → version) does not
@@ -489,6 +506,37 @@ fn without_absent_certs(
         if tls.default_certificate.as_ref().is_some_and(|f| !usable(f)) {
             absent.extend(tls.default_certificate.take());
         }
+    }
+    // A client certificate not on the node (or not in the version named): its
+    // backends become the rule's invalid share (500), never reached without it.
+    let mut absent_clients = BTreeSet::new();
+    for l in &mut routes.listeners {
+        let actions = l
+            .virtual_hosts
+            .iter_mut()
+            .flat_map(|v| &mut v.rules)
+            .map(|r| &mut r.action)
+            .chain(l.default_action.as_mut());
+        for a in actions {
+            let RouteAction::Forward { backends, invalid } = a else {
+                continue;
+            };
+            backends.retain(|b| match &b.client_certificate {
+                Some(c) if !usable(c) => {
+                    *invalid = invalid.saturating_add(b.weight.max(1));
+                    absent_clients.insert(c.clone());
+                    false
+                }
+                _ => true,
+            });
+        }
+    }
+    for f in &absent_clients {
+        notes.push(format!(
+            "the client certificate of Secret {} (version {}) is not on this node yet: the requests that present it to TLS backends get 500 until it arrives",
+            f.stem().replacen('_', "/", 1),
+            f.version()
+        ));
     }
     for f in absent {
         if let CertFile::Pool { pool } = &f {

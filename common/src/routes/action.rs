@@ -30,6 +30,7 @@ impl RouteAction {
                 id,
                 weight: 1,
                 request_headers: HeaderEdits::default(),
+                client_certificate: None,
             }],
             invalid: 0,
         }
@@ -57,6 +58,14 @@ pub struct WeightedBackend {
     /// rule when it has edits.
     #[serde(default, skip_serializing_if = "HeaderEdits::is_empty")]
     pub request_headers: HeaderEdits,
+    /// The certificate (and key) the proxy presents to this backend's endpoints in its
+    /// TLS handshake: the Gateway's `spec.tls.backend.clientCertificateRef`, on the
+    /// backends of its rules that are reached over TLS ([`BackendState::tls`]) and only
+    /// there. Per rule, not per backend: the same Service port reached through another
+    /// Gateway, or an Ingress, presents nothing (the certificate is that Gateway's
+    /// owner's identity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_certificate: Option<CertFile>,
 }
 
 /// A redirect; each absent part is kept from the request.

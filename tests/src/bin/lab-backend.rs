@@ -26,7 +26,10 @@
 //!   with its accept key, then every message is sent back: [`k8slb_tests::ws`]).
 //!   `--echo-tls ADDR,NAMESPACE,POD` with `--echo-cert` and `--echo-key` (PEM): the
 //!   same over TLS when the client opens with a handshake (the suite's `tls-backend`),
-//!   the answer naming what the handshake said (`tls.serverName`, ...); plain otherwise.
+//!   the answer naming what the handshake said (`tls.serverName`, ...,
+//!   `tls.peerCertificates`: the client certificate it was shown, as PEM); plain
+//!   otherwise. With `--echo-client-ca PEM` it asks for a client certificate signed by
+//!   that CA and takes a client without one (the suite's `TLS_CLIENT_CACERTS`).
 //! - gRPC (`--grpc`, h2c): the conformance suite's GrpcEcho service
 //!   ([`k8slb_tests::grpc`]), its pod context naming this backend (`pod` and
 //!   `service_name` = `<name>`). `--grpc-echo ADDR,NAMESPACE,POD`: the same service
@@ -72,6 +75,10 @@ struct Args {
     echo_tls: Vec<(SocketAddr, Arc<Echo>)>,
     echo_cert: Option<PathBuf>,
     echo_key: Option<PathBuf>,
+    /// `--echo-client-ca`: the TLS echo asks for a client certificate signed by one of
+    /// these CAs, and takes a connection without one (the suite's echo with
+    /// `TLS_CLIENT_CACERTS`: Go's `VerifyClientCertIfGiven`).
+    echo_client_ca: Option<PathBuf>,
 }
 
 /// Who an echo listener says it is.
@@ -202,6 +209,7 @@ fn parse_args() -> Result<Args, String> {
         echo_tls: vec![],
         echo_cert: None,
         echo_key: None,
+        echo_client_ca: None,
         grpc: vec![],
         ws: vec![],
     };
@@ -222,6 +230,7 @@ fn parse_args() -> Result<Args, String> {
             "--udp" => a.udp.push(addr()?),
             "--echo-cert" => a.echo_cert = Some(PathBuf::from(&val)),
             "--echo-key" => a.echo_key = Some(PathBuf::from(&val)),
+            "--echo-client-ca" => a.echo_client_ca = Some(PathBuf::from(&val)),
             "--echo" | "--echo-tls" | "--grpc-echo" | "--tcp-echo" | "--tcp-echo-tls"
             | "--udp-echo" | "--dns" => {
                 let mut parts = val.split(',');
@@ -271,7 +280,7 @@ fn main() {
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc-echo ADDR,NAMESPACE,POD]... [--tcp-echo ADDR,NAMESPACE,POD]... [--udp-echo ADDR,NAMESPACE,POD]... [--dns ADDR,NAMESPACE,POD]... [--tcp-echo-tls ADDR,NAMESPACE,POD --cert PEM --key PEM]... [--echo-tls ADDR,NAMESPACE,POD --echo-cert PEM --echo-key PEM]... [--grpc ADDR]... [--ws ADDR]...");
+            eprintln!("lab-backend: {e}\nusage: lab-backend --name N [--http ADDR]... [--https ADDR --cert PEM --key PEM]... [--tcp ADDR]... [--udp ADDR]... [--echo ADDR,NAMESPACE,POD]... [--grpc-echo ADDR,NAMESPACE,POD]... [--tcp-echo ADDR,NAMESPACE,POD]... [--udp-echo ADDR,NAMESPACE,POD]... [--dns ADDR,NAMESPACE,POD]... [--tcp-echo-tls ADDR,NAMESPACE,POD --cert PEM --key PEM]... [--echo-tls ADDR,NAMESPACE,POD --echo-cert PEM --echo-key PEM [--echo-client-ca PEM]]... [--grpc ADDR]... [--ws ADDR]...");
             std::process::exit(64);
         }
     };
@@ -505,7 +514,28 @@ fn echo_tls_acceptor(args: &Args) -> std::io::Result<tokio_rustls::TlsAcceptor> 
             "--echo-tls needs --echo-cert and --echo-key",
         ));
     };
-    acceptor_of(cert, key)
+    acceptor_with(cert, key, args.echo_client_ca.as_deref())
+}
+
+/// The certificates of a handshake's peer (a client certificate, then its chain), each
+/// as PEM the way the suite's echo writes them (Go's `pem.Encode`: base64 in lines of
+/// 64 characters).
+fn peer_pems(certs: Option<&[rustls::pki_types::CertificateDer<'_>]>) -> Vec<String> {
+    use base64::Engine as _;
+    certs
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            let b = base64::engine::general_purpose::STANDARD.encode(c.as_ref());
+            let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+            for line in b.as_bytes().chunks(64) {
+                pem.push_str(std::str::from_utf8(line).unwrap_or_default());
+                pem.push('\n');
+            }
+            pem.push_str("-----END CERTIFICATE-----\n");
+            pem
+        })
+        .collect()
 }
 
 /// The suite's echo server on its TLS port (echo-basic with `TLS_SERVER_CERT`): a
@@ -530,6 +560,7 @@ async fn serve_echo_either(
         "serverName": conn.server_name().unwrap_or_default(),
         "negotiatedProtocol": conn.alpn_protocol().map(|p| String::from_utf8_lossy(p).into_owned()).unwrap_or_default(),
         "cipherSuite": conn.negotiated_cipher_suite().map(|c| format!("{:?}", c.suite())),
+        "peerCertificates": peer_pems(conn.peer_certificates()),
     });
     serve_echo(tls, echo, port, Some(info)).await
 }
@@ -548,6 +579,16 @@ fn acceptor_of(
     cert: &std::path::Path,
     key: &std::path::Path,
 ) -> std::io::Result<tokio_rustls::TlsAcceptor> {
+    acceptor_with(cert, key, None)
+}
+
+/// [`acceptor_of`]; with `client_ca`, client certificates signed by it are asked for
+/// and verified, and a client without one is taken too.
+fn acceptor_with(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    client_ca: Option<&std::path::Path>,
+) -> std::io::Result<tokio_rustls::TlsAcceptor> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let err = |what: &str, e: &dyn std::fmt::Display| {
@@ -557,14 +598,34 @@ fn acceptor_of(
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
         .map_err(|e| err(&cert.display().to_string(), &e))?;
     let key = PrivateKeyDer::from_pem_file(key).map_err(|e| err(&key.display().to_string(), &e))?;
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| err("TLS versions", &e))?
-    .with_no_client_auth()
-    .with_single_cert(certs, key)
-    .map_err(|e| err("TLS certificate", &e))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| err("TLS versions", &e))?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in
+                CertificateDer::pem_file_iter(ca).map_err(|e| err(&ca.display().to_string(), &e))?
+            {
+                roots
+                    .add(c.map_err(|e| err(&ca.display().to_string(), &e))?)
+                    .map_err(|e| err(&ca.display().to_string(), &e))?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| err("client CA", &e))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let config = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| err("TLS certificate", &e))?;
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 

@@ -7,7 +7,7 @@ use crate::render::files::{
     SplitsMap,
 };
 use crate::render_error::RenderError;
-use crate::view::route_backend_name;
+use crate::view::weighted_backend_name;
 use crate::view::HttpRenderOptions;
 use k8slb_common::routes::{
     Listener, ListenerProtocol, ListenerTls, PathMatch, PathRewrite, Redirect, RouteAction,
@@ -532,7 +532,7 @@ impl Actions {
         if let RouteAction::Forward { backends, invalid } = action {
             if let ([one], 0) = (backends.as_slice(), invalid) {
                 if one.weight > 0 {
-                    return route_backend_name(&one.id);
+                    return weighted_backend_name(one);
                 }
             } else if action.is_split() {
                 // A split of its own, its shares in the splits map (keys from `pos`), so
@@ -545,7 +545,7 @@ impl Actions {
                         .iter()
                         .enumerate()
                         .map(|(i, b)| HpSplit {
-                            backend: route_backend_name(&b.id),
+                            backend: weighted_backend_name(b),
                             lines: hp_edit_lines("request", &b.request_headers),
                             key: split_key(pos, i),
                         })

@@ -12,8 +12,8 @@ use crate::render::{context, par_array, threads, to_value};
 use crate::render_error::RenderError;
 use crate::view::HttpRenderOptions;
 use crate::view::{
-    retry_backend_name, retry_variants, route_backend_name, route_backends, Backend, HaproxyView,
-    Skipped, StickSource,
+    backend_copies, route_backend_name, route_backends, Backend, BackendCopy, HaproxyView, Skipped,
+    StickSource,
 };
 use k8slb_common::names::{ConfigLine, NodeName};
 use k8slb_common::routes::{HttpRoutes, Retry, Sticky};
@@ -129,7 +129,7 @@ pub(crate) struct HpCtx<'a> {
     /// takes `set-timeout` only in a section with a backend's capability).
     timeouts: bool,
     /// Some rule has a retry: a request whose rule set `txn.k8slb_rt` goes to its
-    /// backend's retrying copy ([`crate::view::retry_backend_name`]).
+    /// backend's retrying copy ([`crate::view::BackendCopy`]).
     retries: bool,
 }
 
@@ -175,7 +175,9 @@ impl crate::render::HttpRenderer {
         o: &HttpRenderOptions,
         prev: &[Backend],
     ) -> Result<HaproxyRoutes, RenderError> {
-        let backends = route_backends(routes, prev, &crate::render::files::files_dir(o)?);
+        let backends = route_backends(routes, prev, &crate::render::files::files_dir(o)?, &|c| {
+            crate::view::client_cert_file(c, o)
+        });
         let RoutesPart { text, files, notes } = self.haproxy_with_backends(routes, o, &backends)?;
         Ok(HaproxyRoutes {
             text,
@@ -201,17 +203,17 @@ impl crate::render::HttpRenderer {
         }
         let (streams, skipped_streams) = hp_streams(routes, o, &mut files, &mut notes)?;
         crate::render::files::ca_files(routes, o, &mut files)?;
-        let variants = retry_variants(routes);
-        let retry_lines: HashMap<String, Vec<String>> = variants
+        let copies = backend_copies(routes);
+        let retry_lines: HashMap<String, Vec<String>> = copies
             .iter()
-            .map(|(id, r)| (retry_backend_name(id, r), hp_retry_lines(r)))
+            .filter_map(|c| Some((c.name(), hp_retry_lines(c.retry?))))
             .collect();
         let names = |id| {
             std::iter::once(route_backend_name(id)).chain(
-                variants
+                copies
                     .iter()
-                    .filter(move |(v, _)| *v == id)
-                    .map(move |(v, r)| retry_backend_name(v, r)),
+                    .filter(move |c| c.id == id)
+                    .map(BackendCopy::name),
             )
         };
         let cookie_names: HashMap<String, String> = routes
@@ -248,7 +250,7 @@ impl crate::render::HttpRenderer {
                 .flat_map(|l| &l.virtual_hosts)
                 .flat_map(|v| &v.rules)
                 .any(|r| r.filters.timeout.is_some()),
-            retries: !variants.is_empty(),
+            retries: copies.iter().any(|c| c.retry.is_some()),
         };
         let text = self.one(HAPROXY_ROUTES, ctx)?;
         Ok(RoutesPart { text, files, notes })

@@ -7,7 +7,7 @@ use crate::render::haproxy::http::literal_regex;
 use crate::render::nginx::nx_grpc_line;
 use crate::render_error::RenderError;
 use crate::view::HttpRenderOptions;
-use crate::view::{route_backend_name, PLACEHOLDER};
+use crate::view::{route_backend_name, weighted_backend_name, PLACEHOLDER};
 use k8slb_common::names::ConfigLine;
 use k8slb_common::routes::{
     BackendId, BackendProtocol, CertFile, FieldName, FieldValue, Hostname, HttpRoutes, Listener,
@@ -164,10 +164,17 @@ fn nx_location_lines(
                 // TLS to the backend (a BackendTLSPolicy): verified, the SNI sent being
                 // the name checked.
                 let module = if loc.h2c { "grpc" } else { "proxy" };
-                if let Some((name, ca)) = &loc.tls {
+                if let Some((name, ca, client)) = &loc.tls {
                     out.push_str(&format!(
                         "\n      {module}_ssl_server_name on;\n      {module}_ssl_name {name};\n      {module}_ssl_verify on;\n      {module}_ssl_verify_depth 8;\n      {module}_ssl_trusted_certificate {ca};"
                     ));
+                    // The Gateway's client certificate (spec.tls.backend): its PEM
+                    // holds the chain, then the key.
+                    if let Some(c) = client {
+                        out.push_str(&format!(
+                            "\n      {module}_ssl_certificate {c};\n      {module}_ssl_certificate_key {c};"
+                        ));
+                    }
                 }
                 let s = if loc.tls.is_some() { "s" } else { "" };
                 if loc.h2c {
@@ -215,10 +222,15 @@ struct NxLocation {
     /// forward / pick: every upstream speaks h2c: `grpc_pass grpc://`, and the header
     /// lines as `grpc_*` ([`nx_grpc_line`]).
     h2c: bool,
-    /// forward / pick: every upstream is reached over TLS with this (server name, CA
-    /// file): `proxy_pass https://` and the `proxy_ssl_*` lines.
-    tls: Option<(String, String)>,
+    /// forward / pick: every upstream is reached over TLS with these settings:
+    /// `proxy_pass https://` and the `proxy_ssl_*` lines.
+    tls: Option<NxUpTls>,
 }
+
+/// How a location reaches its upstreams over TLS (a BackendTLSPolicy): the server name
+/// (SNI, and the name verified), the CA bundle's file, and the client certificate's file
+/// (chain, then key) it presents, if its rule's Gateway asks for one.
+pub(crate) type NxUpTls = (String, String, Option<String>);
 
 /// nginx's variable for request header `n`: `$http_<n with - as _>`.
 fn nx_http_var(n: &FieldName) -> String {
@@ -486,6 +498,8 @@ pub(crate) struct NxSplits {
     pub(crate) listen_h2: bool,
     /// The upstreams reached over TLS (a BackendTLSPolicy): (server name, CA file).
     pub(crate) tls: BTreeMap<String, (String, String)>,
+    /// Where the client certificates are ([`crate::view::client_cert_file`]).
+    pub(crate) cert_opts: HttpRenderOptions,
     /// Locations that would split among upstreams reached differently (TLS or not, or
     /// another name or CA): nginx's `proxy_ssl_*` take no variable, so they answer 500
     /// and a note says why.
@@ -666,6 +680,19 @@ pub(crate) fn nx_exact_after_one(value: &str) -> String {
     }
     out.push('$');
     out
+}
+
+impl NxSplits {
+    /// How weighted backend `b` is reached over TLS, if it is: its upstream's server
+    /// name and CA file, and the client certificate it presents.
+    fn up_tls(&self, b: &k8slb_common::routes::WeightedBackend) -> Option<NxUpTls> {
+        let (name, ca) = self.tls.get(&route_backend_name(&b.id))?;
+        let client = b
+            .client_certificate
+            .as_ref()
+            .map(|c| crate::view::client_cert_file(c, &self.cert_opts));
+        Some((name.clone(), ca.clone(), client))
+    }
 }
 
 impl NxSplits {
@@ -1015,7 +1042,7 @@ struct NxPicks {
     /// Every forward speaks h2c (`None`: no forward).
     h2c: Option<bool>,
     /// The forwards' TLS settings.
-    tls: BTreeSet<Option<(String, String)>>,
+    tls: BTreeSet<Option<NxUpTls>>,
 }
 
 /// What each rule among `chosen` does: its upstream (or split variable), or `act<i>` for
@@ -1084,7 +1111,7 @@ fn nx_split_edit_lines(
             };
             // A regex key: upstream names outgrow nginx's default map_hash_bucket_size
             // (64), which exact keys must fit in.
-            let key = format!("\"~^{}$\"", literal_regex(&route_backend_name(&b.id)));
+            let key = format!("\"~^{}$\"", literal_regex(&weighted_backend_name(b)));
             entries.push((key, v));
         }
         let var = splits.map_on(upstream, &entries, &nx_http_var(n));
@@ -1117,11 +1144,11 @@ fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
             let live: Vec<_> = backends.iter().filter(|b| b.weight > 0).collect();
             match live.as_slice() {
                 [one] if *invalid == 0 => {
-                    let upstream = route_backend_name(&one.id);
+                    let upstream = weighted_backend_name(one);
                     NxLocation {
                         kind: "forward",
                         h2c: splits.h2c.contains(&upstream),
-                        tls: splits.tls.get(&upstream).cloned(),
+                        tls: splits.up_tls(one),
                         upstream,
                         ..Default::default()
                     }
@@ -1134,11 +1161,11 @@ fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
                 several => {
                     let mut weights: Vec<(String, u16)> = several
                         .iter()
-                        .map(|b| (route_backend_name(&b.id), b.weight))
+                        .map(|b| (weighted_backend_name(b), b.weight))
                         .collect();
                     let h2c = weights.iter().all(|(u, _)| splits.h2c.contains(u));
-                    let tls: BTreeSet<Option<&(String, String)>> =
-                        weights.iter().map(|(u, _)| splits.tls.get(u)).collect();
+                    let tls: BTreeSet<Option<NxUpTls>> =
+                        several.iter().map(|b| splits.up_tls(b)).collect();
                     if tls.len() > 1 {
                         let names: Vec<&str> = weights.iter().map(|(u, _)| u.as_str()).collect();
                         splits.tls_refused.push(format!(
@@ -1151,7 +1178,7 @@ fn nx_action(action: &RouteAction, splits: &mut NxSplits) -> NxLocation {
                             ..Default::default()
                         };
                     }
-                    let tls = tls.into_iter().next().flatten().cloned();
+                    let tls = tls.into_iter().next().flatten();
                     if *invalid > 0 {
                         weights.push((NX_INVALID_SHARE.to_string(), *invalid));
                         splits.invalid_shares = true;
@@ -1483,17 +1510,35 @@ fn nx_mirror_locations(rules: &[k8slb_common::routes::RouteRule], splits: &mut N
     out
 }
 
+/// The upstreams: one per route backend, and one per (backend, client certificate) that
+/// a rule presents ([`crate::view::client_cert_backend_name`]), the same servers: nginx
+/// keeps its idle upstream connections and TLS sessions per upstream, so a connection
+/// (or session) made with one Gateway's client certificate is never reused for another
+/// Gateway's requests, nor for requests that present none.
 pub(crate) fn nx_upstreams(routes: &HttpRoutes, notes: &mut Vec<String>) -> Vec<NxUpstream> {
+    let copies: Vec<(String, &k8slb_common::routes::BackendState)> =
+        k8slb_common::certs::client_certificates_by_backend(routes)
+            .into_iter()
+            .filter_map(|(id, c)| {
+                Some((
+                    crate::view::client_cert_backend_name(id, c),
+                    routes.backends.get(id)?,
+                ))
+            })
+            .collect();
+    for (id, st) in &routes.backends {
+        if matches!(st.stickiness, Some(Sticky::Cookie { .. })) {
+            notes.push(format!(
+                "{id}: nginx has no cookie stickiness; using the client address"
+            ));
+        }
+    }
     routes
         .backends
         .iter()
-        .map(|(id, st)| {
-            let name = route_backend_name(id);
-            if matches!(st.stickiness, Some(Sticky::Cookie { .. })) {
-                notes.push(format!(
-                    "{id}: nginx has no cookie stickiness; using the client address"
-                ));
-            }
+        .map(|(id, st)| (route_backend_name(id), st))
+        .chain(copies)
+        .map(|(name, st)| {
             let mut lines = String::new();
             let mut push = |addr: SocketAddr, down: bool| {
                 lines.push_str("\n    server ");

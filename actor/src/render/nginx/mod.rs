@@ -221,6 +221,17 @@ impl crate::render::HttpRenderer {
                 .iter()
                 .filter(|(_, b)| b.protocol == BackendProtocol::H2c)
                 .map(|(id, _)| route_backend_name(id))
+                .chain(
+                    k8slb_common::certs::client_certificates_by_backend(routes)
+                        .into_iter()
+                        .filter(|(id, _)| {
+                            routes
+                                .backends
+                                .get(*id)
+                                .is_some_and(|b| b.protocol == BackendProtocol::H2c)
+                        })
+                        .map(|(id, c)| crate::view::client_cert_backend_name(id, c)),
+                )
                 .collect(),
             tls: {
                 let dir = crate::render::files::files_dir(o)?;
@@ -236,6 +247,7 @@ impl crate::render::HttpRenderer {
                     })
                     .collect()
             },
+            cert_opts: o.clone(),
             ..NxSplits::default()
         };
         for l in &routes.listeners {

@@ -1,20 +1,20 @@
 //! A Gateway's `spec.tls.backend.clientCertificateRef` (GatewayBackendClientCertificate):
-//! the certificate the proxy would present to the TLS backends (BackendTLSPolicy) it
-//! forwards that Gateway's requests to.
-//!
-//! k8slb does not present client certificates to backends yet, and never ignores one
-//! asked for: the requests such a Gateway forwards to a TLS backend are answered 500
-//! (as a refused BackendTLSPolicy's are), never sent without the certificate; its other
-//! requests are served. Only that Gateway's own traffic is touched: the same backend
-//! reached through another Gateway keeps its TLS.
+//! the certificate the proxy presents to the TLS backends (BackendTLSPolicy) it forwards
+//! that Gateway's requests to.
 //!
 //! - **Checked** as a listener's `certificateRefs` are: a core `Secret` (else
 //!   ResolvedRefs `False`, `InvalidClientCertificateRef`), of the Gateway's namespace
 //!   unless a ReferenceGrant allows it (`RefNotPermitted`), that exists and holds a
 //!   certificate and key both proxies load (`InvalidClientCertificateRef`). The Gateway
 //!   stays `Accepted` either way, as the specification says.
-//! - **Said**: a valid reference gets ResolvedRefs `True` and a warning Event
-//!   (`UnsupportedValue`) saying it is not presented.
+//! - **Presented** ([`present_client_certificates`]): a valid reference's certificate
+//!   goes on the weighted backends of that Gateway's rules that are reached over TLS
+//!   ([`crate::routes::WeightedBackend::client_certificate`]), and only there: the same
+//!   Service port reached through another Gateway, or an Ingress, presents nothing (the
+//!   certificate is the Gateway owner's identity, not the backend's).
+//! - **Never ignored**: the requests a Gateway whose reference is invalid forwards to a
+//!   TLS backend are answered 500 (as a refused BackendTLSPolicy's are), never sent
+//!   without the certificate its owner asked for; its other requests are served.
 
 use super::*;
 use crate::translate::refs::{SecretRefError, SecretRefs};
@@ -89,19 +89,26 @@ pub(super) fn client_certificate(
     }))
 }
 
-/// The share of each rule that the Gateways in `asking` forward to a TLS backend
-/// becomes the invalid references' share (500): those Gateways ask for a client
-/// certificate k8slb does not present. A listener is its Gateways' by its address and
-/// port (`owners`: the Gateways with a served HTTP or HTTPS listener there); when
-/// Gateways share one (by consent) and one of them asks, the listener's TLS backends
-/// are refused for all of them: a request is never sent without a certificate that
-/// was asked for.
-pub(super) fn refuse_tls_backends(
+/// Each Gateway's client certificate verdict, by Gateway: the certificate to present,
+/// or why its reference is invalid.
+pub(super) type ClientCerts = BTreeMap<ObjectKey, Result<CertFile, (ConditionReason, String)>>;
+
+/// Put each Gateway's client certificate on the weighted backends of its rules that
+/// are reached over TLS (`routes.backends[id].tls`, after the BackendTLSPolicies).
+///
+/// A listener is its Gateways' by its address and port (`owners`: the Gateways with a
+/// served HTTP or HTTPS listener there). When every owner presents the same
+/// certificate, or none asks for one, that is what the listener's TLS backends get.
+/// Otherwise (an owner's reference is invalid, or Gateways sharing the listener by
+/// consent ask for different certificates, or one asks and another does not) the
+/// listener's TLS backends become the invalid references' share (500): a request is
+/// never sent without, or with another owner's, certificate.
+pub(super) fn present_client_certificates(
     routes: &mut HttpRoutes,
     owners: &BTreeMap<(IpAddr, u16), BTreeSet<ObjectKey>>,
-    asking: &BTreeSet<ObjectKey>,
+    certs: &ClientCerts,
 ) {
-    if asking.is_empty() {
+    if certs.is_empty() {
         return;
     }
     let tls: BTreeSet<BackendId> = routes
@@ -110,19 +117,51 @@ pub(super) fn refuse_tls_backends(
         .filter(|(_, st)| st.tls.is_some())
         .map(|(id, _)| id.clone())
         .collect();
+    if tls.is_empty() {
+        return;
+    }
     for l in &mut routes.listeners {
-        if !owners
+        let verdicts: BTreeSet<Option<Option<&CertFile>>> = owners
             .get(&(l.ip, l.port))
-            .is_some_and(|gs| gs.iter().any(|g| asking.contains(g)))
-        {
+            .into_iter()
+            .flatten()
+            .map(|g| match certs.get(g) {
+                None => Some(None),
+                Some(Ok(c)) => Some(Some(c)),
+                Some(Err(_)) => None,
+            })
+            .collect();
+        // None: refuse the TLS backends; Some(None): nothing to present.
+        let present: Option<Option<&CertFile>> = match verdicts.len() {
+            0 => Some(None),
+            1 => verdicts.into_iter().next().flatten(),
+            _ => None,
+        };
+        if present == Some(None) {
             continue;
         }
-        for r in l.virtual_hosts.iter_mut().flat_map(|v| &mut v.rules) {
-            if let RouteAction::Forward { backends, invalid } = &mut r.action {
-                for b in backends.iter().filter(|b| tls.contains(&b.id)) {
-                    *invalid = invalid.saturating_add(b.weight.max(1));
+        let rules = l
+            .virtual_hosts
+            .iter_mut()
+            .flat_map(|v| &mut v.rules)
+            .map(|r| &mut r.action)
+            .chain(l.default_action.as_mut());
+        for action in rules {
+            let RouteAction::Forward { backends, invalid } = action else {
+                continue;
+            };
+            match present {
+                Some(Some(cert)) => {
+                    for b in backends.iter_mut().filter(|b| tls.contains(&b.id)) {
+                        b.client_certificate = Some(cert.clone());
+                    }
                 }
-                backends.retain(|b| !tls.contains(&b.id));
+                _ => {
+                    for b in backends.iter().filter(|b| tls.contains(&b.id)) {
+                        *invalid = invalid.saturating_add(b.weight.max(1));
+                    }
+                    backends.retain(|b| !tls.contains(&b.id));
+                }
             }
         }
     }

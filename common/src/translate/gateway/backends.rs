@@ -161,5 +161,6 @@ pub(super) fn backend(
         id: found.id,
         weight: u16::try_from(weight.clamp(1, 1_000_000)).unwrap_or(u16::MAX),
         request_headers: HeaderEdits::default(),
+        client_certificate: None,
     }))
 }

@@ -205,10 +205,10 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
     let streams = t.stream_listeners(&streams_placed);
     let mut routes = t.model(placed, streams);
     let backend_tls_policies = backend_tls::apply(input, &mut routes);
-    // spec.tls.backend: each Gateway's client certificate, checked; the requests of
-    // those that ask for one to TLS backends get 500 (not presented yet).
+    // spec.tls.backend: each Gateway's client certificate, checked, and presented to
+    // the TLS backends of its rules (those of an invalid reference get 500).
     let secrets = crate::translate::refs::SecretRefs::new(input.secrets);
-    let client_certs: BTreeMap<ObjectKey, Result<CertFile, (ConditionReason, String)>> = gateways
+    let client_certs: backend_client::ClientCerts = gateways
         .iter()
         .filter_map(|g| {
             let gk = key(&g.metadata)?;
@@ -231,8 +231,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
                 .insert(l.gateway.clone());
         }
     }
-    let asking: BTreeSet<ObjectKey> = client_certs.keys().cloned().collect();
-    backend_client::refuse_tls_backends(&mut routes, &owners, &asking);
+    backend_client::present_client_certificates(&mut routes, &owners, &client_certs);
     let mut statuses: BTreeMap<ObjectKey, GatewayStatus> = gateways
         .iter()
         .filter_map(|g| {
@@ -240,18 +239,12 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
             let mut st = status::gateway_status(input, g, &gk, &t.lsts);
             match client_certs.get(&gk) {
                 None => {}
-                Some(Ok(_)) => {
-                    st.conditions.push(Condition::new(
-                        ConditionType::ResolvedRefs,
-                        true,
-                        ConditionReason::ResolvedRefs,
-                        "every reference resolved",
-                    ));
-                    st.warnings.push((
-                        Reason::UnsupportedValue,
-                        "spec.tls.backend.clientCertificateRef: k8slb does not present client certificates to backends yet; the requests this Gateway forwards to TLS backends (BackendTLSPolicy) are answered 500, never sent without it".to_string(),
-                    ));
-                }
+                Some(Ok(_)) => st.conditions.push(Condition::new(
+                    ConditionType::ResolvedRefs,
+                    true,
+                    ConditionReason::ResolvedRefs,
+                    "every reference resolved",
+                )),
                 Some(Err((reason, why))) => st.conditions.push(Condition::new(
                     ConditionType::ResolvedRefs,
                     false,
