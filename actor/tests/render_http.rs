@@ -2408,6 +2408,7 @@ fn stream_routes() -> HttpRoutes {
             port,
             protocol,
             routes,
+            terminate: None,
         };
         l.sort_routes();
         l

@@ -282,12 +282,10 @@ pub fn used_by(state: &crate::state::State) -> std::collections::BTreeSet<CertFi
     used_by_routes(&state.http)
 }
 
-/// The Secret certificates `routes`' HTTPS listeners name.
+/// The Secret certificates `routes`' HTTPS listeners and terminating TLS listeners name.
 pub fn used_by_routes(routes: &crate::routes::HttpRoutes) -> std::collections::BTreeSet<CertFile> {
     routes
-        .listeners
-        .iter()
-        .filter_map(|l| l.tls.as_ref())
+        .tls_settings()
         .flat_map(|t| {
             t.certificates
                 .iter()

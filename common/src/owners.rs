@@ -32,6 +32,9 @@ pub fn owners(state: &State) -> BTreeSet<ObjRef> {
     }
     for s in &state.http.streams {
         out.extend(s.routes.iter().filter_map(|r| r.owner.clone()));
+        if let Some(t) = &s.terminate {
+            out.extend(t.certificates.iter().filter_map(|c| c.owner.clone()));
+        }
     }
     out
 }
@@ -67,6 +70,9 @@ pub fn without(state: &State, remove: &BTreeSet<ObjRef>) -> State {
     }
     for st in &mut s.http.streams {
         st.routes.retain(|r| !gone(&r.owner));
+        if let Some(t) = &mut st.terminate {
+            t.certificates.retain(|c| !gone(&c.owner));
+        }
     }
     s
 }
@@ -104,6 +110,11 @@ pub fn contributions(state: &State, of: &BTreeSet<ObjRef>) -> Vec<String> {
     for st in &state.http.streams {
         for r in st.routes.iter().filter(|r| mine(&r.owner)) {
             out.push(format!("{} {} {}", st.ip, st.port, json(r)));
+        }
+        if let Some(t) = &st.terminate {
+            for c in t.certificates.iter().filter(|c| mine(&c.owner)) {
+                out.push(format!("{} {} cert {}", st.ip, st.port, json(c)));
+            }
         }
     }
     out
