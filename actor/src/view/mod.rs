@@ -419,6 +419,7 @@ fn http_part(
         nginx_http: cfg.nginx.http.clone(),
         nginx_proxy: cfg.nginx.proxy.clone(),
         nginx_upstream: cfg.nginx.upstream.clone(),
+        nginx_stream: cfg.nginx.stream.clone(),
     };
     safe_path("secret certificate directory", &o.secret_cert_dir)?;
     let files_dir = safe_path("routes directory", &o.files_dir)?;
@@ -531,6 +532,9 @@ pub struct HttpRenderOptions {
     pub nginx_http: Vec<ConfigLine>,
     pub nginx_proxy: Vec<ConfigLine>,
     pub nginx_upstream: Vec<ConfigLine>,
+    /// Admin `nginx.stream` lines (read only to see whether they size the maps' hash
+    /// themselves).
+    pub nginx_stream: Vec<ConfigLine>,
 }
 
 impl Default for HttpRenderOptions {
@@ -546,6 +550,7 @@ impl Default for HttpRenderOptions {
             nginx_http: Vec::new(),
             nginx_proxy: Vec::new(),
             nginx_upstream: Vec::new(),
+            nginx_stream: Vec::new(),
         }
     }
 }
