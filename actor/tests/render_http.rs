@@ -4590,3 +4590,49 @@ fn real_proxies_terminate_tls_with_each_listeners_certificate_and_forward_plain_
         }
     }
 }
+
+/// A terminating listener's certificate that is not on the node (yet) is left out of
+/// the view as an HTTPS listener's is (else the checkers would refuse every tenant's
+/// config); left without any, the listener refuses its connections.
+#[test]
+fn a_terminating_listeners_certificate_not_on_the_node_is_left_out() {
+    let mut state = base_state();
+    state.http = terminate_routes();
+    let mut vo = ViewOptions::new(Provider::Haproxy);
+    vo.interfaces
+        .insert("default".parse().unwrap(), "eth0".parse().unwrap());
+    vo.secret_certs = Some(
+        [("default_term-wild".to_string(), String::new())]
+            .into_iter()
+            .collect(),
+    );
+    let v = view(&state, &"lb-1".parse().unwrap(), &vo).unwrap();
+    let routes = &v.http.as_ref().unwrap().routes;
+    let terminate = |port: u16| {
+        routes
+            .streams
+            .iter()
+            .find(|s| s.port == port)
+            .and_then(|s| s.terminate.clone())
+            .unwrap()
+    };
+    let t = terminate(9443);
+    let stems: Vec<String> = t.certificates.iter().map(|c| c.file.stem()).collect();
+    assert_eq!(stems, ["default_term-wild"]);
+    assert_eq!(t.default_certificate, None);
+    assert!(terminate(9444).certificates.is_empty());
+    assert!(
+        v.notes
+            .iter()
+            .any(|n| n.contains("default/term-a") && n.contains("is not on this node yet")),
+        "{:?}",
+        v.notes
+    );
+    let hp = HttpRenderer::embedded()
+        .unwrap()
+        .haproxy(routes, &options(&base_state()), &[])
+        .unwrap();
+    assert!(hp.text.contains(
+        "bind 198.18.0.10:9444 transparent\n  mode tcp\n  tcp-request connection reject"
+    ));
+}

@@ -478,8 +478,19 @@ fn without_absent_certs(
         }),
     };
     let mut absent = BTreeSet::new();
-    for l in &mut routes.listeners {
-        let Some(tls) = &mut l.tls else { continue };
+    // HTTPS listeners' and terminating TLS listeners' (a terminating listener left
+    // without any refuses its connections).
+    let settings = routes
+        .listeners
+        .iter_mut()
+        .filter_map(|l| l.tls.as_mut())
+        .chain(
+            routes
+                .streams
+                .iter_mut()
+                .filter_map(|s| s.terminate.as_mut()),
+        );
+    for tls in settings {
         tls.certificates.retain(|c| {
             let ok = usable(&c.file);
             if !ok {
