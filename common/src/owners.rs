@@ -201,6 +201,7 @@ mod tests {
                         name: "tcp".into(),
                     }),
                 }],
+                terminate: None,
             }],
             ..Default::default()
         };

@@ -763,6 +763,7 @@ spec:
         let c = cond(&listener(&out, name).conditions, "Conflicted");
         assert_eq!((c.status, c.reason.as_str()), (true, "ProtocolConflict"));
         assert_eq!(listener(&out, name).attached_routes, 0);
+        assert!(listener(&out, name).supported_kinds.is_empty(), "{name}");
     }
     assert!(cond(&listener(&out, "alone").conditions, "Accepted").status);
     let ports: Vec<(u16, bool)> = out

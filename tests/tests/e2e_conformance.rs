@@ -33,13 +33,15 @@ fn ca_configmap(ns: &str, name: &str, ca_pem: &str) -> serde_json::Value {
 
 /// What the suite creates at its start: the certificates (names and SANs as it gives
 /// them), its CA ConfigMaps and the certificates they sign; and the passthrough and
-/// TLS echo certificates (certificate, key).
+/// TLS echo certificates (certificate, key), the client certificates, and
+/// `tls-checks-ca-certificate` (PEM).
 #[allow(clippy::type_complexity)]
 fn secrets() -> (
     Vec<serde_json::Value>,
     (String, String),
     (String, String),
     std::collections::BTreeMap<String, (String, String)>,
+    String,
 ) {
     let mut out = Vec::new();
     let mut passthrough = None;
@@ -60,6 +62,15 @@ fn secrets() -> (
         INFRA,
         "tls-checks-ca-certificate",
         &checks_ca.0,
+    ));
+    // The Gateway's certificate of the TLSRoute termination tests, which their
+    // clients verify with tls-checks-ca-certificate.
+    let terminate = signed_by(&checks_ca, &["tls.example.com"], &[]);
+    out.push(tls_secret(
+        INFRA,
+        "tls-terminate-checks-certificate",
+        &terminate.0,
+        &terminate.1,
     ));
     let client = signed_by(&checks_ca, &[], &[]);
     out.push(tls_secret(
@@ -114,11 +125,6 @@ fn secrets() -> (
             "tls-passthrough-checks-certificate",
             vec!["abc.example.com"],
         ),
-        (
-            INFRA,
-            "tls-terminate-checks-certificate",
-            vec!["tls.example.com"],
-        ),
     ] {
         let (crt, key) = self_signed_for(&sans);
         if (ns, name) == (INFRA, "tls-passthrough-checks-certificate") {
@@ -131,6 +137,7 @@ fn secrets() -> (
         passthrough.expect("the passthrough certificate"),
         echo,
         clients,
+        checks_ca.0,
     )
 }
 
@@ -167,11 +174,12 @@ fn run_on(
     // Those that run the suite's gRPC or TCP echo server (GRPC_ECHO_SERVER,
     // TCP_ECHO_SERVER) answer gRPC or its TCP protocol.
     // The suite mounts the passthrough certificate into its TLS echo (tcp-backend).
-    let (secrets, passthrough, echo, clients) = secrets();
+    let (secrets, passthrough, echo, clients, checks_ca) = secrets();
     let mut kinds = conformance::EchoKinds {
         tls_pem: Some(passthrough),
         echo_pem: Some(echo),
         client_pems: clients,
+        checks_ca: Some(checks_ca),
         ..Default::default()
     };
     kinds.extend(&base);

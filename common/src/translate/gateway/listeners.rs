@@ -10,15 +10,17 @@ impl Lst<'_> {
     }
 
     /// Its protocol is refused (`UnsupportedProtocol`), or for TLS its mode (neither
-    /// `Passthrough` nor `Terminate`): no route attaches to it at all and it lists no
-    /// kinds (another reason not to serve it, a certificate say, still lets routes
-    /// attach).
+    /// `Passthrough` nor `Terminate`, or both on one port of a Gateway: `Accepted:
+    /// False`, `ProtocolConflict`): no route attaches to it at all and it lists no kinds
+    /// (the suite's TLSRouteListenerMixedTerminationNotSupported; another reason not to
+    /// serve it, a certificate say, still lets routes attach).
     pub(super) fn protocol_refused(&self) -> bool {
         (self.spec.protocol == "TLS" && tls_mode(self.spec).is_none())
             || self.conditions.iter().any(|c| {
                 c.type_ == ConditionType::Accepted
                     && !c.status
-                    && c.reason == ConditionReason::UnsupportedProtocol
+                    && (c.reason == ConditionReason::UnsupportedProtocol
+                        || (self.set.is_none() && c.reason == ConditionReason::ProtocolConflict))
             })
     }
 }
