@@ -4636,3 +4636,47 @@ fn a_terminating_listeners_certificate_not_on_the_node_is_left_out() {
         "bind 198.18.0.10:9444 transparent\n  mode tcp\n  tcp-request connection reject"
     ));
 }
+
+/// A renewed certificate of a terminating TLS listener (same file, new version) makes
+/// both proxies reload (HAProxy's Runtime API update covers HTTPS listeners only), so
+/// the new certificate is served; its version is in the config's certificate lines.
+#[test]
+fn a_terminating_listeners_renewed_certificate_is_a_reload() {
+    use k8slb_actor::render::{is_structural, Config};
+    let views = |proxy, version: &str| {
+        let mut s = base_state();
+        s.http = terminate_routes();
+        for st in &mut s.http.streams {
+            for c in st
+                .terminate
+                .iter_mut()
+                .flat_map(|t| t.certificates.iter_mut())
+            {
+                if let CertFile::Secret { version: v, .. } = &mut c.file {
+                    *v = version.to_string();
+                }
+            }
+        }
+        let mut vo = ViewOptions::new(proxy);
+        vo.interfaces
+            .insert("default".parse().unwrap(), "eth0".parse().unwrap());
+        view(&s, &"lb-1".parse().unwrap(), &vo).unwrap()
+    };
+    for proxy in [Provider::Haproxy, Provider::Nginx] {
+        let (a, b) = (
+            views(proxy, "1111111111111111"),
+            views(proxy, "2222222222222222"),
+        );
+        assert!(is_structural(Config::Proxy, &a, &b), "{proxy:?}");
+        let text = Renderer::embedded()
+            .unwrap()
+            .render(&b)
+            .unwrap()
+            .proxy
+            .unwrap();
+        assert!(
+            text.contains("# certificate default_term-wild version 2222222222222222"),
+            "{proxy:?}"
+        );
+    }
+}

@@ -258,6 +258,39 @@ mod tests {
         assert_eq!(w.http.backends, s.http.backends);
     }
 
+    /// A terminating TLS listener's certificates are their owners' contributions: the
+    /// quarantine takes out a refused owner's, the others' stay.
+    #[test]
+    fn a_terminating_streams_certificates_are_their_owners() {
+        let mut s = state();
+        let gw = |n: &str| ObjRef::Gateway {
+            namespace: "infra".into(),
+            name: n.into(),
+        };
+        let cert = |pool: &str, owner: ObjRef| Certificate {
+            file: CertFile::Pool {
+                pool: pool.parse().unwrap(),
+            },
+            hosts: vec![],
+            owner: Some(owner),
+        };
+        s.http.streams[0].protocol = StreamProtocol::Tls;
+        s.http.streams[0].terminate = Some(ListenerTls {
+            certificates: vec![cert("default", gw("a")), cert("other", gw("b"))],
+            default_certificate: None,
+            client_ca: None,
+            zones: None,
+        });
+        assert!(owners(&s).contains(&gw("b")));
+        let b: BTreeSet<ObjRef> = [gw("b")].into();
+        assert_eq!(contributions(&s, &b).len(), 1);
+        let w = without(&s, &b);
+        let left = &w.http.streams[0].terminate.as_ref().unwrap().certificates;
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].owner, Some(gw("a")));
+        assert!(!owners(&w).contains(&gw("b")));
+    }
+
     #[test]
     fn contributions_change_only_with_the_owners_parts() {
         let s = state();
