@@ -2416,6 +2416,7 @@ fn stream_routes() -> HttpRoutes {
             port,
             protocol,
             routes,
+            terminate: None,
         };
         l.sort_routes();
         l
@@ -4539,4 +4540,461 @@ fn a_client_certificate_not_on_the_node_in_its_version_answers_500_with_a_note()
         backends,
         ["rtb_default_api_443", "rtb_default_api_443_cdefault_client"]
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// TLS listeners with `tls.mode: Terminate` (TLSRouteModeTerminate).
+
+use k8slb_common::routes::{CertFile, Certificate, ListenerTls};
+
+/// A Secret certificate of namespace `default` for `hosts` (its file `default_<name>`).
+fn secret_cert(name: &str, hosts: &[&str]) -> Certificate {
+    Certificate {
+        file: CertFile::Secret {
+            namespace: "default".parse().unwrap(),
+            name: name.parse().unwrap(),
+            version: String::new(),
+        },
+        hosts: hosts.iter().map(|h| h.parse().unwrap()).collect(),
+        owner: None,
+    }
+}
+
+/// A terminating TLS listener on the VIP's `port` with `certificates` (the first the
+/// default) and `routes` (host, backends).
+fn terminating(
+    port: u16,
+    certificates: Vec<Certificate>,
+    routes: Vec<(Option<&str>, Vec<&str>)>,
+) -> StreamListener {
+    let default_certificate = Some(certificates[0].file.clone());
+    let mut l = StreamListener {
+        ip: VIP.parse().unwrap(),
+        port,
+        protocol: StreamProtocol::Tls,
+        routes: routes
+            .into_iter()
+            .map(|(host, backends)| StreamRoute {
+                host: host.map(|h| h.parse().unwrap()),
+                backends: backends
+                    .into_iter()
+                    .map(|b| WeightedBackend {
+                        id: b.parse().unwrap(),
+                        weight: 1,
+                        request_headers: Default::default(),
+                    })
+                    .collect(),
+                invalid: 0,
+                owner: None,
+            })
+            .collect(),
+        terminate: Some(ListenerTls {
+            certificates,
+            default_certificate,
+            client_ca: None,
+            zones: None,
+        }),
+    };
+    l.sort_routes();
+    l
+}
+
+/// The `streams` case with two terminating TLS listeners: 9443 (certificate term-a for
+/// a.example.com, term-wild for *.example.com; a.example.com -> heavy, *.example.com
+/// -> light, closed.example.com without a backend) and 9444 (one certificate for any
+/// name, every name -> heavy).
+fn terminate_routes() -> HttpRoutes {
+    let mut routes = stream_routes();
+    routes.streams.push(terminating(
+        9443,
+        vec![
+            secret_cert("term-a", &["a.example.com"]),
+            secret_cert("term-wild", &["*.example.com"]),
+        ],
+        vec![
+            (Some("a.example.com"), vec!["default/heavy:80"]),
+            (Some("*.example.com"), vec!["default/light:80"]),
+            (Some("closed.example.com"), vec![]),
+        ],
+    ));
+    routes.streams.push(terminating(
+        9444,
+        vec![secret_cert("term-any", &[])],
+        vec![(None, vec!["default/heavy:80"])],
+    ));
+    routes.normalize();
+    routes
+}
+
+#[test]
+fn a_terminating_tls_listener_binds_its_certificates_and_routes_by_the_handshakes_server_name() {
+    let routes = terminate_routes();
+    let r = HttpRenderer::embedded().unwrap();
+    let o = options(&base_state());
+    let hp = r.haproxy(&routes, &o, &[]).unwrap();
+    let front = |port: u16| {
+        let start = hp
+            .text
+            .find(&format!("frontend rts_198_18_0_10_{port}\n"))
+            .unwrap();
+        let end = hp.text[start + 1..]
+            .find("\nfrontend ")
+            .or_else(|| hp.text[start + 1..].find("\nbackend "))
+            .map_or(hp.text.len(), |e| start + 1 + e);
+        hp.text[start..end].to_string()
+    };
+    let (f9443, f9444, f8443) = (front(9443), front(9444), front(8443));
+    assert!(
+        f9443.contains("transparent ssl crt-list ") && f9443.contains("ssl_fc_sni,lower"),
+        "{f9443}"
+    );
+    assert!(!f9443.contains("inspect-delay"), "{f9443}");
+    assert!(f9443.contains("map_str(/run/k8slb/routes/rts_198_18_0_10_9443.sni.map)"));
+    assert!(f9443.contains("map_end(/run/k8slb/routes/rts_198_18_0_10_9443.suffixes.map)"));
+    assert!(f9444.contains(" ssl crt-list "), "{f9444}");
+    // Passthrough stays as it was.
+    assert!(f8443.contains("req.ssl_sni,lower") && !f8443.contains(" ssl "));
+    let list = hp
+        .files
+        .iter()
+        .find(|(f, _)| f.ends_with("rts_198_18_0_10_9443.crt-list"))
+        .map(|(_, t)| t.as_str())
+        .expect("a crt-list");
+    // Each certificate filtered by its listener's hostname, the default first.
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(lines.len(), 3, "{list}");
+    assert!(lines[0].ends_with("default_term-a.pem !*.example.com !a.example.com"));
+    assert!(lines[1].ends_with("default_term-a.pem a.example.com"));
+    assert!(lines[2].ends_with("default_term-wild.pem *.example.com"));
+
+    let nx = r.nginx(&routes, &o).unwrap();
+    let t = &nx.stream_text;
+    assert!(t.contains("listen 198.18.0.10:9443 ssl;"), "{t}");
+    assert!(t.contains("ssl_certificate $k8slb_crt_198_18_0_10_9443_tls;"));
+    assert!(t.contains("map $ssl_server_name $k8slb_sni_198_18_0_10_9443_tls {"));
+    assert!(t.contains("\n    *.example.com ") && t.contains("default_term-wild.pem;"));
+    // One certificate: named as it is, so that nginx -t loads it.
+    assert!(t.contains("listen 198.18.0.10:9444 ssl;"));
+    assert!(t.contains("default_term-any.pem;"));
+    assert!(!t.contains("$k8slb_crt_198_18_0_10_9444_tls"));
+}
+
+/// A terminating listener whose certificates the quarantine took out refuses every
+/// connection on both proxies (never a bind without a certificate, which the checkers
+/// refuse for every tenant).
+#[test]
+fn a_terminating_listener_without_certificates_refuses_its_connections() {
+    let mut routes = terminate_routes();
+    for s in &mut routes.streams {
+        if let Some(t) = &mut s.terminate {
+            t.certificates.clear();
+            t.default_certificate = None;
+        }
+    }
+    let r = HttpRenderer::embedded().unwrap();
+    let o = options(&base_state());
+    let hp = r.haproxy(&routes, &o, &[]).unwrap();
+    assert!(!hp.text.contains(" ssl "), "{}", hp.text);
+    assert!(hp.text.contains(
+        "frontend rts_198_18_0_10_9443\n  bind 198.18.0.10:9443 transparent\n  mode tcp\n  tcp-request connection reject"
+    ));
+    assert!(hp
+        .notes
+        .iter()
+        .any(|n| n.contains("without any certificate")));
+    let nx = r.nginx(&routes, &o).unwrap();
+    assert!(!nx.stream_text.contains(" ssl;"), "{}", nx.stream_text);
+    assert!(nx
+        .stream_text
+        .contains("listen 198.18.0.10:9443;\n    deny all;"));
+}
+
+#[test]
+#[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
+fn terminating_tls_listeners_pass_the_daemons_own_checks() {
+    // daemon_checks' certificate directory has default_foo and default_wild.
+    let mut routes = terminate_routes();
+    for s in &mut routes.streams {
+        if let Some(t) = &mut s.terminate {
+            for c in &mut t.certificates {
+                c.file = secret_cert(if c.hosts.is_empty() { "foo" } else { "wild" }, &[]).file;
+            }
+            t.default_certificate = Some(t.certificates[0].file.clone());
+        }
+    }
+    daemon_checks(&routes);
+}
+
+/// At the CRD maxima: 64 terminating listeners on one port (a Gateway's most), each
+/// with a hostname of 253 characters (a wildcard for half of them), and 16 TLSRoutes of
+/// 16 hostnames under each wildcard: HAProxy's crt-list lines and nginx's map entries
+/// stay within the proxies' limits, and both checkers accept the config.
+fn terminate_maxima() -> HttpRoutes {
+    let long = |i: usize, wildcard: bool| {
+        // 253 characters: labels of 63 under a short suffix.
+        let tail = format!("l{i:03}.example.com");
+        let mut labels = Vec::new();
+        let mut len = tail.len();
+        while len + 64 <= 253 - usize::from(wildcard) * 2 {
+            labels.push("a".repeat(63));
+            len += 64;
+        }
+        let pad = 253 - usize::from(wildcard) * 2 - len - 1;
+        let mut name = format!("{}.{}", "b".repeat(pad), labels.join("."));
+        name = format!("{name}.{tail}");
+        if wildcard {
+            format!("*.{name}")
+        } else {
+            name
+        }
+    };
+    let mut certs = Vec::new();
+    let mut routes: Vec<(String, Vec<&str>)> = Vec::new();
+    for i in 0..64 {
+        let h = long(i, i % 2 == 1);
+        assert_eq!(h.len(), 253, "{h}");
+        certs.push(secret_cert(
+            if i % 2 == 1 { "wild" } else { "foo" },
+            &[h.as_str()],
+        ));
+        if i % 2 == 1 {
+            for j in 0..256 {
+                let sub = format!("r{j:03}{}", &h[1..]);
+                let sub = if sub.len() > 253 {
+                    format!("r{j:03}.{}", &h[2 + 5..])
+                } else {
+                    sub
+                };
+                routes.push((sub, vec!["default/heavy:80"]));
+            }
+        }
+        routes.push((h, vec!["default/light:80"]));
+    }
+    let mut out = stream_routes();
+    out.streams.push(terminating(
+        9443,
+        certs,
+        routes
+            .iter()
+            .map(|(h, b)| (Some(h.as_str()), b.clone()))
+            .collect(),
+    ));
+    out.normalize();
+    out
+}
+
+#[test]
+fn terminating_listeners_at_the_crd_maxima_stay_within_the_proxies_limits() {
+    let routes = terminate_maxima();
+    let s = routes.streams.iter().find(|s| s.port == 9443).unwrap();
+    assert_eq!(s.terminate.as_ref().unwrap().certificates.len(), 64);
+    assert!(s.routes.len() > 64 * 16);
+    let r = HttpRenderer::embedded().unwrap();
+    let o = options(&base_state());
+    let hp = r.haproxy(&routes, &o, &[]).unwrap();
+    assert!(most_words(&hp.text) <= 64);
+    for (f, t) in &hp.files {
+        for l in t.lines() {
+            assert!(
+                l.split_whitespace().count() < 2048 && l.len() < 64 * 1024,
+                "{f}: a line of {} words",
+                l.split_whitespace().count()
+            );
+        }
+    }
+    let nx = r.nginx(&routes, &o).unwrap();
+    assert!(longest_word(&nx.stream_text) <= k8slb_common::routes::NGINX_MAX_TOKEN);
+}
+
+#[test]
+#[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
+fn terminating_listeners_at_the_crd_maxima_pass_the_daemons_own_checks() {
+    daemon_checks(&terminate_maxima());
+}
+
+/// What a TLS client sending an HTTP/1.0 request through `VIP:port` with server name
+/// `sni` gets: the CN of the certificate and the body of the answer (`-`: none).
+fn tls_exchange(ns: &support::Netns, port: u16, sni: Option<&str>) -> (String, String) {
+    use std::process::Stdio;
+    let mut cmd = ns.cmd("timeout");
+    cmd.args(["10", "openssl", "s_client", "-ign_eof", "-connect"])
+        .arg(format!("{VIP}:{port}"));
+    match sni {
+        Some(s) => cmd.args(["-servername", s]),
+        None => cmd.arg("-noservername"),
+    };
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"GET / HTTP/1.0\r\n\r\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    if std::env::var_os("K8SLB_TEST_DEBUG").is_some() {
+        eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let cn = text
+        .lines()
+        .find_map(|l| l.strip_prefix("subject="))
+        .and_then(|s| s.split_once("CN"))
+        .map_or("none".into(), |(_, cn)| {
+            cn.trim_start_matches([' ', '=']).trim().to_string()
+        });
+    let body = text
+        .split_once("HTTP/1.0 200 OK")
+        .and_then(|(_, rest)| rest.split_once("\r\n\r\n"))
+        .map_or("-".into(), |(_, b)| {
+            b.chars().take_while(|c| c.is_ascii_lowercase()).collect()
+        });
+    (cn, body)
+}
+
+/// TLS terminated by the real HAProxy and nginx: each server name gets its listener's
+/// certificate (exact before wildcard, any depth), the backend gets the plain request
+/// (an HTTP/1.0 answerer, which would not understand a TLS handshake), names no route
+/// takes and routes without a backend are closed after the handshake, and a listener
+/// with one certificate for any name serves a client without SNI.
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_terminate_tls_with_each_listeners_certificate_and_forward_plain_tcp() {
+    support::require_root_and(&["haproxy", "nginx", "openssl"]);
+    let routes = terminate_routes();
+    let cases: [(u16, Option<&str>, &str, &str); 7] = [
+        (9443, Some("a.example.com"), "default_term-a", "heavy"),
+        (9443, Some("A.Example.COM"), "default_term-a", "heavy"),
+        (9443, Some("x.example.com"), "default_term-wild", "light"),
+        (9443, Some("x.y.example.com"), "", "light"),
+        (9443, Some("closed.example.com"), "default_term-wild", "-"),
+        (9443, Some("nope.example.net"), "", "-"),
+        (9444, None, "default_term-any", "heavy"),
+    ];
+    // The model says the same (a route with a backend, or none).
+    for (port, sni, _, body) in cases {
+        let r = routes.route_stream(VIP.parse().unwrap(), port, StreamProtocol::Tls, sni);
+        let to = r
+            .and_then(|r| r.backends.first())
+            .map_or("-".to_string(), |b| b.id.service.name.to_string());
+        assert_eq!(to, body, "{port} {sni:?}");
+    }
+    for proxy in ["haproxy", "nginx"] {
+        let dir = tempfile::Builder::new()
+            .prefix("k8slb-rtterm")
+            .tempdir()
+            .unwrap();
+        let o = traffic_options(dir.path());
+        for n in ["default_term-a", "default_term-wild", "default_term-any"] {
+            self_signed(&o.secret_cert_dir, n);
+        }
+        let ns = support::Netns::new("k8slbtt");
+        ns.ip(&format!("addr add {VIP}/32 dev lo"));
+        let _backends = start_stream_backends(&ns, dir.path());
+        let _child = serve_streams(proxy, &routes, &o, dir.path(), &ns);
+        for (port, sni, cn, body) in cases {
+            let (got_cn, got_body) = tls_exchange(&ns, port, sni);
+            assert_eq!(got_body, body, "{proxy}: {port} {sni:?}");
+            // A name no certificate is for gets the port's default (either proxy's
+            // choice among the listener's own certificates): not checked.
+            if !cn.is_empty() {
+                assert_eq!(got_cn, cn, "{proxy}: {port} {sni:?}");
+            }
+            println!("{proxy}: {port} {sni:?} -> cn={got_cn} body={got_body}");
+        }
+    }
+}
+
+/// A terminating listener's certificate that is not on the node (yet) is left out of
+/// the view as an HTTPS listener's is (else the checkers would refuse every tenant's
+/// config); left without any, the listener refuses its connections.
+#[test]
+fn a_terminating_listeners_certificate_not_on_the_node_is_left_out() {
+    let mut state = base_state();
+    state.http = terminate_routes();
+    let mut vo = ViewOptions::new(Provider::Haproxy);
+    vo.interfaces
+        .insert("default".parse().unwrap(), "eth0".parse().unwrap());
+    vo.secret_certs = Some(
+        [("default_term-wild".to_string(), String::new())]
+            .into_iter()
+            .collect(),
+    );
+    let v = view(&state, &"lb-1".parse().unwrap(), &vo).unwrap();
+    let routes = &v.http.as_ref().unwrap().routes;
+    let terminate = |port: u16| {
+        routes
+            .streams
+            .iter()
+            .find(|s| s.port == port)
+            .and_then(|s| s.terminate.clone())
+            .unwrap()
+    };
+    let t = terminate(9443);
+    let stems: Vec<String> = t.certificates.iter().map(|c| c.file.stem()).collect();
+    assert_eq!(stems, ["default_term-wild"]);
+    assert_eq!(t.default_certificate, None);
+    assert!(terminate(9444).certificates.is_empty());
+    assert!(
+        v.notes
+            .iter()
+            .any(|n| n.contains("default/term-a") && n.contains("is not on this node yet")),
+        "{:?}",
+        v.notes
+    );
+    let hp = HttpRenderer::embedded()
+        .unwrap()
+        .haproxy(routes, &options(&base_state()), &[])
+        .unwrap();
+    assert!(hp.text.contains(
+        "bind 198.18.0.10:9444 transparent\n  mode tcp\n  tcp-request connection reject"
+    ));
+}
+
+/// A renewed certificate of a terminating TLS listener (same file, new version) makes
+/// both proxies reload (HAProxy's Runtime API update covers HTTPS listeners only), so
+/// the new certificate is served; its version is in the config's certificate lines.
+#[test]
+fn a_terminating_listeners_renewed_certificate_is_a_reload() {
+    use k8slb_actor::render::{is_structural, Config};
+    let views = |proxy, version: &str| {
+        let mut s = base_state();
+        s.http = terminate_routes();
+        for st in &mut s.http.streams {
+            for c in st
+                .terminate
+                .iter_mut()
+                .flat_map(|t| t.certificates.iter_mut())
+            {
+                if let CertFile::Secret { version: v, .. } = &mut c.file {
+                    *v = version.to_string();
+                }
+            }
+        }
+        let mut vo = ViewOptions::new(proxy);
+        vo.interfaces
+            .insert("default".parse().unwrap(), "eth0".parse().unwrap());
+        view(&s, &"lb-1".parse().unwrap(), &vo).unwrap()
+    };
+    for proxy in [Provider::Haproxy, Provider::Nginx] {
+        let (a, b) = (
+            views(proxy, "1111111111111111"),
+            views(proxy, "2222222222222222"),
+        );
+        assert!(is_structural(Config::Proxy, &a, &b), "{proxy:?}");
+        let text = Renderer::embedded()
+            .unwrap()
+            .render(&b)
+            .unwrap()
+            .proxy
+            .unwrap();
+        assert!(
+            text.contains("# certificate default_term-wild version 2222222222222222"),
+            "{proxy:?}"
+        );
+    }
 }

@@ -282,13 +282,12 @@ pub fn used_by(state: &crate::state::State) -> std::collections::BTreeSet<CertFi
     used_by_routes(&state.http)
 }
 
-/// The Secret certificates `routes` name: their HTTPS listeners' and the client
-/// certificates their rules present to TLS backends ([`client_certificates`]).
+/// The Secret certificates `routes` name: their HTTPS listeners' and terminating TLS
+/// listeners', and the client certificates their rules present to TLS backends
+/// ([`client_certificates`]).
 pub fn used_by_routes(routes: &crate::routes::HttpRoutes) -> std::collections::BTreeSet<CertFile> {
     routes
-        .listeners
-        .iter()
-        .filter_map(|l| l.tls.as_ref())
+        .tls_settings()
         .flat_map(|t| {
             t.certificates
                 .iter()

@@ -32,6 +32,9 @@ pub fn owners(state: &State) -> BTreeSet<ObjRef> {
     }
     for s in &state.http.streams {
         out.extend(s.routes.iter().filter_map(|r| r.owner.clone()));
+        if let Some(t) = &s.terminate {
+            out.extend(t.certificates.iter().filter_map(|c| c.owner.clone()));
+        }
     }
     out
 }
@@ -67,6 +70,9 @@ pub fn without(state: &State, remove: &BTreeSet<ObjRef>) -> State {
     }
     for st in &mut s.http.streams {
         st.routes.retain(|r| !gone(&r.owner));
+        if let Some(t) = &mut st.terminate {
+            t.certificates.retain(|c| !gone(&c.owner));
+        }
     }
     s
 }
@@ -104,6 +110,11 @@ pub fn contributions(state: &State, of: &BTreeSet<ObjRef>) -> Vec<String> {
     for st in &state.http.streams {
         for r in st.routes.iter().filter(|r| mine(&r.owner)) {
             out.push(format!("{} {} {}", st.ip, st.port, json(r)));
+        }
+        if let Some(t) = &st.terminate {
+            for c in t.certificates.iter().filter(|c| mine(&c.owner)) {
+                out.push(format!("{} {} cert {}", st.ip, st.port, json(c)));
+            }
         }
     }
     out
@@ -190,6 +201,7 @@ mod tests {
                         name: "tcp".into(),
                     }),
                 }],
+                terminate: None,
             }],
             ..Default::default()
         };
@@ -244,6 +256,39 @@ mod tests {
         assert_eq!(w.config, s.config);
         assert_eq!(w.instances, s.instances);
         assert_eq!(w.http.backends, s.http.backends);
+    }
+
+    /// A terminating TLS listener's certificates are their owners' contributions: the
+    /// quarantine takes out a refused owner's, the others' stay.
+    #[test]
+    fn a_terminating_streams_certificates_are_their_owners() {
+        let mut s = state();
+        let gw = |n: &str| ObjRef::Gateway {
+            namespace: "infra".into(),
+            name: n.into(),
+        };
+        let cert = |pool: &str, owner: ObjRef| Certificate {
+            file: CertFile::Pool {
+                pool: pool.parse().unwrap(),
+            },
+            hosts: vec![],
+            owner: Some(owner),
+        };
+        s.http.streams[0].protocol = StreamProtocol::Tls;
+        s.http.streams[0].terminate = Some(ListenerTls {
+            certificates: vec![cert("default", gw("a")), cert("other", gw("b"))],
+            default_certificate: None,
+            client_ca: None,
+            zones: None,
+        });
+        assert!(owners(&s).contains(&gw("b")));
+        let b: BTreeSet<ObjRef> = [gw("b")].into();
+        assert_eq!(contributions(&s, &b).len(), 1);
+        let w = without(&s, &b);
+        let left = &w.http.streams[0].terminate.as_ref().unwrap().certificates;
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].owner, Some(gw("a")));
+        assert!(!owners(&w).contains(&gw("b")));
     }
 
     #[test]

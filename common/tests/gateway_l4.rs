@@ -3,8 +3,9 @@
 //! `UDP` listeners and UDPRoutes (experimental channel, v1alpha2), as the specification
 //! documents them: listener protocols and their route kinds, hostname intersection for
 //! TLSRoute, one route per listener (per server name for TLS; the oldest wins), weighted
-//! backends on the Service port of the route's protocol, ReferenceGrant, and the
-//! refusals (UDP under HAProxy, TLS termination on a TLS listener). The reference router
+//! backends on the Service port of the route's protocol, ReferenceGrant, `tls.mode:
+//! Terminate` (the listener's certificates, chosen by SNI as an HTTPS listener's; no
+//! passthrough and termination on one port), and the refusals (UDP under HAProxy). The reference router
 //! (`HttpRoutes::route_stream`) answers "where does this connection go".
 
 mod support;
@@ -491,10 +492,13 @@ spec:
     assert!(cond(&listener(&out, "dns").conditions, "Accepted")
         .message
         .contains("nginx"));
-    // A TLS mode the implementation does not serve: the specification's
-    // UnsupportedValue (TLSRouteListenerTerminateNotSupported), and no kinds.
-    assert_eq!(reason("terminate", "Accepted"), (false, "UnsupportedValue"));
-    assert!(listener(&out, "terminate").supported_kinds.is_empty());
+    // A terminating TLS listener whose certificate does not resolve: not served
+    // (InvalidCertificateRef, as an HTTPS listener's), still listing its kind.
+    assert_eq!(
+        reason("terminate", "ResolvedRefs"),
+        (false, "InvalidCertificateRef")
+    );
+    assert_eq!(listener(&out, "terminate").supported_kinds, ["TLSRoute"]);
     // Two TCP listeners on one port: nothing tells their connections apart.
     assert_eq!(reason("tcp-a", "Conflicted"), (true, "HostnameConflict"));
     assert_eq!(reason("tcp-b", "Conflicted"), (true, "HostnameConflict"));
@@ -565,4 +569,254 @@ spec:
         }
     }
     assert!(seen >= 6, "{seen}");
+}
+
+/// A TLS Secret of namespace `ns` for `names`, as the plan knows it.
+fn tls_secret(ns: &str, name: &str, names: &[&str]) -> k8slb_common::ingress::SecretMeta {
+    k8slb_common::ingress::SecretMeta {
+        namespace: ns.into(),
+        name: name.into(),
+        type_: "kubernetes.io/tls".into(),
+        valid: true,
+        version: "0123456789abcdef".into(),
+        refusal: String::new(),
+        dns_names: names.iter().map(|n| n.to_string()).collect(),
+    }
+}
+
+const TERMINATE: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - name: shop
+    port: 8443
+    protocol: TLS
+    hostname: "*.shop.example"
+    tls: { mode: Terminate, certificateRefs: [{ name: shop-tls }] }
+    allowedRoutes: { namespaces: { from: All } }
+  - name: db
+    port: 8443
+    protocol: TLS
+    hostname: db.example
+    tls: { certificateRefs: [{ name: db-tls }] }
+    allowedRoutes: { namespaces: { from: All } }
+"#;
+
+#[test]
+fn a_terminating_tls_listener_routes_server_names_to_plain_backends_with_its_certificates() {
+    let shop = route(
+        "TLSRoute",
+        "shop",
+        1,
+        "  parentRefs: [{ name: gw, namespace: infra, sectionName: shop }]\n  hostnames: [\"www.shop.example\", \"*.shop.example\"]\n  rules: [{ backendRefs: [{ name: a, port: 5432 }] }]",
+    );
+    let db = route(
+        "TLSRoute",
+        "db",
+        2,
+        "  parentRefs: [{ name: gw, namespace: infra }]\n  rules: [{ backendRefs: [{ name: b, port: 5432 }] }]",
+    );
+    let o = objects(&[CLASS, TERMINATE, &shop, &db]);
+    let out = translate_tuned(
+        &o,
+        &[
+            tls_secret("infra", "shop-tls", &["*.shop.example"]),
+            tls_secret("infra", "db-tls", &["db.example"]),
+        ],
+        VIP,
+        |_| {},
+    );
+    // Both listeners (one with the specification's default mode) are served and take
+    // TLSRoutes.
+    for name in ["shop", "db"] {
+        let l = listener(&out, name);
+        assert_eq!(l.supported_kinds, ["TLSRoute"], "{name}");
+        for t in ["Accepted", "ResolvedRefs", "Programmed"] {
+            assert!(cond(&l.conditions, t).status, "{name} {t}: {l:?}");
+        }
+    }
+    // db names no section: on shop, *.shop.example is held by the older route.
+    assert_eq!(listener(&out, "shop").attached_routes, 1);
+    assert_eq!(listener(&out, "db").attached_routes, 1);
+    assert!(out.gateways[&"infra/gw".parse().unwrap()]
+        .warnings
+        .is_empty());
+    // By server name, to the backends' plain TCP port (5432, not the TLS one).
+    let sni = |n: &str| goes(&out, 8443, StreamProtocol::Tls, Some(n));
+    assert_eq!(sni("www.shop.example"), "a@10.244.1.1:5432*1");
+    assert_eq!(sni("x.y.shop.example"), "a@10.244.1.1:5432*1");
+    assert_eq!(sni("db.example"), "b@10.244.1.2:5432*1");
+    assert_eq!(sni("other.example"), "none");
+    // One stream that terminates, each certificate for its listener's hostname only.
+    let [s] = out.routes.streams.as_slice() else {
+        panic!("{:?}", out.routes.streams)
+    };
+    let t = s.terminate.as_ref().expect("terminated");
+    let certs: Vec<(String, Vec<&str>)> = t
+        .certificates
+        .iter()
+        .map(|c| (c.file.stem(), c.hosts.iter().map(|h| h.as_str()).collect()))
+        .collect();
+    assert_eq!(
+        certs,
+        [
+            ("infra_db-tls".to_string(), vec!["db.example"]),
+            ("infra_shop-tls".to_string(), vec!["*.shop.example"]),
+        ]
+    );
+    // Their Secrets are what the nodes get.
+    let used: Vec<String> = k8slb_common::certs::used_by_routes(&out.routes)
+        .iter()
+        .map(|f| f.stem())
+        .collect();
+    assert_eq!(used, ["infra_db-tls", "infra_shop-tls"]);
+}
+
+#[test]
+fn a_terminating_tls_listener_checks_its_certificates_as_an_https_listener() {
+    let gw = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: missing, port: 8443, protocol: TLS, hostname: a.example, tls: { mode: Terminate, certificateRefs: [{ name: nope }] } }
+  - { name: none, port: 8444, protocol: TLS, hostname: a.example, tls: { mode: Terminate } }
+  - { name: other-ns, port: 8445, protocol: TLS, hostname: a.example, tls: { mode: Terminate, certificateRefs: [{ name: a-tls, namespace: certs }] } }
+  - { name: mismatch, port: 8446, protocol: TLS, hostname: b.example, tls: { mode: Terminate, certificateRefs: [{ name: a-tls }] } }
+"#;
+    let out = translate_tuned(
+        &objects(&[CLASS, gw]),
+        &[
+            tls_secret("infra", "a-tls", &["a.example"]),
+            tls_secret("certs", "a-tls", &["a.example"]),
+        ],
+        VIP,
+        |_| {},
+    );
+    let reason = |name: &str, t: &str| {
+        let c = cond(&listener(&out, name).conditions, t);
+        (c.status, c.reason.as_str())
+    };
+    assert_eq!(
+        reason("missing", "ResolvedRefs"),
+        (false, "InvalidCertificateRef")
+    );
+    assert_eq!(
+        reason("none", "ResolvedRefs"),
+        (false, "InvalidCertificateRef")
+    );
+    assert!(cond(&listener(&out, "none").conditions, "ResolvedRefs")
+        .message
+        .contains("TLS listener with tls.mode Terminate needs tls.certificateRefs"));
+    // Another namespace's Secret without a ReferenceGrant.
+    assert_eq!(
+        reason("other-ns", "ResolvedRefs"),
+        (false, "RefNotPermitted")
+    );
+    // A certificate not for the hostname: served for exactly that hostname, with a
+    // CertificateHostMismatch warning (as an HTTPS listener).
+    assert_eq!(reason("mismatch", "Programmed"), (true, "Programmed"));
+    let st = &out.gateways[&"infra/gw".parse().unwrap()];
+    assert!(
+        st.warnings
+            .iter()
+            .any(|(r, m)| r.as_str() == "CertificateHostMismatch"
+                && m.starts_with("listener mismatch: ")),
+        "{:?}",
+        st.warnings
+    );
+    let ports: Vec<u16> = out.routes.streams.iter().map(|s| s.port).collect();
+    assert_eq!(ports, [8446]);
+    let t = out.routes.streams[0].terminate.as_ref().unwrap();
+    assert_eq!(t.certificates[0].hosts[0].as_str(), "b.example");
+}
+
+#[test]
+fn passthrough_and_terminate_on_one_port_are_both_refused_as_a_protocol_conflict() {
+    // TLSRouteListenerMixedTerminationNotSupported: k8slb does not claim
+    // TLSRouteModeMixed; another port keeps serving.
+    let gw = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: tls-terminate, port: 8443, protocol: TLS, hostname: terminate.example, tls: { mode: Terminate, certificateRefs: [{ name: a-tls }] } }
+  - { name: tls-passthrough, port: 8443, protocol: TLS, hostname: passthrough.example, tls: { mode: Passthrough } }
+  - { name: alone, port: 9443, protocol: TLS, hostname: passthrough.example, tls: { mode: Passthrough } }
+"#;
+    let out = translate_tuned(
+        &objects(&[CLASS, gw]),
+        &[tls_secret("infra", "a-tls", &["terminate.example"])],
+        VIP,
+        |_| {},
+    );
+    for name in ["tls-terminate", "tls-passthrough"] {
+        let c = cond(&listener(&out, name).conditions, "Accepted");
+        assert_eq!((c.status, c.reason.as_str()), (false, "ProtocolConflict"));
+        let c = cond(&listener(&out, name).conditions, "Conflicted");
+        assert_eq!((c.status, c.reason.as_str()), (true, "ProtocolConflict"));
+        assert_eq!(listener(&out, name).attached_routes, 0);
+        assert!(listener(&out, name).supported_kinds.is_empty(), "{name}");
+    }
+    assert!(cond(&listener(&out, "alone").conditions, "Accepted").status);
+    let ports: Vec<(u16, bool)> = out
+        .routes
+        .streams
+        .iter()
+        .map(|s| (s.port, s.terminate.is_some()))
+        .collect();
+    assert_eq!(ports, [(9443, false)]);
+}
+
+#[test]
+fn a_shared_address_port_keeps_the_tls_mode_of_its_first_gateway() {
+    // Two Gateways on one address (as sharing by consent allows), one passing TLS
+    // through on 8443, the newer terminating it there: the older keeps the port, the
+    // newer's certificate never answers on it.
+    let older = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: old, namespace: infra, creationTimestamp: "2026-01-01T00:00:01Z" }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: pass, port: 8443, protocol: TLS, tls: { mode: Passthrough }, allowedRoutes: { namespaces: { from: All } } }
+"#;
+    let newer = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: new, namespace: infra, creationTimestamp: "2026-01-01T00:00:02Z" }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: term, port: 8443, protocol: TLS, hostname: a.example, tls: { mode: Terminate, certificateRefs: [{ name: a-tls }] }, allowedRoutes: { namespaces: { from: All } } }
+"#;
+    let r = route(
+        "TLSRoute",
+        "r",
+        3,
+        "  parentRefs: [{ name: old, namespace: infra }, { name: new, namespace: infra }]\n  rules: [{ backendRefs: [{ name: a, port: 443 }] }]",
+    );
+    let out = translate_tuned(
+        &objects(&[CLASS, older, newer, &r]),
+        &[tls_secret("infra", "a-tls", &["a.example"])],
+        VIP,
+        |_| {},
+    );
+    let [s] = out.routes.streams.as_slice() else {
+        panic!("{:?}", out.routes.streams)
+    };
+    assert!(s.terminate.is_none(), "{s:?}");
+    assert!(k8slb_common::certs::used_by_routes(&out.routes).is_empty());
+    assert_eq!(
+        goes(&out, 8443, StreamProtocol::Tls, Some("a.example")),
+        "a@10.244.1.1:8443*1"
+    );
 }

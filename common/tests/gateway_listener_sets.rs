@@ -1303,3 +1303,56 @@ fn sets_of_the_same_age_take_precedence_by_namespace_slash_name() {
         );
     }
 }
+
+/// A set's TLS listener that terminates needs a hostname, as an HTTPS one does (its
+/// certificate would otherwise answer every server name no other listener of the port
+/// names); with one it is served, and a passthrough set listener on the port of the
+/// Gateway's terminating one is a protocol conflict.
+#[test]
+fn a_sets_terminating_tls_listener_needs_a_hostname_and_its_ports_mode() {
+    let gw = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: { name: gw, namespace: gateway-conformance-infra }\nspec:\n  gatewayClassName: k8slb\n  allowedListeners: { namespaces: { from: All } }\n  listeners:\n  - { name: term, port: 8443, protocol: TLS, hostname: gw.example, tls: { mode: Terminate, certificateRefs: [{ name: c }] } }\n---\n".to_string();
+    let o = objects(&[
+        gw,
+        set(
+            INFRA,
+            "ls",
+            "gw",
+            None,
+            &[
+                "{ name: any, port: 9443, protocol: TLS, tls: { mode: Terminate, certificateRefs: [{ name: c }] } }".into(),
+                "{ name: pass, port: 8443, protocol: TLS, hostname: p.example, tls: { mode: Passthrough } }".into(),
+                "{ name: named, port: 9444, protocol: TLS, hostname: n.example, tls: { mode: Terminate, certificateRefs: [{ name: c }] } }".into(),
+            ],
+        ),
+    ]);
+    let secret = k8slb_common::ingress::SecretMeta {
+        namespace: INFRA.into(),
+        name: "c".into(),
+        type_: "kubernetes.io/tls".into(),
+        valid: true,
+        version: "0123456789abcdef".into(),
+        refusal: String::new(),
+        dns_names: vec!["*.example".into()],
+    };
+    let out = translate_on(&o, &[secret], VIP);
+    let (_, c) = set_listener(&out, INFRA, "ls", "any");
+    assert!(
+        c.contains(&("Accepted", false, "UnsupportedValue")),
+        "{c:?}"
+    );
+    let (_, c) = set_listener(&out, INFRA, "ls", "pass");
+    assert!(
+        c.contains(&("Conflicted", true, "ProtocolConflict")),
+        "{c:?}"
+    );
+    let (_, c) = set_listener(&out, INFRA, "ls", "named");
+    assert_eq!(c, ACCEPTED_LISTENER, "{c:?}");
+    let mut ports: Vec<(u16, bool)> = out
+        .routes
+        .streams
+        .iter()
+        .map(|s| (s.port, s.terminate.is_some()))
+        .collect();
+    ports.sort();
+    assert_eq!(ports, [(8443, true), (9444, true)]);
+}

@@ -490,16 +490,14 @@ spec:
             .as_str(),
         "InvalidCertificateRef"
     );
-    // TLS is passed through, not terminated, on a TLS listener (HTTPS terminates).
-    assert_eq!(
-        cond(&l("tls-terminate").conditions, "Accepted")
-            .reason
-            .as_str(),
-        "UnsupportedValue"
-    );
-    // Refused listeners are not Programmed either, and support no kind.
-    assert!(!cond(&l("tls-terminate").conditions, "Programmed").status);
-    assert!(l("tls-terminate").supported_kinds.is_empty());
+    // A TLS listener terminates with its Secret's certificate too (for TLSRoutes).
+    assert!(cond(&l("tls-terminate").conditions, "Programmed").status);
+    assert_eq!(l("tls-terminate").supported_kinds, ["TLSRoute"]);
+    assert!(out
+        .routes
+        .streams
+        .iter()
+        .any(|s| s.port == 5432 && s.terminate.is_some()));
     // A route kind an HTTP listener does not serve: InvalidRouteKinds; HTTPRoute and
     // GRPCRoute still served.
     let kinds = l("kinds");

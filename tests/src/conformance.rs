@@ -483,18 +483,31 @@ pub fn compare_grpc(r: &GrpcReq, a: &GrpcAnswer) -> std::result::Result<(), Stri
 }
 
 /// The suite's TCP echo check, as facts: the welcome line, `PONG`, `IS_TLS` (`true`
-/// with the server name asked for when over TLS, else `false`), the namespace, and a
-/// pod named `<backend>-...`.
-pub fn compare_tcp(backend: &Nn, sni: Option<&str>, v: &Value) -> std::result::Result<(), String> {
+/// with the server name asked for when over TLS passed through, else `false`: plain,
+/// or TLS the Gateway `terminated`, whose backend sees neither TLS nor a server name),
+/// the namespace, and a pod named `<backend>-...`.
+pub fn compare_tcp(
+    backend: &Nn,
+    sni: Option<&str>,
+    terminated: bool,
+    v: &Value,
+) -> std::result::Result<(), String> {
     if let Some(e) = v["error"].as_str() {
         return Err(format!("TCP echo: {e}"));
     }
     if v["welcome"] != true || v["pong"] != true {
         return Err(format!("not the suite's TCP echo dialogue: {v}"));
     }
+    let sni = sni.filter(|_| !terminated);
     let want_tls = if sni.is_some() { "true" } else { "false" };
     if v["isTLS"] != want_tls {
         return Err(format!("IS_TLS answered {}, want {want_tls}", v["isTLS"]));
+    }
+    if terminated && !v["test"]["tls"].is_null() {
+        return Err(format!(
+            "the backend saw TLS {} (the Gateway terminates it)",
+            v["test"]["tls"]
+        ));
     }
     if let Some(n) = sni {
         if v["test"]["tls"]["serverName"] != n {
@@ -673,6 +686,10 @@ pub enum Check {
         /// Over TLS with this server name: the backend must see TLS and the name (a
         /// passthrough listener hands the handshake to it).
         sni: Option<&'static str>,
+        /// The Gateway terminates that TLS: the client takes only a certificate of
+        /// `tls-checks-ca-certificate` for the name (the suite's `RootCAs`), and the
+        /// backend sees plain TCP without a server name.
+        terminated: bool,
     },
     /// TCP echo connections to `port` spread over the backends as `weights` say (500
     /// connections, within 5 points, as [`Check::Weights`]).
@@ -878,6 +895,8 @@ pub struct Runner<'a> {
     client_certs: BTreeMap<String, (PathBuf, PathBuf)>,
     /// [`EchoKinds::apps`].
     apps: BTreeMap<Nn, Nn>,
+    /// The file of [`EchoKinds::checks_ca`].
+    checks_ca: Option<PathBuf>,
 }
 
 impl Drop for Runner<'_> {
@@ -957,6 +976,9 @@ pub struct EchoKinds {
     /// The suite's client certificates (Secret name → certificate, key PEM), which
     /// requests present with [`Req::client_cert`].
     pub client_pems: BTreeMap<String, (String, String)>,
+    /// `tls-checks-ca-certificate` (PEM): what the suite's TLS clients verify the
+    /// Gateway's certificate with when it terminates TLS for a TLSRoute.
+    pub checks_ca: Option<String>,
     /// Deployments running the suite's `coredns` (an image of that name): a DNS
     /// answerer (`lab-backend --dns`).
     pub dns: BTreeSet<Nn>,
@@ -1100,10 +1122,21 @@ impl<'a> Runner<'a> {
                 client_certs.insert(name.clone(), (c, k));
             }
         }
+        let mut checks_ca = None;
+        if let Some(pem) = &kinds.checks_ca {
+            let dir =
+                std::env::temp_dir().join(format!("k8slb-conformance-{}", std::process::id()));
+            tmp = Some(dir.clone());
+            std::fs::create_dir_all(&dir)?;
+            let f = dir.join("tls-checks-ca.crt");
+            std::fs::write(&f, pem)?;
+            checks_ca = Some(f);
+        }
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let id = sys.lab.spawn_in("be1", "echo", &argv)?;
         let echo_log = sys.lab.log_path(id).to_path_buf();
         let runner = Runner {
+            checks_ca,
             client_certs,
             apps: kinds.apps.clone(),
             echo_log,
@@ -1901,13 +1934,24 @@ impl<'a> Runner<'a> {
                 port,
                 backend,
                 sni,
+                terminated,
             } => {
                 let ip = self.address(gateway)?;
-                let got = match sni {
-                    None => self.tcp_echo(&ip, *port, 1)?,
-                    Some(n) => self.echo_lines_with("tcp-echo", &ip, *port, 1, &[n])?,
+                let ca = match (&self.checks_ca, terminated) {
+                    (Some(f), true) => Some(f.to_string_lossy().into_owned()),
+                    (None, true) => {
+                        return Err("no tls-checks-ca-certificate to verify with".into())
+                    }
+                    _ => None,
                 };
-                compare_tcp(backend, *sni, &got[0])
+                let got = match (sni, &ca) {
+                    (None, _) => self.tcp_echo(&ip, *port, 1)?,
+                    (Some(n), None) => self.echo_lines_with("tcp-echo", &ip, *port, 1, &[n])?,
+                    (Some(n), Some(ca)) => {
+                        self.echo_lines_with("tcp-echo", &ip, *port, 1, &[n, ca])?
+                    }
+                };
+                compare_tcp(backend, *sni, *terminated, &got[0])
             }
             Check::TcpWeights {
                 gateway,
@@ -3039,29 +3083,43 @@ mod tests {
         let b = nn("tcp-backend-v1");
         let good = json!({"welcome": true, "pong": true, "isTLS": "false",
             "test": {"namespace": INFRA, "pod": "tcp-backend-v1-lab-0"}});
-        assert_eq!(compare_tcp(&b, None, &good), Ok(()));
+        assert_eq!(compare_tcp(&b, None, false, &good), Ok(()));
         let mut other = good.clone();
         other["test"]["pod"] = json!("tcp-backend-v10-lab-0");
-        assert!(compare_tcp(&b, None, &other).unwrap_err().contains("pod"));
+        assert!(compare_tcp(&b, None, false, &other)
+            .unwrap_err()
+            .contains("pod"));
         let mut ns = good.clone();
         ns["test"]["namespace"] = json!(WEB);
-        assert!(compare_tcp(&b, None, &ns)
+        assert!(compare_tcp(&b, None, false, &ns)
             .unwrap_err()
             .contains("namespace"));
         let mut tls = good.clone();
         tls["isTLS"] = json!("true");
-        assert!(compare_tcp(&b, None, &tls).is_err());
+        assert!(compare_tcp(&b, None, false, &tls).is_err());
         let mut no_welcome = good.clone();
         no_welcome["welcome"] = json!(false);
-        assert!(compare_tcp(&b, None, &no_welcome).is_err());
-        assert!(compare_tcp(&b, None, &json!({"error": "connect: refused"})).is_err());
+        assert!(compare_tcp(&b, None, false, &no_welcome).is_err());
+        assert!(compare_tcp(&b, None, false, &json!({"error": "connect: refused"})).is_err());
         // Over TLS: IS_TLS true and the server name the client asked for.
         let mut tls = good.clone();
         tls["isTLS"] = json!("true");
         tls["test"]["tls"] = json!({"serverName": "abc.example.com"});
-        assert_eq!(compare_tcp(&b, Some("abc.example.com"), &tls), Ok(()));
-        assert!(compare_tcp(&b, Some("other.example.com"), &tls).is_err());
-        assert!(compare_tcp(&b, Some("abc.example.com"), &good).is_err());
+        assert_eq!(
+            compare_tcp(&b, Some("abc.example.com"), false, &tls),
+            Ok(())
+        );
+        assert!(compare_tcp(&b, Some("other.example.com"), false, &tls).is_err());
+        assert!(compare_tcp(&b, Some("abc.example.com"), false, &good).is_err());
+        // Terminated by the Gateway: the backend sees neither TLS nor the name.
+        assert_eq!(
+            compare_tcp(&b, Some("tls.example.com"), true, &good),
+            Ok(())
+        );
+        assert!(compare_tcp(&b, Some("abc.example.com"), true, &tls).is_err());
+        let mut named = good.clone();
+        named["test"]["tls"] = json!({"serverName": "tls.example.com"});
+        assert!(compare_tcp(&b, Some("tls.example.com"), true, &named).is_err());
     }
 
     #[test]

@@ -31,10 +31,11 @@ const NO_RETRY: &str = "nginx retries only on another server of the upstream \
                         (proxy_next_upstream), never the same request up to the attempts \
                         asked: k8slb refuses retry under it (Accepted False, \
                         UnsupportedValue); claimed on HAProxy only";
-/// Why the TLSRoute termination tests do not run.
-const NO_TLS_TERMINATE: &str = "a TLS listener is served with tls.mode Passthrough only \
-                                (Terminate: Accepted False, UnsupportedValue; HTTPS \
-                                listeners terminate TLS for HTTP routes)";
+/// Why the mixed TLS modes test does not run.
+const NO_TLS_MIXED: &str = "TLS listeners of both modes on one port are not served: both \
+                            are Accepted False, ProtocolConflict \
+                            (TLSRouteListenerMixedTerminationNotSupported); \
+                            TLSRouteModeMixed is not claimed";
 /// Why the UDP tests do not run on HAProxy.
 const NO_UDP: &str = "HAProxy does not proxy UDP: k8slb refuses UDP listeners under it \
                       (UnsupportedProtocol); GATEWAY-UDP is claimed on nginx only";
@@ -321,6 +322,7 @@ fn tcp_to(gateway: &str, port: u16, backend: &str) -> Check {
         port,
         backend: nn(backend),
         sni: None,
+        terminated: false,
     }
 }
 
@@ -331,6 +333,20 @@ fn tls_to(gateway: &str, sni: &'static str, backend: &str) -> Check {
         port: 443,
         backend: nn(backend),
         sni: Some(sni),
+        terminated: false,
+    }
+}
+
+/// The same over TLS that the Gateway terminates on `port`: the client verifies the
+/// Gateway's certificate for `sni` with `tls-checks-ca-certificate`, the backend sees
+/// plain TCP and no server name.
+fn tls_terminated_to(gateway: &str, port: u16, sni: &'static str, backend: &str) -> Check {
+    Check::Tcp {
+        gateway: nn(gateway),
+        port,
+        backend: nn(backend),
+        sni: Some(sni),
+        terminated: true,
     }
 }
 
@@ -1537,51 +1553,72 @@ pub fn cases() -> Vec<Case> {
         })
         .check(tls_to("gateway-tlsroute", "abc.example.com", "tcp-backend")),
         tlsroute_hostname_intersection(),
-        // Applies to implementations that do not terminate TLS for TLSRoutes (feature
-        // TLSRouteModeTerminate), as k8slb: such a listener is not accepted, and lists
-        // no kinds.
+        // The suite returns before any check when the implementation claims
+        // TLSRouteModeTerminate, as k8slb does on both proxies: nothing to check.
         case(
             "TLSRouteListenerTerminateNotSupported",
             "tlsroute-listener-terminate-not-supported.yaml",
         )
-        .profile(TLS)
-        .check(listener(
-            "gateway-tlsroute-terminate-unsupported",
-            "tls-terminate",
-            &[],
-            &[("Accepted", "False", "UnsupportedValue")],
-            0,
-        )),
-        // TLS termination for TLSRoutes (provisional and extended) is not served: a
-        // TLS listener is passthrough only (TLSRouteListenerTerminateNotSupported).
+        .profile(TLS),
         case(
             "TLSRouteListenerTerminateSupportedKinds",
             "tlsroute-listener-terminate-supported-kinds.yaml",
         )
         .profile(TLS)
         .ext(&["TLSRouteModeTerminate"])
-        .skip(NO_TLS_TERMINATE),
+        .check(listener(
+            "gateway-tlsroute-terminate-supported",
+            "tls-terminate",
+            &["TLSRoute"],
+            &[("Accepted", "True", "Accepted")],
+            0,
+        )),
+        // Run because TLSRouteModeMixed is not claimed (the suite returns early when it
+        // is): both listeners refused, listing no kinds.
         case(
             "TLSRouteListenerMixedTerminationNotSupported",
             "tlsroute-listener-mixed-termination-not-supported.yaml",
         )
         .profile(TLS)
         .ext(&["TLSRouteModeTerminate"])
-        .skip(NO_TLS_TERMINATE),
+        .check(listener(
+            "gateway-tlsroute-mixed-termination-not-supported",
+            "tls-terminate",
+            &[],
+            &[("Accepted", "False", "ProtocolConflict")],
+            0,
+        ))
+        .check(listener(
+            "gateway-tlsroute-mixed-termination-not-supported",
+            "tls-passthrough",
+            &[],
+            &[("Accepted", "False", "ProtocolConflict")],
+            0,
+        )),
         case(
             "TLSRouteTerminateSimpleSameNamespace",
             "tlsroute-terminate-simple-same-namespace.yaml",
         )
         .profile(TLS)
         .ext(&["TLSRouteModeTerminate"])
-        .skip(NO_TLS_TERMINATE),
+        .check(Check::Accepted {
+            gateway: nn("gateway-tlsroute-terminate"),
+            routes: vec![nn("tlsroute-terminated-test")],
+            kind: "TLSRoute",
+        })
+        .check(tls_terminated_to(
+            "gateway-tlsroute-terminate",
+            8443,
+            "tls.example.com",
+            "tcp-backend",
+        )),
         case(
             "TLSRouteMixedTerminationSameNamespace",
             "tlsroute-mixed-termination-same-namespace.yaml",
         )
         .profile(TLS)
         .ext(&["TLSRouteModeTerminate", "TLSRouteModeMixed"])
-        .skip(NO_TLS_TERMINATE),
+        .skip(NO_TLS_MIXED),
         case(
             "TLSRouteInvalidNoMatchingListener",
             "tlsroute-invalid-no-matching-listener.yaml",

@@ -33,8 +33,9 @@ fn ca_configmap(ns: &str, name: &str, ca_pem: &str) -> serde_json::Value {
 
 /// What the suite creates at its start: the certificates (names and SANs as it gives
 /// them), its CA ConfigMaps and the certificates they sign; and the passthrough and
-/// TLS echo certificates (certificate, key), the client certificates by Secret, and the
-/// CA whose client certificates the TLS echo takes (`tls-checks-ca-certificate`).
+/// TLS echo certificates (certificate, key), the client certificates by Secret, and
+/// `tls-checks-ca-certificate` (PEM): the CA whose client certificates the TLS echo
+/// takes, and that signs the TLSRoute termination tests' Gateway certificate.
 #[allow(clippy::type_complexity)]
 fn secrets() -> (
     Vec<serde_json::Value>,
@@ -65,6 +66,15 @@ fn secrets() -> (
     ));
     // A Gateway's backend client certificate (GatewayTLSBackendClientCertificate): the
     // TLS echo takes the certificates of tls-checks-ca-certificate.
+    // The Gateway's certificate of the TLSRoute termination tests, which their
+    // clients verify with tls-checks-ca-certificate.
+    let terminate = signed_by(&checks_ca, &["tls.example.com"], &[]);
+    out.push(tls_secret(
+        INFRA,
+        "tls-terminate-checks-certificate",
+        &terminate.0,
+        &terminate.1,
+    ));
     let client = signed_by(&checks_ca, &[], &[]);
     out.push(tls_secret(
         INFRA,
@@ -119,11 +129,6 @@ fn secrets() -> (
             "tls-passthrough-checks-certificate",
             vec!["abc.example.com"],
         ),
-        (
-            INFRA,
-            "tls-terminate-checks-certificate",
-            vec!["tls.example.com"],
-        ),
     ] {
         let (crt, key) = self_signed_for(&sans);
         if (ns, name) == (INFRA, "tls-passthrough-checks-certificate") {
@@ -173,12 +178,13 @@ fn run_on(
     // Those that run the suite's gRPC or TCP echo server (GRPC_ECHO_SERVER,
     // TCP_ECHO_SERVER) answer gRPC or its TCP protocol.
     // The suite mounts the passthrough certificate into its TLS echo (tcp-backend).
-    let (secrets, passthrough, echo, clients, echo_client_ca) = secrets();
+    let (secrets, passthrough, echo, clients, checks_ca) = secrets();
     let mut kinds = conformance::EchoKinds {
         tls_pem: Some(passthrough),
         echo_pem: Some(echo),
-        echo_client_ca: Some(echo_client_ca),
+        echo_client_ca: Some(checks_ca.clone()),
         client_pems: clients,
+        checks_ca: Some(checks_ca),
         ..Default::default()
     };
     kinds.extend(&base);

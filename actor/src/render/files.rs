@@ -39,9 +39,7 @@ pub(crate) fn cert_versions(view: &NodeView) -> String {
     };
     let files: std::collections::BTreeSet<&k8slb_common::routes::CertFile> = h
         .routes
-        .listeners
-        .iter()
-        .filter_map(|l| l.tls.as_ref())
+        .tls_settings()
         .flat_map(|t| {
             t.certificates
                 .iter()

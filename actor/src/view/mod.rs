@@ -420,6 +420,7 @@ fn http_part(
         nginx_http: cfg.nginx.http.clone(),
         nginx_proxy: cfg.nginx.proxy.clone(),
         nginx_upstream: cfg.nginx.upstream.clone(),
+        nginx_stream: cfg.nginx.stream.clone(),
     };
     safe_path("secret certificate directory", &o.secret_cert_dir)?;
     let files_dir = safe_path("routes directory", &o.files_dir)?;
@@ -494,8 +495,19 @@ fn without_absent_certs(
         }),
     };
     let mut absent = BTreeSet::new();
-    for l in &mut routes.listeners {
-        let Some(tls) = &mut l.tls else { continue };
+    // HTTPS listeners' and terminating TLS listeners' (a terminating listener left
+    // without any refuses its connections).
+    let settings = routes
+        .listeners
+        .iter_mut()
+        .filter_map(|l| l.tls.as_mut())
+        .chain(
+            routes
+                .streams
+                .iter_mut()
+                .filter_map(|s| s.terminate.as_mut()),
+        );
+    for tls in settings {
         tls.certificates.retain(|c| {
             let ok = usable(&c.file);
             if !ok {
@@ -579,6 +591,9 @@ pub struct HttpRenderOptions {
     pub nginx_http: Vec<ConfigLine>,
     pub nginx_proxy: Vec<ConfigLine>,
     pub nginx_upstream: Vec<ConfigLine>,
+    /// Admin `nginx.stream` lines (read only to see whether they size the maps' hash
+    /// themselves).
+    pub nginx_stream: Vec<ConfigLine>,
 }
 
 impl Default for HttpRenderOptions {
@@ -594,6 +609,7 @@ impl Default for HttpRenderOptions {
             nginx_http: Vec::new(),
             nginx_proxy: Vec::new(),
             nginx_upstream: Vec::new(),
+            nginx_stream: Vec::new(),
         }
     }
 }

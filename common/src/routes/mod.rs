@@ -140,6 +140,15 @@ impl HttpRoutes {
             && self.ca_bundles.is_empty()
     }
 
+    /// Every certificate the proxy terminates TLS with: the HTTPS listeners' and the
+    /// TLS listeners' that terminate (`tls.mode: Terminate`).
+    pub fn tls_settings(&self) -> impl Iterator<Item = &ListenerTls> {
+        self.listeners
+            .iter()
+            .filter_map(|l| l.tls.as_ref())
+            .chain(self.streams.iter().filter_map(|s| s.terminate.as_ref()))
+    }
+
     /// The reference router for L4: the route a connection to `ip:port` over `protocol`
     /// takes (`server_name`: the TLS ClientHello's SNI, for TLS passthrough).
     pub fn route_stream(

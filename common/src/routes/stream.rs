@@ -1,4 +1,4 @@
-//! Stream (TCP, UDP, TLS passthrough) listeners and their routes.
+//! Stream (TCP, UDP, TLS passthrough or terminated) listeners and their routes.
 
 use super::*;
 
@@ -10,8 +10,9 @@ pub enum StreamProtocol {
     Tcp,
     /// Datagrams (UDPRoute).
     Udp,
-    /// TLS passed through untouched, routed by the ClientHello's SNI (TLSRoute on a
-    /// `TLS` listener with `tls.mode: Passthrough`).
+    /// TLS routed by the ClientHello's SNI (TLSRoute on a `TLS` listener): passed
+    /// through untouched (`tls.mode: Passthrough`), or terminated by the proxy
+    /// (`Terminate`: [`StreamListener::terminate`]) and forwarded as plain TCP.
     Tls,
 }
 
@@ -41,6 +42,12 @@ pub struct StreamListener {
     /// server names, then wildcards, longest suffix first, then the one any-name route);
     /// a ClientHello that no route takes (or that is not TLS) is closed.
     pub routes: Vec<StreamRoute>,
+    /// TLS only: the proxy terminates TLS with these certificates (chosen by SNI as an
+    /// HTTPS listener's are: each for its listener's hostname) and the routes' backends
+    /// get plain TCP (`tls.mode: Terminate`). `None`: passed through untouched. One
+    /// port is one or the other (a Gateway's listeners that mix them are refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminate: Option<ListenerTls>,
 }
 
 impl StreamListener {

@@ -192,16 +192,28 @@ fn grpc_json(args: &[String]) -> i32 {
     0
 }
 
-/// `lab-client tcp-echo <count> <addr> [<server name>]`: `count` connections speaking
-/// the conformance suite's TCP echo protocol (over TLS with that server name, any
-/// certificate taken, when one is given), one JSON line each: `{"welcome": bool,
-/// "pong": bool, "isTLS": "<answer>", "test": <the TEST answer>}` or `{"error": "<what>"}`.
+/// `lab-client tcp-echo <count> <addr> [<server name> [<CA file>]]`: `count`
+/// connections speaking the conformance suite's TCP echo protocol (over TLS with that
+/// server name when one is given: any certificate taken, or with a CA file only one
+/// that chains to it and names the server, as the suite's client with `RootCAs`), one
+/// JSON line each: `{"welcome": bool, "pong": bool, "isTLS": "<answer>", "test": <the
+/// TEST answer>}` or `{"error": "<what>"}`.
 fn tcp_echo(args: &[String]) -> i32 {
-    let (count, addr, sni) = match args {
-        [c, a] => (c, a, None),
-        [c, a, n] => (c, a, Some(n.clone())),
+    let (count, addr, sni, ca) = match args {
+        [c, a] => (c, a, None, None),
+        [c, a, n] => (c, a, Some(n.clone()), None),
+        [c, a, n, ca] => (c, a, Some(n.clone()), Some(ca.clone())),
         _ => {
-            eprintln!("lab-client tcp-echo: usage: tcp-echo <count> <addr> [<server name>]");
+            eprintln!(
+                "lab-client tcp-echo: usage: tcp-echo <count> <addr> [<server name> [<CA file>]]"
+            );
+            return 64;
+        }
+    };
+    let config = match ca.as_deref().map(verifying_config).transpose() {
+        Ok(c) => c.unwrap_or_else(tls_config),
+        Err(e) => {
+            eprintln!("lab-client tcp-echo: {e}");
             return 64;
         }
     };
@@ -210,7 +222,7 @@ fn tcp_echo(args: &[String]) -> i32 {
         return 64;
     };
     for _ in 0..count {
-        let line = match tcp_echo_once(addr, sni.as_deref()) {
+        let line = match tcp_echo_once(addr, sni.as_deref(), config.clone()) {
             Ok(v) => v,
             Err(e) => json!({"error": e}),
         };
@@ -316,7 +328,32 @@ fn dns(args: &[String]) -> i32 {
     0
 }
 
-fn tcp_echo_once(addr: SocketAddr, sni: Option<&str>) -> Result<serde_json::Value, String> {
+/// A client configuration that takes only a certificate chaining to the CA
+/// certificates of PEM file `ca` (and naming the server).
+fn verifying_config(ca: &str) -> Result<Arc<tokio_rustls::rustls::ClientConfig>, String> {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    let pem = std::fs::read(ca).map_err(|e| format!("{ca}: {e}"))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+        roots
+            .add(c.map_err(|e| format!("{ca}: {e}"))?)
+            .map_err(|e| format!("{ca}: {e}"))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+fn tcp_echo_once(
+    addr: SocketAddr,
+    sni: Option<&str>,
+    config: Arc<tokio_rustls::rustls::ClientConfig>,
+) -> Result<serde_json::Value, String> {
     let s = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
         .map_err(|e| format!("connect: {e}"))?;
     let _ = s.set_nodelay(true);
@@ -327,7 +364,7 @@ fn tcp_echo_once(addr: SocketAddr, sni: Option<&str>) -> Result<serde_json::Valu
         Some(host) => {
             let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host.to_string())
                 .map_err(|e| format!("server name: {e}"))?;
-            let conn = tokio_rustls::rustls::ClientConnection::new(tls_config(), name)
+            let conn = tokio_rustls::rustls::ClientConnection::new(config, name)
                 .map_err(|e| format!("tls: {e}"))?;
             echo_dialogue(tokio_rustls::rustls::StreamOwned::new(conn, s))
         }

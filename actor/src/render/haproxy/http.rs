@@ -407,7 +407,7 @@ fn hp_cond_acls(vh: Option<&str>, m: &RouteMatch, acls: &mut HpAcls) -> Vec<Stri
 }
 
 #[derive(Serialize)]
-struct HpTls {
+pub(crate) struct HpTls {
     default_crt: Option<String>,
     crt_list: Option<String>,
     /// Clients must present a certificate chaining to this CA file (`verify required`).
@@ -781,7 +781,7 @@ fn hp_unrenderable(l: &Listener) -> Option<&'static str> {
 
 /// The bind's TLS settings of an HTTPS listener's `t`: its one certificate, or its
 /// crt-list written to `crt_list` in `files`; the client CA bundle in `dir`.
-fn hp_tls(
+pub(crate) fn hp_tls(
     t: &ListenerTls,
     o: &HttpRenderOptions,
     dir: &str,

@@ -1,5 +1,5 @@
-//! The L4 route frontends of haproxy.cfg (TCPRoute, TLSRoute passthrough): `mode tcp`
-//! frontends to the routes' `rtt_*` backends, SNI maps and weighted splits.
+//! The L4 route frontends of haproxy.cfg (TCPRoute, TLSRoute passthrough or terminated):
+//! `mode tcp` frontends to the routes' `rtt_*` backends, SNI maps and weighted splits.
 //!
 //! Decisions:
 //! - **HAProxy backends.** A TCP or TLS stream forwards to `mode tcp` backends `rtt_*`
@@ -21,8 +21,16 @@
 //!   exact names (`map_str`), then of wildcard suffixes (`map_end` on `.suffix`, longest
 //!   first: any depth of labels, as the model says), then the any-name route; no route,
 //!   or a route without a backend: `reject`.
+//! - **HAProxy TLS termination** (a `TLS` listener with `tls.mode: Terminate`): the
+//!   bind is `ssl` with the listener's crt-list, written as an HTTPS listener's
+//!   ([`super::http::hp_tls`]: each certificate filtered by its listener's hostname,
+//!   the default first), and the same maps are looked up with the handshake's server
+//!   name, `ssl_fc_sni,lower` (the content rules run once the handshake is done; no
+//!   inspect delay). The backends get the plain bytes. A listener left without a
+//!   certificate (the quarantine took them out) rejects every connection.
 
 use crate::render::files::{files_dir, stream_frontend_name, SplitsMap};
+use crate::render::haproxy::http::{hp_tls, HpTls};
 use crate::render_error::RenderError;
 use crate::view::stream_backend_name;
 use crate::view::HttpRenderOptions;
@@ -54,7 +62,11 @@ pub(crate) struct HpStream {
     reject_all: bool,
     /// The one backend every connection goes to (TCP).
     direct: Option<String>,
+    /// Routed by the TLS server name (a `TLS` listener).
     tls: bool,
+    /// TLS terminated by the bind (its certificates); `None`: passed through (the
+    /// ClientHello inspected).
+    terminate: Option<HpTls>,
     sni_map: Option<String>,
     suffixes_map: Option<String>,
     /// The value of a connection no name matched: the any-name route's (TLS), the route's
@@ -148,11 +160,26 @@ pub(crate) fn hp_streams(
             .map(|(i, r)| hp_value(i, r, &routes.backends, &mut splits, notes, &name))
             .collect();
         let splits_map = SplitsMap::of_stream(s, o)?.write(files);
+        let terminate = match &s.terminate {
+            Some(t) if s.protocol == StreamProtocol::Tls => {
+                if t.certificates.is_empty() && t.default_certificate.is_none() {
+                    notes.push(format!(
+                        "{name}: TLS termination without any certificate; every connection is rejected"
+                    ));
+                    None
+                } else {
+                    Some(hp_tls(t, o, &dir, format!("{dir}/{name}.crt-list"), files)?)
+                }
+            }
+            _ => None,
+        };
+        let no_certificate = s.terminate.is_some() && terminate.is_none();
         let mut st = HpStream {
             bind,
-            reject_all: false,
+            reject_all: no_certificate,
             direct: None,
             tls: s.protocol == StreamProtocol::Tls,
+            terminate,
             sni_map: None,
             suffixes_map: None,
             any: None,

@@ -273,7 +273,7 @@ impl crate::render::HttpRenderer {
                 upstream_lines: &o.nginx_upstream,
             },
         )?;
-        let streams = crate::render::nginx::stream::nx_streams(routes, &mut notes);
+        let streams = crate::render::nginx::stream::nx_streams(routes, o, &mut notes)?;
         let stream_text = if streams.is_empty() {
             String::new()
         } else {

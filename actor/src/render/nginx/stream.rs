@@ -1,5 +1,6 @@
-//! The L4 routes of nginx.conf's `stream { }` (TCPRoute, TLSRoute passthrough, UDPRoute):
-//! upstreams with weights, SNI maps, a sink for what no route takes.
+//! The L4 routes of nginx.conf's `stream { }` (TCPRoute, TLSRoute passthrough or
+//! terminated, UDPRoute): upstreams with weights, SNI maps, a sink for what no route
+//! takes.
 //!
 //! Decisions:
 //! - **nginx**: in `stream { }`, one upstream per route whose servers are every backend's
@@ -19,11 +20,22 @@
 //!   handler; its `return ""` is only there because nginx requires a handler). A TCP or
 //!   UDP listener without a usable route is bound and refuses with `deny all` itself
 //!   (not left unbound: another socket on `0.0.0.0:<port>` of the node would take it).
+//! - **nginx TLS termination** (a `TLS` listener with `tls.mode: Terminate`): `listen
+//!   ... ssl`, and the same `hostnames` map of routes on `$ssl_server_name` (the
+//!   handshake's server name) instead of the preread one. nginx 1.22's stream module has
+//!   no `server_name`, so one server holds every certificate of the port: one alone is
+//!   named as it is (`nginx -t` loads it); several are chosen by a `hostnames` map of
+//!   `$ssl_server_name` (each certificate for its listener's hostname, as HAProxy's
+//!   crt-list filters, `default` the port's default certificate), which nginx loads at
+//!   each handshake (the plan checked that both proxies load each of them). A listener
+//!   left without a certificate (the quarantine took them out) refuses every connection.
 
-use crate::render::files::ip_slug;
-use crate::view::PLACEHOLDER;
+use crate::render::files::{cert_path, ip_slug};
+use crate::render_error::RenderError;
+use crate::view::{HttpRenderOptions, PLACEHOLDER};
 use k8slb_common::routes::{
-    BackendId, BackendState, HttpRoutes, Sticky, StreamProtocol, StreamRoute, WeightedBackend,
+    BackendId, BackendState, CertFile, HttpRoutes, ListenerTls, Sticky, StreamProtocol,
+    StreamRoute, WeightedBackend,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,6 +58,57 @@ pub(crate) struct NxStreams {
     sink: Option<&'static str>,
     /// The sink takes datagrams too (a UDP route's invalid share): it drops them.
     sink_udp: bool,
+    /// `map_hash_bucket_size` / `map_hash_max_size` lines sized for the maps' keys
+    /// (see [`nx_map_hash_lines`]).
+    hash_lines: Vec<String>,
+}
+
+/// nginx refuses the whole config when a map key does not fit its hash bucket (64
+/// bytes by default in `stream { }` as in `http { }`: a 253-character server name of
+/// one TLSRoute would block every other route), so the streams size the maps' hash for
+/// their own keys, unless the admin's `nginx.stream` lines do (then a note).
+fn nx_map_hash_lines(
+    keys: (usize, usize),
+    o: &HttpRenderOptions,
+    notes: &mut Vec<String>,
+) -> Vec<String> {
+    let (longest, count) = keys;
+    if count == 0 {
+        return Vec::new();
+    }
+    // An entry is the key, a pointer and 2 bytes, rounded up to a pointer; a bucket
+    // holds one entry and a terminating pointer (as server_names_hash_bucket_size).
+    let bucket = ((longest + 2 + 8).next_multiple_of(8) + 8)
+        .next_power_of_two()
+        .max(64);
+    let size = (count * 4).next_power_of_two().max(2048);
+    let mut out = Vec::new();
+    for (word, value) in [
+        ("map_hash_bucket_size", bucket),
+        ("map_hash_max_size", size),
+    ] {
+        if o.nginx_stream
+            .iter()
+            .any(|l| l.as_str().split_whitespace().next() == Some(word))
+        {
+            notes.push(format!(
+                "nginx.stream sets {word}; the stream maps need at least {value}"
+            ));
+        } else {
+            out.push(format!("{word} {value};"));
+        }
+    }
+    out
+}
+
+/// The longest map key and the most keys of one map (`sizes`), with the map of `keys`.
+fn count_keys<'k>(sizes: &mut (usize, usize), keys: impl IntoIterator<Item = &'k str>) {
+    let mut n = 0;
+    for k in keys {
+        sizes.0 = sizes.0.max(k.len());
+        n += 1;
+    }
+    sizes.1 = sizes.1.max(n);
 }
 
 impl NxStreams {
@@ -70,8 +133,67 @@ struct NxStreamServer {
     listen: String,
     udp: bool,
     ssl_preread: bool,
+    /// TLS terminated here: `ssl_certificate` (a file, or a map variable) and its key.
+    ssl: Option<(String, String)>,
     /// `proxy_pass` target: an upstream or a map variable; `None`: `deny all`.
     proxy_pass: Option<String>,
+}
+
+/// The certificate and key files of `f` (a Secret's `.pem` holds both).
+fn nx_cert_files(f: &CertFile, o: &HttpRenderOptions) -> Result<(String, String), RenderError> {
+    let base = cert_path(f, o)?;
+    let key = match f {
+        CertFile::Pool { .. } => format!("{base}.key"),
+        CertFile::Secret { .. } => format!("{base}.pem"),
+    };
+    Ok((format!("{base}.pem"), key))
+}
+
+/// The `ssl_certificate` and `ssl_certificate_key` values of a terminating stream
+/// `slug` (see the module's documentation), with the map that chooses them when there
+/// are several; `None` without any certificate.
+fn nx_terminate(
+    slug: &str,
+    t: &ListenerTls,
+    o: &HttpRenderOptions,
+    (maps, keys): (&mut Vec<String>, &mut Vec<String>),
+) -> Result<Option<(String, String)>, RenderError> {
+    let Some(default) = t
+        .default_certificate
+        .as_ref()
+        .or_else(|| t.certificates.first().map(|c| &c.file))
+    else {
+        return Ok(None);
+    };
+    let files: BTreeSet<&CertFile> = t
+        .certificates
+        .iter()
+        .map(|c| &c.file)
+        .chain([default])
+        .collect();
+    if files.len() == 1 {
+        return nx_cert_files(default, o).map(Some);
+    }
+    let (mut crt, mut key) = (String::new(), String::new());
+    let mut seen = BTreeSet::new();
+    for c in &t.certificates {
+        let (cf, kf) = nx_cert_files(&c.file, o)?;
+        // The first certificate of a hostname takes it (one file per name in a map).
+        for h in c.hosts.iter().filter(|h| seen.insert(h.as_str())) {
+            crt.push_str(&format!("\n    {h} {cf};"));
+            key.push_str(&format!("\n    {h} {kf};"));
+        }
+    }
+    let (dc, dk) = nx_cert_files(default, o)?;
+    keys.extend(seen.iter().map(|h| h.to_string()));
+    let (cv, kv) = (format!("$k8slb_crt_{slug}"), format!("$k8slb_key_{slug}"));
+    maps.push(format!(
+        "map $ssl_server_name {cv} {{\n    hostnames;{crt}\n    default {dc};\n  }}"
+    ));
+    maps.push(format!(
+        "map $ssl_server_name {kv} {{\n    hostnames;{key}\n    default {dk};\n  }}"
+    ));
+    Ok(Some((cv, kv)))
 }
 
 fn gcd(a: u128, b: u128) -> u128 {
@@ -206,8 +328,13 @@ fn nx_upstream(
     })
 }
 
-pub(crate) fn nx_streams(routes: &HttpRoutes, notes: &mut Vec<String>) -> NxStreams {
+pub(crate) fn nx_streams(
+    routes: &HttpRoutes,
+    o: &HttpRenderOptions,
+    notes: &mut Vec<String>,
+) -> Result<NxStreams, RenderError> {
     let mut out = NxStreams::default();
+    let mut sizes = (0, 0);
     for s in &routes.streams {
         let slug = format!("{}_{}_{}", ip_slug(s.ip), s.port, proto_word(s.protocol));
         let table = if s.protocol.is_udp() {
@@ -240,10 +367,33 @@ pub(crate) fn nx_streams(routes: &HttpRoutes, notes: &mut Vec<String>) -> NxStre
                 listen,
                 udp: s.protocol.is_udp(),
                 ssl_preread: false,
+                ssl: None,
                 proxy_pass: target,
             });
             continue;
         }
+        let ssl = match &s.terminate {
+            Some(t) => {
+                let mut keys = Vec::new();
+                let ssl = nx_terminate(&slug, t, o, (&mut out.maps, &mut keys))?;
+                count_keys(&mut sizes, keys.iter().map(String::as_str));
+                if ssl.is_none() {
+                    notes.push(format!(
+                        "{listen}/TLS: TLS termination without any certificate; every connection is refused"
+                    ));
+                    out.servers.push(NxStreamServer {
+                        listen,
+                        udp: false,
+                        ssl_preread: false,
+                        ssl: None,
+                        proxy_pass: None,
+                    });
+                    continue;
+                }
+                ssl
+            }
+            None => None,
+        };
         let mut seen = BTreeSet::new();
         let mut entries = String::new();
         let mut default = None;
@@ -261,11 +411,27 @@ pub(crate) fn nx_streams(routes: &HttpRoutes, notes: &mut Vec<String>) -> NxStre
                 None => default = Some(target),
             }
         }
+        count_keys(&mut sizes, seen.iter().copied());
         let sni_var = format!("$k8slb_sni_{slug}");
         let tls_var = format!("$k8slb_tls_{slug}");
+        let default = default.as_deref().unwrap_or(SINK_UPSTREAM);
+        if ssl.is_some() {
+            // Terminated: the handshake's server name; what is not TLS fails it.
+            out.maps.push(format!(
+                "map $ssl_server_name {sni_var} {{\n    hostnames;{entries}\n    default {default};\n  }}"
+            ));
+            out.sink = Some(NGINX_SINK);
+            out.servers.push(NxStreamServer {
+                listen,
+                udp: false,
+                ssl_preread: false,
+                ssl,
+                proxy_pass: Some(sni_var),
+            });
+            continue;
+        }
         out.maps.push(format!(
-            "map $ssl_preread_server_name {sni_var} {{\n    hostnames;{entries}\n    default {};\n  }}",
-            default.as_deref().unwrap_or(SINK_UPSTREAM)
+            "map $ssl_preread_server_name {sni_var} {{\n    hostnames;{entries}\n    default {default};\n  }}"
         ));
         // What is not TLS has no protocol: closed, whatever the any-name route.
         out.maps.push(format!(
@@ -276,8 +442,10 @@ pub(crate) fn nx_streams(routes: &HttpRoutes, notes: &mut Vec<String>) -> NxStre
             listen,
             udp: false,
             ssl_preread: true,
+            ssl: None,
             proxy_pass: Some(tls_var),
         });
     }
-    out
+    out.hash_lines = nx_map_hash_lines(sizes, o, notes);
+    Ok(out)
 }

@@ -142,18 +142,20 @@ pub fn host_claims<'a>(
 
 /// Why set listener `l` of namespace `ns` may not have its hostname: another
 /// namespace owns it, or a host under it, or a wildcard over it ([`crate::tenancy`]);
-/// or, for HTTPS, it has none (its certificate would be the port's default, for every
-/// server name no other listener names).
+/// or, for HTTPS and TLS Terminate, it has none (its certificate would be the port's
+/// default, for every server name no other listener names).
 fn not_its_host(
     owners: Option<&crate::tenancy::HostOwners>,
     ns: &str,
     l: &GatewayListener,
 ) -> Option<Conflict> {
     let Some(h) = l.hostname.as_deref() else {
-        return (l.protocol == "HTTPS").then(|| Conflict {
+        let terminates = l.protocol == "HTTPS" || port_protocol(l) == "TLS/Terminate";
+        return terminates.then(|| Conflict {
             reason: ConditionReason::UnsupportedValue,
-            why: Some("an HTTPS listener of a ListenerSet needs a hostname: without one its certificate would answer every server name no other listener of the port names".into()),
+            why: Some(format!("{} listener of a ListenerSet needs a hostname: without one its certificate would answer every server name no other listener of the port names", if l.protocol == "HTTPS" { "an HTTPS" } else { "a TLS (tls.mode Terminate)" })),
             conflicted: false,
+            accepted: false,
         });
     };
     let owner = owners?.owner_of(h, ns)?;
@@ -166,6 +168,7 @@ fn not_its_host(
             owner.object
         )),
         conflicted: true,
+        accepted: false,
     })
 }
 
@@ -193,6 +196,7 @@ fn admit<'s>(
                     reason,
                     why: None,
                     conflicted: true,
+                    accepted: false,
                 })
                 .or_else(|| not_its_host(owners, sk.namespace.as_str(), l));
             out.push(if refused.is_some() {
@@ -204,6 +208,7 @@ fn admit<'s>(
                         "the Gateway's ListenerSets have {limit} listeners before this one (limits.listenerSetListenersPerGateway)"
                     )),
                     conflicted: false,
+                    accepted: false,
                 })
             } else {
                 budget -= 1;
@@ -264,8 +269,8 @@ pub fn taken_set_listeners<'a>(
         .collect()
 }
 
-/// What the listeners before a set's hold on one (port, UDP?): the protocols, and the
-/// hostnames (`None`: any) of each.
+/// What the listeners before a set's hold on one (port, UDP?): the protocols (TLS by
+/// mode: [`port_protocol`]), and the hostnames (`None`: any) of each.
 #[derive(Default)]
 pub(super) struct Held(BTreeMap<(i32, bool), ByProtocol>);
 
@@ -278,7 +283,7 @@ impl Held {
         self.0
             .entry((l.port, l.protocol == "UDP"))
             .or_default()
-            .entry(l.protocol.clone())
+            .entry(port_protocol(l))
             .or_default()
             .insert(l.hostname.clone());
     }
@@ -288,10 +293,11 @@ impl Held {
     /// their connections apart).
     pub(super) fn conflict(&self, l: &GatewayListener) -> Option<ConditionReason> {
         let on_port = self.0.get(&(l.port, l.protocol == "UDP"))?;
-        if on_port.keys().any(|p| *p != l.protocol) {
+        let protocol = port_protocol(l);
+        if on_port.keys().any(|p| *p != protocol) {
             return Some(ConditionReason::ProtocolConflict);
         }
-        let hosts = on_port.get(&l.protocol)?;
+        let hosts = on_port.get(&protocol)?;
         (matches!(l.protocol.as_str(), "TCP" | "UDP") || hosts.contains(&l.hostname))
             .then_some(ConditionReason::HostnameConflict)
     }

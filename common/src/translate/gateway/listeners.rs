@@ -1,5 +1,5 @@
 //! A Gateway's listeners: protocol, hostname, the route kinds and namespaces they take,
-//! and the certificates of HTTPS listeners.
+//! and the certificates of HTTPS listeners and of TLS listeners that terminate.
 
 use super::*;
 use crate::translate::refs::{self, SecretRefError, SecretRefs};
@@ -9,25 +9,51 @@ impl Lst<'_> {
         self.protocol.is_some() || self.stream.is_some()
     }
 
-    /// Its protocol is refused (`UnsupportedProtocol`), or for TLS its mode (only
-    /// `Passthrough` is served): no route attaches to it at all and it lists no kinds
-    /// (another reason not to serve it, a certificate say, still lets routes attach).
+    /// Its protocol is refused (`UnsupportedProtocol`), or for TLS its mode (neither
+    /// `Passthrough` nor `Terminate`, or both on one port of a Gateway: `Accepted:
+    /// False`, `ProtocolConflict`): no route attaches to it at all and it lists no kinds
+    /// (the suite's TLSRouteListenerMixedTerminationNotSupported; another reason not to
+    /// serve it, a certificate say, still lets routes attach).
     pub(super) fn protocol_refused(&self) -> bool {
-        (self.spec.protocol == "TLS" && !passthrough(self.spec))
+        (self.spec.protocol == "TLS" && tls_mode(self.spec).is_none())
             || self.conditions.iter().any(|c| {
                 c.type_ == ConditionType::Accepted
                     && !c.status
-                    && c.reason == ConditionReason::UnsupportedProtocol
+                    && (c.reason == ConditionReason::UnsupportedProtocol
+                        || (self.set.is_none() && c.reason == ConditionReason::ProtocolConflict))
             })
     }
 }
 
-/// The listener's `tls.mode` is `Passthrough`.
-fn passthrough(l: &GatewayListener) -> bool {
-    l.tls
-        .as_ref()
-        .and_then(|t| t.mode.as_deref())
-        .is_some_and(|m| m == "Passthrough")
+/// What a `TLS` listener does with the TLS it takes (`tls.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TlsMode {
+    /// Passed through untouched (`Passthrough`).
+    Passthrough,
+    /// Terminated by the proxy, the backends get plain TCP (`Terminate`, the
+    /// specification's default).
+    Terminate,
+}
+
+/// A listener's `tls.mode` (`Terminate` when not given, as the specification's
+/// default); `None` for a mode that is neither.
+pub(super) fn tls_mode(l: &GatewayListener) -> Option<TlsMode> {
+    match l.tls.as_ref().and_then(|t| t.mode.as_deref()) {
+        None | Some("Terminate") => Some(TlsMode::Terminate),
+        Some("Passthrough") => Some(TlsMode::Passthrough),
+        Some(_) => None,
+    }
+}
+
+/// What two listeners on one port must share to be served together: the protocol, and
+/// for `TLS` the mode (k8slb does not serve passthrough and termination on one port:
+/// TLSRouteModeMixed is not claimed; such listeners are `ProtocolConflict`).
+pub(super) fn port_protocol(l: &GatewayListener) -> String {
+    match (l.protocol.as_str(), tls_mode(l)) {
+        ("TLS", Some(TlsMode::Passthrough)) => "TLS/Passthrough".to_string(),
+        ("TLS", Some(TlsMode::Terminate)) => "TLS/Terminate".to_string(),
+        (p, _) => p.to_string(),
+    }
 }
 
 /// The route kind a listener protocol takes.
@@ -50,8 +76,9 @@ pub(super) struct Lst<'a> {
     pub(super) spec: &'a GatewayListener,
     pub(super) hostname: Option<Hostname>,
     pub(super) protocol: Option<ListenerProtocol>,
-    /// Set for a served TCP, UDP or TLS (passthrough) listener.
+    /// Set for a served TCP, UDP or TLS listener.
     pub(super) stream: Option<StreamProtocol>,
+    /// The certificates of an HTTPS listener, or of a TLS listener that terminates.
     pub(super) tls: Option<ListenerTls>,
     /// The CA bundle its clients' certificates are checked against (`spec.tls.frontend`).
     pub(super) client_ca: Option<frontend_tls::ClientCa>,
@@ -125,6 +152,8 @@ pub(super) struct Conflict {
     pub(super) reason: ConditionReason,
     pub(super) why: Option<String>,
     pub(super) conflicted: bool,
+    /// A Gateway's listener says so in `Accepted: False` as well (a set's always does).
+    pub(super) accepted: bool,
 }
 
 /// One listener of `owner` with its conditions: `conflict` when it shares its port with
@@ -146,7 +175,9 @@ pub(super) fn listener<'a>(
     if let Some(c) = port_unavailable(input, &owner.gateway, l) {
         v.refuse(c);
     }
-    if let Some(why) = refused_tls(l, v.protocol).filter(|_| v.served()) {
+    let terminates = v.protocol == Some(ListenerProtocol::Https)
+        || (v.stream == Some(StreamProtocol::Tls) && tls_mode(l) == Some(TlsMode::Terminate));
+    if let Some(why) = refused_tls(l, terminates).filter(|_| v.served()) {
         v.refuse(Condition::accepted(
             false,
             ConditionReason::UnsupportedValue,
@@ -156,11 +187,22 @@ pub(super) fn listener<'a>(
     let ca = if v.protocol == Some(ListenerProtocol::Https) {
         v.client_ca(client_ca)
     } else {
+        if v.stream == Some(StreamProtocol::Tls) && terminates {
+            // The Gateway's client certificate validation for this port is not served
+            // on a TLS listener: refused, never served to clients without certificates.
+            if !matches!(client_ca, Ok(None)) {
+                v.refuse(Condition::accepted(
+                    false,
+                    ConditionReason::UnsupportedValue,
+                    "the Gateway's client certificate validation (spec.tls.frontend) is not served on a TLS listener with tls.mode Terminate: the listener is refused rather than served to clients without certificates",
+                ));
+            }
+        }
         None
     };
     let mut warnings = Vec::new();
     let mut tls = None;
-    if v.protocol == Some(ListenerProtocol::Https) {
+    if terminates && v.served() {
         match tls_of((input, secrets), owner, l, hostname.as_ref(), &mut warnings) {
             Ok(mut t) => {
                 t.client_ca = ca.as_ref().map(|c| c.id.clone());
@@ -241,9 +283,21 @@ impl Verdict {
     /// The listener shares its port with one that takes precedence (or is refused
     /// before it is read, `c`). A ListenerSet's listener says so in its `Accepted`,
     /// `Programmed` and `Conflicted` (the specification's ListenerSet tests); a
-    /// Gateway's in `Conflicted`.
+    /// Gateway's in `Conflicted`, and in `Accepted` too when `c.accepted` (TLS
+    /// listeners of both modes on one port: the suite's
+    /// TLSRouteListenerMixedTerminationNotSupported).
     fn conflict(&mut self, l: &GatewayListener, c: Conflict, in_set: bool) {
         let reason = c.reason;
+        if !in_set && c.accepted {
+            self.conditions.push(Condition::accepted(
+                false,
+                reason,
+                format!(
+                    "another TLS listener uses port {} with the other tls.mode: k8slb does not serve Passthrough and Terminate on one port",
+                    l.port
+                ),
+            ));
+        }
         if in_set {
             self.conditions.push(Condition::accepted(
                 false,
@@ -371,13 +425,12 @@ fn protocols(
         "UDP" => {
             unsupported("HAProxy does not proxy UDP: UDP listeners need the nginx provider".into())
         }
-        "TLS" if passthrough(l) => (None, Some(StreamProtocol::Tls)),
+        "TLS" if tls_mode(l).is_some() => (None, Some(StreamProtocol::Tls)),
         // The protocol is served, its mode is not: the spec's reason for a TLS mode
-        // an implementation does not support (TLSRouteListenerTerminateNotSupported).
+        // an implementation does not support.
         "TLS" => refuse(
             ConditionReason::UnsupportedValue,
-            "a TLS listener is served with tls.mode Passthrough (to terminate TLS, use HTTPS)"
-                .into(),
+            "tls.mode must be Passthrough or Terminate".into(),
         ),
         other => unsupported(format!(
             "protocol {} is not served (HTTP, HTTPS, TLS, TCP and UDP are)",
@@ -437,13 +490,12 @@ fn port_unavailable(
 
 /// TLS settings k8slb does not serve: refused, never ignored (a client certificate
 /// validation ignored would let in the clients it was written to keep out).
-fn refused_tls(l: &GatewayListener, protocol: Option<ListenerProtocol>) -> Option<&'static str> {
+/// `terminates`: an HTTPS listener, or a TLS listener that terminates.
+fn refused_tls(l: &GatewayListener, terminates: bool) -> Option<&'static str> {
     let tls_settings = l.tls.as_ref();
     if tls_settings.is_some_and(|t| !t.options.is_empty()) {
         Some("tls.options are not served (k8slb defines none)")
-    } else if protocol == Some(ListenerProtocol::Https)
-        && tls_settings.is_some_and(|t| t.frontend_validation.is_some())
-    {
+    } else if terminates && tls_settings.is_some_and(|t| t.frontend_validation.is_some()) {
         Some("tls.frontendValidation (the listener's own, before v1.4) is not served: the listener is refused rather than served to clients without certificates; use the Gateway's spec.tls.frontend")
     } else {
         None
@@ -555,7 +607,7 @@ pub(super) fn merge_tls(
     }
 }
 
-/// The TLS of an HTTPS listener: its certificates, chosen by SNI for its `hostname` (any
+/// The TLS of an HTTPS listener (or a TLS listener that terminates): its certificates, chosen by SNI for its `hostname` (any
 /// server name when it has none). A certificate whose names do not cover the hostname
 /// is served for it all the same, with a word in `warnings` (see [`certificate`]).
 pub(super) fn tls_of(
@@ -565,11 +617,21 @@ pub(super) fn tls_of(
     hostname: Option<&Hostname>,
     warnings: &mut Vec<String>,
 ) -> Result<ListenerTls, (ConditionReason, String)> {
-    let Some(t) = &l.tls else {
-        return Err((
+    let needs = || {
+        (
             ConditionReason::InvalidCertificateRef,
-            "an HTTPS listener needs tls.certificateRefs".into(),
-        ));
+            format!(
+                "{} needs tls.certificateRefs",
+                if l.protocol == "TLS" {
+                    "a TLS listener with tls.mode Terminate"
+                } else {
+                    "an HTTPS listener"
+                }
+            ),
+        )
+    };
+    let Some(t) = &l.tls else {
+        return Err(needs());
     };
     if t.mode.as_deref().unwrap_or("Terminate") != "Terminate" {
         return Err((
@@ -583,10 +645,7 @@ pub(super) fn tls_of(
         .map(|c| certificate(input, secrets, owner, c, hostname, warnings))
         .collect::<Result<Vec<_>, _>>()?;
     if certificates.is_empty() {
-        return Err((
-            ConditionReason::InvalidCertificateRef,
-            "an HTTPS listener needs tls.certificateRefs".into(),
-        ));
+        return Err(needs());
     }
     let default_certificate = Some(certificates[0].file.clone());
     Ok(ListenerTls {

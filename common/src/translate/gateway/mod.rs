@@ -672,8 +672,8 @@ impl<'i, 'a> Translation<'i, 'a> {
 }
 
 /// A Gateway's listeners. Listeners on one port of one transport: all of one protocol
-/// (TCP and UDP on one port are apart), and a TCP or UDP listener alone (nothing tells
-/// two apart).
+/// (TCP and UDP on one port are apart; TLS of one mode), and a TCP or UDP listener
+/// alone (nothing tells two apart).
 fn gateway_listeners<'a>(
     (input, secrets): (&GatewayInput<'a>, &crate::translate::refs::SecretRefs<'_>),
     g: &'a Gateway,
@@ -682,12 +682,13 @@ fn gateway_listeners<'a>(
         return Vec::new();
     };
     let transport = |l: &GatewayListener| (l.port, l.protocol == "UDP");
-    let mut protocols: BTreeMap<(i32, bool), Vec<&str>> = BTreeMap::new();
+    // TLS listeners by mode: passthrough and termination on one port conflict.
+    let mut protocols: BTreeMap<(i32, bool), Vec<String>> = BTreeMap::new();
     for l in &g.spec.listeners {
         protocols
             .entry(transport(l))
             .or_default()
-            .push(l.protocol.as_str());
+            .push(port_protocol(l));
     }
     // The Gateway's client certificate validation, read once per port.
     let mut client_cas = BTreeMap::new();
@@ -696,17 +697,22 @@ fn gateway_listeners<'a>(
         .iter()
         .map(|l| {
             let on_port = &protocols[&transport(l)];
-            let conflict = if on_port.iter().any(|p| *p != l.protocol) {
+            let protocol = port_protocol(l);
+            let conflict = if on_port.iter().any(|p| *p != protocol) {
                 Some(ConditionReason::ProtocolConflict)
             } else if matches!(l.protocol.as_str(), "TCP" | "UDP") && on_port.len() > 1 {
                 Some(ConditionReason::HostnameConflict)
             } else {
                 None
             };
+            // TLS listeners of both modes (and nothing else) on one port: said in
+            // Accepted too, as TLSRouteListenerMixedTerminationNotSupported expects.
+            let tls_modes = on_port.iter().all(|p| p.starts_with("TLS/"));
             let conflict = conflict.map(|reason| Conflict {
                 reason,
                 why: None,
                 conflicted: true,
+                accepted: tls_modes,
             });
             let client_ca = client_cas
                 .entry(l.port)

@@ -5,10 +5,15 @@
 use super::*;
 
 impl Translation<'_, '_> {
-    /// The TCP, UDP and TLS-passthrough listeners on every address of their Gateway,
-    /// with the stream routes placed on them (the first route of a server name wins).
+    /// The TCP, UDP and TLS listeners on every address of their Gateway, with the stream
+    /// routes placed on them (the first route of a server name wins), and the
+    /// certificates of the TLS listeners that terminate (merged by SNI as HTTPS
+    /// listeners' are: [`merge_tls`]).
     pub(super) fn stream_listeners(&self, placed: &[StreamPlaced]) -> Vec<StreamListener> {
         let mut streams: BTreeMap<(IpAddr, u16, bool), StreamListener> = BTreeMap::new();
+        let mut default_from_any_host: BTreeMap<(IpAddr, u16), bool> = BTreeMap::new();
+        // Whether the first listener on each TLS address and port terminates.
+        let mut modes: BTreeMap<(IpAddr, u16, bool), bool> = BTreeMap::new();
         let mut placed_on: BTreeMap<usize, Vec<&StreamPlaced>> = BTreeMap::new();
         for p in placed {
             placed_on.entry(p.0).or_default().push(p);
@@ -26,9 +31,19 @@ impl Translation<'_, '_> {
                         port,
                         protocol,
                         routes: Vec::new(),
+                        terminate: None,
                     });
-                if entry.protocol != protocol {
-                    continue; // another Gateway's listener on a shared address holds it
+                // Another Gateway's listener on a shared address holds it (another
+                // protocol, or TLS of the other mode).
+                let terminates = *modes
+                    .entry((ip, port, protocol.is_udp()))
+                    .or_insert(l.tls.is_some());
+                if entry.protocol != protocol || terminates != l.tls.is_some() {
+                    continue;
+                }
+                if let Some(t) = &l.tls {
+                    let any = default_from_any_host.entry((ip, port)).or_default();
+                    merge_tls(&mut entry.terminate, any, t, l.hostname.is_none());
                 }
                 let mine = placed_on.get(&li).into_iter().flatten();
                 for (_, host, (weighted, invalid), owner) in mine {
