@@ -4582,6 +4582,7 @@ fn terminating(
                         id: b.parse().unwrap(),
                         weight: 1,
                         request_headers: Default::default(),
+                        client_certificate: None,
                     })
                     .collect(),
                 invalid: 0,
