@@ -474,13 +474,37 @@ cases! {
     l4_streams_tcp_udp_and_tls_passthrough: "streams" from stream_routes();
 }
 
-/// The `model-only` routes with mirrors on the split rule: every request to one
-/// backend, 20% and 33.33% of them to the other (Gateway API RequestMirror with a
-/// `percent` or `fraction`; nginx only).
+/// The `model-only` routes with mirrors on the split rule: every request to one of its
+/// backends, 20% and 33.33% of them to a backend reached over TLS (Gateway API
+/// RequestMirror with a `percent` or `fraction`, nginx only; a BackendTLSPolicy).
 fn mirrored_routes() -> HttpRoutes {
     let mut routes = model_only_routes();
+    let pem = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../common/tests/fixtures/certs/ca.crt"
+    ))
+    .unwrap();
+    let ca = k8slb_common::routes::CaId::of(&pem);
+    routes.ca_bundles.insert(ca.clone(), pem);
+    // The shares go to a backend of their own, reached over TLS.
+    let mirror: BackendId = "default/mirror-tls:8443".parse().unwrap();
+    routes.backends.insert(
+        mirror.clone(),
+        BackendState {
+            endpoints: vec![Endpoint {
+                ip: "fd00:244::2".parse().unwrap(),
+                port: 8443,
+                draining: false,
+            }],
+            stickiness: None,
+            protocol: Default::default(),
+            tls: Some(k8slb_common::routes::BackendTls {
+                server_name: "api.internal".parse().unwrap(),
+                ca,
+            }),
+        },
+    );
     let a: BackendId = "default/nginx-service:80".parse().unwrap();
-    let b: BackendId = "default/nginx-service1:8080".parse().unwrap();
     let share = |h: u16| MirrorShare::try_from(h).unwrap();
     let rule = routes.listeners[0].virtual_hosts[0]
         .rules
@@ -490,11 +514,11 @@ fn mirrored_routes() -> HttpRoutes {
     rule.filters.mirrors = vec![a];
     rule.filters.partial_mirrors = vec![
         PartialMirror {
-            backend: b.clone(),
+            backend: mirror.clone(),
             share: share(2000),
         },
         PartialMirror {
-            backend: b,
+            backend: mirror,
             share: share(3333),
         },
     ];
@@ -504,7 +528,8 @@ fn mirrored_routes() -> HttpRoutes {
 /// A mirror of a share of the requests is its own internal location, which sends the
 /// copy only for the requests its `split_clients` draws (on `m$request_id`, apart from
 /// the weighted split's draw), and answers the others itself; a full mirror's location
-/// sends every copy.
+/// sends every copy; a copy to a backend reached over TLS goes over verified TLS (never
+/// in cleartext to its TLS port).
 #[test]
 fn a_mirror_share_sends_copies_only_for_the_requests_it_draws() {
     let r = HttpRenderer::embedded().unwrap();
@@ -515,9 +540,10 @@ fn a_mirror_share_sends_copies_only_for_the_requests_it_draws() {
         "split_clients \"m${request_id}\" $k8slb_mirror_3333 {\n    33.33% 1;\n    * \"\";\n  }",
         "split_clients \"${request_id}\" $k8slb_split_",
         "mirror /_k8slb_mirror/rtb_default_nginx-service_80;",
-        "mirror /_k8slb_mirror/rtb_default_nginx-service1_8080/2000;",
-        "mirror /_k8slb_mirror/rtb_default_nginx-service1_8080/3333;",
-        "location = /_k8slb_mirror/rtb_default_nginx-service1_8080/2000 {\n      internal;\n      if ($k8slb_mirror_2000 = \"\") { return 204; }\n      proxy_pass http://rtb_default_nginx-service1_8080$request_uri;\n    }",
+        "mirror /_k8slb_mirror/rtb_default_mirror-tls_8443/2000;",
+        "mirror /_k8slb_mirror/rtb_default_mirror-tls_8443/3333;",
+        "location = /_k8slb_mirror/rtb_default_mirror-tls_8443/2000 {\n      internal;\n      if ($k8slb_mirror_2000 = \"\") { return 204; }\n      proxy_ssl_server_name on;\n      proxy_ssl_name api.internal;\n      proxy_ssl_verify on;\n      proxy_ssl_verify_depth 8;\n      proxy_ssl_trusted_certificate ",
+        "proxy_pass https://rtb_default_mirror-tls_8443$request_uri;\n    }",
         "location = /_k8slb_mirror/rtb_default_nginx-service_80 {\n      internal;\n      proxy_pass http://rtb_default_nginx-service_80$request_uri;\n    }",
     ] {
         assert!(text.contains(want), "{want}\nnot in:\n{text}");

@@ -981,3 +981,86 @@ fn gateways_sharing_a_listener_present_a_client_certificate_only_if_all_ask_for_
         );
     }
 }
+
+/// A RequestMirror copy is never sent to a TLS backend without the certificate its
+/// Gateway presents: nginx sends copies from a location shared by every rule that
+/// mirrors to that backend, which cannot carry one Gateway's certificate, so on a
+/// Gateway that presents one (shop/edge) the mirror to its TLS backend is left out of
+/// the model (the requests themselves are served); the other Gateway's mirror to the
+/// same backend stays (sent over verified TLS), as does a mirror to a cleartext port.
+#[test]
+fn a_mirror_copy_to_a_tls_backend_is_not_sent_by_a_gateway_that_presents_a_certificate() {
+    let (mut o, _) = client_cert_gateways(r#"{"group": "", "kind": "Secret", "name": "client"}"#);
+    for (gw, name) in [("edge", "edge-mirror"), ("other", "other-mirror")] {
+        o.add_text(&format!(
+            r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{ name: {name}, namespace: shop }}
+spec:
+  parentRefs: [{{ name: {gw} }}]
+  rules:
+  - matches: [{{ path: {{ type: Exact, value: /{name} }} }}]
+    filters:
+    - {{ type: RequestMirror, requestMirror: {{ backendRef: {{ name: api, port: 443 }} }} }}
+    - {{ type: RequestMirror, requestMirror: {{ backendRef: {{ name: api, port: 8443 }}, percent: 50 }} }}
+    backendRefs: [{{ name: api, port: 8443 }}]
+"#
+        ))
+        .unwrap();
+    }
+    let addresses = [("shop/edge", VIP), ("shop/other", OTHER_VIP)]
+        .into_iter()
+        .map(|(k, ip)| (k.parse().unwrap(), vec![ip.parse().unwrap()]))
+        .collect();
+    let secrets = [client_secret("shop", "kubernetes.io/tls", true)];
+    let shares = std::collections::BTreeMap::new();
+    let mut input = o.gateway_input(&secrets, &addresses, &shares);
+    input.serves_mirror = true;
+    let out = k8slb_common::gateway::translate(&input);
+    let mirrors = |vip: &str, path: &str| -> (Vec<String>, Vec<String>) {
+        let ip: std::net::IpAddr = vip.parse().unwrap();
+        let rule = out
+            .routes
+            .listeners
+            .iter()
+            .filter(|l| l.ip == ip)
+            .flat_map(|l| &l.virtual_hosts)
+            .flat_map(|v| &v.rules)
+            .find(|r| format!("{:?}", r.matches).contains(path))
+            .unwrap_or_else(|| panic!("{path}: no rule"));
+        (
+            rule.filters.mirrors.iter().map(|m| m.to_string()).collect(),
+            rule.filters
+                .partial_mirrors
+                .iter()
+                .map(|m| m.backend.to_string())
+                .collect(),
+        )
+    };
+    assert_eq!(
+        mirrors(VIP, "/edge-mirror"),
+        (vec![], vec!["shop/api:8443".to_string()])
+    );
+    assert_eq!(
+        mirrors(OTHER_VIP, "/other-mirror"),
+        (
+            vec!["shop/api:443".to_string()],
+            vec!["shop/api:8443".to_string()]
+        )
+    );
+    for path in ["/edge-mirror", "/other-mirror"] {
+        let vip = if path == "/edge-mirror" {
+            VIP
+        } else {
+            OTHER_VIP
+        };
+        let served = out
+            .routes
+            .route(vip.parse().unwrap(), 80, "any.example", path);
+        assert!(
+            matches!(served, Some(RouteAction::Forward { backends, invalid: 0 }) if backends[0].id == id("shop/api:8443")),
+            "{path}: {served:?}"
+        );
+    }
+}

@@ -1475,8 +1475,8 @@ fn nx_mirror_uri(u: &str, share: Option<MirrorShare>) -> String {
 }
 
 /// The internal locations the rules' `mirror` lines name: one per mirrored upstream
-/// and share, passing the request as the client sent it (`$request_uri`); its answer
-/// is dropped. A share's location sends the copy only when the request's draw
+/// and share, passing the request as the client sent it (`$request_uri`), over
+/// verified TLS to an upstream reached over TLS; its answer is dropped. A share's location sends the copy only when the request's draw
 /// ([`NxSplits::mirror_share`]) says so, else answers the mirror itself (`204`,
 /// nothing sent).
 fn nx_mirror_locations(rules: &[k8slb_common::routes::RouteRule], splits: &mut NxSplits) -> String {
@@ -1502,8 +1502,18 @@ fn nx_mirror_locations(rules: &[k8slb_common::routes::RouteRule], splits: &mut N
                 splits.mirror_share(s)
             ),
         };
+        // A backend reached over TLS (a BackendTLSPolicy) gets its copy over TLS too,
+        // verified as its requests are (the translation sends no copy to a TLS backend
+        // of a Gateway that presents a client certificate).
+        let (tls, s) = match splits.tls.get(&u) {
+            Some((name, ca)) => (
+                format!("\n      proxy_ssl_server_name on;\n      proxy_ssl_name {name};\n      proxy_ssl_verify on;\n      proxy_ssl_verify_depth 8;\n      proxy_ssl_trusted_certificate {ca};"),
+                "s",
+            ),
+            None => (String::new(), ""),
+        };
         out.push_str(&format!(
-            "\n    location = {} {{\n      internal;{draw}\n      proxy_pass http://{u}$request_uri;\n    }}",
+            "\n    location = {} {{\n      internal;{draw}{tls}\n      proxy_pass http{s}://{u}$request_uri;\n    }}",
             nx_mirror_uri(&u, share)
         ));
     }

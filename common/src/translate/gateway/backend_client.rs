@@ -15,6 +15,10 @@
 //! - **Never ignored**: the requests a Gateway whose reference is invalid forwards to a
 //!   TLS backend are answered 500 (as a refused BackendTLSPolicy's are), never sent
 //!   without the certificate its owner asked for; its other requests are served.
+//! - **Mirrors**: a RequestMirror copy to a TLS backend of a Gateway that presents a
+//!   certificate (or whose reference is invalid) is not sent (nginx sends copies from a
+//!   location shared by every rule that mirrors to the backend, which cannot present
+//!   one Gateway's certificate); the mirrored requests themselves are served.
 
 use super::*;
 use crate::translate::refs::{SecretRefError, SecretRefs};
@@ -139,6 +143,16 @@ pub(super) fn present_client_certificates(
         };
         if present == Some(None) {
             continue;
+        }
+        // A mirror's copy goes from a location shared by every rule that mirrors to
+        // that backend: it cannot carry this Gateway's certificate, so a copy to a TLS
+        // backend is not sent at all (never without the certificate; the requests
+        // themselves are served as above).
+        for r in l.virtual_hosts.iter_mut().flat_map(|v| &mut v.rules) {
+            r.filters.mirrors.retain(|m| !tls.contains(m));
+            r.filters
+                .partial_mirrors
+                .retain(|m| !tls.contains(&m.backend));
         }
         let rules = l
             .virtual_hosts
