@@ -676,15 +676,25 @@ type GatewayOutputFn = fn(&Objects, &[k8slb_common::ingress::SecretMeta]) -> Gat
 
 /// The translation with shop/edge on [`VIP`] and shop/other on 198.18.0.61.
 fn two_addresses(o: &Objects, secrets: &[k8slb_common::ingress::SecretMeta]) -> GatewayOutput {
-    let addresses = [("shop/edge", VIP), ("shop/other", OTHER_VIP)]
+    translate_at(o, secrets, OTHER_VIP, false)
+}
+
+/// The translation with shop/edge on [`VIP`] and shop/other on `other` (the same
+/// address: sharing one listener), on a provider that mirrors or not.
+fn translate_at(
+    o: &Objects,
+    secrets: &[k8slb_common::ingress::SecretMeta],
+    other: &str,
+    serves_mirror: bool,
+) -> GatewayOutput {
+    let addresses = [("shop/edge", VIP), ("shop/other", other)]
         .into_iter()
         .map(|(k, ip)| (k.parse().unwrap(), vec![ip.parse().unwrap()]))
         .collect();
-    k8slb_common::gateway::translate(&o.gateway_input(
-        secrets,
-        &addresses,
-        &std::collections::BTreeMap::new(),
-    ))
+    let shares = std::collections::BTreeMap::new();
+    let mut input = o.gateway_input(secrets, &addresses, &shares);
+    input.serves_mirror = serves_mirror;
+    k8slb_common::gateway::translate(&input)
 }
 
 const OTHER_VIP: &str = "198.18.0.61";
@@ -920,16 +930,8 @@ spec:
             .position(|g| g.metadata.name.as_deref() == Some(asking))
             .unwrap();
         o.gateways[i].spec.tls = Some(tls);
-        let addresses = [("shop/edge", VIP), ("shop/other", VIP)]
-            .into_iter()
-            .map(|(k, ip)| (k.parse().unwrap(), vec![ip.parse().unwrap()]))
-            .collect();
         let secrets = [client_secret("shop", "kubernetes.io/tls", true)];
-        let out = k8slb_common::gateway::translate(&o.gateway_input(
-            &secrets,
-            &addresses,
-            &std::collections::BTreeMap::new(),
-        ));
+        let out = translate_at(&o, &secrets, VIP, false);
         let want = (asking == "edge").then(shop_client);
         assert_eq!(
             presented(action(&out.routes, "/shop-api")),
@@ -952,16 +954,8 @@ fn gateways_sharing_a_listener_present_a_client_certificate_only_if_all_ask_for_
         if both {
             o.gateways[1].spec.tls = o.gateways[0].spec.tls.clone();
         }
-        let addresses = [("shop/edge", VIP), ("shop/other", VIP)]
-            .into_iter()
-            .map(|(k, ip)| (k.parse().unwrap(), vec![ip.parse().unwrap()]))
-            .collect();
         let secrets = [client_secret("shop", "kubernetes.io/tls", true)];
-        let out = k8slb_common::gateway::translate(&o.gateway_input(
-            &secrets,
-            &addresses,
-            &std::collections::BTreeMap::new(),
-        ));
+        let out = translate_at(&o, &secrets, VIP, false);
         for path in ["/shop-api", "/other"] {
             let got = presented(action(&out.routes, path));
             if both {
@@ -1009,15 +1003,8 @@ spec:
         ))
         .unwrap();
     }
-    let addresses = [("shop/edge", VIP), ("shop/other", OTHER_VIP)]
-        .into_iter()
-        .map(|(k, ip)| (k.parse().unwrap(), vec![ip.parse().unwrap()]))
-        .collect();
     let secrets = [client_secret("shop", "kubernetes.io/tls", true)];
-    let shares = std::collections::BTreeMap::new();
-    let mut input = o.gateway_input(&secrets, &addresses, &shares);
-    input.serves_mirror = true;
-    let out = k8slb_common::gateway::translate(&input);
+    let out = translate_at(&o, &secrets, OTHER_VIP, true);
     let mirrors = |vip: &str, path: &str| -> (Vec<String>, Vec<String>) {
         let ip: std::net::IpAddr = vip.parse().unwrap();
         let rule = out
