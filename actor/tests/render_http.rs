@@ -2204,9 +2204,15 @@ fn hostile_hosts_paths_and_annotations_never_reach_a_rendered_file() {
 /// The tls-sni routes as the actor's view sees them when only `present` (stem → version)
 /// is in its certificate directory.
 fn viewed_with_certs(present: &[(&str, &str)]) -> (HttpRoutes, Vec<String>) {
-    let routes = versioned_tls_sni();
     let mut state = base_state();
-    state.http = routes;
+    state.http = versioned_tls_sni();
+    let v = haproxy_view_with_certs(&state, present);
+    (v.http.unwrap().routes, v.notes)
+}
+
+/// The HAProxy view of `state` on lb-1 when the node's certificate directory holds the
+/// Secret certificates `present` (Secret, version).
+fn haproxy_view_with_certs(state: &State, present: &[(&str, &str)]) -> k8slb_actor::view::NodeView {
     let mut vo = ViewOptions::new(Provider::Haproxy);
     vo.interfaces
         .insert("default".parse().unwrap(), "eth0".parse().unwrap());
@@ -2216,8 +2222,7 @@ fn viewed_with_certs(present: &[(&str, &str)]) -> (HttpRoutes, Vec<String>) {
             .map(|(s, v)| (s.to_string(), v.to_string()))
             .collect(),
     );
-    let v = view(&state, &"lb-1".parse().unwrap(), &vo).unwrap();
-    (v.http.unwrap().routes, v.notes)
+    view(state, &"lb-1".parse().unwrap(), &vo).unwrap()
 }
 
 /// The tls-sni routes with a version on each Secret certificate (as the plan gives them
@@ -4517,16 +4522,7 @@ fn a_client_certificate_not_on_the_node_in_its_version_answers_500_with_a_note()
             "-----BEGIN CERTIFICATE-----\nMA==\n-----END CERTIFICATE-----\n",
             false,
         );
-        let mut vo = ViewOptions::new(Provider::Haproxy);
-        vo.interfaces
-            .insert("default".parse().unwrap(), "eth0".parse().unwrap());
-        vo.secret_certs = Some(
-            present
-                .iter()
-                .map(|(s, v)| (s.to_string(), v.to_string()))
-                .collect(),
-        );
-        let v = view(&state, &"lb-1".parse().unwrap(), &vo).unwrap();
+        let v = haproxy_view_with_certs(&state, present);
         let http = v.http.unwrap();
         let names: Vec<String> = http.backends.iter().map(|b| b.name.clone()).collect();
         (http.routes, names, v.notes)
