@@ -529,7 +529,7 @@ fn mirrored_routes() -> HttpRoutes {
 /// copy only for the requests its `split_clients` draws (on `m$request_id`, apart from
 /// the weighted split's draw), and answers the others itself; a full mirror's location
 /// sends every copy; a copy to a backend reached over TLS goes over verified TLS (never
-/// in cleartext to its TLS port).
+/// in cleartext to its TLS port); each copy gets the admin's proxy lines (its `Host`).
 #[test]
 fn a_mirror_share_sends_copies_only_for_the_requests_it_draws() {
     let r = HttpRenderer::embedded().unwrap();
@@ -542,9 +542,12 @@ fn a_mirror_share_sends_copies_only_for_the_requests_it_draws() {
         "mirror /_k8slb_mirror/rtb_default_nginx-service_80;",
         "mirror /_k8slb_mirror/rtb_default_mirror-tls_8443/2000;",
         "mirror /_k8slb_mirror/rtb_default_mirror-tls_8443/3333;",
-        "location = /_k8slb_mirror/rtb_default_mirror-tls_8443/2000 {\n      internal;\n      if ($k8slb_mirror_2000 = \"\") { return 204; }\n      proxy_ssl_server_name on;\n      proxy_ssl_name api.internal;\n      proxy_ssl_verify on;\n      proxy_ssl_verify_depth 8;\n      proxy_ssl_trusted_certificate ",
+        // The admin's proxy lines, as the routes' locations have them (the Host).
+        "location = /_k8slb_mirror/rtb_default_mirror-tls_8443/2000 {\n      internal;\n      if ($k8slb_mirror_2000 = \"\") { return 204; }\n      proxy_set_header Host $host;\n",
+        "proxy_next_upstream error timeout;\n      proxy_ssl_server_name on;\n      proxy_ssl_name api.internal;\n      proxy_ssl_verify on;\n      proxy_ssl_verify_depth 8;\n      proxy_ssl_trusted_certificate ",
         "proxy_pass https://rtb_default_mirror-tls_8443$request_uri;\n    }",
-        "location = /_k8slb_mirror/rtb_default_nginx-service_80 {\n      internal;\n      proxy_pass http://rtb_default_nginx-service_80$request_uri;\n    }",
+        "location = /_k8slb_mirror/rtb_default_nginx-service_80 {\n      internal;\n      proxy_set_header Host $host;\n",
+        "proxy_next_upstream error timeout;\n      proxy_pass http://rtb_default_nginx-service_80$request_uri;\n    }",
     ] {
         assert!(text.contains(want), "{want}\nnot in:\n{text}");
     }
@@ -5019,5 +5022,179 @@ fn a_terminating_listeners_renewed_certificate_is_a_reload() {
             text.contains("# certificate default_term-wild version 2222222222222222"),
             "{proxy:?}"
         );
+    }
+}
+
+/// What the mirror backend of [`real_proxies_mirror_copies_of_requests_as_the_client_sent_them`]
+/// received: one entry per request, `<request line>\n<lowercase headers, sorted>\n<body>`.
+static MIRRORED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Reads one HTTP/1 request whole (its `Content-Length` body), then answers its name.
+fn read_request(c: &mut TcpStream) -> Option<String> {
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 16384];
+    let head_end = loop {
+        if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i;
+        }
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&got[..head_end]).to_string();
+    let mut lines = head.lines();
+    let request_line = lines.next().unwrap_or_default().to_string();
+    let mut headers: Vec<String> = lines.map(|l| l.to_ascii_lowercase()).collect();
+    headers.sort();
+    let len: usize = headers
+        .iter()
+        .find_map(|h| h.strip_prefix("content-length:"))
+        .map_or(0, |v| v.trim().parse().unwrap());
+    let mut body = got[head_end + 4..].to_vec();
+    while body.len() < len {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => body.extend_from_slice(&buf[..n]),
+        }
+    }
+    Some(format!(
+        "{request_line}\n{}\n{}",
+        headers.join("\n"),
+        String::from_utf8_lossy(&body)
+    ))
+}
+
+fn answer_whole(mut c: TcpStream, name: &str) {
+    if read_request(&mut c).is_some() {
+        reply_name(c, name);
+    }
+}
+
+fn record_mirrored(mut c: TcpStream, name: &str) {
+    if let Some(r) = read_request(&mut c) {
+        MIRRORED.lock().unwrap().push(r);
+        reply_name(c, name);
+    }
+}
+
+fn reply_name(mut c: TcpStream, name: &str) {
+    let _ = write!(
+        c,
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{name}",
+        name.len()
+    );
+}
+
+/// RequestMirror through the real proxies: each request is answered by its backend, and
+/// a copy of it as the client sent it (method, path and query, headers, body) reaches the
+/// mirror backend; a `k8slb-mirror` header a client sends (HAProxy's internal routing of
+/// copies) never picks where a copy goes, nor reaches a backend. A body the proxy does
+/// not hold whole when the route is chosen (100 kB here) is copied by nginx (which reads
+/// the whole body first) and not by HAProxy (which never makes the request wait for its
+/// copy): the request itself is served all the same.
+#[test]
+#[ignore = "needs root: real HAProxy and nginx in a network namespace; ./scripts/test.sh runs it"]
+fn real_proxies_mirror_copies_of_requests_as_the_client_sent_them() {
+    support::require_root_and(&["haproxy", "nginx", "openssl", "curl"]);
+    let mut routes = split_routes(1, 0);
+    let light: BackendId = "default/light:80".parse().unwrap();
+    if let RouteAction::Forward { backends, .. } =
+        &mut routes.listeners[0].virtual_hosts[0].rules[0].action
+    {
+        backends.truncate(1);
+    }
+    routes.listeners[0].virtual_hosts[0].rules[0]
+        .filters
+        .mirrors = vec![light];
+    let big = "b".repeat(100_000);
+    for proxy in ["haproxy", "nginx"] {
+        MIRRORED.lock().unwrap().clear();
+        let dir = tempfile::tempdir().unwrap();
+        let o = traffic_options(dir.path());
+        let ns = support::Netns::new("k8slbmr");
+        for a in [HEAVY, LIGHT] {
+            let a: SocketAddr = a.parse().unwrap();
+            ns.ip(&format!("addr add {}/32 dev lo", a.ip()));
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let _backends = StreamBackends {
+            stop: stop.clone(),
+            threads: vec![
+                tcp_backend(&ns.name, HEAVY, stop.clone(), answer_whole, "heavy"),
+                tcp_backend(&ns.name, LIGHT, stop.clone(), record_mirrored, "light"),
+            ],
+            _tls: vec![],
+        };
+        let _proxy = serve_in(&ns, proxy, &routes, &o, dir.path(), None);
+        let curl = |args: &[&str], path: &str| {
+            let out = ns
+                .cmd("curl")
+                .args(["-s", "--max-time", "5", "--resolve"])
+                .arg(format!("split.example.com:80:{VIP}"))
+                .args(args)
+                .arg(format!("http://split.example.com{path}"))
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).to_string()
+        };
+        let body_file = dir.path().join("big");
+        std::fs::write(&body_file, &big).unwrap();
+        let big_arg = format!("@{}", body_file.display());
+        let answers = [
+            curl(
+                &["-H", "x-a: one", "-H", "k8slb-mirror: rtb_default_heavy_80"],
+                "/get?q=1",
+            ),
+            curl(&["-X", "POST", "--data-binary", "hello"], "/small"),
+            curl(&["-X", "POST", "--data-binary", &big_arg], "/big"),
+        ];
+        assert_eq!(
+            answers,
+            ["heavy", "heavy", "heavy"],
+            "{proxy}: the requests"
+        );
+        // The copies are sent on their own: wait for them.
+        let want = if proxy == "haproxy" { 2 } else { 3 };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while MIRRORED.lock().unwrap().len() < want && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let mut got = MIRRORED.lock().unwrap().clone();
+        got.sort();
+        let line = |p: &str| {
+            got.iter()
+                .find(|r| r.lines().next().is_some_and(|l| l.contains(p)))
+                .cloned()
+                .unwrap_or_else(|| panic!("{proxy}: no copy of {p} in {got:#?}"))
+        };
+        let get = line(" /get?q=1 ");
+        assert!(get.starts_with("GET /get?q=1 HTTP/1."), "{proxy}: {get}");
+        assert!(get.contains("\nx-a: one\n"), "{proxy}: {get}");
+        assert!(
+            get.contains("\nhost: split.example.com\n"),
+            "{proxy}: {get}"
+        );
+        if proxy == "haproxy" {
+            // As `option forwardfor` adds to the request (nginx: the admin's proxy
+            // lines, only Host here).
+            assert!(get.contains("\nx-forwarded-for: "), "{proxy}: {get}");
+            // Its internal routing of copies: never the client's to set or to see.
+            assert!(!get.contains("k8slb-mirror"), "{proxy}: {get}");
+        }
+        let small = line(" /small ");
+        assert!(small.starts_with("POST /small HTTP/1."), "{proxy}: {small}");
+        assert!(small.ends_with("\nhello"), "{proxy}: {small}");
+        let copies_of_big = got.iter().filter(|r| r.contains(" /big ")).count();
+        match proxy {
+            "haproxy" => assert_eq!(copies_of_big, 0, "HAProxy never waits for a body"),
+            _ => {
+                assert_eq!(copies_of_big, 1, "nginx reads the body first");
+                assert!(line(" /big ").ends_with(&big));
+            }
+        }
+        assert_eq!(got.len(), want, "{proxy}: one copy per request: {got:#?}");
     }
 }

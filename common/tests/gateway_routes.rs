@@ -1707,7 +1707,8 @@ spec:
 }
 
 #[test]
-fn request_mirrors_and_their_shares_are_served_where_the_proxy_mirrors_and_refused_on_haproxy() {
+fn request_mirrors_and_their_shares_are_served_where_the_proxy_mirrors_and_refused_where_it_does_not(
+) {
     let route = |name: &str, filters: &str| {
         format!(
             r#"
@@ -1821,11 +1822,12 @@ spec:
             "{s}"
         );
     }
-    // HAProxy has no mirroring: every route with one is refused.
-    let haproxy = run_with(false);
+    // A provider that does not mirror (none does today: nginx's `mirror`, HAProxy's
+    // through the actor's Lua action): every route with one is refused.
+    let refused = run_with(false);
     for r in ["one", "two", "all", "whole", "half", "fraction"] {
         assert_eq!(
-            route_cond(&haproxy, &format!("default/{r}"), "Accepted"),
+            route_cond(&refused, &format!("default/{r}"), "Accepted"),
             (false, "UnsupportedValue"),
             "{r}"
         );

@@ -23,9 +23,6 @@ const TLS: &str = "GATEWAY-TLS";
 const TCP: &str = "GATEWAY-TCP";
 const UDP: &str = "GATEWAY-UDP";
 const GRPC: &str = "GATEWAY-GRPC";
-/// Why the mirror tests do not run on HAProxy.
-const NO_MIRROR: &str = "HAProxy has no request mirroring: k8slb refuses RequestMirror under it \
-                         (Accepted False, UnsupportedValue); claimed on nginx only";
 /// Why the retry tests do not run on nginx.
 const NO_RETRY: &str = "nginx retries only on another server of the upstream \
                         (proxy_next_upstream), never the same request up to the attempts \
@@ -1764,7 +1761,6 @@ pub fn cases() -> Vec<Case> {
         .check(requests(SAME, vec![get("/").h2c().want_proto("HTTP/2.0")])),
         case("HTTPRouteRequestMirror", "httproute-request-mirror.yaml")
             .ext(&["HTTPRouteRequestMirror"])
-            .skip_on("haproxy", NO_MIRROR)
             .check(accepted(SAME, &["request-mirror"]))
             .check(requests(
                 SAME,
@@ -1786,7 +1782,6 @@ pub fn cases() -> Vec<Case> {
             "httproute-request-percentage-mirror.yaml",
         )
         .ext(&["HTTPRouteRequestPercentageMirror"])
-        .skip_on("haproxy", NO_MIRROR)
         .check(accepted(SAME, &["request-percentage-mirror"]))
         .check(requests(
             SAME,
@@ -1823,7 +1818,6 @@ pub fn cases() -> Vec<Case> {
             "httproute-request-multiple-mirrors.yaml",
         )
         .ext(&["HTTPRouteRequestMirror", "HTTPRouteRequestMultipleMirrors"])
-        .skip_on("haproxy", NO_MIRROR)
         .check(accepted(SAME, &["request-multiple-mirrors"]))
         .check(requests(
             SAME,

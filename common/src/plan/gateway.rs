@@ -62,7 +62,8 @@ pub(super) struct Gateways<'a> {
 struct Serves {
     /// UDP listeners (nginx; HAProxy does not proxy UDP).
     udp: bool,
-    /// RequestMirror (nginx; HAProxy has no mirroring).
+    /// RequestMirror (both: nginx's `mirror`, HAProxy's through a Lua action of the
+    /// actor's).
     mirror: bool,
     /// A rule's `retry` (HAProxy's L7 retries; nginx only tries another server).
     retry: bool,
@@ -77,7 +78,7 @@ impl Serves {
         let haproxy = provider == crate::state::Provider::Haproxy;
         Serves {
             udp: !haproxy,
-            mirror: !haproxy,
+            mirror: true,
             retry: haproxy,
             conditional_mixes: haproxy,
         }

@@ -193,6 +193,28 @@ enum HpLine {
     /// `http-request set-var(txn.k8slb_rt) str(<key>)`: the retrying copy of the
     /// backend drawn (the frontend's `use_backend` adds it).
     Retry { key: String },
+    /// `http-request lua.k8slb_mirror <backend> <share>`: a copy of the request to
+    /// route backend `backend` (a generated name), for `share` hundredths of a percent
+    /// of the requests (10,000: all) ([`MIRROR_LUA`]).
+    Mirror { backend: String, share: u16 },
+}
+
+/// The Lua action that sends RequestMirror copies (HAProxy has no mirroring of its
+/// own): a file next to haproxy.cfg, loaded (`lua-load`) only while some rule mirrors.
+pub(crate) const MIRROR_LUA: &str = include_str!("mirror.lua");
+
+/// The lines of a rule's mirrors: first of its request lines, so each copy is the request
+/// as the client sent it (as nginx's `mirror` copies it).
+fn hp_mirror_lines(f: &RuleFilters) -> impl Iterator<Item = HpLine> + '_ {
+    let all = f.mirrors.iter().map(|b| (b, 10_000));
+    let shares = f
+        .partial_mirrors
+        .iter()
+        .map(|m| (&m.backend, u16::from(m.share)));
+    all.chain(shares).map(|(b, share)| HpLine::Mirror {
+        backend: crate::view::route_backend_name(b),
+        share,
+    })
 }
 
 /// A regex that matches `path` literally: its only regex-special characters (`.`, `*`,
@@ -215,7 +237,8 @@ pub(crate) fn literal_regex(path: &str) -> String {
 /// host, path, timeout, retry) and response lines.
 fn hp_filter_lines(f: &RuleFilters) -> (Vec<HpLine>, Vec<HpLine>) {
     let edits = hp_edit_lines;
-    let mut req = edits("request", &f.request_headers);
+    let mut req: Vec<HpLine> = hp_mirror_lines(f).collect();
+    req.extend(edits("request", &f.request_headers));
     if let Some(h) = &f.rewrite_host {
         req.push(HpLine::Host {
             host: h.to_string(),

@@ -131,6 +131,10 @@ pub(crate) struct HpCtx<'a> {
     /// Some rule has a retry: a request whose rule set `txn.k8slb_rt` goes to its
     /// backend's retrying copy ([`crate::view::BackendCopy`]).
     retries: bool,
+    /// Some rule mirrors: the Lua file of the action that copies requests, which a
+    /// `global` section of the routes' part loads before the frontends use it, and the
+    /// frontend that sends the copies on to their backends ([`http::MIRROR_LUA`]).
+    mirror: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -203,6 +207,20 @@ impl crate::render::HttpRenderer {
         }
         let (streams, skipped_streams) = hp_streams(routes, o, &mut files, &mut notes)?;
         crate::render::files::ca_files(routes, o, &mut files)?;
+        let mirror = routes
+            .listeners
+            .iter()
+            .flat_map(|l| &l.virtual_hosts)
+            .flat_map(|v| &v.rules)
+            .any(|r| !r.filters.mirrors.is_empty() || !r.filters.partial_mirrors.is_empty());
+        let mirror = match mirror {
+            true => {
+                let lua = format!("{}/k8slb-mirror.lua", crate::render::files::files_dir(o)?);
+                files.insert(lua.clone(), http::MIRROR_LUA.to_string());
+                Some(lua)
+            }
+            false => None,
+        };
         let copies = backend_copies(routes);
         let retry_lines: HashMap<String, Vec<String>> = copies
             .iter()
@@ -251,6 +269,7 @@ impl crate::render::HttpRenderer {
                 .flat_map(|v| &v.rules)
                 .any(|r| r.filters.timeout.is_some()),
             retries: copies.iter().any(|c| c.retry.is_some()),
+            mirror,
         };
         let text = self.one(HAPROXY_ROUTES, ctx)?;
         Ok(RoutesPart { text, files, notes })

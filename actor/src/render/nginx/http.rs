@@ -1276,7 +1276,7 @@ pub(crate) fn nx_server(
         let rules = v.map(|v| v.rules.as_slice()).unwrap_or_default();
         let locations = nx_path_locations(rules, &default_action, splits);
         let mut lines = nx_location_lines(&locations, &o.nginx_proxy, splits.invalid_shares);
-        lines.push_str(&nx_mirror_locations(rules, splits));
+        lines.push_str(&nx_mirror_locations(rules, &o.nginx_proxy, splits));
         lines
     };
     Ok(Some(NxServer {
@@ -1475,11 +1475,21 @@ fn nx_mirror_uri(u: &str, share: Option<MirrorShare>) -> String {
 }
 
 /// The internal locations the rules' `mirror` lines name: one per mirrored upstream
-/// and share, passing the request as the client sent it (`$request_uri`), over
-/// verified TLS to an upstream reached over TLS; its answer is dropped. A share's location sends the copy only when the request's draw
-/// ([`NxSplits::mirror_share`]) says so, else answers the mirror itself (`204`,
-/// nothing sent).
-fn nx_mirror_locations(rules: &[k8slb_common::routes::RouteRule], splits: &mut NxSplits) -> String {
+/// and share, passing the request as the client sent it (`$request_uri`) with the
+/// admin's `nginx.proxy` lines as the routes' locations have them (the `Host` they send,
+/// else nginx's default would name the upstream), over verified TLS to an upstream
+/// reached over TLS; its answer is dropped. A share's location sends the copy only when
+/// the request's draw ([`NxSplits::mirror_share`]) says so, else answers the mirror
+/// itself (`204`, nothing sent).
+fn nx_mirror_locations(
+    rules: &[k8slb_common::routes::RouteRule],
+    proxy_lines: &[ConfigLine],
+    splits: &mut NxSplits,
+) -> String {
+    let proxy: String = proxy_lines
+        .iter()
+        .map(|l| format!("\n      {}", l.as_str()))
+        .collect();
     let ups: BTreeSet<(String, Option<MirrorShare>)> = rules
         .iter()
         .filter(|r| matches!(r.action, RouteAction::Forward { .. }))
@@ -1513,7 +1523,7 @@ fn nx_mirror_locations(rules: &[k8slb_common::routes::RouteRule], splits: &mut N
             None => (String::new(), ""),
         };
         out.push_str(&format!(
-            "\n    location = {} {{\n      internal;{draw}{tls}\n      proxy_pass http{s}://{u}$request_uri;\n    }}",
+            "\n    location = {} {{\n      internal;{draw}{proxy}{tls}\n      proxy_pass http{s}://{u}$request_uri;\n    }}",
             nx_mirror_uri(&u, share)
         ));
     }

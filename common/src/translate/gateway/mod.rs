@@ -117,8 +117,8 @@ pub struct GatewayInput<'a> {
     /// The provider proxies UDP (nginx does, HAProxy does not): else `UDP` listeners are
     /// `UnsupportedProtocol`.
     pub serves_udp: bool,
-    /// The provider mirrors requests (nginx's `mirror`; HAProxy has none): else a
-    /// RequestMirror filter refuses its route.
+    /// The provider mirrors requests (nginx's `mirror`, HAProxy through the actor's Lua
+    /// action): else a RequestMirror filter refuses its route.
     pub serves_mirror: bool,
     /// The provider retries a request on an answer of a given status (HAProxy's L7
     /// retries; nginx's `proxy_next_upstream` only moves to another server): else a

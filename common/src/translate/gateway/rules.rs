@@ -157,8 +157,7 @@ pub(super) fn rules_of(
             return (vec![], refs, Some(why.to_string()));
         }
         if !settings.mirror_refs.is_empty() && !input.serves_mirror {
-            let why =
-                "RequestMirror: HAProxy has no request mirroring (the nginx provider serves it)";
+            let why = "RequestMirror: this provider does not mirror requests";
             return (vec![], refs, Some(why.to_string()));
         }
         for (b, share) in std::mem::take(&mut settings.mirror_refs) {
