@@ -598,6 +598,7 @@ fn tls_routes() -> HttpRoutes {
             pool: "default".parse().unwrap(),
         }),
         client_ca: None,
+        client_validation: Default::default(),
         zones: None,
     });
     let mut r = HttpRoutes {

@@ -279,8 +279,9 @@ fn haproxy_lines(v: &k8slb_actor::view::HaproxyView, skipped: usize) -> usize {
         n += 1 + 1 + 2 + 1; // blank, frontend, bind, mode, default_backend
         n += f.source_ranges.is_some() as usize;
         if f.mode == k8slb_common::state::Mode::Http {
-            // option forwardfor, 3 set-header, http-after-response Server
-            n += f.redirect as usize + 5 + v.httpfront.len();
+            // option forwardfor, 3 set-header, 2 del-header (the client certificate
+            // headers a client sent), http-after-response Server
+            n += f.redirect as usize + 7 + v.httpfront.len();
         } else {
             n += v.tcpfront.len();
         }
@@ -320,6 +321,18 @@ proptest! {
             // k8slb's own fixed nginx lines (the Host and Server defaults): not templates,
             // but constants of render_http, with quotes and a regex.
             let base = k8slb_actor::render::nx_http_base(&state.config.nginx.http).join("\n");
+            // And the client certificate headers a client sent, deleted in every
+            // location (a constant name, an empty value).
+            let cleared: Vec<String> = ["proxy", "grpc"]
+                .iter()
+                .flat_map(|m| {
+                    [
+                        k8slb_common::routes::CLIENT_CERT_VERIFY_HEADER,
+                        k8slb_common::routes::CLIENT_CERT_HEADER,
+                    ]
+                    .map(|h| format!("{m}_set_header {h} \"\";"))
+                })
+                .collect();
             let admin: std::collections::HashSet<&str> = match proxy {
                 Provider::Haproxy => state.config.haproxy.global.iter()
                     .chain(&state.config.haproxy.defaults).chain(&state.config.haproxy.httpfront)
@@ -329,7 +342,8 @@ proptest! {
                 _ => state.config.nginx.global.iter().chain(&state.config.nginx.http)
                     .chain(&state.config.nginx.proxy).chain(&state.config.nginx.upstream)
                     .chain(&state.config.nginx.stream).map(|l| l.as_str())
-                    .chain(base.lines().map(str::trim_start)).collect(),
+                    .chain(base.lines().map(str::trim_start))
+                    .chain(cleared.iter().map(String::as_str)).collect(),
             };
             // Every line is an admin line verbatim or uses only the characters the
             // templates and validated values can produce.

@@ -172,6 +172,7 @@ mod tests {
                     ],
                     default_certificate: None,
                     client_ca: None,
+                    client_validation: Default::default(),
                     zones: None,
                 }),
                 virtual_hosts: vec![
@@ -279,6 +280,7 @@ mod tests {
             certificates: vec![cert("default", gw("a")), cert("other", gw("b"))],
             default_certificate: None,
             client_ca: None,
+            client_validation: Default::default(),
             zones: None,
         });
         assert!(owners(&s).contains(&gw("b")));

@@ -7,7 +7,7 @@ mod support;
 
 use k8slb_common::gateway::{GatewayOutput, PolicyAncestor};
 use k8slb_common::objects::Objects;
-use k8slb_common::routes::{BackendId, CertFile, HttpRoutes, RouteAction};
+use k8slb_common::routes::{BackendId, CertFile, ClientValidationMode, HttpRoutes, RouteAction};
 use support::*;
 
 const VIP: &str = "198.18.0.60";
@@ -572,7 +572,7 @@ fn a_gateways_client_validation_asks_its_https_listener_for_certificates_of_its_
 }
 
 #[test]
-fn client_validation_refs_across_namespaces_need_a_grant_and_fallback_is_refused() {
+fn client_validation_refs_across_namespaces_need_a_grant_and_a_huge_bundle_is_refused() {
     let ca = ca_pem();
     let across = "      default:\n        validation:\n          caCertificateRefs: [{ group: \"\", kind: ConfigMap, name: clients, namespace: pki }]";
     let mut o = frontend_gateway(across);
@@ -602,7 +602,7 @@ spec:
     .unwrap();
     let out = translate_on(&o, &[site_secret()], VIP);
     assert!(listener_conds(&out).iter().all(|c| c.1));
-    // A huge bundle (1 MiB) or a fallback mode: refused, the listener not served.
+    // A huge bundle (1 MiB): refused, the listener not served.
     let mut o = frontend_gateway(
         "      default:\n        validation:\n          caCertificateRefs: [{ group: \"\", kind: ConfigMap, name: clients }]",
     );
@@ -617,13 +617,195 @@ spec:
         listener_conds(&out)[0],
         ("ResolvedRefs", false, "InvalidCACertificateRef")
     );
-    let mut o = frontend_gateway(
-        "      default:\n        validation:\n          mode: AllowInsecureFallback\n          caCertificateRefs: [{ group: \"\", kind: ConfigMap, name: clients }]",
-    );
+}
+
+/// `validation` (YAML flow mapping) naming the ConfigMap `clients`, with `mode` if given.
+fn validation(mode: Option<&str>) -> String {
+    let mode = mode.map_or(String::new(), |m| format!("mode: {m}, "));
+    format!("{{ {mode}caCertificateRefs: [{{ group: \"\", kind: ConfigMap, name: clients }}] }}")
+}
+
+/// The mode served on listener 0 of the model (which must have a client CA).
+fn served_mode(out: &GatewayOutput) -> ClientValidationMode {
+    let t = out.routes.listeners[0].tls.as_ref().unwrap();
+    assert!(t.client_ca.is_some(), "{t:?}");
+    t.client_validation
+}
+
+/// shop/edge's InsecureFrontendValidationMode condition (status, reason), if any.
+fn insecure(out: &GatewayOutput) -> Option<(bool, &'static str)> {
+    out.gateways[&"shop/edge".parse().unwrap()]
+        .conditions
+        .iter()
+        .find(|c| c.type_.as_str() == "InsecureFrontendValidationMode")
+        .map(|c| (c.status, c.reason.as_str()))
+}
+
+#[test]
+fn an_insecure_fallback_validation_is_served_with_its_mode_and_said_on_the_gateway() {
+    let ca = ca_pem();
+    for (frontend, want, condition) in [
+        (
+            format!("      default:\n        validation: {}", validation(None)),
+            Some(ClientValidationMode::AllowValidOnly),
+            None,
+        ),
+        (
+            format!(
+                "      default:\n        validation: {}",
+                validation(Some("AllowValidOnly"))
+            ),
+            Some(ClientValidationMode::AllowValidOnly),
+            None,
+        ),
+        (
+            format!(
+                "      default:\n        validation: {}",
+                validation(Some("AllowInsecureFallback"))
+            ),
+            Some(ClientValidationMode::AllowInsecureFallback),
+            Some((true, "ConfigurationChanged")),
+        ),
+        // Another port's fallback: this listener keeps AllowValidOnly; the Gateway
+        // says it all the same (one of its ports is in fallback).
+        (
+            format!(
+                "      default:\n        validation: {}\n      perPort:\n      - port: 8443\n        tls:\n          validation: {}",
+                validation(None),
+                validation(Some("AllowInsecureFallback"))
+            ),
+            Some(ClientValidationMode::AllowValidOnly),
+            Some((true, "ConfigurationChanged")),
+        ),
+        // This port's fallback, the default strict.
+        (
+            format!(
+                "      default:\n        validation: {}\n      perPort:\n      - port: 443\n        tls:\n          validation: {}",
+                validation(None),
+                validation(Some("AllowInsecureFallback"))
+            ),
+            Some(ClientValidationMode::AllowInsecureFallback),
+            Some((true, "ConfigurationChanged")),
+        ),
+        // A mode the API does not name: refused, never served open.
+        (
+            format!(
+                "      default:\n        validation: {}",
+                validation(Some("Bogus"))
+            ),
+            None,
+            None,
+        ),
+    ] {
+        let mut o = frontend_gateway(&frontend);
+        o.add_text(&ca_configmap("shop", "clients", &ca)).unwrap();
+        let out = translate_on(&o, &[site_secret()], VIP);
+        match want {
+            Some(mode) => {
+                assert!(
+                    listener_conds(&out).iter().all(|c| c.1),
+                    "{frontend}: {:?}",
+                    listener_conds(&out)
+                );
+                assert_eq!(served_mode(&out), mode, "{frontend}");
+            }
+            None => {
+                assert!(
+                    listener_conds(&out).contains(&("Accepted", false, "UnsupportedValue")),
+                    "{frontend}: {:?}",
+                    listener_conds(&out)
+                );
+                assert!(out.routes.listeners.is_empty(), "{frontend}");
+            }
+        }
+        assert_eq!(insecure(&out), condition, "{frontend}");
+    }
+}
+
+/// shop/edge and shop/other (newer by name), each with an HTTPS listener on 443 and
+/// its `spec.tls.frontend` (`None`: no client validation), on one address.
+fn sharing_443(edge: Option<&str>, other: Option<&str>) -> GatewayOutput {
+    let ca = ca_pem();
+    let gateway = |name: &str, frontend: Option<&str>| {
+        let tls = frontend.map_or(String::new(), |f| {
+            format!("  tls:\n    frontend:\n      default:\n        validation: {f}\n")
+        });
+        format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: {name}, namespace: shop }}\nspec:\n  gatewayClassName: k8slb\n{tls}  listeners:\n  - {{ name: https, port: 443, protocol: HTTPS, tls: {{ certificateRefs: [{{ name: site }}] }} }}\n"
+        )
+    };
+    let mut o = Objects::default();
+    o.add_text(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{ name: k8slb }}\nspec: {{ controllerName: k8slb.io/gateway-controller }}\n{}{}",
+        gateway("edge", edge),
+        gateway("other", other)
+    ))
+    .unwrap();
     o.add_text(&ca_configmap("shop", "clients", &ca)).unwrap();
-    let out = translate_on(&o, &[site_secret()], VIP);
-    assert!(listener_conds(&out).contains(&("Accepted", false, "UnsupportedValue")));
-    assert!(out.routes.listeners.is_empty());
+    translate_at(&o, &[site_secret()], VIP, false)
+}
+
+/// Listener `https` of `gw`'s conditions (type, status, reason).
+fn conds_of(out: &GatewayOutput, gw: &str) -> Vec<(&'static str, bool, &'static str)> {
+    out.gateways[&gw.parse().unwrap()].listeners[0]
+        .conditions
+        .iter()
+        .map(|c| (c.type_.as_str(), c.status, c.reason.as_str()))
+        .collect()
+}
+
+/// One TLS bind (address and port) has one CA bundle and one mode (HAProxy's `verify`
+/// and `ca-ignore-err` are bind options): of two Gateways sharing an address whose
+/// validations on that port differ, the newer's HTTPS listener is refused
+/// (`PortUnavailable`), never served with the older's validation, nor the older with
+/// the newer's (an AllowValidOnly listener open to clients without certificates).
+#[test]
+fn gateways_sharing_a_port_with_different_client_validations_refuse_the_newer_listener() {
+    let strict = validation(None);
+    let fallback = validation(Some("AllowInsecureFallback"));
+    for (edge, other, served) in [
+        (
+            Some(strict.as_str()),
+            Some(fallback.as_str()),
+            Some(ClientValidationMode::AllowValidOnly),
+        ),
+        (
+            Some(fallback.as_str()),
+            Some(strict.as_str()),
+            Some(ClientValidationMode::AllowInsecureFallback),
+        ),
+        // No validation beside one: the newer is refused either way.
+        (None, Some(strict.as_str()), None),
+        (
+            Some(strict.as_str()),
+            None,
+            Some(ClientValidationMode::AllowValidOnly),
+        ),
+    ] {
+        let out = sharing_443(edge, other);
+        let what = format!("edge {edge:?}, other {other:?}");
+        assert!(
+            conds_of(&out, "shop/edge").iter().all(|c| c.1),
+            "{what}: {:?}",
+            conds_of(&out, "shop/edge")
+        );
+        assert!(
+            conds_of(&out, "shop/other").contains(&("Accepted", false, "PortUnavailable")),
+            "{what}: {:?}",
+            conds_of(&out, "shop/other")
+        );
+        assert_eq!(out.routes.listeners.len(), 1, "{what}");
+        let t = out.routes.listeners[0].tls.as_ref().unwrap();
+        assert_eq!(
+            t.client_ca.as_ref().map(|_| t.client_validation),
+            served,
+            "{what}"
+        );
+    }
+    // The same validation: both served on the one listener.
+    let out = sharing_443(Some(fallback.as_str()), Some(fallback.as_str()));
+    assert!(conds_of(&out, "shop/other").iter().all(|c| c.1));
+    assert!(conds_of(&out, "shop/edge").iter().all(|c| c.1));
 }
 
 /// Shop/edge's `spec.tls.backend.clientCertificateRef` as given (YAML flow mapping), a

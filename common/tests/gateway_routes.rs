@@ -1488,6 +1488,48 @@ fn values_nginx_could_not_load_in_one_token_refuse_their_route() {
     }
 }
 
+/// A route cannot set, add or remove the client certificate headers k8slb tells a
+/// backend on an AllowInsecureFallback listener (any case): refused (UnsupportedValue),
+/// not served, so a backend, maybe another namespace's by a ReferenceGrant, can trust
+/// them; another header is served.
+#[test]
+fn a_route_cannot_modify_the_client_certificate_headers() {
+    let route = |name: &str, edit: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{ name: {name}, namespace: infra }}\nspec:\n  parentRefs: [{{ name: gw }}]\n  hostnames: [\"{name}.example.com\"]\n  rules:\n  - filters: [{{ type: RequestHeaderModifier, requestHeaderModifier: {edit} }}]\n    backendRefs: [{{ name: b, port: 80 }}]\n"
+        )
+    };
+    let cases = [
+        (
+            "set-verify",
+            "{ set: [{ name: K8slb-Client-Cert-Verify, value: SUCCESS }] }",
+            false,
+        ),
+        (
+            "add-cert",
+            "{ add: [{ name: k8slb-client-cert, value: x }] }",
+            false,
+        ),
+        (
+            "remove-verify",
+            "{ remove: [k8slb-client-cert-verify] }",
+            false,
+        ),
+        ("other", "{ set: [{ name: x-client, value: y }] }", true),
+    ];
+    let texts: Vec<String> = cases.iter().map(|(n, e, _)| route(n, e)).collect();
+    let mut all: Vec<&str> = vec![CLASS, GATEWAY];
+    all.extend(texts.iter().map(String::as_str));
+    let out = run(&objects(&all), &[]);
+    for (name, _, accepted) in &cases {
+        let (ok, reason) = route_cond(&out, &format!("infra/{name}"), "Accepted");
+        assert_eq!(ok, *accepted, "{name}: {reason}");
+        if !accepted {
+            assert_eq!(reason, "UnsupportedValue", "{name}");
+        }
+    }
+}
+
 #[test]
 fn rule_timeouts_are_the_smaller_of_request_and_backend_request_and_invalid_ones_refuse_the_route()
 {

@@ -2937,6 +2937,7 @@ fn client_certificate_cases() -> Vec<Case> {
     const DEFAULT_GW: &str = "invalid-default-client-validation-config";
     const DEFAULT_CERT: &str = "tls-validity-checks-client-certificate";
     const PORT_CERT: &str = "tls-validity-checks-per-port-client-certificate";
+    const FALLBACK_GW: &str = "client-validation-insecure-fallback";
     let ok = [("True", ""), ("True", ""), ("True", "")];
     let refused = |reason: &'static str| {
         [
@@ -3036,10 +3037,45 @@ fn client_certificate_cases() -> Vec<Case> {
             "GatewayFrontendClientCertificateValidation",
             "GatewayFrontendClientCertificateValidationInsecureFallback",
         ])
-        .skip(
-            "mode AllowInsecureFallback is not served: its listeners are refused \
-             (Accepted False, UnsupportedValue)",
-        ),
+        .check(accepted(
+            FALLBACK_GW,
+            &[
+                "client-cert-validation-insecure-fallback-test",
+                "client-cert-validation-insecure-fallback-test-no-hostname",
+            ],
+        ))
+        .check(gateway_cond(
+            FALLBACK_GW,
+            "InsecureFrontendValidationMode",
+            "True",
+            "ConfigurationChanged",
+        ))
+        .check(https_requests(
+            FALLBACK_GW,
+            vec![
+                get("/")
+                    .host("example.org")
+                    .client_cert(DEFAULT_CERT)
+                    .to(V1),
+                get("/").host("example.org").client_cert(PORT_CERT).to(V1),
+                get("/").host("example.org").to(V1),
+            ],
+        ))
+        .check(requests_tls_on(
+            FALLBACK_GW,
+            8443,
+            vec![
+                get("/")
+                    .host("second-example.org")
+                    .client_cert(PORT_CERT)
+                    .to("infra-backend-v2"),
+                get("/")
+                    .host("second-example.org")
+                    .client_cert(DEFAULT_CERT)
+                    .to("infra-backend-v2"),
+                get("/").host("second-example.org").to("infra-backend-v2"),
+            ],
+        )),
     ]
 }
 

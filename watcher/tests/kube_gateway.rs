@@ -688,3 +688,58 @@ async fn a_listener_set_is_watched_served_and_given_its_status() {
     assert_eq!(invalid_writes(&api), Vec::<String>::new());
     w.stop().await;
 }
+
+/// A Gateway whose client certificate validation is `AllowInsecureFallback` gets
+/// `InsecureFrontendValidationMode: True` (`ConfigurationChanged`) written on it, within
+/// the variant's RBAC and the CRD's schema; the condition goes once the mode is back
+/// to `AllowValidOnly` (the API: "removed as soon as ... changed back").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_insecure_fallback_validation_is_said_on_the_gateway_and_unsaid_when_it_goes() {
+    logs();
+    let api = k8slb_fakeapi::FakeApi::start().await;
+    api.install_gateway_api_crds(true);
+    seed_ingress_variant(&api);
+    api.put_object(class());
+    let (ca, _) = k8slb_common::testing::ca("clients-ca");
+    api.put_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "clients", "namespace": "default"},
+        "data": {"ca.crt": ca}}));
+    let with_mode = |mode: &str| {
+        let mut g = gateway();
+        g["spec"]["tls"] = json!({"frontend": {"default": {"validation": {
+            "mode": mode,
+            "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "clients"}]}}}});
+        g
+    };
+    api.put_object(with_mode("AllowInsecureFallback"));
+    let w = start_gateway(&api);
+    let insecure = |g: &Value| {
+        conds(&g["status"]["conditions"])
+            .into_iter()
+            .find(|c| c.0 == "InsecureFrontendValidationMode")
+    };
+    let said = wait_for("InsecureFrontendValidationMode on the Gateway", || {
+        insecure(&get(&api, "namespaces/default/gateways/gw"))
+    })
+    .await;
+    assert_eq!(
+        said,
+        (
+            "InsecureFrontendValidationMode".to_string(),
+            "True".to_string(),
+            "ConfigurationChanged".to_string()
+        )
+    );
+    let mut g = get(&api, "namespaces/default/gateways/gw");
+    g["spec"] = with_mode("AllowValidOnly")["spec"].clone();
+    api.put_object(g);
+    wait_for("the condition removed", || {
+        let g = get(&api, "namespaces/default/gateways/gw");
+        (insecure(&g).is_none() && has(&g["status"]["conditions"], "Accepted", "True", "Accepted"))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(api.refused_requests(), Vec::<String>::new());
+    assert_eq!(invalid_writes(&api), Vec::<String>::new());
+    w.stop().await;
+}

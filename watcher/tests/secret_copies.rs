@@ -183,6 +183,7 @@ fn the_node_certificates_are_made_only_from_the_secrets_the_state_uses() {
             ],
             default_certificate: None,
             client_ca: None,
+            client_validation: Default::default(),
             zones: None,
         }),
         virtual_hosts: vec![],

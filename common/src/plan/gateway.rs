@@ -535,6 +535,8 @@ fn refusal(object: ObjRef, what: String, c: &Condition) -> Option<Problem> {
         (ConditionType::Conflicted, _) => c.status,
         (ConditionType::Accepted | ConditionType::ResolvedRefs, _) => !c.status,
         (ConditionType::Programmed, _) => false,
+        // Served as asked (AllowInsecureFallback): the condition is the warning.
+        (ConditionType::InsecureFrontendValidationMode, _) => false,
     };
     let reason = c.reason.problem().filter(|_| refusing)?;
     Some(Problem::new(object, reason, format!("{what}{}", c.message)))

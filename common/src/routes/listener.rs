@@ -80,12 +80,58 @@ pub struct ListenerTls {
     /// [`super::HttpRoutes::ca_bundles`]); `None`: no client certificate is asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_ca: Option<super::CaId>,
+    /// What a client whose certificate is missing or does not chain to `client_ca` gets
+    /// (meaningful only with `client_ca`). Left out of the state when it is the default
+    /// (`AllowValidOnly`), and read as it when absent: the safe default both ways. A
+    /// state of an older watcher has no fallback (it refused the mode); an actor older
+    /// than this field ignores it and asks for a valid certificate (`verify required`,
+    /// `ssl_verify_client on`): stricter than intended, never more open.
+    #[serde(default, skip_serializing_if = "ClientValidationMode::is_default")]
+    pub client_validation: ClientValidationMode,
     /// The Gateway API listeners sharing this port, as zones of server names: a request
     /// whose Host is in another zone than the TLS server name it came with is
     /// misdirected (answered `421`). `None` (Ingresses): no such check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zones: Option<SniZones>,
 }
+
+/// How an HTTPS listener with a client CA treats its clients' certificates (a
+/// Gateway's `spec.tls.frontend` validation `mode`, GEP-91).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub enum ClientValidationMode {
+    /// Only a client that presents a certificate chaining to the CA is let in.
+    #[default]
+    AllowValidOnly,
+    /// Every client is let in, with a certificate or without, valid or not (as far as
+    /// the proxy tolerates: nginx refuses an expired one); the backend is told the
+    /// outcome in the [`CLIENT_CERT_VERIFY_HEADER`] and [`CLIENT_CERT_HEADER`] headers.
+    AllowInsecureFallback,
+}
+
+impl ClientValidationMode {
+    pub fn is_default(&self) -> bool {
+        *self == Self::AllowValidOnly
+    }
+
+    pub fn is_fallback(&self) -> bool {
+        *self == Self::AllowInsecureFallback
+    }
+}
+
+/// The request header that tells a backend reached through an `AllowInsecureFallback`
+/// listener what became of the client's certificate: `SUCCESS` (presented and chains to
+/// the listener's CA, valid), `NONE` (none presented) or `FAILED` (presented, not valid:
+/// another CA, self-signed, expired). Every HTTP listener of both proxies deletes a
+/// copy a client sends, so a backend can trust it.
+pub const CLIENT_CERT_VERIFY_HEADER: &str = "K8slb-Client-Cert-Verify";
+
+/// The request header that carries the certificate a client presented on an
+/// `AllowInsecureFallback` listener (absent when none): its PEM, URL-encoded
+/// (percent-encoding; nginx's `$ssl_client_escaped_cert`). Deleted from clients'
+/// requests on every HTTP listener, as [`CLIENT_CERT_VERIFY_HEADER`].
+pub const CLIENT_CERT_HEADER: &str = "K8slb-Client-Cert";
 
 /// The hostnames of the Gateway API HTTPS listeners that share one port, each a zone of
 /// server names: a name is in the zone of the listener whose hostname matches it most

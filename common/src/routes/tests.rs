@@ -154,3 +154,28 @@ fn a_mirror_share_is_a_fraction_to_the_hundredth_of_a_percent() {
         assert!(serde_json::from_str::<MirrorShare>(bad).is_err(), "{bad}");
     }
 }
+
+/// The client validation mode in the state: absent (a state of an older watcher) reads
+/// as AllowValidOnly, the strict one; AllowValidOnly is left out (so an older actor
+/// reads the same document); AllowInsecureFallback is written by name, and an actor
+/// that does not know the field ignores it (asks for a valid certificate: stricter).
+#[test]
+fn the_client_validation_mode_defaults_to_the_strict_one_both_ways() {
+    let old = r#"{"certificates": [], "clientCa": "0123456789abcdef0123456789abcdef"}"#;
+    let t: ListenerTls = serde_json::from_str(old).unwrap();
+    assert_eq!(t.client_validation, ClientValidationMode::AllowValidOnly);
+    let text = serde_json::to_string(&t).unwrap();
+    assert!(!text.contains("clientValidation"), "{text}");
+    let mut t = t;
+    t.client_validation = ClientValidationMode::AllowInsecureFallback;
+    let text = serde_json::to_string(&t).unwrap();
+    assert!(
+        text.contains(r#""clientValidation":"AllowInsecureFallback""#),
+        "{text}"
+    );
+    assert_eq!(serde_json::from_str::<ListenerTls>(&text).unwrap(), t);
+    assert!(
+        serde_json::from_str::<ListenerTls>(&text.replace("AllowInsecureFallback", "Open"))
+            .is_err()
+    );
+}

@@ -435,6 +435,11 @@ pub(crate) struct HpTls {
     crt_list: Option<String>,
     /// Clients must present a certificate chaining to this CA file (`verify required`).
     ca_file: Option<String>,
+    /// `AllowInsecureFallback`: `verify optional ca-ignore-err all crt-ignore-err all`
+    /// (options of the bind, which is one address and port: the translation never puts
+    /// listeners of two validations on one), every client let in, and the outcome told
+    /// to the backend in the client certificate headers (haproxy-routes.cfg.tera).
+    fallback: bool,
 }
 
 #[derive(Serialize, Default)]
@@ -822,6 +827,7 @@ pub(crate) fn hp_tls(
         default_crt,
         crt_list,
         ca_file: t.client_ca.as_ref().map(|c| crate::view::ca_file(dir, c)),
+        fallback: t.client_ca.is_some() && t.client_validation.is_fallback(),
     })
 }
 
@@ -989,6 +995,7 @@ mod crt_list_tests {
                 pool: d.parse().unwrap(),
             }),
             client_ca: None,
+            client_validation: Default::default(),
             zones: None,
         }
     }

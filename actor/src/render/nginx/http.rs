@@ -38,6 +38,47 @@ struct NxTls {
     /// (`ssl_verify_client on`; one that does not is closed, as HAProxy's handshake
     /// failure closes it).
     client_ca: Option<String>,
+    /// `AllowInsecureFallback`: `ssl_verify_client optional_no_ca` (a client without a
+    /// certificate, or with one of another CA or self-signed, is let in; nginx still
+    /// refuses an expired one, closed as above), the outcome told to the backend
+    /// ([`nx_client_cert_lines`]).
+    fallback: bool,
+}
+
+/// The `proxy_set_header` lines of every location that proxies a request of listener
+/// `l` (a location with any `proxy_set_header` inherits none of its server's, so they
+/// are written in each): on an `AllowInsecureFallback` listener, the outcome of the
+/// client's certificate (`$k8slb_client_verify`, [`super::nx_http_base`]) and the
+/// certificate (URL-encoded PEM); on any other, both headers sent empty, which nginx
+/// leaves out: a copy a client sent never reaches a backend.
+pub(crate) fn nx_client_cert_lines(l: Option<&Listener>) -> Vec<String> {
+    use k8slb_common::routes::{CLIENT_CERT_HEADER, CLIENT_CERT_VERIFY_HEADER};
+    let fallback = l
+        .and_then(|l| l.tls.as_ref())
+        .is_some_and(|t| t.client_ca.is_some() && t.client_validation.is_fallback());
+    if fallback {
+        vec![
+            format!("proxy_set_header {CLIENT_CERT_VERIFY_HEADER} $k8slb_client_verify;"),
+            format!("proxy_set_header {CLIENT_CERT_HEADER} $ssl_client_escaped_cert;"),
+        ]
+    } else {
+        vec![
+            format!("proxy_set_header {CLIENT_CERT_VERIFY_HEADER} \"\";"),
+            format!("proxy_set_header {CLIENT_CERT_HEADER} \"\";"),
+        ]
+    }
+}
+
+/// Is `l` (a `proxy_set_header` line) one of the client certificate headers, which
+/// [`nx_client_cert_lines`] set in every location?
+fn nx_sets_client_cert_header(l: &str) -> bool {
+    use k8slb_common::routes::{CLIENT_CERT_HEADER, CLIENT_CERT_VERIFY_HEADER};
+    let mut words = l.split_whitespace();
+    words.next() == Some("proxy_set_header")
+        && words.next().is_some_and(|h| {
+            h.eq_ignore_ascii_case(CLIENT_CERT_HEADER)
+                || h.eq_ignore_ascii_case(CLIENT_CERT_VERIFY_HEADER)
+        })
 }
 
 #[derive(Serialize)]
@@ -109,7 +150,7 @@ pub(crate) fn nx_listener_h2(l: &Listener, routes: &HttpRoutes, notes: &mut Vec<
 /// slower (issue 22: 5,000 hosts, 30,000 locations, 60 ms -> 200-290 ms).
 fn nx_location_lines(
     locations: &[NxLocation],
-    proxy_lines: &[ConfigLine],
+    (proxy_lines, client_cert_lines): (&[ConfigLine], &[String]),
     invalid_shares: bool,
 ) -> String {
     let upgrade_lines = crate::view::nginx_upgrade_lines(proxy_lines);
@@ -146,11 +187,22 @@ fn nx_location_lines(
                     {
                         continue; // a filter of this location sets it
                     }
+                    if nx_sets_client_cert_header(l.as_str()) {
+                        continue; // k8slb's own, below
+                    }
                     out.push_str("\n      ");
                     if loc.h2c {
                         out.push_str(&nx_grpc_line(l.as_str()));
                     } else {
                         out.push_str(l.as_str());
+                    }
+                }
+                for l in client_cert_lines {
+                    out.push_str("\n      ");
+                    if loc.h2c {
+                        out.push_str(&nx_grpc_line(l));
+                    } else {
+                        out.push_str(l);
                     }
                 }
                 for l in &loc.filter_lines {
@@ -1248,6 +1300,7 @@ pub(crate) fn nx_server(
             }
         },
     };
+    let client_cert_lines = nx_client_cert_lines(Some(l));
     let default_action = l.default_action.clone().unwrap_or(RouteAction::Respond {
         status: k8slb_common::routes::FixedStatus::NotFound404,
     });
@@ -1271,12 +1324,24 @@ pub(crate) fn nx_server(
         }
         let host_default = nx_host_header(&o.nginx_proxy);
         let locations = nx_conditional_locations(&v.rules, &default_action, &host_default, splits);
-        nx_location_lines(&locations, &o.nginx_proxy, splits.invalid_shares)
+        nx_location_lines(
+            &locations,
+            (&o.nginx_proxy, &client_cert_lines),
+            splits.invalid_shares,
+        )
     } else {
         let rules = v.map(|v| v.rules.as_slice()).unwrap_or_default();
         let locations = nx_path_locations(rules, &default_action, splits);
-        let mut lines = nx_location_lines(&locations, &o.nginx_proxy, splits.invalid_shares);
-        lines.push_str(&nx_mirror_locations(rules, &o.nginx_proxy, splits));
+        let mut lines = nx_location_lines(
+            &locations,
+            (&o.nginx_proxy, &client_cert_lines),
+            splits.invalid_shares,
+        );
+        lines.push_str(&nx_mirror_locations(
+            rules,
+            (&o.nginx_proxy, &client_cert_lines),
+            splits,
+        ));
         lines
     };
     Ok(Some(NxServer {
@@ -1332,6 +1397,10 @@ fn nx_tls(f: &CertFile, l: &Listener, o: &HttpRenderOptions) -> Result<NxTls, Re
             )),
             None => None,
         },
+        fallback: l
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.client_ca.is_some() && t.client_validation.is_fallback()),
     })
 }
 
@@ -1476,19 +1545,25 @@ fn nx_mirror_uri(u: &str, share: Option<MirrorShare>) -> String {
 
 /// The internal locations the rules' `mirror` lines name: one per mirrored upstream
 /// and share, passing the request as the client sent it (`$request_uri`) with the
-/// admin's `nginx.proxy` lines as the routes' locations have them (the `Host` they send,
-/// else nginx's default would name the upstream), over verified TLS to an upstream
+/// admin's `nginx.proxy` lines and the client certificate headers as the routes'
+/// locations have them (the `Host` they send, else nginx's default would name the
+/// upstream), over verified TLS to an upstream
 /// reached over TLS; its answer is dropped. A share's location sends the copy only when
 /// the request's draw ([`NxSplits::mirror_share`]) says so, else answers the mirror
 /// itself (`204`, nothing sent).
 fn nx_mirror_locations(
     rules: &[k8slb_common::routes::RouteRule],
-    proxy_lines: &[ConfigLine],
+    (proxy_lines, client_cert_lines): (&[ConfigLine], &[String]),
     splits: &mut NxSplits,
 ) -> String {
+    // As in the routes' locations (nx_location_lines): k8slb's own client certificate
+    // headers, never an admin line naming them.
     let proxy: String = proxy_lines
         .iter()
-        .map(|l| format!("\n      {}", l.as_str()))
+        .map(|l| l.as_str())
+        .filter(|l| !nx_sets_client_cert_header(l))
+        .chain(client_cert_lines.iter().map(String::as_str))
+        .map(|l| format!("\n      {l}"))
         .collect();
     let ups: BTreeSet<(String, Option<MirrorShare>)> = rules
         .iter()

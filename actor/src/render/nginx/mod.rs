@@ -38,6 +38,10 @@ struct NginxHead<'a> {
     upgrade: &'a [&'static str],
     /// `proxy` for the h2c ports' `grpc_pass` ([`crate::render::nx_grpc_line`]).
     grpc_proxy: Vec<String>,
+    /// The client certificate headers a client sent, deleted in every proxied location
+    /// ([`http::nx_client_cert_lines`]; `grpc_*` for `grpc_pass`).
+    client_cert: Vec<String>,
+    grpc_client_cert: Vec<String>,
     upstream: &'a [ConfigLine],
     stream: &'a [ConfigLine],
     has_stream: bool,
@@ -78,6 +82,11 @@ pub(crate) fn nginx_ctx(
         grpc_proxy: proxy
             .iter()
             .map(|l| crate::render::nx_grpc_line(l.as_str()))
+            .collect(),
+        client_cert: http::nx_client_cert_lines(None),
+        grpc_client_cert: http::nx_client_cert_lines(None)
+            .iter()
+            .map(|l| crate::render::nx_grpc_line(l))
             .collect(),
         upstream,
         stream,
@@ -184,6 +193,13 @@ pub fn nx_http_base(admin_http: &[ConfigLine]) -> Vec<String> {
     }
     out.push(
         "map $server_addr $k8slb_addr {\n    \"~:\" \"[$server_addr]\";\n    default $server_addr;\n  }"
+            .to_string(),
+    );
+    // The outcome of a client's certificate on an AllowInsecureFallback listener
+    // (http::nx_client_cert_lines): nginx's `$ssl_client_verify` is SUCCESS, NONE or
+    // FAILED:<reason>.
+    out.push(
+        "map $ssl_client_verify $k8slb_client_verify {\n    default FAILED;\n    SUCCESS SUCCESS;\n    NONE NONE;\n  }"
             .to_string(),
     );
     // The Connection header of a proxied request (view::nginx_upgrade_lines): `upgrade`

@@ -4,13 +4,18 @@
 use super::*;
 
 /// Headers a filter may not change: Host has URLRewrite's `hostname`; the framing and
-/// connection headers belong to the proxy.
-pub(super) const UNMODIFIABLE_HEADERS: [&str; 5] = [
+/// connection headers belong to the proxy; the client certificate headers are k8slb's
+/// word to a backend (an AllowInsecureFallback listener's outcome,
+/// [`crate::routes::CLIENT_CERT_VERIFY_HEADER`]): a route may reach another
+/// namespace's backend (a ReferenceGrant), which must be able to trust them.
+pub(super) const UNMODIFIABLE_HEADERS: [&str; 7] = [
     "host",
     "content-length",
     "transfer-encoding",
     "connection",
     "upgrade",
+    "k8slb-client-cert-verify",
+    "k8slb-client-cert",
 ];
 
 /// A RequestHeaderModifier's or ResponseHeaderModifier's edits, validated: names and
@@ -246,4 +251,17 @@ pub(super) fn cors(c: &types::CorsFilter) -> Result<crate::routes::Cors, String>
             .ok_or_else(|| format!("CORS maxAge {age}: must be at least 1"))?;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod reserved_tests {
+    use super::UNMODIFIABLE_HEADERS;
+    use crate::routes::{CLIENT_CERT_HEADER, CLIENT_CERT_VERIFY_HEADER};
+
+    #[test]
+    fn the_client_certificate_headers_are_unmodifiable_by_name() {
+        for h in [CLIENT_CERT_VERIFY_HEADER, CLIENT_CERT_HEADER] {
+            assert!(UNMODIFIABLE_HEADERS.contains(&h.to_ascii_lowercase().as_str()));
+        }
+    }
 }

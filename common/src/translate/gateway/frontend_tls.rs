@@ -3,24 +3,29 @@
 //! CA bundles (ConfigMaps, key `ca.crt`, in the Gateway's namespace or in another one
 //! whose ReferenceGrant lets Gateways of the Gateway's namespace name it); a client must
 //! then present a certificate that chains to one of them (`AllowValidOnly`, the
-//! default).
+//! default), or, in mode `AllowInsecureFallback`, any client is let in and the backend
+//! is told what became of its certificate ([`ClientValidationMode`]; the Gateway then
+//! says `InsecureFrontendValidationMode`, [`insecure_condition`]).
 //!
 //! Refused, the listener not served: a reference of another kind
 //! (`InvalidCACertificateKind`), to a ConfigMap missing or whose `ca.crt` is not a CA
 //! bundle ([`crate::certs::ca_bundle`]; `InvalidCACertificateRef`) or not granted
-//! (`RefNotPermitted`), each with `Accepted: False` (`NoValidCACertificate`); and mode
-//! `AllowInsecureFallback` (`UnsupportedValue`: not served, so that no client is let in
-//! on a promise k8slb does not measure).
+//! (`RefNotPermitted`), each with `Accepted: False` (`NoValidCACertificate`); a mode
+//! the API does not name (`UnsupportedValue`); and a validation that differs from the
+//! one an older Gateway sharing the address serves on that port (`PortUnavailable`:
+//! one TLS bind has one CA and one mode; [`Bound`]).
 
 use super::*;
-use crate::routes::CaId;
+use crate::routes::{CaId, ClientValidationMode};
 use serde_json::Value;
 
-/// The CA bundle the listener's clients are checked against.
+/// The CA bundle the listener's clients are checked against, and what a client without
+/// a valid certificate gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct ClientCa {
     pub(super) id: CaId,
     pub(super) pem: String,
+    pub(super) mode: ClientValidationMode,
 }
 
 /// The validation for a listener of Gateway `g` on `port`: none, a CA bundle, or why
@@ -47,17 +52,19 @@ pub(super) fn client_validation(
     if validation.is_null() {
         return Ok(None);
     }
-    if let Some(mode) = validation["mode"].as_str() {
-        if mode != "AllowValidOnly" {
+    let mode = match validation["mode"].as_str() {
+        None | Some("AllowValidOnly") => ClientValidationMode::AllowValidOnly,
+        Some("AllowInsecureFallback") => ClientValidationMode::AllowInsecureFallback,
+        Some(other) => {
             return Err((
                 ConditionReason::UnsupportedValue,
                 format!(
-                    "client certificate validation mode {:?} is not served (AllowValidOnly is)",
-                    crate::problem::printable(mode.chars().take(40).collect::<String>())
+                    "client certificate validation mode {:?} is not served (AllowValidOnly and AllowInsecureFallback are)",
+                    crate::problem::printable(other.chars().take(40).collect::<String>())
                 ),
             ));
         }
-    }
+    };
     let refs = validation["caCertificateRefs"]
         .as_array()
         .cloned()
@@ -84,7 +91,128 @@ pub(super) fn client_validation(
     Ok(Some(ClientCa {
         id: CaId::of(&pem),
         pem,
+        mode,
     }))
+}
+
+/// The Gateway's `InsecureFrontendValidationMode` condition: `True`
+/// (`ConfigurationChanged`) while the validation of any of its ports
+/// (`spec.tls.frontend`, default or `perPort`) is `AllowInsecureFallback`; `None` (the
+/// condition removed) otherwise. Said from the spec, whether or not a listener of that
+/// port is served: the owner is warned of what they asked for.
+pub(super) fn insecure_condition(g: &Gateway) -> Option<Condition> {
+    let frontend = g.spec.tls.as_ref().and_then(|t| t.get("frontend"))?;
+    let fallback = |v: &Value| v["mode"].as_str() == Some("AllowInsecureFallback");
+    let mut ports: Vec<String> = frontend["perPort"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| fallback(&p["tls"]["validation"]))
+        .filter_map(|p| p["port"].as_i64())
+        .map(|p| p.to_string())
+        .collect();
+    let default = fallback(&frontend["default"]["validation"]);
+    if !default && ports.is_empty() {
+        return None;
+    }
+    ports.sort();
+    ports.dedup();
+    let which = match (default, ports.is_empty()) {
+        (true, true) => "by default".to_string(),
+        (true, false) => format!("by default and on port(s) {}", ports.join(", ")),
+        _ => format!("on port(s) {}", ports.join(", ")),
+    };
+    Some(Condition::new(
+        ConditionType::InsecureFrontendValidationMode,
+        true,
+        ConditionReason::ConfigurationChanged,
+        format!(
+            "client certificate validation is AllowInsecureFallback {which}: clients without a valid certificate are let in, and their backends are told in the {} and {} request headers",
+            crate::routes::CLIENT_CERT_VERIFY_HEADER,
+            crate::routes::CLIENT_CERT_HEADER
+        ),
+    ))
+}
+
+/// The client certificate validation each (address, port) serves: that of the first
+/// (oldest) Gateway whose HTTPS listener is served there. HAProxy's `ca-file`,
+/// `verify` and `ca-ignore-err` / `crt-ignore-err` are options of the bind (one address
+/// and port), nginx's of the handshake: a later Gateway on the same address and port
+/// whose validation for that port differs (another CA bundle, another mode, or none)
+/// cannot be served there, else one of them would be served with the other's (an
+/// `AllowValidOnly` listener open to clients without certificates). The allocation
+/// keeps two Gateways off one port of an address (`PortConflict`); this does not rely
+/// on it.
+#[derive(Default)]
+pub(super) struct Bound(BTreeMap<(IpAddr, i32), Holder>);
+
+/// The Gateway that holds a bind, and its validation there (CA bundle and mode).
+type Holder = (ObjectKey, Option<(CaId, ClientValidationMode)>);
+
+/// A listener's client certificate validation, as [`client_validation`] gives it.
+pub(super) type Validation = Result<Option<ClientCa>, (ConditionReason, String)>;
+
+impl Bound {
+    /// `client_ca`, Gateway `gk`'s validation for HTTPS listener `l`'s port, or the
+    /// refusal (`PortUnavailable`) when an older Gateway holds that port of one of its
+    /// addresses with another validation. Other protocols' listeners as they are.
+    pub(super) fn check(
+        &self,
+        input: &GatewayInput<'_>,
+        gk: &ObjectKey,
+        l: &GatewayListener,
+        client_ca: Validation,
+    ) -> Validation {
+        let addresses = input.addresses.get(gk).map_or(&[][..], Vec::as_slice);
+        match client_ca {
+            Ok(ca) if l.protocol == "HTTPS" => {
+                match self.refusal(gk, addresses, l.port, ca.as_ref()) {
+                    Some(refused) => Err(refused),
+                    None => Ok(ca),
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// Why Gateway `gk`'s HTTPS listeners on `port` of `addresses` cannot be served with
+    /// `ca`: another Gateway's listener holds one of those binds with another validation.
+    fn refusal(
+        &self,
+        gk: &ObjectKey,
+        addresses: &[IpAddr],
+        port: i32,
+        ca: Option<&ClientCa>,
+    ) -> Option<(ConditionReason, String)> {
+        let want = ca.map(|c| (c.id.clone(), c.mode));
+        addresses.iter().find_map(|ip| {
+            let (holder, have) = self.0.get(&(*ip, port))?;
+            (holder != gk && *have != want).then(|| {
+                (
+                    ConditionReason::PortUnavailable,
+                    format!(
+                        "Gateway {holder}, which shares address {ip}, serves HTTPS on port {port} with another client certificate validation (spec.tls.frontend: CA bundles or mode); one port of an address has one"
+                    ),
+                )
+            })
+        })
+    }
+
+    /// Gateway `gk`'s served HTTPS listener holds `port` of `addresses` with `ca`, unless
+    /// an older one holds it.
+    pub(super) fn hold(
+        &mut self,
+        gk: &ObjectKey,
+        addresses: &[IpAddr],
+        port: i32,
+        ca: Option<&ClientCa>,
+    ) {
+        for ip in addresses {
+            self.0
+                .entry((*ip, port))
+                .or_insert_with(|| (gk.clone(), ca.map(|c| (c.id.clone(), c.mode))));
+        }
+    }
 }
 
 /// The checked bundle of one `caCertificateRefs` entry.

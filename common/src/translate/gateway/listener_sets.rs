@@ -310,6 +310,7 @@ pub(super) fn set_listeners<'a>(
     (input, secrets): (&GatewayInput<'a>, &crate::translate::refs::SecretRefs<'_>),
     g: &'a Gateway,
     sets: &[&SetOf<'a>],
+    bound: &frontend_tls::Bound,
 ) -> Vec<Lst<'a>> {
     let Some(gk) = key(&g.metadata) else {
         return Vec::new();
@@ -348,6 +349,13 @@ pub(super) fn set_listeners<'a>(
                     })
                     .clone()
             };
+            // Said without naming the other Gateway (another tenant's).
+            let client_ca = bound
+                .check(input, &gk, l, client_ca)
+                .map_err(|(reason, why)| match reason {
+                    ConditionReason::PortUnavailable => (reason, format!("another Gateway sharing the Gateway's address serves HTTPS on port {} with another client certificate validation", l.port)),
+                    _ => (reason, why),
+                });
             listener((input, secrets), &owner, l, refused, client_ca)
         })
         .collect()

@@ -206,6 +206,7 @@ pub(super) fn listener<'a>(
         match tls_of((input, secrets), owner, l, hostname.as_ref(), &mut warnings) {
             Ok(mut t) => {
                 t.client_ca = ca.as_ref().map(|c| c.id.clone());
+                t.client_validation = ca.as_ref().map(|c| c.mode).unwrap_or_default();
                 tls = Some(t)
             }
             Err((reason, why)) => {
@@ -328,12 +329,11 @@ impl Verdict {
     ) -> Option<frontend_tls::ClientCa> {
         match client_ca {
             Ok(c) => c,
-            Err((ConditionReason::UnsupportedValue, why)) => {
-                self.refuse(Condition::accepted(
-                    false,
-                    ConditionReason::UnsupportedValue,
-                    why,
-                ));
+            Err((
+                reason @ (ConditionReason::UnsupportedValue | ConditionReason::PortUnavailable),
+                why,
+            )) => {
+                self.refuse(Condition::accepted(false, reason, why));
                 None
             }
             Err((reason, why)) => {
@@ -652,6 +652,7 @@ pub(super) fn tls_of(
         certificates,
         default_certificate,
         client_ca: None,
+        client_validation: Default::default(),
         zones: None,
     })
 }

@@ -237,6 +237,7 @@ pub fn translate(input: &GatewayInput<'_>) -> GatewayOutput {
         .filter_map(|g| {
             let gk = key(&g.metadata)?;
             let mut st = status::gateway_status(input, g, &gk, &t.lsts);
+            st.conditions.extend(frontend_tls::insecure_condition(g));
             match client_certs.get(&gk) {
                 None => {}
                 Some(Ok(_)) => st.conditions.push(Condition::new(
@@ -340,10 +341,13 @@ impl<'i, 'a> Translation<'i, 'a> {
         for s in sets.iter().filter(|s| s.allowed) {
             sets_of_gateway.entry(&s.gateway).or_default().push(s);
         }
+        // The client certificate validation of each (address, port) the HTTPS listeners
+        // of the Gateways so far hold (oldest first).
+        let mut bound = frontend_tls::Bound::default();
         let lsts = gateways
             .iter()
             .flat_map(|g| {
-                let mut own = gateway_listeners((input, &secrets), g);
+                let mut own = gateway_listeners((input, &secrets), g, &bound);
                 let gk = key(&g.metadata);
                 // The sets of a Gateway that is not accepted are not served (each says
                 // ParentNotAccepted).
@@ -353,7 +357,15 @@ impl<'i, 'a> Translation<'i, 'a> {
                         own.iter().map(status::listener_status).collect();
                     status::gateway_accepted(g, &statuses).status
                 }) {
-                    own.extend(set_listeners((input, &secrets), g, its));
+                    own.extend(set_listeners((input, &secrets), g, its, &bound));
+                }
+                let addresses = gk.as_ref().and_then(|k| input.addresses.get(k));
+                for l in own
+                    .iter()
+                    .filter(|l| l.protocol == Some(ListenerProtocol::Https))
+                {
+                    let addresses = addresses.map_or(&[][..], Vec::as_slice);
+                    bound.hold(&l.gateway, addresses, l.spec.port, l.client_ca.as_ref());
                 }
                 own
             })
@@ -677,6 +689,7 @@ impl<'i, 'a> Translation<'i, 'a> {
 fn gateway_listeners<'a>(
     (input, secrets): (&GatewayInput<'a>, &crate::translate::refs::SecretRefs<'_>),
     g: &'a Gateway,
+    bound: &frontend_tls::Bound,
 ) -> Vec<Lst<'a>> {
     let Some(gk) = key(&g.metadata) else {
         return Vec::new();
@@ -718,6 +731,7 @@ fn gateway_listeners<'a>(
                 .entry(l.port)
                 .or_insert_with(|| frontend_tls::client_validation(input, g, &gk, l.port))
                 .clone();
+            let client_ca = bound.check(input, &gk, l, client_ca);
             let owner = Owner {
                 gateway: gk.clone(),
                 set: None,

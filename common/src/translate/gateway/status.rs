@@ -37,7 +37,15 @@ macro_rules! api_names {
 
 api_names! {
     /// The condition types k8slb writes on Gateway API objects.
-    ConditionType { Accepted, Programmed, ResolvedRefs, Conflicted }
+    ConditionType {
+        Accepted,
+        Programmed,
+        ResolvedRefs,
+        Conflicted,
+        /// A Gateway whose client certificate validation lets clients in without a
+        /// valid certificate (`AllowInsecureFallback`).
+        InsecureFrontendValidationMode,
+    }
 }
 
 api_names! {
@@ -96,6 +104,9 @@ api_names! {
         ParentNotProgrammed,
         /// A ListenerSet listener beyond `limits.listenerSetListenersPerGateway`.
         TooManyListeners,
+        /// `InsecureFrontendValidationMode: True`: a port's client certificate
+        /// validation is `AllowInsecureFallback`.
+        ConfigurationChanged,
     }
 }
 
@@ -142,6 +153,8 @@ impl ConditionReason {
             // The Gateway's own condition says why.
             C::ParentNotProgrammed => return None,
             C::TooManyListeners => Reason::TooManyListeners,
+            // Served as asked: the condition itself is the warning.
+            C::ConfigurationChanged => return None,
         })
     }
 }

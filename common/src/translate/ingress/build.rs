@@ -450,6 +450,7 @@ impl Building {
                     self.hostless_cert
                 },
                 client_ca: None,
+                client_validation: Default::default(),
                 zones: None,
             }
         });
