@@ -188,6 +188,10 @@ impl Paths {
     pub fn nginx_prefix(&self) -> PathBuf {
         self.p("nginx")
     }
+    /// The unix sockets of the proxy's internal hops ([`crate::view::HttpRenderOptions::hop_dir`]).
+    pub fn hop_dir(&self) -> PathBuf {
+        self.p("hop")
+    }
     pub fn last_state(&self) -> PathBuf {
         self.p("last-state.json")
     }
@@ -196,6 +200,15 @@ impl Paths {
     pub fn proxy_health(&self) -> PathBuf {
         self.p("proxy-health")
     }
+}
+
+/// Make `dir` (and its parents) and leave it 0700: a directory only the proxy's user
+/// (the actor's: root) may enter, for sockets that take PROXY protocol headers (whoever
+/// connects to one may claim any client address).
+pub fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
 fn run_check(daemon: DaemonKind, cmd: &mut Command) -> Result<(), DaemonError> {

@@ -867,6 +867,7 @@ fn traffic_options(dir: &Path) -> HttpRenderOptions {
         pool_cert_dir: certs.clone(),
         secret_cert_dir: certs,
         files_dir: dir.to_path_buf(),
+        hop_dir: dir.join("hop"),
         ..HttpRenderOptions::default()
     };
     o.nginx_proxy = vec!["proxy_set_header Host $host;".parse().unwrap()];
@@ -2440,6 +2441,7 @@ fn stream_routes() -> HttpRoutes {
         backends,
         invalid: 0,
         owner: None,
+        passthrough: false,
     };
     let listener = |port, protocol, routes| {
         let mut l = StreamListener {
@@ -2680,6 +2682,7 @@ fn stream_endpoint_and_weight_changes_are_runtime_api_changes_for_haproxy() {
             }],
             invalid: 0,
             owner: None,
+            passthrough: false,
         });
         s.sort_routes();
     };
@@ -4609,6 +4612,7 @@ fn terminating(
                     .collect(),
                 invalid: 0,
                 owner: None,
+                passthrough: false,
             })
             .collect(),
         terminate: Some(ListenerTls {
@@ -5020,4 +5024,310 @@ fn a_terminating_listeners_renewed_certificate_is_a_reload() {
             "{proxy:?}"
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// TLS listeners of both modes on one port (TLSRouteModeMixed; the plan serves it on
+// HAProxy only).
+
+/// The `streams` case with a port of both TLS modes, 9445: t.example.com (certificate
+/// term-a) and *.w.example.com (term-wild) terminated to heavy and light (HTTP/1.0
+/// answerers, which would not understand a TLS handshake), closed.example.com
+/// terminated without a backend; p.example.com passed through to tls-a and
+/// *.q.example.com to tls-b (`openssl s_server`s told apart by their certificates).
+fn mixed_routes() -> HttpRoutes {
+    let mut routes = stream_routes();
+    let mut l = terminating(
+        9445,
+        vec![
+            secret_cert("term-a", &["t.example.com"]),
+            secret_cert("term-wild", &["*.w.example.com"]),
+        ],
+        vec![
+            (Some("t.example.com"), vec!["default/heavy:80"]),
+            (Some("*.w.example.com"), vec!["default/light:80"]),
+            (Some("closed.example.com"), vec![]),
+            (Some("p.example.com"), vec!["default/tls-a:443"]),
+            (Some("*.q.example.com"), vec!["default/tls-b:443"]),
+        ],
+    );
+    for r in &mut l.routes {
+        let h = r.host.as_ref().unwrap().as_str();
+        r.passthrough = h == "p.example.com" || h == "*.q.example.com";
+    }
+    routes.streams.push(l);
+    routes.normalize();
+    routes
+}
+
+/// The text of HAProxy section `header` (up to the next section).
+fn section(text: &str, header: &str) -> String {
+    let start = text
+        .find(&format!("\n{header}\n"))
+        .unwrap_or_else(|| panic!("no {header} in\n{text}"))
+        + 1;
+    let end = ["\nfrontend ", "\nbackend "]
+        .iter()
+        .filter_map(|k| text[start..].find(k))
+        .min()
+        .map_or(text.len(), |e| start + e);
+    text[start..end].to_string()
+}
+
+#[test]
+fn a_tls_port_of_both_modes_passes_through_and_hands_the_terminated_names_to_a_unix_socket_hop() {
+    let routes = mixed_routes();
+    let r = HttpRenderer::embedded().unwrap();
+    let o = options(&base_state());
+    let hp = r.haproxy(&routes, &o, &[]).unwrap();
+    let front = section(&hp.text, "frontend rts_198_18_0_10_9445");
+    // The port's frontend passes through: the ClientHello read, no TLS on its bind.
+    assert!(
+        front.contains("bind 198.18.0.10:9445 transparent\n")
+            && front.contains("req.ssl_sni,lower")
+            && !front.contains(" ssl "),
+        "{front}"
+    );
+    assert!(front.contains("reject unless { var(txn.k8slb_a) -m beg rtt_ rth_ }"));
+    let file = |name: &str| {
+        hp.files
+            .get(&format!("/run/k8slb/routes/{name}"))
+            .unwrap_or_else(|| panic!("no {name} in {:?}", hp.files.keys()))
+            .as_str()
+    };
+    assert_eq!(
+        file("rts_198_18_0_10_9445.sni.map"),
+        "closed.example.com x\np.example.com rtt_default_tls-a_443\nt.example.com rth_198_18_0_10_9445\n"
+    );
+    assert_eq!(
+        file("rts_198_18_0_10_9445.suffixes.map"),
+        ".q.example.com rtt_default_tls-b_443\n.w.example.com rth_198_18_0_10_9445\n"
+    );
+    // The hop: a unix socket in the hop directory (never the routes directory), the
+    // PROXY header of the port's frontend taken, TLS terminated there.
+    assert_eq!(
+        section(&hp.text, "backend rth_198_18_0_10_9445").trim_end(),
+        "backend rth_198_18_0_10_9445\n  mode tcp\n  server s unix@/run/k8slb/hop/rts_198_18_0_10_9445.sock send-proxy-v2"
+    );
+    let hop = section(&hp.text, "frontend rts_198_18_0_10_9445_t");
+    assert!(
+        hop.contains("\n  bind unix@/run/k8slb/hop/rts_198_18_0_10_9445.sock mode 600 accept-proxy ssl crt-list /run/k8slb/routes/rts_198_18_0_10_9445.crt-list\n"),
+        "{hop}"
+    );
+    assert!(hop.contains("ssl_fc_sni,lower") && !hop.contains("inspect-delay"));
+    // Only the terminated routes there.
+    assert_eq!(
+        file("rts_198_18_0_10_9445_t.sni.map"),
+        "t.example.com rtt_default_heavy_80\n"
+    );
+    assert_eq!(
+        file("rts_198_18_0_10_9445_t.suffixes.map"),
+        ".w.example.com rtt_default_light_80\n"
+    );
+    // Ports of one mode have no hop.
+    assert_eq!(hp.text.matches("send-proxy-v2").count(), 1);
+
+    // nginx (the plan does not give it such a port): what would be passed through is
+    // closed, never terminated with another listener's certificate.
+    let nx = r.nginx(&routes, &o).unwrap();
+    let t = &nx.stream_text;
+    assert!(t.contains("\n    p.example.com k8slb_sink;"), "{t}");
+    assert!(t.contains("\n    *.q.example.com k8slb_sink;"), "{t}");
+    assert!(nx
+        .notes
+        .iter()
+        .any(|n| n.contains("is not served by nginx")));
+}
+
+/// `mixed_routes` with daemon_checks' certificates (default_foo, default_wild).
+fn mixed_routes_checked() -> HttpRoutes {
+    let mut routes = mixed_routes();
+    for s in &mut routes.streams {
+        if let Some(t) = &mut s.terminate {
+            for c in &mut t.certificates {
+                let wild = c.hosts.iter().any(|h| h.is_wildcard());
+                c.file = secret_cert(if wild { "wild" } else { "foo" }, &[]).file;
+            }
+            t.default_certificate = Some(t.certificates[0].file.clone());
+        }
+    }
+    routes
+}
+
+#[test]
+#[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
+fn a_tls_port_of_both_modes_passes_the_daemons_own_checks() {
+    daemon_checks(&mixed_routes_checked());
+}
+
+/// `terminate_maxima` (64 listeners with hostnames of 253 characters on one port, 16
+/// routes under each wildcard), with the routes of the exact-name listeners passed
+/// through: half the listeners pass through, half terminate.
+fn mixed_maxima() -> HttpRoutes {
+    let mut routes = terminate_maxima();
+    let s = routes.streams.iter_mut().find(|s| s.port == 9443).unwrap();
+    let exact: Vec<String> = s
+        .terminate
+        .as_ref()
+        .unwrap()
+        .certificates
+        .iter()
+        .flat_map(|c| &c.hosts)
+        .filter(|h| !h.is_wildcard())
+        .map(|h| h.to_string())
+        .collect();
+    assert_eq!(exact.len(), 32);
+    for r in &mut s.routes {
+        r.passthrough = r
+            .host
+            .as_ref()
+            .is_some_and(|h| exact.contains(&h.to_string()));
+    }
+    assert!(s.is_mixed());
+    routes
+}
+
+#[test]
+fn tls_ports_of_both_modes_at_the_crd_maxima_stay_within_the_proxies_limits() {
+    let routes = mixed_maxima();
+    let r = HttpRenderer::embedded().unwrap();
+    let o = options(&base_state());
+    let hp = r.haproxy(&routes, &o, &[]).unwrap();
+    assert!(hp.text.contains("frontend rts_198_18_0_10_9443_t\n"));
+    assert!(most_words(&hp.text) <= 64);
+    for (f, t) in &hp.files {
+        for l in t.lines() {
+            assert!(
+                l.split_whitespace().count() < 2048 && l.len() < 64 * 1024,
+                "{f}: a line of {} words",
+                l.split_whitespace().count()
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
+fn tls_ports_of_both_modes_at_the_crd_maxima_pass_the_daemons_own_checks() {
+    daemon_checks(&mixed_maxima());
+}
+
+/// What HAProxy does with the port of both modes of `mixed_routes`, as the actor runs
+/// it (master-worker, `k8slb_actor::daemons::Haproxy`): each terminated name gets its
+/// certificate and its backend the plain request; each passed-through name reaches its
+/// TLS backend untouched (the backend's own certificate); names no route takes, and a
+/// route without a backend, closed. The hop keeps the client's address: the admin's
+/// `tcpfront` line below, in both frontends, refuses any other source.
+fn check_mixed_port(ns: &support::Netns, when: &str) {
+    for (sni, cn, body) in [
+        ("t.example.com", "default_term-a", "heavy"),
+        ("T.Example.COM", "default_term-a", "heavy"),
+        ("x.w.example.com", "default_term-wild", "light"),
+        ("x.y.w.example.com", "", "light"),
+    ] {
+        let (got_cn, got_body) = tls_exchange(ns, 9445, Some(sni));
+        assert_eq!((got_body.as_str(), when), (body, when), "{sni}");
+        if !cn.is_empty() {
+            assert_eq!(got_cn, cn, "{when}: {sni}");
+        }
+    }
+    for (sni, cn) in [
+        ("p.example.com", "tls-a"),
+        ("x.q.example.com", "tls-b"),
+        ("closed.example.com", "closed"),
+        ("nope.example.net", "closed"),
+    ] {
+        assert_eq!(tls_cn(ns, 9445, Some(sni)), cn, "{when}: {sni}");
+    }
+    assert_eq!(tls_cn(ns, 9445, None), "closed", "{when}: no SNI");
+}
+
+#[test]
+#[ignore = "needs root: real HAProxy in a network namespace; ./scripts/test.sh runs it"]
+fn haproxy_serves_a_tls_port_of_both_modes_across_a_reload_and_a_restart_after_sigkill() {
+    use k8slb_actor::daemons::{Daemon, Haproxy, Paths};
+    support::require_root_and(&["haproxy", "openssl"]);
+    let routes = mixed_routes();
+    // The reference router agrees on where each name goes.
+    for (sni, to) in [
+        ("t.example.com", "heavy"),
+        ("x.w.example.com", "light"),
+        ("p.example.com", "tls-a"),
+        ("x.q.example.com", "tls-b"),
+    ] {
+        let r = routes
+            .route_stream(VIP.parse().unwrap(), 9445, StreamProtocol::Tls, Some(sni))
+            .unwrap();
+        assert_eq!(r.backends[0].id.service.name.as_str(), to);
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("k8slb-rtmix")
+        .tempdir()
+        .unwrap();
+    let mut o = traffic_options(dir.path());
+    o.tcpfront = vec!["tcp-request content reject unless { src 198.18.0.10 }"
+        .parse()
+        .unwrap()];
+    for n in ["default_term-a", "default_term-wild"] {
+        self_signed(&o.secret_cert_dir, n);
+    }
+    let work = dir.path().join("work");
+    let paths = Paths::new(&work);
+    k8slb_actor::daemons::make_private_dir(&o.hop_dir).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    let ns = support::Netns::new("k8slbmx");
+    ns.ip(&format!("addr add {VIP}/32 dev lo"));
+    let _backends = start_stream_backends(&ns, dir.path());
+    let hp = HttpRenderer::embedded()
+        .unwrap()
+        .haproxy(&routes, &o, &[])
+        .unwrap();
+    for (f, t) in &hp.files {
+        std::fs::write(f, t).unwrap();
+    }
+    std::fs::write(
+        paths.haproxy_cfg(),
+        format!(
+            "global\n  pidfile {}\n  stats socket {} mode 600 level admin expose-fd listeners\n  expose-experimental-directives\ndefaults\n  timeout connect 2s\n  timeout client 5s\n  timeout server 5s\n{}",
+            paths.haproxy_pid().display(),
+            paths.haproxy_runtime_socket().display(),
+            hp.text
+        ),
+    )
+    .unwrap();
+    let mut h = Haproxy::new(ns.wrapper(dir.path(), "haproxy"), paths.clone());
+    h.start().unwrap();
+    let socket = o.hop_dir.join("rts_198_18_0_10_9445.sock");
+    let mode = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    };
+    assert_eq!(mode(&socket), 0o600);
+    assert_eq!(mode(&o.hop_dir), 0o700);
+    check_mixed_port(&ns, "after a start");
+
+    h.reload().unwrap();
+    check_mixed_port(&ns, "after a reload");
+
+    // A crash: master and workers killed, the socket file left behind.
+    let procs = h.show_proc().unwrap();
+    for p in procs
+        .master
+        .iter()
+        .chain(&procs.workers)
+        .chain(&procs.old_workers)
+    {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p.pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        support::wait_until(Duration::from_secs(5), || h.poll_exit().is_some()),
+        "HAProxy still runs after SIGKILL"
+    );
+    assert!(socket.exists(), "the crash leaves the socket file");
+    h.start().unwrap();
+    check_mixed_port(&ns, "after a restart after SIGKILL");
+    h.stop(Duration::from_secs(2));
 }

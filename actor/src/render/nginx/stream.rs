@@ -404,7 +404,17 @@ pub(crate) fn nx_streams(
             if r.host.is_none() && default.is_some() {
                 continue;
             }
-            let target = upstream(i, r, notes).unwrap_or_else(|| SINK_UPSTREAM.to_string());
+            // A route a port of both TLS modes passes through (TLSRouteModeMixed, which
+            // the plan serves on HAProxy only): never terminated with another
+            // listener's certificate, closed.
+            let target = if ssl.is_some() && r.passthrough {
+                notes.push(format!(
+                    "{listen}/TLS: a passthrough route on a port that terminates (TLS listeners of both modes) is not served by nginx; its connections are closed"
+                ));
+                SINK_UPSTREAM.to_string()
+            } else {
+                upstream(i, r, notes).unwrap_or_else(|| SINK_UPSTREAM.to_string())
+            };
             match &r.host {
                 // `*.suffix` in a `hostnames` map matches any depth, not the suffix itself.
                 Some(h) => entries.push_str(&format!("\n    {h} {target};")),
