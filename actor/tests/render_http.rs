@@ -5126,6 +5126,23 @@ fn a_tls_port_of_both_modes_passes_through_and_hands_the_terminated_names_to_a_u
     );
     // Ports of one mode have no hop.
     assert_eq!(hp.text.matches("send-proxy-v2").count(), 1);
+    assert!(!section(&hp.text, "frontend rts_198_18_0_10_8443").contains("rth_"));
+
+    // Its certificates not on the node (the view left them out): the terminated names
+    // are closed at the ClientHello, no hop; the passed-through ones still served.
+    let mut bare = routes.clone();
+    for s in bare.streams.iter_mut().filter(|s| s.port == 9445) {
+        let t = s.terminate.as_mut().unwrap();
+        t.certificates.clear();
+        t.default_certificate = None;
+    }
+    let hp_bare = r.haproxy(&bare, &o, &[]).unwrap();
+    assert!(!hp_bare.text.contains("rts_198_18_0_10_9445_t"));
+    assert!(!hp_bare.text.contains("send-proxy-v2"));
+    assert_eq!(
+        hp_bare.files["/run/k8slb/routes/rts_198_18_0_10_9445.sni.map"],
+        "closed.example.com x\np.example.com rtt_default_tls-a_443\nt.example.com x\n"
+    );
 
     // nginx (the plan does not give it such a port): what would be passed through is
     // closed, never terminated with another listener's certificate.
