@@ -211,6 +211,46 @@ pub fn make_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
+/// The user nginx's workers run as: the config's `user` directive, else nginx's
+/// default for a master started as root, `nobody`.
+pub fn nginx_worker_user(config_text: &str) -> String {
+    config_text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("user "))
+        .filter_map(|rest| rest.split([' ', ';']).find(|w| !w.is_empty()))
+        .next()
+        .unwrap_or("nobody")
+        .to_string()
+}
+
+/// Before a fresh start of nginx (none of ours runs: never on a reload, where nginx
+/// keeps its sockets): the hop directory of its internal servers (TLS ports of both
+/// modes) made 0700 and given to `worker_user`, who connects to its sockets (nginx
+/// makes them 0666; only that user, and root, may enter the directory), and the socket
+/// files a killed nginx left there removed (nginx would fail to bind them: "Address
+/// already in use"). Only `rts_*.sock` sockets are removed.
+pub fn prepare_nginx_hop_dir(dir: &Path, worker_user: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    make_private_dir(dir)?;
+    let user = nix::unistd::User::from_name(worker_user)
+        .map_err(std::io::Error::from)?
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("no user {worker_user} for nginx's workers"),
+            )
+        })?;
+    nix::unistd::chown(dir, Some(user.uid), None).map_err(std::io::Error::from)?;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("rts_") && name.ends_with(".sock") && e.file_type()?.is_socket() {
+            std::fs::remove_file(e.path())?;
+        }
+    }
+    Ok(())
+}
+
 fn run_check(daemon: DaemonKind, cmd: &mut Command) -> Result<(), DaemonError> {
     let program = format!("{:?}", cmd.get_program());
     let out = cmd
@@ -840,7 +880,17 @@ impl Daemon for Nginx {
         run_check(DaemonKind::Nginx, &mut cmd)
     }
     fn start(&mut self) -> Result<(), DaemonError> {
+        let running = read_pid(&self.paths.nginx_pid()).is_some_and(|p| runs_config(p, &self.cfg))
+            || self.child.alive();
         remove_stale_pid_file(&self.paths.nginx_pid(), &self.cfg);
+        if !running {
+            let text = std::fs::read_to_string(&self.cfg).unwrap_or_default();
+            let hop = self.paths.hop_dir();
+            if let Err(e) = prepare_nginx_hop_dir(&hop, &nginx_worker_user(&text)) {
+                // Only TLS ports of both modes need it: they fail to connect, and say so.
+                tracing::warn!(dir = %hop.display(), error = %e, "nginx hop directory not prepared");
+            }
+        }
         let mut cmd = self.base(&self.cfg.clone());
         self.child
             .start_confirmed(DaemonKind::Nginx, &mut cmd, "no worker after 10 s", |pid| {
@@ -888,6 +938,16 @@ mod tests {
         std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
         p
+    }
+
+    #[test]
+    fn nginx_workers_run_as_the_configs_user_or_nobody() {
+        assert_eq!(nginx_worker_user("pid /x.pid;\nevents {}\n"), "nobody");
+        assert_eq!(
+            nginx_worker_user("pid /x.pid;\n  user  www-data adm;\nevents {}\n"),
+            "www-data"
+        );
+        assert_eq!(nginx_worker_user("user k8slb;\n"), "k8slb");
     }
 
     #[test]

@@ -344,6 +344,9 @@ fn daemon_checks(routes: &HttpRoutes) {
     let mut o = options(&checked);
     o.secret_cert_dir = certs.clone();
     o.files_dir = dir.path().to_path_buf();
+    // `nginx -t` binds (and removes) the unix sockets of a TLS port of both modes.
+    o.hop_dir = dir.path().join("hop");
+    std::fs::create_dir_all(&o.hop_dir).unwrap();
     let node = "lb-1".parse().unwrap();
     let base = Renderer::embedded().unwrap();
     let ns = support::Netns::new("k8slbrh");
@@ -5144,16 +5147,34 @@ fn a_tls_port_of_both_modes_passes_through_and_hands_the_terminated_names_to_a_u
         "closed.example.com x\np.example.com rtt_default_tls-a_443\nt.example.com x\n"
     );
 
-    // nginx (the plan does not give it such a port): what would be passed through is
-    // closed, never terminated with another listener's certificate.
+    // nginx: the port's server reads the ClientHello and proxies every connection with
+    // a PROXY header to one of two servers on unix sockets in the hop directory, which
+    // take the client's address from it.
     let nx = r.nginx(&routes, &o).unwrap();
     let t = &nx.stream_text;
-    assert!(t.contains("\n    p.example.com k8slb_sink;"), "{t}");
-    assert!(t.contains("\n    *.q.example.com k8slb_sink;"), "{t}");
-    assert!(nx
-        .notes
-        .iter()
-        .any(|n| n.contains("is not served by nginx")));
+    let sock = "/run/k8slb/hop/rts_198_18_0_10_9445_tls";
+    assert!(
+        t.contains(&format!(
+            "upstream k8slb_hop_198_18_0_10_9445_tls_p {{\n    server unix:{sock}_p.sock;\n  }}"
+        )),
+        "{t}"
+    );
+    assert!(t.contains(&format!(
+        "upstream k8slb_hop_198_18_0_10_9445_tls_t {{\n    server unix:{sock}_t.sock;\n  }}"
+    )));
+    assert!(t.contains("map $ssl_preread_server_name $k8slb_sni_198_18_0_10_9445_tls {\n    hostnames;\n    closed.example.com k8slb_sink;\n    p.example.com k8slb_hop_198_18_0_10_9445_tls_p;\n    t.example.com k8slb_hop_198_18_0_10_9445_tls_t;\n    *.q.example.com k8slb_hop_198_18_0_10_9445_tls_p;\n    *.w.example.com k8slb_hop_198_18_0_10_9445_tls_t;\n    default k8slb_sink;\n  }"), "{t}");
+    assert!(t.contains("    listen 198.18.0.10:9445;\n    ssl_preread on;\n    proxy_half_close on;\n    proxy_protocol on;\n"), "{t}");
+    assert!(t.contains(&format!(
+        "    listen unix:{sock}_p.sock proxy_protocol;\n    set_real_ip_from unix:;\n    ssl_preread on;\n"
+    )));
+    assert!(t.contains(&format!(
+        "    listen unix:{sock}_t.sock ssl proxy_protocol;\n    set_real_ip_from unix:;\n"
+    )));
+    // Only the terminated routes behind the terminating server, the passed-through
+    // ones behind the other; ports of one mode send no header.
+    assert!(t.contains("map $ssl_server_name $k8slb_sni_198_18_0_10_9445_tls_t {\n    hostnames;\n    t.example.com rts_198_18_0_10_9445_tls_r"), "{t}");
+    assert!(!t.contains("$k8slb_sni_198_18_0_10_9445_tls_t {\n    hostnames;\n    p.example.com"));
+    assert_eq!(t.matches("proxy_protocol on;").count(), 1);
 }
 
 /// `mixed_routes` with daemon_checks' certificates (default_foo, default_wild).
@@ -5212,6 +5233,11 @@ fn tls_ports_of_both_modes_at_the_crd_maxima_stay_within_the_proxies_limits() {
     let hp = r.haproxy(&routes, &o, &[]).unwrap();
     assert!(hp.text.contains("frontend rts_198_18_0_10_9443_t\n"));
     assert!(most_words(&hp.text) <= 64);
+    let nx = r.nginx(&routes, &o).unwrap();
+    assert!(nx
+        .stream_text
+        .contains("_9443_tls_t.sock ssl proxy_protocol;"));
+    assert!(longest_word(&nx.stream_text) <= k8slb_common::routes::NGINX_MAX_TOKEN);
     for (f, t) in &hp.files {
         for l in t.lines() {
             assert!(
@@ -5346,5 +5372,95 @@ fn haproxy_serves_a_tls_port_of_both_modes_across_a_reload_and_a_restart_after_s
     assert!(socket.exists(), "the crash leaves the socket file");
     h.start().unwrap();
     check_mixed_port(&ns, "after a restart after SIGKILL");
+    h.stop(Duration::from_secs(2));
+}
+
+/// nginx with the port of both modes of `mixed_routes`, as the actor runs it
+/// (`k8slb_actor::daemons::Nginx`): served after a start, a reload, and a start after
+/// SIGKILL (whose socket files the fresh start removes: nginx would not bind them). The
+/// stream block allows the client's address only, so the internal servers, which take
+/// it from the PROXY header, refuse a connection that lost it.
+#[test]
+#[ignore = "needs root: real nginx in a network namespace; ./scripts/test.sh runs it"]
+fn nginx_serves_a_tls_port_of_both_modes_across_a_reload_and_a_restart_after_sigkill() {
+    use k8slb_actor::daemons::{Daemon, Nginx, Paths};
+    use std::os::unix::fs::MetadataExt;
+    support::require_root_and(&["nginx", "openssl"]);
+    let routes = mixed_routes();
+    let dir = tempfile::Builder::new()
+        .prefix("k8slb-nxmix")
+        .tempdir()
+        .unwrap();
+    let work = dir.path().join("work");
+    let paths = Paths::new(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let mut o = traffic_options(dir.path());
+    o.hop_dir = paths.hop_dir();
+    for n in ["default_term-a", "default_term-wild"] {
+        self_signed(&o.secret_cert_dir, n);
+    }
+    let ns = support::Netns::new("k8slbnm");
+    ns.ip(&format!("addr add {VIP}/32 dev lo"));
+    let _backends = start_stream_backends(&ns, dir.path());
+    let nx = HttpRenderer::embedded()
+        .unwrap()
+        .nginx(&routes, &o)
+        .unwrap();
+    std::fs::write(
+        paths.nginx_conf(),
+        format!(
+            "load_module {};\npid {};\nerror_log {}/error.log;\nevents {{}}\nstream {{\n  allow {VIP};\n  deny all;\n{}\n}}\n",
+            k8slb_actor::view::NGINX_STREAM_MODULE,
+            paths.nginx_pid().display(),
+            dir.path().display(),
+            nx.stream_text
+        ),
+    )
+    .unwrap();
+    let mut h = Nginx::new(ns.wrapper(dir.path(), "nginx"), paths.clone());
+    h.start().unwrap();
+    let sockets = [
+        paths.hop_dir().join("rts_198_18_0_10_9445_tls_p.sock"),
+        paths.hop_dir().join("rts_198_18_0_10_9445_tls_t.sock"),
+    ];
+    let meta = std::fs::metadata(paths.hop_dir()).unwrap();
+    assert_eq!(meta.mode() & 0o777, 0o700);
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    assert_eq!(meta.uid(), nobody.uid.as_raw(), "the workers' user owns it");
+    assert!(sockets.iter().all(|s| s.exists()));
+    check_mixed_port(&ns, "nginx after a start");
+    // The pipeline's check (`nginx -t`, which binds) beside the running nginx leaves
+    // its sockets alone.
+    h.check(&paths.nginx_conf()).unwrap();
+    assert!(sockets.iter().all(|s| s.exists()));
+    check_mixed_port(&ns, "nginx after a check");
+
+    h.reload().unwrap();
+    check_mixed_port(&ns, "nginx after a reload");
+
+    // A crash: master and workers killed, the socket files left behind.
+    let master = h.pid().unwrap();
+    let kids = Command::new("pgrep")
+        .args(["-P", &master.to_string()])
+        .output()
+        .unwrap();
+    let mut pids: Vec<i32> = String::from_utf8_lossy(&kids.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    pids.push(master as i32);
+    for p in pids {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        support::wait_until(Duration::from_secs(5), || h.poll_exit().is_some()),
+        "nginx still runs after SIGKILL"
+    );
+    assert!(sockets.iter().all(|s| s.exists()), "the crash leaves them");
+    h.start().unwrap();
+    check_mixed_port(&ns, "nginx after a restart after SIGKILL");
     h.stop(Duration::from_secs(2));
 }

@@ -754,8 +754,8 @@ spec:
 #[test]
 fn passthrough_and_terminate_on_one_port_are_both_refused_where_the_provider_does_not_serve_both_modes(
 ) {
-    // TLSRouteListenerMixedTerminationNotSupported (nginx, which does not claim
-    // TLSRouteModeMixed); another port keeps serving.
+    // TLSRouteListenerMixedTerminationNotSupported, for a provider that does not serve
+    // them (both of k8slb's do); another port keeps serving.
     let out = translate_tuned(
         &objects(&[CLASS, MIXED_GW]),
         &[tls_secret("infra", "a-tls", &["terminate.example"])],
@@ -782,7 +782,7 @@ fn passthrough_and_terminate_on_one_port_are_both_refused_where_the_provider_doe
 
 #[test]
 fn passthrough_and_terminate_on_one_port_are_both_served_where_the_provider_serves_both_modes() {
-    // TLSRouteMixedTerminationSameNamespace (HAProxy): both listeners Accepted, each
+    // TLSRouteMixedTerminationSameNamespace: both listeners Accepted, each
     // taking TLSRoutes and its route; one stream on 8443 that terminates with the
     // terminating listener's certificate and passes the other listener's route through.
     let terminated = route(

@@ -675,10 +675,10 @@ fn an_ip_address_entry_without_a_value_asks_for_any_address_of_the_pool() {
 }
 
 /// TLS listeners of both modes on one port (TLSRouteModeMixed) are served by the plan
-/// for HAProxy (one stream that terminates and passes the passthrough listener's route
-/// through) and refused for nginx (`ProtocolConflict` problems, no stream on the port).
+/// for both proxies: one stream that terminates and passes the passthrough listener's
+/// route through, and no `ProtocolConflict`.
 #[test]
-fn tls_listeners_of_both_modes_on_one_port_are_served_under_haproxy_and_refused_under_nginx() {
+fn tls_listeners_of_both_modes_on_one_port_are_served_under_both_proxies() {
     let c = cfg(POOLS);
     let gw = gateway(
         "gw",
@@ -697,7 +697,13 @@ fn tls_listeners_of_both_modes_on_one_port_are_served_under_haproxy_and_refused_
         &(f("leaf.crt") + &f("int.crt")),
         &f("leaf.key"),
     )];
+    let nginx = PlanOptions {
+        provider: Provider::Nginx,
+        ..PlanOptions::default()
+    };
+    let nginx = plan(&c, &nginx, &o, None);
     let haproxy = run(&c, &o, None);
+    assert_eq!(nginx.http.streams, haproxy.http.streams);
     let s = haproxy
         .http
         .streams
@@ -721,17 +727,6 @@ fn tls_listeners_of_both_modes_on_one_port_are_served_under_haproxy_and_refused_
     assert!(!p.iter().any(|(r, _)| r == "ProtocolConflict"), "{p:?}");
     // The state round-trips with the mark (the actors read it as JSON).
     assert_eq!(State::from_json(&haproxy.to_json()).unwrap(), haproxy);
-
-    let nginx = PlanOptions {
-        provider: Provider::Nginx,
-        ..PlanOptions::default()
-    };
-    let s = plan(&c, &nginx, &o, None);
-    assert!(s.http.streams.iter().all(|s| s.port != 8883));
-    let p = problems_on(&s, "Gateway infra/gw");
-    assert!(
-        p.iter()
-            .any(|(r, m)| r == "ProtocolConflict" && m.contains("listener term")),
-        "{p:?}"
-    );
+    let p = problems_on(&nginx, "Gateway infra/gw");
+    assert!(!p.iter().any(|(r, _)| r == "ProtocolConflict"), "{p:?}");
 }

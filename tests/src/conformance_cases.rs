@@ -31,14 +31,9 @@ const NO_RETRY: &str = "nginx retries only on another server of the upstream \
                         (proxy_next_upstream), never the same request up to the attempts \
                         asked: k8slb refuses retry under it (Accepted False, \
                         UnsupportedValue); claimed on HAProxy only";
-/// Why the mixed TLS modes test does not run on nginx.
-const NO_TLS_MIXED: &str = "TLS listeners of both modes on one port are not served by \
-                            nginx: both are Accepted False, ProtocolConflict \
-                            (TLSRouteListenerMixedTerminationNotSupported); \
-                            TLSRouteModeMixed is claimed on HAProxy only";
-/// Why the test of mixed TLS modes refused checks nothing on HAProxy.
-const TLS_MIXED_CLAIMED: &str = "TLSRouteModeMixed is claimed on HAProxy: the suite's test \
-                                 returns before any check";
+/// Why the test of mixed TLS modes refused checks nothing.
+const TLS_MIXED_CLAIMED: &str = "TLSRouteModeMixed is claimed: the suite's test returns \
+                                 before any check";
 /// Why the UDP tests do not run on HAProxy.
 const NO_UDP: &str = "HAProxy does not proxy UDP: k8slb refuses UDP listeners under it \
                       (UnsupportedProtocol); GATEWAY-UDP is claimed on nginx only";
@@ -1582,8 +1577,9 @@ pub fn cases() -> Vec<Case> {
             &[("Accepted", "True", "Accepted")],
             0,
         )),
-        // Checked on nginx, which does not claim TLSRouteModeMixed: both listeners
-        // refused, listing no kinds. HAProxy claims it: the suite returns early there.
+        // Both proxies claim TLSRouteModeMixed: the suite returns before any check. The
+        // checks are what a proxy that did not would have to pass (both listeners
+        // refused, listing no kinds), pinned by common/tests/gateway_l4.rs.
         case(
             "TLSRouteListenerMixedTerminationNotSupported",
             "tlsroute-listener-mixed-termination-not-supported.yaml",
@@ -1591,6 +1587,7 @@ pub fn cases() -> Vec<Case> {
         .profile(TLS)
         .ext(&["TLSRouteModeTerminate"])
         .returns_early_on("haproxy", TLS_MIXED_CLAIMED)
+        .returns_early_on("nginx", TLS_MIXED_CLAIMED)
         .check(listener(
             "gateway-tlsroute-mixed-termination-not-supported",
             "tls-terminate",
@@ -1628,7 +1625,6 @@ pub fn cases() -> Vec<Case> {
         )
         .profile(TLS)
         .ext(&["TLSRouteModeTerminate", "TLSRouteModeMixed"])
-        .skip_on("nginx", NO_TLS_MIXED)
         .check(Check::Accepted {
             gateway: nn("gateway-tlsroute-mixed-termination"),
             routes: vec![

@@ -585,10 +585,11 @@ pub struct HttpRenderOptions {
     /// Where the actor writes HAProxy's crt-list and map files ([`HaproxyRoutes::files`]).
     pub files_dir: PathBuf,
     /// Where the proxy binds the unix sockets of its internal hops: on a TLS port of
-    /// both modes (TLSRouteModeMixed) the passthrough frontend hands the terminating
-    /// listeners' connections to `<hop_dir>/<frontend>.sock` (HAProxy `unix@`, PROXY
-    /// protocol v2). A directory only the proxy's user may enter (the actor makes it
-    /// 0700); never in `files_dir`, whose other entries the actor removes.
+    /// both modes (TLSRouteModeMixed) the passthrough frontend hands connections to
+    /// sockets here, with a PROXY protocol header (HAProxy `unix@`, the terminating
+    /// listeners'; nginx `unix:`, all of them). A directory only the proxy's user may
+    /// enter (the actor makes it 0700, root's; for nginx, its workers'); never in
+    /// `files_dir`, whose other entries the actor removes.
     pub hop_dir: PathBuf,
     /// Admin `haproxy.httpfront` / `haproxy.httpback` lines.
     pub httpfront: Vec<ConfigLine>,

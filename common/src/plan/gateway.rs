@@ -70,8 +70,8 @@ struct Serves {
     /// with backend header edits or another timeout (HAProxy; nginx serves such a host
     /// from one location: [`crate::routes::OneLocation`]).
     conditional_mixes: bool,
-    /// `TLS` listeners of both modes on one port (HAProxy: an internal terminating
-    /// frontend behind the passthrough one; nginx: not yet).
+    /// `TLS` listeners of both modes on one port (both proxies: internal frontends on
+    /// unix sockets behind the passthrough one).
     tls_mixed: bool,
 }
 
@@ -83,7 +83,7 @@ impl Serves {
             mirror: !haproxy,
             retry: haproxy,
             conditional_mixes: haproxy,
-            tls_mixed: haproxy,
+            tls_mixed: true,
         }
     }
 }

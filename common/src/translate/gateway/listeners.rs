@@ -47,7 +47,7 @@ pub(super) fn tls_mode(l: &GatewayListener) -> Option<TlsMode> {
 
 /// What two listeners on one port must share to be served together: the protocol, and
 /// for `TLS` the mode unless the provider serves both modes on one port (`mixed`:
-/// TLSRouteModeMixed, HAProxy); else such listeners are `ProtocolConflict`.
+/// TLSRouteModeMixed, both proxies); else such listeners are `ProtocolConflict`.
 pub(super) fn port_protocol(l: &GatewayListener, mixed: bool) -> String {
     match (l.protocol.as_str(), tls_mode(l)) {
         ("TLS", Some(_)) if mixed => "TLS".to_string(),
@@ -294,7 +294,7 @@ impl Verdict {
                 false,
                 reason,
                 format!(
-                    "another TLS listener uses port {} with the other tls.mode: Passthrough and Terminate on one port are not served by this provider (nginx; HAProxy serves them)",
+                    "another TLS listener uses port {} with the other tls.mode: Passthrough and Terminate on one port are not served by this provider",
                     l.port
                 ),
             ));

@@ -121,9 +121,9 @@ pub struct GatewayInput<'a> {
     /// RequestMirror filter refuses its route.
     pub serves_mirror: bool,
     /// The provider serves `TLS` listeners of both modes on one port
-    /// (TLSRouteModeMixed: HAProxy, whose passthrough frontend hands the terminating
-    /// listeners' server names to an internal terminating frontend): else such
-    /// listeners are `ProtocolConflict`.
+    /// (TLSRouteModeMixed: HAProxy and nginx, whose passthrough frontend hands the
+    /// terminating listeners' server names to an internal terminating one over a unix
+    /// socket): else such listeners are `ProtocolConflict`.
     pub serves_tls_mixed: bool,
     /// The provider retries a request on an answer of a given status (HAProxy's L7
     /// retries; nginx's `proxy_next_upstream` only moves to another server): else a
