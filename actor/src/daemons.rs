@@ -211,36 +211,47 @@ pub fn make_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
-/// The user nginx's workers run as: the config's `user` directive, else nginx's
-/// default for a master started as root, `nobody`.
-pub fn nginx_worker_user(config_text: &str) -> String {
+/// The group nginx's workers run as (they connect to the hop sockets): the config's
+/// `user <user> [<group>]` directive's (without a group, the group named as the user,
+/// as nginx does), else nginx's default for a master started as root, `nogroup`
+/// (Debian's build; user `nobody`).
+pub fn nginx_worker_group(config_text: &str) -> String {
     config_text
         .lines()
         .filter_map(|l| l.trim().strip_prefix("user "))
-        .filter_map(|rest| rest.split([' ', ';']).find(|w| !w.is_empty()))
+        .map(|rest| {
+            let words: Vec<&str> = rest
+                .split([' ', '\t', ';'])
+                .filter(|w| !w.is_empty())
+                .collect();
+            words.get(1).or(words.first()).copied().unwrap_or("nogroup")
+        })
         .next()
-        .unwrap_or("nobody")
+        .unwrap_or("nogroup")
         .to_string()
 }
 
 /// Before a fresh start of nginx (none of ours runs: never on a reload, where nginx
 /// keeps its sockets): the hop directory of its internal servers (TLS ports of both
-/// modes) made 0700 and given to `worker_user`, who connects to its sockets (nginx
-/// makes them 0666; only that user, and root, may enter the directory), and the socket
-/// files a killed nginx left there removed (nginx would fail to bind them: "Address
-/// already in use"). Only `rts_*.sock` sockets are removed.
-pub fn prepare_nginx_hop_dir(dir: &Path, worker_user: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::FileTypeExt;
-    make_private_dir(dir)?;
-    let user = nix::unistd::User::from_name(worker_user)
+/// modes) made 0710, the actor's (root: the master binds there, without
+/// CAP_DAC_OVERRIDE, which the DaemonSet drops), of group `worker_group`, whose
+/// workers connect to its sockets (nginx makes them 0666; nothing else may enter the
+/// directory, only root writes it); and the socket files a killed nginx left there
+/// removed (nginx would fail to bind them: "Address already in use"). Only `rts_*.sock`
+/// sockets are removed.
+pub fn prepare_nginx_hop_dir(dir: &Path, worker_group: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    std::fs::create_dir_all(dir)?;
+    let group = nix::unistd::Group::from_name(worker_group)
         .map_err(std::io::Error::from)?
         .ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::NotFound,
-                format!("no user {worker_user} for nginx's workers"),
+                format!("no group {worker_group} for nginx's workers"),
             )
         })?;
-    nix::unistd::chown(dir, Some(user.uid), None).map_err(std::io::Error::from)?;
+    nix::unistd::chown(dir, None, Some(group.gid)).map_err(std::io::Error::from)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o710))?;
     for e in std::fs::read_dir(dir)? {
         let e = e?;
         let name = e.file_name().to_string_lossy().into_owned();
@@ -886,7 +897,7 @@ impl Daemon for Nginx {
         if !running {
             let text = std::fs::read_to_string(&self.cfg).unwrap_or_default();
             let hop = self.paths.hop_dir();
-            if let Err(e) = prepare_nginx_hop_dir(&hop, &nginx_worker_user(&text)) {
+            if let Err(e) = prepare_nginx_hop_dir(&hop, &nginx_worker_group(&text)) {
                 // Only TLS ports of both modes need it: they fail to connect, and say so.
                 tracing::warn!(dir = %hop.display(), error = %e, "nginx hop directory not prepared");
             }
@@ -941,13 +952,13 @@ mod tests {
     }
 
     #[test]
-    fn nginx_workers_run_as_the_configs_user_or_nobody() {
-        assert_eq!(nginx_worker_user("pid /x.pid;\nevents {}\n"), "nobody");
+    fn nginx_workers_run_in_the_configs_group_or_nogroup() {
+        assert_eq!(nginx_worker_group("pid /x.pid;\nevents {}\n"), "nogroup");
         assert_eq!(
-            nginx_worker_user("pid /x.pid;\n  user  www-data adm;\nevents {}\n"),
-            "www-data"
+            nginx_worker_group("pid /x.pid;\n  user  www-data adm;\nevents {}\n"),
+            "adm"
         );
-        assert_eq!(nginx_worker_user("user k8slb;\n"), "k8slb");
+        assert_eq!(nginx_worker_group("user k8slb;\n"), "k8slb");
     }
 
     #[test]

@@ -5255,12 +5255,13 @@ fn tls_ports_of_both_modes_at_the_crd_maxima_pass_the_daemons_own_checks() {
     daemon_checks(&mixed_maxima());
 }
 
-/// What HAProxy does with the port of both modes of `mixed_routes`, as the actor runs
-/// it (master-worker, `k8slb_actor::daemons::Haproxy`): each terminated name gets its
-/// certificate and its backend the plain request; each passed-through name reaches its
-/// TLS backend untouched (the backend's own certificate); names no route takes, and a
-/// route without a backend, closed. The hop keeps the client's address: the admin's
-/// `tcpfront` line below, in both frontends, refuses any other source.
+/// What a proxy does with the port of both modes of `mixed_routes`, run as the actor
+/// runs it: each terminated name gets its certificate and its backend the plain
+/// request; each passed-through name reaches its TLS backend untouched (the backend's
+/// own certificate); names no route takes, and a route without a backend, closed. The
+/// callers' configs refuse any source but the client's in the internal frontends too
+/// (HAProxy: a `tcpfront` line; nginx: `allow`), so the hop must keep the client's
+/// address.
 fn check_mixed_port(ns: &support::Netns, when: &str) {
     for (sni, cn, body) in [
         ("t.example.com", "default_term-a", "heavy"),
@@ -5285,11 +5286,35 @@ fn check_mixed_port(ns: &support::Netns, when: &str) {
     assert_eq!(tls_cn(ns, 9445, None), "closed", "{when}: no SNI");
 }
 
+/// A wrapper that runs `program` in `ns` with the capabilities the DaemonSet's actor
+/// container of that proxy has (`manifests/k8slb-<program>.yml`: ALL dropped, then
+/// NET_ADMIN, NET_RAW, NET_BIND_SERVICE added, and for nginx SETUID, SETGID, CHOWN):
+/// root without CAP_DAC_OVERRIDE, which enters only the directories its permissions
+/// let it.
+fn capped_wrapper(ns: &support::Netns, dir: &Path, program: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let caps = match program {
+        "nginx" => "-all,+net_admin,+net_raw,+net_bind_service,+setuid,+setgid,+chown",
+        _ => "-all,+net_admin,+net_raw,+net_bind_service",
+    };
+    let p = dir.join(format!("{program}-capped"));
+    std::fs::write(
+        &p,
+        format!(
+            "#!/bin/sh\nexec ip netns exec {} setpriv --bounding-set={caps} {program} \"$@\"\n",
+            ns.name
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
 #[test]
 #[ignore = "needs root: real HAProxy in a network namespace; ./scripts/test.sh runs it"]
 fn haproxy_serves_a_tls_port_of_both_modes_across_a_reload_and_a_restart_after_sigkill() {
     use k8slb_actor::daemons::{Daemon, Haproxy, Paths};
-    support::require_root_and(&["haproxy", "openssl"]);
+    support::require_root_and(&["haproxy", "openssl", "setpriv"]);
     let routes = mixed_routes();
     // The reference router agrees on where each name goes.
     for (sni, to) in [
@@ -5338,7 +5363,7 @@ fn haproxy_serves_a_tls_port_of_both_modes_across_a_reload_and_a_restart_after_s
         ),
     )
     .unwrap();
-    let mut h = Haproxy::new(ns.wrapper(dir.path(), "haproxy"), paths.clone());
+    let mut h = Haproxy::new(capped_wrapper(&ns, dir.path(), "haproxy"), paths.clone());
     h.start().unwrap();
     let socket = o.hop_dir.join("rts_198_18_0_10_9445.sock");
     let mode = |p: &Path| {
@@ -5376,7 +5401,8 @@ fn haproxy_serves_a_tls_port_of_both_modes_across_a_reload_and_a_restart_after_s
 }
 
 /// nginx with the port of both modes of `mixed_routes`, as the actor runs it
-/// (`k8slb_actor::daemons::Nginx`): served after a start, a reload, and a start after
+/// (`k8slb_actor::daemons::Nginx`, with the DaemonSet's capabilities): served after a
+/// start, a reload, and a start after
 /// SIGKILL (whose socket files the fresh start removes: nginx would not bind them). The
 /// stream block allows the client's address only, so the internal servers, which take
 /// it from the PROXY header, refuse a connection that lost it.
@@ -5385,7 +5411,7 @@ fn haproxy_serves_a_tls_port_of_both_modes_across_a_reload_and_a_restart_after_s
 fn nginx_serves_a_tls_port_of_both_modes_across_a_reload_and_a_restart_after_sigkill() {
     use k8slb_actor::daemons::{Daemon, Nginx, Paths};
     use std::os::unix::fs::MetadataExt;
-    support::require_root_and(&["nginx", "openssl"]);
+    support::require_root_and(&["nginx", "openssl", "setpriv"]);
     let routes = mixed_routes();
     let dir = tempfile::Builder::new()
         .prefix("k8slb-nxmix")
@@ -5417,16 +5443,19 @@ fn nginx_serves_a_tls_port_of_both_modes_across_a_reload_and_a_restart_after_sig
         ),
     )
     .unwrap();
-    let mut h = Nginx::new(ns.wrapper(dir.path(), "nginx"), paths.clone());
+    let mut h = Nginx::new(capped_wrapper(&ns, dir.path(), "nginx"), paths.clone());
     h.start().unwrap();
     let sockets = [
         paths.hop_dir().join("rts_198_18_0_10_9445_tls_p.sock"),
         paths.hop_dir().join("rts_198_18_0_10_9445_tls_t.sock"),
     ];
+    // root's, the workers' group may enter it (and connect to the 0666 sockets), no one
+    // else.
     let meta = std::fs::metadata(paths.hop_dir()).unwrap();
-    assert_eq!(meta.mode() & 0o777, 0o700);
-    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
-    assert_eq!(meta.uid(), nobody.uid.as_raw(), "the workers' user owns it");
+    assert_eq!(meta.mode() & 0o777, 0o710);
+    assert_eq!(meta.uid(), 0);
+    let nogroup = nix::unistd::Group::from_name("nogroup").unwrap().unwrap();
+    assert_eq!(meta.gid(), nogroup.gid.as_raw());
     assert!(sockets.iter().all(|s| s.exists()));
     check_mixed_port(&ns, "nginx after a start");
     // The pipeline's check (`nginx -t`, which binds) beside the running nginx leaves

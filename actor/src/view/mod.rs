@@ -588,7 +588,8 @@ pub struct HttpRenderOptions {
     /// both modes (TLSRouteModeMixed) the passthrough frontend hands connections to
     /// sockets here, with a PROXY protocol header (HAProxy `unix@`, the terminating
     /// listeners'; nginx `unix:`, all of them). A directory only the proxy's user may
-    /// enter (the actor makes it 0700, root's; for nginx, its workers'); never in
+    /// enter (the actor makes it 0700, root's; for nginx 0710, its workers' group may
+    /// enter it to connect); never in
     /// `files_dir`, whose other entries the actor removes.
     pub hop_dir: PathBuf,
     /// Admin `haproxy.httpfront` / `haproxy.httpback` lines.

@@ -37,9 +37,10 @@
 //!   header (`listen ... proxy_protocol`, `set_real_ip_from unix:`: `$remote_addr` is
 //!   the client's) and pass through by the ClientHello, or terminate and route by the
 //!   handshake's name, among their own routes. The names come from the address and port
-//!   only; the directory is the actor's ([`crate::daemons::prepare_nginx_hop_dir`]): 0700, of
-//!   the workers' user (they connect to the sockets; nginx makes them 0666), and a
-//!   fresh start removes the sockets a killed nginx left (it would not bind them).
+//!   only; the directory is the actor's ([`crate::daemons::prepare_nginx_hop_dir`]): 0710,
+//!   root's, of the workers' group (they connect to the sockets; nginx makes them
+//!   0666), and a fresh start removes the sockets a killed nginx left (it would not
+//!   bind them).
 
 use crate::render::files::{cert_path, ip_slug};
 use crate::render::nginx::NGINX_STREAMS;
