@@ -118,6 +118,7 @@ pub fn run(args: RenderArgs) -> anyhow::Result<()> {
     let out = std::path::absolute(&args.out)
         .with_context(|| format!("the absolute path of {}", args.out.display()))?;
     opts.routes_dir = out.join("routes");
+    opts.hop_dir = out.join("hop");
     let v = view(&state, &args.node, &opts).context("building this node's view")?;
     for s in &v.skipped {
         eprintln!(

@@ -188,6 +188,10 @@ impl Paths {
     pub fn nginx_prefix(&self) -> PathBuf {
         self.p("nginx")
     }
+    /// The unix sockets of the proxy's internal hops ([`crate::view::HttpRenderOptions::hop_dir`]).
+    pub fn hop_dir(&self) -> PathBuf {
+        self.p("hop")
+    }
     pub fn last_state(&self) -> PathBuf {
         self.p("last-state.json")
     }
@@ -196,6 +200,66 @@ impl Paths {
     pub fn proxy_health(&self) -> PathBuf {
         self.p("proxy-health")
     }
+}
+
+/// Make `dir` (and its parents) and leave it 0700: a directory only the proxy's user
+/// (the actor's: root) may enter, for sockets that take PROXY protocol headers (whoever
+/// connects to one may claim any client address).
+pub fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+/// The group nginx's workers run as (they connect to the hop sockets): the config's
+/// `user <user> [<group>]` directive's (without a group, the group named as the user,
+/// as nginx does), else nginx's default for a master started as root, `nogroup`
+/// (Debian's build; user `nobody`).
+pub fn nginx_worker_group(config_text: &str) -> String {
+    config_text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("user "))
+        .map(|rest| {
+            let words: Vec<&str> = rest
+                .split([' ', '\t', ';'])
+                .filter(|w| !w.is_empty())
+                .collect();
+            words.get(1).or(words.first()).copied().unwrap_or("nogroup")
+        })
+        .next()
+        .unwrap_or("nogroup")
+        .to_string()
+}
+
+/// Before a fresh start of nginx (none of ours runs: never on a reload, where nginx
+/// keeps its sockets): the hop directory of its internal servers (TLS ports of both
+/// modes) made 0710, the actor's (root: the master binds there, without
+/// CAP_DAC_OVERRIDE, which the DaemonSet drops), of group `worker_group`, whose
+/// workers connect to its sockets (nginx makes them 0666; nothing else may enter the
+/// directory, only root writes it); and the socket files a killed nginx left there
+/// removed (nginx would fail to bind them: "Address already in use"). Only `rts_*.sock`
+/// sockets are removed.
+pub fn prepare_nginx_hop_dir(dir: &Path, worker_group: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    std::fs::create_dir_all(dir)?;
+    let group = nix::unistd::Group::from_name(worker_group)
+        .map_err(std::io::Error::from)?
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("no group {worker_group} for nginx's workers"),
+            )
+        })?;
+    nix::unistd::chown(dir, None, Some(group.gid)).map_err(std::io::Error::from)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o710))?;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("rts_") && name.ends_with(".sock") && e.file_type()?.is_socket() {
+            std::fs::remove_file(e.path())?;
+        }
+    }
+    Ok(())
 }
 
 fn run_check(daemon: DaemonKind, cmd: &mut Command) -> Result<(), DaemonError> {
@@ -827,7 +891,17 @@ impl Daemon for Nginx {
         run_check(DaemonKind::Nginx, &mut cmd)
     }
     fn start(&mut self) -> Result<(), DaemonError> {
+        let running = read_pid(&self.paths.nginx_pid()).is_some_and(|p| runs_config(p, &self.cfg))
+            || self.child.alive();
         remove_stale_pid_file(&self.paths.nginx_pid(), &self.cfg);
+        if !running {
+            let text = std::fs::read_to_string(&self.cfg).unwrap_or_default();
+            let hop = self.paths.hop_dir();
+            if let Err(e) = prepare_nginx_hop_dir(&hop, &nginx_worker_group(&text)) {
+                // Only TLS ports of both modes need it: they fail to connect, and say so.
+                tracing::warn!(dir = %hop.display(), error = %e, "nginx hop directory not prepared");
+            }
+        }
         let mut cmd = self.base(&self.cfg.clone());
         self.child
             .start_confirmed(DaemonKind::Nginx, &mut cmd, "no worker after 10 s", |pid| {
@@ -875,6 +949,16 @@ mod tests {
         std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
         p
+    }
+
+    #[test]
+    fn nginx_workers_run_in_the_configs_group_or_nogroup() {
+        assert_eq!(nginx_worker_group("pid /x.pid;\nevents {}\n"), "nogroup");
+        assert_eq!(
+            nginx_worker_group("pid /x.pid;\n  user  www-data adm;\nevents {}\n"),
+            "adm"
+        );
+        assert_eq!(nginx_worker_group("user k8slb;\n"), "k8slb");
     }
 
     #[test]

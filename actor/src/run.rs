@@ -1050,6 +1050,10 @@ fn view_options(args: &RunArgs, paths: &Paths, metrics: &Metrics) -> anyhow::Res
         .with_context(|| format!("--certs-dir {}", args.certs_dir.display()))?;
     base.routes_dir = std::path::absolute(paths.work_dir.join("routes"))
         .context("the routes directory under --work-dir")?;
+    base.hop_dir = std::path::absolute(paths.hop_dir())
+        .context("the hop sockets directory under --work-dir")?;
+    daemons::make_private_dir(&base.hop_dir)
+        .with_context(|| format!("creating {}", base.hop_dir.display()))?;
     base.priority_overrides = crate::cmd_render::priority_overrides(std::env::vars())
         .context("PRIORITY<n> environment")?;
     match daemons::raise_open_files_limit() {

@@ -344,6 +344,9 @@ fn daemon_checks(routes: &HttpRoutes) {
     let mut o = options(&checked);
     o.secret_cert_dir = certs.clone();
     o.files_dir = dir.path().to_path_buf();
+    // `nginx -t` binds (and removes) the unix sockets of a TLS port of both modes.
+    o.hop_dir = dir.path().join("hop");
+    std::fs::create_dir_all(&o.hop_dir).unwrap();
     let node = "lb-1".parse().unwrap();
     let base = Renderer::embedded().unwrap();
     let ns = support::Netns::new("k8slbrh");
@@ -871,6 +874,7 @@ fn traffic_options(dir: &Path) -> HttpRenderOptions {
         pool_cert_dir: certs.clone(),
         secret_cert_dir: certs,
         files_dir: dir.to_path_buf(),
+        hop_dir: dir.join("hop"),
         ..HttpRenderOptions::default()
     };
     o.nginx_proxy = vec!["proxy_set_header Host $host;".parse().unwrap()];
@@ -2444,6 +2448,7 @@ fn stream_routes() -> HttpRoutes {
         backends,
         invalid: 0,
         owner: None,
+        passthrough: false,
     };
     let listener = |port, protocol, routes| {
         let mut l = StreamListener {
@@ -2684,6 +2689,7 @@ fn stream_endpoint_and_weight_changes_are_runtime_api_changes_for_haproxy() {
             }],
             invalid: 0,
             owner: None,
+            passthrough: false,
         });
         s.sort_routes();
     };
@@ -4613,6 +4619,7 @@ fn terminating(
                     .collect(),
                 invalid: 0,
                 owner: None,
+                passthrough: false,
             })
             .collect(),
         terminate: Some(ListenerTls {
@@ -5644,4 +5651,468 @@ fn real_proxies_let_every_client_in_on_a_fallback_listener_and_tell_the_backend_
             );
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// TLS listeners of both modes on one port (TLSRouteModeMixed; served on both proxies).
+
+/// The `streams` case with a port of both TLS modes, 9445: t.example.com (certificate
+/// term-a) and *.w.example.com (term-wild) terminated to heavy and light (HTTP/1.0
+/// answerers, which would not understand a TLS handshake), closed.example.com
+/// terminated without a backend; p.example.com passed through to tls-a and
+/// *.q.example.com to tls-b (`openssl s_server`s told apart by their certificates).
+fn mixed_routes() -> HttpRoutes {
+    let mut routes = stream_routes();
+    let mut l = terminating(
+        9445,
+        vec![
+            secret_cert("term-a", &["t.example.com"]),
+            secret_cert("term-wild", &["*.w.example.com"]),
+        ],
+        vec![
+            (Some("t.example.com"), vec!["default/heavy:80"]),
+            (Some("*.w.example.com"), vec!["default/light:80"]),
+            (Some("closed.example.com"), vec![]),
+            (Some("p.example.com"), vec!["default/tls-a:443"]),
+            (Some("*.q.example.com"), vec!["default/tls-b:443"]),
+        ],
+    );
+    for r in &mut l.routes {
+        let h = r.host.as_ref().unwrap().as_str();
+        r.passthrough = h == "p.example.com" || h == "*.q.example.com";
+    }
+    routes.streams.push(l);
+    routes.normalize();
+    routes
+}
+
+/// The text of HAProxy section `header` (up to the next section).
+fn section(text: &str, header: &str) -> String {
+    let start = text
+        .find(&format!("\n{header}\n"))
+        .unwrap_or_else(|| panic!("no {header} in\n{text}"))
+        + 1;
+    let end = ["\nfrontend ", "\nbackend "]
+        .iter()
+        .filter_map(|k| text[start..].find(k))
+        .min()
+        .map_or(text.len(), |e| start + e);
+    text[start..end].to_string()
+}
+
+#[test]
+fn a_tls_port_of_both_modes_passes_through_and_hands_the_terminated_names_to_a_unix_socket_hop() {
+    let routes = mixed_routes();
+    let r = HttpRenderer::embedded().unwrap();
+    let o = options(&base_state());
+    let hp = r.haproxy(&routes, &o, &[]).unwrap();
+    let front = section(&hp.text, "frontend rts_198_18_0_10_9445");
+    // The port's frontend passes through: the ClientHello read, no TLS on its bind.
+    assert!(
+        front.contains("bind 198.18.0.10:9445 transparent\n")
+            && front.contains("req.ssl_sni,lower")
+            && !front.contains(" ssl "),
+        "{front}"
+    );
+    assert!(front.contains("reject unless { var(txn.k8slb_a) -m beg rtt_ rth_ }"));
+    let file = |name: &str| {
+        hp.files
+            .get(&format!("/run/k8slb/routes/{name}"))
+            .unwrap_or_else(|| panic!("no {name} in {:?}", hp.files.keys()))
+            .as_str()
+    };
+    assert_eq!(
+        file("rts_198_18_0_10_9445.sni.map"),
+        "closed.example.com x\np.example.com rtt_default_tls-a_443\nt.example.com rth_198_18_0_10_9445\n"
+    );
+    assert_eq!(
+        file("rts_198_18_0_10_9445.suffixes.map"),
+        ".q.example.com rtt_default_tls-b_443\n.w.example.com rth_198_18_0_10_9445\n"
+    );
+    // The hop: a unix socket in the hop directory (never the routes directory), the
+    // PROXY header of the port's frontend taken, TLS terminated there.
+    assert_eq!(
+        section(&hp.text, "backend rth_198_18_0_10_9445").trim_end(),
+        "backend rth_198_18_0_10_9445\n  mode tcp\n  server s unix@/run/k8slb/hop/rts_198_18_0_10_9445.sock send-proxy-v2"
+    );
+    let hop = section(&hp.text, "frontend rts_198_18_0_10_9445_t");
+    assert!(
+        hop.contains("\n  bind unix@/run/k8slb/hop/rts_198_18_0_10_9445.sock mode 600 accept-proxy ssl crt-list /run/k8slb/routes/rts_198_18_0_10_9445.crt-list\n"),
+        "{hop}"
+    );
+    assert!(hop.contains("ssl_fc_sni,lower") && !hop.contains("inspect-delay"));
+    // Only the terminated routes there.
+    assert_eq!(
+        file("rts_198_18_0_10_9445_t.sni.map"),
+        "t.example.com rtt_default_heavy_80\n"
+    );
+    assert_eq!(
+        file("rts_198_18_0_10_9445_t.suffixes.map"),
+        ".w.example.com rtt_default_light_80\n"
+    );
+    // Ports of one mode have no hop.
+    assert_eq!(hp.text.matches("send-proxy-v2").count(), 1);
+    assert!(!section(&hp.text, "frontend rts_198_18_0_10_8443").contains("rth_"));
+
+    // Its certificates not on the node (the view left them out): the terminated names
+    // are closed at the ClientHello, no hop; the passed-through ones still served.
+    let mut bare = routes.clone();
+    for s in bare.streams.iter_mut().filter(|s| s.port == 9445) {
+        let t = s.terminate.as_mut().unwrap();
+        t.certificates.clear();
+        t.default_certificate = None;
+    }
+    let hp_bare = r.haproxy(&bare, &o, &[]).unwrap();
+    assert!(!hp_bare.text.contains("rts_198_18_0_10_9445_t"));
+    assert!(!hp_bare.text.contains("send-proxy-v2"));
+    assert_eq!(
+        hp_bare.files["/run/k8slb/routes/rts_198_18_0_10_9445.sni.map"],
+        "closed.example.com x\np.example.com rtt_default_tls-a_443\nt.example.com x\n"
+    );
+
+    // nginx: the port's server reads the ClientHello and proxies every connection with
+    // a PROXY header to one of two servers on unix sockets in the hop directory, which
+    // take the client's address from it.
+    let nx = r.nginx(&routes, &o).unwrap();
+    let t = &nx.stream_text;
+    let sock = "/run/k8slb/hop/rts_198_18_0_10_9445_tls";
+    assert!(
+        t.contains(&format!(
+            "upstream k8slb_hop_198_18_0_10_9445_tls_p {{\n    server unix:{sock}_p.sock;\n  }}"
+        )),
+        "{t}"
+    );
+    assert!(t.contains(&format!(
+        "upstream k8slb_hop_198_18_0_10_9445_tls_t {{\n    server unix:{sock}_t.sock;\n  }}"
+    )));
+    assert!(t.contains("map $ssl_preread_server_name $k8slb_sni_198_18_0_10_9445_tls {\n    hostnames;\n    closed.example.com k8slb_sink;\n    p.example.com k8slb_hop_198_18_0_10_9445_tls_p;\n    t.example.com k8slb_hop_198_18_0_10_9445_tls_t;\n    *.q.example.com k8slb_hop_198_18_0_10_9445_tls_p;\n    *.w.example.com k8slb_hop_198_18_0_10_9445_tls_t;\n    default k8slb_sink;\n  }"), "{t}");
+    assert!(t.contains("    listen 198.18.0.10:9445;\n    ssl_preread on;\n    proxy_half_close on;\n    proxy_protocol on;\n"), "{t}");
+    assert!(t.contains(&format!(
+        "    listen unix:{sock}_p.sock proxy_protocol;\n    set_real_ip_from unix:;\n    ssl_preread on;\n"
+    )));
+    assert!(t.contains(&format!(
+        "    listen unix:{sock}_t.sock ssl proxy_protocol;\n    set_real_ip_from unix:;\n"
+    )));
+    // Only the terminated routes behind the terminating server, the passed-through
+    // ones behind the other; ports of one mode send no header.
+    assert!(t.contains("map $ssl_server_name $k8slb_sni_198_18_0_10_9445_tls_t {\n    hostnames;\n    t.example.com rts_198_18_0_10_9445_tls_r"), "{t}");
+    assert!(!t.contains("$k8slb_sni_198_18_0_10_9445_tls_t {\n    hostnames;\n    p.example.com"));
+    assert_eq!(t.matches("proxy_protocol on;").count(), 1);
+}
+
+/// `mixed_routes` with daemon_checks' certificates (default_foo, default_wild).
+fn mixed_routes_checked() -> HttpRoutes {
+    let mut routes = mixed_routes();
+    for s in &mut routes.streams {
+        if let Some(t) = &mut s.terminate {
+            for c in &mut t.certificates {
+                let wild = c.hosts.iter().any(|h| h.is_wildcard());
+                c.file = secret_cert(if wild { "wild" } else { "foo" }, &[]).file;
+            }
+            t.default_certificate = Some(t.certificates[0].file.clone());
+        }
+    }
+    routes
+}
+
+#[test]
+#[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
+fn a_tls_port_of_both_modes_passes_the_daemons_own_checks() {
+    daemon_checks(&mixed_routes_checked());
+}
+
+/// `terminate_maxima` (64 listeners with hostnames of 253 characters on one port, 16
+/// routes under each wildcard), with the routes of the exact-name listeners passed
+/// through: half the listeners pass through, half terminate.
+fn mixed_maxima() -> HttpRoutes {
+    let mut routes = terminate_maxima();
+    let s = routes.streams.iter_mut().find(|s| s.port == 9443).unwrap();
+    let exact: Vec<String> = s
+        .terminate
+        .as_ref()
+        .unwrap()
+        .certificates
+        .iter()
+        .flat_map(|c| &c.hosts)
+        .filter(|h| !h.is_wildcard())
+        .map(|h| h.to_string())
+        .collect();
+    assert_eq!(exact.len(), 32);
+    for r in &mut s.routes {
+        r.passthrough = r
+            .host
+            .as_ref()
+            .is_some_and(|h| exact.contains(&h.to_string()));
+    }
+    assert!(s.is_mixed());
+    routes
+}
+
+#[test]
+fn tls_ports_of_both_modes_at_the_crd_maxima_stay_within_the_proxies_limits() {
+    let routes = mixed_maxima();
+    let r = HttpRenderer::embedded().unwrap();
+    let o = options(&base_state());
+    let hp = r.haproxy(&routes, &o, &[]).unwrap();
+    assert!(hp.text.contains("frontend rts_198_18_0_10_9443_t\n"));
+    assert!(most_words(&hp.text) <= 64);
+    let nx = r.nginx(&routes, &o).unwrap();
+    assert!(nx
+        .stream_text
+        .contains("_9443_tls_t.sock ssl proxy_protocol;"));
+    assert!(longest_word(&nx.stream_text) <= k8slb_common::routes::NGINX_MAX_TOKEN);
+    for (f, t) in &hp.files {
+        for l in t.lines() {
+            assert!(
+                l.split_whitespace().count() < 2048 && l.len() < 64 * 1024,
+                "{f}: a line of {} words",
+                l.split_whitespace().count()
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs root: a network namespace for nginx -t (it binds the VIPs); ./scripts/test.sh runs it"]
+fn tls_ports_of_both_modes_at_the_crd_maxima_pass_the_daemons_own_checks() {
+    daemon_checks(&mixed_maxima());
+}
+
+/// What a proxy does with the port of both modes of `mixed_routes`, run as the actor
+/// runs it: each terminated name gets its certificate and its backend the plain
+/// request; each passed-through name reaches its TLS backend untouched (the backend's
+/// own certificate); names no route takes, and a route without a backend, closed. The
+/// callers' configs refuse any source but the client's in the internal frontends too
+/// (HAProxy: a `tcpfront` line; nginx: `allow`), so the hop must keep the client's
+/// address.
+fn check_mixed_port(ns: &support::Netns, when: &str) {
+    for (sni, cn, body) in [
+        ("t.example.com", "default_term-a", "heavy"),
+        ("T.Example.COM", "default_term-a", "heavy"),
+        ("x.w.example.com", "default_term-wild", "light"),
+        ("x.y.w.example.com", "", "light"),
+    ] {
+        let (got_cn, got_body) = tls_exchange(ns, 9445, Some(sni));
+        assert_eq!((got_body.as_str(), when), (body, when), "{sni}");
+        if !cn.is_empty() {
+            assert_eq!(got_cn, cn, "{when}: {sni}");
+        }
+    }
+    for (sni, cn) in [
+        ("p.example.com", "tls-a"),
+        ("x.q.example.com", "tls-b"),
+        ("closed.example.com", "closed"),
+        ("nope.example.net", "closed"),
+    ] {
+        assert_eq!(tls_cn(ns, 9445, Some(sni)), cn, "{when}: {sni}");
+    }
+    assert_eq!(tls_cn(ns, 9445, None), "closed", "{when}: no SNI");
+}
+
+/// A wrapper that runs `program` in `ns` with the capabilities the DaemonSet's actor
+/// container of that proxy has (`manifests/k8slb-<program>.yml`: ALL dropped, then
+/// NET_ADMIN, NET_RAW, NET_BIND_SERVICE added, and for nginx SETUID, SETGID, CHOWN):
+/// root without CAP_DAC_OVERRIDE, which enters only the directories its permissions
+/// let it.
+fn capped_wrapper(ns: &support::Netns, dir: &Path, program: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let caps = match program {
+        "nginx" => "-all,+net_admin,+net_raw,+net_bind_service,+setuid,+setgid,+chown",
+        _ => "-all,+net_admin,+net_raw,+net_bind_service",
+    };
+    let p = dir.join(format!("{program}-capped"));
+    std::fs::write(
+        &p,
+        format!(
+            "#!/bin/sh\nexec ip netns exec {} setpriv --bounding-set={caps} {program} \"$@\"\n",
+            ns.name
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+#[test]
+#[ignore = "needs root: real HAProxy in a network namespace; ./scripts/test.sh runs it"]
+fn haproxy_serves_a_tls_port_of_both_modes_across_a_reload_and_a_restart_after_sigkill() {
+    use k8slb_actor::daemons::{Daemon, Haproxy, Paths};
+    support::require_root_and(&["haproxy", "openssl", "setpriv"]);
+    let routes = mixed_routes();
+    // The reference router agrees on where each name goes.
+    for (sni, to) in [
+        ("t.example.com", "heavy"),
+        ("x.w.example.com", "light"),
+        ("p.example.com", "tls-a"),
+        ("x.q.example.com", "tls-b"),
+    ] {
+        let r = routes
+            .route_stream(VIP.parse().unwrap(), 9445, StreamProtocol::Tls, Some(sni))
+            .unwrap();
+        assert_eq!(r.backends[0].id.service.name.as_str(), to);
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("k8slb-rtmix")
+        .tempdir()
+        .unwrap();
+    let mut o = traffic_options(dir.path());
+    o.tcpfront = vec!["tcp-request content reject unless { src 198.18.0.10 }"
+        .parse()
+        .unwrap()];
+    for n in ["default_term-a", "default_term-wild"] {
+        self_signed(&o.secret_cert_dir, n);
+    }
+    let work = dir.path().join("work");
+    let paths = Paths::new(&work);
+    k8slb_actor::daemons::make_private_dir(&o.hop_dir).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    let ns = support::Netns::new("k8slbmx");
+    ns.ip(&format!("addr add {VIP}/32 dev lo"));
+    let _backends = start_stream_backends(&ns, dir.path());
+    let hp = HttpRenderer::embedded()
+        .unwrap()
+        .haproxy(&routes, &o, &[])
+        .unwrap();
+    for (f, t) in &hp.files {
+        std::fs::write(f, t).unwrap();
+    }
+    std::fs::write(
+        paths.haproxy_cfg(),
+        format!(
+            "global\n  pidfile {}\n  stats socket {} mode 600 level admin expose-fd listeners\n  expose-experimental-directives\ndefaults\n  timeout connect 2s\n  timeout client 5s\n  timeout server 5s\n{}",
+            paths.haproxy_pid().display(),
+            paths.haproxy_runtime_socket().display(),
+            hp.text
+        ),
+    )
+    .unwrap();
+    let mut h = Haproxy::new(capped_wrapper(&ns, dir.path(), "haproxy"), paths.clone());
+    h.start().unwrap();
+    let socket = o.hop_dir.join("rts_198_18_0_10_9445.sock");
+    let mode = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    };
+    assert_eq!(mode(&socket), 0o600);
+    assert_eq!(mode(&o.hop_dir), 0o700);
+    check_mixed_port(&ns, "after a start");
+
+    h.reload().unwrap();
+    check_mixed_port(&ns, "after a reload");
+
+    // A crash: master and workers killed, the socket file left behind.
+    let procs = h.show_proc().unwrap();
+    for p in procs
+        .master
+        .iter()
+        .chain(&procs.workers)
+        .chain(&procs.old_workers)
+    {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p.pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        support::wait_until(Duration::from_secs(5), || h.poll_exit().is_some()),
+        "HAProxy still runs after SIGKILL"
+    );
+    assert!(socket.exists(), "the crash leaves the socket file");
+    h.start().unwrap();
+    check_mixed_port(&ns, "after a restart after SIGKILL");
+    h.stop(Duration::from_secs(2));
+}
+
+/// nginx with the port of both modes of `mixed_routes`, as the actor runs it
+/// (`k8slb_actor::daemons::Nginx`, with the DaemonSet's capabilities): served after a
+/// start, a reload, and a start after
+/// SIGKILL (whose socket files the fresh start removes: nginx would not bind them). The
+/// stream block allows the client's address only, so the internal servers, which take
+/// it from the PROXY header, refuse a connection that lost it.
+#[test]
+#[ignore = "needs root: real nginx in a network namespace; ./scripts/test.sh runs it"]
+fn nginx_serves_a_tls_port_of_both_modes_across_a_reload_and_a_restart_after_sigkill() {
+    use k8slb_actor::daemons::{Daemon, Nginx, Paths};
+    use std::os::unix::fs::MetadataExt;
+    support::require_root_and(&["nginx", "openssl", "setpriv"]);
+    let routes = mixed_routes();
+    let dir = tempfile::Builder::new()
+        .prefix("k8slb-nxmix")
+        .tempdir()
+        .unwrap();
+    let work = dir.path().join("work");
+    let paths = Paths::new(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let mut o = traffic_options(dir.path());
+    o.hop_dir = paths.hop_dir();
+    for n in ["default_term-a", "default_term-wild"] {
+        self_signed(&o.secret_cert_dir, n);
+    }
+    let ns = support::Netns::new("k8slbnm");
+    ns.ip(&format!("addr add {VIP}/32 dev lo"));
+    let _backends = start_stream_backends(&ns, dir.path());
+    let nx = HttpRenderer::embedded()
+        .unwrap()
+        .nginx(&routes, &o)
+        .unwrap();
+    std::fs::write(
+        paths.nginx_conf(),
+        format!(
+            "load_module {};\npid {};\nerror_log {}/error.log;\nevents {{}}\nstream {{\n  allow {VIP};\n  deny all;\n{}\n}}\n",
+            k8slb_actor::view::NGINX_STREAM_MODULE,
+            paths.nginx_pid().display(),
+            dir.path().display(),
+            nx.stream_text
+        ),
+    )
+    .unwrap();
+    let mut h = Nginx::new(capped_wrapper(&ns, dir.path(), "nginx"), paths.clone());
+    h.start().unwrap();
+    let sockets = [
+        paths.hop_dir().join("rts_198_18_0_10_9445_tls_p.sock"),
+        paths.hop_dir().join("rts_198_18_0_10_9445_tls_t.sock"),
+    ];
+    // root's, the workers' group may enter it (and connect to the 0666 sockets), no one
+    // else.
+    let meta = std::fs::metadata(paths.hop_dir()).unwrap();
+    assert_eq!(meta.mode() & 0o777, 0o710);
+    assert_eq!(meta.uid(), 0);
+    let nogroup = nix::unistd::Group::from_name("nogroup").unwrap().unwrap();
+    assert_eq!(meta.gid(), nogroup.gid.as_raw());
+    assert!(sockets.iter().all(|s| s.exists()));
+    check_mixed_port(&ns, "nginx after a start");
+    // The pipeline's check (`nginx -t`, which binds) beside the running nginx leaves
+    // its sockets alone.
+    h.check(&paths.nginx_conf()).unwrap();
+    assert!(sockets.iter().all(|s| s.exists()));
+    check_mixed_port(&ns, "nginx after a check");
+
+    h.reload().unwrap();
+    check_mixed_port(&ns, "nginx after a reload");
+
+    // A crash: master and workers killed, the socket files left behind.
+    let master = h.pid().unwrap();
+    let kids = Command::new("pgrep")
+        .args(["-P", &master.to_string()])
+        .output()
+        .unwrap();
+    let mut pids: Vec<i32> = String::from_utf8_lossy(&kids.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    pids.push(master as i32);
+    for p in pids {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        support::wait_until(Duration::from_secs(5), || h.poll_exit().is_some()),
+        "nginx still runs after SIGKILL"
+    );
+    assert!(sockets.iter().all(|s| s.exists()), "the crash leaves them");
+    h.start().unwrap();
+    check_mixed_port(&ns, "nginx after a restart after SIGKILL");
+    h.stop(Duration::from_secs(2));
 }

@@ -497,6 +497,7 @@ impl Objects {
             unavailable,
             serves_udp: true,
             serves_mirror: true,
+            serves_tls_mixed: true,
             serves_retry: true,
             mixes_conditional_rules: true,
             configmaps: &self.configmaps,

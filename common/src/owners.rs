@@ -201,6 +201,7 @@ mod tests {
                         namespace: "t".into(),
                         name: "tcp".into(),
                     }),
+                    passthrough: false,
                 }],
                 terminate: None,
             }],

@@ -736,11 +736,10 @@ spec:
     assert_eq!(t.certificates[0].hosts[0].as_str(), "b.example");
 }
 
-#[test]
-fn passthrough_and_terminate_on_one_port_are_both_refused_as_a_protocol_conflict() {
-    // TLSRouteListenerMixedTerminationNotSupported: k8slb does not claim
-    // TLSRouteModeMixed; another port keeps serving.
-    let gw = r#"
+/// A Gateway with a terminating and a passthrough TLS listener on 8443 (the layout of
+/// the suite's TLSRouteMixedTerminationSameNamespace), and a passthrough one alone on
+/// 9443.
+const MIXED_GW: &str = r#"
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: { name: gw, namespace: infra }
@@ -751,11 +750,17 @@ spec:
   - { name: tls-passthrough, port: 8443, protocol: TLS, hostname: passthrough.example, tls: { mode: Passthrough } }
   - { name: alone, port: 9443, protocol: TLS, hostname: passthrough.example, tls: { mode: Passthrough } }
 "#;
+
+#[test]
+fn passthrough_and_terminate_on_one_port_are_both_refused_where_the_provider_does_not_serve_both_modes(
+) {
+    // TLSRouteListenerMixedTerminationNotSupported, for a provider that does not serve
+    // them (both of k8slb's do); another port keeps serving.
     let out = translate_tuned(
-        &objects(&[CLASS, gw]),
+        &objects(&[CLASS, MIXED_GW]),
         &[tls_secret("infra", "a-tls", &["terminate.example"])],
         VIP,
-        |_| {},
+        |i| i.serves_tls_mixed = false,
     );
     for name in ["tls-terminate", "tls-passthrough"] {
         let c = cond(&listener(&out, name).conditions, "Accepted");
@@ -776,7 +781,82 @@ spec:
 }
 
 #[test]
-fn a_shared_address_port_keeps_the_tls_mode_of_its_first_gateway() {
+fn passthrough_and_terminate_on_one_port_are_both_served_where_the_provider_serves_both_modes() {
+    // TLSRouteMixedTerminationSameNamespace: both listeners Accepted, each
+    // taking TLSRoutes and its route; one stream on 8443 that terminates with the
+    // terminating listener's certificate and passes the other listener's route through.
+    let terminated = route(
+        "TLSRoute",
+        "terminated",
+        1,
+        "  parentRefs: [{ name: gw, namespace: infra }]\n  hostnames: [terminate.example]\n  rules: [{ backendRefs: [{ name: a, port: 5432 }] }]",
+    );
+    let passed = route(
+        "TLSRoute",
+        "passed",
+        2,
+        "  parentRefs: [{ name: gw, namespace: infra }]\n  hostnames: [passthrough.example]\n  rules: [{ backendRefs: [{ name: b, port: 443 }] }]",
+    );
+    let gw = MIXED_GW.replace(
+        " } }\n",
+        " }, allowedRoutes: { namespaces: { from: All } } }\n",
+    );
+    let out = translate_tuned(
+        &objects(&[CLASS, &gw, &terminated, &passed]),
+        &[tls_secret("infra", "a-tls", &["terminate.example"])],
+        VIP,
+        |i| i.serves_tls_mixed = true,
+    );
+    for name in ["tls-terminate", "tls-passthrough"] {
+        let l = listener(&out, name);
+        let c = cond(&l.conditions, "Accepted");
+        assert_eq!((c.status, c.reason.as_str()), (true, "Accepted"), "{name}");
+        assert!(
+            !l.conditions
+                .iter()
+                .any(|c| c.type_.as_str() == "Conflicted" && c.status),
+            "{name}: {:?}",
+            l.conditions
+        );
+        assert_eq!(l.supported_kinds, ["TLSRoute"], "{name}");
+        assert_eq!(l.attached_routes, 1, "{name}");
+    }
+    for r in ["default/terminated", "default/passed"] {
+        assert_eq!(
+            route_cond(&out, L4Kind::Tls, r, "Accepted"),
+            (true, "Accepted")
+        );
+    }
+    let s = out.routes.streams.iter().find(|s| s.port == 8443).unwrap();
+    assert!(s.is_mixed(), "{s:?}");
+    let t = s.terminate.as_ref().unwrap();
+    assert_eq!(t.certificates.len(), 1);
+    assert_eq!(t.certificates[0].hosts[0].as_str(), "terminate.example");
+    let modes: Vec<(&str, bool)> = s
+        .routes
+        .iter()
+        .map(|r| (r.host.as_ref().unwrap().as_str(), r.passthrough))
+        .collect();
+    assert_eq!(
+        modes,
+        [("passthrough.example", true), ("terminate.example", false)]
+    );
+    assert_eq!(
+        goes(&out, 8443, StreamProtocol::Tls, Some("terminate.example")),
+        "a@10.244.1.1:5432*1"
+    );
+    assert_eq!(
+        goes(&out, 8443, StreamProtocol::Tls, Some("passthrough.example")),
+        "b@10.244.1.2:8443*1"
+    );
+    // A port of one mode marks nothing.
+    let alone = out.routes.streams.iter().find(|s| s.port == 9443).unwrap();
+    assert!(alone.terminate.is_none() && !alone.is_mixed());
+}
+
+#[test]
+fn a_shared_address_port_keeps_the_tls_mode_of_its_first_gateway_where_the_provider_does_not_serve_both(
+) {
     // Two Gateways on one address (as sharing by consent allows), one passing TLS
     // through on 8443, the newer terminating it there: the older keeps the port, the
     // newer's certificate never answers on it.
@@ -808,7 +888,7 @@ spec:
         &objects(&[CLASS, older, newer, &r]),
         &[tls_secret("infra", "a-tls", &["a.example"])],
         VIP,
-        |_| {},
+        |i| i.serves_tls_mixed = false,
     );
     let [s] = out.routes.streams.as_slice() else {
         panic!("{:?}", out.routes.streams)

@@ -673,3 +673,60 @@ fn an_ip_address_entry_without_a_value_asks_for_any_address_of_the_pool() {
         );
     }
 }
+
+/// TLS listeners of both modes on one port (TLSRouteModeMixed) are served by the plan
+/// for both proxies: one stream that terminates and passes the passthrough listener's
+/// route through, and no `ProtocolConflict`.
+#[test]
+fn tls_listeners_of_both_modes_on_one_port_are_served_under_both_proxies() {
+    let c = cfg(POOLS);
+    let gw = gateway(
+        "gw",
+        80,
+        5,
+        r#"  - { name: term, port: 8883, protocol: TLS, hostname: a.example.com, tls: { mode: Terminate, certificateRefs: [{ name: good }] }, allowedRoutes: { namespaces: { from: All } } }
+  - { name: pass, port: 8883, protocol: TLS, hostname: b.example.com, tls: { mode: Passthrough }, allowedRoutes: { namespaces: { from: All } } }"#,
+    );
+    let term = l4_route("TLSRoute", "term", "term", "app", 80);
+    let pass = l4_route("TLSRoute", "pass", "pass", "app", 80);
+    let mut o = objects(vec![], &[CLASS, &gw, &term, &pass]);
+    let f = cert_fixture;
+    o.secrets = vec![tls_secret(
+        "good",
+        "kubernetes.io/tls",
+        &(f("leaf.crt") + &f("int.crt")),
+        &f("leaf.key"),
+    )];
+    let nginx = PlanOptions {
+        provider: Provider::Nginx,
+        ..PlanOptions::default()
+    };
+    let nginx = plan(&c, &nginx, &o, None);
+    let haproxy = run(&c, &o, None);
+    assert_eq!(nginx.http.streams, haproxy.http.streams);
+    let s = haproxy
+        .http
+        .streams
+        .iter()
+        .find(|s| s.port == 8883)
+        .expect("the port served under HAProxy");
+    assert!(s.is_mixed(), "{s:?}");
+    let modes: Vec<(Option<String>, bool)> = s
+        .routes
+        .iter()
+        .map(|r| (r.host.as_ref().map(|h| h.to_string()), r.passthrough))
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            (Some("a.example.com".into()), false),
+            (Some("b.example.com".into()), true)
+        ]
+    );
+    let p = problems_on(&haproxy, "Gateway infra/gw");
+    assert!(!p.iter().any(|(r, _)| r == "ProtocolConflict"), "{p:?}");
+    // The state round-trips with the mark (the actors read it as JSON).
+    assert_eq!(State::from_json(&haproxy.to_json()).unwrap(), haproxy);
+    let p = problems_on(&nginx, "Gateway infra/gw");
+    assert!(!p.iter().any(|(r, _)| r == "ProtocolConflict"), "{p:?}");
+}

@@ -28,11 +28,9 @@ const NO_RETRY: &str = "nginx retries only on another server of the upstream \
                         (proxy_next_upstream), never the same request up to the attempts \
                         asked: k8slb refuses retry under it (Accepted False, \
                         UnsupportedValue); claimed on HAProxy only";
-/// Why the mixed TLS modes test does not run.
-const NO_TLS_MIXED: &str = "TLS listeners of both modes on one port are not served: both \
-                            are Accepted False, ProtocolConflict \
-                            (TLSRouteListenerMixedTerminationNotSupported); \
-                            TLSRouteModeMixed is not claimed";
+/// Why the test of mixed TLS modes refused checks nothing.
+const TLS_MIXED_CLAIMED: &str = "TLSRouteModeMixed is claimed: the suite's test returns \
+                                 before any check";
 /// Why the UDP tests do not run on HAProxy.
 const NO_UDP: &str = "HAProxy does not proxy UDP: k8slb refuses UDP listeners under it \
                       (UnsupportedProtocol); GATEWAY-UDP is claimed on nginx only";
@@ -47,6 +45,7 @@ pub fn case(name: &'static str, manifest: &'static str) -> Case {
         features: &[],
         skip: None,
         skip_on: vec![],
+        returns_early_on: vec![],
         unclaimed: None,
         expect_fail: vec![],
         checks: vec![],
@@ -78,6 +77,11 @@ impl Case {
     }
     pub fn skip_on(mut self, proxy: &'static str, why: &'static str) -> Case {
         self.skip_on.push((proxy, why));
+        self
+    }
+    /// See [`Case::returns_early_on`].
+    pub fn returns_early_on(mut self, proxy: &'static str, why: &'static str) -> Case {
+        self.returns_early_on.push((proxy, why));
         self
     }
     /// Known to fail on both proxies (`proxy` empty) or one, and why.
@@ -1570,14 +1574,17 @@ pub fn cases() -> Vec<Case> {
             &[("Accepted", "True", "Accepted")],
             0,
         )),
-        // Run because TLSRouteModeMixed is not claimed (the suite returns early when it
-        // is): both listeners refused, listing no kinds.
+        // Both proxies claim TLSRouteModeMixed: the suite returns before any check. The
+        // checks are what a proxy that did not would have to pass (both listeners
+        // refused, listing no kinds), pinned by common/tests/gateway_l4.rs.
         case(
             "TLSRouteListenerMixedTerminationNotSupported",
             "tlsroute-listener-mixed-termination-not-supported.yaml",
         )
         .profile(TLS)
         .ext(&["TLSRouteModeTerminate"])
+        .returns_early_on("haproxy", TLS_MIXED_CLAIMED)
+        .returns_early_on("nginx", TLS_MIXED_CLAIMED)
         .check(listener(
             "gateway-tlsroute-mixed-termination-not-supported",
             "tls-terminate",
@@ -1615,7 +1622,41 @@ pub fn cases() -> Vec<Case> {
         )
         .profile(TLS)
         .ext(&["TLSRouteModeTerminate", "TLSRouteModeMixed"])
-        .skip(NO_TLS_MIXED),
+        .check(Check::Accepted {
+            gateway: nn("gateway-tlsroute-mixed-termination"),
+            routes: vec![
+                nn("gateway-conformance-mixed-passthroughroute"),
+                nn("gateway-conformance-mixed-terminateroute"),
+            ],
+            kind: "TLSRoute",
+        })
+        .check(listener(
+            "gateway-tlsroute-mixed-termination",
+            "tls-terminate",
+            &["TLSRoute"],
+            &[("Accepted", "True", "Accepted")],
+            1,
+        ))
+        .check(listener(
+            "gateway-tlsroute-mixed-termination",
+            "tls-passthrough",
+            &["TLSRoute"],
+            &[("Accepted", "True", "Accepted")],
+            1,
+        ))
+        .check(tls_terminated_to(
+            "gateway-tlsroute-mixed-termination",
+            8883,
+            "tls.example.com",
+            "tcp-backend",
+        ))
+        .check(Check::Tcp {
+            gateway: nn("gateway-tlsroute-mixed-termination"),
+            port: 8883,
+            backend: nn("tcp-backend"),
+            sni: Some("abc.example.com"),
+            terminated: false,
+        }),
         case(
             "TLSRouteInvalidNoMatchingListener",
             "tlsroute-invalid-no-matching-listener.yaml",

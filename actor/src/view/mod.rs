@@ -102,6 +102,9 @@ pub struct ViewOptions {
     pub secret_cert_dir: PathBuf,
     /// Where the actor writes the routes' HAProxy map and crt-list files.
     pub routes_dir: PathBuf,
+    /// Where the proxy binds its internal hops' unix sockets (a TLS port of both modes:
+    /// [`HttpRenderOptions::hop_dir`]); the actor makes it, 0700.
+    pub hop_dir: PathBuf,
     /// The certificates of TLS Secrets on this node (stem → version, as
     /// `k8slb_common::certs::files::present` reads `secret_cert_dir`). A certificate the
     /// state names that is not here, or not in the version the state names, is left out
@@ -135,6 +138,7 @@ impl ViewOptions {
             fd_budget: None,
             secret_cert_dir: PathBuf::from("/run/k8slb/certs"),
             routes_dir: PathBuf::from("/run/k8slb/routes"),
+            hop_dir: PathBuf::from("/run/k8slb/hop"),
             secret_certs: None,
             pool_certs: None,
         }
@@ -413,6 +417,7 @@ fn http_part(
         pool_cert_dir: PathBuf::from(cfg.cert_path.as_str()),
         secret_cert_dir: opts.secret_cert_dir.clone(),
         files_dir: opts.routes_dir.clone(),
+        hop_dir: opts.hop_dir.clone(),
         httpfront: cfg.haproxy.httpfront.clone(),
         httpback: cfg.haproxy.httpback.clone(),
         tcpfront: cfg.haproxy.tcpfront.clone(),
@@ -579,6 +584,14 @@ pub struct HttpRenderOptions {
     pub secret_cert_dir: PathBuf,
     /// Where the actor writes HAProxy's crt-list and map files ([`HaproxyRoutes::files`]).
     pub files_dir: PathBuf,
+    /// Where the proxy binds the unix sockets of its internal hops: on a TLS port of
+    /// both modes (TLSRouteModeMixed) the passthrough frontend hands connections to
+    /// sockets here, with a PROXY protocol header (HAProxy `unix@`, the terminating
+    /// listeners'; nginx `unix:`, all of them). A directory only the proxy's user may
+    /// enter (the actor makes it 0700, root's; for nginx 0710, its workers' group may
+    /// enter it to connect); never in
+    /// `files_dir`, whose other entries the actor removes.
+    pub hop_dir: PathBuf,
     /// Admin `haproxy.httpfront` / `haproxy.httpback` lines.
     pub httpfront: Vec<ConfigLine>,
     pub httpback: Vec<ConfigLine>,
@@ -602,6 +615,7 @@ impl Default for HttpRenderOptions {
             pool_cert_dir: "/etc/certs".into(),
             secret_cert_dir: "/run/k8slb/certs".into(),
             files_dir: "/run/k8slb/routes".into(),
+            hop_dir: "/run/k8slb/hop".into(),
             httpfront: Vec::new(),
             httpback: Vec::new(),
             tcpfront: Vec::new(),

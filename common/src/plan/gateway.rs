@@ -71,6 +71,9 @@ struct Serves {
     /// with backend header edits or another timeout (HAProxy; nginx serves such a host
     /// from one location: [`crate::routes::OneLocation`]).
     conditional_mixes: bool,
+    /// `TLS` listeners of both modes on one port (both proxies: internal frontends on
+    /// unix sockets behind the passthrough one).
+    tls_mixed: bool,
 }
 
 impl Serves {
@@ -81,6 +84,7 @@ impl Serves {
             mirror: true,
             retry: haproxy,
             conditional_mixes: haproxy,
+            tls_mixed: true,
         }
     }
 }
@@ -325,6 +329,7 @@ fn translate(
     let mut input = objs.gateway_input(&secrets, &addresses, &unavailable);
     input.serves_udp = serves.udp;
     input.serves_mirror = serves.mirror;
+    input.serves_tls_mixed = serves.tls_mixed;
     input.serves_retry = serves.retry;
     input.mixes_conditional_rules = serves.conditional_mixes;
     input.pools = pools;

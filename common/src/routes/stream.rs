@@ -44,13 +44,20 @@ pub struct StreamListener {
     pub routes: Vec<StreamRoute>,
     /// TLS only: the proxy terminates TLS with these certificates (chosen by SNI as an
     /// HTTPS listener's are: each for its listener's hostname) and the routes' backends
-    /// get plain TCP (`tls.mode: Terminate`). `None`: passed through untouched. One
-    /// port is one or the other (a Gateway's listeners that mix them are refused).
+    /// get plain TCP (`tls.mode: Terminate`). `None`: passed through untouched. A port
+    /// of both modes (TLSRouteModeMixed, HAProxy only) terminates and marks the routes
+    /// it passes through ([`StreamRoute::passthrough`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminate: Option<ListenerTls>,
 }
 
 impl StreamListener {
+    /// A TLS port of both modes (TLSRouteModeMixed): it terminates, and some of its
+    /// routes are passed through ([`StreamRoute::passthrough`]).
+    pub fn is_mixed(&self) -> bool {
+        self.terminate.is_some() && self.routes.iter().any(|r| r.passthrough)
+    }
+
     /// Two listeners that cannot share one address: the same port on the same transport.
     pub fn clashes(&self, other: &StreamListener) -> bool {
         self.ip == other.ip
@@ -115,6 +122,14 @@ pub struct StreamRoute {
     /// because of it. Absent in states of older watchers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<ObjRef>,
+    /// TLS on a listener that terminates ([`StreamListener::terminate`]): this route's
+    /// connections are passed through untouched all the same (a `tls.mode: Passthrough`
+    /// listener's route on a port that also has `Terminate` listeners:
+    /// TLSRouteModeMixed). The port then routes by the ClientHello's server name, and
+    /// only the other routes' connections are terminated. Always false on a listener
+    /// that does not terminate (all of its routes are passed through).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub passthrough: bool,
 }
 
 impl StreamRoute {

@@ -28,8 +28,22 @@
 //!   name, `ssl_fc_sni,lower` (the content rules run once the handshake is done; no
 //!   inspect delay). The backends get the plain bytes. A listener left without a
 //!   certificate (the quarantine took them out) rejects every connection.
+//! - **HAProxy, both modes on one port** (TLSRouteModeMixed): the frontend on the
+//!   address is the passthrough one, whose maps send the server names of the terminated
+//!   routes to backend `rth_<address>_<port>`: one server, `unix@<hop_dir>/<frontend>.sock
+//!   send-proxy-v2`, the bind (`mode 600 accept-proxy`, TLS as above) of frontend
+//!   `<frontend>_t`, which routes among the terminated routes only (they keep their
+//!   precedence, so it picks the route the port's frontend picked). PROXY protocol v2
+//!   carries the client's address, so logs and `src` see the client. `unix@`, not
+//!   `abns@`: a socket file in a 0700 directory only the proxy's user reaches, where
+//!   an abstract socket in the host's network namespace would take a PROXY header
+//!   (any client address) from any process of the node; HAProxy binds a unix socket
+//!   through a temporary name renamed over the path, so a file a crashed HAProxy left
+//!   does not stop a start, and hands it to the new worker on a reload.
 
-use crate::render::files::{files_dir, stream_frontend_name, SplitsMap};
+use crate::render::files::{
+    files_dir, ip_slug, path_err, render_err, stream_frontend_name, SplitsMap,
+};
 use crate::render::haproxy::http::{hp_tls, HpTls};
 use crate::render_error::RenderError;
 use crate::view::stream_backend_name;
@@ -74,6 +88,45 @@ pub(crate) struct HpStream {
     any: Option<String>,
     splits_map: Option<String>,
     splits: Vec<HpStreamSplit>,
+    /// The internal frontend of a TLS port of both modes: bound on a unix socket, it
+    /// takes the PROXY protocol header the port's frontend sends (the client's
+    /// address) and terminates TLS.
+    accept_proxy: bool,
+    /// The port's frontend hands the terminated routes' connections to this hop.
+    hop: Option<HpStreamHop>,
+}
+
+/// `backend <backend>` with one server, `<socket> send-proxy-v2`: the way from a TLS
+/// port's passthrough frontend to its terminating one.
+#[derive(Serialize)]
+pub(crate) struct HpStreamHop {
+    backend: String,
+    socket: String,
+}
+
+impl HpStream {
+    fn new(
+        name: String,
+        bind: String,
+        splits_map: Option<String>,
+        splits: Vec<HpStreamSplit>,
+    ) -> Self {
+        HpStream {
+            name,
+            bind,
+            reject_all: false,
+            direct: None,
+            tls: false,
+            terminate: None,
+            sni_map: None,
+            suffixes_map: None,
+            any: None,
+            splits_map,
+            splits,
+            accept_proxy: false,
+            hop: None,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -145,26 +198,12 @@ pub(crate) fn hp_streams(
         }
         let name = stream_frontend_name(s);
         let dir = files_dir(o)?;
-        let mut splits = Vec::new();
-        // A TCP listener has one route (the model's invariant; a second is noted below).
-        let taken = if s.protocol == StreamProtocol::Tcp {
-            1
-        } else {
-            s.routes.len()
-        };
-        let values: Vec<String> = s
-            .routes
-            .iter()
-            .take(taken)
-            .enumerate()
-            .map(|(i, r)| hp_value(i, r, &routes.backends, &mut splits, notes, &name))
-            .collect();
-        let splits_map = SplitsMap::of_stream(s, o)?.write(files);
+        let tls = s.protocol == StreamProtocol::Tls;
         let terminate = match &s.terminate {
-            Some(t) if s.protocol == StreamProtocol::Tls => {
+            Some(t) if tls => {
                 if t.certificates.is_empty() && t.default_certificate.is_none() {
                     notes.push(format!(
-                        "{name}: TLS termination without any certificate; every connection is rejected"
+                        "{name}: TLS termination without any certificate; every connection it would terminate is rejected"
                     ));
                     None
                 } else {
@@ -174,20 +213,33 @@ pub(crate) fn hp_streams(
             _ => None,
         };
         let no_certificate = s.terminate.is_some() && terminate.is_none();
-        let mut st = HpStream {
-            bind,
-            reject_all: no_certificate,
-            direct: None,
-            tls: s.protocol == StreamProtocol::Tls,
-            terminate,
-            sni_map: None,
-            suffixes_map: None,
-            any: None,
-            splits_map,
-            splits,
-            name: name.clone(),
+        // A port of both TLS modes: the frontend on the address passes through and
+        // hands the server names of the terminated routes to an internal frontend.
+        let mixed = tls && s.is_mixed();
+        // A TCP listener has one route (the model's invariant; a second is noted below).
+        let taken = if s.protocol == StreamProtocol::Tcp {
+            1
+        } else {
+            s.routes.len()
         };
+        let (mut splits, mut hop_splits) = (Vec::new(), Vec::new());
+        let values: Vec<String> = s
+            .routes
+            .iter()
+            .take(taken)
+            .enumerate()
+            .map(|(i, r)| {
+                let into = if mixed && !r.passthrough {
+                    &mut hop_splits
+                } else {
+                    &mut splits
+                };
+                hp_value(i, r, &routes.backends, into, notes, &name)
+            })
+            .collect();
+        let splits_map = SplitsMap::of_stream(s, o)?.write(files);
         if s.protocol == StreamProtocol::Tcp {
+            let mut st = HpStream::new(name.clone(), bind, splits_map, splits);
             if s.routes.len() > 1 {
                 notes.push(format!(
                     "{name}: a TCP listener takes one route; the first is used"
@@ -201,33 +253,101 @@ pub(crate) fn hp_streams(
             out.push(st);
             continue;
         }
-        // TLS: exact names, then wildcard suffixes (longest first), then any name.
-        let mut seen = BTreeSet::new();
-        let (mut exact, mut suffixes) = (String::new(), Vec::new());
-        for (r, v) in s.routes.iter().zip(&values) {
-            match &r.host {
-                None => {
-                    st.any.get_or_insert_with(|| v.clone());
-                }
-                Some(h) if !seen.insert(h.as_str()) => {}
-                Some(h) => match h.wildcard_suffix() {
-                    Some(suffix) => suffixes.push((suffix.to_string(), v.clone())),
-                    None => exact.push_str(&format!("{h} {v}\n")),
-                },
+        if !mixed {
+            let mut st = HpStream::new(name.clone(), bind, splits_map, splits);
+            st.tls = true;
+            st.reject_all = no_certificate;
+            st.terminate = terminate;
+            let all: Vec<(&StreamRoute, String)> = s.routes.iter().zip(values).collect();
+            sni_maps(&mut st, &all, &format!("{dir}/{name}"), files);
+            out.push(st);
+            continue;
+        }
+        // Mixed: the terminated routes' connections go to the hop (unless they are
+        // closed anyway: no backend, or no certificate to terminate them with).
+        let hop_name = format!("{name}_t");
+        let socket = hop_socket(o, &name)?;
+        let hop_backend = format!("rth_{}_{}", ip_slug(s.ip), s.port);
+        let (mut front, mut back) = (Vec::new(), Vec::new());
+        for (r, v) in s.routes.iter().zip(values) {
+            if r.passthrough {
+                front.push((r, v));
+            } else if no_certificate || v == REJECT {
+                front.push((r, REJECT.to_string()));
+            } else {
+                front.push((r, hop_backend.clone()));
+                back.push((r, v));
             }
         }
-        suffixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
-        let suffixes: String = suffixes.iter().map(|(k, v)| format!("{k} {v}\n")).collect();
-        let mut map = |ext: &str, text: String| {
-            (!text.is_empty()).then(|| {
-                let f = format!("{dir}/{name}.{ext}");
-                files.insert(f.clone(), text);
-                f
-            })
-        };
-        st.sni_map = map("sni.map", exact);
-        st.suffixes_map = map("suffixes.map", suffixes);
+        let mut st = HpStream::new(name.clone(), bind, splits_map.clone(), splits);
+        st.tls = true;
+        sni_maps(&mut st, &front, &format!("{dir}/{name}"), files);
+        if !back.is_empty() {
+            st.hop = Some(HpStreamHop {
+                backend: hop_backend,
+                socket: socket.clone(),
+            });
+        }
         out.push(st);
+        if !back.is_empty() {
+            let mut hop = HpStream::new(hop_name.clone(), socket, splits_map, hop_splits);
+            hop.tls = true;
+            hop.accept_proxy = true;
+            hop.terminate = terminate;
+            sni_maps(&mut hop, &back, &format!("{dir}/{hop_name}"), files);
+            out.push(hop);
+        }
     }
     Ok((out, skipped))
+}
+
+/// The unix socket of the hop of stream frontend `name` (a TLS port of both modes):
+/// `unix@<hop_dir>/<name>.sock`. Its name comes from the address and port alone; a
+/// path too long for a unix socket (107 bytes) is the admin's work dir, refused whole.
+fn hop_socket(o: &HttpRenderOptions, name: &str) -> Result<String, RenderError> {
+    let dir = crate::view::safe_path("hop sockets directory", &o.hop_dir).map_err(path_err)?;
+    let path = format!("{}/{name}.sock", dir.trim_end_matches('/'));
+    if path.len() > 107 {
+        return Err(render_err(
+            crate::render::haproxy::HAPROXY_ROUTES,
+            format!("the hop socket path {path} is longer than a unix socket path may be (107 bytes): use a shorter --work-dir"),
+        ));
+    }
+    Ok(format!("unix@{path}"))
+}
+
+/// The SNI maps of `st` for `routes` (each with its value), in precedence order: exact
+/// names, then wildcard suffixes (longest first), then any name. Files `<base>.sni.map`
+/// and `<base>.suffixes.map`.
+fn sni_maps(
+    st: &mut HpStream,
+    routes: &[(&StreamRoute, String)],
+    base: &str,
+    files: &mut BTreeMap<String, String>,
+) {
+    let mut seen = BTreeSet::new();
+    let (mut exact, mut suffixes) = (String::new(), Vec::new());
+    for (r, v) in routes {
+        match &r.host {
+            None => {
+                st.any.get_or_insert_with(|| v.clone());
+            }
+            Some(h) if !seen.insert(h.as_str()) => {}
+            Some(h) => match h.wildcard_suffix() {
+                Some(suffix) => suffixes.push((suffix.to_string(), v.clone())),
+                None => exact.push_str(&format!("{h} {v}\n")),
+            },
+        }
+    }
+    suffixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+    let suffixes: String = suffixes.iter().map(|(k, v)| format!("{k} {v}\n")).collect();
+    let mut map = |ext: &str, text: String| {
+        (!text.is_empty()).then(|| {
+            let f = format!("{base}.{ext}");
+            files.insert(f.clone(), text);
+            f
+        })
+    };
+    st.sni_map = map("sni.map", exact);
+    st.suffixes_map = map("suffixes.map", suffixes);
 }

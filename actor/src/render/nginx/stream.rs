@@ -29,8 +29,21 @@
 //!   crt-list filters, `default` the port's default certificate), which nginx loads at
 //!   each handshake (the plan checked that both proxies load each of them). A listener
 //!   left without a certificate (the quarantine took them out) refuses every connection.
+//! - **nginx, both modes on one port** (TLSRouteModeMixed): the server on the address
+//!   reads the ClientHello (`ssl_preread`) and, by the same `hostnames` map, proxies
+//!   each connection with `proxy_protocol on` (nginx's is per server, so every
+//!   connection of the port gets the header) to an upstream `k8slb_hop_<port>_p` or
+//!   `_t`: `unix:<hop_dir>/rts_<address>_<port>_tls_{p,t}.sock`, servers that take the
+//!   header (`listen ... proxy_protocol`, `set_real_ip_from unix:`: `$remote_addr` is
+//!   the client's) and pass through by the ClientHello, or terminate and route by the
+//!   handshake's name, among their own routes. The names come from the address and port
+//!   only; the directory is the actor's ([`crate::daemons::prepare_nginx_hop_dir`]): 0710,
+//!   root's, of the workers' group (they connect to the sockets; nginx makes them
+//!   0666), and a fresh start removes the sockets a killed nginx left (it would not
+//!   bind them).
 
 use crate::render::files::{cert_path, ip_slug};
+use crate::render::nginx::NGINX_STREAMS;
 use crate::render_error::RenderError;
 use crate::view::{HttpRenderOptions, PLACEHOLDER};
 use k8slb_common::routes::{
@@ -115,6 +128,66 @@ impl NxStreams {
     pub(crate) fn is_empty(&self) -> bool {
         self.servers.is_empty()
     }
+
+    /// A TLS server (`server`, its listen given) that routes `targets` (each route
+    /// with its upstream, in precedence order) by server name: the handshake's when it
+    /// terminates with `ssl`, else the ClientHello's (`ssl_preread`), what is not TLS
+    /// to the sink. `slug` names its maps.
+    fn tls_server(
+        &mut self,
+        slug: &str,
+        mut server: NxStreamServer,
+        ssl: Option<(String, String)>,
+        targets: &[(&StreamRoute, String)],
+    ) {
+        let mut entries = String::new();
+        let mut default = SINK_UPSTREAM;
+        for (r, target) in targets {
+            match &r.host {
+                // `*.suffix` in a `hostnames` map matches any depth, not the suffix itself.
+                Some(h) => entries.push_str(&format!("\n    {h} {target};")),
+                None => default = target,
+            }
+        }
+        let sni_var = format!("$k8slb_sni_{slug}");
+        let tls_var = format!("$k8slb_tls_{slug}");
+        if ssl.is_some() {
+            // Terminated: the handshake's server name; what is not TLS fails it.
+            self.maps.push(format!(
+                "map $ssl_server_name {sni_var} {{\n    hostnames;{entries}\n    default {default};\n  }}"
+            ));
+            server.ssl = ssl;
+            server.proxy_pass = Some(sni_var);
+            self.servers.push(server);
+            return;
+        }
+        self.maps.push(format!(
+            "map $ssl_preread_server_name {sni_var} {{\n    hostnames;{entries}\n    default {default};\n  }}"
+        ));
+        // What is not TLS has no protocol: closed, whatever the any-name route.
+        self.maps.push(format!(
+            "map $ssl_preread_protocol {tls_var} {{\n    \"\" {SINK_UPSTREAM};\n    default {sni_var};\n  }}"
+        ));
+        server.ssl_preread = true;
+        server.proxy_pass = Some(tls_var);
+        self.servers.push(server);
+    }
+}
+
+/// The unix socket of the internal server `name` of a TLS port of both modes:
+/// `<hop_dir>/rts_<name>.sock` (the address, port and part only). A path too long for a
+/// unix socket (107 bytes) is the admin's work dir, refused whole.
+fn nx_hop_socket(o: &HttpRenderOptions, name: &str) -> Result<String, RenderError> {
+    let dir = crate::view::safe_path("hop sockets directory", &o.hop_dir)
+        .map_err(|e| crate::render::files::render_err(NGINX_STREAMS, e))?;
+    let path = format!("{}/rts_{name}.sock", dir.trim_end_matches('/'));
+    if path.len() > 107 {
+        return Err(crate::render::files::render_err(
+            NGINX_STREAMS,
+            format!("the hop socket path {path} is longer than a unix socket path may be (107 bytes): use a shorter --work-dir"),
+        ));
+    }
+    Ok(path)
 }
 
 #[derive(Serialize)]
@@ -137,6 +210,27 @@ struct NxStreamServer {
     ssl: Option<(String, String)>,
     /// `proxy_pass` target: an upstream or a map variable; `None`: `deny all`.
     proxy_pass: Option<String>,
+    /// Sends a PROXY protocol header to what it proxies to (`proxy_protocol on`): the
+    /// server on the address of a TLS port of both modes, whose targets are the
+    /// internal servers below.
+    proxy_protocol: bool,
+    /// An internal server on a unix socket: takes the PROXY protocol header and the
+    /// client's address from it (`listen ... proxy_protocol`, `set_real_ip_from unix:`).
+    accept_proxy: bool,
+}
+
+impl NxStreamServer {
+    fn new(listen: String, proxy_pass: Option<String>) -> Self {
+        NxStreamServer {
+            listen,
+            udp: false,
+            ssl_preread: false,
+            ssl: None,
+            proxy_pass,
+            proxy_protocol: false,
+            accept_proxy: false,
+        }
+    }
 }
 
 /// The certificate and key files of `f` (a Secret's `.pem` holds both).
@@ -363,88 +457,104 @@ pub(crate) fn nx_streams(
                 ));
             }
             let target = s.routes.first().and_then(|r| upstream(0, r, notes));
-            out.servers.push(NxStreamServer {
-                listen,
-                udp: s.protocol.is_udp(),
-                ssl_preread: false,
-                ssl: None,
-                proxy_pass: target,
-            });
+            let mut server = NxStreamServer::new(listen, target);
+            server.udp = s.protocol.is_udp();
+            out.servers.push(server);
             continue;
         }
+        // A port of both TLS modes (TLSRouteModeMixed): see the module's documentation.
+        let mixed = s.is_mixed();
         let ssl = match &s.terminate {
             Some(t) => {
                 let mut keys = Vec::new();
                 let ssl = nx_terminate(&slug, t, o, (&mut out.maps, &mut keys))?;
                 count_keys(&mut sizes, keys.iter().map(String::as_str));
-                if ssl.is_none() {
+                if ssl.is_none() && !mixed {
                     notes.push(format!(
                         "{listen}/TLS: TLS termination without any certificate; every connection is refused"
                     ));
-                    out.servers.push(NxStreamServer {
-                        listen,
-                        udp: false,
-                        ssl_preread: false,
-                        ssl: None,
-                        proxy_pass: None,
-                    });
+                    out.servers.push(NxStreamServer::new(listen, None));
                     continue;
+                }
+                if ssl.is_none() {
+                    notes.push(format!(
+                        "{listen}/TLS: TLS termination without any certificate; the connections it would terminate are refused"
+                    ));
                 }
                 ssl
             }
             None => None,
         };
+        // Each route's target, the first of each server name (and of any name) only.
         let mut seen = BTreeSet::new();
-        let mut entries = String::new();
-        let mut default = None;
+        let mut any = false;
+        let mut targets: Vec<(&StreamRoute, String)> = Vec::new();
         for (i, r) in s.routes.iter().enumerate() {
             if r.host.as_ref().is_some_and(|h| !seen.insert(h.as_str())) {
                 continue;
             }
-            if r.host.is_none() && default.is_some() {
+            if r.host.is_none() && std::mem::replace(&mut any, true) {
                 continue;
             }
             let target = upstream(i, r, notes).unwrap_or_else(|| SINK_UPSTREAM.to_string());
-            match &r.host {
-                // `*.suffix` in a `hostnames` map matches any depth, not the suffix itself.
-                Some(h) => entries.push_str(&format!("\n    {h} {target};")),
-                None => default = Some(target),
-            }
+            targets.push((r, target));
         }
         count_keys(&mut sizes, seen.iter().copied());
-        let sni_var = format!("$k8slb_sni_{slug}");
-        let tls_var = format!("$k8slb_tls_{slug}");
-        let default = default.as_deref().unwrap_or(SINK_UPSTREAM);
-        if ssl.is_some() {
-            // Terminated: the handshake's server name; what is not TLS fails it.
-            out.maps.push(format!(
-                "map $ssl_server_name {sni_var} {{\n    hostnames;{entries}\n    default {default};\n  }}"
-            ));
-            out.sink = Some(NGINX_SINK);
-            out.servers.push(NxStreamServer {
-                listen,
-                udp: false,
-                ssl_preread: false,
-                ssl,
-                proxy_pass: Some(sni_var),
-            });
+        out.sink = Some(NGINX_SINK);
+        if !mixed {
+            let server = NxStreamServer::new(listen, None);
+            out.tls_server(&slug, server, ssl, &targets);
             continue;
         }
-        out.maps.push(format!(
-            "map $ssl_preread_server_name {sni_var} {{\n    hostnames;{entries}\n    default {default};\n  }}"
-        ));
-        // What is not TLS has no protocol: closed, whatever the any-name route.
-        out.maps.push(format!(
-            "map $ssl_preread_protocol {tls_var} {{\n    \"\" {SINK_UPSTREAM};\n    default {sni_var};\n  }}"
-        ));
-        out.sink = Some(NGINX_SINK);
-        out.servers.push(NxStreamServer {
-            listen,
-            udp: false,
-            ssl_preread: true,
-            ssl: None,
-            proxy_pass: Some(tls_var),
-        });
+        // Mixed: the port's server reads the ClientHello and sends every connection,
+        // with a PROXY protocol header (nginx's is per server), to one of two servers
+        // on unix sockets: one passes through, one terminates.
+        let hop = |part: &str| -> Result<(String, String), RenderError> {
+            let path = nx_hop_socket(o, &format!("{slug}_{part}"))?;
+            Ok((format!("k8slb_hop_{slug}_{part}"), path))
+        };
+        let (pass_up, pass_path) = hop("p")?;
+        let (term_up, term_path) = hop("t")?;
+        let (mut front, mut passed, mut terminated) = (Vec::new(), Vec::new(), Vec::new());
+        for (r, target) in targets {
+            let via = if target == SINK_UPSTREAM {
+                SINK_UPSTREAM.to_string()
+            } else if r.passthrough {
+                passed.push((r, target));
+                pass_up.clone()
+            } else if ssl.is_some() {
+                terminated.push((r, target));
+                term_up.clone()
+            } else {
+                SINK_UPSTREAM.to_string()
+            };
+            front.push((r, via));
+        }
+        let mut hop_server = |name: String, path: &str, on: bool| {
+            if on {
+                out.upstreams.push(NxStreamUpstream {
+                    sink: false,
+                    name,
+                    hash_source: false,
+                    server_lines: format!("\n    server unix:{path};"),
+                });
+            }
+        };
+        hop_server(pass_up, &pass_path, !passed.is_empty());
+        hop_server(term_up, &term_path, !terminated.is_empty());
+        let mut server = NxStreamServer::new(listen, None);
+        server.proxy_protocol = true;
+        out.tls_server(&slug, server, None, &front);
+        if !passed.is_empty() {
+            let mut server = NxStreamServer::new(format!("unix:{pass_path}"), None);
+            server.accept_proxy = true;
+            out.tls_server(&format!("{slug}_p"), server, None, &passed);
+        }
+        if !terminated.is_empty() {
+            let mut server = NxStreamServer::new(format!("unix:{term_path}"), None);
+            server.accept_proxy = true;
+            out.tls_server(&format!("{slug}_t"), server, ssl, &terminated);
+        }
     }
     out.hash_lines = nx_map_hash_lines(sizes, o, notes);
     Ok(out)

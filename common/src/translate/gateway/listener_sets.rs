@@ -150,7 +150,7 @@ fn not_its_host(
     l: &GatewayListener,
 ) -> Option<Conflict> {
     let Some(h) = l.hostname.as_deref() else {
-        let terminates = l.protocol == "HTTPS" || port_protocol(l) == "TLS/Terminate";
+        let terminates = l.protocol == "HTTPS" || port_protocol(l, false) == "TLS/Terminate";
         return terminates.then(|| Conflict {
             reason: ConditionReason::UnsupportedValue,
             why: Some(format!("{} listener of a ListenerSet needs a hostname: without one its certificate would answer every server name no other listener of the port names", if l.protocol == "HTTPS" { "an HTTPS" } else { "a TLS (tls.mode Terminate)" })),
@@ -283,7 +283,7 @@ impl Held {
         self.0
             .entry((l.port, l.protocol == "UDP"))
             .or_default()
-            .entry(port_protocol(l))
+            .entry(port_protocol(l, false))
             .or_default()
             .insert(l.hostname.clone());
     }
@@ -293,7 +293,7 @@ impl Held {
     /// their connections apart).
     pub(super) fn conflict(&self, l: &GatewayListener) -> Option<ConditionReason> {
         let on_port = self.0.get(&(l.port, l.protocol == "UDP"))?;
-        let protocol = port_protocol(l);
+        let protocol = port_protocol(l, false);
         if on_port.keys().any(|p| *p != protocol) {
             return Some(ConditionReason::ProtocolConflict);
         }

@@ -46,10 +46,11 @@ pub(super) fn tls_mode(l: &GatewayListener) -> Option<TlsMode> {
 }
 
 /// What two listeners on one port must share to be served together: the protocol, and
-/// for `TLS` the mode (k8slb does not serve passthrough and termination on one port:
-/// TLSRouteModeMixed is not claimed; such listeners are `ProtocolConflict`).
-pub(super) fn port_protocol(l: &GatewayListener) -> String {
+/// for `TLS` the mode unless the provider serves both modes on one port (`mixed`:
+/// TLSRouteModeMixed, both proxies); else such listeners are `ProtocolConflict`.
+pub(super) fn port_protocol(l: &GatewayListener, mixed: bool) -> String {
     match (l.protocol.as_str(), tls_mode(l)) {
+        ("TLS", Some(_)) if mixed => "TLS".to_string(),
         ("TLS", Some(TlsMode::Passthrough)) => "TLS/Passthrough".to_string(),
         ("TLS", Some(TlsMode::Terminate)) => "TLS/Terminate".to_string(),
         (p, _) => p.to_string(),
@@ -294,7 +295,7 @@ impl Verdict {
                 false,
                 reason,
                 format!(
-                    "another TLS listener uses port {} with the other tls.mode: k8slb does not serve Passthrough and Terminate on one port",
+                    "another TLS listener uses port {} with the other tls.mode: Passthrough and Terminate on one port are not served by this provider",
                     l.port
                 ),
             ));

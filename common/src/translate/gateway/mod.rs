@@ -120,6 +120,11 @@ pub struct GatewayInput<'a> {
     /// The provider mirrors requests (nginx's `mirror`, HAProxy through the actor's Lua
     /// action): else a RequestMirror filter refuses its route.
     pub serves_mirror: bool,
+    /// The provider serves `TLS` listeners of both modes on one port
+    /// (TLSRouteModeMixed: HAProxy and nginx, whose passthrough frontend hands the
+    /// terminating listeners' server names to an internal terminating one over a unix
+    /// socket): else such listeners are `ProtocolConflict`.
+    pub serves_tls_mixed: bool,
     /// The provider retries a request on an answer of a given status (HAProxy's L7
     /// retries; nginx's `proxy_next_upstream` only moves to another server): else a
     /// rule's `retry` refuses its route.
@@ -684,8 +689,8 @@ impl<'i, 'a> Translation<'i, 'a> {
 }
 
 /// A Gateway's listeners. Listeners on one port of one transport: all of one protocol
-/// (TCP and UDP on one port are apart; TLS of one mode), and a TCP or UDP listener
-/// alone (nothing tells two apart).
+/// (TCP and UDP on one port are apart; TLS of one mode unless the provider serves both
+/// on one port), and a TCP or UDP listener alone (nothing tells two apart).
 fn gateway_listeners<'a>(
     (input, secrets): (&GatewayInput<'a>, &crate::translate::refs::SecretRefs<'_>),
     g: &'a Gateway,
@@ -701,7 +706,7 @@ fn gateway_listeners<'a>(
         protocols
             .entry(transport(l))
             .or_default()
-            .push(port_protocol(l));
+            .push(port_protocol(l, input.serves_tls_mixed));
     }
     // The Gateway's client certificate validation, read once per port.
     let mut client_cas = BTreeMap::new();
@@ -710,7 +715,7 @@ fn gateway_listeners<'a>(
         .iter()
         .map(|l| {
             let on_port = &protocols[&transport(l)];
-            let protocol = port_protocol(l);
+            let protocol = port_protocol(l, input.serves_tls_mixed);
             let conflict = if on_port.iter().any(|p| *p != protocol) {
                 Some(ConditionReason::ProtocolConflict)
             } else if matches!(l.protocol.as_str(), "TCP" | "UDP") && on_port.len() > 1 {

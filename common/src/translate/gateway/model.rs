@@ -8,7 +8,9 @@ impl Translation<'_, '_> {
     /// The TCP, UDP and TLS listeners on every address of their Gateway, with the stream
     /// routes placed on them (the first route of a server name wins), and the
     /// certificates of the TLS listeners that terminate (merged by SNI as HTTPS
-    /// listeners' are: [`merge_tls`]).
+    /// listeners' are: [`merge_tls`]). On a port of both TLS modes (where the provider
+    /// serves them), the passthrough listeners' routes are marked
+    /// [`StreamRoute::passthrough`].
     pub(super) fn stream_listeners(&self, placed: &[StreamPlaced]) -> Vec<StreamListener> {
         let mut streams: BTreeMap<(IpAddr, u16, bool), StreamListener> = BTreeMap::new();
         let mut default_from_any_host: BTreeMap<(IpAddr, u16), bool> = BTreeMap::new();
@@ -34,11 +36,14 @@ impl Translation<'_, '_> {
                         terminate: None,
                     });
                 // Another Gateway's listener on a shared address holds it (another
-                // protocol, or TLS of the other mode).
+                // protocol, or TLS of the other mode where the provider does not serve
+                // both on one port).
                 let terminates = *modes
                     .entry((ip, port, protocol.is_udp()))
                     .or_insert(l.tls.is_some());
-                if entry.protocol != protocol || terminates != l.tls.is_some() {
+                if entry.protocol != protocol
+                    || (!self.input.serves_tls_mixed && terminates != l.tls.is_some())
+                {
                     continue;
                 }
                 if let Some(t) = &l.tls {
@@ -53,9 +58,19 @@ impl Translation<'_, '_> {
                             backends: weighted.clone(),
                             invalid: *invalid,
                             owner: Some(owner.clone()),
+                            // Marked on every TLS route of a passthrough listener;
+                            // cleared below where the port does not terminate.
+                            passthrough: protocol == StreamProtocol::Tls && l.tls.is_none(),
                         });
                     }
                 }
+            }
+        }
+        // Only a port that terminates tells the routes it passes through apart (a
+        // port of both modes: TLSRouteModeMixed).
+        for s in streams.values_mut().filter(|s| s.terminate.is_none()) {
+            for r in &mut s.routes {
+                r.passthrough = false;
             }
         }
         streams.into_values().collect()
