@@ -4016,6 +4016,15 @@ fn verified_tls_routes(dir: &Path) -> HttpRoutes {
     routes
 }
 
+/// The file the render writes the first CA bundle of `routes` to.
+fn first_ca_file(routes: &HttpRoutes, o: &HttpRenderOptions) -> String {
+    format!(
+        "{}/ca-{}.pem",
+        o.files_dir.display(),
+        routes.ca_bundles.keys().next().unwrap()
+    )
+}
+
 /// Backend TLS (BackendTLSPolicy) and client certificate validation (a Gateway's
 /// spec.tls.frontend) render as the proxies' verifying keywords, name the CA bundle
 /// file that the render hands to the staging, and pass haproxy -c and nginx -t.
@@ -4026,11 +4035,7 @@ fn verified_backend_tls_and_client_certificates_pass_the_daemons_own_checks() {
     let routes = verified_tls_routes(dir.path());
     let r = HttpRenderer::embedded().unwrap();
     let o = HttpRenderOptions::default();
-    let ca_file = format!(
-        "{}/ca-{}.pem",
-        o.files_dir.display(),
-        routes.ca_bundles.keys().next().unwrap()
-    );
+    let ca_file = first_ca_file(&routes, &o);
     let hp = r.haproxy(&routes, &o, &[]).unwrap();
     assert!(hp.files.contains_key(&ca_file), "{:?}", hp.files.keys());
     assert!(
@@ -5230,11 +5235,7 @@ fn insecure_fallback_client_validation_renders_optional_verification_and_passes_
     let routes = fallback_tls_routes(dir.path());
     let r = HttpRenderer::embedded().unwrap();
     let o = HttpRenderOptions::default();
-    let ca_file = format!(
-        "{}/ca-{}.pem",
-        o.files_dir.display(),
-        routes.ca_bundles.keys().next().unwrap()
-    );
+    let ca_file = first_ca_file(&routes, &o);
     let hp = r.haproxy(&routes, &o, &[]).unwrap();
     for line in [
         format!("ca-file {ca_file} verify optional ca-ignore-err all crt-ignore-err all alpn"),
