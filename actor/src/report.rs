@@ -6,9 +6,13 @@
 //! The control loop hands every report to [`Reporter::set`] (cheap, never blocks); a task
 //! on the runtime writes the newest one with a server-side apply (field manager
 //! [`FIELD_MANAGER`]) when it differs from the last one written, and retries with backoff
-//! (0.5 s doubling to 30 s) while the API server refuses or is away. The first report, an
+//! (0.5 s doubling to 30 s) while the API server refuses or is away, and writes it again
+//! every [`REFRESH`] even unchanged. The first report, an
 //! empty one unless something is already refused, is written at start: it replaces the
-//! report of this node's previous actor. RBAC: `configmaps` `patch` in k8slb's namespace.
+//! report of this node's previous actor, and lists the optional features this build
+//! renders ([`k8slb_common::features`]; every report does), without which the watcher
+//! plans none of them (version skew: an actor older than a feature would serve it
+//! wrongly). RBAC: `configmaps` `patch` in k8slb's namespace.
 //! The files mode has no reporter: the quarantine is in the actor's log and metric.
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -25,6 +29,10 @@ use tokio::sync::watch;
 pub const FIELD_MANAGER: &str = "k8slb-actor";
 const BACKOFF_MIN: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How often the report is written again though it did not change (an apply of the
+/// same content changes nothing): a report deleted by someone comes back, so the
+/// watcher does not take this node for one without features for long.
+pub const REFRESH: Duration = Duration::from_secs(300);
 
 /// The control loop's end: the newest report, for the writer task.
 #[derive(Debug, Clone)]
@@ -70,13 +78,14 @@ pub fn configmap(report: &NodeReport, node: &NodeName) -> ConfigMap {
 }
 
 /// Writes the newest report of `rx` until its sender is gone: the first one at once, then
-/// each change; a refused write is retried with backoff (a newer report replaces the one
-/// being retried).
+/// each change, and again every `refresh` (a deleted report comes back); a refused write
+/// is retried with backoff (a newer report replaces the one being retried).
 pub async fn write_reports(
     client: Client,
     namespace: String,
     node: NodeName,
     mut rx: watch::Receiver<NodeReport>,
+    refresh: Duration,
 ) {
     let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
     let name = configmap_name(&node);
@@ -106,8 +115,9 @@ pub async fn write_reports(
                 }
             }
         }
-        if rx.changed().await.is_err() {
-            return;
+        tokio::select! {
+            r = rx.changed() => if r.is_err() { return },
+            _ = tokio::time::sleep(refresh) => written = None,
         }
     }
 }

@@ -1030,6 +1030,7 @@ fn spawn_node_tasks(
             args.namespace.clone(),
             args.node.clone(),
             rx,
+            crate::report::REFRESH,
         ));
     }
 }

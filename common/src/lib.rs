@@ -14,6 +14,7 @@
 //! - [`gateway`]: Gateway API objects -> routes and their status conditions, pure;
 //! - [`owners`]: which object contributed each part of a state (the actor's quarantine);
 //! - [`report`]: an actor's node report (what its proxy refuses) as the watcher reads it;
+//! - [`features`]: the optional features an actor renders (version skew), and the fleet's;
 //! - [`tenancy`]: which namespace owns a host;
 //! - [`app_protocol`]: the protocol a proxy speaks to a backend (`appProtocol` h2c);
 //! - [`endpoints`]: EndpointSlices -> backends (the plan's Services and the routes);
@@ -34,6 +35,7 @@ pub mod certs;
 pub mod config;
 pub mod debounce;
 pub mod endpoints;
+pub mod features;
 #[cfg(feature = "fs")]
 pub mod fs;
 pub mod generations;

@@ -498,6 +498,7 @@ impl Objects {
             serves_udp: true,
             serves_mirror: true,
             serves_tls_mixed: true,
+            tls_mixed_pending: false,
             serves_retry: true,
             mixes_conditional_rules: true,
             configmaps: &self.configmaps,

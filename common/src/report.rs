@@ -3,7 +3,9 @@
 //! (its quarantine, issue 20). The watcher turns each into a `ProxyRefused` problem on the
 //! object: an Event and a line in the state, like every problem the plan finds itself.
 //! And the node's BGP peers that refuse its session, or that it cannot configure
-//! ([`PeerProblem`]): problems on the Node.
+//! ([`PeerProblem`]): problems on the Node. And the optional features its build renders
+//! (`features`, [`crate::features`]): the watcher plans one only when every LB node
+//! lists it (version skew).
 //!
 //! The actor publishes its report as the ConfigMap [`configmap_name`] in k8slb's
 //! namespace, with the labels [`REPORT_LABELS`] and the JSON in `data[`[`REPORT_KEY`]`]`.
@@ -47,6 +49,11 @@ pub struct NodeReport {
     /// BGP peers with a problem (at most [`MAX_ENTRIES`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bgp: Vec<PeerProblem>,
+    /// The optional features this actor's build renders ([`crate::features`]): the
+    /// watcher plans one only when every LB node lists it. A report without the key
+    /// (an actor older than it) lists none.
+    #[serde(default)]
+    pub features: Vec<String>,
 }
 
 /// A BGP peer of the node whose session is refused, down, or not configured.
@@ -96,7 +103,7 @@ pub struct Refused {
 
 impl NodeReport {
     /// The report of `node`: `refused` sorted, cut to [`MAX_ENTRIES`], messages escaped
-    /// and cut.
+    /// and cut; the features of this build (a report speaks for the actor that writes it).
     pub fn new(node: &NodeName, proxy: &str, refused: impl IntoIterator<Item = Refused>) -> Self {
         let mut all: Vec<Refused> = refused
             .into_iter()
@@ -115,7 +122,13 @@ impl NodeReport {
             quarantined: all,
             more,
             bgp: Vec::new(),
+            features: crate::features::Features::this_build().names(),
         }
+    }
+
+    /// The features it lists that this build knows.
+    pub fn features(&self) -> crate::features::Features {
+        crate::features::Features::from_names(&self.features)
     }
 
     /// The report with `problems` as its BGP part: sorted, one per peer, at most
@@ -251,6 +264,26 @@ mod tests {
         // Older reports (no bgp key) still read; an empty list is not written.
         let plain = NodeReport::new(&node("lb-1"), "haproxy", []);
         assert!(!plain.to_json().contains("bgp"));
+    }
+
+    #[test]
+    fn a_report_lists_this_builds_features_and_one_without_the_key_lists_none() {
+        let r = NodeReport::new(&node("lb-1"), "haproxy", []);
+        assert!(
+            r.to_json().contains(r#""features":["tlsMixed"]"#),
+            "{}",
+            r.to_json()
+        );
+        let (_, back) = decode("k8slb-node-lb-1", Some(&r.to_json())).unwrap();
+        assert_eq!(back.features(), crate::features::Features::this_build());
+        // The report of an actor older than the key.
+        let old = r#"{"node":"lb-1","proxy":"haproxy","quarantined":[]}"#;
+        let (_, back) = decode("k8slb-node-lb-1", Some(old)).unwrap();
+        assert_eq!(back.features(), crate::features::Features::none());
+        // A newer actor's feature this build does not know is left out.
+        let newer = r#"{"node":"lb-1","quarantined":[],"features":["tlsMixed","later"]}"#;
+        let (_, back) = decode("k8slb-node-lb-1", Some(newer)).unwrap();
+        assert_eq!(back.features(), crate::features::Features::this_build());
     }
 
     #[test]

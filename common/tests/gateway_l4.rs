@@ -855,7 +855,7 @@ fn passthrough_and_terminate_on_one_port_are_both_served_where_the_provider_serv
 }
 
 #[test]
-fn a_shared_address_port_keeps_the_tls_mode_of_its_first_gateway_where_the_provider_does_not_serve_both(
+fn a_shared_address_port_keeps_the_tls_mode_of_its_first_gateway_and_the_newer_listener_says_why_where_both_are_not_served(
 ) {
     // Two Gateways on one address (as sharing by consent allows), one passing TLS
     // through on 8443, the newer terminating it there: the older keeps the port, the
@@ -884,19 +884,50 @@ spec:
         3,
         "  parentRefs: [{ name: old, namespace: infra }, { name: new, namespace: infra }]\n  rules: [{ backendRefs: [{ name: a, port: 443 }] }]",
     );
-    let out = translate_tuned(
-        &objects(&[CLASS, older, newer, &r]),
-        &[tls_secret("infra", "a-tls", &["a.example"])],
-        VIP,
-        |i| i.serves_tls_mixed = false,
-    );
-    let [s] = out.routes.streams.as_slice() else {
-        panic!("{:?}", out.routes.streams)
-    };
-    assert!(s.terminate.is_none(), "{s:?}");
-    assert!(k8slb_common::certs::used_by_routes(&out.routes).is_empty());
-    assert_eq!(
-        goes(&out, 8443, StreamProtocol::Tls, Some("a.example")),
-        "a@10.244.1.1:8443*1"
-    );
+    // The provider does not serve both modes, or not every LB node's actor does yet
+    // (version skew): the newer Gateway's listener says so in its conditions.
+    for (pending, why) in [
+        (
+            false,
+            "Passthrough and Terminate on one port are not served by this provider",
+        ),
+        (true, k8slb_common::gateway::MIXED_PENDING),
+    ] {
+        let out = translate_tuned(
+            &objects(&[CLASS, older, newer, &r]),
+            &[tls_secret("infra", "a-tls", &["a.example"])],
+            VIP,
+            |i| {
+                i.serves_tls_mixed = false;
+                i.tls_mixed_pending = pending;
+            },
+        );
+        let [s] = out.routes.streams.as_slice() else {
+            panic!("{:?}", out.routes.streams)
+        };
+        assert!(s.terminate.is_none(), "{s:?}");
+        assert!(k8slb_common::certs::used_by_routes(&out.routes).is_empty());
+        assert_eq!(
+            goes(&out, 8443, StreamProtocol::Tls, Some("a.example")),
+            "a@10.244.1.1:8443*1"
+        );
+        let of = |gw: &str| &out.gateways[&format!("infra/{gw}").parse().unwrap()].listeners[0];
+        let term = of("new");
+        for t in ["Accepted", "Conflicted"] {
+            let c = cond(&term.conditions, t);
+            assert_eq!(c.reason.as_str(), "ProtocolConflict", "{t}");
+            assert_eq!(
+                c.message,
+                format!("Gateway infra/old, older on a shared address, has a TLS listener on port 8443 with the other tls.mode: {why}"),
+                "{t}"
+            );
+        }
+        assert!(
+            !cond(&term.conditions, "Programmed").status,
+            "{:?}",
+            term.conditions
+        );
+        assert_eq!(term.attached_routes, 0);
+        assert!(cond(&of("old").conditions, "Accepted").status);
+    }
 }

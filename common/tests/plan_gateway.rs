@@ -730,3 +730,92 @@ fn tls_listeners_of_both_modes_on_one_port_are_served_under_both_proxies() {
     let p = problems_on(&nginx, "Gateway infra/gw");
     assert!(!p.iter().any(|(r, _)| r == "ProtocolConflict"), "{p:?}");
 }
+
+/// Version skew: TLS listeners of both modes on one port are planned only once every LB
+/// node's actor reports rendering them (`tlsMixed`): an actor older than that would
+/// terminate the passthrough names with the other listener's certificate. Until then
+/// both listeners of the port are `ProtocolConflict` (as where the provider does not
+/// serve both modes), their conditions and the Gateway's problem (its Event) say why and
+/// what to do, and the rest of the Gateway is served; once every LB node has it, the
+/// port is served mixed. A node without a report counts as having none; a node that is
+/// not an LB node does not count.
+#[test]
+fn tls_listeners_of_both_modes_on_one_port_wait_until_every_lb_nodes_actor_renders_them() {
+    use k8slb_common::features::{Features, Fleet};
+    let c = cfg(POOLS);
+    let gw = gateway(
+        "gw",
+        80,
+        5,
+        r#"  - { name: term, port: 8883, protocol: TLS, hostname: a.example.com, tls: { mode: Terminate, certificateRefs: [{ name: good }] }, allowedRoutes: { namespaces: { from: All } } }
+  - { name: pass, port: 8883, protocol: TLS, hostname: b.example.com, tls: { mode: Passthrough }, allowedRoutes: { namespaces: { from: All } } }
+  - { name: alone, port: 8884, protocol: TLS, hostname: b.example.com, tls: { mode: Passthrough }, allowedRoutes: { namespaces: { from: All } } }"#,
+    );
+    let term = l4_route("TLSRoute", "term", "term", "app", 80);
+    let pass = l4_route("TLSRoute", "pass", "pass", "app", 80);
+    let alone = l4_route("TLSRoute", "alone", "alone", "app", 80);
+    let mut o = objects(
+        vec![],
+        &[CLASS, &gw, &term, &pass, &alone, &route("web", "gw", "app")],
+    );
+    let f = cert_fixture;
+    o.secrets = vec![tls_secret(
+        "good",
+        "kubernetes.io/tls",
+        &(f("leaf.crt") + &f("int.crt")),
+        &f("leaf.key"),
+    )];
+    let node = |n: &str| n.parse().unwrap();
+    let with = |fleet: Vec<(&str, Features)>| PlanOptions {
+        fleet: Fleet::Reported(fleet.into_iter().map(|(n, f)| (node(n), f)).collect()),
+        ..PlanOptions::default()
+    };
+    let all = Features::this_build;
+    let stream_ports = |s: &State| -> Vec<(u16, bool)> {
+        s.http
+            .streams
+            .iter()
+            .map(|s| (s.port, s.is_mixed()))
+            .collect()
+    };
+    let old_lb02 = with(vec![("lb01", all()), ("lb02", Features::none())]);
+    let no_report_lb02 = with(vec![("lb01", all()), ("not-an-lb", all())]);
+    for opts in [old_lb02, no_report_lb02] {
+        let round = plan_round(&c, &opts, &o, None);
+        let s = &round.state;
+        // The mixed port is not served; the one of one mode and the HTTP one are.
+        assert_eq!(stream_ports(s), [(8884, false)], "{:?}", opts.fleet);
+        assert_eq!(ports_on(s, "198.18.0.100"), [80]);
+        let st = &round.gateway.gateways[&"infra/gw".parse().unwrap()];
+        for name in ["term", "pass"] {
+            let l = st.listeners.iter().find(|l| l.name == name).unwrap();
+            for t in ["Accepted", "Conflicted"] {
+                let c = l.conditions.iter().find(|c| c.type_.as_str() == t).unwrap();
+                assert_eq!(c.reason.as_str(), "ProtocolConflict", "{name} {t}");
+                assert_eq!(
+                    c.message,
+                    "another TLS listener uses port 8883 with the other tls.mode: not every load-balancer node's actor supports TLS listeners of both modes on one port yet: upgrade the DaemonSet",
+                    "{name} {t}"
+                );
+            }
+        }
+        let p = problems_on(s, "Gateway infra/gw");
+        assert!(
+            p.iter().any(|(r, m)| r == "ProtocolConflict"
+                && m.starts_with("listener term: ")
+                && m.ends_with("upgrade the DaemonSet")),
+            "{p:?}"
+        );
+        // Only the Gateway that asks for it: the routes of the other listeners are
+        // served.
+        for r in ["TLSRoute default/alone", "HTTPRoute default/web"] {
+            assert_eq!(problems_on(s, r), [], "{r}");
+        }
+    }
+    // Every LB node renders it: served mixed, nothing refused.
+    let s = plan(&c, &with(vec![("lb01", all()), ("lb02", all())]), &o, None);
+    assert_eq!(stream_ports(&s), [(8883, true), (8884, false)]);
+    assert_eq!(problems_on(&s, "Gateway infra/gw"), []);
+    // Where no actor reports (files mode, `plan`): this build's features.
+    assert_eq!(run(&c, &o, None), s);
+}

@@ -1576,7 +1576,10 @@ pub fn cases() -> Vec<Case> {
         )),
         // Both proxies claim TLSRouteModeMixed: the suite returns before any check. The
         // checks are what a proxy that did not would have to pass (both listeners
-        // refused, listing no kinds), pinned by common/tests/gateway_l4.rs.
+        // refused, listing no kinds), pinned by common/tests/gateway_l4.rs; it is also
+        // what k8slb does while not every LB node's actor renders Mixed (version skew:
+        // common/tests/plan_gateway.rs). The runner's standalone mode has no node
+        // reports: its actors are the watcher's build, which serves Mixed.
         case(
             "TLSRouteListenerMixedTerminationNotSupported",
             "tlsroute-listener-mixed-termination-not-supported.yaml",

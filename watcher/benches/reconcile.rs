@@ -88,7 +88,7 @@ fn bench(c: &mut Criterion) {
         published: Published::None,
         uids: &Uids,
         now: None,
-        reports: Default::default(),
+        reports: None,
         certs: Default::default(),
     };
     let warm = Previous {

@@ -184,7 +184,8 @@ impl Driver {
             published: Published::None,
             uids: &NoUids,
             now: None,
-            reports: Default::default(),
+            // No actor reports here: the actors are taken to be this build.
+            reports: None,
             certs: match self.certs_out {
                 Some(_) => Certs::FromObjects,
                 None => Certs::Off,

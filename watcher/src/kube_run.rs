@@ -541,11 +541,9 @@ impl Loop {
                     .strftime("%Y-%m-%dT%H:%M:%SZ")
                     .to_string()
             }),
-            reports: if role == Role::Leader {
-                self.stores.node_reports()
-            } else {
-                Default::default()
-            },
+            // The reports are in the ConfigMaps store, synced before the first plan:
+            // a plan never mistakes reports not listed yet for nodes without features.
+            reports: (role == Role::Leader).then(|| self.stores.node_reports()),
             certs: self.stores.certs(),
         }
     }

@@ -30,6 +30,9 @@ impl PlanFlags {
             node_selector: self.node_selector.clone(),
             cert_path: self.cert_path.clone(),
             vrid_offset: self.vrid_offset,
+            // The Kubernetes source replaces it with the actors' reports each round
+            // (`reconcile`); the files mode and `plan` have no reports: this build.
+            fleet: Default::default(),
         }
     }
 }

@@ -27,6 +27,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8slb_common::config::GlobalConfig;
+use k8slb_common::features::Fleet;
 use k8slb_common::names::NodeName;
 use k8slb_common::objects::Objects;
 use k8slb_common::plan::{plan_round, Plan, PlanOptions};
@@ -134,10 +135,12 @@ pub struct Snapshot<'a> {
     /// (RFC 3339); `None`: no Gateway API status is written (the files source, or the
     /// cluster has no Gateway API). The only clock reading the reconcile sees, as data.
     pub now: Option<String>,
-    /// What the LB nodes' actors report leaving out of their proxy configs (their
-    /// quarantine, [`k8slb_common::report`]): each becomes a `ProxyRefused` problem.
-    /// Empty in the files mode.
-    pub reports: BTreeMap<NodeName, NodeReport>,
+    /// What the LB nodes' actors report ([`k8slb_common::report`]): what they leave out
+    /// of their proxy configs (their quarantine; each becomes a `ProxyRefused`
+    /// problem), and the optional features they render (an LB node without a report
+    /// has none: [`k8slb_common::features`]). `None` where no actor reports (the files
+    /// mode): the actors are taken to be this build.
+    pub reports: Option<BTreeMap<NodeName, NodeReport>>,
     /// Where the node certificates come from, if any node needs them.
     pub certs: Certs<'a>,
 }
@@ -284,9 +287,18 @@ pub fn reconcile(snap: &Snapshot<'_>, prev: &Previous) -> Effects {
         Err(why) => return fx(config, config_event, Step::WaitForState(why)),
     };
 
-    let Plan { mut state, gateway } = plan_round(cfg, &settings.plan, &snap.objects, previous);
-    let mut refused = refused_problems(&snap.reports, &state);
-    refused.extend(bgp_problems(&snap.reports, &state));
+    let plan_opts = match &snap.reports {
+        None => std::borrow::Cow::Borrowed(&settings.plan),
+        Some(reports) => std::borrow::Cow::Owned(PlanOptions {
+            fleet: fleet(reports),
+            ..settings.plan.clone()
+        }),
+    };
+    let Plan { mut state, gateway } = plan_round(cfg, &plan_opts, &snap.objects, previous);
+    let no_reports = BTreeMap::new();
+    let reports = snap.reports.as_ref().unwrap_or(&no_reports);
+    let mut refused = refused_problems(reports, &state);
+    refused.extend(bgp_problems(reports, &state));
     if problem.is_some() || !refused.is_empty() {
         state.problems.extend(problem.into_iter().chain(refused));
         state.problems.sort();
@@ -329,6 +341,17 @@ pub fn reconcile(snap: &Snapshot<'_>, prev: &Previous) -> Effects {
         node_certs,
     };
     fx(config, config_event, Step::Plan(Box::new(planned)))
+}
+
+/// What each node's actor reported rendering (version skew: an optional feature is
+/// planned only when every LB node of the plan lists it).
+fn fleet(reports: &BTreeMap<NodeName, NodeReport>) -> Fleet {
+    Fleet::Reported(
+        reports
+            .iter()
+            .map(|(n, r)| (n.clone(), r.features()))
+            .collect(),
+    )
 }
 
 /// The state to plan on: what this leader published, else what is published. Err: a
@@ -620,7 +643,7 @@ mod tests {
             published: Published::None,
             uids,
             now: None,
-            reports: BTreeMap::new(),
+            reports: None,
             certs: Default::default(),
         }
     }
@@ -702,11 +725,11 @@ mod tests {
         let (s, u) = (settings(), uids());
         let (_, prev) = first(&s, &u);
         let mut snap = snapshot(&s, &u, config(), objects(vec![web("2", &["10.0.0.10"])]));
-        snap.reports = BTreeMap::from([
+        snap.reports = Some(BTreeMap::from([
             report("lb1", &["Service default/web"]),
             // Not an LB node of the state: an old actor's report, or a forged one.
             report("lb9", &["Service default/web"]),
-        ]);
+        ]));
         let p = planned(reconcile(&snap, &prev));
         assert!(p.changed, "the problem changes the state");
         let got = refused(&p);
@@ -739,7 +762,7 @@ mod tests {
         };
         let p2 = planned(reconcile(&snap, &prev));
         assert!(!p2.changed && p2.events.is_empty());
-        snap.reports = BTreeMap::from([report("lb1", &[])]);
+        snap.reports = Some(BTreeMap::from([report("lb1", &[])]));
         let p3 = planned(reconcile(&snap, &prev));
         assert!(p3.changed && refused(&p3).is_empty());
     }
@@ -766,7 +789,7 @@ mod tests {
             let (n, r) = report(node, &[]);
             (n, r.with_bgp(problems))
         };
-        snap.reports = BTreeMap::from([
+        snap.reports = Some(BTreeMap::from([
             with_bgp(
                 "lb1",
                 vec![
@@ -777,7 +800,7 @@ mod tests {
             ),
             // Not an LB node of the state.
             with_bgp("lb9", vec![problem("198.18.3.1", PeerProblemKind::Down)]),
-        ]);
+        ]));
         let p = planned(reconcile(&snap, &prev));
         let got: Vec<(String, Reason, String)> = p
             .state
@@ -807,7 +830,10 @@ mod tests {
         let (s, u) = (settings(), uids());
         let (_, prev) = first(&s, &u);
         let mut snap = snapshot(&s, &u, config(), objects(vec![web("2", &["10.0.0.10"])]));
-        snap.reports = BTreeMap::from([report("lb1", &["Service default/gone", "Ingress x/y"])]);
+        snap.reports = Some(BTreeMap::from([report(
+            "lb1",
+            &["Service default/gone", "Ingress x/y"],
+        )]));
         let p = planned(reconcile(&snap, &prev));
         assert_eq!(refused(&p), Vec::<(String, String)>::new());
     }
@@ -989,5 +1015,62 @@ mod tests {
         let p = planned(reconcile(&snap, &prev));
         assert!(!p.changed, "the published state is current");
         assert!(p.events.is_empty() && p.patches.is_empty());
+    }
+
+    /// A Gateway with TLS listeners of both modes on port 8443 (TLSRouteModeMixed).
+    const MIXED_GATEWAY: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: k8slb }
+spec: { controllerName: k8slb.io/gateway-controller }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: gw, namespace: infra }
+spec:
+  gatewayClassName: k8slb
+  listeners:
+  - { name: term, port: 8443, protocol: TLS, hostname: a.example, tls: { mode: Terminate, certificateRefs: [{ name: a-tls }] } }
+  - { name: pass, port: 8443, protocol: TLS, hostname: b.example, tls: { mode: Passthrough } }
+"#;
+
+    #[test]
+    fn tls_of_both_modes_on_one_port_is_planned_only_when_every_lb_nodes_report_lists_it() {
+        let (s, u) = (settings(), uids());
+        let mut objects = objects(vec![]);
+        objects
+            .add_text(MIXED_GATEWAY)
+            .expect("the Gateway decodes");
+        let conflicts = |reports: Option<BTreeMap<NodeName, NodeReport>>| -> Vec<String> {
+            let mut snap = snapshot(&s, &u, config(), objects.clone());
+            snap.reports = reports;
+            let p = planned(reconcile(&snap, &Previous::default()));
+            p.state
+                .problems
+                .iter()
+                .filter(|p| p.reason == Reason::ProtocolConflict)
+                .map(|p| p.message.clone())
+                .collect()
+        };
+        // lb1's actor is older than the `features` key of its report, or has not
+        // reported yet: both listeners of the port are refused, saying why.
+        let (lb1, mut old) = report("lb1", &[]);
+        old.features.clear();
+        for reports in [BTreeMap::from([(lb1, old)]), BTreeMap::new()] {
+            let got = conflicts(Some(reports));
+            assert_eq!(got.len(), 2, "{got:?}");
+            assert!(
+                got.iter().all(|m| m.ends_with(
+                    "not every load-balancer node's actor supports TLS listeners of both modes on one port yet: upgrade the DaemonSet"
+                )),
+                "{got:?}"
+            );
+        }
+        // Its report lists the feature; or no actor reports (files mode): served.
+        assert_eq!(
+            conflicts(Some(BTreeMap::from([report("lb1", &[])]))),
+            Vec::<String>::new()
+        );
+        assert_eq!(conflicts(None), Vec::<String>::new());
     }
 }

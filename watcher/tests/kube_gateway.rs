@@ -743,3 +743,143 @@ async fn an_insecure_fallback_validation_is_said_on_the_gateway_and_unsaid_when_
     assert_eq!(invalid_writes(&api), Vec::<String>::new());
     w.stop().await;
 }
+
+/// The node report ConfigMap of `node`'s actor: of this build (listing its features),
+/// or of an actor older than the `features` key.
+fn node_report(node: &str, this_build: bool) -> Value {
+    use k8slb_common::report::{NodeReport, REPORT_KEY, REPORT_LABELS};
+    let json = if this_build {
+        NodeReport::new(&node.parse().unwrap(), "haproxy", []).to_json()
+    } else {
+        format!(r#"{{"node":"{node}","proxy":"haproxy","quarantined":[]}}"#)
+    };
+    let labels: serde_json::Map<String, Value> = REPORT_LABELS
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": format!("k8slb-node-{node}"), "namespace": "k8slb-system",
+                        "labels": labels},
+           "data": {REPORT_KEY: json}})
+}
+
+/// Version skew: a Gateway's TLS port of both modes (TLSRouteModeMixed) waits until
+/// every LB node's actor reports rendering it. With lb2's actor older (its report has
+/// no `features`), both listeners of the port are `ProtocolConflict`, saying to upgrade
+/// the DaemonSet, with an Event; the Gateway's other port is served. Once lb2's report
+/// lists the feature, the port is served mixed and the listeners are Accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_port_of_both_modes_waits_until_every_lb_nodes_actor_reports_rendering_it() {
+    logs();
+    let api = k8slb_fakeapi::FakeApi::start().await;
+    api.install_gateway_api_crds(true);
+    seed_ingress_variant(&api);
+    api.put_object(class());
+    let (crt, key) = k8slb_common::testing::self_signed_for(&["a.example"]);
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    api.put_object(
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": "a-tls", "namespace": "default"},
+        "data": {"tls.crt": b64(&crt), "tls.key": b64(&key)}}),
+    );
+    api.put_object(json!({"apiVersion": format!("{GW}/v1"), "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": "default"},
+        "spec": {"gatewayClassName": "k8slb", "listeners": [
+            {"name": "term", "port": 8443, "protocol": "TLS", "hostname": "a.example",
+             "tls": {"mode": "Terminate", "certificateRefs": [{"name": "a-tls"}]}},
+            {"name": "pass", "port": 8443, "protocol": "TLS", "hostname": "b.example",
+             "tls": {"mode": "Passthrough"}},
+            {"name": "alone", "port": 9443, "protocol": "TLS", "hostname": "b.example",
+             "tls": {"mode": "Passthrough"}}]}}));
+    for (name, section, host) in [
+        ("term", "term", "a.example"),
+        ("pass", "pass", "b.example"),
+        ("alone", "alone", "b.example"),
+    ] {
+        api.put_object(json!({"apiVersion": format!("{GW}/v1"), "kind": "TLSRoute",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"parentRefs": [{"name": "gw", "sectionName": section}],
+                     "hostnames": [host],
+                     "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}));
+    }
+    api.put_object(node_report("lb1", true));
+    api.put_object(node_report("lb2", false));
+    let w = start_gateway(&api);
+
+    let listener = |name: &str| {
+        let g = get(&api, "namespaces/default/gateways/gw");
+        g["status"]["listeners"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|l| l["name"] == name)
+            .cloned()
+    };
+    let term = wait_for("the terminating listener refused", || {
+        listener("term").filter(|l| has(&l["conditions"], "Accepted", "False", "ProtocolConflict"))
+    })
+    .await;
+    let accepted = term["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Accepted")
+        .unwrap();
+    assert_eq!(
+        accepted["message"],
+        "another TLS listener uses port 8443 with the other tls.mode: not every load-balancer node's actor supports TLS listeners of both modes on one port yet: upgrade the DaemonSet"
+    );
+    let pass = listener("pass").unwrap();
+    assert!(
+        has(
+            &pass["conditions"],
+            "Conflicted",
+            "True",
+            "ProtocolConflict"
+        ),
+        "{pass:#}"
+    );
+    let alone = listener("alone").unwrap();
+    assert!(
+        has(&alone["conditions"], "Accepted", "True", "Accepted"),
+        "{alone:#}"
+    );
+    let ev = wait_for("the Gateway's Event", || {
+        let e: Vec<_> = events_for(&api, "gw")
+            .into_iter()
+            .filter(|(r, m, _)| r == "ProtocolConflict" && m.contains("upgrade the DaemonSet"))
+            .collect();
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(ev[0].1.starts_with("listener "), "{ev:?}");
+    let streams = |s: &k8slb_common::state::State| -> Vec<(u16, bool)> {
+        s.http
+            .streams
+            .iter()
+            .map(|s| (s.port, s.is_mixed()))
+            .collect()
+    };
+    assert_eq!(streams(&state(&api).unwrap()), [(9443, false)]);
+
+    // lb2's actor upgraded: its report lists the feature; the port is served mixed.
+    api.put_object(node_report("lb2", true));
+    wait_for("the port served mixed", || {
+        let s = state(&api)?;
+        (streams(&s) == [(8443, true), (9443, false)]).then_some(())
+    })
+    .await;
+    wait_for("both listeners Accepted", || {
+        ["term", "pass"]
+            .iter()
+            .all(|n| {
+                listener(n).is_some_and(|l| has(&l["conditions"], "Accepted", "True", "Accepted"))
+            })
+            .then_some(())
+    })
+    .await;
+    assert_eq!(api.refused_requests(), Vec::<String>::new());
+    assert_eq!(invalid_writes(&api), Vec::<String>::new());
+    w.stop().await;
+}

@@ -22,6 +22,7 @@ use super::problems::Problems;
 use super::request::{Request, Tenant};
 use crate::annotations::Annotations;
 use crate::config::GlobalConfig;
+use crate::features::{Feature, Features};
 use crate::gateway::types::Gateway;
 use crate::gateway::{self, Condition, ConditionReason, ConditionType, GatewayOutput};
 use crate::ingress::SecretMeta;
@@ -72,19 +73,27 @@ struct Serves {
     /// from one location: [`crate::routes::OneLocation`]).
     conditional_mixes: bool,
     /// `TLS` listeners of both modes on one port (both proxies: internal frontends on
-    /// unix sockets behind the passthrough one).
+    /// unix sockets behind the passthrough one), once every LB node's actor renders
+    /// them ([`Feature::TlsMixed`]).
     tls_mixed: bool,
+    /// The provider serves them but not every LB node's actor does yet (version skew).
+    tls_mixed_pending: bool,
 }
 
 impl Serves {
-    fn of(provider: crate::state::Provider) -> Serves {
+    /// What `provider` serves, of the optional features only what every LB node's
+    /// actor renders (`fleet`).
+    fn of(provider: crate::state::Provider, fleet: &Features) -> Serves {
         let haproxy = provider == crate::state::Provider::Haproxy;
+        let tls_mixed = true;
+        let fleet_mixed = fleet.contains(Feature::TlsMixed);
         Serves {
             udp: !haproxy,
             mirror: true,
             retry: haproxy,
             conditional_mixes: haproxy,
-            tls_mixed: true,
+            tls_mixed: tls_mixed && fleet_mixed,
+            tls_mixed_pending: tls_mixed && !fleet_mixed,
         }
     }
 }
@@ -130,7 +139,7 @@ impl<'a> Gateways<'a> {
     /// Select our Gateways and make one allocation request for each.
     pub fn read(
         cfg: &GlobalConfig,
-        opts: &PlanOptions,
+        (opts, fleet): (&PlanOptions, &Features),
         (objs, owners): (&'a Objects, &crate::tenancy::HostOwners),
         prev: &State,
         problems: &mut Problems,
@@ -139,7 +148,7 @@ impl<'a> Gateways<'a> {
             objs,
             ours: Vec::new(),
             wanted: BTreeMap::new(),
-            serves: Serves::of(opts.provider),
+            serves: Serves::of(opts.provider, fleet),
             pools: cfg.pools.keys().cloned().collect(),
             reserved: cfg.reserved_ports.clone(),
             limits: cfg.limits,
@@ -330,6 +339,7 @@ fn translate(
     input.serves_udp = serves.udp;
     input.serves_mirror = serves.mirror;
     input.serves_tls_mixed = serves.tls_mixed;
+    input.tls_mixed_pending = serves.tls_mixed_pending;
     input.serves_retry = serves.retry;
     input.mixes_conditional_rules = serves.conditional_mixes;
     input.pools = pools;

@@ -166,8 +166,10 @@ pub fn plan_round(
     let prev = previous.unwrap_or(&empty);
     let (mut ingresses, ingress_requests) =
         ingress::Ingresses::read(cfg, opts, objs, &owners, prev, &mut problems);
+    // The optional features every LB node's actor renders (version skew).
+    let features = opts.fleet.of(nodes.keys());
     let (gateways, gateway_requests) =
-        gateway::Gateways::read(cfg, opts, (objs, &owners), prev, &mut problems);
+        gateway::Gateways::read(cfg, (opts, &features), (objs, &owners), prev, &mut problems);
     if !ingress_requests.is_empty() || !gateway_requests.is_empty() {
         requests.extend(ingress_requests);
         requests.extend(gateway_requests);

@@ -68,4 +68,8 @@ pub struct PlanOptions {
     pub cert_path: CertPath,
     /// k8slb's `VRID_OFFSET`: VRIDs are `offset + 1 ..= 255`.
     pub vrid_offset: u8,
+    /// What the LB nodes' actors render ([`crate::features`]): an optional feature is
+    /// planned only when every LB node of the plan renders it. The default, for modes
+    /// where no actor reports: every actor is this build.
+    pub fleet: crate::features::Fleet,
 }

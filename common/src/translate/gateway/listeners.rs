@@ -9,6 +9,29 @@ impl Lst<'_> {
         self.protocol.is_some() || self.stream.is_some()
     }
 
+    /// Refused after it was read, for its TLS mode on a port where another Gateway's
+    /// listener holds the other (`why`): its outcome conditions replaced.
+    pub(super) fn refuse_mode(&mut self, why: String) {
+        let reason = ConditionReason::ProtocolConflict;
+        self.conditions.retain(|c| {
+            !matches!(
+                c.type_,
+                ConditionType::Accepted | ConditionType::Programmed | ConditionType::Conflicted
+            )
+        });
+        self.conditions
+            .push(Condition::accepted(false, reason, why.clone()));
+        self.conditions
+            .push(Condition::new(ConditionType::Conflicted, true, reason, why));
+        self.conditions.push(Condition::new(
+            ConditionType::Programmed,
+            false,
+            reason,
+            "the listener is not served",
+        ));
+        (self.protocol, self.stream, self.tls) = (None, None, None);
+    }
+
     /// Its protocol is refused (`UnsupportedProtocol`), or for TLS its mode (neither
     /// `Passthrough` nor `Terminate`, or both on one port of a Gateway: `Accepted:
     /// False`, `ProtocolConflict`): no route attaches to it at all and it lists no kinds
@@ -294,10 +317,10 @@ impl Verdict {
             self.conditions.push(Condition::accepted(
                 false,
                 reason,
-                format!(
+                c.why.clone().unwrap_or_else(|| format!(
                     "another TLS listener uses port {} with the other tls.mode: Passthrough and Terminate on one port are not served by this provider",
                     l.port
-                ),
+                )),
             ));
         }
         if in_set {

@@ -125,6 +125,10 @@ pub struct GatewayInput<'a> {
     /// terminating listeners' server names to an internal terminating one over a unix
     /// socket): else such listeners are `ProtocolConflict`.
     pub serves_tls_mixed: bool,
+    /// `serves_tls_mixed` is false only because not every LB node's actor renders such
+    /// ports yet (version skew, [`crate::features`]): their conditions say so, and to
+    /// upgrade the actors.
+    pub tls_mixed_pending: bool,
     /// The provider retries a request on an answer of a given status (HAProxy's L7
     /// retries; nginx's `proxy_next_upstream` only moves to another server): else a
     /// rule's `retry` refuses its route.
@@ -375,6 +379,10 @@ impl<'i, 'a> Translation<'i, 'a> {
                 own
             })
             .collect::<Vec<Lst<'a>>>();
+        let mut lsts = lsts;
+        if !input.serves_tls_mixed {
+            one_tls_mode_per_shared_port(input, &mut lsts);
+        }
         let set_gateways = sets
             .iter()
             .map(|s| (s.key.clone(), s.gateway.clone()))
@@ -688,6 +696,52 @@ impl<'i, 'a> Translation<'i, 'a> {
     }
 }
 
+/// Why TLS listeners of both modes on `port` are refused while the provider serves them:
+/// an LB node's actor is older than that (version skew).
+pub const MIXED_PENDING: &str = "not every load-balancer node's actor supports TLS listeners of both modes on one port yet: upgrade the DaemonSet";
+
+fn mixed_pending(port: i32) -> String {
+    format!("another TLS listener uses port {port} with the other tls.mode: {MIXED_PENDING}")
+}
+
+/// Where TLS of both modes is not served on one port: on an address Gateways share, a
+/// served `TLS` listener of the other mode than the first (oldest Gateway first) on the
+/// same port is refused (`ProtocolConflict`, saying why), not left out silently; its
+/// routes attach to none of it.
+fn one_tls_mode_per_shared_port(input: &GatewayInput<'_>, lsts: &mut [Lst<'_>]) {
+    // Whether the first served TLS listener on each address and port terminates, and
+    // its Gateway.
+    let mut first: BTreeMap<(IpAddr, i32), (bool, ObjectKey)> = BTreeMap::new();
+    for l in lsts.iter_mut() {
+        if l.stream != Some(StreamProtocol::Tls) {
+            continue;
+        }
+        let terminates = l.tls.is_some();
+        let ips = input.addresses.get(&l.gateway).into_iter().flatten();
+        let other = ips.clone().find_map(|ip| {
+            let (t, g) = first.get(&(*ip, l.spec.port))?;
+            (*t != terminates).then(|| g.clone())
+        });
+        let Some(other) = other else {
+            for ip in ips {
+                first
+                    .entry((*ip, l.spec.port))
+                    .or_insert_with(|| (terminates, l.gateway.clone()));
+            }
+            continue;
+        };
+        let why = if input.tls_mixed_pending {
+            MIXED_PENDING
+        } else {
+            "Passthrough and Terminate on one port are not served by this provider"
+        };
+        l.refuse_mode(format!(
+            "Gateway {other}, older on a shared address, has a TLS listener on port {} with the other tls.mode: {why}",
+            l.spec.port
+        ));
+    }
+}
+
 /// A Gateway's listeners. Listeners on one port of one transport: all of one protocol
 /// (TCP and UDP on one port are apart; TLS of one mode unless the provider serves both
 /// on one port), and a TCP or UDP listener alone (nothing tells two apart).
@@ -726,9 +780,10 @@ fn gateway_listeners<'a>(
             // TLS listeners of both modes (and nothing else) on one port: said in
             // Accepted too, as TLSRouteListenerMixedTerminationNotSupported expects.
             let tls_modes = on_port.iter().all(|p| p.starts_with("TLS/"));
+            let why = (tls_modes && input.tls_mixed_pending).then(|| mixed_pending(l.port));
             let conflict = conflict.map(|reason| Conflict {
                 reason,
-                why: None,
+                why,
                 conflicted: true,
                 accepted: tls_modes,
             });
