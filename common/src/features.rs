@@ -11,10 +11,13 @@
 //!
 //! Each actor lists what its build renders ([`Feature::ALL`]) in its node report
 //! ([`crate::report::NodeReport::features`]); the watcher intersects the reports of the
-//! plan's LB nodes ([`Fleet::of`]). A node without a report, or with one from an actor
-//! older than this mechanism (no `features` key), counts as having none. Where no actor
-//! reports (the files source, `k8slb-watcher plan`), the fleet is assumed to be this
-//! build ([`Fleet::ThisBuild`]).
+//! plan's LB nodes ([`Fleet::of`]). A report from an actor older than this mechanism (no
+//! `features` key) counts as having none. A node with no report yet (a node just
+//! labelled, whose actor is starting: every actor writes its report at start) takes
+//! nothing away, unless no LB node has reported at all: else every node added to the LB
+//! set would withdraw every gated object, fleet-wide, until its actor reported. Where no
+//! actor reports (the files source, `k8slb-watcher plan`), the fleet is assumed to be
+//! this build ([`Fleet::ThisBuild`]).
 
 use crate::names::NodeName;
 use std::collections::{BTreeMap, BTreeSet};
@@ -100,23 +103,36 @@ pub enum Fleet {
     #[default]
     ThisBuild,
     /// What each node's actor reported (the Kubernetes source); a node not listed has
-    /// no report yet, hence no optional feature.
+    /// no report yet.
     Reported(BTreeMap<NodeName, Features>),
 }
 
 impl Fleet {
-    /// The features every one of `lb_nodes` renders (with no LB node: this build's;
-    /// nothing is served then anyway).
+    /// The features every one of `lb_nodes` that has reported renders; none while no
+    /// LB node has reported (with no LB node: this build's; nothing is served then
+    /// anyway).
+    ///
+    /// A node without a report yet is left out: its actor writes one at start, so it is
+    /// a node just added (or whose report was deleted: the actor writes it again within
+    /// minutes). Counting it as featureless would withdraw every gated object on every
+    /// node each time a node joins. The cost: an actor older than a feature on a node
+    /// that just joined may render a state that uses it for the seconds before its
+    /// report (without the feature) arrives.
     pub fn of<'n>(&self, lb_nodes: impl IntoIterator<Item = &'n NodeName>) -> Features {
         let mut all = Features::this_build();
         let Fleet::Reported(by_node) = self else {
             return all;
         };
+        let (mut nodes, mut reported) = (0, 0);
         for n in lb_nodes {
-            match by_node.get(n) {
-                Some(f) => all.intersect(f),
-                None => return Features::none(),
+            nodes += 1;
+            if let Some(f) = by_node.get(n) {
+                all.intersect(f);
+                reported += 1;
             }
+        }
+        if nodes > 0 && reported == 0 {
+            return Features::none();
         }
         all
     }
@@ -164,11 +180,28 @@ mod tests {
     }
 
     #[test]
-    fn an_lb_node_without_a_report_has_no_feature() {
+    fn an_lb_node_without_a_report_yet_takes_nothing_away_unless_no_node_has_reported() {
+        // lb2 was just labelled: its actor has not written its report yet. The others'
+        // features stay (else each node added would withdraw them on every node).
         let only_lb1 = Fleet::Reported(BTreeMap::from([(node("lb1"), Features::this_build())]));
-        assert_eq!(only_lb1.of(&[node("lb1"), node("lb2")]), Features::none());
+        assert_eq!(
+            only_lb1.of(&[node("lb1"), node("lb2")]),
+            Features::this_build()
+        );
+        // Once it reports, its report counts.
+        let lb2_old = Fleet::Reported(BTreeMap::from([
+            (node("lb1"), Features::this_build()),
+            (node("lb2"), Features::none()),
+        ]));
+        assert_eq!(lb2_old.of(&[node("lb1"), node("lb2")]), Features::none());
+        // No LB node has reported (a fresh install, reports not written yet): none.
         assert_eq!(
             Fleet::Reported(BTreeMap::new()).of(&[node("lb1")]),
+            Features::none()
+        );
+        assert_eq!(
+            Fleet::Reported(BTreeMap::from([(node("other"), Features::this_build())]))
+                .of(&[node("lb1"), node("lb2")]),
             Features::none()
         );
     }

@@ -138,7 +138,8 @@ pub struct Snapshot<'a> {
     /// What the LB nodes' actors report ([`k8slb_common::report`]): what they leave out
     /// of their proxy configs (their quarantine; each becomes a `ProxyRefused`
     /// problem), and the optional features they render (an LB node without a report
-    /// has none: [`k8slb_common::features`]). `None` where no actor reports (the files
+    /// yet is not waited for, unless none has reported: [`k8slb_common::features`]).
+    /// `None` where no actor reports (the files
     /// mode): the actors are taken to be this build.
     pub reports: Option<BTreeMap<NodeName, NodeReport>>,
     /// Where the node certificates come from, if any node needs them.
