@@ -285,6 +285,16 @@ fn run_check(daemon: DaemonKind, cmd: &mut Command) -> Result<(), DaemonError> {
     }
 }
 
+/// How long a new nginx master waits for the workers of a killed one to stop.
+const ORPHAN_WAIT: Duration = Duration::from_secs(2);
+
+/// True while `pid` runs and is one of nginx's processes (its title `nginx: ...`: the
+/// master, a worker, the cache manager).
+fn is_nginx_process(pid: u32) -> bool {
+    pid_alive(pid)
+        && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(b"nginx: "))
+}
+
 /// True while `pid` exists and is not a zombie (an exited child not yet reaped).
 pub(crate) fn pid_alive(pid: u32) -> bool {
     i32::try_from(pid).is_ok_and(|p| kill(Pid::from_raw(p), None).is_ok())
@@ -843,6 +853,11 @@ pub struct Nginx {
     cfg: PathBuf,
     health: PathBuf,
     child: ChildProc,
+    /// The master's worker processes seen so far (refreshed at every start, reload and
+    /// poll; dead ones pruned). nginx's workers outlive a master killed by SIGKILL
+    /// (HAProxy's exit with theirs) and keep its listening sockets: a new master could
+    /// then never bind them ("Address already in use") while they served the old config.
+    workers: BTreeSet<u32>,
 }
 
 impl Nginx {
@@ -855,7 +870,45 @@ impl Nginx {
             cfg,
             health,
             child: ChildProc::default(),
+            workers: BTreeSet::new(),
         }
+    }
+    /// Add the running master's children to [`Nginx::workers`]; forget those gone.
+    fn track_workers(&mut self) {
+        self.workers.retain(|p| is_nginx_process(*p));
+        if let Some(pid) = self.child.pid() {
+            self.workers.extend(child_pids(pid));
+        }
+    }
+    /// The workers of a master that is gone (killed: nothing told them to stop): asked
+    /// to stop as at a graceful stop (SIGQUIT: each closes its listening sockets at once
+    /// and ends when its connections have), waited for up to `wait`, then SIGKILLed if
+    /// `kill` (what is left of a stop whose grace has passed). Only processes that are
+    /// still nginx's are signalled (a PID may have been reused).
+    fn end_orphaned_workers(&mut self, wait: Duration, kill: bool) {
+        self.workers.retain(|p| is_nginx_process(*p));
+        if self.workers.is_empty() {
+            return;
+        }
+        tracing::warn!(
+            workers = ?self.workers,
+            "nginx: workers of a master that is gone; stopping them"
+        );
+        for p in &self.workers {
+            let _ = signal(DaemonKind::Nginx, *p, Signal::SIGQUIT);
+        }
+        let _ = wait_for(wait, || {
+            self.workers
+                .iter()
+                .all(|p| !is_nginx_process(*p))
+                .then_some(())
+        });
+        if kill {
+            for p in self.workers.iter().filter(|p| is_nginx_process(**p)) {
+                let _ = signal(DaemonKind::Nginx, *p, Signal::SIGKILL);
+            }
+        }
+        self.workers.retain(|p| is_nginx_process(*p));
     }
     fn base(&self, cfg: &Path) -> Command {
         let _ = std::fs::create_dir_all(self.paths.nginx_prefix().join("logs"));
@@ -895,6 +948,8 @@ impl Daemon for Nginx {
             || self.child.alive();
         remove_stale_pid_file(&self.paths.nginx_pid(), &self.cfg);
         if !running {
+            // Their listening sockets closed before the new master binds them.
+            self.end_orphaned_workers(ORPHAN_WAIT, false);
             let text = std::fs::read_to_string(&self.cfg).unwrap_or_default();
             let hop = self.paths.hop_dir();
             if let Err(e) = prepare_nginx_hop_dir(&hop, &nginx_worker_group(&text)) {
@@ -903,10 +958,14 @@ impl Daemon for Nginx {
             }
         }
         let mut cmd = self.base(&self.cfg.clone());
-        self.child
-            .start_confirmed(DaemonKind::Nginx, &mut cmd, "no worker after 10 s", |pid| {
-                !child_pids(pid).is_empty()
-            })
+        let started = self.child.start_confirmed(
+            DaemonKind::Nginx,
+            &mut cmd,
+            "no worker after 10 s",
+            |pid| !child_pids(pid).is_empty(),
+        );
+        self.track_workers();
+        started
     }
     fn reload(&mut self) -> Result<(), DaemonError> {
         let daemon = DaemonKind::Nginx;
@@ -917,13 +976,19 @@ impl Daemon for Nginx {
             (self.child.alive() && child_pids(pid).iter().any(|p| !before.contains(p)))
                 .then_some(())
         });
+        self.track_workers();
         ok.ok_or(DaemonError::Reload {
             daemon,
             why: "no new nginx worker within 10 s".into(),
         })
     }
     fn poll_exit(&mut self) -> Option<String> {
-        self.child.poll_exit()
+        self.track_workers();
+        let exit = self.child.poll_exit();
+        if exit.is_some() {
+            self.end_orphaned_workers(ORPHAN_WAIT, false);
+        }
+        exit
     }
     fn is_running(&self) -> bool {
         self.child.child.is_some()
@@ -934,7 +999,10 @@ impl Daemon for Nginx {
     fn stop(&mut self, grace: Duration) {
         // SIGQUIT: graceful (connections in flight finish), SIGKILL after `grace`. (It
         // was followed by SIGTERM at once, nginx's fast shutdown, which cut them.)
+        self.track_workers();
         self.child.stop_with(Signal::SIGQUIT, grace);
+        // A master SIGKILLed after the grace leaves its workers: their grace is over too.
+        self.end_orphaned_workers(Duration::ZERO, true);
     }
 }
 

@@ -125,6 +125,72 @@ fn nginx_starts_when_its_pid_file_names_a_live_unrelated_process() {
     starts_despite_a_stale_pid_file(Nginx::new(bin, paths.clone()), &paths.nginx_pid());
 }
 
+/// nginx's workers outlive a master killed with SIGKILL (HAProxy's do not) and keep its
+/// listening sockets: a new master could never bind them ("Address already in use")
+/// while they went on serving the old config. The actor stops them when it sees the
+/// master gone, and the restarted nginx serves the new config.
+#[test]
+#[ignore = "needs root: network namespaces, nginx; ./scripts/test.sh runs it"]
+fn nginx_restarts_when_its_master_alone_was_killed_and_the_orphaned_workers_stop() {
+    require_root_and(&["ip", "nginx"]);
+    let ns = Netns::new("k8slb-orph");
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::new(dir.path());
+    let conf = |body: &str| {
+        std::fs::write(
+            paths.nginx_conf(),
+            format!(
+                "pid {};\nworker_processes 2;\nevents {{}}\nhttp {{\n  access_log off;\n  server {{\n    listen 127.0.0.1:8080;\n    return 200 \"{body}\\n\";\n  }}\n}}\n",
+                paths.nginx_pid().display()
+            ),
+        )
+        .unwrap()
+    };
+    conf("first");
+    let bin = ns.wrapper(dir.path(), "nginx");
+    let mut nginx = Nginx::new(bin, paths.clone());
+    nginx.start().unwrap();
+    let body = |ns: &Netns| {
+        ns.get("127.0.0.1:8080", "/")
+            .trim()
+            .rsplit('\n')
+            .next()
+            .map(str::to_string)
+    };
+    assert_eq!(body(&ns).as_deref(), Some("first"));
+    let master = nginx.pid().unwrap();
+    let workers = children(master);
+    assert!(!workers.is_empty(), "no worker");
+
+    // The master alone is killed (an operator's kill -9, a crash): its workers go on.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(master as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || nginx.poll_exit().is_some()),
+        "the master's exit is seen"
+    );
+    let nginx_process = |p: &u32| {
+        std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.starts_with(b"nginx: "))
+            && comm(*p).is_some()
+    };
+    assert!(
+        wait_until(Duration::from_secs(5), || !workers
+            .iter()
+            .any(nginx_process)),
+        "the orphaned workers still run: {workers:?}"
+    );
+
+    // The actor starts nginx again, on a new config: it binds and serves it.
+    conf("second");
+    let started = nginx.start();
+    assert!(started.is_ok(), "{:?}", started.err());
+    assert_eq!(body(&ns).as_deref(), Some("second"));
+    nginx.stop(Duration::from_secs(3));
+}
+
 /// At start the actor stops daemons an earlier actor left running; a pid file naming
 /// something else is not ours to stop: that process lives on, and the file goes.
 #[test]
