@@ -191,8 +191,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn haproxy(ns: &Netns, dir: &Path, routes: &k8slb_common::routes::HttpRoutes) -> Killed {
     let o = HttpRenderOptions {
         files_dir: dir.to_path_buf(),
+        // The internal hops' sockets (conditional hosts, RequestMirror).
+        hop_dir: dir.join("hop"),
         ..HttpRenderOptions::default()
     };
+    k8slb_actor::daemons::make_private_dir(&o.hop_dir).unwrap();
     let hp = HttpRenderer::embedded()
         .unwrap()
         .haproxy(routes, &o, &[])
