@@ -24,7 +24,8 @@
 #                                  bgp_proxy_kill_failed_after (goal 0),
 #                                  bgp_link_cut_route_removed_ms, bgp_link_cut_failed_ms
 #                                  (goal <= 300), bgp_link_cut_failed_after (goal 0),
-#                                  bgp_rolling_restart_failed (goal 0), bgp_vrrp_pool_failed
+#                                  bgp_rolling_restart_failed (goal 0),
+#                                  bgp_rolling_restart_reset_in_flight (goal <= 6), bgp_vrrp_pool_failed
 #   ./scripts/bench.sh ingress     only the Ingress convergence: a new Ingress host -> its first
 #                                  200 through the ingress VIP (p50 of 4; the first VIP apart)
 #   ./scripts/bench.sh saturation  false VRRP failovers with every core busy (nproc burners in

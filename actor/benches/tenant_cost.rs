@@ -13,6 +13,9 @@
 //!   `limits.conditionalRulesPerHost` (256): an admin who raised it. Before the fix:
 //!   57 µs without, 404 µs with them.
 //!   Without root, this part is skipped with a line that says so.
+//! - As root: HAProxy's CPU time per request of a route that mirrors every request to 0,
+//!   1, 4 and 16 backends (a tenant's RequestMirror costs the proxy every tenant shares),
+//!   and the copies that arrived. Skipped without root, with a line that says so.
 
 #[path = "../tests/support/tenant_routes.rs"]
 mod tenant_routes;
@@ -22,6 +25,8 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn best_of<T>(runs: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
@@ -95,16 +100,19 @@ impl Drop for Killed {
 }
 
 /// A backend answering every request `200` with a one-byte body, on a thread of the
-/// namespace (each connection on a thread of its own).
-fn backend(ns: &Netns, port: u16) {
+/// namespace (each connection on a thread of its own); counts the requests it answered.
+fn backend(ns: &Netns, port: u16) -> Arc<AtomicU64> {
     let name = ns.0.clone();
     let (tx, rx) = std::sync::mpsc::channel();
+    let answered = Arc::new(AtomicU64::new(0));
+    let count = answered.clone();
     std::thread::spawn(move || {
         enter(&name);
         let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
         tx.send(()).unwrap();
         for c in l.incoming() {
             let Ok(mut c) = c else { continue };
+            let count = count.clone();
             std::thread::spawn(move || {
                 let mut buf = vec![0u8; 65536];
                 let mut pending = Vec::new();
@@ -121,12 +129,14 @@ fn backend(ns: &Netns, port: u16) {
                         {
                             return;
                         }
+                        count.fetch_add(1, Ordering::Relaxed);
                     }
                 }
             });
         }
     });
     rx.recv().unwrap();
+    answered
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -181,8 +191,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn haproxy(ns: &Netns, dir: &Path, routes: &k8slb_common::routes::HttpRoutes) -> Killed {
     let o = HttpRenderOptions {
         files_dir: dir.to_path_buf(),
+        // The internal hops' sockets (conditional hosts, RequestMirror).
+        hop_dir: dir.join("hop"),
         ..HttpRenderOptions::default()
     };
+    k8slb_actor::daemons::make_private_dir(&o.hop_dir).unwrap();
     let hp = HttpRenderer::embedded()
         .unwrap()
         .haproxy(routes, &o, &[])
@@ -285,11 +298,95 @@ fn latency_part() {
     println!("haproxy, the busy host's own 8,000th rule:                    median {own:>6.1} µs");
 }
 
+/// The CPU time (user + system) a process has used so far, from `/proc/<pid>/stat`.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the command name (in parentheses, which may hold spaces): fields 3 on.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .unwrap()
+        .unwrap() as u64;
+    // utime and stime are fields 14 and 15 of the stat line: 11 and 12 after the name.
+    Duration::from_micros((f[11] + f[12]) * 1_000_000 / ticks)
+}
+
+const MIRROR_REQUESTS: usize = 4000;
+
+/// What a tenant's RequestMirror costs the proxy everybody shares: HAProxy's CPU time per
+/// request of a route that copies every request to 0, 1, 4 and 16 backends (16 is the
+/// API's most filters on one rule), over one keep-alive connection; and how many copies
+/// arrived (copies beyond 1,024 under way are dropped, as are bodies not held whole).
+fn mirror_part() {
+    if !nix::unistd::Uid::effective().is_root() {
+        println!("haproxy mirror cost: skipped (needs root: a network namespace)");
+        return;
+    }
+    let ns = Netns::new();
+    let main = backend(&ns, 18090);
+    let copies: Vec<(u16, Arc<AtomicU64>)> = (0..16u16)
+        .map(|i| (18100 + i, backend(&ns, 18100 + i)))
+        .collect();
+    let mut base = None;
+    for n in [0usize, 1, 4, 16] {
+        let dir = tempfile::tempdir().unwrap();
+        let eps: Vec<(&str, u16)> = copies[..n].iter().map(|(p, _)| ("127.0.0.1", *p)).collect();
+        let routes = tenant_routes::mirroring(("127.0.0.1", 18090), &eps);
+        let h = haproxy(&ns, dir.path(), &routes);
+        let pid = h.0.id();
+        let name = ns.0.clone();
+        let before_copies: u64 = copies.iter().map(|(_, c)| c.load(Ordering::Relaxed)).sum();
+        let before_main = main.load(Ordering::Relaxed);
+        let (cpu, wall) = std::thread::spawn(move || {
+            enter(&name);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while TcpStream::connect((tenant_routes::TENANT_VIP, 80)).is_err() {
+                assert!(Instant::now() < deadline, "haproxy did not listen");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            requests(tenant_routes::TENANT_VIP, "mirror.example.com", "", 200); // warm up
+            std::thread::sleep(Duration::from_millis(300));
+            let (c0, t0) = (cpu_time(pid), Instant::now());
+            requests(
+                tenant_routes::TENANT_VIP,
+                "mirror.example.com",
+                "",
+                MIRROR_REQUESTS,
+            );
+            let wall = t0.elapsed();
+            // The copies are sent after their requests: let them finish.
+            std::thread::sleep(Duration::from_millis(500));
+            (cpu_time(pid) - c0, wall)
+        })
+        .join()
+        .unwrap();
+        drop(h);
+        let got: u64 = copies
+            .iter()
+            .map(|(_, c)| c.load(Ordering::Relaxed))
+            .sum::<u64>()
+            - before_copies;
+        let served = main.load(Ordering::Relaxed) - before_main;
+        let per = cpu.as_secs_f64() * 1e6 / MIRROR_REQUESTS as f64;
+        let b = *base.get_or_insert(per);
+        println!(
+            "haproxy, a rule mirroring every request to {n:>2} backends: {per:>7.1} µs of CPU per request ({:>5.1}x none), {:>7.0} requests/s on one connection, {got} copies of {} requests ({served} served with the warm-up)",
+            per / b,
+            MIRROR_REQUESTS as f64 / wall.as_secs_f64(),
+            MIRROR_REQUESTS * n + 200 * n,
+        );
+    }
+}
+
 fn main() {
     // `cargo bench` passes --bench; `cargo test --benches` runs it too: only the cheap
     // render part then.
     render_part();
     if std::env::args().any(|a| a == "--bench") {
         latency_part();
+        mirror_part();
     }
 }

@@ -925,6 +925,8 @@ fn serve_in(
         vec![]
     };
     let echo = echo.unwrap_or(false);
+    // The internal hops' sockets (HAProxy: conditional hosts, RequestMirror).
+    k8slb_actor::daemons::make_private_dir(&o.hop_dir).unwrap();
     ns.ip(&format!("addr add {VIP}/32 dev lo"));
     for (a, _) in &eps {
         ns.ip(&format!("addr add {}/32 dev lo", a.ip()));
@@ -6116,4 +6118,470 @@ fn nginx_serves_a_tls_port_of_both_modes_across_a_reload_and_a_restart_after_sig
     h.start().unwrap();
     check_mixed_port(&ns, "nginx after a restart after SIGKILL");
     h.stop(Duration::from_secs(2));
+}
+
+/// The client address of [`hop_request`], apart from the VIP.
+const HOP_CLIENT: &str = "198.18.0.20";
+
+/// A `GET` of `host``path` with `header` (`name: value`) through the VIP from
+/// [`HOP_CLIENT`]: `<status> <backend>` (the model's shape, [`expected_for`]) and the
+/// echo backend's `xff=<X-Forwarded-For> verify=<K8slb-Client-Cert-Verify>`
+/// ([`hop_haproxy_cfg`]).
+fn hop_request(ns: &support::Netns, host: &str, path: &str, header: &str) -> (String, String) {
+    let out = ns
+        .cmd("curl")
+        .args([
+            "-s",
+            "--max-time",
+            "5",
+            "-w",
+            "\n%{http_code}",
+            "--interface",
+        ])
+        .arg(HOP_CLIENT)
+        .args(["-H", header, "-H", "K8slb-Client-Cert-Verify: SUCCESS"])
+        .arg("--resolve")
+        .arg(format!("{host}:80:{VIP}"))
+        .arg(format!("http://{host}{path}"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, code) = stdout.rsplit_once('\n').unwrap_or(("", &stdout));
+    match (code, body.split_once(' ')) {
+        ("200", Some((name, rest))) => (format!("200 {name}"), rest.trim().to_string()),
+        _ => (code.to_string(), String::new()),
+    }
+}
+
+/// haproxy.cfg as the actor runs it (master-worker, a runtime socket that hands the
+/// listeners over on a reload) with `routes` and their endpoints: HAProxy frontends on
+/// the endpoints' addresses (put on `ns`'s loopback) that answer `<service>
+/// xff=<X-Forwarded-For> verify=<K8slb-Client-Cert-Verify>`, what reached them.
+fn hop_haproxy_cfg(
+    ns: &support::Netns,
+    paths: &k8slb_actor::daemons::Paths,
+    routes: &HttpRoutes,
+    o: &HttpRenderOptions,
+) {
+    let hp = HttpRenderer::embedded()
+        .unwrap()
+        .haproxy(routes, o, &[])
+        .unwrap();
+    for (f, t) in &hp.files {
+        std::fs::write(f, t).unwrap();
+    }
+    let mut cfg = format!(
+        "global\n  pidfile {}\n  stats socket {} mode 600 level admin expose-fd listeners\n  expose-experimental-directives\ndefaults\n  timeout connect 2s\n  timeout client 5s\n  timeout server 5s\n",
+        paths.haproxy_pid().display(),
+        paths.haproxy_runtime_socket().display(),
+    );
+    for (a, name) in endpoints(routes) {
+        let _ = ns
+            .cmd("ip")
+            .args(["addr", "add", &format!("{}/32", a.ip()), "dev", "lo"])
+            .output();
+        let slug = a.to_string().replace(['.', ':'], "_");
+        cfg.push_str(&format!(
+            "\nfrontend ep_{slug}\n  bind {a}\n  mode http\n  http-request return status 200 content-type text/plain lf-string \"{name} xff=%[req.hdr(x-forwarded-for)] verify=%[req.hdr(k8slb-client-cert-verify)]\"\n"
+        ));
+    }
+    cfg.push_str(&hp.text);
+    std::fs::write(paths.haproxy_cfg(), cfg).unwrap();
+}
+
+/// A connection to the internal socket `target` (a path, or `@<name>` for an abstract
+/// one) from `ns`, as root or, with `nobody`, as uid and gid 65534 without supplementary
+/// groups, sending what a hostile local process would: a PROXY v2 header that claims
+/// the client 198.19.255.7, then a request to `host``path` (with `header`) that claims
+/// the same in X-Forwarded-For and a verified client certificate. `answered <body>` or
+/// `refused <errno>`.
+fn forge_through_hop(
+    ns: &support::Netns,
+    target: &str,
+    nobody: bool,
+    host: &str,
+    path: &str,
+    header: &str,
+) -> String {
+    const SCRIPT: &str = r#"
+import socket, sys
+target, host, path, header = sys.argv[1:5]
+# HAProxy's abns@ names fill the whole sun_path, NUL-padded.
+addr = ("\0" + target[1:]).encode().ljust(108, b"\0") if target.startswith("@") else target
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+try:
+    s.connect(addr)
+except OSError as e:
+    print("refused", e.errno)
+    sys.exit(0)
+forged = socket.inet_aton("198.19.255.7")
+proxy = b"\r\n\r\n\x00\r\nQUIT\n\x21\x11\x00\x0c" + forged + socket.inet_aton("198.18.0.10") + (4444).to_bytes(2, "big") + (80).to_bytes(2, "big")
+req = ("GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\nX-Forwarded-For: 198.19.255.7\r\nK8slb-Client-Cert-Verify: SUCCESS\r\nConnection: close\r\n\r\n" % (path, host, header)).encode()
+s.sendall(proxy + req)
+data = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    data += d
+print("answered", data.decode(errors="replace").split("\r\n\r\n", 1)[-1].strip())
+"#;
+    let mut cmd = ns.cmd("setpriv");
+    if nobody {
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+    }
+    let out = cmd
+        .args([
+            "env",
+            "PATH=/usr/bin:/bin",
+            "python3",
+            "-c",
+            SCRIPT,
+            target,
+            host,
+            path,
+            header,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The unix permissions of `p`.
+fn mode_of(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+/// The routes of the `conditions` fixture without what the route `ns/name` contributed,
+/// as the actor's quarantine serves them when that route's part is refused
+/// ([`k8slb_common::owners::without`]).
+fn routes_without(routes: &HttpRoutes, ns: &str, name: &str) -> HttpRoutes {
+    let mut state = base_state();
+    state.http = routes.clone();
+    let owner = routes
+        .listeners
+        .iter()
+        .flat_map(|l| &l.virtual_hosts)
+        .flat_map(|v| &v.rules)
+        .filter_map(|r| r.owner.clone())
+        .find(|o| o.to_string().ends_with(&format!("{ns}/{name}")))
+        .unwrap_or_else(|| panic!("no rule of {ns}/{name}"));
+    k8slb_common::owners::without(&state, &std::collections::BTreeSet::from([owner])).http
+}
+
+/// The conditional hosts' hops of HAProxy (a virtual host whose rules match on more than
+/// the path has a frontend of its own, reached through a unix socket with a PROXY v2
+/// header) through the whole life of the proxy, as the actor runs it
+/// (`k8slb_actor::daemons::Haproxy`, with the DaemonSet's capabilities): a first start;
+/// a reload where a hop goes (the quarantine's config without one route's part: its
+/// socket takes no connection any more); a reload where a socket changes host (renamed:
+/// `_v1` is another host's) and one where a hop comes back; a start after SIGKILL over
+/// the socket files left behind. At each step every request answers as the model says,
+/// the client's address reaches the backend in X-Forwarded-For, and every live hop is a
+/// `mode 600` socket in the 0700 hop directory.
+#[test]
+#[ignore = "needs root: real HAProxy in a network namespace; ./scripts/test.sh runs it"]
+fn haproxy_host_hops_are_private_unix_sockets_across_reloads_a_quarantine_and_a_restart_after_sigkill(
+) {
+    use k8slb_actor::daemons::{Daemon, Haproxy, Paths};
+    support::require_root_and(&["haproxy", "openssl", "setpriv", "curl", "python3"]);
+    let full = gateway_routes_of("conditions");
+    let dir = tempfile::Builder::new()
+        .prefix("k8slb-rthop")
+        .tempdir()
+        .unwrap();
+    let work = dir.path().join("work");
+    let paths = Paths::new(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let mut o = traffic_options(dir.path());
+    o.hop_dir = paths.hop_dir();
+    k8slb_actor::daemons::make_private_dir(&o.hop_dir).unwrap();
+    let ns = support::Netns::new("k8slbhp");
+    ns.ip(&format!("addr add {VIP}/32 dev lo"));
+    ns.ip(&format!("addr add {HOP_CLIENT}/32 dev lo"));
+    let v1 = paths.hop_dir().join("rtv_198_18_0_10_80_v1.sock");
+    let v2 = paths.hop_dir().join("rtv_198_18_0_10_80_v2.sock");
+    let app = ("app.example.com", "/api", "X-Env: canary");
+    let cond = ("cond.example.com", "/x", "x-team: a");
+    let check = |routes: &HttpRoutes, live: &[&Path], dead: &[&Path], when: &str| {
+        assert_eq!(mode_of(&paths.hop_dir()), 0o700, "{when}");
+        for s in live {
+            assert_eq!(mode_of(s), 0o600, "{when}: {}", s.display());
+        }
+        for (host, path, header) in [app, cond] {
+            let (name, value) = header.split_once(": ").unwrap();
+            let headers = [(name, value)];
+            let req = Request {
+                host,
+                path,
+                method: "GET",
+                headers: &headers,
+                query: &[],
+            };
+            let want = expected_for(routes, 80, false, &req);
+            let (got, echoed) = hop_request(&ns, host, path, header);
+            assert_eq!(got, want, "{when}: {host}{path}");
+            if got.starts_with("200 ") {
+                // The listener's frontend added the client's address and dropped the
+                // client's K8slb-Client-Cert-Verify before the hop.
+                assert_eq!(
+                    echoed,
+                    format!("xff={HOP_CLIENT} verify="),
+                    "{when}: {host}"
+                );
+            }
+        }
+        // A hop gone: HAProxy leaves its socket file, where nothing listens any more
+        // (ECONNREFUSED, even for root; ENOENT were the file removed).
+        for s in dead {
+            let ok = support::wait_until(Duration::from_secs(5), || {
+                let got = forge_through_hop(&ns, s.to_str().unwrap(), false, app.0, app.1, app.2);
+                got == "refused 111" || got == "refused 2"
+            });
+            assert!(ok, "{when}: {} still takes connections", s.display());
+        }
+    };
+
+    hop_haproxy_cfg(&ns, &paths, &full, &o);
+    let mut h = Haproxy::new(capped_wrapper(&ns, dir.path(), "haproxy"), paths.clone());
+    h.start().unwrap();
+    check(&full, &[&v1, &v2], &[], "after a start");
+
+    // The quarantine leaves the route of cond.example.com out: its hop goes.
+    let quarantined = routes_without(&full, "default", "only-conditional");
+    hop_haproxy_cfg(&ns, &paths, &quarantined, &o);
+    h.reload().unwrap();
+    check(&quarantined, &[&v1], &[&v2], "after a reload without a hop");
+
+    // Without app.example.com's route, cond.example.com's host is the first: `_v1`.
+    let renamed = routes_without(&full, "default", "canary");
+    hop_haproxy_cfg(&ns, &paths, &renamed, &o);
+    h.reload().unwrap();
+    check(
+        &renamed,
+        &[&v1],
+        &[&v2],
+        "after a reload that renames a hop",
+    );
+
+    hop_haproxy_cfg(&ns, &paths, &full, &o);
+    h.reload().unwrap();
+    check(&full, &[&v1, &v2], &[], "after a reload that adds a hop");
+
+    // A crash: master and workers killed, the socket files left behind.
+    let procs = h.show_proc().unwrap();
+    for p in procs
+        .master
+        .iter()
+        .chain(&procs.workers)
+        .chain(&procs.old_workers)
+    {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p.pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        support::wait_until(Duration::from_secs(5), || h.poll_exit().is_some()),
+        "HAProxy still runs after SIGKILL"
+    );
+    assert!(
+        v1.exists() && v2.exists(),
+        "the crash leaves the socket files"
+    );
+    h.start().unwrap();
+    check(&full, &[&v1, &v2], &[], "after a restart after SIGKILL");
+    h.stop(Duration::from_secs(2));
+}
+
+/// What a hostile local process could do to a conditional host's hop, were it reachable:
+/// claim any client address (a PROXY v2 header) and headers the listener's frontend
+/// drops (X-Forwarded-For, K8slb-Client-Cert-Verify), past its checks; through
+/// RequestMirror's frontend, send any request to any route backend it names. Both are
+/// unix sockets, `mode 600` in the 0700 hop directory (its parents open to all here),
+/// never abstract sockets (which have no permissions and which any process of the
+/// node's network namespace reaches): a process of another uid cannot connect, while a
+/// real client through the listener gets its own address in X-Forwarded-For. (As root,
+/// the test's control, the same bytes are answered: what the permissions keep out.)
+#[test]
+#[ignore = "needs root: real HAProxy in a network namespace; ./scripts/test.sh runs it"]
+fn an_unprivileged_local_process_cannot_forge_a_client_address_through_a_host_hop() {
+    use k8slb_actor::daemons::{Daemon, Haproxy, Paths};
+    support::require_root_and(&["haproxy", "openssl", "setpriv", "curl", "python3"]);
+    let mut routes = gateway_routes_of("conditions");
+    // And RequestMirror's internal frontend, which routes by a request header.
+    let plain = routes.listeners[0]
+        .virtual_hosts
+        .iter_mut()
+        .find(|v| {
+            v.host
+                .as_ref()
+                .is_some_and(|h| h.as_str() == "plain.example.com")
+        })
+        .unwrap();
+    plain.rules[0].filters.mirrors = vec!["default/nginx-service:80".parse().unwrap()];
+    let dir = tempfile::Builder::new()
+        .prefix("k8slb-rthopx")
+        .tempdir()
+        .unwrap();
+    {
+        // Only the hop directory's and the sockets' own permissions keep others out.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let work = dir.path().join("work");
+    let paths = Paths::new(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let mut o = traffic_options(dir.path());
+    o.hop_dir = paths.hop_dir();
+    k8slb_actor::daemons::make_private_dir(&o.hop_dir).unwrap();
+    let ns = support::Netns::new("k8slbhx");
+    ns.ip(&format!("addr add {VIP}/32 dev lo"));
+    ns.ip(&format!("addr add {HOP_CLIENT}/32 dev lo"));
+    hop_haproxy_cfg(&ns, &paths, &routes, &o);
+    let mut h = Haproxy::new(capped_wrapper(&ns, dir.path(), "haproxy"), paths.clone());
+    h.start().unwrap();
+    let (host, path, header) = ("app.example.com", "/api", "X-Env: canary");
+
+    // A real client: its own address, never what it claims.
+    assert_eq!(
+        hop_request(&ns, host, path, header),
+        (
+            "200 nginx-service1".to_string(),
+            format!("xff={HOP_CLIENT} verify=")
+        )
+    );
+    // Nothing to reach without a path: no abstract socket of ours in the namespace.
+    for name in ["@k8slb_rtv_198_18_0_10_80_v1", "@k8slb_mirror"] {
+        assert_eq!(
+            forge_through_hop(&ns, name, true, host, path, header),
+            "refused 111",
+            "{name}: ECONNREFUSED"
+        );
+    }
+    let unix = ns.cmd("cat").arg("/proc/net/unix").output().unwrap();
+    let unix = String::from_utf8_lossy(&unix.stdout);
+    assert!(!unix.contains("@k8slb"), "{unix}");
+    // The sockets: `mode 600` in the 0700 directory, whose parents anyone may enter.
+    let hop = paths.hop_dir().join("rtv_198_18_0_10_80_v1.sock");
+    let mirror = paths.hop_dir().join("k8slb_mirror.sock");
+    assert_eq!(mode_of(&paths.hop_dir()), 0o700);
+    assert_eq!(mode_of(&work), 0o755);
+    for s in [&hop, &mirror] {
+        assert_eq!(mode_of(s), 0o600, "{}", s.display());
+        assert!(unix.contains(s.to_str().unwrap()), "{unix}");
+        assert_eq!(
+            forge_through_hop(&ns, s.to_str().unwrap(), true, host, path, header),
+            "refused 13",
+            "{}: EACCES",
+            s.display()
+        );
+    }
+    // The control: the same bytes from root, which may enter the directory.
+    assert_eq!(
+        forge_through_hop(&ns, hop.to_str().unwrap(), false, host, path, header),
+        "answered nginx-service1 xff=198.19.255.7 verify=SUCCESS"
+    );
+    h.stop(Duration::from_secs(2));
+}
+
+/// Every internal hop of HAProxy (the conditional hosts' frontends, RequestMirror's, a
+/// TLS port of both modes' terminating one) is a unix socket in the hop directory,
+/// bound `mode 600`, never an abstract socket (`abns@`, which any process of the node's
+/// network namespace may connect to); each has its own name; the hops that take a
+/// PROXY header are reached with one, and the mirror's Lua action sends its copies to
+/// the mirror frontend's socket.
+#[test]
+fn haproxy_binds_every_internal_hop_on_a_mode_600_unix_socket_in_the_hop_dir() {
+    let o = options(&base_state());
+    let hop = "unix@/run/k8slb/hop/";
+    let mut binds = std::collections::BTreeSet::new();
+    for (what, routes) in [
+        ("conditions", gateway_routes_of("conditions")),
+        ("mirror", mirrored_routes()),
+        ("mixed", mixed_routes()),
+    ] {
+        let hp = HttpRenderer::embedded()
+            .unwrap()
+            .haproxy(&routes, &o, &[])
+            .unwrap();
+        assert!(!hp.text.contains("abns@"), "{what}: {}", hp.text);
+        let mut servers = Vec::new();
+        for l in hp.text.lines().map(str::trim) {
+            if let Some(rest) = l.strip_prefix("bind unix@") {
+                let (socket, opts) = rest.split_once(' ').unwrap();
+                assert!(l.starts_with(&format!("bind {hop}")), "{what}: {l}");
+                assert!(socket.ends_with(".sock"), "{what}: {l}");
+                assert!(opts.starts_with("mode 600"), "{what}: {l}");
+                assert!(binds.insert(socket.to_string()), "{what}: {socket} twice");
+            } else if let Some(rest) = l.strip_prefix("server s unix@") {
+                assert!(l.starts_with(&format!("server s {hop}")), "{what}: {l}");
+                assert!(rest.ends_with(".sock send-proxy-v2"), "{what}: {l}");
+                servers.push(rest.split_once(' ').unwrap().0.to_string());
+            }
+        }
+        // Each PROXY hop: a bind `accept-proxy` and one server on it.
+        for s in &servers {
+            assert!(
+                hp.text
+                    .contains(&format!("bind unix@{s} mode 600 accept-proxy")),
+                "{what}: {s}"
+            );
+        }
+        let want = match what {
+            "conditions" => 2,
+            "mirror" => 0,
+            _ => 1,
+        };
+        let proxied = hp.text.matches("accept-proxy").count();
+        assert_eq!(proxied, want, "{what}: {}", hp.text);
+        assert_eq!(servers.len(), want, "{what}: {}", hp.text);
+        if what == "mirror" {
+            let lua = &hp.files["/run/k8slb/routes/k8slb-mirror.lua"];
+            assert!(
+                lua.contains("\nlocal SOCKET = \"unix@/run/k8slb/hop/k8slb_mirror.sock\"\n"),
+                "{lua}"
+            );
+            assert!(
+                hp.text.contains(
+                    "\nfrontend k8slb_mirror\n  bind unix@/run/k8slb/hop/k8slb_mirror.sock mode 600\n"
+                ),
+                "{}",
+                hp.text
+            );
+        }
+    }
+    assert_eq!(binds.len(), 4, "{binds:?}");
+}
+
+/// A hop directory whose sockets' paths would not fit a unix socket address (107 bytes)
+/// is refused with a render error that says so, whichever hop needs it: never a config
+/// HAProxy would refuse (or bind elsewhere).
+#[test]
+fn a_hop_dir_too_long_for_a_unix_socket_path_is_a_render_error() {
+    let mut o = options(&base_state());
+    o.hop_dir = PathBuf::from(format!("/{}", "d".repeat(90)));
+    for (what, routes) in [
+        ("conditions", gateway_routes_of("conditions")),
+        ("mirror", mirrored_routes()),
+        ("mixed", mixed_routes()),
+    ] {
+        let err = HttpRenderer::embedded()
+            .unwrap()
+            .haproxy(&routes, &o, &[])
+            .err()
+            .unwrap_or_else(|| panic!("{what}: rendered"));
+        assert!(
+            err.to_string()
+                .contains("is longer than a unix socket path may be (107 bytes)"),
+            "{what}: {err}"
+        );
+    }
 }

@@ -508,6 +508,7 @@ impl Objects {
             retry_backends_per_namespace: crate::config::DEFAULT_RETRY_BACKENDS_PER_NAMESPACE,
             listener_set_listeners_per_gateway:
                 crate::config::DEFAULT_LISTENER_SET_LISTENERS_PER_GATEWAY,
+            mirrors_per_rule: crate::config::DEFAULT_MIRRORS_PER_RULE,
             host_owners: None,
         }
     }

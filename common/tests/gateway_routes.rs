@@ -1876,6 +1876,88 @@ spec:
     }
 }
 
+/// Each mirror copies every request its rule takes, on the proxy every tenant shares
+/// (the `tenant_cost` bench: HAProxy spends about 4x a request's CPU per copy, 55x with
+/// 16 mirrors): a rule may have `limits.mirrorsPerRule` of them (4 by default, 0 forbids
+/// them). A route with a rule beyond it is not accepted, and says why; every other route
+/// is served.
+#[test]
+fn a_rule_with_more_mirrors_than_the_limit_refuses_its_route_only() {
+    let route = |name: &str, mirrors: usize| {
+        let filters: Vec<String> = (0..mirrors)
+            .map(|i| {
+                format!("{{ type: RequestMirror, requestMirror: {{ backendRef: {{ name: m{i}, port: 80 }} }} }}")
+            })
+            .collect();
+        format!(
+            r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{ name: {name}, namespace: default }}
+spec:
+  parentRefs: [{{ name: gw, namespace: infra, sectionName: http }}]
+  hostnames: [{name}.example.com]
+  rules:
+  - backendRefs: [{{ name: a, port: 80 }}]
+  - matches: [{{ path: {{ type: PathPrefix, value: /copy }} }}]
+    filters: [{}]
+    backendRefs: [{{ name: a, port: 80 }}]
+"#,
+            filters.join(", ")
+        )
+    };
+    let texts = [
+        route("plain", 0),
+        route("one", 1),
+        route("four", 4),
+        route("five", 5),
+        route("sixteen", 16),
+    ];
+    let mut all = vec![CLASS, GATEWAY];
+    all.extend(texts.iter().map(String::as_str));
+    let o = objects(&all);
+    let served = |out: &GatewayOutput| -> Vec<String> {
+        let mut hosts: Vec<String> = out
+            .routes
+            .listeners
+            .iter()
+            .flat_map(|l| &l.virtual_hosts)
+            .filter_map(|v| v.host.as_ref().map(|h| h.to_string()))
+            .filter(|h| !h.starts_with('*')) // the listener's own hostname
+            .collect();
+        hosts.sort();
+        hosts
+    };
+    let message = |out: &GatewayOutput, r: &str| -> String {
+        let parents = &out.http_routes[&format!("default/{r}").parse().unwrap()];
+        cond(&parents[0].conditions, "Accepted").message.clone()
+    };
+
+    let default = translate_tuned(&o, &[], VIP, |_| {});
+    assert_eq!(
+        served(&default),
+        ["four.example.com", "one.example.com", "plain.example.com"]
+    );
+    for r in ["five", "sixteen"] {
+        assert_eq!(
+            route_cond(&default, &format!("default/{r}"), "Accepted"),
+            (false, "UnsupportedValue"),
+            "{r}"
+        );
+    }
+    assert_eq!(
+        message(&default, "five"),
+        "RequestMirror: rule 1 has 5 mirrors, each a copy of every request it takes on the proxy every tenant shares; the limit is 4 per rule (limits.mirrorsPerRule)"
+    );
+
+    // An admin's limit: 0 forbids mirrors, 16 allows the API's most.
+    let none = translate_tuned(&o, &[], VIP, |i| i.mirrors_per_rule = 0);
+    assert_eq!(served(&none), ["plain.example.com"]);
+    assert!(message(&none, "one").contains("the limit is 0 per rule"));
+    let most = translate_tuned(&o, &[], VIP, |i| i.mirrors_per_rule = 16);
+    assert_eq!(served(&most).len(), 5);
+}
+
 /// On nginx, a host whose rules match on more than the path is served from one
 /// `location` (nginx picks among the rules by `map`s), which has one mirror, one
 /// timeout and one set of request header edits (`routes::OneLocation`). The route that

@@ -240,6 +240,29 @@ pub fn config() -> serde_json::Value {
     })
 }
 
+/// The failures of `p` that a change of the router's next hops explains, whatever the
+/// nodes do: a connection the router sent to one node, whose next packets it sent to
+/// another after the change (the withdrawn node's flows all move; with plain ECMP some
+/// flows of the others too, see docs/bgp.md), is reset by that other node after it was
+/// made (`read:` or `write:`, `ConnectionReset` or `BrokenPipe`). A new connection
+/// refused, or one timed out, is never this: a node announces only while its proxy
+/// listens, and withdraws before its proxy stops.
+pub fn in_flight_resets(p: &crate::traffic::ProbeResult) -> u64 {
+    p.errors
+        .iter()
+        .filter(|(e, _)| {
+            matches!(
+                e.as_str(),
+                "read:ConnectionReset"
+                    | "write:ConnectionReset"
+                    | "read:BrokenPipe"
+                    | "write:BrokenPipe"
+            )
+        })
+        .map(|(_, n)| n)
+        .sum()
+}
+
 /// What [`scenario`] measured. The `bgp_*` fields of `./scripts/bench.sh`.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Numbers {
@@ -262,14 +285,20 @@ pub struct Numbers {
     /// interval), and failures of 300 new connections after.
     pub bgp_link_cut_failed_ms: f64,
     pub bgp_link_cut_failed_after: u64,
-    /// Every actor restarted in turn (SIGTERM, then started again), under a 10 ms probe.
+    /// Every actor restarted in turn (SIGTERM, then started again), under a 10 ms probe:
+    /// new connections that failed other than by [`in_flight_resets`] (refused, timed
+    /// out, a wrong answer), and those reset in flight by one of the router's six
+    /// next-hop changes (each node withdrawn, then announced again).
     pub bgp_rolling_restart_failed: u64,
+    pub bgp_rolling_restart_reset_in_flight: u64,
     pub bgp_rolling_restart_probes: u64,
     /// A node drained (its `type=loadBalancer` label removed): until its route was gone
     /// at the router (polled), and new connections of a 10 ms probe that failed from the
     /// drain until 500 ms after the route was gone.
     pub bgp_drain_withdrawn_ms: u64,
     pub bgp_drain_failed: u64,
+    /// ... and those reset in flight by the router's one next-hop change.
+    pub bgp_drain_reset_in_flight: u64,
     pub bgp_drain_probes: u64,
     /// A VRRP pool's Service beside, at the end: failed of 100.
     pub bgp_vrrp_pool_failed: u64,
@@ -463,11 +492,12 @@ pub fn scenario(name: &str, proxy: &str) -> Result<(System, Numbers)> {
         );
     }
     let p = probe.stop_probe(&mut sys.lab)?;
-    out.bgp_rolling_restart_failed = p.failed;
+    out.bgp_rolling_restart_reset_in_flight = in_flight_resets(&p);
+    out.bgp_rolling_restart_failed = p.failed - out.bgp_rolling_restart_reset_in_flight;
     out.bgp_rolling_restart_probes = p.ok + p.failed;
     eprintln!(
-        "bgp_rolling_restart ({proxy}): {} ok {} failed {:?}",
-        p.ok, p.failed, p.errors
+        "bgp_rolling_restart ({proxy}): {} ok {} failed {:?} ({} reset in flight by a next-hop change)",
+        p.ok, p.failed, p.errors, out.bgp_rolling_restart_reset_in_flight
     );
 
     // A node drained (unlabelled): it leaves the LB nodes, withdraws its route, and only
@@ -493,7 +523,8 @@ pub fn scenario(name: &str, proxy: &str) -> Result<(System, Numbers)> {
     out.bgp_drain_withdrawn_ms = t0.elapsed().as_millis() as u64;
     std::thread::sleep(Duration::from_millis(500));
     let p = probe.stop_probe(&mut sys.lab)?;
-    out.bgp_drain_failed = p.failed;
+    out.bgp_drain_reset_in_flight = in_flight_resets(&p);
+    out.bgp_drain_failed = p.failed - out.bgp_drain_reset_in_flight;
     out.bgp_drain_probes = p.ok + p.failed;
     eprintln!(
         "bgp_drain ({proxy}): route withdrawn after {} ms; probe {} ok {} failed {:?}",

@@ -102,8 +102,9 @@ pub struct ViewOptions {
     pub secret_cert_dir: PathBuf,
     /// Where the actor writes the routes' HAProxy map and crt-list files.
     pub routes_dir: PathBuf,
-    /// Where the proxy binds its internal hops' unix sockets (a TLS port of both modes:
-    /// [`HttpRenderOptions::hop_dir`]); the actor makes it, 0700.
+    /// Where the proxy binds its internal hops' unix sockets (a TLS port of both modes;
+    /// HAProxy's conditional hosts and RequestMirror: [`HttpRenderOptions::hop_dir`]);
+    /// the actor makes it, 0700.
     pub hop_dir: PathBuf,
     /// The certificates of TLS Secrets on this node (stem → version, as
     /// `k8slb_common::certs::files::present` reads `secret_cert_dir`). A certificate the
@@ -587,7 +588,10 @@ pub struct HttpRenderOptions {
     /// Where the proxy binds the unix sockets of its internal hops: on a TLS port of
     /// both modes (TLSRouteModeMixed) the passthrough frontend hands connections to
     /// sockets here, with a PROXY protocol header (HAProxy `unix@`, the terminating
-    /// listeners'; nginx `unix:`, all of them). A directory only the proxy's user may
+    /// listeners'; nginx `unix:`, all of them); HAProxy's listener frontends hand a
+    /// conditional host's requests to its frontend here (`rtv_*.sock`, with a PROXY
+    /// header too), and RequestMirror's copies go through `k8slb_mirror.sock`
+    /// (`render::haproxy::hop_socket`). A directory only the proxy's user may
     /// enter (the actor makes it 0700, root's; for nginx 0710, its workers' group may
     /// enter it to connect); never in
     /// `files_dir`, whose other entries the actor removes.

@@ -200,3 +200,47 @@ pub fn busy_neighbour(n: usize, a_ep: (&str, u16), b_ep: (&str, u16)) -> HttpRou
     routes.listeners = vec![listener(TENANT_VIP.parse().unwrap(), vec![busy, quiet])];
     routes
 }
+
+/// `mirror.example.com`, one Prefix `/` rule to backend `a` (`a_ep`) that mirrors every
+/// request to each of `mirror_eps` (one backend each): what a tenant's route costs the
+/// proxy per request it copies.
+pub fn mirroring(a_ep: (&str, u16), mirror_eps: &[(&str, u16)]) -> HttpRoutes {
+    let (a, _, mut routes) = backends(a_ep, a_ep);
+    let mut mirrors = Vec::new();
+    for (i, (ip, port)) in mirror_eps.iter().enumerate() {
+        let id: BackendId = format!("default/mirror{i}:80").parse().unwrap();
+        routes.backends.insert(
+            id.clone(),
+            BackendState {
+                endpoints: vec![Endpoint {
+                    ip: ip.parse().unwrap(),
+                    port: *port,
+                    draining: false,
+                }],
+                stickiness: None,
+                protocol: Default::default(),
+                tls: None,
+            },
+        );
+        mirrors.push(id);
+    }
+    let rule = RouteRule {
+        filters: RuleFilters {
+            mirrors,
+            ..RuleFilters::default()
+        },
+        ..RouteRule::new(
+            RouteMatch::on_path(PathMatch::Prefix("/".parse().unwrap())),
+            RouteAction::forward(a),
+        )
+    };
+    routes.listeners = vec![listener(
+        TENANT_VIP.parse().unwrap(),
+        vec![VirtualHost {
+            host: Some("mirror.example.com".parse().unwrap()),
+            any_depth: false,
+            rules: vec![rule],
+        }],
+    )];
+    routes
+}

@@ -18,11 +18,16 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "limits",
     "bgp",
 ];
+/// The most filters the Gateway API lets one HTTPRoute rule have (so the most
+/// RequestMirror filters).
+const MAX_FILTERS_PER_RULE: usize = 16;
+
 pub(super) const LIMITS_KEYS: &[&str] = &[
     "conditionalRulesPerHost",
     "portsPerService",
     "retryBackendsPerNamespace",
     "listenerSetListenersPerGateway",
+    "mirrorsPerRule",
 ];
 pub(super) const TENANCY_KEYS: &[&str] = &["hostOwnership", "namespaceGroups", "addressSharing"];
 pub(super) const POOL_KEYS: &[&str] = &[
@@ -262,17 +267,28 @@ impl Checker {
             return out;
         };
         self.unknown_keys("limits", m, LIMITS_KEYS);
-        let mut whole = |key: &str, max: usize, into: &mut usize| {
+        let mut whole_from = |key: &str, min: usize, max: usize, into: &mut usize| {
             let Some(n) = m.get(key) else { return };
             let path = format!("limits.{key}");
             match self.number(&path, n) {
-                Some(n) if n.fract() == 0.0 && (1.0..=max as f64).contains(&n) => {
+                Some(n) if n.fract() == 0.0 && (min as f64..=max as f64).contains(&n) => {
                     *into = n as usize;
                 }
-                Some(_) => self.err(&path, format!("expected a whole number from 1 to {max}")),
+                Some(_) => self.err(
+                    &path,
+                    format!("expected a whole number from {min} to {max}"),
+                ),
                 None => {}
             }
         };
+        // 0 forbids mirroring; 16 is the most filters the API lets one rule have.
+        whole_from(
+            "mirrorsPerRule",
+            0,
+            MAX_FILTERS_PER_RULE,
+            &mut out.mirrors_per_rule,
+        );
+        let mut whole = |key: &str, max: usize, into: &mut usize| whole_from(key, 1, max, into);
         whole(
             "conditionalRulesPerHost",
             100_000,

@@ -204,6 +204,9 @@ pub const DEFAULT_RETRY_BACKENDS_PER_NAMESPACE: usize = 64;
 /// Default of `limits.listenerSetListenersPerGateway`.
 pub const DEFAULT_LISTENER_SET_LISTENERS_PER_GATEWAY: usize = 256;
 
+/// Default of `limits.mirrorsPerRule`.
+pub const DEFAULT_MIRRORS_PER_RULE: usize = 4;
+
 /// `limits`: bounds on what one tenant's objects may cost every other tenant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -226,6 +229,11 @@ pub struct Limits {
     /// specification's precedence (older sets first), are not accepted
     /// (`TooManyListeners`); the older keep serving.
     pub listener_set_listeners_per_gateway: usize,
+    /// RequestMirror filters of one HTTPRoute rule: each copies every request the rule
+    /// takes (HAProxy: about 4x a request's CPU per copy, measured by the
+    /// `tenant_cost` bench), on the proxy every tenant shares. A rule with more is
+    /// refused (its route is not accepted). 0 forbids mirroring.
+    pub mirrors_per_rule: usize,
 }
 
 impl Default for Limits {
@@ -235,6 +243,7 @@ impl Default for Limits {
             ports_per_service: DEFAULT_PORTS_PER_SERVICE,
             retry_backends_per_namespace: DEFAULT_RETRY_BACKENDS_PER_NAMESPACE,
             listener_set_listeners_per_gateway: DEFAULT_LISTENER_SET_LISTENERS_PER_GATEWAY,
+            mirrors_per_rule: DEFAULT_MIRRORS_PER_RULE,
         }
     }
 }

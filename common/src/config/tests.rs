@@ -386,3 +386,32 @@ fn listener_set_listeners_per_gateway_defaults_to_256_and_is_admin_settable() {
         );
     }
 }
+
+#[test]
+fn mirrors_per_rule_defaults_to_4_and_takes_0_to_16() {
+    let c = parse_global_config(README_TWO_POOLS).unwrap();
+    assert_eq!(c.limits.mirrors_per_rule, 4);
+    let with = |limits: &str| {
+        let text = README_TWO_POOLS.trim_end().trim_end_matches('}');
+        parse_global_config(&format!("{text}, \"limits\": {limits} }}"))
+    };
+    for (text, n) in [
+        (r#"{ "mirrorsPerRule": 0 }"#, 0),
+        (r#"{ "mirrorsPerRule": 16 }"#, 16),
+    ] {
+        assert_eq!(with(text).unwrap().limits.mirrors_per_rule, n, "{text}");
+    }
+    for bad in [
+        r#"{ "mirrorsPerRule": 17 }"#,
+        r#"{ "mirrorsPerRule": -1 }"#,
+        r#"{ "mirrorsPerRule": 1.5 }"#,
+    ] {
+        let e = with(bad).unwrap_err();
+        assert!(
+            e.0.iter().any(|m| m.starts_with("limits.mirrorsPerRule")),
+            "{bad}: {e}"
+        );
+    }
+    let e = with(r#"{ "mirrorsPerRule": 17 }"#).unwrap_err();
+    assert!(e.to_string().contains("from 0 to 16"), "{e}");
+}

@@ -346,6 +346,7 @@ fn translate(
     input.conditional_rules_per_host = limits.conditional_rules_per_host;
     input.retry_backends_per_namespace = limits.retry_backends_per_namespace;
     input.listener_set_listeners_per_gateway = limits.listener_set_listeners_per_gateway;
+    input.mirrors_per_rule = limits.mirrors_per_rule;
     input.host_owners = Some(owners);
     gateway::translate(&input)
 }

@@ -116,9 +116,10 @@ fn hp_misdirected(zones: &SniZones) -> Option<HpMisdirected> {
 }
 
 /// A virtual host whose rules match on more than the path has a frontend of its own,
-/// reached from the listener's through `backend` (one server: the abstract socket
-/// `socket`, with the PROXY protocol so the client's address stays the source): its
-/// rules are ACL lines tried in order, which HAProxy cannot skip within one frontend, so
+/// reached from the listener's through `backend` (one server: the unix socket `socket`
+/// in the hop directory, `mode 600`, [`super::hop_socket`], with the PROXY protocol so
+/// the client's address stays the source): its rules are ACL lines tried in order,
+/// which HAProxy cannot skip within one frontend, so
 /// in the listener's they would cost every request of every host (8,000 rules: 404 µs
 /// instead of 57 µs for another tenant's requests). The listener's frontend spends one
 /// map lookup to send such a host's requests there.
@@ -200,8 +201,20 @@ enum HpLine {
 }
 
 /// The Lua action that sends RequestMirror copies (HAProxy has no mirroring of its
-/// own): a file next to haproxy.cfg, loaded (`lua-load`) only while some rule mirrors.
+/// own): a file next to haproxy.cfg, loaded (`lua-load`) only while some rule mirrors,
+/// with the socket of the frontend it sends them to in place of [`MIRROR_SOCKET`]
+/// ([`mirror_lua`]).
 pub(crate) const MIRROR_LUA: &str = include_str!("mirror.lua");
+
+/// The placeholder of [`MIRROR_LUA`] that [`mirror_lua`] replaces, in a Lua string.
+const MIRROR_SOCKET: &str = "\"@K8SLB_MIRROR_SOCKET@\"";
+
+/// [`MIRROR_LUA`] sending to `socket` ([`super::hop_socket`]: `unix@` and a path of
+/// `[A-Za-z0-9/._-]` only, nothing a Lua string would take as an escape or its end).
+pub(crate) fn mirror_lua(socket: &str) -> String {
+    debug_assert_eq!(MIRROR_LUA.matches(MIRROR_SOCKET).count(), 1);
+    MIRROR_LUA.replace(MIRROR_SOCKET, &format!("\"{socket}\""))
+}
 
 /// The lines of a rule's mirrors: first of its request lines, so each copy is the request
 /// as the client sent it (as nginx's `mirror` copies it).
@@ -746,7 +759,11 @@ pub(crate) fn hp_frontend(
             // precedence order (a map key holds one action), in a frontend of its own.
             let backend = format!("rtv_{}_{}_{id}", ip_slug(l.ip), l.port);
             maps.cond.push_str(&format!("{id} {backend}\n"));
-            hops.push(hp_hop(l, v, i, backend, &default_action, notes, &name));
+            let hop = HpHop {
+                socket: super::hop_socket(o, &backend)?,
+                backend,
+            };
+            hops.push(hp_hop(l, v, i, hop, &default_action, notes, &name));
             continue;
         }
         maps.add_paths(v, i, &id, &mut actions, notes, &name);
@@ -918,14 +935,14 @@ fn longest_first(mut entries: Vec<(String, String)>) -> String {
 }
 
 /// The frontend `<what>_v<i+1>` of virtual host `v` (the `i`th of listener `l`, whose
-/// frontend is `what`), whose rules match on more than the path: reached through
-/// `backend` ([`HpHop`]), one ACL line per rule in precedence order, then
-/// `default_action`.
+/// frontend is `what`), whose rules match on more than the path: bound on `hop`'s
+/// socket, reached through its backend ([`HpHop`]), one ACL line per rule in precedence
+/// order, then `default_action`.
 fn hp_hop(
     l: &Listener,
     v: &VirtualHost,
     i: usize,
-    backend: String,
+    hop: HpHop,
     default_action: &RouteAction,
     notes: &mut Vec<String>,
     what: &str,
@@ -948,12 +965,9 @@ fn hp_hop(
     let default = actions.value(default_action, "d", notes, what);
     HpFrontend {
         name: format!("{what}_v{}", i + 1),
-        bind: format!("abns@k8slb_{backend}"),
+        bind: hop.socket.clone(),
         tls: None,
-        hop: Some(HpHop {
-            socket: format!("abns@k8slb_{backend}"),
-            backend,
-        }),
+        hop: Some(hop),
         cond_map: None,
         hosts_map: None,
         wildcards_map: None,

@@ -4,7 +4,9 @@
 -- `http-request lua.k8slb_mirror <backend> <share>` (render/haproxy/http.rs, HpLine::Mirror)
 -- makes a copy of the request as the client sent it (method, path and query, headers,
 -- body) and hands it to a task of its own, which sends it to the frontend `k8slb_mirror`
--- on the abstract socket `abns@k8slb_mirror` (templates/haproxy-routes.cfg.tera); that
+-- on the unix socket SOCKET (templates/haproxy-routes.cfg.tera: mode 600, in the
+-- actor's hop directory, whose path the actor writes here: render/haproxy/http.rs,
+-- mirror_lua; never an abstract socket, which any process of the node could reach); that
 -- frontend sends it to <backend> (a route backend, `rtb_*`), chosen by the header
 -- `k8slb-mirror`, as any request: its servers, health checks and TLS. The answer is read
 -- and dropped. The request itself never waits for its copy, and nothing here can fail
@@ -20,7 +22,7 @@
 -- - beyond MAX_IN_FLIGHT copies under way (a slow mirror backend), so the copies held
 --   in memory stay bounded (each at most one buffer, 16 kB by default).
 
-local SOCKET = "abns@k8slb_mirror"
+local SOCKET = "@K8SLB_MIRROR_SOCKET@"
 local MAX_IN_FLIGHT = 1024
 local TIMEOUT_S = 30
 

@@ -134,7 +134,15 @@ pub(crate) struct HpCtx<'a> {
     /// Some rule mirrors: the Lua file of the action that copies requests, which a
     /// `global` section of the routes' part loads before the frontends use it, and the
     /// frontend that sends the copies on to their backends ([`http::MIRROR_LUA`]).
-    mirror: Option<String>,
+    mirror: Option<HpMirror>,
+}
+
+/// RequestMirror's Lua file, and the unix socket ([`hop_socket`]) where its copies go:
+/// the frontend `k8slb_mirror` binds it, the Lua action connects to it.
+#[derive(Serialize)]
+pub(crate) struct HpMirror {
+    lua: String,
+    socket: String,
 }
 
 #[derive(Serialize)]
@@ -164,6 +172,30 @@ pub(crate) fn hp_retry_lines(r: &Retry) -> Vec<String> {
     }
     lines.push(on);
     lines
+}
+
+/// The unix socket of HAProxy's internal hop `name`: `unix@<hop_dir>/<name>.sock`,
+/// bound `mode 600` (in the actor's 0700 directory) by the internal frontend, which the
+/// listener's frontend reaches through a backend of one server on it. Every internal
+/// hop is one: a TLS port of both modes' terminating frontend ([`stream`], `name` its
+/// frontend's, `rts_<address>_<port>`), a virtual host's frontend of conditional rules
+/// ([`http`], its backend's, `rtv_<address>_<port>_v<N>`), RequestMirror's frontend
+/// (`k8slb_mirror`). Never `abns@`: an abstract socket lives in the network namespace
+/// (the host's: hostNetwork), with no permissions, so any process of the node could
+/// connect and, where the hop takes a PROXY header, claim any client address past the
+/// listener's checks. The names come from addresses, ports and indexes alone; a path
+/// too long for a unix socket (107 bytes) is the admin's work dir, refused whole.
+pub(crate) fn hop_socket(o: &HttpRenderOptions, name: &str) -> Result<String, RenderError> {
+    use crate::render::files::{path_err, render_err};
+    let dir = crate::view::safe_path("hop sockets directory", &o.hop_dir).map_err(path_err)?;
+    let path = format!("{}/{name}.sock", dir.trim_end_matches('/'));
+    if path.len() > 107 {
+        return Err(render_err(
+            HAPROXY_ROUTES,
+            format!("the hop socket path {path} is longer than a unix socket path may be (107 bytes): use a shorter --work-dir"),
+        ));
+    }
+    Ok(format!("unix@{path}"))
 }
 
 /// The template of the L7 routes and L4 streams part of haproxy.cfg.
@@ -216,8 +248,9 @@ impl crate::render::HttpRenderer {
         let mirror = match mirror {
             true => {
                 let lua = format!("{}/k8slb-mirror.lua", crate::render::files::files_dir(o)?);
-                files.insert(lua.clone(), http::MIRROR_LUA.to_string());
-                Some(lua)
+                let socket = hop_socket(o, "k8slb_mirror")?;
+                files.insert(lua.clone(), http::mirror_lua(&socket));
+                Some(HpMirror { lua, socket })
             }
             false => None,
         };

@@ -41,9 +41,7 @@
 //!   through a temporary name renamed over the path, so a file a crashed HAProxy left
 //!   does not stop a start, and hands it to the new worker on a reload.
 
-use crate::render::files::{
-    files_dir, ip_slug, path_err, render_err, stream_frontend_name, SplitsMap,
-};
+use crate::render::files::{files_dir, ip_slug, stream_frontend_name, SplitsMap};
 use crate::render::haproxy::http::{hp_tls, HpTls};
 use crate::render_error::RenderError;
 use crate::view::stream_backend_name;
@@ -266,7 +264,7 @@ pub(crate) fn hp_streams(
         // Mixed: the terminated routes' connections go to the hop (unless they are
         // closed anyway: no backend, or no certificate to terminate them with).
         let hop_name = format!("{name}_t");
-        let socket = hop_socket(o, &name)?;
+        let socket = super::hop_socket(o, &name)?;
         let hop_backend = format!("rth_{}_{}", ip_slug(s.ip), s.port);
         let (mut front, mut back) = (Vec::new(), Vec::new());
         for (r, v) in s.routes.iter().zip(values) {
@@ -299,21 +297,6 @@ pub(crate) fn hp_streams(
         }
     }
     Ok((out, skipped))
-}
-
-/// The unix socket of the hop of stream frontend `name` (a TLS port of both modes):
-/// `unix@<hop_dir>/<name>.sock`. Its name comes from the address and port alone; a
-/// path too long for a unix socket (107 bytes) is the admin's work dir, refused whole.
-fn hop_socket(o: &HttpRenderOptions, name: &str) -> Result<String, RenderError> {
-    let dir = crate::view::safe_path("hop sockets directory", &o.hop_dir).map_err(path_err)?;
-    let path = format!("{}/{name}.sock", dir.trim_end_matches('/'));
-    if path.len() > 107 {
-        return Err(render_err(
-            crate::render::haproxy::HAPROXY_ROUTES,
-            format!("the hop socket path {path} is longer than a unix socket path may be (107 bytes): use a shorter --work-dir"),
-        ));
-    }
-    Ok(format!("unix@{path}"))
 }
 
 /// The SNI maps of `st` for `routes` (each with its value), in precedence order: exact

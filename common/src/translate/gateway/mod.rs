@@ -157,6 +157,9 @@ pub struct GatewayInput<'a> {
     /// `limits.listenerSetListenersPerGateway`: the most listeners the ListenerSets of
     /// one Gateway add, all together (older sets first).
     pub listener_set_listeners_per_gateway: usize,
+    /// `limits.mirrorsPerRule`: the most RequestMirror filters of one rule (each copies
+    /// every request the rule takes); a rule with more is refused.
+    pub mirrors_per_rule: usize,
     /// Who owns which host ([`crate::tenancy`]; the plan's): a ListenerSet's listener
     /// whose hostname another namespace owns is refused (`HostnameConflict`). `None`:
     /// no ownership (the translation alone, as in tests).

@@ -160,6 +160,14 @@ pub(super) fn rules_of(
             let why = "RequestMirror: this provider does not mirror requests";
             return (vec![], refs, Some(why.to_string()));
         }
+        if settings.mirror_refs.len() > input.mirrors_per_rule {
+            let why = format!(
+                "RequestMirror: rule {ri} has {} mirrors, each a copy of every request it takes on the proxy every tenant shares; the limit is {} per rule (limits.mirrorsPerRule)",
+                settings.mirror_refs.len(),
+                input.mirrors_per_rule
+            );
+            return (vec![], refs, Some(why));
+        }
         for (b, share) in std::mem::take(&mut settings.mirror_refs) {
             match backend(input, &b, (kind, rns, "TCP"), services, backends) {
                 Ok(Some(w)) => {
