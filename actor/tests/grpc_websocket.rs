@@ -83,8 +83,13 @@ fn routes() -> HttpRoutes {
 }
 
 fn options(dir: &Path) -> HttpRenderOptions {
+    // The internal hops' sockets (HAProxy: hosts whose rules match on more than the
+    // path), 0700 as the actor makes it.
+    let hop_dir = dir.join("hop");
+    k8slb_actor::daemons::make_private_dir(&hop_dir).unwrap();
     HttpRenderOptions {
         files_dir: dir.to_path_buf(),
+        hop_dir,
         // The pool certificate of tls_routes (certificate).
         pool_cert_dir: dir.to_path_buf(),
         // The shipped lines (proxy_http_version 1.1 among them).
