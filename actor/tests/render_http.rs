@@ -5912,6 +5912,29 @@ fn check_mixed_port(ns: &support::Netns, when: &str) {
     assert_eq!(tls_cn(ns, 9445, None), "closed", "{when}: no SNI");
 }
 
+/// A crash of HAProxy as the actor runs it: its master, workers and old workers
+/// SIGKILLed (what they bound is left behind); returns once the actor has seen the
+/// master exit.
+fn crash_haproxy(h: &mut k8slb_actor::daemons::Haproxy) {
+    use k8slb_actor::daemons::Daemon;
+    let procs = h.show_proc().unwrap();
+    for p in procs
+        .master
+        .iter()
+        .chain(&procs.workers)
+        .chain(&procs.old_workers)
+    {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p.pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        support::wait_until(Duration::from_secs(5), || h.poll_exit().is_some()),
+        "HAProxy still runs after SIGKILL"
+    );
+}
+
 /// A wrapper that runs `program` in `ns` with the capabilities the DaemonSet's actor
 /// container of that proxy has (`manifests/k8slb-<program>.yml`: ALL dropped, then
 /// NET_ADMIN, NET_RAW, NET_BIND_SERVICE added, and for nginx SETUID, SETGID, CHOWN):
@@ -6004,22 +6027,7 @@ fn haproxy_serves_a_tls_port_of_both_modes_across_a_reload_and_a_restart_after_s
     check_mixed_port(&ns, "after a reload");
 
     // A crash: master and workers killed, the socket file left behind.
-    let procs = h.show_proc().unwrap();
-    for p in procs
-        .master
-        .iter()
-        .chain(&procs.workers)
-        .chain(&procs.old_workers)
-    {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(p.pid as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-    assert!(
-        support::wait_until(Duration::from_secs(5), || h.poll_exit().is_some()),
-        "HAProxy still runs after SIGKILL"
-    );
+    crash_haproxy(&mut h);
     assert!(socket.exists(), "the crash leaves the socket file");
     h.start().unwrap();
     check_mixed_port(&ns, "after a restart after SIGKILL");
@@ -6376,22 +6384,7 @@ fn haproxy_host_hops_are_private_unix_sockets_across_reloads_a_quarantine_and_a_
     check(&full, &[&v1, &v2], &[], "after a reload that adds a hop");
 
     // A crash: master and workers killed, the socket files left behind.
-    let procs = h.show_proc().unwrap();
-    for p in procs
-        .master
-        .iter()
-        .chain(&procs.workers)
-        .chain(&procs.old_workers)
-    {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(p.pid as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-    assert!(
-        support::wait_until(Duration::from_secs(5), || h.poll_exit().is_some()),
-        "HAProxy still runs after SIGKILL"
-    );
+    crash_haproxy(&mut h);
     assert!(
         v1.exists() && v2.exists(),
         "the crash leaves the socket files"
