@@ -5,6 +5,8 @@
 //! directory. No root needed. Waits are bounded (a missing change fails after [`WAIT`]).
 
 use base64::Engine;
+mod support;
+
 use k8slb_fakeapi::FakeApi;
 use serde_json::json;
 use std::path::Path;
@@ -42,12 +44,7 @@ async fn password_secrets_of_the_namespace_follow_into_the_directory_and_nothing
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/k8slb-haproxy-bgp.yml");
     api.load_manifests(&manifest)
         .unwrap_or_else(|e| panic!("loading the manifests: {e}"));
-    let kc = kube::config::Kubeconfig::read_from(api.kubeconfig_for_service_account(NS, "actor"))
-        .unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    let client = kube::Client::try_from(cfg).unwrap();
+    let client = support::actor_client(&api, NS).await;
 
     api.put_object(secret("bgp-a", "kubernetes.io/basic-auth", "s3cret!x"));
     api.put_object(secret("web-tls", "kubernetes.io/tls", "not-a-password"));

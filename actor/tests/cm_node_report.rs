@@ -4,6 +4,8 @@
 //! the watcher plans none: version skew), and written again when deleted. No root
 //! needed. Waits are bounded.
 
+mod support;
+
 use k8slb_fakeapi::FakeApi;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -29,12 +31,7 @@ async fn the_report_is_written_at_start_with_this_builds_features_and_again_once
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/k8slb-haproxy.yml");
     api.load_manifests(&manifest)
         .unwrap_or_else(|e| panic!("loading the manifests: {e}"));
-    let kc = kube::config::Kubeconfig::read_from(api.kubeconfig_for_service_account(NS, "actor"))
-        .unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    let client = kube::Client::try_from(cfg).unwrap();
+    let client = support::actor_client(&api, NS).await;
     let node: k8slb_common::names::NodeName = "lb1".parse().unwrap();
     let (_reporter, rx) = k8slb_actor::report::Reporter::new(&node, "haproxy");
     tokio::spawn(k8slb_actor::report::write_reports(

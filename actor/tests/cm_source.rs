@@ -12,6 +12,8 @@ use k8slb_actor::state_source::{
 use k8slb_common::config::parse_global_config;
 use k8slb_common::publish::{self, Part};
 use k8slb_common::state::{IpMode, ServiceState, State};
+mod support;
+
 use k8slb_fakeapi::FakeApi;
 use serde_json::json;
 use std::time::Duration;
@@ -84,12 +86,7 @@ async fn fake() -> FakeApi {
 /// The actor's client: its ServiceAccount's token, so only what the manifests' RBAC
 /// grants the actor works.
 async fn client(api: &FakeApi) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(api.kubeconfig_for_service_account(NS, "actor"))
-        .unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    kube::Client::try_from(cfg).unwrap()
+    support::actor_client(api, NS).await
 }
 
 fn opts() -> ConfigMapOptions {

@@ -297,3 +297,15 @@ impl Daemon for NoKeepalived {
         self.up = false;
     }
 }
+
+/// A kube client as the actor's ServiceAccount of `namespace` on the fake API server
+/// (its token): only what the loaded manifests' RBAC grants the actor works.
+pub async fn actor_client(api: &k8slb_fakeapi::FakeApi, namespace: &str) -> kube::Client {
+    let kc =
+        kube::config::Kubeconfig::read_from(api.kubeconfig_for_service_account(namespace, "actor"))
+            .unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(cfg).unwrap()
+}
